@@ -1,0 +1,38 @@
+# The README's two commands: `make demo` and `make check`. Both install what is missing first.
+BUILD_DIR  ?= build
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+DEMO_DIR   ?= $(BUILD_DIR)/demo
+TPC        := $(BUILD_DIR)/bin/tpc
+
+.PHONY: all deps configure build check demo fuzz bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# Every test: unit tests, lit suites and end-to-end fidelity, all registered with ctest.
+check: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The main job on a model the repository writes itself (never needs ../shared).
+demo: build
+	@bash scripts/demo.sh $(TPC) $(DEMO_DIR)
+
+# Bounded libFuzzer runs of the GGUF reader and the plan loader (not part of `make check`).
+fuzz:
+	@bash scripts/install-deps.sh --fuzz
+	@bash scripts/fuzz.sh $(BUILD_DIR)-fuzz
+
+bench: build
+	@bash bench/run.sh $(TPC)
+
+clean:
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-fuzz

@@ -1,0 +1,29 @@
+# lit configuration for tpc: FileCheck tests over tpc-opt and the tpc CLI.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "TPC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.tpc_obj_root, "test")
+
+# Captures must not leak across CHECK-LABELs.
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%shared", config.tpc_shared_dir))
+config.substitutions.append(("%fixtures", os.path.join(config.tpc_shared_dir, "fixtures")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+# Tests over ../shared say `REQUIRES: shared`; without it lit reports them UNSUPPORTED (visible).
+if config.tpc_have_shared:
+    config.available_features.add("shared")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+tool_dirs = [config.tpc_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["tpc-opt", "tpc"], tool_dirs)
