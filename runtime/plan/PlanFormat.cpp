@@ -1,0 +1,357 @@
+//===- PlanFormat.cpp - plan structs: names, builder, semantic checks -----===//
+//
+// validatePlan() is the semantic half of loading (the FlatBuffers verifier is the structural half): it
+// checks every id, index, size and offset with overflow-safe arithmetic, so the executor can index
+// arenas and the GGUF without further checks. It collects every problem, one line each.
+//===----------------------------------------------------------------------===//
+#include "runtime/plan/PlanFormat.h"
+
+#include <fmt/core.h>
+
+#include <optional>
+
+namespace tpc::rt {
+
+namespace {
+/// Operand and parameter counts per op; -1 = no upper bound.
+struct OpSig {
+  const char *name;
+  int minIn, maxIn, minOut, maxOut, minInts, minFloats;
+};
+constexpr OpSig kSigs[kNumOpKinds] = {
+    {"get_rows", 2, 2, 1, 1, 0, 0},       {"take_along", 2, 2, 1, 1, 0, 0},
+    {"rms_norm", 1, 2, 1, 1, 0, 1},       {"matmul", 2, 2, 1, 1, 0, 0},
+    {"mul_mat_id", 3, 3, 1, 1, 0, 0},     {"add", 2, 2, 1, 1, 0, 0},
+    {"mul", 2, 2, 1, 1, 0, 0},            {"div", 2, 2, 1, 1, 0, 0},
+    {"scale", 1, 1, 1, 1, 0, 1},          {"unary", 1, 1, 1, 1, 1, 0},
+    {"glu", 1, 2, 1, 1, 1, 0},            {"softmax", 1, 1, 1, 1, 0, 0},
+    {"top_k", 1, 1, 1, 1, 1, 0},          {"sum", 1, 1, 1, 1, 2, 0},
+    {"reshape", 1, 1, 1, 1, 0, 0},        {"permute", 1, 1, 1, 1, 1, 0},
+    {"view", 1, 1, 1, 1, 3, 0},           {"concat", 1, -1, 1, 1, 1, 0},
+    {"rope", 2, 3, 1, 1, 2, 2},           {"softcap", 1, 1, 1, 1, 0, 1},
+    {"attention", 4, 5, 1, 1, 2, 2},      {"expert_combine", 2, -1, 1, 1, 0, 0},
+    {"all_reduce", 1, -1, 1, -1, 0, 0},   {"reduce_scatter", 1, 1, 1, 1, 1, 0},
+    {"all_gather", 1, 1, 1, 1, 1, 0},     {"slice", 1, 1, 1, 1, 3, 0},
+    {"copy", 1, 1, 1, 1, 0, 0},
+};
+
+std::optional<uint64_t> mulChecked(uint64_t a, uint64_t b) {
+  uint64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    return std::nullopt;
+  return r;
+}
+std::optional<uint64_t> addChecked(uint64_t a, uint64_t b) {
+  uint64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    return std::nullopt;
+  return r;
+}
+
+/// Elements of `shape` with the token dim at `tokens`; nullopt on a bad dim or overflow.
+std::optional<uint64_t> elemsOf(const std::vector<int64_t> &shape, int64_t tokens) {
+  uint64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t d = shape[i];
+    if (d == -1 && i == 0)
+      d = tokens;
+    if (d <= 0)
+      return std::nullopt;
+    auto m = mulChecked(n, static_cast<uint64_t>(d));
+    if (!m)
+      return std::nullopt;
+    n = *m;
+  }
+  return n;
+}
+} // namespace
+
+const char *opKindName(OpKind op) {
+  auto i = static_cast<unsigned>(op);
+  return i < kNumOpKinds ? kSigs[i].name : "unknown-op";
+}
+
+bool isCollective(OpKind op) {
+  return op == OpKind::AllReduce || op == OpKind::ReduceScatter || op == OpKind::AllGather;
+}
+
+const char *dtypeName(DType dt) {
+  switch (dt) {
+  case DType::F32:
+    return "f32";
+  case DType::I32:
+    return "i32";
+  case DType::F16:
+    return "f16";
+  }
+  return "unknown-dtype";
+}
+
+int32_t DevicePlanBuilder::activation(DType dt, std::vector<int64_t> shape, uint64_t offset) {
+  TensorDesc t;
+  t.id = static_cast<int32_t>(dev_.tensors.size());
+  t.dtype = dt;
+  t.shape = std::move(shape);
+  t.storage = Storage::Activation;
+  t.offset = offset;
+  dev_.tensors.push_back(std::move(t));
+  return dev_.tensors.back().id;
+}
+
+int32_t DevicePlanBuilder::weight(int32_t slice) {
+  TensorDesc t;
+  t.id = static_cast<int32_t>(dev_.tensors.size());
+  t.dtype = DType::F32;
+  t.shape = dev_.weights.at(slice).shape;
+  t.storage = Storage::Weight;
+  t.index = slice;
+  dev_.tensors.push_back(std::move(t));
+  return dev_.tensors.back().id;
+}
+
+int32_t DevicePlanBuilder::addWeight(WeightSlice w) {
+  dev_.weights.push_back(std::move(w));
+  return static_cast<int32_t>(dev_.weights.size() - 1);
+}
+
+int32_t DevicePlanBuilder::addKv(KvCache c) {
+  dev_.kv.push_back(c);
+  return static_cast<int32_t>(dev_.kv.size() - 1);
+}
+
+int32_t DevicePlanBuilder::io(Storage kind, DType dt, std::vector<int64_t> shape) {
+  TensorDesc t;
+  t.id = static_cast<int32_t>(dev_.tensors.size());
+  t.dtype = dt;
+  t.shape = std::move(shape);
+  t.storage = kind;
+  dev_.tensors.push_back(std::move(t));
+  return dev_.tensors.back().id;
+}
+
+int32_t DevicePlanBuilder::view(int32_t base, DType dt, std::vector<int64_t> shape, uint64_t offset) {
+  TensorDesc t;
+  t.id = static_cast<int32_t>(dev_.tensors.size());
+  t.dtype = dt;
+  t.shape = std::move(shape);
+  t.storage = Storage::View;
+  t.index = base;
+  t.offset = offset;
+  dev_.tensors.push_back(std::move(t));
+  return dev_.tensors.back().id;
+}
+
+void DevicePlanBuilder::step(OpKind op, std::vector<int32_t> in, std::vector<int32_t> out,
+                             std::vector<int64_t> ints, std::vector<float> floats, std::string name) {
+  Step s;
+  s.op = op;
+  s.inputs = std::move(in);
+  s.outputs = std::move(out);
+  s.ints = std::move(ints);
+  s.floats = std::move(floats);
+  s.name = name.empty() ? opKindName(op) : std::move(name);
+  dev_.steps.push_back(std::move(s));
+}
+
+namespace {
+void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) {
+  const DevicePlan &dev = plan.devices[d];
+  auto err = [&](std::string msg) { errs.push_back(fmt::format("device {}: {}", d, msg)); };
+  const int64_t maxBatch = plan.model.maxBatch;
+
+  // Weights: known type, whole blocks, inside the arena, pieces inside the GGUF and summing to the slice.
+  for (size_t w = 0; w < dev.weights.size(); ++w) {
+    const WeightSlice &s = dev.weights[w];
+    auto where = fmt::format("weight {} '{}'", w, s.name);
+    if (!ggmlTypeInfo(static_cast<uint32_t>(s.type))) {
+      err(fmt::format("{}: unknown ggml type {}", where, static_cast<uint32_t>(s.type)));
+      continue;
+    }
+    auto elems = elemsOf(s.shape, 0);
+    if (s.shape.empty() || !elems) {
+      err(fmt::format("{}: bad shape", where));
+      continue;
+    }
+    auto rowBytes = ggmlRowBytes(s.type, static_cast<uint64_t>(s.shape.back()));
+    auto total = rowBytes ? mulChecked(*rowBytes, *elems / static_cast<uint64_t>(s.shape.back())) : std::nullopt;
+    if (!total || *total != s.bytes)
+      err(fmt::format("{}: {} bytes do not match shape and type {}", where, s.bytes, ggmlTypeName(s.type)));
+    auto end = addChecked(s.offset, s.bytes);
+    if (!end || *end > dev.weightBytes)
+      err(fmt::format("{}: [{}, +{}) lies outside the weight arena ({} bytes)", where, s.offset, s.bytes,
+                      dev.weightBytes));
+    uint64_t packed = 0;
+    for (size_t p = 0; p < s.pieces.size(); ++p) {
+      const WeightPiece &pc = s.pieces[p];
+      std::optional<uint64_t> last = pc.rows == 0 ? std::optional<uint64_t>(0) : mulChecked(pc.rows - 1, pc.rowStride);
+      std::optional<uint64_t> pend = last ? addChecked(*last, pc.rowBytes) : std::nullopt;
+      pend = pend ? addChecked(*pend, pc.fileOffset) : std::nullopt;
+      if (pc.rows > 0 && (!pend || *pend > plan.ggufSize))
+        err(fmt::format("{}: piece {} reads past the end of the GGUF ({} bytes)", where, p, plan.ggufSize));
+      auto pb = mulChecked(pc.rows, pc.rowBytes);
+      auto np = pb ? addChecked(packed, *pb) : std::nullopt;
+      if (!np) {
+        err(fmt::format("{}: piece {} size overflows", where, p));
+        break;
+      }
+      packed = *np;
+    }
+    if (packed != s.bytes)
+      err(fmt::format("{}: pieces hold {} bytes, the slice {}", where, packed, s.bytes));
+  }
+
+  // KV caches.
+  uint64_t kvPerToken = 0;
+  for (size_t k = 0; k < dev.kv.size(); ++k) {
+    const KvCache &c = dev.kv[k];
+    if (c.nHeadKv <= 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.dtype == DType::I32) {
+      err(fmt::format("kv cache {} (layer {}): bad heads/dims/dtype", k, c.layer));
+      continue;
+    }
+    kvPerToken += static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
+  }
+  if (kvPerToken != dev.kvBytesPerToken)
+    err(fmt::format("kv_bytes_per_token is {} but the caches need {}", dev.kvBytesPerToken, kvPerToken));
+
+  // Tensors: ids, shapes, storage inside its arena for max_batch tokens.
+  std::vector<uint64_t> bytesAtMax(dev.tensors.size(), 0);
+  for (size_t i = 0; i < dev.tensors.size(); ++i) {
+    const TensorDesc &t = dev.tensors[i];
+    auto where = fmt::format("tensor {}", i);
+    if (t.id != static_cast<int32_t>(i))
+      err(fmt::format("{}: id {} differs from its index", where, t.id));
+    if (t.shape.size() > 8) {
+      err(fmt::format("{}: rank {} > 8", where, t.shape.size()));
+      continue;
+    }
+    if (static_cast<uint8_t>(t.dtype) > 2) {
+      err(fmt::format("{}: unknown dtype", where));
+      continue;
+    }
+    auto elems = elemsOf(t.shape, maxBatch);
+    auto bytes = elems ? mulChecked(*elems, dtypeBytes(t.dtype)) : std::nullopt;
+    if (!bytes) {
+      err(fmt::format("{}: bad shape (dims must be > 0; only dim 0 may be -1)", where));
+      continue;
+    }
+    bytesAtMax[i] = *bytes;
+    switch (t.storage) {
+    case Storage::Activation: {
+      auto end = addChecked(t.offset, *bytes);
+      if (!end || *end > dev.activationBytes)
+        err(fmt::format("{}: [{}, +{}) lies outside the activation arena ({} bytes) for max_batch {}", where,
+                        t.offset, *bytes, dev.activationBytes, maxBatch));
+      break;
+    }
+    case Storage::Weight:
+      if (t.index < 0 || static_cast<size_t>(t.index) >= dev.weights.size())
+        err(fmt::format("{}: weight index {} out of range", where, t.index));
+      else if (elemsOf(dev.weights[t.index].shape, 0) != elemsOf(t.shape, maxBatch))
+        err(fmt::format("{}: shape differs from weight '{}'", where, dev.weights[t.index].name));
+      break;
+    case Storage::Kv:
+      if (t.index < 0 || static_cast<size_t>(t.index) >= dev.kv.size())
+        err(fmt::format("{}: kv index {} out of range", where, t.index));
+      break;
+    case Storage::InputTokens:
+    case Storage::InputPositions:
+      if (t.dtype != DType::I32 || t.shape.size() != 1 || t.shape[0] != -1)
+        err(fmt::format("{}: token/position inputs must be i32 [-1]", where));
+      break;
+    case Storage::OutputLogits:
+      if (t.dtype != DType::F32 || t.shape.size() != 2 || t.shape[1] != plan.model.nVocab)
+        err(fmt::format("{}: logits must be f32 [T, n_vocab={}]", where, plan.model.nVocab));
+      break;
+    case Storage::View: {
+      if (t.index < 0 || t.index >= static_cast<int32_t>(i)) {
+        err(fmt::format("{}: view base {} must be an earlier tensor", where, t.index));
+        break;
+      }
+      Storage bs = dev.tensors[t.index].storage;
+      if (bs == Storage::Weight || bs == Storage::Kv) {
+        err(fmt::format("{}: views of weights or kv caches are not supported", where));
+        break;
+      }
+      auto end = addChecked(t.offset, *bytes);
+      if (!end || *end > bytesAtMax[t.index])
+        err(fmt::format("{}: view [{}, +{}) exceeds its base tensor {} ({} bytes)", where, t.offset, *bytes,
+                        t.index, bytesAtMax[t.index]));
+      break;
+    }
+    default:
+      err(fmt::format("{}: unknown storage kind {}", where, static_cast<int>(t.storage)));
+    }
+  }
+
+  // Steps: op, arity, operand ids, parameter counts.
+  for (size_t s = 0; s < dev.steps.size(); ++s) {
+    const Step &st = dev.steps[s];
+    auto opi = static_cast<unsigned>(st.op);
+    if (opi >= kNumOpKinds) {
+      err(fmt::format("step {}: unknown op {}", s, opi));
+      continue;
+    }
+    const OpSig &sig = kSigs[opi];
+    auto where = fmt::format("step {} ({})", s, sig.name);
+    auto countOk = [](size_t n, int lo, int hi) { return n >= size_t(lo) && (hi < 0 || n <= size_t(hi)); };
+    if (!countOk(st.inputs.size(), sig.minIn, sig.maxIn))
+      err(fmt::format("{}: {} inputs, expected {}..{}", where, st.inputs.size(), sig.minIn, sig.maxIn));
+    if (!countOk(st.outputs.size(), sig.minOut, sig.maxOut))
+      err(fmt::format("{}: {} outputs, expected {}..{}", where, st.outputs.size(), sig.minOut, sig.maxOut));
+    if (st.op == OpKind::AllReduce && st.inputs.size() != st.outputs.size())
+      err(fmt::format("{}: needs one output per input", where));
+    if (st.ints.size() < size_t(sig.minInts) || st.floats.size() < size_t(sig.minFloats))
+      err(fmt::format("{}: needs {} ints and {} floats", where, sig.minInts, sig.minFloats));
+    for (int32_t id : st.inputs)
+      if (id < 0 || static_cast<size_t>(id) >= dev.tensors.size())
+        err(fmt::format("{}: input tensor {} out of range", where, id));
+    for (int32_t id : st.outputs) {
+      if (id < 0 || static_cast<size_t>(id) >= dev.tensors.size())
+        err(fmt::format("{}: output tensor {} out of range", where, id));
+      else if (dev.tensors[id].storage == Storage::Weight || dev.tensors[id].storage == Storage::InputTokens ||
+               dev.tensors[id].storage == Storage::InputPositions)
+        err(fmt::format("{}: writes read-only tensor {}", where, id));
+    }
+    if (st.op == OpKind::Attention && !st.ints.empty() &&
+        (st.ints[0] < 0 || static_cast<size_t>(st.ints[0]) >= dev.kv.size()))
+      err(fmt::format("{}: kv cache index {} out of range", where, st.ints[0]));
+  }
+}
+} // namespace
+
+std::vector<std::string> validatePlan(const Plan &plan) {
+  std::vector<std::string> errs;
+  if (plan.model.nVocab <= 0 || plan.model.maxBatch <= 0 || plan.model.defaultCtx <= 0 ||
+      plan.model.maxBatch > (int64_t(1) << 24) || plan.model.defaultCtx > (int64_t(1) << 26))
+    errs.push_back(fmt::format("model: n_vocab {}, max_batch {}, default_ctx {} must be positive (and sane)",
+                               plan.model.nVocab, plan.model.maxBatch, plan.model.defaultCtx));
+  if (plan.devices.empty())
+    errs.push_back("the plan has no devices");
+  const PlanTokenizer &tk = plan.tokenizer;
+  if ((!tk.scores.empty() && tk.scores.size() != tk.tokens.size()) ||
+      (!tk.tokenTypes.empty() && tk.tokenTypes.size() != tk.tokens.size()))
+    errs.push_back("tokenizer: scores/token types do not match the token count");
+  for (int32_t id : {tk.bosId, tk.eosId, tk.unkId, tk.padId, tk.sepId, tk.eotId, tk.eomId})
+    if (id < -1 || (id >= 0 && static_cast<size_t>(id) >= tk.tokens.size() && !tk.tokens.empty()))
+      errs.push_back(fmt::format("tokenizer: special token id {} out of range", id));
+  if (!errs.empty() && plan.model.maxBatch <= 0)
+    return errs; // tensor sizes depend on max_batch
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    validateDevice(plan, d, errs);
+  // Collectives rendezvous by position: every device must issue the same sequence.
+  std::vector<std::vector<OpKind>> seqs;
+  for (const DevicePlan &dev : plan.devices) {
+    seqs.emplace_back();
+    for (const Step &s : dev.steps)
+      if (isCollective(s.op))
+        seqs.back().push_back(s.op);
+  }
+  for (size_t d = 1; d < seqs.size(); ++d)
+    if (seqs[d] != seqs[0])
+      errs.push_back(fmt::format("device {} has {} collective steps, device 0 has {} (or their order differs);"
+                                 " every device must issue the same collectives in the same order",
+                                 d, seqs[d].size(), seqs[0].size()));
+  return errs;
+}
+
+} // namespace tpc::rt

@@ -1,0 +1,224 @@
+//===- PlanFormat.h - the device plan as plain C++ structs --------*- C++ -*-===//
+//
+// The in-memory form of a tpc device plan: what the compiler's plan emitter fills and what loadPlan()
+// returns after verification (STYLE.md §5: parse and validate once, then use immutable structs). The file
+// format itself is plan.fbs; only PlanIO.cpp knows the FlatBuffers types.
+//
+// Assumptions every consumer may rely on after loadPlan() succeeded (validatePlan() checks them):
+//  - a tensor's id equals its index in DevicePlan::tensors; step operands are valid ids;
+//  - only dim 0 of a shape may be -1 (the token dimension, sized per evaluate() call, <= maxBatch);
+//  - every ACTIVATION tensor fits its device's activation arena for maxBatch tokens, every weight slice
+//    fits the weight arena and every weight piece lies inside the GGUF file (overflow-checked);
+//  - every step has the operand counts its op requires, and every device has the same sequence of
+//    collective ops (the k-th collective of each device meets the k-th of every other).
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_PLAN_PLANFORMAT_H
+#define TPC_RUNTIME_PLAN_PLANFORMAT_H
+
+#include "runtime/ggml/GGMLTypes.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpc::rt {
+
+/// The schema version this build writes and the newest it reads.
+inline constexpr uint32_t kPlanSchemaVersion = 1;
+/// The 8 bytes every plan file starts with.
+inline constexpr char kPlanMagic[8] = {'T', 'P', 'C', 'P', 'L', 'A', 'N', '1'};
+
+/// Element type of a plan tensor or KV cache.
+enum class DType : uint8_t { F32 = 0, I32 = 1, F16 = 2 };
+
+/// Where a KV cache lives.
+enum class Placement : uint8_t { Device = 0, Host = 1 };
+
+/// Where a tensor's bytes live.
+enum class Storage : uint8_t {
+  Activation = 0,     ///< activation arena, at Tensor::offset
+  Weight = 1,         ///< weight slice Tensor::index (its ggml type, not Tensor::dtype, describes it)
+  Kv = 2,             ///< KV cache Tensor::index (the K half)
+  InputTokens = 3,    ///< the token ids of the current call (i32 [T])
+  InputPositions = 4, ///< the positions of the current call (i32 [T])
+  OutputLogits = 5,   ///< the logits rows returned to the caller (f32 [T, n_vocab])
+  View = 6,           ///< aliases tensor Tensor::index at byte offset Tensor::offset
+};
+
+/// The step vocabulary: the tpc dialect ops after localization. Semantics are per device on local shapes;
+/// "x[T,N]" means dim 0 is the token dimension. Parameters: ints[i] / floats[i] as listed.
+enum class OpKind : uint16_t {
+  GetRows = 0,       ///< (table[R,N] any ggml type, ids[T] i32) -> [T,N]; quantized rows are dequantized
+  TakeAlong = 1,     ///< (x[T,N], idx[T,k] i32) -> [T,k]: y[t,j] = x[t, idx[t,j]]
+  RmsNorm = 2,       ///< (x[...,N] [, w[N]]) -> x/rms(x) (* w); floats[0] = eps
+  Matmul = 3,        ///< (x[...,K], w[N,K]) -> [...,N]: y = x·wᵀ, w any ggml type or f32 tensor
+  MulMatId = 4,      ///< (x[T,K] or [T,k,K], w[E,N,K], ids[T,k]) -> [T,k,N]: y[t,j] = w[ids[t,j]]·x[t,(j)]
+  Add = 5,           ///< (a, b) -> a + b, b broadcast right-aligned (its dims equal a's or 1)
+  Mul = 6,           ///< (a, b) -> a * b, broadcast as Add
+  Div = 7,           ///< (a, b) -> a / b, broadcast as Add
+  Scale = 8,         ///< (x) -> x * floats[0]
+  Unary = 9,         ///< (x) -> f(x); ints[0] = UnaryFn
+  Glu = 10,          ///< (x[...,2F]) -> f(x[..,:F]) * x[..,F:]; or (g, u) -> f(g) * u; ints[0] = UnaryFn
+  Softmax = 11,      ///< (x) -> softmax over the last axis
+  TopK = 12,         ///< (x[...,N]) -> i32 [...,k]: indices, descending, ties -> lower index; ints[0] = k
+  Sum = 13,          ///< (x) -> sum over ints[0] (axis); ints[1] = keep_dim (0/1)
+  Reshape = 14,      ///< (x) -> same elements, new shape (no copy when the output is a View of x)
+  Permute = 15,      ///< (x) -> y with y.shape[i] = x.shape[perm[i]]; ints = perm
+  View = 16,         ///< (x) -> x narrowed on ints[0] (axis) to [ints[1], ints[1] + ints[2])
+  Concat = 17,       ///< (x0, x1, ...) -> concatenation along ints[0]
+  Rope = 18,         ///< (x[T,H,D], pos[T] [, freq_factors[n_dims/2]]): ints[0] mode 0 normal 1 neox,
+                     ///< ints[1] n_dims; floats[0] base, floats[1] freq_scale
+  Softcap = 19,      ///< (x) -> cap * tanh(x / cap); floats[0] = cap
+  Attention = 20,    ///< (q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], pos[T] [, sinks[Hq]]) -> [T,Hq,Dv];
+                     ///< ints[0] kv cache index, ints[1] sliding window (0 none); floats[0] scale,
+                     ///< floats[1] softcap (0 none). Appends k, v at pos, then causal attention.
+  ExpertCombine = 21, ///< (x[T,k,N], m1[T,k], m2[T,k], ...) -> [T,N] = Σ_j Π_i m_i[t,j] · x[t,j,:]
+  AllReduce = 22,    ///< (a, b, ...) -> (a', b', ...): sum over devices, several tensors = one bucket
+  ReduceScatter = 23, ///< (x) -> this device's part along ints[0] of the sum; parts sized by outputs
+  AllGather = 24,    ///< (x) -> concatenation of every device's x along ints[0] (sizes may differ)
+  Slice = 25,        ///< (x) -> x narrowed like View (ints[0] axis, ints[1] offset, ints[2] size)
+  Copy = 26,         ///< (x) -> y, a backend copy (device <-> host); a memcpy on the CPU backend
+};
+/// Number of OpKind values.
+inline constexpr unsigned kNumOpKinds = 27;
+
+/// The elementwise functions of Unary and Glu.
+enum class UnaryFn : int64_t { Silu = 0, Gelu = 1, GeluTanh = 2, Tanh = 3, Relu = 4, Exp = 5, Sigmoid = 6 };
+
+/// Name of an op ("matmul"), for errors and profiles.
+const char *opKindName(OpKind op);
+/// True for the ops that meet the other devices (AllReduce, ReduceScatter, AllGather).
+bool isCollective(OpKind op);
+
+/// One contiguous run of rows copied from the GGUF.
+struct WeightPiece {
+  uint64_t fileOffset = 0; ///< byte offset of row 0 in the GGUF
+  uint64_t rowStride = 0;  ///< bytes between consecutive source rows
+  uint64_t rowBytes = 0;   ///< bytes copied per row
+  uint64_t rows = 0;       ///< number of rows
+};
+
+/// A device-local weight: pieces copied in order pack it densely (ggml layout) at `offset`.
+struct WeightSlice {
+  std::string name;                 ///< GGUF tensor name
+  GGMLType type = GGMLType::F32;    ///< storage type of the rows
+  std::vector<int64_t> shape;       ///< local logical shape, outermost first, innermost = row
+  uint64_t offset = 0;              ///< byte offset in the weight arena
+  uint64_t bytes = 0;               ///< packed size (= sum of pieces' rows * rowBytes)
+  std::vector<WeightPiece> pieces;  ///< copy order
+};
+
+/// One layer's KV cache on one device, sized at run time from the context size.
+struct KvCache {
+  int32_t layer = 0;
+  int32_t nHeadKv = 0; ///< local KV heads
+  int32_t headDimK = 0;
+  int32_t headDimV = 0;
+  DType dtype = DType::F16; ///< F16 or F32
+  Placement placement = Placement::Device;
+};
+
+/// A tensor a step reads or writes.
+struct TensorDesc {
+  int32_t id = 0;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape; ///< -1 in dim 0 = token dimension
+  Storage storage = Storage::Activation;
+  uint64_t offset = 0; ///< Activation: arena byte offset; View: byte offset into the base
+  int32_t index = -1;  ///< Weight: slice; Kv: cache; View: base tensor id
+};
+
+/// One operation of a device's program.
+struct Step {
+  OpKind op = OpKind::Copy;
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> outputs;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::string name; ///< for profiles
+};
+
+/// Everything one device runs.
+struct DevicePlan {
+  std::string kind = "cpu"; ///< backend hint
+  int32_t ordinal = 0;
+  uint64_t weightBytes = 0;
+  uint64_t activationBytes = 0;
+  uint64_t kvBytesPerToken = 0;
+  std::vector<WeightSlice> weights;
+  std::vector<KvCache> kv;
+  std::vector<TensorDesc> tensors;
+  std::vector<Step> steps;
+};
+
+/// Model facts the runtime needs.
+struct ModelInfo {
+  std::string arch;
+  int64_t nVocab = 0;
+  int64_t nCtxTrain = 0;
+  int64_t maxBatch = 0;   ///< tokens per evaluate() the activation arenas hold
+  int64_t defaultCtx = 0; ///< context when the user gives none
+};
+
+/// The GGUF tokenizer, every field (tpc::rt::TokenizerData is built from this).
+struct PlanTokenizer {
+  std::string model; ///< tokenizer.ggml.model: "llama", "gpt2", ...
+  std::string pre;
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> tokenTypes;
+  std::vector<std::string> merges;
+  int32_t bosId = -1, eosId = -1, unkId = -1, padId = -1, sepId = -1, eotId = -1, eomId = -1;
+  bool addBos = false, addEos = false, addSpacePrefix = false;
+  bool ignoreMerges = false, cleanSpaces = false;
+  std::string chatTemplate;
+};
+
+/// A whole plan.
+struct Plan {
+  uint32_t schemaVersion = kPlanSchemaVersion;
+  std::string compilerVersion;
+  std::string ggufPath;
+  uint64_t ggufSize = 0;
+  uint64_t ggufFingerprint = 0;
+  ModelInfo model;
+  PlanTokenizer tokenizer;
+  std::vector<DevicePlan> devices;
+};
+
+/// Fills a DevicePlan step by step (what the compiler's emitter and the tests use). Tensor ids are
+/// assigned in order; activation offsets are the caller's (the compiler plans memory).
+class DevicePlanBuilder {
+public:
+  explicit DevicePlanBuilder(DevicePlan &dev) : dev_(dev) {}
+  /// An activation tensor at `offset` in the activation arena; returns its id.
+  int32_t activation(DType dt, std::vector<int64_t> shape, uint64_t offset);
+  /// A tensor bound to weight slice `slice`.
+  int32_t weight(int32_t slice);
+  /// Adds a weight slice; returns its index.
+  int32_t addWeight(WeightSlice w);
+  /// Adds a KV cache; returns its index.
+  int32_t addKv(KvCache c);
+  /// An input/output tensor (InputTokens, InputPositions, OutputLogits).
+  int32_t io(Storage kind, DType dt, std::vector<int64_t> shape);
+  /// A view of `base` at byte `offset` with its own shape.
+  int32_t view(int32_t base, DType dt, std::vector<int64_t> shape, uint64_t offset = 0);
+  /// Appends a step.
+  void step(OpKind op, std::vector<int32_t> in, std::vector<int32_t> out, std::vector<int64_t> ints = {},
+            std::vector<float> floats = {}, std::string name = {});
+
+private:
+  DevicePlan &dev_;
+};
+
+/// Bytes of one element of `dt`.
+inline uint64_t dtypeBytes(DType dt) { return dt == DType::F16 ? 2 : 4; }
+/// Name of a dtype ("f32").
+const char *dtypeName(DType dt);
+
+/// Problems found by validatePlan(), one line each ("device 1: step 7 (matmul): input 3 ...").
+std::vector<std::string> validatePlan(const Plan &plan);
+
+} // namespace tpc::rt
+
+#endif // TPC_RUNTIME_PLAN_PLANFORMAT_H
