@@ -1,0 +1,120 @@
+//===- GGUFTokenizer.cpp - tokenizer data from GGUF metadata ---------------===//
+//
+// Key names and defaults follow llama.cpp's vocabulary loader: model and pre-tokenizer first (they pick
+// the defaults), then the arrays, then special ids and the add_* flags, which override the defaults.
+//===----------------------------------------------------------------------===//
+#include "compiler/tokenizer/GGUFTokenizer.h"
+
+#include <limits>
+
+namespace tpc {
+
+gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) {
+  const std::string &path = file.path();
+  auto fail = [&](const std::string &msg) { return gguf::Error{path + ": " + msg}; };
+  rt::TokenizerData d;
+
+  auto model = file.getString("tokenizer.ggml.model");
+  if (!model)
+    return gguf::Error{model.error() + " (the file has no tokenizer; tpc needs tokenizer.ggml.*)"};
+  d.model = *model;
+  auto pre = file.getStringOr("tokenizer.ggml.pre", "default");
+  if (!pre)
+    return gguf::Error{pre.error()};
+  d.pre = *pre;
+  rt::applyModelDefaults(d);
+
+  auto tokens = file.getStringArray("tokenizer.ggml.tokens");
+  if (!tokens)
+    return gguf::Error{tokens.error()};
+  d.tokens = tokens.take();
+  if (d.tokens.empty())
+    return fail("tokenizer.ggml.tokens is empty");
+  const size_t n = d.tokens.size();
+  if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    return fail("tokenizer.ggml.tokens has too many entries (" + std::to_string(n) + ")");
+
+  if (file.find("tokenizer.ggml.scores")) {
+    auto scores = file.getF32Array("tokenizer.ggml.scores");
+    if (!scores)
+      return gguf::Error{scores.error()};
+    d.scores = scores.take();
+    if (d.scores.size() != n)
+      return fail("tokenizer.ggml.scores has " + std::to_string(d.scores.size()) + " entries but " +
+                  "tokenizer.ggml.tokens has " + std::to_string(n));
+  }
+  if (file.find("tokenizer.ggml.token_type")) {
+    auto types = file.getI64Array("tokenizer.ggml.token_type");
+    if (!types)
+      return gguf::Error{types.error()};
+    if (types->size() != n)
+      return fail("tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries but " +
+                  "tokenizer.ggml.tokens has " + std::to_string(n));
+    d.tokenTypes.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      int64_t t = (*types)[i];
+      if (t < 0 || t > 6)
+        return fail("tokenizer.ggml.token_type[" + std::to_string(i) + "] = " + std::to_string(t) +
+                    " is not a token type (0..6)");
+      d.tokenTypes.push_back(static_cast<int32_t>(t));
+    }
+  }
+  if (file.find("tokenizer.ggml.merges")) {
+    auto merges = file.getStringArray("tokenizer.ggml.merges");
+    if (!merges)
+      return gguf::Error{merges.error()};
+    d.merges = merges.take();
+  }
+
+  struct IdKey {
+    const char *key;
+    rt::TokenId *dst;
+  };
+  const IdKey ids[] = {
+      {"tokenizer.ggml.bos_token_id", &d.bos},      {"tokenizer.ggml.eos_token_id", &d.eos},
+      {"tokenizer.ggml.unknown_token_id", &d.unk},  {"tokenizer.ggml.padding_token_id", &d.pad},
+      {"tokenizer.ggml.eot_token_id", &d.eot},      {"tokenizer.ggml.eom_token_id", &d.eom},
+      {"tokenizer.ggml.seperator_token_id", &d.sep}};
+  for (const IdKey &k : ids) {
+    if (!file.find(k.key))
+      continue;
+    auto v = file.getI64(k.key);
+    if (!v)
+      return gguf::Error{v.error()};
+    // Some converters write -1 (or UINT32_MAX) for "none".
+    if (*v == -1 || *v == static_cast<int64_t>(std::numeric_limits<uint32_t>::max())) {
+      *k.dst = -1;
+      continue;
+    }
+    if (*v < 0 || static_cast<uint64_t>(*v) >= n)
+      return fail(std::string(k.key) + " = " + std::to_string(*v) + " is out of range for " +
+                  std::to_string(n) + " tokens");
+    *k.dst = static_cast<rt::TokenId>(*v);
+  }
+  // llama.cpp's SPM default: <unk> is id 0 when the file does not say otherwise.
+  if (d.model == "llama" && d.unk < 0 && !file.find("tokenizer.ggml.unknown_token_id"))
+    d.unk = 0;
+
+  struct FlagKey {
+    const char *key;
+    bool *dst;
+  };
+  const FlagKey flags[] = {{"tokenizer.ggml.add_bos_token", &d.addBos},
+                           {"tokenizer.ggml.add_eos_token", &d.addEos},
+                           {"tokenizer.ggml.add_space_prefix", &d.addSpacePrefix}};
+  for (const FlagKey &k : flags) {
+    auto v = file.getBoolOr(k.key, *k.dst);
+    if (!v)
+      return gguf::Error{v.error()};
+    *k.dst = *v;
+  }
+
+  try {
+    rt::Tokenizer check(d);
+  } catch (const rt::TokenizerError &e) {
+    return fail(e.what());
+  }
+  return d;
+}
+
+} // namespace tpc

@@ -1,0 +1,75 @@
+//===- Sampler.h - next-token sampling from logits ----------------*- C++ -*-===//
+//
+// Picks the next token from a row of logits: greedy (argmax, lowest id on ties) or a stochastic chain in
+// llama.cpp's usual order: top-k -> top-p -> min-p -> temperature -> softmax -> draw. The RNG is
+// std::mt19937_64 seeded explicitly, so the same seed and logits give the same tokens on every machine
+// (the draw uses the RNG's raw 64-bit output, not std::uniform_real_distribution, whose algorithm is
+// implementation-defined).
+//
+// Usage:
+//   tpc::rt::SamplerParams p;  p.temperature = 0.8f;  p.topK = 40;  p.seed = 42;
+//   tpc::rt::Sampler s(p);
+//   int32_t id = s.sample(logits.data(), nVocab);
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_SAMPLER_SAMPLER_H
+#define TPC_RUNTIME_SAMPLER_SAMPLER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tpc::rt {
+
+/// Sampling settings. temperature <= 0 means greedy; the filters apply only when sampling.
+struct SamplerParams {
+  float temperature = 0.0f; ///< <= 0: greedy argmax
+  int32_t topK = 0;         ///< keep the k most likely tokens; <= 0: off
+  float topP = 1.0f;        ///< keep the smallest set whose probability reaches p; >= 1: off
+  float minP = 0.0f;        ///< drop tokens below minP * max probability; <= 0: off
+  uint64_t seed = 0;        ///< RNG seed (same seed -> same tokens)
+};
+
+/// Error for invalid parameters or logits (names the parameter and what is allowed).
+struct SamplerError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A candidate after filtering: token id and its probability (renormalized over the kept set).
+struct TokenProb {
+  int32_t id;
+  float p;
+};
+
+/// Samples token ids from logits with the configured chain; holds the RNG state between calls.
+class Sampler {
+public:
+  /// Throws SamplerError when a parameter is out of range (topP/minP outside [0, 1], NaN temperature).
+  explicit Sampler(const SamplerParams &params);
+
+  /// The next token for one row of `n` logits. Throws SamplerError for n == 0 or when every logit is
+  /// NaN / -inf.
+  int32_t sample(const float *logits, size_t n);
+  int32_t sample(const std::vector<float> &logits) { return sample(logits.data(), logits.size()); }
+
+  /// The candidate set the stochastic chain draws from (after top-k, top-p, min-p and temperature),
+  /// sorted by probability (descending; equal probabilities by id). Exposed for tests and `--verbose`.
+  std::vector<TokenProb> candidates(const float *logits, size_t n) const;
+
+  /// Restarts the RNG from `seed`.
+  void reseed(uint64_t seed);
+  const SamplerParams &params() const { return p; }
+
+  /// Argmax with the lowest id on ties; NaN logits never win. Throws SamplerError when n == 0.
+  static int32_t greedy(const float *logits, size_t n);
+
+private:
+  SamplerParams p;
+  std::mt19937_64 rng;
+};
+
+} // namespace tpc::rt
+
+#endif // TPC_RUNTIME_SAMPLER_SAMPLER_H

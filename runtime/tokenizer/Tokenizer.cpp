@@ -1,0 +1,556 @@
+//===- Tokenizer.cpp - SentencePiece and byte-level BPE tokenizers ---------===//
+//
+// Encoding and decoding as llama.cpp's llama-vocab.cpp does it (the results must match its ids exactly):
+// special-token partition first, then per text fragment the SPM bigram merge (priority queue on score,
+// ties to the left) or the BPE merge by rank over pre-tokenized, byte-level-encoded pieces. Validation
+// happens once in the constructor so encode/decode never index out of range.
+//===----------------------------------------------------------------------===//
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <queue>
+
+namespace tpc::rt {
+namespace {
+
+const char *const kSpmSpace = "\xE2\x96\x81"; // U+2581, SentencePiece's visible space
+
+/// GPT-2's byte -> printable code point map: printable Latin-1 bytes map to themselves, the rest to
+/// U+0100 and up in byte order.
+std::array<uint32_t, 256> byteToUnicode() {
+  std::array<uint32_t, 256> map{};
+  uint32_t n = 0;
+  for (uint32_t b = 0; b < 256; ++b) {
+    bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    map[b] = printable ? b : 256 + n++;
+  }
+  return map;
+}
+
+/// Which pre-tokenizer a `tokenizer.ggml.pre` name selects ("" when unknown).
+std::string_view preKind(std::string_view pre) {
+  static const char *const llama3[] = {"llama3",    "llama-v3", "llama-bpe", "falcon3",
+                                       "falcon-h1", "pixtral",  "smaug-bpe", "lfm2"};
+  static const char *const qwen2[] = {"qwen2", "deepseek-r1-qwen", "megrez"};
+  static const char *const gpt2[] = {"gpt-2",        "gpt2",        "phi-2",      "jina-es",
+                                     "jina-de",      "jina-v1-en",  "jina-v2-es", "jina-v2-de",
+                                     "jina-v2-code", "roberta-bpe", "gigachat"};
+  for (const char *n : llama3)
+    if (pre == n)
+      return "llama3";
+  for (const char *n : qwen2)
+    if (pre == n)
+      return "qwen2";
+  for (const char *n : gpt2)
+    if (pre == n)
+      return "gpt2";
+  if (pre.empty() || pre == "default")
+    return "default";
+  return "";
+}
+
+/// Replaces every occurrence of `from` in `s` by `to`.
+void replaceAll(std::string &s, std::string_view from, std::string_view to) {
+  size_t pos = 0;
+  while ((pos = s.find(from, pos)) != std::string::npos) {
+    s.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+}
+
+/// One symbol of the merge loops: a byte range of the text in a doubly linked list.
+struct Symbol {
+  int prev, next;
+  size_t off, n;
+};
+
+} // namespace
+
+void applyModelDefaults(TokenizerData &d) {
+  if (d.model == "llama") {
+    d.addBos = true;
+    d.addEos = false;
+    d.addSpacePrefix = true;
+    d.cleanSpaces = false;
+  } else if (d.model == "gpt2") {
+    d.addSpacePrefix = false;
+    d.cleanSpaces = true;
+    std::string_view kind = preKind(d.pre);
+    if (kind == "llama3") {
+      d.ignoreMerges = true;
+      d.addBos = true;
+    } else if (kind == "qwen2") {
+      d.cleanSpaces = false;
+    }
+  }
+}
+
+struct Tokenizer::Impl {
+  TokenizerData d;
+  bool spm = true;
+  std::string preKind;
+  std::unordered_map<std::string, TokenId> toId;
+  std::unordered_map<std::string, int32_t> ranks; // key: len(left) ':' left right
+  std::vector<TokenId> specials;                  // longest text first
+  std::array<TokenId, 256> byteTok{};
+  std::array<uint32_t, 256> b2u{};
+  std::unordered_map<uint32_t, unsigned char> u2b;
+
+  TokenType type(TokenId id) const {
+    return d.tokenTypes.empty() ? TokenType::Normal : static_cast<TokenType>(d.tokenTypes[id]);
+  }
+  float score(TokenId id) const { return d.scores.empty() ? 0.0f : d.scores[id]; }
+  TokenId lookup(const std::string &s) const {
+    auto it = toId.find(s);
+    return it == toId.end() ? -1 : it->second;
+  }
+  static std::string rankKey(std::string_view l, std::string_view r) {
+    std::string k = std::to_string(l.size());
+    k += ':';
+    k.append(l);
+    k.append(r);
+    return k;
+  }
+
+  void encodeSpm(const std::string &text, std::vector<TokenId> &out) const;
+  void encodeBpe(std::string_view text, std::vector<TokenId> &out) const;
+};
+
+Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
+  Impl &m = *impl;
+  m.d = std::move(data);
+  const TokenizerData &d = m.d;
+  size_t n = d.tokens.size();
+  if (n == 0)
+    throw TokenizerError("tokenizer has no tokens (tokenizer.ggml.tokens is empty)");
+  if (n > static_cast<size_t>(INT32_MAX))
+    throw TokenizerError("tokenizer has too many tokens (" + std::to_string(n) + ")");
+  if (!d.scores.empty() && d.scores.size() != n)
+    throw TokenizerError("tokenizer.ggml.scores has " + std::to_string(d.scores.size()) +
+                         " entries but there are " + std::to_string(n) + " tokens");
+  if (!d.tokenTypes.empty() && d.tokenTypes.size() != n)
+    throw TokenizerError("tokenizer.ggml.token_type has " + std::to_string(d.tokenTypes.size()) +
+                         " entries but there are " + std::to_string(n) + " tokens");
+  for (size_t i = 0; i < d.tokenTypes.size(); ++i)
+    if (d.tokenTypes[i] < 0 || d.tokenTypes[i] > 6)
+      throw TokenizerError("tokenizer.ggml.token_type[" + std::to_string(i) +
+                           "] = " + std::to_string(d.tokenTypes[i]) + " is not a token type (0..6)");
+  auto checkId = [&](TokenId id, const char *what) {
+    if (id < -1 || id >= static_cast<TokenId>(n))
+      throw TokenizerError(std::string("tokenizer.ggml.") + what + " = " + std::to_string(id) +
+                           " is out of range for " + std::to_string(n) + " tokens");
+  };
+  checkId(d.bos, "bos_token_id");
+  checkId(d.eos, "eos_token_id");
+  checkId(d.unk, "unknown_token_id");
+  checkId(d.pad, "padding_token_id");
+  checkId(d.eot, "eot_token_id");
+  checkId(d.sep, "seperator_token_id");
+  checkId(d.eom, "eom_token_id");
+  if (d.addBos && d.bos < 0)
+    throw TokenizerError("tokenizer.ggml.add_bos_token is true but there is no bos_token_id");
+  if (d.addEos && d.eos < 0)
+    throw TokenizerError("tokenizer.ggml.add_eos_token is true but there is no eos_token_id");
+
+  if (d.model == "llama") {
+    m.spm = true;
+  } else if (d.model == "gpt2") {
+    m.spm = false;
+    m.preKind = std::string(preKind(d.pre));
+    if (m.preKind.empty())
+      throw TokenizerError("unknown pre-tokenizer tokenizer.ggml.pre = '" + d.pre +
+                           "' (supported: default, gpt-2, llama3/llama-bpe, qwen2 and their aliases)");
+  } else {
+    throw TokenizerError("unsupported tokenizer.ggml.model '" + d.model +
+                         "' (supported: llama = SentencePiece, gpt2 = byte-level BPE)");
+  }
+
+  m.toId.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    m.toId[d.tokens[i]] = static_cast<TokenId>(i); // a duplicate text maps to its last id, as in llama.cpp
+
+  for (size_t i = 0; i < d.merges.size(); ++i) {
+    const std::string &mg = d.merges[i];
+    size_t sp = mg.find(' ', 1); // a merge's left part may itself start with a space
+    if (sp == std::string::npos || sp + 1 >= mg.size())
+      throw TokenizerError("tokenizer.ggml.merges[" + std::to_string(i) + "] = '" + mg +
+                           "' is not of the form 'left right'");
+    m.ranks.emplace(Impl::rankKey(std::string_view(mg).substr(0, sp), std::string_view(mg).substr(sp + 1)),
+                    static_cast<int32_t>(i));
+  }
+  if (!m.spm && d.merges.empty())
+    throw TokenizerError("byte-level BPE tokenizer (gpt2) has no tokenizer.ggml.merges");
+
+  for (size_t i = 0; i < n; ++i) {
+    TokenType t = m.type(static_cast<TokenId>(i));
+    if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) &&
+        !d.tokens[i].empty())
+      m.specials.push_back(static_cast<TokenId>(i));
+  }
+  std::stable_sort(m.specials.begin(), m.specials.end(),
+                   [&](TokenId a, TokenId b) { return d.tokens[a].size() > d.tokens[b].size(); });
+
+  m.b2u = byteToUnicode();
+  for (uint32_t b = 0; b < 256; ++b)
+    m.u2b[m.b2u[b]] = static_cast<unsigned char>(b);
+  static const char hex[] = "0123456789ABCDEF";
+  for (uint32_t b = 0; b < 256; ++b) {
+    TokenId id = -1;
+    if (m.spm) {
+      std::string name = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+      id = m.lookup(name);
+      if (id < 0)
+        id = m.lookup(std::string(1, static_cast<char>(b)));
+    } else {
+      std::string s;
+      unicode::appendUtf8(s, m.b2u[b]);
+      id = m.lookup(s);
+    }
+    m.byteTok[b] = id;
+  }
+}
+
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer &&) noexcept = default;
+Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
+
+size_t Tokenizer::size() const { return impl->d.tokens.size(); }
+const TokenizerData &Tokenizer::data() const { return impl->d; }
+TokenId Tokenizer::find(std::string_view text) const { return impl->lookup(std::string(text)); }
+bool Tokenizer::isEog(TokenId id) const {
+  const TokenizerData &d = impl->d;
+  return id >= 0 && (id == d.eos || id == d.eot || id == d.eom);
+}
+
+void Tokenizer::Impl::encodeSpm(const std::string &text, std::vector<TokenId> &out) const {
+  // Symbols start as UTF-8 characters (a truncated last sequence keeps the bytes it has).
+  std::vector<Symbol> sym;
+  for (size_t off = 0; off < text.size();) {
+    size_t len = std::min(unicode::utf8Len(static_cast<unsigned char>(text[off])), text.size() - off);
+    int idx = static_cast<int>(sym.size());
+    sym.push_back({idx - 1, off + len == text.size() ? -1 : idx + 1, off, len});
+    off += len;
+  }
+  struct Bigram {
+    int left, right;
+    float score;
+    size_t size;
+  };
+  // Highest score first; equal scores: leftmost first.
+  auto cmp = [](const Bigram &a, const Bigram &b) {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  };
+  std::priority_queue<Bigram, std::vector<Bigram>, decltype(cmp)> queue(cmp);
+  auto tryAdd = [&](int l, int r) {
+    if (l < 0 || r < 0)
+      return;
+    TokenId id = lookup(text.substr(sym[l].off, sym[l].n + sym[r].n));
+    if (id < 0)
+      return;
+    queue.push({l, r, score(id), sym[l].n + sym[r].n});
+  };
+  for (int i = 1; i < static_cast<int>(sym.size()); ++i)
+    tryAdd(i - 1, i);
+  while (!queue.empty()) {
+    Bigram bg = queue.top();
+    queue.pop();
+    Symbol &l = sym[bg.left];
+    Symbol &r = sym[bg.right];
+    if (l.n == 0 || r.n == 0 || l.n + r.n != bg.size)
+      continue; // stale: one side was merged since
+    l.n += r.n;
+    r.n = 0;
+    l.next = r.next;
+    if (r.next >= 0)
+      sym[r.next].prev = bg.left;
+    tryAdd(l.prev, bg.left);
+    tryAdd(bg.left, l.next);
+  }
+  if (sym.empty())
+    return;
+  for (int i = 0; i != -1; i = sym[i].next) {
+    std::string piece = text.substr(sym[i].off, sym[i].n);
+    TokenId id = lookup(piece);
+    if (id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    // Every merged symbol is a vocabulary entry, so this is a single character without one: bytes.
+    for (unsigned char b : piece) {
+      TokenId bt = byteTok[b] >= 0 ? byteTok[b] : d.unk;
+      if (bt >= 0)
+        out.push_back(bt);
+    }
+  }
+}
+
+void Tokenizer::Impl::encodeBpe(std::string_view text, std::vector<TokenId> &out) const {
+  for (const std::string &raw : unicode::preTokenize(text, preKind)) {
+    std::string word;
+    for (unsigned char b : raw)
+      unicode::appendUtf8(word, b2u[b]);
+    if (d.ignoreMerges) {
+      TokenId id = lookup(word);
+      if (id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+    }
+    std::vector<Symbol> sym;
+    for (size_t off = 0; off < word.size();) {
+      size_t len = std::min(unicode::utf8Len(static_cast<unsigned char>(word[off])), word.size() - off);
+      int idx = static_cast<int>(sym.size());
+      sym.push_back({idx - 1, off + len == word.size() ? -1 : idx + 1, off, len});
+      off += len;
+    }
+    struct Bigram {
+      int left, right;
+      int32_t rank;
+      std::string text;
+    };
+    // Lowest rank first; equal ranks: leftmost first.
+    auto cmp = [](const Bigram &a, const Bigram &b) {
+      return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+    };
+    std::priority_queue<Bigram, std::vector<Bigram>, decltype(cmp)> queue(cmp);
+    auto tryAdd = [&](int l, int r) {
+      if (l < 0 || r < 0)
+        return;
+      std::string_view lt = std::string_view(word).substr(sym[l].off, sym[l].n);
+      std::string_view rt = std::string_view(word).substr(sym[r].off, sym[r].n);
+      auto it = ranks.find(rankKey(lt, rt));
+      if (it == ranks.end())
+        return;
+      queue.push({l, r, it->second, std::string(lt) + std::string(rt)});
+    };
+    for (int i = 1; i < static_cast<int>(sym.size()); ++i)
+      tryAdd(i - 1, i);
+    while (!queue.empty()) {
+      Bigram bg = queue.top();
+      queue.pop();
+      Symbol &l = sym[bg.left];
+      Symbol &r = sym[bg.right];
+      if (l.n == 0 || r.n == 0 || word.compare(l.off, l.n + r.n, bg.text) != 0 || l.off + l.n != r.off)
+        continue; // stale
+      l.n += r.n;
+      r.n = 0;
+      l.next = r.next;
+      if (r.next >= 0)
+        sym[r.next].prev = bg.left;
+      tryAdd(l.prev, bg.left);
+      tryAdd(bg.left, l.next);
+    }
+    for (const Symbol &s : sym) {
+      if (s.n == 0)
+        continue;
+      std::string piece = word.substr(s.off, s.n);
+      TokenId id = lookup(piece);
+      if (id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+      // No entry for the merged piece: emit whatever single bytes the vocabulary has (llama.cpp does).
+      for (char ch : piece) {
+        TokenId bt = lookup(std::string(1, ch));
+        if (bt >= 0)
+          out.push_back(bt);
+      }
+    }
+  }
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, bool addSpecial, bool parseSpecial) const {
+  const Impl &m = *impl;
+  const TokenizerData &d = m.d;
+  // Fragments: a special token (id >= 0) or a byte range of the text (id = -1).
+  struct Fragment {
+    TokenId id;
+    size_t off, len;
+  };
+  std::vector<Fragment> frags;
+  if (!text.empty())
+    frags.push_back({-1, 0, text.size()});
+  for (TokenId sid : m.specials) {
+    TokenType t = m.type(sid);
+    if (!parseSpecial && (t == TokenType::Control || t == TokenType::Unknown))
+      continue;
+    const std::string &st = d.tokens[sid];
+    std::vector<Fragment> next;
+    for (const Fragment &f : frags) {
+      if (f.id >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      std::string_view s = text.substr(f.off, f.len);
+      size_t pos = 0;
+      for (size_t hit; (hit = s.find(st, pos)) != std::string_view::npos; pos = hit + st.size()) {
+        if (hit > pos)
+          next.push_back({-1, f.off + pos, hit - pos});
+        next.push_back({sid, 0, 0});
+      }
+      if (pos < s.size())
+        next.push_back({-1, f.off + pos, s.size() - pos});
+    }
+    frags.swap(next);
+  }
+
+  std::vector<TokenId> out;
+  if (addSpecial && d.addBos)
+    out.push_back(d.bos);
+  bool prevSpecial = true; // the text start counts as after a special token (space prefix)
+  for (const Fragment &f : frags) {
+    if (f.id >= 0) {
+      out.push_back(f.id);
+      prevSpecial = true;
+      continue;
+    }
+    if (m.spm) {
+      std::string s;
+      if (d.addSpacePrefix && prevSpecial)
+        s = " ";
+      s.append(text.substr(f.off, f.len));
+      replaceAll(s, " ", kSpmSpace);
+      m.encodeSpm(s, out);
+    } else {
+      m.encodeBpe(text.substr(f.off, f.len), out);
+    }
+    prevSpecial = false;
+  }
+  if (addSpecial && d.addEos)
+    out.push_back(d.eos);
+  return out;
+}
+
+std::string Tokenizer::tokenToPiece(TokenId id, bool special) const {
+  const Impl &m = *impl;
+  if (id < 0 || static_cast<size_t>(id) >= m.d.tokens.size())
+    return "";
+  const std::string &text = m.d.tokens[id];
+  TokenType t = m.type(id);
+  if (t == TokenType::UserDefined || (special && (t == TokenType::Control || t == TokenType::Unknown)))
+    return text;
+  if (m.spm) {
+    if (t == TokenType::Normal || t == TokenType::Undefined) {
+      std::string s = text;
+      replaceAll(s, kSpmSpace, " ");
+      return s;
+    }
+    if (t == TokenType::Byte) {
+      // "<0xNN>"; anything else was validated as a byte token only by its type: give its text.
+      if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
+        auto hexv = [](char c) {
+          return c >= '0' && c <= '9'   ? c - '0'
+                 : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                 : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                        : -1;
+        };
+        int hi = hexv(text[3]), lo = hexv(text[4]);
+        if (hi >= 0 && lo >= 0)
+          return std::string(1, static_cast<char>(hi * 16 + lo));
+      }
+      return text;
+    }
+    return "";
+  }
+  if (t == TokenType::Normal || t == TokenType::Undefined || t == TokenType::Byte) {
+    std::string s;
+    for (uint32_t c : unicode::decodeUtf8(text)) {
+      auto it = m.u2b.find(c);
+      if (it != m.u2b.end())
+        s += static_cast<char>(it->second);
+      else
+        unicode::appendUtf8(s, c); // not a byte-level code point: keep it as text
+    }
+    return s;
+  }
+  return "";
+}
+
+std::string Tokenizer::decode(const std::vector<TokenId> &ids, bool special) const {
+  const TokenizerData &d = impl->d;
+  std::string text;
+  bool first = true;
+  for (TokenId id : ids) {
+    std::string piece = tokenToPiece(id, special);
+    // encode prefixed the text with a space; the first real piece gives it back.
+    if (first && id != d.bos) {
+      if (d.addSpacePrefix && !piece.empty() && piece[0] == ' ')
+        piece.erase(0, 1);
+      first = false;
+    }
+    text += piece;
+  }
+  if (!d.cleanSpaces || text.size() < 2)
+    return text;
+  // llama.cpp's clean_spaces: " ?", " !", " .", " ," lose the space; " ' " loses both; " 's", " 'm",
+  // " 're", " 've" lose the space.
+  std::string a(1, text[0]);
+  for (size_t i = 1; i < text.size(); ++i) {
+    char x = text[i];
+    if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ','))
+      a.pop_back();
+    a += x;
+  }
+  std::string b(1, a[0]);
+  for (size_t i = 1; i < a.size(); ++i) {
+    char x = a[i];
+    if (x == '\'' && i + 1 < a.size() && a[i - 1] == ' ' && a[i + 1] == ' ') {
+      b.pop_back();
+      b += x;
+      ++i; // drop the following space
+      continue;
+    }
+    b += x;
+  }
+  std::string c(1, b[0]);
+  for (size_t i = 1; i < b.size(); ++i) {
+    char x = b[i];
+    if (b[i - 1] == ' ' && x == '\'' && i + 1 < b.size()) {
+      char x1 = b[i + 1];
+      bool drop = x1 == 's' || x1 == 'm';
+      if (!drop && x1 != 't' && x1 != 'd' && i + 2 < b.size()) {
+        char x2 = b[i + 2];
+        drop = (x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e');
+      }
+      if (drop)
+        c.pop_back();
+    }
+    c += x;
+  }
+  return c;
+}
+
+std::string StreamDecoder::push(TokenId id) {
+  std::string piece = tok.tokenToPiece(id);
+  if (first && id != tok.data().bos) {
+    if (tok.data().addSpacePrefix && !piece.empty() && piece[0] == ' ')
+      piece.erase(0, 1);
+    first = false;
+  }
+  pending += piece;
+  // Release everything up to the last complete UTF-8 sequence.
+  size_t cut = pending.size();
+  size_t back = 0;
+  while (back < 4 && back < pending.size()) {
+    unsigned char b = pending[pending.size() - 1 - back];
+    if ((b & 0xC0) != 0x80) {
+      size_t need = unicode::utf8Len(b);
+      if (need > back + 1 && (b & 0xC0) == 0xC0)
+        cut = pending.size() - 1 - back; // lead byte whose sequence is not complete yet
+      break;
+    }
+    ++back;
+  }
+  std::string out = pending.substr(0, cut);
+  pending.erase(0, cut);
+  return out;
+}
+
+std::string StreamDecoder::flush() {
+  std::string out;
+  out.swap(pending);
+  return out;
+}
+
+} // namespace tpc::rt

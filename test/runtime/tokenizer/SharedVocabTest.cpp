@@ -1,0 +1,368 @@
+//===- SharedVocabTest.cpp - llama.cpp conformance and fixture tokenizer tests -===//
+//
+// Reads real vocabularies from GGUF files under $TPC_SHARED_DIR: llama.cpp's test-tokenizer-0 cases
+// (tokenizer-tests/*.gguf with .inp/.out, encoded without special tokens and without parsing special
+// text) and every fixture's NAME.tokens.json (both add_special settings). Every case must match exactly;
+// decode(encode(text)) must give the text back. Also checks tokenizerFromGGUF's errors on broken
+// metadata (written with GGUFWriter). Skips visibly when TPC_SHARED_DIR is not set.
+//===----------------------------------------------------------------------===//
+#include "compiler/gguf/GGUFWriter.h"
+#include "compiler/tokenizer/GGUFTokenizer.h"
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+using namespace tpc;
+using rt::TokenId;
+
+namespace {
+
+std::string sharedDir() {
+  const char *d = std::getenv("TPC_SHARED_DIR");
+  return d ? d : "";
+}
+
+#define REQUIRE_SHARED()                                                                                     \
+  std::string shared = sharedDir();                                                                          \
+  if (shared.empty() || !std::ifstream(shared + "/tokenizer-tests/README.md"))                               \
+    GTEST_SKIP() << "TPC_SHARED_DIR is not set or lacks tokenizer-tests/ (set it to the shared folder)";
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Loads a GGUF vocabulary into a Tokenizer, failing the test with the reader's message.
+std::unique_ptr<rt::Tokenizer> load(const std::string &path) {
+  auto file = gguf::GGUFFile::open(path);
+  if (!file) {
+    ADD_FAILURE() << file.error();
+    return nullptr;
+  }
+  auto data = tokenizerFromGGUF(**file);
+  if (!data) {
+    ADD_FAILURE() << data.error();
+    return nullptr;
+  }
+  return std::make_unique<rt::Tokenizer>(data.take());
+}
+
+std::string join(const std::vector<TokenId> &ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i)
+    s += (i ? " " : "") + std::to_string(ids[i]);
+  return s;
+}
+
+/// Runs one llama.cpp vocabulary test file; returns the number of cases checked.
+size_t runVocabTest(const std::string &shared, const std::string &name) {
+  std::string base = shared + "/tokenizer-tests/" + name;
+  std::unique_ptr<rt::Tokenizer> tok = load(base);
+  if (!tok)
+    return 0;
+  std::string inp = readFile(base + ".inp");
+  std::string out = readFile(base + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> texts;
+  for (size_t pos = 0;;) {
+    size_t hit = inp.find(sep, pos);
+    if (hit == std::string::npos) {
+      // The file ends with the separator; anything after the last one is not a case.
+      EXPECT_TRUE(inp.substr(pos).empty()) << name << ": trailing text after the last separator";
+      break;
+    }
+    texts.push_back(inp.substr(pos, hit - pos));
+    pos = hit + sep.size();
+  }
+  std::vector<std::string> expected;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    expected.push_back(line);
+  EXPECT_EQ(texts.size(), expected.size()) << name;
+  // Decode without clean_spaces so the round trip is byte exact.
+  rt::TokenizerData raw = tok->data();
+  raw.cleanSpaces = false;
+  rt::Tokenizer rawTok(raw);
+  size_t n = std::min(texts.size(), expected.size());
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<TokenId> ids = tok->encode(texts[i], /*addSpecial=*/false, /*parseSpecial=*/false);
+    std::string got = join(ids);
+    // .out lines start with a space before each id.
+    std::string want = expected[i];
+    while (!want.empty() && want.front() == ' ')
+      want.erase(0, 1);
+    EXPECT_EQ(got, want) << name << " case " << i << ": '" << texts[i] << "'";
+    EXPECT_EQ(rawTok.decode(ids), texts[i]) << name << " case " << i << " round trip";
+  }
+  std::printf("[ INFO     ] %s: %zu cases\n", name.c_str(), n);
+  return n;
+}
+
+TEST(SharedVocab, LlamaSpm) {
+  REQUIRE_SHARED();
+  EXPECT_GT(runVocabTest(shared, "ggml-vocab-llama-spm.gguf"), 30u);
+}
+
+TEST(SharedVocab, Phi3) {
+  REQUIRE_SHARED();
+  EXPECT_GT(runVocabTest(shared, "ggml-vocab-phi-3.gguf"), 30u);
+}
+
+TEST(SharedVocab, Gpt2) {
+  REQUIRE_SHARED();
+  EXPECT_GT(runVocabTest(shared, "ggml-vocab-gpt-2.gguf"), 30u);
+}
+
+/// A minimal JSON reader for the tokens.json files: objects, arrays, strings (with \uXXXX and surrogate
+/// pairs), numbers, true/false/null.
+struct Json {
+  enum Kind { Null, Bool, Num, Str, Arr, Obj } kind = Null;
+  double num = 0;
+  std::string str;
+  std::vector<Json> arr;
+  std::vector<std::pair<std::string, Json>> obj;
+  const Json *get(const std::string &k) const {
+    for (auto &[key, v] : obj)
+      if (key == k)
+        return &v;
+    return nullptr;
+  }
+};
+
+struct JsonParser {
+  const std::string &s;
+  size_t i = 0;
+  bool ok = true;
+  void ws() {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i])))
+      ++i;
+  }
+  unsigned hex4() {
+    unsigned v = 0;
+    for (int k = 0; k < 4 && i < s.size(); ++k, ++i)
+      v = v * 16 +
+          (std::isdigit(static_cast<unsigned char>(s[i])) ? s[i] - '0' : (std::tolower(s[i]) - 'a' + 10));
+    return v;
+  }
+  std::string string() {
+    std::string out;
+    ++i; // opening quote
+    while (i < s.size() && s[i] != '"') {
+      char c = s[i++];
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      char e = s[i++];
+      switch (e) {
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'u': {
+        unsigned cp = hex4();
+        if (cp >= 0xD800 && cp < 0xDC00 && i + 1 < s.size() && s[i] == '\\' && s[i + 1] == 'u') {
+          i += 2;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4() - 0xDC00);
+        }
+        rt::unicode::appendUtf8(out, cp);
+        break;
+      }
+      default:
+        out += e;
+      }
+    }
+    ++i;
+    return out;
+  }
+  Json value() {
+    ws();
+    Json j;
+    if (i >= s.size()) {
+      ok = false;
+      return j;
+    }
+    char c = s[i];
+    if (c == '{') {
+      j.kind = Json::Obj;
+      ++i;
+      ws();
+      while (ok && i < s.size() && s[i] != '}') {
+        ws();
+        std::string k = string();
+        ws();
+        ++i; // ':'
+        j.obj.emplace_back(k, value());
+        ws();
+        if (i < s.size() && s[i] == ',')
+          ++i;
+        ws();
+      }
+      ++i;
+    } else if (c == '[') {
+      j.kind = Json::Arr;
+      ++i;
+      ws();
+      while (ok && i < s.size() && s[i] != ']') {
+        j.arr.push_back(value());
+        ws();
+        if (i < s.size() && s[i] == ',')
+          ++i;
+        ws();
+      }
+      ++i;
+    } else if (c == '"') {
+      j.kind = Json::Str;
+      j.str = string();
+    } else if (s.compare(i, 4, "true") == 0 || s.compare(i, 5, "false") == 0) {
+      j.kind = Json::Bool;
+      j.num = s[i] == 't';
+      i += s[i] == 't' ? 4 : 5;
+    } else if (s.compare(i, 4, "null") == 0) {
+      i += 4;
+    } else {
+      j.kind = Json::Num;
+      size_t used = 0;
+      j.num = std::stod(s.substr(i, 32), &used);
+      i += used;
+    }
+    return j;
+  }
+};
+
+std::vector<TokenId> ids(const Json *a) {
+  std::vector<TokenId> v;
+  if (a)
+    for (const Json &x : a->arr)
+      v.push_back(static_cast<TokenId>(x.num));
+  return v;
+}
+
+TEST(SharedVocab, FixtureTokensJson) {
+  REQUIRE_SHARED();
+  const char *names[] = {"tiny-llama",     "tiny-llama-Q8_0",    "tiny-llama-Q4_K_M",    "tiny-qwen3",
+                         "tiny-qwen3moe",  "tiny-qwen3moe-Q8_0", "tiny-qwen3moe-Q4_K_M", "tiny-qwen3moe-gu",
+                         "tiny-gemma4moe", "tiny-gemma3"};
+  size_t checked = 0;
+  for (const char *name : names) {
+    std::string base = shared + "/fixtures/" + name;
+    std::string text = readFile(base + ".tokens.json");
+    ASSERT_FALSE(text.empty()) << base << ".tokens.json is missing";
+    JsonParser p{text};
+    Json root = p.value();
+    ASSERT_TRUE(p.ok) << name;
+    const Json *cases = root.get("cases");
+    ASSERT_TRUE(cases && !cases->arr.empty()) << name;
+    std::unique_ptr<rt::Tokenizer> tok = load(base + ".gguf");
+    ASSERT_TRUE(tok) << name;
+    for (const Json &c : cases->arr) {
+      const Json *t = c.get("text");
+      ASSERT_TRUE(t) << name;
+      std::vector<TokenId> withBos = tok->encode(t->str, true, false);
+      std::vector<TokenId> without = tok->encode(t->str, false, false);
+      EXPECT_EQ(withBos, ids(c.get("add_special_true"))) << name << ": '" << t->str << "'";
+      EXPECT_EQ(without, ids(c.get("add_special_false"))) << name << ": '" << t->str << "'";
+      EXPECT_EQ(tok->decode(withBos), t->str) << name << " round trip";
+      checked += 2;
+    }
+  }
+  std::printf("[ INFO     ] fixtures: %zu encodings checked\n", checked);
+  EXPECT_EQ(checked, 10u * 8u * 2u);
+}
+
+/// A vocabulary-only GGUF in memory built from `edit`ed metadata, read back through tokenizerFromGGUF.
+gguf::Expected<rt::TokenizerData> fromMetadata(const std::function<void(gguf::GGUFWriter &)> &edit) {
+  gguf::GGUFWriter w;
+  w.setString("general.architecture", "llama");
+  w.setString("tokenizer.ggml.model", "llama");
+  w.setStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a"});
+  w.setF32Array("tokenizer.ggml.scores", {0, 0, 0, -1, -2});
+  w.setI32Array("tokenizer.ggml.token_type", {2, 3, 3, 1, 1});
+  w.setU32("tokenizer.ggml.bos_token_id", 1);
+  w.setU32("tokenizer.ggml.eos_token_id", 2);
+  edit(w);
+  auto buf = w.writeToBuffer([](size_t, uint8_t *, size_t) {});
+  if (!buf)
+    return gguf::Error{buf.error()};
+  static std::vector<std::vector<uint8_t>> keep; // the file object may refer to the buffer
+  keep.push_back(buf.take());
+  auto file = gguf::GGUFFile::openBuffer(keep.back().data(), keep.back().size(), "mem.gguf");
+  if (!file)
+    return gguf::Error{file.error()};
+  return tokenizerFromGGUF(**file);
+}
+
+TEST(GGUFTokenizer, ReadsMetadataAndDefaults) {
+  auto d = fromMetadata([](gguf::GGUFWriter &) {});
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->tokens.size(), 5u);
+  EXPECT_EQ(d->bos, 1);
+  EXPECT_TRUE(d->addBos);         // SPM default
+  EXPECT_TRUE(d->addSpacePrefix); // SPM default
+  EXPECT_EQ(d->unk, 0);
+  auto off = fromMetadata([](gguf::GGUFWriter &w) {
+    w.setBool("tokenizer.ggml.add_bos_token", false);
+    w.setBool("tokenizer.ggml.add_space_prefix", false);
+  });
+  ASSERT_TRUE(off) << off.error();
+  EXPECT_FALSE(off->addBos);
+  EXPECT_FALSE(off->addSpacePrefix);
+  rt::Tokenizer tok(off.take());
+  EXPECT_EQ(tok.encode("a", true), std::vector<TokenId>{4});
+}
+
+TEST(GGUFTokenizer, ErrorsNameFileAndKey) {
+  auto expectError = [](const std::function<void(gguf::GGUFWriter &)> &edit, const char *needle) {
+    auto d = fromMetadata(edit);
+    ASSERT_FALSE(d) << "expected an error mentioning " << needle;
+    EXPECT_NE(d.error().find(needle), std::string::npos) << d.error();
+    EXPECT_NE(d.error().find("mem.gguf"), std::string::npos) << d.error();
+  };
+  expectError(
+      [](gguf::GGUFWriter &w) {
+        w.setF32Array("tokenizer.ggml.scores", {0, 0});
+      },
+      "tokenizer.ggml.scores has 2 entries");
+  expectError([](gguf::GGUFWriter &w) { w.setU32("tokenizer.ggml.eos_token_id", 77); },
+              "tokenizer.ggml.eos_token_id = 77");
+  expectError(
+      [](gguf::GGUFWriter &w) {
+        w.setI32Array("tokenizer.ggml.token_type", {2, 3, 3, 1, 9});
+      },
+      "token_type[4] = 9");
+  expectError([](gguf::GGUFWriter &w) { w.setString("tokenizer.ggml.model", "t5"); }, "t5");
+  expectError([](gguf::GGUFWriter &w) { w.setStringArray("tokenizer.ggml.tokens", {}); },
+              "tokenizer.ggml.tokens");
+  expectError([](gguf::GGUFWriter &w) { w.setU32("tokenizer.ggml.tokens", 3); }, "tokenizer.ggml.tokens");
+}
+
+TEST(GGUFTokenizer, MissingTokenizerIsAnError) {
+  gguf::GGUFWriter w;
+  w.setString("general.architecture", "llama");
+  auto buf = w.writeToBuffer([](size_t, uint8_t *, size_t) {});
+  ASSERT_TRUE(buf) << buf.error();
+  auto file = gguf::GGUFFile::openBuffer(buf->data(), buf->size(), "empty.gguf");
+  ASSERT_TRUE(file) << file.error();
+  auto d = tokenizerFromGGUF(**file);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().find("tokenizer.ggml.model"), std::string::npos) << d.error();
+}
+
+} // namespace

@@ -1,0 +1,278 @@
+//===- TokenizerTest.cpp - tokenizer tests on hand-built vocabularies ------===//
+//
+// Synthetic vocabularies small enough that the expected ids follow from the algorithm by hand: SPM
+// merge order by score and leftmost ties, byte fallback, space prefix; byte-level BPE merges by rank and
+// the three pre-tokenizer regexes; special-token partition; validation errors; streaming decode. These
+// run everywhere (no /work/shared needed).
+//===----------------------------------------------------------------------===//
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+using namespace tpc::rt;
+
+namespace {
+
+/// An SPM vocabulary: <unk> <s> </s>, the 256 byte tokens, then `pieces` with the given scores.
+TokenizerData spmVocab(const std::vector<std::pair<std::string, float>> &pieces) {
+  TokenizerData d;
+  d.model = "llama";
+  applyModelDefaults(d);
+  d.tokens = {"<unk>", "<s>", "</s>"};
+  d.tokenTypes = {2, 3, 3};
+  d.unk = 0;
+  d.bos = 1;
+  d.eos = 2;
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    d.tokens.push_back(buf);
+    d.tokenTypes.push_back(6);
+  }
+  for (auto &[text, score] : pieces) {
+    d.tokens.push_back(text);
+    d.tokenTypes.push_back(1);
+  }
+  d.scores.assign(d.tokens.size(), 0.0f);
+  for (size_t i = 0; i < pieces.size(); ++i)
+    d.scores[259 + i] = pieces[i].second;
+  return d;
+}
+
+/// Byte-level encoding of one byte as GPT-2 does (printable Latin-1 bytes map to themselves).
+std::string bl(unsigned char b) {
+  uint32_t n = 0, cpt = 0;
+  for (uint32_t x = 0; x < 256; ++x) {
+    bool printable = (x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF);
+    uint32_t c = printable ? x : 256 + n++;
+    if (x == b)
+      cpt = c;
+  }
+  std::string s;
+  unicode::appendUtf8(s, cpt);
+  return s;
+}
+
+/// A gpt2 vocabulary: the 256 byte symbols (id = byte) then one token per merge result.
+TokenizerData bpeVocab(const std::vector<std::string> &merges, std::string pre = "gpt-2") {
+  TokenizerData d;
+  d.model = "gpt2";
+  d.pre = std::move(pre);
+  applyModelDefaults(d);
+  d.addBos = false;
+  for (int b = 0; b < 256; ++b)
+    d.tokens.push_back(bl(static_cast<unsigned char>(b)));
+  for (const std::string &m : merges) {
+    d.merges.push_back(m);
+    std::string joined = m;
+    joined.erase(m.find(' ', 1), 1);
+    d.tokens.push_back(joined);
+  }
+  d.tokens.push_back("<|endoftext|>");
+  d.tokenTypes.assign(d.tokens.size(), 1);
+  d.tokenTypes.back() = 3;
+  d.bos = d.eos = static_cast<TokenId>(d.tokens.size() - 1);
+  return d;
+}
+
+TEST(TokenizerSpm, MergesByScoreWithSpacePrefix) {
+  // "▁hello" is reachable only through "▁h" + "ello" ("ello" from "el"+"lo" or "e"+"llo").
+  Tokenizer tok(spmVocab({{"\xE2\x96\x81", -1},
+                          {"h", -2},
+                          {"e", -2},
+                          {"l", -2},
+                          {"o", -2},
+                          {"\xE2\x96\x81h", -3},
+                          {"el", -4},
+                          {"lo", -4},
+                          {"ello", -5},
+                          {"\xE2\x96\x81hello", -6}}));
+  TokenId hello = tok.find("\xE2\x96\x81hello");
+  ASSERT_GE(hello, 0);
+  EXPECT_EQ(tok.encode("hello", false), std::vector<TokenId>{hello});
+  EXPECT_EQ(tok.encode("hello", true), (std::vector<TokenId>{1, hello}));
+  // Two words: the second gets its "▁" from the space in the text, the first from the prefix.
+  EXPECT_EQ(tok.encode("hello hello", false), (std::vector<TokenId>{hello, hello}));
+  EXPECT_EQ(tok.decode(tok.encode("hello hello", true)), "hello hello");
+}
+
+TEST(TokenizerSpm, TiesGoToTheLeftmostPair) {
+  // "ab" and "bc" score the same: "abc" must become "ab" + "c", not "a" + "bc".
+  Tokenizer tok(spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -2}, {"bc", -2}}));
+  TokenizerData d = tok.data();
+  d.addSpacePrefix = false;
+  Tokenizer noPrefix(d);
+  EXPECT_EQ(noPrefix.encode("abc", false), (std::vector<TokenId>{noPrefix.find("ab"), noPrefix.find("c")}));
+  // A higher score wins regardless of position.
+  Tokenizer tok2(spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -3}, {"bc", -2}}));
+  d = tok2.data();
+  d.addSpacePrefix = false;
+  Tokenizer np2(d);
+  EXPECT_EQ(np2.encode("abc", false), (std::vector<TokenId>{np2.find("a"), np2.find("bc")}));
+}
+
+TEST(TokenizerSpm, ByteFallbackAndDecode) {
+  Tokenizer tok(spmVocab({{"\xE2\x96\x81", -1}, {"a", -1}}));
+  // "é" = C3 A9 has no piece: byte tokens <0xC3> <0xA9> = ids 3 + 0xC3, 3 + 0xA9.
+  std::vector<TokenId> ids = tok.encode("a\xC3\xA9", false);
+  EXPECT_EQ(ids, (std::vector<TokenId>{tok.find("\xE2\x96\x81"), tok.find("a"), 3 + 0xC3, 3 + 0xA9}));
+  EXPECT_EQ(tok.decode(ids), "a\xC3\xA9");
+  EXPECT_EQ(tok.tokenToPiece(3 + 'A'), "A");
+  EXPECT_EQ(tok.tokenToPiece(1), "");          // control token hidden
+  EXPECT_EQ(tok.tokenToPiece(1, true), "<s>"); // ... unless asked for
+  EXPECT_EQ(tok.tokenToPiece(99999), "");      // out of range: nothing, no crash
+  EXPECT_TRUE(tok.encode("", true) == std::vector<TokenId>{1});
+}
+
+TEST(TokenizerSpm, StreamingHoldsBackPartialUtf8) {
+  Tokenizer tok(spmVocab({{"\xE2\x96\x81", -1}, {"a", -1}}));
+  StreamDecoder sd(tok);
+  std::string out = sd.push(1); // BOS
+  out += sd.push(tok.find("a"));
+  EXPECT_EQ(out, "a");
+  EXPECT_EQ(sd.push(3 + 0xC3), ""); // first half of é is held back
+  EXPECT_EQ(sd.push(3 + 0xA9), "\xC3\xA9");
+  EXPECT_EQ(sd.push(3 + 0xE2), "");
+  EXPECT_EQ(sd.flush(), "\xE2");
+}
+
+TEST(TokenizerSpec, SpecialTokensParsedOnlyWhenAsked) {
+  TokenizerData d = spmVocab({{"\xE2\x96\x81", -1}, {"x", -1}, {"<|end|>", 0}, {"<u>", 0}});
+  TokenId end = 259 + 2, user = 259 + 3;
+  d.tokenTypes[end] = 3;  // control
+  d.tokenTypes[user] = 4; // user-defined: always matched
+  Tokenizer tok(d);
+  std::vector<TokenId> plain = tok.encode("x<|end|>", false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), end), 0);
+  EXPECT_GT(plain.size(), 3u); // spelled out in bytes
+  std::vector<TokenId> parsed = tok.encode("x<|end|>x", false, true);
+  // After a special token the text gets the space prefix again, as in llama.cpp.
+  TokenId sp = tok.find("\xE2\x96\x81"), x = tok.find("x");
+  EXPECT_EQ(parsed, (std::vector<TokenId>{sp, x, end, sp, x}));
+  EXPECT_EQ(tok.encode("<u>", false, false), std::vector<TokenId>{user});
+}
+
+TEST(TokenizerBpe, MergesByRank) {
+  // Rank order makes "ab"+"c" win over "a"+"bc" even though "bc" comes later in the word.
+  Tokenizer tok(bpeVocab({"a b", "b c", "ab c"}));
+  TokenId ab = tok.find("ab"), abc = tok.find("abc");
+  EXPECT_EQ(tok.encode("abc", false), std::vector<TokenId>{abc});
+  EXPECT_EQ(tok.encode("abcb", false), (std::vector<TokenId>{abc, 'b'}));
+  Tokenizer tok2(bpeVocab({"b c", "a b", "ab c"}));
+  // "bc" first now, so "abc" is never reachable: a + bc.
+  EXPECT_EQ(tok2.encode("abc", false), (std::vector<TokenId>{'a', tok2.find("bc")}));
+  (void)ab;
+  // Spaces are the byte-level 'Ġ' (U+0120) and pieces come from the pre-tokenizer.
+  Tokenizer tok3(bpeVocab({"\xC4\xA0 a", "\xC4\xA0"
+                                         "a b"}));
+  EXPECT_EQ(tok3.encode("ab ab", false), (std::vector<TokenId>{'a', 'b',
+                                                               tok3.find("\xC4\xA0"
+                                                                         "ab")}));
+  EXPECT_EQ(tok3.decode(tok3.encode("ab ab\n\xC3\xA9", false)), "ab ab\n\xC3\xA9");
+  EXPECT_EQ(tok3.tokenToPiece(tok3.find("\xC4\xA0"
+                                        "ab")),
+            " ab");
+}
+
+TEST(TokenizerBpe, AddsBosAndEosAsConfigured) {
+  TokenizerData d = bpeVocab({"a b"});
+  d.addBos = true;
+  d.addEos = true;
+  Tokenizer tok(d);
+  std::vector<TokenId> ids = tok.encode("ab", true);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), d.bos);
+  EXPECT_EQ(ids.back(), d.eos);
+  EXPECT_EQ(tok.encode("ab", false).size(), 1u);
+  EXPECT_TRUE(tok.isEog(d.eos));
+}
+
+TEST(TokenizerBpe, CleanSpacesOnDecode) {
+  TokenizerData d = bpeVocab({});
+  d.merges = {"a b"};
+  d.tokens.push_back("ab");
+  d.tokenTypes.push_back(1);
+  d.cleanSpaces = true;
+  Tokenizer tok(d);
+  EXPECT_EQ(tok.decode(tok.encode("x , y ' z it 's", false)), "x, y'z it's");
+  d.cleanSpaces = false;
+  Tokenizer raw(d);
+  EXPECT_EQ(raw.decode(raw.encode("x , y ' z it 's", false)), "x , y ' z it 's");
+}
+
+std::vector<std::string> pre(const std::string &text, const char *name) {
+  return unicode::preTokenize(text, name);
+}
+
+TEST(PreTokenizer, Gpt2) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre("Hello world's 123 !!", "gpt2"), (V{"Hello", " world", "'s", " 123", " !!"}));
+  // \s+(?!\S): the last space of a run goes to the next word.
+  EXPECT_EQ(pre("a   b", "gpt2"), (V{"a", "  ", " b"}));
+  EXPECT_EQ(pre("a  \n", "gpt2"), (V{"a", "  \n"}));
+  EXPECT_EQ(pre("caf\xC3\xA9 \xD0\xBD\xD0\xB0", "gpt2"), (V{"caf\xC3\xA9", " \xD0\xBD\xD0\xB0"}));
+  EXPECT_EQ(pre("", "gpt2"), V{});
+}
+
+TEST(PreTokenizer, Llama3AndQwen2) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre("12345", "llama3"), (V{"123", "45"}));
+  EXPECT_EQ(pre("12345", "qwen2"), (V{"1", "2", "3", "4", "5"}));
+  EXPECT_EQ(pre("I'LL go", "llama3"), (V{"I", "'LL", " go"}));
+  EXPECT_EQ(pre("x\n\n y", "llama3"), (V{"x", "\n\n", " y"}));
+  EXPECT_EQ(pre("a!?\nb", "llama3"), (V{"a", "!?\n", "b"}));
+  EXPECT_EQ(pre("(hello", "llama3"), (V{"(hello"}));
+}
+
+TEST(PreTokenizer, Default) {
+  using V = std::vector<std::string>;
+  // Punctuation runs first, then gpt2, then digit runs cut in threes.
+  EXPECT_EQ(pre("ab,cd 12345", "default"), (V{"ab", ",", "cd", " ", "123", "45"}));
+}
+
+TEST(Unicode, Flags) {
+  EXPECT_TRUE(unicode::flags('a') & unicode::Letter);
+  EXPECT_TRUE(unicode::flags(0xE9) & unicode::Letter);   // é
+  EXPECT_TRUE(unicode::flags(0x4E2D) & unicode::Letter); // 中
+  EXPECT_TRUE(unicode::flags('7') & unicode::Number);
+  EXPECT_TRUE(unicode::flags(0xBD) & unicode::Number); // ½
+  EXPECT_TRUE(unicode::flags(' ') & unicode::Whitespace);
+  EXPECT_TRUE(unicode::flags(0x3000) & unicode::Whitespace);
+  EXPECT_FALSE(unicode::flags(0x1C) & unicode::Whitespace); // not White_Space despite str.isspace()
+  EXPECT_TRUE(unicode::flags('!') & unicode::Punctuation);
+  EXPECT_TRUE(unicode::flags(0x1F999) & unicode::Symbol); // 🦙
+  EXPECT_EQ(unicode::flags(0x378), unicode::Undefined);
+  EXPECT_EQ(unicode::flags(0x110000), 0u);
+}
+
+TEST(TokenizerValidation, ClearErrors) {
+  auto expectError = [](TokenizerData d, const char *needle) {
+    try {
+      Tokenizer t(std::move(d));
+      ADD_FAILURE() << "no error, expected one mentioning " << needle;
+    } catch (const TokenizerError &e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  TokenizerData d = spmVocab({{"a", -1}});
+  d.scores.pop_back();
+  expectError(d, "tokenizer.ggml.scores");
+  d = spmVocab({{"a", -1}});
+  d.bos = 100000;
+  expectError(d, "bos_token_id");
+  d = spmVocab({{"a", -1}});
+  d.model = "bert";
+  expectError(d, "unsupported tokenizer.ggml.model");
+  TokenizerData b = bpeVocab({"a b"});
+  b.pre = "no-such-pre";
+  expectError(b, "no-such-pre");
+  b = bpeVocab({"a b"});
+  b.merges.push_back("nospace");
+  expectError(b, "merges");
+  TokenizerData e;
+  expectError(e, "no tokens");
+}
+
+} // namespace
