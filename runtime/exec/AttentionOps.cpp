@@ -1,0 +1,144 @@
+//===- AttentionOps.cpp - RoPE and attention over the KV cache --------------===//
+//
+// ROPE rotates pairs of each head vector: normal mode pairs (2i, 2i+1), NEOX mode (i, i + n_dims/2), with
+// theta_i = freq_scale · pos · base^(-2i/n_dims) / freq_factors[i]; dims past n_dims pass through.
+// ATTENTION first appends this call's K/V rows at their positions (converting to the cache dtype), then
+// each (token, query head) attends causally over the cache: positions p' <= p, and p - p' < window when
+// a sliding window is set; GQA maps query head h to KV head h / (Hq / Hkv). Optional soft-capping of the
+// scores and per-head sink logits that join the softmax denominator only. Parallel over (token, head).
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tpc::rt::exec {
+
+void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y, int64_t mode,
+            int64_t nDims, float base, float freqScale, ThreadGroup &tg) {
+  const int64_t t = x.shape[0], h = x.shape[1], d = x.shape[2], half = nDims / 2;
+  std::vector<double> invFreq(half);
+  for (int64_t i = 0; i < half; ++i) {
+    invFreq[i] = freqScale * std::pow(double(base), -2.0 * double(i) / double(nDims));
+    if (freqFactors)
+      invFreq[i] /= freqFactors->f()[i];
+  }
+  tg.parallelFor(t, [&](int64_t b, int64_t e, int) {
+    std::vector<float> c(half), s(half);
+    for (int64_t ti = b; ti < e; ++ti) {
+      const double p = pos.i()[ti];
+      for (int64_t i = 0; i < half; ++i) {
+        const double theta = p * invFreq[i];
+        c[i] = static_cast<float>(std::cos(theta));
+        s[i] = static_cast<float>(std::sin(theta));
+      }
+      for (int64_t hi = 0; hi < h; ++hi) {
+        const float *src = x.f() + (ti * h + hi) * d;
+        float *dst = y.f() + (ti * h + hi) * d;
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t i0 = mode == 1 ? i : 2 * i, i1 = mode == 1 ? i + half : 2 * i + 1;
+          const float a = src[i0], bb = src[i1];
+          dst[i0] = a * c[i] - bb * s[i];
+          dst[i1] = a * s[i] + bb * c[i];
+        }
+        if (dst != src)
+          std::copy(src + nDims, src + d, dst + nDims);
+      }
+    }
+  });
+}
+
+namespace {
+/// Every half value as a float (256 KiB), so reading an f16 cache costs one load per element.
+const float *halfTable() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i)
+      t[i] = halfToFloat(static_cast<uint16_t>(i));
+    return t;
+  }();
+  return table.data();
+}
+
+/// Writes n floats into a cache row of dtype dt.
+void storeRow(void *cache, DType dt, int64_t at, const float *src, int64_t n) {
+  if (dt == DType::F32) {
+    std::memcpy(static_cast<float *>(cache) + at, src, n * 4);
+  } else {
+    uint16_t *dst = static_cast<uint16_t *>(cache) + at;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = floatToHalf(src[i]);
+  }
+}
+} // namespace
+
+void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, const TensorRef &pos,
+                 const TensorRef *sinks, KvBuffers &kv, const TensorRef &y, const AttentionParams &p,
+                 ThreadGroup &tg) {
+  const int64_t t = q.shape[0], hq = q.shape[1], dk = q.shape[2];
+  const int64_t hkv = k.shape[1], dv = v.shape[2], group = hq / hkv;
+  const DType dt = kv.desc.dtype;
+  // Append K/V at their positions (rows of the cache are [Hkv, D] per position).
+  for (int64_t ti = 0; ti < t; ++ti) {
+    const int64_t at = pos.i()[ti];
+    storeRow(kv.k, dt, at * hkv * dk, k.f() + ti * hkv * dk, hkv * dk);
+    storeRow(kv.v, dt, at * hkv * dv, v.f() + ti * hkv * dv, hkv * dv);
+  }
+  const float *h2f = halfTable();
+  tg.parallelFor(t * hq, [&](int64_t b, int64_t e, int) {
+    std::vector<float> score, acc(dv);
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t ti = item / hq, h = item % hq, kh = h / group;
+      const int64_t pi = pos.i()[ti];
+      const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pi - p.window + 1) : 0;
+      const float *qr = q.f() + (ti * hq + h) * dk;
+      score.resize(pi - lo + 1);
+      float mx = -INFINITY;
+      for (int64_t j = lo; j <= pi; ++j) {
+        const int64_t off = (j * hkv + kh) * dk;
+        float s = 0;
+        if (dt == DType::F32) {
+          const float *kr = static_cast<const float *>(kv.k) + off;
+          for (int64_t c = 0; c < dk; ++c)
+            s += qr[c] * kr[c];
+        } else {
+          const uint16_t *kr = static_cast<const uint16_t *>(kv.k) + off;
+          for (int64_t c = 0; c < dk; ++c)
+            s += qr[c] * h2f[kr[c]];
+        }
+        s *= p.scale;
+        if (p.softcap > 0)
+          s = p.softcap * std::tanh(s / p.softcap);
+        score[j - lo] = s;
+        mx = std::max(mx, s);
+      }
+      const float sink = sinks ? sinks->f()[h] : -INFINITY;
+      mx = std::max(mx, sink);
+      double denom = sinks ? std::exp(double(sink - mx)) : 0.0;
+      for (float &s : score) {
+        s = std::exp(s - mx);
+        denom += s;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = lo; j <= pi; ++j) {
+        const float w = score[j - lo];
+        const int64_t off = (j * hkv + kh) * dv;
+        if (dt == DType::F32) {
+          const float *vr = static_cast<const float *>(kv.v) + off;
+          for (int64_t c = 0; c < dv; ++c)
+            acc[c] += w * vr[c];
+        } else {
+          const uint16_t *vr = static_cast<const uint16_t *>(kv.v) + off;
+          for (int64_t c = 0; c < dv; ++c)
+            acc[c] += w * h2f[vr[c]];
+        }
+      }
+      const float inv = static_cast<float>(1.0 / denom);
+      float *out = y.f() + (ti * hq + h) * dv;
+      for (int64_t c = 0; c < dv; ++c)
+        out[c] = acc[c] * inv;
+    }
+  });
+}
+
+} // namespace tpc::rt::exec

@@ -1,0 +1,91 @@
+//===- Collectives.cpp - shared-memory all-reduce, all-gather, reduce-scatter ===//
+//
+// All-reduce: device r owns elements [n·r/N, n·(r+1)/N) of each tensor; it sums them over all devices (in
+// rank order) into its scratch, and after a barrier writes the sums back into every device's buffer.
+// All-gather and reduce-scatter read the peers' buffers between two barriers.
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Collectives.h"
+
+namespace tpc::rt::exec {
+
+Rendezvous::Rendezvous(int n) : n_(n), bufs_(n), x_(n), y_(n), scratch_(n) {}
+
+void Rendezvous::barrier() {
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t gen = generation_;
+  if (++arrived_ == n_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen; });
+}
+
+void Rendezvous::allReduce(int rank, const std::vector<TensorRef> &bufs) {
+  if (n_ == 1)
+    return;
+  bufs_[rank] = &bufs;
+  barrier();
+  std::vector<float> &scratch = scratch_[rank];
+  size_t need = 0;
+  for (const TensorRef &b : bufs)
+    need += static_cast<size_t>(b.numel() / n_ + 1);
+  scratch.resize(need);
+  size_t at = 0;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const int64_t n = bufs[i].numel(), b = n * rank / n_, e = n * (rank + 1) / n_;
+    float *acc = scratch.data() + at;
+    std::memcpy(acc, (*bufs_[0])[i].f() + b, (e - b) * 4);
+    for (int d = 1; d < n_; ++d) {
+      const float *src = (*bufs_[d])[i].f() + b;
+      for (int64_t j = 0; j < e - b; ++j)
+        acc[j] += src[j];
+    }
+    at += static_cast<size_t>(e - b);
+  }
+  barrier(); // every share summed before anyone overwrites an addend
+  at = 0;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const int64_t n = bufs[i].numel(), b = n * rank / n_, e = n * (rank + 1) / n_;
+    for (int d = 0; d < n_; ++d)
+      std::memcpy((*bufs_[d])[i].f() + b, scratch.data() + at, (e - b) * 4);
+    at += static_cast<size_t>(e - b);
+  }
+  barrier();
+}
+
+void Rendezvous::allGather(int rank, const TensorRef &x, const TensorRef &y, int64_t axis) {
+  x_[rank] = &x;
+  barrier();
+  std::vector<TensorRef> parts;
+  for (int d = 0; d < n_; ++d)
+    parts.push_back(*x_[d]);
+  opConcat(parts, y, axis);
+  barrier();
+}
+
+void Rendezvous::reduceScatter(int rank, const TensorRef &x, const TensorRef &y, int64_t axis) {
+  x_[rank] = &x;
+  y_[rank] = &y;
+  barrier();
+  int64_t offset = 0;
+  for (int d = 0; d < rank; ++d)
+    offset += y_[d]->shape[axis];
+  int64_t outer, dim, inner;
+  splitAxis(x.shape, axis, outer, dim, inner);
+  const int64_t size = y.shape[axis];
+  for (int64_t o = 0; o < outer; ++o) {
+    float *dst = y.f() + o * size * inner;
+    const int64_t src = (o * dim + offset) * inner;
+    std::memcpy(dst, x_[0]->f() + src, size * inner * 4);
+    for (int d = 1; d < n_; ++d) {
+      const float *p = x_[d]->f() + src;
+      for (int64_t j = 0; j < size * inner; ++j)
+        dst[j] += p[j];
+    }
+  }
+  barrier();
+}
+
+} // namespace tpc::rt::exec

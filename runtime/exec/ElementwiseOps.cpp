@@ -1,0 +1,292 @@
+//===- ElementwiseOps.cpp - elementwise and row-wise CPU ops ----------------===//
+//
+// Binary ops with right-aligned broadcasting, unary functions, GLU, RMS norm, softmax, top-k, sums and the
+// expert combine. Everything is f32 (top-k writes i32 indices). Loops split rows over the thread group and
+// keep the innermost loop simple so the compiler vectorises it. Outputs may alias inputs (in place).
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tpc::rt::exec {
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { // subnormal: renormalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while (!(mant & 0x400u));
+      bits = sign | ((127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) // inf / nan
+    return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31)
+    return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10)
+      return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1)))
+      ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1)))
+    ++half; // may carry into the exponent, which is the correct rounding
+  return static_cast<uint16_t>(half);
+}
+
+float applyUnary(UnaryFn fn, float x) {
+  switch (fn) {
+  case UnaryFn::Silu:
+    return x / (1.0f + std::exp(-x));
+  case UnaryFn::Gelu:
+    return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+  case UnaryFn::GeluTanh:
+    return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  case UnaryFn::Tanh:
+    return std::tanh(x);
+  case UnaryFn::Relu:
+    return x > 0 ? x : 0.0f;
+  case UnaryFn::Exp:
+    return std::exp(x);
+  case UnaryFn::Sigmoid:
+    return 1.0f / (1.0f + std::exp(-x));
+  }
+  return x;
+}
+
+namespace {
+/// Rows per parallel chunk so tiny tensors don't pay for waking threads.
+int64_t grainRows(int64_t rows, int64_t inner) { return inner * rows < 4096 ? 1 : rows; }
+
+template <typename F> void forRows(int64_t rows, int64_t inner, ThreadGroup &tg, F &&f) {
+  if (grainRows(rows, inner) == 1) {
+    f(int64_t(0), rows);
+    return;
+  }
+  tg.parallelFor(rows, [&](int64_t b, int64_t e, int) { f(b, e); });
+}
+} // namespace
+
+void opBinary(OpKind op, const TensorRef &a, const TensorRef &b, const TensorRef &y, ThreadGroup &tg) {
+  const int ra = static_cast<int>(a.shape.size()), rb = static_cast<int>(b.shape.size());
+  // b's stride for each of a's dims (0 where b broadcasts).
+  std::vector<int64_t> bStride(ra, 0);
+  int64_t s = 1;
+  for (int j = rb - 1; j >= 0; --j) {
+    int i = j + (ra - rb);
+    if (b.shape[j] != 1)
+      bStride[i] = s;
+    s *= b.shape[j];
+  }
+  const int64_t inner = a.inner(), rows = a.rows(), bInner = ra ? bStride[ra - 1] : 0;
+  const float *pa = a.f(), *pb = b.f();
+  float *py = y.f();
+  forRows(rows, inner, tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t bo = 0, rem = r;
+      for (int i = ra - 2; i >= 0; --i) {
+        bo += (rem % a.shape[i]) * bStride[i];
+        rem /= a.shape[i];
+      }
+      const float *xa = pa + r * inner, *xb = pb + bo;
+      float *o = py + r * inner;
+      if (bInner == 1) {
+        if (op == OpKind::Add)
+          for (int64_t c = 0; c < inner; ++c)
+            o[c] = xa[c] + xb[c];
+        else if (op == OpKind::Mul)
+          for (int64_t c = 0; c < inner; ++c)
+            o[c] = xa[c] * xb[c];
+        else
+          for (int64_t c = 0; c < inner; ++c)
+            o[c] = xa[c] / xb[c];
+      } else {
+        const float v = xb[0];
+        if (op == OpKind::Add)
+          for (int64_t c = 0; c < inner; ++c)
+            o[c] = xa[c] + v;
+        else if (op == OpKind::Mul)
+          for (int64_t c = 0; c < inner; ++c)
+            o[c] = xa[c] * v;
+        else
+          for (int64_t c = 0; c < inner; ++c)
+            o[c] = xa[c] / v;
+      }
+    }
+  });
+}
+
+void opScale(const TensorRef &x, const TensorRef &y, float v, ThreadGroup &tg) {
+  const float *px = x.f();
+  float *py = y.f();
+  forRows(x.rows(), x.inner(), tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0 * x.inner(); i < r1 * x.inner(); ++i)
+      py[i] = px[i] * v;
+  });
+}
+
+void opUnary(UnaryFn fn, const TensorRef &x, const TensorRef &y, ThreadGroup &tg) {
+  const float *px = x.f();
+  float *py = y.f();
+  forRows(x.rows(), x.inner(), tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0 * x.inner(); i < r1 * x.inner(); ++i)
+      py[i] = applyUnary(fn, px[i]);
+  });
+}
+
+void opSoftcap(const TensorRef &x, const TensorRef &y, float cap, ThreadGroup &tg) {
+  const float *px = x.f();
+  float *py = y.f();
+  forRows(x.rows(), x.inner(), tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0 * x.inner(); i < r1 * x.inner(); ++i)
+      py[i] = cap * std::tanh(px[i] / cap);
+  });
+}
+
+void opGlu(UnaryFn fn, const TensorRef &gate, const TensorRef *up, const TensorRef &y, ThreadGroup &tg) {
+  const int64_t f = y.inner(), rows = y.rows();
+  const int64_t gStride = up ? f : 2 * f;
+  const float *pg = gate.f(), *pu = up ? up->f() : gate.f() + f;
+  float *py = y.f();
+  forRows(rows, f, tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < f; ++c)
+        py[r * f + c] = applyUnary(fn, pg[r * gStride + c]) * pu[r * gStride + c];
+  });
+}
+
+void opRmsNorm(const TensorRef &x, const TensorRef *w, const TensorRef &y, float eps, ThreadGroup &tg) {
+  const int64_t n = x.inner();
+  const float *px = x.f(), *pw = w ? w->f() : nullptr;
+  float *py = y.f();
+  forRows(x.rows(), n, tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = px + r * n;
+      double ss = 0;
+      for (int64_t c = 0; c < n; ++c)
+        ss += double(xr[c]) * xr[c];
+      const float k = 1.0f / std::sqrt(static_cast<float>(ss / n) + eps);
+      float *o = py + r * n;
+      if (pw)
+        for (int64_t c = 0; c < n; ++c)
+          o[c] = xr[c] * k * pw[c];
+      else
+        for (int64_t c = 0; c < n; ++c)
+          o[c] = xr[c] * k;
+    }
+  });
+}
+
+void opSoftmax(const TensorRef &x, const TensorRef &y, ThreadGroup &tg) {
+  const int64_t n = x.inner();
+  const float *px = x.f();
+  float *py = y.f();
+  forRows(x.rows(), n, tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = px + r * n;
+      float *o = py + r * n;
+      float m = -INFINITY;
+      for (int64_t c = 0; c < n; ++c)
+        m = std::max(m, xr[c]);
+      double sum = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        o[c] = std::exp(xr[c] - m);
+        sum += o[c];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t c = 0; c < n; ++c)
+        o[c] *= inv;
+    }
+  });
+}
+
+void opTopK(const TensorRef &x, const TensorRef &y, int64_t k, ThreadGroup &tg) {
+  const int64_t n = x.inner();
+  const float *px = x.f();
+  int32_t *py = y.i();
+  forRows(x.rows(), n, tg, [&](int64_t r0, int64_t r1) {
+    std::vector<int32_t> idx(n);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = px + r * n;
+      std::iota(idx.begin(), idx.end(), 0);
+      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+        return xr[a] > xr[b] || (xr[a] == xr[b] && a < b);
+      });
+      std::copy(idx.begin(), idx.begin() + k, py + r * k);
+    }
+  });
+}
+
+void opTakeAlong(const TensorRef &x, const TensorRef &idx, const TensorRef &y, ThreadGroup &) {
+  const int64_t n = x.inner(), k = idx.inner(), rows = idx.rows();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t c = idx.i()[r * k + j];
+      y.f()[r * k + j] = (c >= 0 && c < n) ? x.f()[r * n + c] : 0.0f;
+    }
+}
+
+void opSum(const TensorRef &x, const TensorRef &y, int64_t axis, ThreadGroup &) {
+  int64_t outer, dim, inner;
+  splitAxis(x.shape, axis, outer, dim, inner);
+  std::vector<float> acc(inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t d = 0; d < dim; ++d) {
+      const float *src = x.f() + (o * dim + d) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        acc[i] += src[i];
+    }
+    std::copy(acc.begin(), acc.end(), y.f() + o * inner);
+  }
+}
+
+void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, const TensorRef &y, ThreadGroup &tg) {
+  const int64_t t = x.shape[0], k = x.shape[1], n = x.shape[2];
+  forRows(t, k * n, tg, [&](int64_t r0, int64_t r1) {
+    std::vector<float> acc(n);
+    for (int64_t r = r0; r < r1; ++r) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        float m = 1;
+        for (const TensorRef &mt : muls)
+          m *= mt.f()[r * k + j];
+        const float *xr = x.f() + (r * k + j) * n;
+        for (int64_t c = 0; c < n; ++c)
+          acc[c] += m * xr[c];
+      }
+      std::copy(acc.begin(), acc.end(), y.f() + r * n);
+    }
+  });
+}
+
+} // namespace tpc::rt::exec

@@ -1,0 +1,469 @@
+//===- Executor.cpp - sessions: arenas, weight loading, the step loop -------===//
+//
+// Tensor addresses are resolved once at open (arena base + offset, views after their bases); per call only
+// the token dimension changes, so binding a step's operands is a shape substitution. The step loop is a
+// flat switch on the op kind. Devices 1..N-1 run on their own threads per evaluate() call, device 0 on the
+// caller; all of them meet at each collective in the shared Rendezvous.
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Executor.h"
+
+#include "runtime/exec/Collectives.h"
+#include "runtime/exec/Ops.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+namespace tpc::rt {
+
+using namespace exec;
+
+namespace {
+/// One 64-byte aligned, zeroed allocation.
+struct Arena {
+  uint8_t *data = nullptr;
+  uint64_t size = 0;
+  bool allocate(uint64_t bytes) {
+    size = bytes;
+    uint64_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded < bytes)
+      return false;
+    data = static_cast<uint8_t *>(std::aligned_alloc(64, rounded ? rounded : 64));
+    if (data)
+      std::memset(data, 0, rounded);
+    return data != nullptr;
+  }
+  ~Arena() { std::free(data); }
+};
+
+/// A read-only mapping of the GGUF.
+struct Mapping {
+  const uint8_t *data = nullptr;
+  uint64_t size = 0;
+  ~Mapping() {
+    if (data)
+      ::munmap(const_cast<uint8_t *>(data), size);
+  }
+};
+
+struct Device {
+  Arena weights, acts, kvMem;
+  std::vector<KvBuffers> kv;
+  std::vector<void *> ptr; ///< resolved address of every tensor
+  std::vector<int32_t> tokens, positions;
+  std::vector<float> logits;
+  std::unique_ptr<ThreadGroup> tg;
+};
+
+std::optional<uint64_t> mulAdd(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t m, r;
+  if (__builtin_mul_overflow(a, b, &m) || __builtin_add_overflow(m, c, &r))
+    return std::nullopt;
+  return r;
+}
+} // namespace
+
+struct Session::Impl {
+  Plan plan;
+  int64_t ctx = 0;
+  int threadsPerDevice = 1;
+  std::vector<Device> devs;
+  std::unique_ptr<Rendezvous> rv;
+  int32_t logitsTensor = -1; ///< on device 0
+  bool profiling = false;
+  std::vector<StepProfile> prof;
+
+  TensorRef bind(size_t d, int32_t id, int64_t t) const {
+    const TensorDesc &td = plan.devices[d].tensors[id];
+    TensorRef r;
+    r.data = devs[d].ptr[id];
+    r.dtype = td.dtype;
+    r.shape = td.shape;
+    if (!r.shape.empty() && r.shape[0] == -1)
+      r.shape[0] = t;
+    if (td.storage == Storage::Weight) {
+      r.isWeight = true;
+      r.wtype = plan.devices[d].weights[td.index].type;
+    }
+    return r;
+  }
+
+  void bindStep(size_t d, const Step &s, int64_t t, std::vector<TensorRef> &in, std::vector<TensorRef> &out) const {
+    in.clear();
+    out.clear();
+    for (int32_t id : s.inputs)
+      in.push_back(bind(d, id, t));
+    for (int32_t id : s.outputs)
+      out.push_back(bind(d, id, t));
+  }
+
+  std::string checkAll(int64_t t);
+  std::string checkCollectives(int64_t t);
+  void runDevice(size_t d, int64_t t);
+};
+
+std::string Session::Impl::checkAll(int64_t t) {
+  std::vector<TensorRef> in, out;
+  for (size_t d = 0; d < devs.size(); ++d)
+    for (size_t s = 0; s < plan.devices[d].steps.size(); ++s) {
+      const Step &st = plan.devices[d].steps[s];
+      bindStep(d, st, t, in, out);
+      std::string e = checkStep(st, in, out, devs[d].kv);
+      if (!e.empty())
+        return fmt::format("device {} step {} '{}' ({} tokens): {}", d, s, st.name, t, e);
+    }
+  return checkCollectives(t);
+}
+
+std::string Session::Impl::checkCollectives(int64_t t) {
+  const size_t n = devs.size();
+  std::vector<std::vector<const Step *>> seq(n);
+  for (size_t d = 0; d < n; ++d)
+    for (const Step &s : plan.devices[d].steps)
+      if (isCollective(s.op))
+        seq[d].push_back(&s);
+  for (size_t k = 0; k < seq[0].size(); ++k) {
+    const Step &s0 = *seq[0][k];
+    auto err = [&](const std::string &what) {
+      return fmt::format("collective {} ({} '{}', {} tokens): {}", k, opKindName(s0.op), s0.name, t, what);
+    };
+    std::vector<TensorRef> xs, ys;
+    for (size_t d = 0; d < n; ++d) {
+      const Step &s = *seq[d][k];
+      if (s.ints != s0.ints)
+        return err(fmt::format("device {} uses different parameters than device 0", d));
+      if (s.inputs.size() != s0.inputs.size())
+        return err(fmt::format("device {} reduces {} tensors, device 0 {}", d, s.inputs.size(), s0.inputs.size()));
+      if (s0.op == OpKind::AllReduce) {
+        for (size_t i = 0; i < s.inputs.size(); ++i)
+          if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel())
+            return err(fmt::format("tensor {} has a different size on device {}", i, d));
+      }
+      xs.push_back(bind(d, s.inputs[0], t));
+      ys.push_back(bind(d, s.outputs[0], t));
+    }
+    if (s0.op == OpKind::AllReduce)
+      continue;
+    const int64_t axis = s0.ints[0];
+    const std::vector<TensorRef> &parts = s0.op == OpKind::AllGather ? xs : ys;
+    const std::vector<TensorRef> &whole = s0.op == OpKind::AllGather ? ys : xs;
+    int64_t total = 0;
+    for (size_t d = 0; d < n; ++d) {
+      total += parts[d].shape[axis];
+      std::vector<int64_t> a = whole[d].shape, b = whole[0].shape, c = parts[d].shape;
+      a[axis] = b[axis] = c[axis] = 0;
+      if (a != b || a != c)
+        return err(fmt::format("device {} disagrees on the dims off axis {}", d, axis));
+      if (whole[d].shape[axis] != whole[0].shape[axis])
+        return err(fmt::format("device {} has a different full size along axis {}", d, axis));
+    }
+    if (total != whole[0].shape[axis])
+      return err(fmt::format("the devices' parts add up to {} along axis {}, the full tensor has {}", total, axis,
+                             whole[0].shape[axis]));
+  }
+  return "";
+}
+
+void Session::Impl::runDevice(size_t d, int64_t t) {
+  const DevicePlan &dp = plan.devices[d];
+  Device &dev = devs[d];
+  ThreadGroup &tg = *dev.tg;
+  std::vector<TensorRef> in, out;
+  const int rank = static_cast<int>(d);
+  for (size_t si = 0; si < dp.steps.size(); ++si) {
+    const Step &s = dp.steps[si];
+    auto t0 = std::chrono::steady_clock::now();
+    bindStep(d, s, t, in, out);
+    const TensorRef &x = in[0];
+    const TensorRef &y = out[0];
+    switch (s.op) {
+    case OpKind::GetRows:
+      opGetRows(x, in[1], y, tg);
+      break;
+    case OpKind::TakeAlong:
+      opTakeAlong(x, in[1], y, tg);
+      break;
+    case OpKind::RmsNorm:
+      opRmsNorm(x, in.size() > 1 ? &in[1] : nullptr, y, s.floats[0], tg);
+      break;
+    case OpKind::Matmul:
+      opMatmul(x, in[1], y, tg);
+      break;
+    case OpKind::MulMatId:
+      opMulMatId(x, in[1], in[2], y, tg);
+      break;
+    case OpKind::Add:
+    case OpKind::Mul:
+    case OpKind::Div:
+      opBinary(s.op, x, in[1], y, tg);
+      break;
+    case OpKind::Scale:
+      opScale(x, y, s.floats[0], tg);
+      break;
+    case OpKind::Unary:
+      opUnary(static_cast<UnaryFn>(s.ints[0]), x, y, tg);
+      break;
+    case OpKind::Glu:
+      opGlu(static_cast<UnaryFn>(s.ints[0]), x, in.size() > 1 ? &in[1] : nullptr, y, tg);
+      break;
+    case OpKind::Softmax:
+      opSoftmax(x, y, tg);
+      break;
+    case OpKind::TopK:
+      opTopK(x, y, s.ints[0], tg);
+      break;
+    case OpKind::Sum:
+      opSum(x, y, s.ints[0], tg);
+      break;
+    case OpKind::Reshape:
+    case OpKind::Copy:
+      opCopy(x, y);
+      break;
+    case OpKind::Permute:
+      opPermute(x, y, s.ints, tg);
+      break;
+    case OpKind::View:
+    case OpKind::Slice:
+      opNarrow(x, y, s.ints[0], s.ints[1]);
+      break;
+    case OpKind::Concat:
+      opConcat(in, y, s.ints[0]);
+      break;
+    case OpKind::Rope:
+      opRope(x, in[1], in.size() > 2 ? &in[2] : nullptr, y, s.ints[0], s.ints[1], s.floats[0], s.floats[1], tg);
+      break;
+    case OpKind::Softcap:
+      opSoftcap(x, y, s.floats[0], tg);
+      break;
+    case OpKind::Attention: {
+      AttentionParams p;
+      p.scale = s.floats[0];
+      p.softcap = s.floats[1];
+      p.window = s.ints[1];
+      opAttention(x, in[1], in[2], in[3], in.size() > 4 ? &in[4] : nullptr, dev.kv[s.ints[0]], y, p, tg);
+      break;
+    }
+    case OpKind::ExpertCombine:
+      opExpertCombine(x, std::vector<TensorRef>(in.begin() + 1, in.end()), y, tg);
+      break;
+    case OpKind::AllReduce:
+      for (size_t i = 0; i < in.size(); ++i)
+        opCopy(in[i], out[i]);
+      rv->allReduce(rank, out);
+      break;
+    case OpKind::ReduceScatter:
+      rv->reduceScatter(rank, x, y, s.ints[0]);
+      break;
+    case OpKind::AllGather:
+      rv->allGather(rank, x, y, s.ints[0]);
+      break;
+    }
+    if (profiling && d == 0) {
+      prof[si].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++prof[si].calls;
+    }
+  }
+}
+
+Session::Session() : impl_(std::make_unique<Impl>()) {}
+Session::~Session() = default;
+
+Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions &opts) {
+  using E = Expected<std::unique_ptr<Session>>;
+  if (auto errs = validatePlan(plan); !errs.empty())
+    return E::error("invalid plan: " + errs[0]);
+  std::unique_ptr<Session> s(new Session());
+  Impl &m = *s->impl_;
+  m.plan = std::move(plan);
+  const Plan &p = m.plan;
+  const size_t n = p.devices.size();
+  m.ctx = opts.ctxSize > 0 ? opts.ctxSize : p.model.defaultCtx;
+  if (m.ctx > (int64_t(1) << 26))
+    return E::error(fmt::format("--ctx-size {} is too large", m.ctx));
+  int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  m.threadsPerDevice = std::max(1, threads / static_cast<int>(n));
+
+  // The weights' source: memory (tests) or the GGUF checked against the plan and mmapped.
+  Mapping map;
+  const uint8_t *src = opts.ggufData;
+  if (src) {
+    if (opts.ggufDataSize < p.ggufSize)
+      return E::error(fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}", opts.ggufDataSize,
+                                  p.ggufSize));
+  } else {
+    auto checked = checkPlanGguf(p, opts.ggufPath);
+    if (!checked)
+      return E::error(checked.message());
+    int fd = ::open(checked->c_str(), O_RDONLY);
+    if (fd < 0)
+      return E::error(fmt::format("cannot open GGUF '{}': {}", *checked, std::strerror(errno)));
+    if (p.ggufSize > 0) {
+      void *addr = ::mmap(nullptr, p.ggufSize, PROT_READ, MAP_PRIVATE, fd, 0);
+      ::close(fd);
+      if (addr == MAP_FAILED)
+        return E::error(fmt::format("cannot mmap GGUF '{}': {}", *checked, std::strerror(errno)));
+      map.data = static_cast<const uint8_t *>(addr);
+      map.size = p.ggufSize;
+    } else {
+      ::close(fd);
+    }
+    src = map.data;
+  }
+
+  m.devs.resize(n);
+  for (size_t d = 0; d < n; ++d) {
+    const DevicePlan &dp = p.devices[d];
+    Device &dev = m.devs[d];
+    auto kvBytes = mulAdd(static_cast<uint64_t>(m.ctx), dp.kvBytesPerToken, 0);
+    auto total = kvBytes ? mulAdd(1, dp.weightBytes, *kvBytes) : std::nullopt;
+    total = total ? mulAdd(1, *total, dp.activationBytes) : std::nullopt;
+    if (!total)
+      return E::error(fmt::format("device {}: memory size overflows", d));
+    if (opts.maxDeviceBytes && *total > opts.maxDeviceBytes)
+      return E::error(fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}) "
+                                  "but has {}; use more devices or a smaller --ctx-size",
+                                  d, *total, dp.weightBytes, dp.activationBytes, *kvBytes, m.ctx, opts.maxDeviceBytes));
+    if (!dev.weights.allocate(dp.weightBytes) || !dev.acts.allocate(dp.activationBytes) ||
+        !dev.kvMem.allocate(*kvBytes))
+      return E::error(fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
+                                  "{}); use more devices or a smaller --ctx-size",
+                                  d, *total, m.ctx));
+    uint64_t at = 0;
+    for (const KvCache &c : dp.kv) {
+      KvBuffers b;
+      b.desc = c;
+      b.ctx = m.ctx;
+      const uint64_t eb = dtypeBytes(c.dtype);
+      b.k = dev.kvMem.data + at;
+      at += m.ctx * c.nHeadKv * c.headDimK * eb;
+      b.v = dev.kvMem.data + at;
+      at += m.ctx * c.nHeadKv * c.headDimV * eb;
+      dev.kv.push_back(b);
+    }
+    dev.tokens.assign(p.model.maxBatch, 0);
+    dev.positions.assign(p.model.maxBatch, 0);
+    dev.tg = std::make_unique<ThreadGroup>(m.threadsPerDevice);
+    // Resolve every tensor's address (views come after their bases; validatePlan checked the order).
+    dev.ptr.assign(dp.tensors.size(), nullptr);
+    for (size_t i = 0; i < dp.tensors.size(); ++i) {
+      const TensorDesc &t = dp.tensors[i];
+      switch (t.storage) {
+      case Storage::Activation:
+        dev.ptr[i] = dev.acts.data + t.offset;
+        break;
+      case Storage::Weight:
+        dev.ptr[i] = dev.weights.data + dp.weights[t.index].offset;
+        break;
+      case Storage::Kv:
+        dev.ptr[i] = dev.kv[t.index].k;
+        break;
+      case Storage::InputTokens:
+        dev.ptr[i] = dev.tokens.data();
+        break;
+      case Storage::InputPositions:
+        dev.ptr[i] = dev.positions.data();
+        break;
+      case Storage::OutputLogits:
+        if (dev.logits.empty())
+          dev.logits.assign(static_cast<size_t>(p.model.maxBatch * p.model.nVocab), 0.0f);
+        dev.ptr[i] = dev.logits.data();
+        if (d == 0 && m.logitsTensor < 0)
+          m.logitsTensor = static_cast<int32_t>(i);
+        break;
+      case Storage::View:
+        dev.ptr[i] = static_cast<uint8_t *>(dev.ptr[t.index]) + t.offset;
+        break;
+      }
+    }
+    // Copy the weight slices, piece by piece, rows in order.
+    const std::vector<WeightSlice> &ws = dp.weights;
+    uint8_t *base = dev.weights.data;
+    dev.tg->parallelFor(static_cast<int64_t>(ws.size()), [&](int64_t b, int64_t e, int) {
+      for (int64_t w = b; w < e; ++w) {
+        uint8_t *dst = base + ws[w].offset;
+        for (const WeightPiece &pc : ws[w].pieces)
+          for (uint64_t r = 0; r < pc.rows; ++r, dst += pc.rowBytes)
+            std::memcpy(dst, src + pc.fileOffset + r * pc.rowStride, pc.rowBytes);
+      }
+    });
+  }
+  if (m.logitsTensor < 0)
+    return E::error("device 0 has no OUTPUT_LOGITS tensor; recompile the plan");
+  for (int64_t t : {int64_t(1), p.model.maxBatch})
+    if (std::string e = m.checkAll(t); !e.empty())
+      return E::error("plan does not fit its ops: " + e);
+  m.rv = std::make_unique<Rendezvous>(static_cast<int>(n));
+  m.prof.resize(p.devices[0].steps.size());
+  for (size_t i = 0; i < m.prof.size(); ++i)
+    m.prof[i].name = p.devices[0].steps[i].name;
+  return E(std::move(s));
+}
+
+Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &tokens,
+                                               const std::vector<int32_t> &positions) {
+  using E = Expected<std::vector<float>>;
+  Impl &m = *impl_;
+  const Plan &p = m.plan;
+  if (tokens.size() != positions.size() || tokens.empty())
+    return E::error(fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size()));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= p.model.nVocab)
+      return E::error(fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], p.model.nVocab - 1));
+    if (positions[i] < 0 || positions[i] >= m.ctx)
+      return E::error(fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the model "
+                                  "was trained with {})",
+                                  positions[i], m.ctx, p.model.nCtxTrain));
+  }
+  const int64_t vocab = p.model.nVocab, total = static_cast<int64_t>(tokens.size());
+  std::vector<float> logits(static_cast<size_t>(total * vocab));
+  for (int64_t at = 0; at < total; at += p.model.maxBatch) {
+    const int64_t t = std::min(p.model.maxBatch, total - at);
+    for (Device &dev : m.devs) {
+      std::copy(tokens.begin() + at, tokens.begin() + at + t, dev.tokens.begin());
+      std::copy(positions.begin() + at, positions.begin() + at + t, dev.positions.begin());
+    }
+    std::vector<std::thread> others;
+    for (size_t d = 1; d < m.devs.size(); ++d)
+      others.emplace_back([&m, d, t] { m.runDevice(d, t); });
+    m.runDevice(0, t);
+    for (auto &th : others)
+      th.join();
+    std::memcpy(logits.data() + at * vocab, m.devs[0].ptr[m.logitsTensor], t * vocab * sizeof(float));
+  }
+  return logits;
+}
+
+const Plan &Session::plan() const { return impl_->plan; }
+int64_t Session::ctxSize() const { return impl_->ctx; }
+int64_t Session::nVocab() const { return impl_->plan.model.nVocab; }
+int Session::threadsPerDevice() const { return impl_->threadsPerDevice; }
+std::vector<uint64_t> Session::deviceBytes() const {
+  std::vector<uint64_t> out;
+  for (const Device &d : impl_->devs)
+    out.push_back(d.weights.size + d.acts.size + d.kvMem.size);
+  return out;
+}
+std::vector<float> Session::tensorData(size_t device, int32_t id, int64_t tokens) const {
+  const Impl &m = *impl_;
+  if (device >= m.devs.size() || id < 0 || static_cast<size_t>(id) >= m.devs[device].ptr.size() ||
+      m.plan.devices[device].tensors[id].storage == Storage::Weight)
+    return {};
+  TensorRef r = m.bind(device, id, tokens);
+  std::vector<float> out(static_cast<size_t>(r.numel()));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = r.dtype == DType::F32   ? r.f()[i]
+             : r.dtype == DType::I32 ? static_cast<float>(r.i()[i])
+                                     : halfToFloat(static_cast<const uint16_t *>(r.data)[i]);
+  return out;
+}
+
+void Session::setProfiling(bool on) { impl_->profiling = on; }
+std::vector<StepProfile> Session::profile() const { return impl_->prof; }
+
+} // namespace tpc::rt

@@ -1,0 +1,224 @@
+//===- StepChecks.cpp - operand checks for every op -------------------------===//
+//
+// checkStep() runs when a session opens, for one token and for max_batch tokens, on the bound operands of
+// every step: shapes, dtypes and parameters must fit the op so that the kernels (which do not check) can
+// index freely, and a bad plan becomes one clear error instead of a crash or a hang at a collective.
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Ops.h"
+
+#include "runtime/cpu/quant/Quant.h"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+namespace tpc::rt::exec {
+
+namespace {
+std::string shapeStr(const TensorRef &t) { return fmt::format("[{}]", fmt::join(t.shape, ",")); }
+
+bool isF32(const TensorRef &t) { return !t.isWeight && t.dtype == DType::F32; }
+bool isI32(const TensorRef &t) { return !t.isWeight && t.dtype == DType::I32; }
+/// Readable as f32 rows: an f32 tensor or a weight of a type the CPU backend dequantizes.
+bool isRows(const TensorRef &t) { return isF32(t) || (t.isWeight && cpu::supportsType(t.wtype)); }
+
+/// A weight whose ggml type is the tensor's own dtype, so its bytes can be copied as is.
+bool plainWeight(const TensorRef &t) {
+  return (t.wtype == GGMLType::F32 && t.dtype == DType::F32) || (t.wtype == GGMLType::F16 && t.dtype == DType::F16) ||
+         (t.wtype == GGMLType::I32 && t.dtype == DType::I32);
+}
+
+/// b broadcasts to a right-aligned.
+bool broadcasts(const TensorRef &a, const TensorRef &b) {
+  if (b.shape.size() > a.shape.size())
+    return false;
+  for (size_t j = 0; j < b.shape.size(); ++j) {
+    int64_t bd = b.shape[b.shape.size() - 1 - j], ad = a.shape[a.shape.size() - 1 - j];
+    if (bd != ad && bd != 1)
+      return false;
+  }
+  return true;
+}
+} // namespace
+
+std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
+                      const std::vector<KvBuffers> &kv) {
+  const TensorRef &x = in[0];
+  const TensorRef &y = out[0];
+  auto bad = [&](const std::string &what) {
+    return fmt::format("{}: {} (inputs {}, output {})", opKindName(s.op), what, shapeStr(x), shapeStr(y));
+  };
+  for (const TensorRef &o : out)
+    if (o.isWeight)
+      return bad("writes a weight");
+  auto sameShape = [](const TensorRef &a, const TensorRef &b) { return a.numel() == b.numel(); };
+  auto axisOk = [&](const TensorRef &t, int64_t axis) { return axis >= 0 && axis < int64_t(t.shape.size()); };
+  switch (s.op) {
+  case OpKind::GetRows:
+    if (!isRows(x) || !isI32(in[1]) || !isF32(y) || y.numel() != in[1].numel() * x.inner())
+      return bad("needs table rows, i32 ids and an f32 output of ids x row");
+    return "";
+  case OpKind::TakeAlong:
+    if (!isF32(x) || !isI32(in[1]) || !isF32(y) || y.numel() != in[1].numel() || x.rows() != in[1].rows())
+      return bad("needs f32 x[T,N], i32 idx[T,k], f32 y[T,k]");
+    return "";
+  case OpKind::RmsNorm:
+    if (!isF32(x) || !isF32(y) || !sameShape(x, y) || (in.size() > 1 && in[1].numel() != x.inner()) ||
+        (in.size() > 1 && !isF32(in[1])))
+      return bad("needs f32 x, y of the same shape and an optional f32 weight of the row size");
+    return "";
+  case OpKind::Matmul:
+    if (!isF32(x) || !isRows(in[1]) || !isF32(y) || x.inner() != in[1].inner() ||
+        y.numel() != x.rows() * in[1].rows())
+      return bad(fmt::format("needs f32 x[..,K], w[N,K] of a supported type, y[..,N]; w is {}", shapeStr(in[1])));
+    return "";
+  case OpKind::MulMatId: {
+    const TensorRef &w = in[1], &ids = in[2];
+    if (!isF32(x) || !isRows(w) || w.shape.size() != 3 || !isI32(ids) || ids.shape.size() != 2 || !isF32(y))
+      return bad("needs f32 x, w[E,N,K], i32 ids[T,k]");
+    bool perSlot = x.shape.size() == 3;
+    if (x.inner() != w.shape[2] || x.shape[0] != ids.shape[0] || (perSlot && x.shape[1] != ids.shape[1]) ||
+        y.numel() != ids.numel() * w.shape[1])
+      return bad("x must be [T,K] or [T,k,K] matching ids[T,k] and w[E,N,K], y [T,k,N]");
+    return "";
+  }
+  case OpKind::Add:
+  case OpKind::Mul:
+  case OpKind::Div:
+    if (!isF32(x) || !isF32(in[1]) || !isF32(y) || !sameShape(x, y) || !broadcasts(x, in[1]))
+      return bad(fmt::format("rhs {} must broadcast (right-aligned) to lhs", shapeStr(in[1])));
+    return "";
+  case OpKind::Scale:
+  case OpKind::Softmax:
+  case OpKind::Softcap:
+    if (!isF32(x) || !isF32(y) || !sameShape(x, y))
+      return bad("needs f32 input and output of the same size");
+    if (s.op == OpKind::Softcap && !(s.floats[0] > 0))
+      return bad("cap must be > 0");
+    return "";
+  case OpKind::Unary:
+  case OpKind::Glu: {
+    if (s.ints[0] < 0 || s.ints[0] > 6)
+      return bad(fmt::format("unknown function {}", s.ints[0]));
+    if (!isF32(x) || !isF32(y))
+      return bad("needs f32 operands");
+    if (s.op == OpKind::Unary && !sameShape(x, y))
+      return bad("input and output sizes differ");
+    if (s.op == OpKind::Glu && in.size() == 1 && (x.inner() != 2 * y.inner() || x.rows() != y.rows()))
+      return bad("one operand must be [.., 2F] for an output [.., F]");
+    if (s.op == OpKind::Glu && in.size() == 2 && (!sameShape(x, in[1]) || !sameShape(x, y) || !isF32(in[1])))
+      return bad("gate, up and output must have the same size");
+    return "";
+  }
+  case OpKind::TopK:
+    if (!isF32(x) || !isI32(y) || s.ints[0] <= 0 || s.ints[0] > x.inner() || y.numel() != x.rows() * s.ints[0])
+      return bad(fmt::format("k={} needs f32 x[..,N >= k] and i32 y[..,k]", s.ints[0]));
+    return "";
+  case OpKind::Sum:
+    if (!isF32(x) || !isF32(y) || !axisOk(x, s.ints[0]) || y.numel() * x.shape[s.ints[0]] != x.numel())
+      return bad(fmt::format("axis {} out of range or output size wrong", s.ints[0]));
+    return "";
+  case OpKind::Reshape:
+  case OpKind::Copy:
+    // A copy may read a plain weight (f32/f16/i32 rows, e.g. a mirrored table used as an activation).
+    if ((x.isWeight && !plainWeight(x)) || x.numel() != y.numel() ||
+        (x.dtype != y.dtype && (x.dtype == DType::I32 || y.dtype == DType::I32)))
+      return bad("input and output must have the same element count (and compatible dtypes)");
+    return "";
+  case OpKind::Permute: {
+    if (x.isWeight || s.ints.size() != x.shape.size() || y.shape.size() != x.shape.size() || x.dtype != y.dtype)
+      return bad("perm must list every axis once");
+    std::vector<bool> seen(x.shape.size(), false);
+    for (size_t i = 0; i < s.ints.size(); ++i) {
+      int64_t a = s.ints[i];
+      if (a < 0 || a >= int64_t(x.shape.size()) || seen[a] || y.shape[i] != x.shape[a])
+        return bad(fmt::format("perm [{}] does not map the input shape to the output", fmt::join(s.ints, ",")));
+      seen[a] = true;
+    }
+    return "";
+  }
+  case OpKind::View:
+  case OpKind::Slice: {
+    int64_t axis = s.ints[0], off = s.ints[1], size = s.ints[2];
+    if (x.isWeight || !axisOk(x, axis) || y.shape.size() != x.shape.size() || x.dtype != y.dtype || off < 0 ||
+        size <= 0 || off > x.shape[axis] - size || y.shape[axis] != size)
+      return bad(fmt::format("axis {} offset {} size {} outside the input", axis, off, size));
+    for (size_t i = 0; i < x.shape.size(); ++i)
+      if (int64_t(i) != axis && x.shape[i] != y.shape[i])
+        return bad("other dims must match");
+    return "";
+  }
+  case OpKind::Concat: {
+    int64_t axis = s.ints[0], total = 0;
+    if (!axisOk(y, axis))
+      return bad(fmt::format("axis {} out of range", axis));
+    for (const TensorRef &t : in) {
+      if (t.isWeight || t.dtype != y.dtype || t.shape.size() != y.shape.size())
+        return bad("inputs must have the output's rank and dtype");
+      for (size_t i = 0; i < t.shape.size(); ++i)
+        if (int64_t(i) != axis && t.shape[i] != y.shape[i])
+          return bad("inputs differ from the output off the concat axis");
+      total += t.shape[axis];
+    }
+    if (total != y.shape[axis])
+      return bad("sizes along the axis do not add up");
+    return "";
+  }
+  case OpKind::Rope: {
+    int64_t mode = s.ints[0], nDims = s.ints[1];
+    if (!isF32(x) || !isF32(y) || x.shape.size() != 3 || !sameShape(x, y) || !isI32(in[1]) ||
+        in[1].numel() != x.shape[0] || (mode != 0 && mode != 1) || nDims <= 0 || nDims % 2 || nDims > x.shape[2])
+      return bad(fmt::format("needs f32 x[T,H,D], i32 pos[T], mode 0|1 (got {}), even n_dims <= D (got {})", mode,
+                             nDims));
+    if (in.size() > 2 && (!isF32(in[2]) || in[2].numel() < nDims / 2))
+      return bad("freq_factors needs n_dims/2 f32 values");
+    if (!(s.floats[0] > 0))
+      return bad("base must be > 0");
+    return "";
+  }
+  case OpKind::Attention: {
+    const TensorRef &k = in[1], &v = in[2], &pos = in[3];
+    const KvBuffers &c = kv[s.ints[0]];
+    if (!isF32(x) || !isF32(k) || !isF32(v) || !isI32(pos) || !isF32(y) || x.shape.size() != 3 ||
+        k.shape.size() != 3 || v.shape.size() != 3)
+      return bad("needs f32 q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], i32 pos[T]");
+    const int64_t t = x.shape[0], hq = x.shape[1], hkv = k.shape[1];
+    if (k.shape[0] != t || v.shape[0] != t || pos.numel() != t || v.shape[1] != hkv || k.shape[2] != x.shape[2] ||
+        hkv <= 0 || hq % hkv != 0 || y.numel() != t * hq * v.shape[2])
+      return bad("q/k/v/pos/output shapes disagree (Hq must be a multiple of Hkv)");
+    if (hkv != c.desc.nHeadKv || k.shape[2] != c.desc.headDimK || v.shape[2] != c.desc.headDimV)
+      return bad(fmt::format("k/v do not match kv cache {} ({} heads, dims {}/{})", s.ints[0], c.desc.nHeadKv,
+                             c.desc.headDimK, c.desc.headDimV));
+    if (in.size() > 4 && (!isF32(in[4]) || in[4].numel() != hq))
+      return bad("sinks must be f32 [Hq]");
+    if (s.ints[1] < 0)
+      return bad("sliding window must be >= 0");
+    return "";
+  }
+  case OpKind::ExpertCombine: {
+    if (!isF32(x) || x.shape.size() != 3 || !isF32(y) || y.numel() != x.shape[0] * x.shape[2])
+      return bad("needs f32 x[T,k,N] and y[T,N]");
+    for (size_t i = 1; i < in.size(); ++i)
+      if (!isF32(in[i]) || in[i].numel() != x.shape[0] * x.shape[1])
+        return bad(fmt::format("multiplier {} must be f32 [T,k]", i));
+    return "";
+  }
+  case OpKind::AllReduce:
+    for (size_t i = 0; i < in.size(); ++i)
+      if (!isF32(in[i]) || !isF32(out[i]) || in[i].numel() != out[i].numel())
+        return bad(fmt::format("operand {} must be f32 with an output of the same size", i));
+    return "";
+  case OpKind::ReduceScatter:
+  case OpKind::AllGather: {
+    int64_t axis = s.ints[0];
+    if (!isF32(x) || !isF32(y) || !axisOk(x, axis) || x.shape.size() != y.shape.size())
+      return bad(fmt::format("needs f32 operands of equal rank and axis {} in range", axis));
+    for (size_t i = 0; i < x.shape.size(); ++i)
+      if (int64_t(i) != axis && x.shape[i] != y.shape[i])
+        return bad("dims off the axis must match");
+    return "";
+  }
+  }
+  return bad("unknown op");
+}
+
+} // namespace tpc::rt::exec
