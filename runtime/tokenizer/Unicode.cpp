@@ -207,16 +207,13 @@ void splitRuns(const std::vector<uint32_t> &cpts, size_t begin, size_t end, Pred
       ++pos;
       continue;
     }
-    if (pos > gap)
-      out.push_back(pos - gap);
     size_t start = pos;
     while (pos < end && pred(cpts[pos]) && (maxRun == 0 || pos - start < maxRun))
       ++pos;
-    if (maxRun != 0 && pos - start < maxRun) {
-      // Fixed-count pattern ([0-9]{3}): a shorter run is no match, it stays in the gap.
-      gap = start;
-      continue;
-    }
+    if (maxRun != 0 && pos - start < maxRun)
+      continue; // fixed-count pattern ([0-9]{3}): a shorter run is no match and stays in the gap
+    if (start > gap)
+      out.push_back(start - gap);
     out.push_back(pos - start);
     gap = pos;
   }

@@ -230,6 +230,13 @@ TEST(PreTokenizer, Default) {
   using V = std::vector<std::string>;
   // Punctuation runs first, then gpt2, then digit runs cut in threes.
   EXPECT_EQ(pre("ab,cd 12345", "default"), (V{"ab", ",", "cd", " ", "123", "45"}));
+  // A digit run shorter than three stays with the text before it ([0-9]{3} does not match there).
+  EXPECT_EQ(pre("\xC2\xBD"
+                "9~",
+                "default"),
+            (V{"\xC2\xBD"
+               "9",
+               "~"}));
 }
 
 TEST(Unicode, Flags) {
