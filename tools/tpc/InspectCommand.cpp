@@ -1,0 +1,455 @@
+//===- InspectCommand.cpp - `tpc inspect` -----------------------------------===//
+//
+// `tpc inspect FILE [--json] [--metadata]`: what a file holds. The file kind is decided by its magic in
+// one place (detectFileKind); today a GGUF model is inspected and anything else gets one error line.
+// For a GGUF: architecture, the hyperparameters the importers read (whichever are present), a tokenizer
+// summary, the tensor table and totals per ggml type; --json prints the same as one JSON object and
+// --metadata adds every metadata key. Reader errors are the reader's one-line messages (exit status 1).
+//===----------------------------------------------------------------------===//
+#include "compiler/gguf/GGUFFile.h"
+#include "tools/tpc/Command.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+
+namespace tpc::cli {
+namespace {
+
+struct InspectOptions {
+  std::string file;
+  bool json = false;
+  bool metadata = false;
+};
+
+//===----------------------------------------------------------------------===//
+// File kinds
+//===----------------------------------------------------------------------===//
+
+/// What a file is, by its first bytes.
+enum class FileKind { GGUF, Unknown };
+
+/// Reads the first bytes of `path` and classifies them; `head` receives them (for the error message).
+FileKind detectFileKind(const std::string &path, std::string &head) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    throw Failure(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    throw Failure(fmt::format("{}: not a regular file (give the path of a GGUF model)", path));
+  std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f)
+    throw Failure(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  char buf[8] = {};
+  size_t n = std::fread(buf, 1, sizeof buf, f.get());
+  head.assign(buf, n);
+  if (n >= 4 && std::memcmp(buf, "GGUF", 4) == 0)
+    return FileKind::GGUF;
+  return FileKind::Unknown;
+}
+
+/// "47 47 4d 4c" for the first bytes of an unknown file.
+std::string hexBytes(const std::string &s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < 4; ++i)
+    out += fmt::format("{}{:02x}", i ? " " : "", static_cast<unsigned char>(s[i]));
+  return out.empty() ? "none: the file is empty" : out;
+}
+
+//===----------------------------------------------------------------------===//
+// A tiny JSON emitter
+//===----------------------------------------------------------------------===//
+
+/// Writes one JSON document into a string; commas are inserted automatically.
+class Json {
+public:
+  void beginObject() { open('{'); }
+  void endObject() { close('}'); }
+  void beginArray() { open('['); }
+  void endArray() { close(']'); }
+  /// The key of the next value inside an object.
+  void key(std::string_view k) {
+    comma();
+    quote(k);
+    out_ += ':';
+    afterKey_ = true;
+  }
+  void string(std::string_view s) {
+    comma();
+    quote(s);
+  }
+  void number(uint64_t v) { raw(fmt::format("{}", v)); }
+  void number(int64_t v) { raw(fmt::format("{}", v)); }
+  /// Non-finite numbers have no JSON spelling: null.
+  void number(double v) { raw(std::isfinite(v) ? fmt::format("{}", v) : "null"); }
+  void boolean(bool v) { raw(v ? "true" : "false"); }
+  void null() { raw("null"); }
+  /// A GGUF metadata value: numbers, bools, strings and (nested) arrays.
+  void value(const gguf::Value &v) {
+    using gguf::ValueType;
+    switch (v.type()) {
+    case ValueType::String:
+      return string(v.asString());
+    case ValueType::Bool:
+      return boolean(v.asBool());
+    case ValueType::Float32:
+      return raw(std::isfinite(v.asFloat()) ? fmt::format("{}", static_cast<float>(v.asFloat())) : "null");
+    case ValueType::Float64:
+      return number(v.asFloat());
+    case ValueType::Array:
+      beginArray();
+      for (const gguf::Value &e : v.elems())
+        value(e);
+      return endArray();
+    default:
+      return v.isSigned() ? number(v.asSigned()) : number(v.asUnsigned());
+    }
+  }
+  const std::string &str() const { return out_; }
+
+private:
+  void comma() {
+    if (afterKey_) {
+      afterKey_ = false;
+      return;
+    }
+    if (!first_)
+      out_ += ',';
+    first_ = false;
+  }
+  void open(char c) {
+    comma();
+    out_ += c;
+    first_ = true;
+  }
+  void close(char c) {
+    out_ += c;
+    first_ = false;
+  }
+  void raw(const std::string &s) {
+    comma();
+    out_ += s;
+  }
+  void quote(std::string_view s) {
+    out_ += '"';
+    for (char ch : s) {
+      unsigned char c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\')
+        out_ += {'\\', ch};
+      else if (c < 0x20)
+        out_ += fmt::format("\\u{:04x}", c);
+      else
+        out_ += ch;
+    }
+    out_ += '"';
+  }
+  std::string out_;
+  bool first_ = true;
+  bool afterKey_ = false;
+};
+
+//===----------------------------------------------------------------------===//
+// GGUF summary
+//===----------------------------------------------------------------------===//
+
+/// `<arch>.` keys the importers read, in display order.
+const char *const kHparamSuffixes[] = {
+    "block_count",
+    "context_length",
+    "embedding_length",
+    "feed_forward_length",
+    "vocab_size",
+    "attention.head_count",
+    "attention.head_count_kv",
+    "attention.key_length",
+    "attention.value_length",
+    "attention.key_length_swa",
+    "attention.value_length_swa",
+    "attention.layer_norm_rms_epsilon",
+    "attention.layer_norm_epsilon",
+    "rope.freq_base",
+    "rope.freq_base_swa",
+    "rope.dimension_count",
+    "rope.dimension_count_swa",
+    "expert_count",
+    "expert_used_count",
+    "expert_feed_forward_length",
+    "attention.sliding_window",
+    "attention.sliding_window_pattern",
+    "sliding_window_pattern",
+    "final_logit_softcapping",
+    "attn_logit_softcapping",
+};
+
+/// llama.cpp's `enum llama_ftype` names (general.file_type), without the MOSTLY_ prefix.
+const char *fileTypeName(uint64_t t) {
+  static const std::map<uint64_t, const char *> names = {
+      {0, "F32"},     {1, "F16"},     {2, "Q4_0"},       {3, "Q4_1"},    {7, "Q8_0"},     {8, "Q5_0"},
+      {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"},    {12, "Q3_K_M"}, {13, "Q3_K_L"},  {14, "Q4_K_S"},
+      {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"},    {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"},
+      {21, "Q2_K_S"}, {22, "IQ3_XS"}, {23, "IQ3_XXS"},   {24, "IQ1_S"},  {25, "IQ4_NL"},  {26, "IQ3_S"},
+      {27, "IQ3_M"},  {28, "IQ2_S"},  {29, "IQ2_M"},     {30, "IQ4_XS"}, {31, "IQ1_M"},   {32, "BF16"},
+      {36, "TQ1_0"},  {37, "TQ2_0"},  {38, "MXFP4_MOE"},
+  };
+  auto it = names.find(t);
+  return it == names.end() ? "unknown" : it->second;
+}
+
+/// Everything the text and JSON outputs show, gathered once.
+struct Summary {
+  struct TypeTotal {
+    uint64_t tensors = 0, bytes = 0;
+  };
+  std::string arch; ///< empty when general.architecture is absent or not a string
+  std::vector<std::pair<std::string, const gguf::Value *>> hparams; ///< suffix, value
+  uint64_t parameters = 0, bytes = 0;
+  std::map<uint32_t, TypeTotal> perType; ///< by ggml type id (table order)
+};
+
+Summary summarize(const gguf::GGUFFile &f) {
+  Summary s;
+  if (const gguf::Value *a = f.find("general.architecture"); a && a->type() == gguf::ValueType::String)
+    s.arch = a->asString();
+  if (!s.arch.empty())
+    for (const char *suffix : kHparamSuffixes)
+      if (const gguf::Value *v = f.find(s.arch + "." + suffix))
+        s.hparams.emplace_back(suffix, v);
+  for (const gguf::TensorInfo &t : f.tensors()) {
+    s.parameters += t.nelements; // each < 2^63 and at most ~file size / 1 byte each: no overflow
+    s.bytes += t.nbytes;
+    Summary::TypeTotal &tt = s.perType[static_cast<uint32_t>(t.type)];
+    ++tt.tensors;
+    tt.bytes += t.nbytes;
+  }
+  return s;
+}
+
+/// The length of an array value, or nullopt.
+std::optional<uint64_t> arrayLength(const gguf::GGUFFile &f, std::string_view key) {
+  const gguf::Value *v = f.find(key);
+  if (!v || !v->isArray())
+    return std::nullopt;
+  return v->elems().size();
+}
+
+/// The tokenizer keys shown in the summary: (label, key).
+const std::pair<const char *, const char *> kTokenizerScalars[] = {
+    {"model", "tokenizer.ggml.model"},
+    {"pre", "tokenizer.ggml.pre"},
+    {"bos_token_id", "tokenizer.ggml.bos_token_id"},
+    {"eos_token_id", "tokenizer.ggml.eos_token_id"},
+    {"add_bos_token", "tokenizer.ggml.add_bos_token"},
+};
+
+std::string printText(const gguf::GGUFFile &f, const Summary &s, bool allMetadata) {
+  std::string o;
+  auto line = [&o](auto &&...args) {
+    o += fmt::format(std::forward<decltype(args)>(args)...);
+    o += '\n';
+  };
+  line("{}: GGUF v{}, {} bytes, alignment {}, data at offset {}", f.path(), f.version(), f.fileSize(),
+       f.alignment(), f.dataOffset());
+  line("architecture  {}", s.arch.empty() ? "(missing general.architecture)" : s.arch);
+  if (const gguf::Value *n = f.find("general.name"))
+    line("name          {}", n->type() == gguf::ValueType::String ? n->asString() : n->toString());
+  if (const gguf::Value *ft = f.find("general.file_type"); ft && ft->isInteger())
+    line("file type     {} ({})", ft->toString(), fileTypeName(ft->asUnsigned()));
+
+  line("");
+  line("hyperparameters ({}.*)", s.arch);
+  if (s.hparams.empty())
+    line("  (none found)");
+  for (auto &[suffix, v] : s.hparams)
+    line("  {:<34} {}", suffix, v->toString());
+
+  line("");
+  line("tokenizer");
+  for (auto &[label, key] : kTokenizerScalars) {
+    const gguf::Value *v = f.find(key);
+    line("  {:<14} {}", label,
+         !v                                     ? "(absent)"
+         : v->type() == gguf::ValueType::String ? v->asString()
+                                                : v->toString());
+  }
+  std::optional<uint64_t> tokens = arrayLength(f, "tokenizer.ggml.tokens");
+  std::optional<uint64_t> merges = arrayLength(f, "tokenizer.ggml.merges");
+  line("  {:<14} {}", "tokens", tokens ? fmt::format("{}", *tokens) : "(absent)");
+  line("  {:<14} {}", "merges", merges ? fmt::format("{}", *merges) : "(absent)");
+
+  if (allMetadata) {
+    line("");
+    line("metadata ({} keys)", f.metadata().size());
+    for (const gguf::Metadata &m : f.metadata())
+      line("  {:<48} {:<8} {}", m.key, gguf::valueTypeName(m.value.type()), m.value.toString(8));
+  }
+
+  size_t nameWidth = 4, shapeWidth = 5;
+  for (const gguf::TensorInfo &t : f.tensors()) {
+    nameWidth = std::max(nameWidth, t.name.size());
+    shapeWidth = std::max(shapeWidth, gguf::describeShape(t.ne).size());
+  }
+  line("");
+  line("tensors");
+  line("  {:<{}}  {:<7}  {:<{}}  {:>12}", "name", nameWidth, "type", "shape", shapeWidth, "bytes");
+  for (const gguf::TensorInfo &t : f.tensors())
+    line("  {:<{}}  {:<7}  {:<{}}  {:>12}", t.name, nameWidth, ggmlTypeName(t.type),
+         gguf::describeShape(t.ne), shapeWidth, t.nbytes);
+
+  line("");
+  line("totals: {} tensors, {} parameters, {} bytes", f.tensors().size(), s.parameters, s.bytes);
+  for (auto &[id, tt] : s.perType)
+    line("  {:<7} {:>5} tensors {:>14} bytes", ggmlTypeInfo(id)->name, tt.tensors, tt.bytes);
+  return o;
+}
+
+std::string printJson(const gguf::GGUFFile &f, const Summary &s, bool allMetadata) {
+  Json j;
+  j.beginObject();
+  j.key("file");
+  j.string(f.path());
+  j.key("format");
+  j.string("gguf");
+  j.key("version");
+  j.number(uint64_t{f.version()});
+  j.key("file_size");
+  j.number(f.fileSize());
+  j.key("alignment");
+  j.number(f.alignment());
+  j.key("data_offset");
+  j.number(f.dataOffset());
+  j.key("architecture");
+  s.arch.empty() ? j.null() : j.string(s.arch);
+  for (const char *key : {"general.name", "general.file_type"}) {
+    j.key(std::string(key).substr(8));
+    if (const gguf::Value *v = f.find(key))
+      j.value(*v);
+    else
+      j.null();
+  }
+  if (const gguf::Value *ft = f.find("general.file_type"); ft && ft->isInteger()) {
+    j.key("file_type_name");
+    j.string(fileTypeName(ft->asUnsigned()));
+  }
+  j.key("hparams");
+  j.beginObject();
+  for (auto &[suffix, v] : s.hparams) {
+    j.key(suffix);
+    j.value(*v);
+  }
+  j.endObject();
+  j.key("tokenizer");
+  j.beginObject();
+  for (auto &[label, key] : kTokenizerScalars) {
+    j.key(label);
+    if (const gguf::Value *v = f.find(key))
+      j.value(*v);
+    else
+      j.null();
+  }
+  for (auto [label, key] :
+       {std::pair{"tokens", "tokenizer.ggml.tokens"}, {"merges", "tokenizer.ggml.merges"}}) {
+    j.key(label);
+    if (std::optional<uint64_t> n = arrayLength(f, key))
+      j.number(*n);
+    else
+      j.null();
+  }
+  j.endObject();
+  if (allMetadata) {
+    j.key("metadata");
+    j.beginObject();
+    for (const gguf::Metadata &m : f.metadata()) {
+      j.key(m.key);
+      j.value(m.value);
+    }
+    j.endObject();
+  }
+  j.key("tensors");
+  j.beginArray();
+  for (const gguf::TensorInfo &t : f.tensors()) {
+    j.beginObject();
+    j.key("name");
+    j.string(t.name);
+    j.key("type");
+    j.string(ggmlTypeName(t.type));
+    j.key("shape");
+    j.beginArray();
+    for (uint64_t d : t.ne)
+      j.number(d);
+    j.endArray();
+    j.key("offset");
+    j.number(t.offset);
+    j.key("bytes");
+    j.number(t.nbytes);
+    j.endObject();
+  }
+  j.endArray();
+  j.key("totals");
+  j.beginObject();
+  j.key("tensors");
+  j.number(uint64_t{f.tensors().size()});
+  j.key("parameters");
+  j.number(s.parameters);
+  j.key("bytes");
+  j.number(s.bytes);
+  j.key("types");
+  j.beginObject();
+  for (auto &[id, tt] : s.perType) {
+    j.key(ggmlTypeInfo(id)->name);
+    j.beginObject();
+    j.key("tensors");
+    j.number(tt.tensors);
+    j.key("bytes");
+    j.number(tt.bytes);
+    j.endObject();
+  }
+  j.endObject();
+  j.endObject();
+  j.endObject();
+  return j.str() + "\n";
+}
+
+void inspectGGUF(const InspectOptions &opts) {
+  gguf::Expected<std::unique_ptr<gguf::GGUFFile>> f = gguf::GGUFFile::open(opts.file);
+  if (!f)
+    throw Failure(f.error());
+  Summary s = summarize(**f);
+  std::string out = opts.json ? printJson(**f, s, opts.metadata) : printText(**f, s, opts.metadata);
+  fmt::print("{}", out);
+}
+
+void runInspect(const InspectOptions &opts) {
+  std::string head;
+  switch (detectFileKind(opts.file, head)) {
+  case FileKind::GGUF:
+    return inspectGGUF(opts);
+  case FileKind::Unknown:
+    throw Failure(
+        fmt::format("{}: not a file tpc can inspect (first bytes: {}); expected a GGUF model (magic "
+                    "'GGUF')",
+                    opts.file, hexBytes(head)));
+  }
+}
+
+void registerInspect(CLI::App &app) {
+  auto opts = std::make_shared<InspectOptions>();
+  CLI::App *sub =
+      app.add_subcommand("inspect", "Show what a GGUF model holds: hyperparameters, tokenizer, tensors");
+  sub->add_option("file", opts->file, "GGUF model file")->required();
+  sub->add_flag("--json", opts->json, "print one JSON object instead of text");
+  sub->add_flag("--metadata", opts->metadata, "also list every metadata key and value");
+  sub->callback([opts] { runInspect(*opts); });
+}
+
+} // namespace
+
+TPC_REGISTER_COMMAND(30, registerInspect);
+
+} // namespace tpc::cli
