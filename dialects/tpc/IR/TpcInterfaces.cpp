@@ -1,0 +1,137 @@
+//===- TpcInterfaces.cpp - SplitStateInterface and its rules ------*- C++ -*-===//
+//
+// The generated SplitStateInterface code, its default rules and the rules of the ops where they are
+// plain elementwise facts: activations keep any non-partial state, scale is linear (partial stays
+// partial), and the broadcasting binary ops follow the table in BinaryRules below. Rules for the
+// structural ops (matmul, attention, MoE, views, collectives) belong to the partitioning work.
+// A null state in the input means "unknown" and makes a rule fail.
+//===----------------------------------------------------------------------===//
+
+#include "dialects/tpc/IR/TpcOps.h"
+
+using namespace mlir;
+using namespace mlir::tpc;
+
+#include "dialects/tpc/IR/TpcInterfaces.cpp.inc"
+
+/// The state every one of `states` has when they are all mirrored, or all local to one device.
+static StateAttr commonTrivialState(ArrayRef<StateAttr> states) {
+  if (states.empty() || !states.front())
+    return {};
+  StateAttr s = states.front();
+  if (!s.isMirrored() && !s.isLocal())
+    return {};
+  if (llvm::any_of(states, [&](StateAttr t) { return t != s; }))
+    return {};
+  return s;
+}
+
+FailureOr<SmallVector<StateAttr>>
+mlir::tpc::detail::transferAllMirrored(Operation *op, ArrayRef<StateAttr> operandStates) {
+  StateAttr s = commonTrivialState(operandStates);
+  if (!s || operandStates.size() != op->getNumOperands())
+    return failure();
+  return SmallVector<StateAttr>(op->getNumResults(), s);
+}
+
+FailureOr<SmallVector<StateAttr>>
+mlir::tpc::detail::requireAllMirrored(Operation *op, ArrayRef<StateAttr> resultStates) {
+  StateAttr s = commonTrivialState(resultStates);
+  if (!s || resultStates.size() != op->getNumResults())
+    return failure();
+  return SmallVector<StateAttr>(op->getNumOperands(), s);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise rules
+//===----------------------------------------------------------------------===//
+
+/// Nonlinear one-operand ops: any state but partial passes through (f(a) + f(b) != f(a + b)).
+static FailureOr<SmallVector<StateAttr>> passNonPartial(ArrayRef<StateAttr> states) {
+  if (states.size() != 1 || !states[0] || states[0].isPartial())
+    return failure();
+  return SmallVector<StateAttr>{states[0]};
+}
+
+/// Linear one-operand ops: every state passes through.
+static FailureOr<SmallVector<StateAttr>> passAny(ArrayRef<StateAttr> states) {
+  if (states.size() != 1 || !states[0])
+    return failure();
+  return SmallVector<StateAttr>{states[0]};
+}
+
+FailureOr<SmallVector<StateAttr>> UnaryOp::transfer(ArrayRef<StateAttr> s) {
+  return passNonPartial(s);
+}
+FailureOr<SmallVector<StateAttr>> UnaryOp::requirements(ArrayRef<StateAttr> s) {
+  return passNonPartial(s);
+}
+FailureOr<SmallVector<StateAttr>> SoftcapOp::transfer(ArrayRef<StateAttr> s) {
+  return passNonPartial(s);
+}
+FailureOr<SmallVector<StateAttr>> SoftcapOp::requirements(ArrayRef<StateAttr> s) {
+  return passNonPartial(s);
+}
+FailureOr<SmallVector<StateAttr>> ScaleOp::transfer(ArrayRef<StateAttr> s) { return passAny(s); }
+FailureOr<SmallVector<StateAttr>> ScaleOp::requirements(ArrayRef<StateAttr> s) {
+  return passAny(s);
+}
+
+namespace {
+/// Rules of `lhs op rhs` with rhs broadcast to lhs. `linearInBoth` (add): partial + partial is
+/// partial. `linearInLhs` (mul, div): partial op mirrored is partial.
+struct BinaryRules {
+  Operation *op;
+  bool linearInBoth;
+
+  bool sameShape() const { return op->getOperand(0).getType() == op->getOperand(1).getType(); }
+
+  FailureOr<SmallVector<StateAttr>> transfer(ArrayRef<StateAttr> s) const {
+    if (s.size() != 2 || !s[0] || !s[1])
+      return failure();
+    StateAttr l = s[0], r = s[1];
+    if (StateAttr t = commonTrivialState(s))
+      return SmallVector<StateAttr>{t};
+    // A device holding all of rhs can take the slice matching its part of lhs.
+    if (l.isSplit() && (r.isMirrored() || (r == l && sameShape())))
+      return SmallVector<StateAttr>{l};
+    if (l.isPartial() && r.isPartial() && linearInBoth)
+      return SmallVector<StateAttr>{l};
+    if (l.isPartial() && r.isMirrored() && !linearInBoth)
+      return SmallVector<StateAttr>{l};
+    return failure();
+  }
+
+  FailureOr<SmallVector<StateAttr>> requirements(ArrayRef<StateAttr> s) const {
+    if (s.size() != 1 || !s[0])
+      return failure();
+    StateAttr res = s[0];
+    MLIRContext *ctx = op->getContext();
+    if (res.isMirrored() || res.isLocal())
+      return SmallVector<StateAttr>{res, res};
+    if (res.isSplit())
+      return SmallVector<StateAttr>{res, sameShape() ? res : StateAttr::getMirrored(ctx)};
+    // Partial result.
+    return SmallVector<StateAttr>{res, linearInBoth ? res : StateAttr::getMirrored(ctx)};
+  }
+};
+} // namespace
+
+FailureOr<SmallVector<StateAttr>> AddOp::transfer(ArrayRef<StateAttr> s) {
+  return BinaryRules{*this, true}.transfer(s);
+}
+FailureOr<SmallVector<StateAttr>> AddOp::requirements(ArrayRef<StateAttr> s) {
+  return BinaryRules{*this, true}.requirements(s);
+}
+FailureOr<SmallVector<StateAttr>> MulOp::transfer(ArrayRef<StateAttr> s) {
+  return BinaryRules{*this, false}.transfer(s);
+}
+FailureOr<SmallVector<StateAttr>> MulOp::requirements(ArrayRef<StateAttr> s) {
+  return BinaryRules{*this, false}.requirements(s);
+}
+FailureOr<SmallVector<StateAttr>> DivOp::transfer(ArrayRef<StateAttr> s) {
+  return BinaryRules{*this, false}.transfer(s);
+}
+FailureOr<SmallVector<StateAttr>> DivOp::requirements(ArrayRef<StateAttr> s) {
+  return BinaryRules{*this, false}.requirements(s);
+}
