@@ -1,0 +1,143 @@
+//===- Matmul.cpp - quantized matrix multiplication on the CPU -------------===//
+//
+// Shared core of matmul and matmulId: validate, quantize the selected activation rows into the group's
+// shared scratch (parallel over rows), then run the dot kernels over (weight row, token) pairs.
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Matmul.h"
+
+#include "runtime/cpu/quant/Quant.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace tpc::rt::cpu {
+namespace {
+
+/// Tokens at or below which the decode split (rows of W only) is used.
+constexpr int64_t kDecodeTokens = 4;
+/// Prefill tile: weight rows x tokens. 16 rows of a 4096-wide Q4_0 matrix are 37 KB (L2), one token's
+/// quantized row is 4.3 KB (L1).
+constexpr int64_t kRowTile = 16;
+constexpr int64_t kTokenTile = 64;
+
+struct Core {
+  const void *w;
+  GGMLType wType;
+  int64_t n, k;
+  size_t wRowStride;
+  const float *x;
+  size_t xRowStride;
+  const int32_t *xRows; // nullptr: identity
+  float *y;
+  size_t yRowStride;
+  const int32_t *yRows; // nullptr: identity
+  int64_t m;
+};
+
+[[noreturn]] void fail(const char *op, const std::string &msg) {
+  throw std::invalid_argument(std::string(op) + ": " + msg);
+}
+
+void validate(const char *op, const Core &c) {
+  if (!supportsType(c.wType))
+    fail(op, std::string("weight type ") + ggmlTypeName(c.wType) +
+                 " is not supported by the CPU backend (supported: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
+                 "q8_0, q2_K..q8_K, iq4_nl, mxfp4)");
+  if (c.n < 0 || c.m < 0 || c.k <= 0)
+    fail(op, "bad shape n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" + std::to_string(c.m));
+  std::optional<uint64_t> rowBytes = ggmlRowBytes(c.wType, static_cast<uint64_t>(c.k));
+  if (!rowBytes)
+    fail(op, "row length k=" + std::to_string(c.k) + " is not a multiple of the " + ggmlTypeName(c.wType) +
+                 " block size " + std::to_string(ggmlTypeInfo(c.wType).blockElems));
+  if (c.n > 1 && c.wRowStride < *rowBytes)
+    fail(op, "weight row stride " + std::to_string(c.wRowStride) + " is smaller than a row (" +
+                 std::to_string(*rowBytes) + " bytes)");
+  if (c.m > 0 && c.n > 0 && (!c.w || !c.x || !c.y))
+    fail(op, "null weight, input or output pointer");
+  if (c.m > 1 && !c.xRows && c.xRowStride < static_cast<size_t>(c.k))
+    fail(op, "input row stride " + std::to_string(c.xRowStride) + " is smaller than k=" + std::to_string(c.k));
+  if (c.m > 1 && !c.yRows && c.yRowStride < static_cast<size_t>(c.n))
+    fail(op, "output row stride " + std::to_string(c.yRowStride) + " is smaller than n=" + std::to_string(c.n));
+}
+
+void run(const char *op, const Core &c, ThreadGroup &group) {
+  validate(op, c);
+  if (c.m == 0 || c.n == 0)
+    return;
+  VecDotFn dot = vecDotKernel(c.wType, activeIsa());
+  GGMLType actType = vecDotType(c.wType);
+  const float *const x = c.x;
+  auto xRow = [&](int64_t i) { return x + static_cast<size_t>(c.xRows ? c.xRows[i] : i) * c.xRowStride; };
+  auto yRow = [&](int64_t i) { return c.y + static_cast<size_t>(c.yRows ? c.yRows[i] : i) * c.yRowStride; };
+
+  // Activation rows in the dot kernel's type: the f32 rows themselves, or quantized copies.
+  size_t actBytes = static_cast<size_t>(*ggmlRowBytes(actType, static_cast<uint64_t>(c.k)));
+  uint8_t *act = nullptr;
+  if (actType != GGMLType::F32) {
+    act = static_cast<uint8_t *>(group.sharedScratch(actBytes * static_cast<size_t>(c.m)));
+    group.parallelFor(c.m, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i)
+        quantizeRow(actType, xRow(i), act + actBytes * static_cast<size_t>(i), c.k);
+    });
+  }
+  auto actRow = [&](int64_t i) -> const void * {
+    return act ? static_cast<const void *>(act + actBytes * static_cast<size_t>(i)) : xRow(i);
+  };
+  const uint8_t *w = static_cast<const uint8_t *>(c.w);
+
+  if (c.m <= kDecodeTokens) {
+    // Decode: split W rows; each weight row is streamed once and dotted with every token.
+    group.parallelFor(c.n, [&](int64_t b, int64_t e, int) {
+      for (int64_t r = b; r < e; ++r) {
+        const uint8_t *wr = w + static_cast<size_t>(r) * c.wRowStride;
+        for (int64_t t = 0; t < c.m; ++t)
+          yRow(t)[r] = dot(c.k, wr, actRow(t));
+      }
+    });
+    return;
+  }
+
+  // Prefill: tiles of kRowTile rows x kTokenTile tokens, row-tile major so a thread's consecutive tiles
+  // reuse the same weight rows from cache.
+  int64_t rowTiles = (c.n + kRowTile - 1) / kRowTile;
+  int64_t tokTiles = (c.m + kTokenTile - 1) / kTokenTile;
+  group.parallelFor(rowTiles * tokTiles, [&](int64_t b, int64_t e, int) {
+    for (int64_t tile = b; tile < e; ++tile) {
+      int64_t r0 = (tile / tokTiles) * kRowTile, t0 = (tile % tokTiles) * kTokenTile;
+      int64_t r1 = std::min(c.n, r0 + kRowTile), t1 = std::min(c.m, t0 + kTokenTile);
+      for (int64_t t = t0; t < t1; ++t) {
+        const void *a = actRow(t);
+        float *yr = yRow(t);
+        for (int64_t r = r0; r < r1; ++r)
+          yr[r] = dot(c.k, w + static_cast<size_t>(r) * c.wRowStride, a);
+      }
+    }
+  });
+}
+
+} // namespace
+
+void matmul(const MatmulArgs &a, ThreadGroup &group) {
+  Core c{a.w, a.wType, a.n, a.k, a.wRowStride, a.x, a.xRowStride, nullptr, a.y, a.yRowStride, nullptr, a.m};
+  run("matmul", c, group);
+}
+
+void matmulId(const MatmulIdArgs &a, ThreadGroup &group) {
+  if (a.expert < 0 || a.expert >= a.nExperts)
+    fail("matmul_id", "expert " + std::to_string(a.expert) + " is out of range (" + std::to_string(a.nExperts) +
+                          " experts)");
+  if (a.count > 0 && (!a.xRows || !a.yRows))
+    fail("matmul_id", "null row index array");
+  for (int64_t i = 0; i < a.count; ++i)
+    if (a.xRows[i] < 0 || a.yRows[i] < 0)
+      fail("matmul_id", "negative row index at position " + std::to_string(i));
+  size_t offset = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(a.expert), a.wExpertStride, &offset))
+    fail("matmul_id", "expert offset overflows");
+  const uint8_t *w = static_cast<const uint8_t *>(a.w) + offset;
+  Core c{w, a.wType, a.n, a.k, a.wRowStride, a.x, a.xRowStride, a.xRows, a.y, a.yRowStride, a.yRows, a.count};
+  run("matmul_id", c, group);
+}
+
+} // namespace tpc::rt::cpu

@@ -1,0 +1,96 @@
+//===- ThreadGroup.h - fixed worker threads for CPU kernels ------*- C++ -*-===//
+//
+// A fixed group of threads that runs data-parallel jobs: the CPU executor runs N logical devices as N
+// thread groups of `-t / N` threads each. Threads are created once; a job is handed over through an atomic
+// generation counter that idle workers spin on (then yield, then sleep after a while), because decode
+// issues thousands of small jobs per token and a condition-variable wake-up per job costs more than the job.
+//
+// The calling thread takes part as thread 0. Jobs must not call parallelFor on the same group (no nesting).
+// An exception thrown by a job is rethrown in the caller after every thread has finished.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_CPU_THREADGROUP_H
+#define TPC_RUNTIME_CPU_THREADGROUP_H
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tpc::rt::cpu {
+
+/// A 64-byte aligned growable byte buffer (scratch memory that survives between jobs).
+class ScratchBuffer {
+public:
+  /// At least `bytes` bytes, 64-byte aligned; the old contents are lost when it grows.
+  void *get(size_t bytes);
+  /// Current capacity in bytes.
+  size_t capacity() const { return cap_; }
+
+private:
+  struct Free {
+    void operator()(void *p) const;
+  };
+  std::unique_ptr<void, Free> data_;
+  size_t cap_ = 0;
+};
+
+/// The job signature: a half-open range [begin, end) and the index of the thread running it.
+using RangeFn = std::function<void(int64_t begin, int64_t end, int thread)>;
+
+/// A fixed group of worker threads (see the file comment).
+class ThreadGroup {
+public:
+  /// Starts nThreads - 1 workers (nThreads >= 1; the caller is thread 0).
+  explicit ThreadGroup(int nThreads);
+  ~ThreadGroup();
+  ThreadGroup(const ThreadGroup &) = delete;
+  ThreadGroup &operator=(const ThreadGroup &) = delete;
+
+  /// Number of threads, the caller included.
+  int size() const { return nThreads_; }
+
+  /// Runs fn over [0, n) split into size() contiguous chunks (static chunking; chunk t goes to thread t,
+  /// empty chunks are skipped). Returns when all chunks are done.
+  void parallelFor(int64_t n, const RangeFn &fn);
+
+  /// Like parallelFor but with chunks that are multiples of `grain` (the last one may be shorter).
+  void parallelFor(int64_t n, int64_t grain, const RangeFn &fn);
+
+  /// Scratch private to `thread`, valid until the next call with the same thread and a larger size.
+  void *threadScratch(int thread, size_t bytes) { return scratch_[static_cast<size_t>(thread)].get(bytes); }
+
+  /// Scratch shared by all threads (e.g. quantized activations). Call only outside a job.
+  void *sharedScratch(size_t bytes) { return shared_.get(bytes); }
+
+private:
+  void workerLoop(int thread);
+  void runChunk(int thread);
+
+  int nThreads_;
+  std::vector<std::thread> workers_;
+  std::vector<ScratchBuffer> scratch_;
+  ScratchBuffer shared_;
+
+  // The current job; written by the caller before the generation bump (release), read by workers after
+  // they observe it (acquire).
+  const RangeFn *job_ = nullptr;
+  int64_t jobN_ = 0, jobChunk_ = 0;
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::mutex errorMutex_;
+  std::exception_ptr error_;
+};
+
+} // namespace tpc::rt::cpu
+
+#endif // TPC_RUNTIME_CPU_THREADGROUP_H

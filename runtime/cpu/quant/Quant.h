@@ -1,0 +1,58 @@
+//===- Quant.h - row dequantization, quantization and dot kernels -*- C++ -*-===//
+//
+// The CPU backend's view of the ggml element types: which it supports, how to turn a row into floats and
+// back, and the dot-product kernels matmul uses. Dot products follow ggml's CPU backend: the activation row
+// is quantized once per matmul to the weight type's activation type (Q8_0, Q8_1 or Q8_K; f32 for the float
+// weight types), then each weight row is dotted with integer arithmetic per block. That mirrors the
+// reference engine's 8-bit activation rounding, which is what keeps our logits close to its logits.
+//
+// Rows must hold whole blocks (n a multiple of the type's block size); the functions check this and throw
+// std::invalid_argument with a message naming the type, never crash on an unsupported type.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_CPU_QUANT_QUANT_H
+#define TPC_RUNTIME_CPU_QUANT_QUANT_H
+
+#include "runtime/ggml/GGMLTypes.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tpc::rt::cpu {
+
+/// True when dequantizeRow and the matmul kernels handle `t`.
+bool supportsType(GGMLType t);
+/// True when quantizeRow can produce `t`.
+bool supportsQuantize(GGMLType t);
+
+/// Writes the n values of a row of type `t` to dst as floats. Throws std::invalid_argument for an
+/// unsupported type or an n that is not a whole number of blocks.
+void dequantizeRow(GGMLType t, const void *src, float *dst, int64_t n);
+
+/// Quantizes n floats into a row of type `t` (reference quantizers: valid blocks, finite scales). Throws
+/// std::invalid_argument for a type without a quantizer or an n that is not a whole number of blocks.
+void quantizeRow(GGMLType t, const float *src, void *dst, int64_t n);
+
+/// The type activations are converted to before a dot product with weights of type `t` (F32 for the
+/// float weight types).
+GGMLType vecDotType(GGMLType t);
+
+/// The instruction sets a kernel table can be built for.
+enum class Isa { Scalar, AVX2, AVX512 };
+
+/// Name of an ISA ("scalar", "avx2", "avx512").
+const char *isaName(Isa isa);
+/// True when this CPU can run kernels built for `isa`.
+bool isaAvailable(Isa isa);
+/// The best ISA this CPU supports; the environment variable TPC_CPU_ISA (scalar, avx2, avx512) can lower it.
+Isa activeIsa();
+
+/// Dot product of k elements of a weight row `w` (type t) and an activation row `a` (type vecDotType(t)).
+using VecDotFn = float (*)(int64_t k, const void *w, const void *a);
+
+/// The kernel for weights of type `t` built for `isa`; nullptr when the type is unsupported. An ISA
+/// without a specialised kernel for `t` returns the next best one.
+VecDotFn vecDotKernel(GGMLType t, Isa isa);
+
+} // namespace tpc::rt::cpu
+
+#endif // TPC_RUNTIME_CPU_QUANT_QUANT_H

@@ -1,0 +1,340 @@
+//===- VecDotScalar.cpp - portable dot-product kernels and ISA dispatch ----===//
+//
+// The scalar reference for every weight type (integer sums per block, exactly as the SIMD kernels compute
+// them), the row conversions for halves, and the run-time choice of kernel table. The SIMD tables live in
+// VecDotAVX2.cpp / VecDotAVX512.cpp, compiled with per-function target attributes so the library needs no
+// -march flag and runs on any x86-64.
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/quant/Blocks.h"
+#include "runtime/cpu/quant/Quant.h"
+#include "runtime/cpu/quant/VecDotTables.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace tpc::rt::cpu {
+namespace {
+
+float dotF32(int64_t k, const void *w, const void *a) {
+  const float *x = static_cast<const float *>(w), *y = static_cast<const float *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k; ++i)
+    s += x[i] * y[i];
+  return s;
+}
+
+float dotF16(int64_t k, const void *w, const void *a) {
+  const uint16_t *x = static_cast<const uint16_t *>(w);
+  const float *y = static_cast<const float *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k; ++i)
+    s += fp16ToFp32(x[i]) * y[i];
+  return s;
+}
+
+float dotBF16(int64_t k, const void *w, const void *a) {
+  const uint16_t *x = static_cast<const uint16_t *>(w);
+  const float *y = static_cast<const float *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k; ++i)
+    s += bf16ToFp32(x[i]) * y[i];
+  return s;
+}
+
+/// Sum over a 32-element block of table-or-offset weights times int8 activations.
+template <typename Decode>
+int dotBlock32(const uint8_t *qs, const int8_t *a, Decode decode) {
+  int s = 0;
+  for (int j = 0; j < kQK / 2; ++j)
+    s += decode(qs[j] & 0xf, j) * a[j] + decode(qs[j] >> 4, j + 16) * a[j + 16];
+  return s;
+}
+
+float dotQ4_0(int64_t k, const void *w, const void *a) {
+  const BlockQ4_0 *x = static_cast<const BlockQ4_0 *>(w);
+  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return q - 8; });
+    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is);
+  }
+  return s;
+}
+
+float dotQ4_1(int64_t k, const void *w, const void *a) {
+  const BlockQ4_1 *x = static_cast<const BlockQ4_1 *>(w);
+  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return q; });
+    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is) +
+         fp16ToFp32(x[i].m) * fp16ToFp32(y[i].s);
+  }
+  return s;
+}
+
+float dotQ5_0(int64_t k, const void *w, const void *a) {
+  const BlockQ5_0 *x = static_cast<const BlockQ5_0 *>(w);
+  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, 4);
+    int is = dotBlock32(x[i].qs, y[i].qs, [qh](int q, int e) { return (q | (((qh >> e) & 1) << 4)) - 16; });
+    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is);
+  }
+  return s;
+}
+
+float dotQ5_1(int64_t k, const void *w, const void *a) {
+  const BlockQ5_1 *x = static_cast<const BlockQ5_1 *>(w);
+  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, 4);
+    int is = dotBlock32(x[i].qs, y[i].qs, [qh](int q, int e) { return q | (((qh >> e) & 1) << 4); });
+    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is) +
+         fp16ToFp32(x[i].m) * fp16ToFp32(y[i].s);
+  }
+  return s;
+}
+
+float dotQ8_0(int64_t k, const void *w, const void *a) {
+  const BlockQ8_0 *x = static_cast<const BlockQ8_0 *>(w);
+  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    int is = 0;
+    for (int j = 0; j < kQK; ++j)
+      is += x[i].qs[j] * y[i].qs[j];
+    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is);
+  }
+  return s;
+}
+
+float dotIQ4_NL(int64_t k, const void *w, const void *a) {
+  const BlockIQ4_NL *x = static_cast<const BlockIQ4_NL *>(w);
+  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return kIQ4NLValues[q]; });
+    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is);
+  }
+  return s;
+}
+
+float dotMXFP4(int64_t k, const void *w, const void *a) {
+  const BlockMXFP4 *x = static_cast<const BlockMXFP4 *>(w);
+  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return kMXFP4Values[q]; });
+    s += e8m0ToFp32Half(x[i].e) * fp16ToFp32(y[i].d) * static_cast<float>(is);
+  }
+  return s;
+}
+
+float dotQ2_K(int64_t k, const void *w, const void *a) {
+  const BlockQ2_K *x = static_cast<const BlockQ2_K *>(w);
+  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    int isum = 0, msum = 0;
+    for (int e = 0; e < kQKK; ++e) {
+      int q = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      isum += (x[i].scales[e / 16] & 0xf) * q * y[i].qs[e];
+    }
+    for (int g = 0; g < 16; ++g)
+      msum += (x[i].scales[g] >> 4) * y[i].bsums[g];
+    s += y[i].d * (fp16ToFp32(x[i].d) * static_cast<float>(isum) - fp16ToFp32(x[i].dmin) * static_cast<float>(msum));
+  }
+  return s;
+}
+
+float dotQ3_K(int64_t k, const void *w, const void *a) {
+  const BlockQ3_K *x = static_cast<const BlockQ3_K *>(w);
+  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    int8_t sc[16];
+    unpackScalesQ3K(x[i].scales, sc);
+    int isum = 0;
+    for (int g = 0; g < 16; ++g) {
+      int gs = 0;
+      for (int e = 16 * g; e < 16 * g + 16; ++e) {
+        int q = ((x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) -
+                (((x[i].hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+        gs += q * y[i].qs[e];
+      }
+      isum += sc[g] * gs;
+    }
+    s += fp16ToFp32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return s;
+}
+
+template <typename Block, bool Five>
+float dotQ45_K(int64_t k, const void *w, const void *a) {
+  const Block *x = static_cast<const Block *>(w);
+  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    int isum = 0, msum = 0;
+    for (int g = 0; g < 8; ++g) {
+      uint8_t sc, m;
+      scaleMinK4(g, x[i].scales, sc, m);
+      int gs = 0;
+      for (int l = 0; l < 32; ++l) {
+        uint8_t b = x[i].qs[32 * (g / 2) + l];
+        int q = (g & 1) ? (b >> 4) : (b & 0xf);
+        if constexpr (Five)
+          q |= ((x[i].qh[l] >> g) & 1) << 4;
+        gs += q * y[i].qs[32 * g + l];
+      }
+      isum += sc * gs;
+      msum += m * (y[i].bsums[2 * g] + y[i].bsums[2 * g + 1]);
+    }
+    s += y[i].d * (fp16ToFp32(x[i].d) * static_cast<float>(isum) - fp16ToFp32(x[i].dmin) * static_cast<float>(msum));
+  }
+  return s;
+}
+
+float dotQ6_K(int64_t k, const void *w, const void *a) {
+  const BlockQ6_K *x = static_cast<const BlockQ6_K *>(w);
+  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    int isum = 0;
+    for (int g = 0; g < 16; ++g) {
+      int gs = 0;
+      for (int e = 16 * g; e < 16 * g + 16; ++e) {
+        int h = e / 128, p = (e % 128) / 32, l = e % 32;
+        int lo = (x[i].ql[64 * h + l + 32 * (p & 1)] >> (p >= 2 ? 4 : 0)) & 0xf;
+        int hi = (x[i].qh[32 * h + l] >> (2 * p)) & 3;
+        gs += ((lo | (hi << 4)) - 32) * y[i].qs[e];
+      }
+      isum += x[i].scales[g] * gs;
+    }
+    s += fp16ToFp32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return s;
+}
+
+float dotQ8_K(int64_t k, const void *w, const void *a) {
+  const BlockQ8_K *x = static_cast<const BlockQ8_K *>(w);
+  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    int isum = 0;
+    for (int j = 0; j < kQKK; ++j)
+      isum += x[i].qs[j] * y[i].qs[j];
+    s += x[i].d * y[i].d * static_cast<float>(isum);
+  }
+  return s;
+}
+
+} // namespace
+
+VecDotTable scalarVecDotTable() {
+  VecDotTable t;
+  t.set(GGMLType::F32, dotF32);
+  t.set(GGMLType::F16, dotF16);
+  t.set(GGMLType::BF16, dotBF16);
+  t.set(GGMLType::Q4_0, dotQ4_0);
+  t.set(GGMLType::Q4_1, dotQ4_1);
+  t.set(GGMLType::Q5_0, dotQ5_0);
+  t.set(GGMLType::Q5_1, dotQ5_1);
+  t.set(GGMLType::Q8_0, dotQ8_0);
+  t.set(GGMLType::Q2_K, dotQ2_K);
+  t.set(GGMLType::Q3_K, dotQ3_K);
+  t.set(GGMLType::Q4_K, dotQ45_K<BlockQ4_K, false>);
+  t.set(GGMLType::Q5_K, dotQ45_K<BlockQ5_K, true>);
+  t.set(GGMLType::Q6_K, dotQ6_K);
+  t.set(GGMLType::Q8_K, dotQ8_K);
+  t.set(GGMLType::IQ4_NL, dotIQ4_NL);
+  t.set(GGMLType::MXFP4, dotMXFP4);
+  return t;
+}
+
+const char *isaName(Isa isa) {
+  switch (isa) {
+  case Isa::Scalar:
+    return "scalar";
+  case Isa::AVX2:
+    return "avx2";
+  case Isa::AVX512:
+    return "avx512";
+  }
+  return "?";
+}
+
+bool isaAvailable(Isa isa) {
+  switch (isa) {
+  case Isa::Scalar:
+    return true;
+  case Isa::AVX2:
+#if defined(__x86_64__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+  case Isa::AVX512:
+#if defined(__x86_64__)
+    return isaAvailable(Isa::AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+  }
+  return false;
+}
+
+Isa activeIsa() {
+  static const Isa isa = [] {
+    Isa best = isaAvailable(Isa::AVX512) ? Isa::AVX512 : isaAvailable(Isa::AVX2) ? Isa::AVX2 : Isa::Scalar;
+    if (const char *env = std::getenv("TPC_CPU_ISA")) {
+      std::string v = env;
+      if (v == "scalar")
+        best = Isa::Scalar;
+      else if (v == "avx2" && best == Isa::AVX512)
+        best = Isa::AVX2;
+    }
+    return best;
+  }();
+  return isa;
+}
+
+VecDotFn vecDotKernel(GGMLType t, Isa isa) {
+  static const VecDotTable scalar = scalarVecDotTable();
+#if defined(__x86_64__)
+  static const VecDotTable avx2 = isaAvailable(Isa::AVX2) ? avx2VecDotTable(scalar) : scalar;
+  static const VecDotTable avx512 = isaAvailable(Isa::AVX512) ? avx512VecDotTable(avx2) : avx2;
+  if (isa == Isa::AVX512 && isaAvailable(Isa::AVX512))
+    return avx512.get(t);
+  if (isa != Isa::Scalar && isaAvailable(Isa::AVX2))
+    return avx2.get(t);
+#endif
+  return scalar.get(t);
+}
+
+void fp16ToFp32Row(const uint16_t *src, float *dst, int64_t n) {
+#if defined(__x86_64__)
+  if (isaAvailable(Isa::AVX2))
+    return fp16ToFp32RowF16C(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = fp16ToFp32(src[i]);
+}
+
+void fp32ToFp16Row(const float *src, uint16_t *dst, int64_t n) {
+#if defined(__x86_64__)
+  if (isaAvailable(Isa::AVX2))
+    return fp32ToFp16RowF16C(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = fp32ToFp16(src[i]);
+}
+
+} // namespace tpc::rt::cpu

@@ -1,0 +1,40 @@
+//===- VecDotTables.h - per-ISA kernel tables (internal) ----------*- C++ -*-===//
+//
+// Internal to runtime/cpu: each ISA's translation unit fills a table of dot kernels indexed by ggml type
+// id; types it has no specialised kernel for keep the entry of the table it starts from (the next ISA
+// down), so every table covers every supported type.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_CPU_QUANT_VECDOTTABLES_H
+#define TPC_RUNTIME_CPU_QUANT_VECDOTTABLES_H
+
+#include "runtime/cpu/quant/Quant.h"
+
+namespace tpc::rt::cpu {
+
+/// Dot kernels by type id.
+struct VecDotTable {
+  static constexpr uint32_t kSize = 40;
+  VecDotFn fns[kSize] = {};
+  /// Installs the kernel for `t`.
+  void set(GGMLType t, VecDotFn f) { fns[static_cast<uint32_t>(t)] = f; }
+  /// The kernel for `t`, or nullptr.
+  VecDotFn get(GGMLType t) const {
+    uint32_t i = static_cast<uint32_t>(t);
+    return i < kSize ? fns[i] : nullptr;
+  }
+};
+
+/// The portable kernels.
+VecDotTable scalarVecDotTable();
+/// AVX2 + FMA + F16C kernels over `base`. Call only when isaAvailable(Isa::AVX2).
+VecDotTable avx2VecDotTable(const VecDotTable &base);
+/// AVX-512 (F, BW, VL, VNNI) kernels over `base`. Call only when isaAvailable(Isa::AVX512).
+VecDotTable avx512VecDotTable(const VecDotTable &base);
+/// F16C row conversions. Call only when isaAvailable(Isa::AVX2).
+void fp16ToFp32RowF16C(const uint16_t *src, float *dst, int64_t n);
+/// F16C row conversions (round to nearest even). Call only when isaAvailable(Isa::AVX2).
+void fp32ToFp16RowF16C(const float *src, uint16_t *dst, int64_t n);
+
+} // namespace tpc::rt::cpu
+
+#endif // TPC_RUNTIME_CPU_QUANT_VECDOTTABLES_H

@@ -1,0 +1,230 @@
+//===- QuantTest.cpp - half floats, block layouts, quantize round trips ----===//
+//
+// Conversions are checked exhaustively (fp16) or on their rounding ties; block layouts on hand-built
+// blocks; quantizers by round-trip error on Gaussian rows, with bounds per type.
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/quant/Blocks.h"
+#include "runtime/cpu/quant/Quant.h"
+#include "test/runtime/cpu/TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+using namespace tpc;
+using namespace tpc::rt::cpu;
+using namespace tpc::rt::cpu::test;
+
+TEST(Half, Fp16RoundTripIsExactForEveryHalf) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f = fp16ToFp32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(fp16ToFp32(fp32ToFp16(f)))) << h;
+      continue;
+    }
+    ASSERT_EQ(fp32ToFp16(f), h) << "half 0x" << std::hex << h;
+  }
+  EXPECT_EQ(fp16ToFp32(0x3c00), 1.0f);
+  EXPECT_EQ(fp16ToFp32(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(fp16ToFp32(0x7bff), 65504.0f);
+}
+
+TEST(Half, Fp16RoundsToNearestEven) {
+  // 1 + 2^-11 lies halfway between 1 and 1 + 2^-10: ties go to the even mantissa (1.0).
+  EXPECT_EQ(fp32ToFp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(fp32ToFp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_EQ(fp32ToFp16(65519.0f), 0x7bff);
+  EXPECT_EQ(fp32ToFp16(65520.0f), 0x7c00); // rounds to infinity
+  EXPECT_EQ(fp32ToFp16(1e10f), 0x7c00);
+  EXPECT_EQ(fp32ToFp16(-std::ldexp(1.0f, -25)), 0x8000);                 // tie to zero
+  EXPECT_EQ(fp32ToFp16(std::ldexp(3.0f, -26)), 0x0001);                  // 0.75 ulp rounds up
+}
+
+TEST(Half, RowConversionMatchesScalar) {
+  std::vector<float> v = randomFloats(4099, 7, 1000.0f);
+  for (size_t i = 0; i < v.size(); i += 3)
+    v[i] = std::ldexp(v[i], -30); // subnormal halves
+  v[1] = 65520.0f;
+  v[2] = -1e-30f;
+  std::vector<uint16_t> row(v.size());
+  fp32ToFp16Row(v.data(), row.data(), static_cast<int64_t>(v.size()));
+  std::vector<float> back(v.size());
+  fp16ToFp32Row(row.data(), back.data(), static_cast<int64_t>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(row[i], fp32ToFp16(v[i])) << "value " << v[i];
+    ASSERT_EQ(floatToBits(back[i]), floatToBits(fp16ToFp32(row[i])));
+  }
+}
+
+TEST(Half, Bf16) {
+  EXPECT_EQ(fp32ToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(fp32ToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);     // tie to even
+  EXPECT_EQ(fp32ToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82); // tie to even (up)
+  EXPECT_TRUE(std::isnan(bf16ToFp32(fp32ToBf16(std::nanf("")))));
+  for (uint32_t h = 0; h < 65536; h += 7) {
+    float f = bf16ToFp32(static_cast<uint16_t>(h));
+    if (!std::isnan(f))
+      ASSERT_EQ(fp32ToBf16(f), h);
+  }
+}
+
+TEST(Layout, Q4_0HandBuiltBlock) {
+  BlockQ4_0 b{};
+  b.d = fp32ToFp16(0.5f);
+  for (int j = 0; j < 16; ++j)
+    b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  float y[32];
+  dequantizeRow(GGMLType::Q4_0, &b, y, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.5f * (j - 8));
+    EXPECT_EQ(y[j + 16], 0.5f * (7 - j));
+  }
+}
+
+TEST(Layout, Q5_0HighBitsComeFromLittleEndianQh) {
+  BlockQ5_0 b{};
+  b.d = fp32ToFp16(1.0f);
+  uint32_t qh = (1u << 3) | (1u << 20); // element 3 and element 20 get bit 4
+  std::memcpy(b.qh, &qh, 4);
+  float y[32];
+  dequantizeRow(GGMLType::Q5_0, &b, y, 32);
+  for (int j = 0; j < 32; ++j)
+    EXPECT_EQ(y[j], (j == 3 || j == 20) ? 0.0f : -16.0f) << j;
+}
+
+TEST(Layout, Q4_KScaleMinPacking) {
+  // Pack known 6-bit scales/mins through the quantizer's layout and read them back.
+  BlockQ4_K b{};
+  b.d = fp32ToFp16(1.0f);
+  b.dmin = fp32ToFp16(1.0f);
+  const uint8_t sc[8] = {1, 2, 63, 17, 40, 5, 33, 62}, mn[8] = {0, 63, 1, 9, 48, 31, 7, 60};
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      b.scales[j] |= sc[j];
+      b.scales[j + 4] |= mn[j];
+    } else {
+      b.scales[j + 4] = static_cast<uint8_t>((sc[j] & 0xf) | ((mn[j] & 0xf) << 4));
+      b.scales[j - 4] |= static_cast<uint8_t>((sc[j] >> 4) << 6);
+      b.scales[j] |= static_cast<uint8_t>((mn[j] >> 4) << 6);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    uint8_t s, m;
+    scaleMinK4(j, b.scales, s, m);
+    EXPECT_EQ(s, sc[j]) << j;
+    EXPECT_EQ(m, mn[j]) << j;
+  }
+  // All quants 1: group g decodes to sc[g] - mn[g].
+  std::memset(b.qs, 0x11, sizeof(b.qs));
+  float y[256];
+  dequantizeRow(GGMLType::Q4_K, &b, y, 256);
+  for (int e = 0; e < 256; ++e)
+    ASSERT_EQ(y[e], float(sc[e / 32]) - float(mn[e / 32])) << e;
+}
+
+TEST(Layout, MXFP4ScaleIsHalvedE8M0) {
+  BlockMXFP4 b{};
+  b.e = 128; // 2^(128-128) = 1 for the doubled values
+  for (int j = 0; j < 16; ++j)
+    b.qs[j] = static_cast<uint8_t>(j | (j << 4));
+  float y[32];
+  dequantizeRow(GGMLType::MXFP4, &b, y, 32);
+  EXPECT_EQ(y[7], 12.0f);
+  EXPECT_EQ(y[16 + 13], -6.0f);
+  EXPECT_EQ(e8m0ToFp32Half(130), 4.0f);
+  EXPECT_GT(e8m0ToFp32Half(0), 0.0f); // denormal, not zero
+}
+
+/// Round-trip bounds (relative RMS on N(0,1) rows); ggml's own quantizers land at roughly these levels.
+const std::map<GGMLType, double> kRoundTripBound = {
+    {GGMLType::F16, 5e-4},  {GGMLType::BF16, 4e-3}, {GGMLType::Q8_0, 8e-3}, {GGMLType::Q8_1, 8e-3},
+    {GGMLType::Q8_K, 8e-3}, {GGMLType::Q6_K, 0.03}, {GGMLType::Q5_0, 0.06}, {GGMLType::Q5_1, 0.05},
+    {GGMLType::Q5_K, 0.06}, {GGMLType::Q4_0, 0.12}, {GGMLType::Q4_1, 0.1},  {GGMLType::Q4_K, 0.12},
+    {GGMLType::Q3_K, 0.25}, {GGMLType::Q2_K, 0.5}};
+
+TEST(Quantize, RoundTripErrorWithinTypeBound) {
+  const int64_t n = 8192;
+  std::vector<float> x = randomFloats(n, 42);
+  x[5] = 7.5f; // an outlier: a block with a large range
+  std::map<GGMLType, double> err;
+  for (auto [t, bound] : kRoundTripBound) {
+    ASSERT_TRUE(supportsQuantize(t)) << ggmlTypeName(t);
+    std::vector<uint8_t> q(rowBytes(t, n));
+    quantizeRow(t, x.data(), q.data(), n);
+    std::vector<float> y(n);
+    dequantizeRow(t, q.data(), y.data(), n);
+    for (float v : y)
+      ASSERT_TRUE(std::isfinite(v)) << ggmlTypeName(t);
+    err[t] = relRms(y.data(), x.data(), n);
+    EXPECT_LT(err[t], bound) << ggmlTypeName(t);
+    EXPECT_GT(err[t], 0.0) << ggmlTypeName(t) << " should lose some precision";
+  }
+  // More bits, less error.
+  EXPECT_LT(err[GGMLType::Q8_0], err[GGMLType::Q6_K]);
+  EXPECT_LT(err[GGMLType::Q6_K], err[GGMLType::Q5_K]);
+  EXPECT_LT(err[GGMLType::Q5_K], err[GGMLType::Q4_K]);
+  EXPECT_LT(err[GGMLType::Q4_K], err[GGMLType::Q3_K]);
+  EXPECT_LT(err[GGMLType::Q3_K], err[GGMLType::Q2_K]);
+}
+
+TEST(Quantize, ZeroAndConstantRows) {
+  const int64_t n = 512;
+  for (auto [t, bound] : kRoundTripBound) {
+    std::vector<uint8_t> q(rowBytes(t, n));
+    std::vector<float> zero(n, 0.0f), y(n, 1.0f);
+    quantizeRow(t, zero.data(), q.data(), n);
+    dequantizeRow(t, q.data(), y.data(), n);
+    for (float v : y)
+      ASSERT_EQ(v, 0.0f) << ggmlTypeName(t);
+    std::vector<float> c(n, -0.75f);
+    quantizeRow(t, c.data(), q.data(), n);
+    dequantizeRow(t, q.data(), y.data(), n);
+    for (float v : y)
+      ASSERT_NEAR(v, -0.75f, 0.75 * bound * 2) << ggmlTypeName(t);
+  }
+}
+
+TEST(Quantize, Q8KBlockSumsMatchQuants) {
+  std::vector<float> x = randomFloats(512, 3);
+  std::vector<BlockQ8_K> b(2);
+  quantizeRow(GGMLType::Q8_K, x.data(), b.data(), 512);
+  for (const BlockQ8_K &blk : b)
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int l = 0; l < 16; ++l) {
+        s += blk.qs[16 * g + l];
+        ASSERT_GE(blk.qs[16 * g + l], -127); // symmetric: the SIMD sign trick needs no -128
+      }
+      EXPECT_EQ(blk.bsums[g], s);
+    }
+}
+
+TEST(Errors, UnsupportedTypesAreReportedNotCrashed) {
+  EXPECT_FALSE(supportsType(GGMLType::IQ2_XXS));
+  EXPECT_FALSE(supportsType(GGMLType::I32));
+  float y[256];
+  uint8_t buf[1024] = {};
+  try {
+    dequantizeRow(GGMLType::IQ2_XXS, buf, y, 256);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument &e) {
+    EXPECT_NE(std::string(e.what()).find("iq2_xxs"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(quantizeRow(GGMLType::IQ4_NL, y, buf, 32), std::invalid_argument);
+  EXPECT_THROW(dequantizeRow(GGMLType::Q4_K, buf, y, 100), std::invalid_argument);
+  EXPECT_THROW(quantizeRow(GGMLType::Q8_0, y, buf, 33), std::invalid_argument);
+  EXPECT_EQ(vecDotKernel(GGMLType::IQ2_XXS, activeIsa()), nullptr);
+}
+
+TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
+  for (GGMLType t : supportedTypes()) {
+    EXPECT_TRUE(supportsType(t)) << ggmlTypeName(t);
+    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512})
+      EXPECT_NE(vecDotKernel(t, isa), nullptr) << ggmlTypeName(t) << " " << isaName(isa);
+    GGMLType a = vecDotType(t);
+    EXPECT_TRUE(a == GGMLType::F32 || supportsQuantize(a)) << ggmlTypeName(t);
+  }
+}

@@ -1,0 +1,91 @@
+//===- ThreadGroupTest.cpp - worker hand-off, chunking, errors, scratch ----===//
+#include "runtime/cpu/ThreadGroup.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+using namespace tpc::rt::cpu;
+
+TEST(ThreadGroup, EveryIndexRunsExactlyOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadGroup g(threads);
+    EXPECT_EQ(g.size(), threads);
+    for (int64_t n : {0, 1, 2, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> maxThread{-1};
+      g.parallelFor(n, [&](int64_t b, int64_t e, int t) {
+        ASSERT_LT(b, e);
+        for (int64_t i = b; i < e; ++i)
+          hits[static_cast<size_t>(i)]++;
+        int cur = maxThread.load();
+        while (t > cur && !maxThread.compare_exchange_weak(cur, t)) {
+        }
+      });
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "threads " << threads << " n " << n;
+      EXPECT_LT(maxThread.load(), threads);
+    }
+  }
+}
+
+TEST(ThreadGroup, ManySmallJobsInARow) {
+  // Decode issues thousands of tiny jobs per token; every one must see all of its work done on return.
+  ThreadGroup g(2);
+  int64_t total = 0;
+  std::vector<int64_t> slots(3);
+  for (int rep = 0; rep < 5000; ++rep) {
+    g.parallelFor(3, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i)
+        slots[static_cast<size_t>(i)] = rep + i;
+    });
+    total += slots[0] + slots[1] + slots[2] - 3 * rep - 3;
+  }
+  EXPECT_EQ(total, 0);
+}
+
+TEST(ThreadGroup, GrainKeepsChunksAligned) {
+  ThreadGroup g(3);
+  std::atomic<int> bad{0};
+  g.parallelFor(100, 8, [&](int64_t b, int64_t e, int) {
+    if (b % 8 != 0 || (e != 100 && e % 8 != 0))
+      bad++;
+  });
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(ThreadGroup, ExceptionIsRethrownAndGroupStaysUsable) {
+  ThreadGroup g(2);
+  EXPECT_THROW(g.parallelFor(10,
+                             [](int64_t b, int64_t, int) {
+                               if (b > 0)
+                                 throw std::runtime_error("worker failed");
+                             }),
+               std::runtime_error);
+  std::atomic<int64_t> sum{0};
+  g.parallelFor(10, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i)
+      sum += i;
+  });
+  EXPECT_EQ(sum.load(), 45);
+}
+
+TEST(ThreadGroup, ScratchIsAlignedAndPerThread) {
+  ThreadGroup g(2);
+  void *a = g.threadScratch(0, 100), *b = g.threadScratch(1, 100);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  EXPECT_EQ(g.threadScratch(0, 50), a); // no reallocation when it fits
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(g.sharedScratch(1 << 20)) % 64, 0u);
+  EXPECT_THROW(ThreadGroup(0), std::invalid_argument);
+}
+
+TEST(ThreadGroup, WakesAfterSleeping) {
+  ThreadGroup g(2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20)); // workers fall asleep
+  std::atomic<int> ran{0};
+  g.parallelFor(2, [&](int64_t, int64_t, int t) { ran += t + 1; });
+  EXPECT_EQ(ran.load(), 3);
+}
