@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/tokenizer/GGUFTokenizer.h"
 
+#include <cctype>
 #include <limits>
 
 namespace tpc {
@@ -107,6 +108,24 @@ gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) 
     if (!v)
       return gguf::Error{v.error()};
     *k.dst = *v;
+  }
+
+  // llama.cpp's per-model token attributes: Phi-3's special tokens (control, user-defined, unknown) and
+  // </s> swallow the whitespace after them, except <unk>, <s> and <|endoftext|>.
+  auto name = file.getStringOr("general.name", "");
+  if (!name)
+    return gguf::Error{name.error()};
+  std::string lower = *name;
+  for (char &c : lower)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("phi-3") != std::string::npos || lower.find("phi3") != std::string::npos) {
+    for (size_t i = 0; i < n; ++i) {
+      int32_t t = d.tokenTypes.empty() ? 1 : d.tokenTypes[i];
+      const std::string &text = d.tokens[i];
+      bool special = t == 2 || t == 3 || t == 4 || text == "</s>";
+      if (special && text != "<unk>" && text != "<s>" && text != "<|endoftext|>")
+        d.rstripTokens.push_back(static_cast<rt::TokenId>(i));
+    }
   }
 
   try {

@@ -93,6 +93,7 @@ struct Tokenizer::Impl {
   std::unordered_map<std::string, TokenId> toId;
   std::unordered_map<std::string, int32_t> ranks; // key: len(left) ':' left right
   std::vector<TokenId> specials;                  // longest text first
+  std::vector<uint8_t> strip;                     // per token: 1 = lstrip, 2 = rstrip
   std::array<TokenId, 256> byteTok{};
   std::array<uint32_t, 256> b2u{};
   std::unordered_map<uint32_t, unsigned char> u2b;
@@ -148,6 +149,17 @@ Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
   checkId(d.eot, "eot_token_id");
   checkId(d.sep, "seperator_token_id");
   checkId(d.eom, "eom_token_id");
+  m.strip.assign(n, 0);
+  for (TokenId id : d.lstripTokens) {
+    checkId(id, "lstrip token id");
+    if (id >= 0)
+      m.strip[id] |= 1;
+  }
+  for (TokenId id : d.rstripTokens) {
+    checkId(id, "rstrip token id");
+    if (id >= 0)
+      m.strip[id] |= 2;
+  }
   if (d.addBos && d.bos < 0)
     throw TokenizerError("tokenizer.ggml.add_bos_token is true but there is no bos_token_id");
   if (d.addEos && d.eos < 0)
@@ -383,11 +395,20 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool addSpecial, b
         continue;
       }
       std::string_view s = text.substr(f.off, f.len);
+      auto isSpace = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }; // C isspace
       size_t pos = 0;
-      for (size_t hit; (hit = s.find(st, pos)) != std::string_view::npos; pos = hit + st.size()) {
-        if (hit > pos)
-          next.push_back({-1, f.off + pos, hit - pos});
+      for (size_t hit; (hit = s.find(st, pos)) != std::string_view::npos;) {
+        size_t left = hit;
+        if (m.strip[sid] & 1)
+          while (left > pos && isSpace(s[left - 1]))
+            --left;
+        if (left > pos)
+          next.push_back({-1, f.off + pos, left - pos});
         next.push_back({sid, 0, 0});
+        pos = hit + st.size();
+        if (m.strip[sid] & 2)
+          while (pos < s.size() && isSpace(s[pos]))
+            ++pos;
       }
       if (pos < s.size())
         next.push_back({-1, f.off + pos, s.size() - pos});

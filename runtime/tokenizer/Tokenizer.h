@@ -58,6 +58,9 @@ struct TokenizerData {
   bool ignoreMerges = false;
   /// Strip the space before punctuation when decoding (llama.cpp's clean_spaces; gpt2 family default).
   bool cleanSpaces = false;
+  /// Special tokens that swallow the whitespace before (lstrip) or after (rstrip) them when matched in
+  /// text (llama.cpp sets these by model name, e.g. rstrip on Phi-3's special tokens).
+  std::vector<TokenId> lstripTokens, rstripTokens;
 };
 
 /// Error for inconsistent tokenizer data (names what is wrong).

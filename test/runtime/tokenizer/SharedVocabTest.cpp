@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -112,6 +113,27 @@ TEST(SharedVocab, LlamaSpm) {
 TEST(SharedVocab, Phi3) {
   REQUIRE_SHARED();
   EXPECT_GT(runVocabTest(shared, "ggml-vocab-phi-3.gguf"), 30u);
+}
+
+TEST(SharedVocab, Phi3SpecialTokensStripWhitespaceAfter) {
+  REQUIRE_SHARED();
+  std::unique_ptr<rt::Tokenizer> tok = load(shared + "/tokenizer-tests/ggml-vocab-phi-3.gguf");
+  ASSERT_TRUE(tok);
+  // "</s>" is user-defined in Phi-3, so it is matched even without parseSpecial, and (by model name) it
+  // swallows the whitespace after it: the text after it then gets the usual space prefix.
+  std::vector<TokenId> a = tok->encode("</s>  \n hi", false, false);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a.front(), 2);
+  EXPECT_EQ(a, tok->encode("</s>hi", false, false));
+  // Control tokens only with parseSpecial; then "<|user|>\n" loses its newline (no <0x0A> = 13).
+  TokenId user = tok->find("<|user|>"), end = tok->find("<|end|>");
+  std::vector<TokenId> chat = tok->encode("<|user|>\nHello<|end|>\n", false, true);
+  ASSERT_GE(chat.size(), 3u);
+  EXPECT_EQ(chat.front(), user);
+  EXPECT_EQ(chat.back(), end);
+  EXPECT_EQ(std::count(chat.begin(), chat.end(), 13), 0);
+  std::vector<TokenId> plain = tok->encode("<|user|>\nHello", false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), user), 0);
 }
 
 TEST(SharedVocab, Gpt2) {

@@ -154,6 +154,25 @@ TEST(TokenizerSpec, SpecialTokensParsedOnlyWhenAsked) {
   EXPECT_EQ(tok.encode("<u>", false, false), std::vector<TokenId>{user});
 }
 
+TEST(TokenizerSpec, StripAttributesSwallowWhitespace) {
+  TokenizerData d = spmVocab({{"\xE2\x96\x81", -1}, {"x", -1}, {"<L>", 0}, {"<R>", 0}});
+  TokenId l = 259 + 2, r = 259 + 3;
+  d.tokenTypes[l] = d.tokenTypes[r] = 4;
+  d.lstripTokens = {l};
+  d.rstripTokens = {r};
+  Tokenizer tok(d);
+  TokenId sp = tok.find("\xE2\x96\x81"), x = tok.find("x");
+  // "x \n<L>": the whitespace before <L> goes; " \t<R> x": the whitespace after <R> goes.
+  EXPECT_EQ(tok.encode("x \n<L>", false), (std::vector<TokenId>{sp, x, l}));
+  EXPECT_EQ(tok.encode("<R> \tx", false), (std::vector<TokenId>{r, sp, x}));
+  // Without the attribute the whitespace stays (as bytes / pieces).
+  d.rstripTokens.clear();
+  Tokenizer plain(d);
+  EXPECT_GT(plain.encode("<R> \tx", false).size(), 3u);
+  d.rstripTokens = {9999};
+  EXPECT_THROW(Tokenizer{d}, TokenizerError);
+}
+
 TEST(TokenizerBpe, MergesByRank) {
   // Rank order makes "ab"+"c" win over "a"+"bc" even though "bc" comes later in the word.
   Tokenizer tok(bpeVocab({"a b", "b c", "ab c"}));
