@@ -50,13 +50,19 @@ std::string_view preKind(std::string_view pre) {
   return "";
 }
 
-/// Replaces every occurrence of `from` in `s` by `to`.
+/// Replaces every occurrence of `from` in `s` by `to` (one pass into a new string: linear time).
 void replaceAll(std::string &s, std::string_view from, std::string_view to) {
+  if (s.find(from) == std::string::npos)
+    return;
+  std::string out;
+  out.reserve(s.size() + s.size() / 4 * (to.size() > from.size() ? to.size() - from.size() : 0));
   size_t pos = 0;
-  while ((pos = s.find(from, pos)) != std::string::npos) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
+  for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
+    out.append(s, pos, hit - pos);
+    out.append(to);
   }
+  out.append(s, pos, std::string::npos);
+  s.swap(out);
 }
 
 /// One symbol of the merge loops: a byte range of the text in a doubly linked list.
@@ -90,7 +96,8 @@ struct Tokenizer::Impl {
   TokenizerData d;
   bool spm = true;
   std::string preKind;
-  std::unordered_map<std::string, TokenId> toId;
+  // Views into d.tokens: Impl lives behind a unique_ptr and d.tokens never changes after construction.
+  std::unordered_map<std::string_view, TokenId> toId;
   std::unordered_map<std::string, int32_t> ranks; // key: len(left) ':' left right
   std::vector<TokenId> specials;                  // longest text first
   std::vector<uint8_t> strip;                     // per token: 1 = lstrip, 2 = rstrip
@@ -102,7 +109,7 @@ struct Tokenizer::Impl {
     return d.tokenTypes.empty() ? TokenType::Normal : static_cast<TokenType>(d.tokenTypes[id]);
   }
   float score(TokenId id) const { return d.scores.empty() ? 0.0f : d.scores[id]; }
-  TokenId lookup(const std::string &s) const {
+  TokenId lookup(std::string_view s) const {
     auto it = toId.find(s);
     return it == toId.end() ? -1 : it->second;
   }
@@ -229,7 +236,7 @@ Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 
 size_t Tokenizer::size() const { return impl->d.tokens.size(); }
 const TokenizerData &Tokenizer::data() const { return impl->d; }
-TokenId Tokenizer::find(std::string_view text) const { return impl->lookup(std::string(text)); }
+TokenId Tokenizer::find(std::string_view text) const { return impl->lookup(text); }
 bool Tokenizer::isEog(TokenId id) const {
   const TokenizerData &d = impl->d;
   return id >= 0 && (id == d.eos || id == d.eot || id == d.eom);
@@ -257,7 +264,7 @@ void Tokenizer::Impl::encodeSpm(const std::string &text, std::vector<TokenId> &o
   auto tryAdd = [&](int l, int r) {
     if (l < 0 || r < 0)
       return;
-    TokenId id = lookup(text.substr(sym[l].off, sym[l].n + sym[r].n));
+    TokenId id = lookup(std::string_view(text).substr(sym[l].off, sym[l].n + sym[r].n));
     if (id < 0)
       return;
     queue.push({l, r, score(id), sym[l].n + sym[r].n});
