@@ -1,0 +1,108 @@
+//===- bench_matmul.cpp - CPU matmul throughput -----------------------------===//
+//
+// Decode (m = 1): GB/s of weight bytes streamed, the number that bounds tokens/s on a memory-bound CPU.
+// Prefill (m = 512): GFLOP/s (2 m n k). Shapes 4096x4096 and 11008x4096 (a 7B model's attention and FFN
+// matrices); types Q4_0, Q8_0, Q4_K, Q6_K, F16; 1 and 2 threads (or the counts given as arguments).
+//
+// Usage: tpc-bench-matmul [--quick] [threads...]
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Matmul.h"
+#include "runtime/cpu/quant/Quant.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace tpc;
+using namespace tpc::rt::cpu;
+
+namespace {
+
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Runs fn repeatedly for at least minTime seconds (after one warm-up call); returns the fastest call's
+/// seconds. The fastest, not the mean, because the build machines are shared: other processes only ever
+/// add time.
+template <typename Fn> double timeIt(Fn fn, double minTime) {
+  fn();
+  double start = seconds(), now = start, best = 1e30;
+  do {
+    double t0 = seconds();
+    fn();
+    now = seconds();
+    best = std::min(best, now - t0);
+  } while (now - start < minTime);
+  return best;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool quick = false;
+  std::vector<int> threads;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else
+      threads.push_back(std::atoi(argv[i]));
+  }
+  if (threads.empty())
+    threads = {1, 2};
+  std::printf("isa: %s\n", isaName(activeIsa()));
+  const GGMLType types[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::F16};
+  const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}};
+  const int64_t k = 4096;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> pool(k + 4096);
+  for (float &v : pool)
+    v = dist(rng);
+  const int64_t mPrefill = quick ? 64 : 512;
+  std::vector<float> x(static_cast<size_t>(mPrefill * k)), y(static_cast<size_t>(mPrefill * 11008));
+  for (float &v : x)
+    v = dist(rng);
+
+  std::printf("%-6s %-11s %-3s %12s %12s %14s\n", "type", "shape", "thr", "decode ms", "decode GB/s",
+              "prefill GFLOP/s");
+  for (GGMLType t : types) {
+    for (auto &shape : shapes) {
+      int64_t n = shape[0];
+      size_t rowBytes = static_cast<size_t>(*ggmlRowBytes(t, k));
+      std::vector<uint8_t> w(rowBytes * static_cast<size_t>(n));
+      for (int64_t r = 0; r < n; ++r)
+        quantizeRow(t, pool.data() + (r * 37) % 4096, w.data() + rowBytes * static_cast<size_t>(r), k);
+      for (int th : threads) {
+        ThreadGroup g(th);
+        MatmulArgs a;
+        a.w = w.data();
+        a.wType = t;
+        a.n = n;
+        a.k = k;
+        a.wRowStride = rowBytes;
+        a.x = x.data();
+        a.xRowStride = static_cast<size_t>(k);
+        a.y = y.data();
+        a.yRowStride = static_cast<size_t>(n);
+        a.m = 1;
+        double dt = timeIt([&] { matmul(a, g); }, quick ? 0.2 : 1.0);
+        double gbs = static_cast<double>(w.size()) / dt / 1e9;
+        double gflops = 0;
+        if (n == 4096) {
+          a.m = mPrefill;
+          double pt = timeIt([&] { matmul(a, g); }, quick ? 0.2 : 1.0);
+          gflops = 2.0 * static_cast<double>(mPrefill) * n * k / pt / 1e9;
+        }
+        std::printf("%-6s %5lldx%-5lld %-3d %12.3f %12.2f %14.1f\n", ggmlTypeName(t), (long long)n, (long long)k,
+                    th, dt * 1e3, gbs, gflops);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
