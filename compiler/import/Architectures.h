@@ -1,0 +1,29 @@
+//===- Architectures.h - per-architecture importers (internal) ----*- C++ -*-===//
+//
+// One function per architecture family, each in its own file. Each reads its architecture-specific
+// hyperparameters, loads and checks every weight of a layer before building it, and returns the logits.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_COMPILER_IMPORT_ARCHITECTURES_H
+#define TPC_COMPILER_IMPORT_ARCHITECTURES_H
+
+#include "compiler/import/ModelBuilder.h"
+
+namespace mlir::tpc {
+
+/// Builds the body of @forward; returns the logits value or null after emitting an error.
+using ArchBuildFn = Value (*)(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
+
+Value buildLlama(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
+Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);   // qwen3 and qwen3moe
+Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
+Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
+
+/// Shared tail: final norm and output projection (tied to token_embd when output.weight is absent).
+Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd);
+
+/// Layer tensor name "blk.<il>.<suffix>".
+inline std::string blk(unsigned il, const char *suffix) { return "blk." + std::to_string(il) + "." + suffix; }
+
+} // namespace mlir::tpc
+
+#endif // TPC_COMPILER_IMPORT_ARCHITECTURES_H

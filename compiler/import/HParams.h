@@ -1,0 +1,45 @@
+//===- HParams.h - model hyperparameters from GGUF metadata -------*- C++ -*-===//
+//
+// The hyperparameters the importers need, read from `<arch>.*` metadata with each architecture's defaults
+// (ggml/llama.cpp conventions). Per-layer values (head_count_kv as a scalar or an array, the sliding-window
+// pattern) are expanded to one entry per layer so the importers never special-case the encoding.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_COMPILER_IMPORT_HPARAMS_H
+#define TPC_COMPILER_IMPORT_HPARAMS_H
+
+#include "compiler/gguf/GGUFFile.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::tpc {
+
+/// The GGUF reader lives in ::tpc (plain C++); the compiler in mlir::tpc.
+namespace gguf = ::tpc::gguf;
+
+/// Hyperparameters of one model; 0 means "not used by this architecture".
+struct HParams {
+  std::string arch;
+  uint32_t nLayer = 0, nEmbd = 0, nVocab = 0, nCtxTrain = 0;
+  uint32_t nHead = 0;
+  std::vector<uint32_t> nHeadKv;   ///< per layer
+  uint32_t headDimK = 0, headDimV = 0;       ///< global (full-attention) layers
+  uint32_t headDimKSwa = 0, headDimVSwa = 0; ///< sliding-window layers (gemma4)
+  uint32_t nFF = 0, nFFExp = 0, nExpert = 0, nExpertUsed = 0;
+  float rmsEps = 1e-5f;
+  float ropeBase = 10000.f, ropeBaseSwa = 10000.f;
+  uint32_t nRot = 0, nRotSwa = 0;
+  uint32_t slidingWindow = 0;
+  std::vector<bool> swaLayers; ///< per layer: true = sliding-window attention
+  float finalSoftcap = 0.f;
+
+  uint32_t headDimKOf(unsigned il) const { return swaLayers[il] && headDimKSwa ? headDimKSwa : headDimK; }
+  uint32_t headDimVOf(unsigned il) const { return swaLayers[il] && headDimVSwa ? headDimVSwa : headDimV; }
+};
+
+/// Reads the common `<arch>.*` keys; architecture-specific fields are filled by the importer.
+gguf::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std::string &arch);
+
+} // namespace mlir::tpc
+
+#endif // TPC_COMPILER_IMPORT_HPARAMS_H

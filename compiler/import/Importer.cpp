@@ -1,0 +1,96 @@
+//===- Importer.cpp - GGUF model -> tpc IR ----------------------------------===//
+//
+// The table of supported architectures and the common frame of @forward: arguments, embedding table
+// shape (which gives n_vocab), module attributes the later stages read.
+//===----------------------------------------------------------------------===//
+#include "compiler/import/Importer.h"
+
+#include "compiler/import/Architectures.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+namespace mlir::tpc {
+namespace {
+struct ArchEntry {
+  const char *name;
+  ArchBuildFn build;
+};
+constexpr ArchEntry kArchitectures[] = {
+    {"llama", buildLlama},   {"qwen3", buildQwen3},   {"qwen3moe", buildQwen3},
+    {"gemma3", buildGemma3}, {"gemma4", buildGemma4},
+};
+} // namespace
+
+std::vector<std::string> supportedArchitectures() {
+  std::vector<std::string> names;
+  for (const ArchEntry &a : kArchitectures)
+    names.emplace_back(a.name);
+  return names;
+}
+
+Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd) {
+  int64_t E = hp.nEmbd, V = hp.nVocab;
+  Value outNorm = mb.weight("output_norm.weight", {E});
+  Value output = mb.optionalWeight("output.weight", {V, E});
+  if (mb.failed())
+    return nullptr;
+  return mb.matmul(mb.norm(x, outNorm, hp.rmsEps), output ? output : tokenEmbd);
+}
+
+OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) {
+  ctx.loadDialect<TpcDialect, func::FuncDialect>();
+  Location loc = FileLineColLoc::get(&ctx, file.path(), 0, 0);
+  auto fail = [&](const Twine &msg) {
+    emitError(loc) << file.path() << ": " << msg;
+    return OwningOpRef<ModuleOp>();
+  };
+
+  gguf::Expected<std::string> arch = file.getString("general.architecture");
+  if (!arch)
+    return fail(arch.error());
+  const ArchEntry *entry = nullptr;
+  for (const ArchEntry &a : kArchitectures)
+    if (*arch == a.name)
+      entry = &a;
+  if (!entry) {
+    std::string list;
+    for (const ArchEntry &a : kArchitectures)
+      list += std::string(list.empty() ? "" : ", ") + a.name;
+    return fail("unsupported architecture '" + *arch + "' (general.architecture); supported: " + list);
+  }
+  gguf::Expected<HParams> hp = readCommonHParams(file, *arch);
+  if (!hp)
+    return emitError(loc) << hp.error(), OwningOpRef<ModuleOp>();
+
+  // n_vocab is the embedding table's row count (vocab_size metadata is optional in GGUF).
+  const gguf::TensorInfo *embd = file.findTensor("token_embd.weight");
+  if (!embd || embd->ne.size() != 2)
+    return fail("tensor 'token_embd.weight' is missing or not a matrix");
+  hp->nVocab = static_cast<uint32_t>(embd->ne[1]);
+
+  OpBuilder b(&ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  module->getOperation()->setAttr("tpc.arch", b.getStringAttr(*arch));
+  module->getOperation()->setAttr("tpc.gguf", b.getStringAttr(file.path()));
+  module->getOperation()->setAttr("tpc.n_vocab", b.getI64IntegerAttr(hp->nVocab));
+  module->getOperation()->setAttr("tpc.n_ctx_train", b.getI64IntegerAttr(hp->nCtxTrain));
+  b.setInsertionPointToEnd(module->getBody());
+
+  auto ids = RankedTensorType::get({ShapedType::kDynamic}, b.getI32Type());
+  auto logitsType = RankedTensorType::get({ShapedType::kDynamic, hp->nVocab}, b.getF32Type());
+  auto func = b.create<func::FuncOp>(loc, "forward", b.getFunctionType({ids, ids}, {logitsType}));
+  func.setArgAttr(0, "tpc.name", b.getStringAttr("tokens"));
+  func.setArgAttr(1, "tpc.name", b.getStringAttr("positions"));
+  Block *body = func.addEntryBlock();
+  b.setInsertionPointToStart(body);
+
+  ModelBuilder mb(b, loc, file);
+  Value logits = entry->build(mb, *hp, body->getArgument(0), body->getArgument(1));
+  if (!logits || mb.failed())
+    return {};
+  b.create<func::ReturnOp>(loc, logits);
+  return module;
+}
+
+} // namespace mlir::tpc

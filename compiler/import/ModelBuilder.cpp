@@ -1,0 +1,143 @@
+//===- ModelBuilder.cpp - building the tpc forward graph --------------------===//
+//
+// Assumes the tpc ops infer their result types; this file only chooses operands and attributes.
+//===----------------------------------------------------------------------===//
+#include "compiler/import/ModelBuilder.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <cmath>
+
+namespace mlir::tpc {
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+void ModelBuilder::error(const Twine &message) {
+  emitError(loc) << file.path() << ": " << message;
+  hadError = true;
+}
+
+Value ModelBuilder::makeWeight(const gguf::TensorInfo &t, ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> actual(t.ne.rbegin(), t.ne.rend());
+  if (ArrayRef<int64_t>(actual) != shape) {
+    error("tensor '" + t.name + "' has shape " + shapeString(actual) + " (ggml ne reversed), expected " +
+          shapeString(shape) + " from the hyperparameters");
+    return nullptr;
+  }
+  auto type = RankedTensorType::get(shape, b.getF32Type());
+  return b.create<WeightOp>(loc, type, b.getStringAttr(t.name), b.getStringAttr(::tpc::ggmlTypeName(t.type)));
+}
+
+Value ModelBuilder::weight(const std::string &name, ArrayRef<int64_t> shape) {
+  const gguf::TensorInfo *t = file.findTensor(name);
+  if (!t) {
+    error("tensor '" + name + "' is missing (expected shape " + shapeString(shape) + ")");
+    return nullptr;
+  }
+  return makeWeight(*t, shape);
+}
+
+Value ModelBuilder::optionalWeight(const std::string &name, ArrayRef<int64_t> shape) {
+  const gguf::TensorInfo *t = file.findTensor(name);
+  return t ? makeWeight(*t, shape) : nullptr;
+}
+
+int64_t ModelBuilder::dim(Value v, unsigned i) const { return cast<RankedTensorType>(v.getType()).getDimSize(i); }
+
+Value ModelBuilder::getRows(Value table, Value ids) { return b.create<GetRowsOp>(loc, table, ids); }
+Value ModelBuilder::takeAlong(Value x, Value ids) {
+  return b.create<TakeAlongOp>(loc, x, ids, b.getI64IntegerAttr(1));
+}
+Value ModelBuilder::rmsNorm(Value x, float eps) { return b.create<RmsNormOp>(loc, x, b.getF32FloatAttr(eps)); }
+Value ModelBuilder::matmul(Value x, Value w) { return b.create<MatmulOp>(loc, x, w); }
+Value ModelBuilder::mulMatId(Value x, Value w, Value ids) { return b.create<MulMatIdOp>(loc, x, w, ids); }
+Value ModelBuilder::add(Value a, Value c) { return b.create<AddOp>(loc, a, c); }
+Value ModelBuilder::mul(Value a, Value c) { return b.create<MulOp>(loc, a, c); }
+Value ModelBuilder::div(Value a, Value c) { return b.create<DivOp>(loc, a, c); }
+Value ModelBuilder::scale(Value x, float s) { return b.create<ScaleOp>(loc, x, b.getF32FloatAttr(s)); }
+Value ModelBuilder::glu(Value gate, Value up, GluFn fn) {
+  return b.create<GluOp>(loc, GluFnAttr::get(b.getContext(), fn), gate, up);
+}
+Value ModelBuilder::glu(Value gateUp, GluFn fn) {
+  return b.create<GluOp>(loc, GluFnAttr::get(b.getContext(), fn), gateUp, Value());
+}
+Value ModelBuilder::softmax(Value x) { return b.create<SoftmaxOp>(loc, x); }
+Value ModelBuilder::topK(Value x, int64_t k) { return b.create<TopKOp>(loc, x, b.getI64IntegerAttr(k)); }
+Value ModelBuilder::sum(Value x, int64_t axis, bool keepDim) {
+  return b.create<SumOp>(loc, x, b.getI64IntegerAttr(axis), b.getBoolAttr(keepDim));
+}
+Value ModelBuilder::reshape(Value x, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, cast<RankedTensorType>(x.getType()).getElementType());
+  return b.create<ReshapeOp>(loc, type, x);
+}
+Value ModelBuilder::rope(Value x, Value pos, Value freqs, RopeMode mode, int64_t nDims, float base) {
+  return b.create<RopeOp>(loc, RopeModeAttr::get(b.getContext(), mode), x, pos, freqs, b.getI64IntegerAttr(nDims),
+                          b.getF32FloatAttr(base), b.getF32FloatAttr(1.0f));
+}
+Value ModelBuilder::softcap(Value x, float cap) { return b.create<SoftcapOp>(loc, x, b.getF32FloatAttr(cap)); }
+Value ModelBuilder::kvCache(unsigned layer, int64_t nHeadKv, int64_t dk, int64_t dv) {
+  auto type = KvCacheType::get(b.getContext(), nHeadKv, dk, dv);
+  return b.create<KvCacheOp>(loc, type, b.getI64IntegerAttr(layer), b.getI64IntegerAttr(nHeadKv),
+                             b.getI64IntegerAttr(dk), b.getI64IntegerAttr(dv));
+}
+Value ModelBuilder::attention(Value q, Value k, Value v, Value cache, Value pos, float scale, int64_t window,
+                              float softcap) {
+  return b.create<AttentionOp>(loc, q, k, v, cache, pos, /*sinks=*/Value(), b.getF32FloatAttr(scale),
+                               b.getI64IntegerAttr(window), b.getF32FloatAttr(softcap));
+}
+
+Value ModelBuilder::attentionBlock(Value h, Value pos, const AttentionWeights &w, const AttentionSpec &s) {
+  int64_t T = ShapedType::kDynamic;
+  Value q = reshape(matmul(h, w.wq), {T, s.nHead, s.headDimK});
+  Value kRaw = reshape(matmul(h, w.wk), {T, s.nHeadKv, s.headDimK});
+  Value v = s.vFromK ? kRaw : reshape(matmul(h, w.wv), {T, s.nHeadKv, s.headDimV});
+  Value k = kRaw;
+  if (s.qNorm)
+    q = norm(q, s.qNorm, s.eps);
+  if (s.kNorm)
+    k = norm(k, s.kNorm, s.eps);
+  if (s.vNorm)
+    v = rmsNorm(v, s.eps);
+  q = rope(q, pos, s.ropeFreqs, s.ropeMode, s.nRot, s.ropeBase);
+  k = rope(k, pos, s.ropeFreqs, s.ropeMode, s.nRot, s.ropeBase);
+  Value cache = kvCache(s.layer, s.nHeadKv, s.headDimK, s.headDimV);
+  Value a = attention(q, k, v, cache, pos, s.scale, s.slidingWindow, /*softcap=*/0.f);
+  return matmul(reshape(a, {T, s.nHead * s.headDimV}), w.wo);
+}
+
+Value ModelBuilder::gluFFN(Value h, Value gate, Value up, Value down, GluFn fn) {
+  // Sequenced explicitly: argument evaluation order would otherwise decide the order of ops in the IR.
+  Value g = matmul(h, gate);
+  Value u = matmul(h, up);
+  return matmul(glu(g, u, fn), down);
+}
+
+Value ModelBuilder::moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn,
+                           bool normalizeWeights) {
+  int64_t T = ShapedType::kDynamic;
+  Value probs = softmax(matmul(routerIn, w.router));              // [T, E]
+  Value ids = topK(probs, nUsed);                                 // [T, k]
+  Value weights = takeAlong(probs, ids);                          // [T, k]
+  if (normalizeWeights)
+    weights = div(weights, sum(weights, /*axis=*/1, /*keepDim=*/true));
+  Value act;                                                      // [T, k, F]
+  if (w.gateUp) {
+    act = glu(mulMatId(h, w.gateUp, ids), fn);
+  } else {
+    Value g = mulMatId(h, w.gate, ids);
+    Value u = mulMatId(h, w.up, ids);
+    act = glu(g, u, fn);
+  }
+  Value experts = mulMatId(act, w.down, ids);                     // [T, k, n_embd]
+  if (w.downScale) // ggml gathers the per-expert scale after the down projection
+    experts = mul(experts, reshape(getRows(w.downScale, ids), {T, nUsed, 1}));
+  experts = mul(experts, reshape(weights, {T, nUsed, 1}));
+  return sum(experts, /*axis=*/1, /*keepDim=*/false);
+}
+
+} // namespace mlir::tpc

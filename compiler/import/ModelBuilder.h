@@ -1,0 +1,118 @@
+//===- ModelBuilder.h - building the tpc forward graph ------------*- C++ -*-===//
+//
+// The small vocabulary every architecture importer is written in: GGUF weights with their expected
+// logical shapes (checked, with errors naming the tensor), and one method per tpc op, plus the blocks that
+// several architectures share (attention with optional q/k/v norms, GLU feed-forward, the MoE block).
+//
+// The MoE block is emitted op by op in the order ggml builds it (router matmul, softmax, top-k, weights,
+// mul_mat_id for gate/up/down, GLU, the per-expert scale gathered by expert id, the router weights, the sum
+// over experts) so that the MoE fusion pass sees the real chain.
+//
+// Error handling: weight lookups emit a diagnostic at the module location and return a null Value; importers
+// load every weight of a layer first and stop when `failed()`, so no op is ever built on a null operand.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_COMPILER_IMPORT_MODELBUILDER_H
+#define TPC_COMPILER_IMPORT_MODELBUILDER_H
+
+#include "compiler/gguf/GGUFFile.h"
+#include "compiler/import/HParams.h"
+#include "dialects/tpc/IR/TpcOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <string>
+
+namespace mlir::tpc {
+
+/// Options of one attention block.
+struct AttentionSpec {
+  unsigned layer = 0;
+  int64_t nHead = 0, nHeadKv = 0, headDimK = 0, headDimV = 0;
+  float scale = 1.f;
+  int64_t slidingWindow = 0;   ///< 0: full causal attention
+  RopeMode ropeMode = RopeMode::normal;
+  int64_t nRot = 0;
+  float ropeBase = 10000.f;
+  Value ropeFreqs;             ///< optional frequency factors
+  Value qNorm, kNorm;          ///< optional per-head RMS-norm weights
+  bool vNorm = false;          ///< RMS-normalize V per head without a weight (gemma4)
+  bool vFromK = false;         ///< no V projection: V is the K projection before the k norm (gemma4 global)
+  float eps = 1e-6f;
+};
+
+/// Weights of one attention block.
+struct AttentionWeights {
+  Value wq, wk, wv, wo;
+};
+
+/// Weights of one MoE block.
+struct MoeWeights {
+  Value router;        ///< [E, n_embd]
+  Value gate, up;      ///< [E, F, n_embd] each, or null when gateUp is set
+  Value gateUp;        ///< [E, 2F, n_embd], per expert rows [gate; up]
+  Value down;          ///< [E, n_embd, F]
+  Value downScale;     ///< optional [E], multiplies each expert's output
+};
+
+class ModelBuilder {
+public:
+  ModelBuilder(OpBuilder &b, Location loc, const gguf::GGUFFile &file) : b(b), loc(loc), file(file) {}
+
+  /// The GGUF tensor `name` as a tpc.weight with logical shape `shape` (ggml ne reversed). On a missing
+  /// tensor or another shape, emits an error naming both and returns null.
+  Value weight(const std::string &name, ArrayRef<int64_t> shape);
+  /// As weight(), but an absent tensor returns null without an error.
+  Value optionalWeight(const std::string &name, ArrayRef<int64_t> shape);
+  /// Emits an error (prefixed with the file name) and marks the import failed.
+  void error(const Twine &message);
+  bool failed() const { return hadError; }
+
+  // One method per op; shapes are inferred by the ops.
+  Value getRows(Value table, Value ids);
+  Value takeAlong(Value x, Value ids);
+  Value rmsNorm(Value x, float eps);
+  Value matmul(Value x, Value w);
+  Value mulMatId(Value x, Value w, Value ids);
+  Value add(Value a, Value c);
+  Value mul(Value a, Value c);
+  Value div(Value a, Value c);
+  Value scale(Value x, float s);
+  Value glu(Value gate, Value up, GluFn fn);
+  Value glu(Value gateUp, GluFn fn);
+  Value softmax(Value x);
+  Value topK(Value x, int64_t k);
+  Value sum(Value x, int64_t axis, bool keepDim);
+  Value reshape(Value x, ArrayRef<int64_t> shape);
+  Value rope(Value x, Value pos, Value freqs, RopeMode mode, int64_t nDims, float base);
+  Value softcap(Value x, float cap);
+  Value kvCache(unsigned layer, int64_t nHeadKv, int64_t dk, int64_t dv);
+  Value attention(Value q, Value k, Value v, Value cache, Value pos, float scale, int64_t window,
+                  float softcap);
+
+  /// x · w after RMS norm: rms_norm(x) * w.
+  Value norm(Value x, Value w, float eps) { return mul(rmsNorm(x, eps), w); }
+
+  /// Attention sub-block: projections, optional q/k/v norms, rope, attention, output projection.
+  Value attentionBlock(Value h, Value pos, const AttentionWeights &w, const AttentionSpec &spec);
+  /// Dense GLU feed-forward: down · (fn(gate · h) * (up · h)).
+  Value gluFFN(Value h, Value gate, Value up, Value down, GluFn fn);
+  /// MoE feed-forward on `h` with the router reading `routerIn` (the same value for most architectures).
+  Value moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn, bool normalizeWeights);
+
+  OpBuilder &builder() { return b; }
+  Location location() const { return loc; }
+  const gguf::GGUFFile &gguf() const { return file; }
+
+private:
+  Value makeWeight(const gguf::TensorInfo &t, ArrayRef<int64_t> shape);
+  int64_t dim(Value v, unsigned i) const;
+
+  OpBuilder &b;
+  Location loc;
+  const gguf::GGUFFile &file;
+  bool hadError = false;
+};
+
+} // namespace mlir::tpc
+
+#endif // TPC_COMPILER_IMPORT_MODELBUILDER_H

@@ -1,0 +1,83 @@
+//===- Qwen3.cpp - qwen3 and qwen3moe importer ------------------------------===//
+//
+// Like llama, with per-head RMS norms on Q and K (attn_q_norm / attn_k_norm, applied before RoPE), NEOX
+// RoPE, and head_dim from attention.key_length (n_head·head_dim may differ from n_embd). qwen3moe replaces
+// the dense FFN with a MoE block: router softmax over all experts, top-k, weights renormalised to sum to 1,
+// SiLU-GLU experts; the experts come either as separate ffn_gate_exps / ffn_up_exps or as one merged
+// ffn_gate_up_exps whose per-expert rows are [gate; up].
+//===----------------------------------------------------------------------===//
+#include "compiler/import/Architectures.h"
+
+#include <cmath>
+
+namespace mlir::tpc {
+
+static MoeWeights loadMoe(ModelBuilder &mb, const HParams &hp, unsigned il) {
+  int64_t E = hp.nEmbd, X = hp.nExpert, F = hp.nFFExp;
+  MoeWeights w;
+  w.router = mb.weight(blk(il, "ffn_gate_inp.weight"), {X, E});
+  if (mb.gguf().findTensor(blk(il, "ffn_gate_up_exps.weight"))) {
+    w.gateUp = mb.weight(blk(il, "ffn_gate_up_exps.weight"), {X, 2 * F, E});
+  } else {
+    w.gate = mb.weight(blk(il, "ffn_gate_exps.weight"), {X, F, E});
+    w.up = mb.weight(blk(il, "ffn_up_exps.weight"), {X, F, E});
+  }
+  w.down = mb.weight(blk(il, "ffn_down_exps.weight"), {X, E, F});
+  return w;
+}
+
+Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
+  bool moe = hp.arch == "qwen3moe";
+  if (moe && (hp.nExpert == 0 || hp.nExpertUsed == 0 || hp.nExpertUsed > hp.nExpert || hp.nFFExp == 0)) {
+    mb.error("qwen3moe needs expert_count, expert_used_count (<= expert_count) and "
+             "expert_feed_forward_length in the metadata");
+    return nullptr;
+  }
+  int64_t E = hp.nEmbd, V = hp.nVocab, H = hp.nHead, D = hp.headDimK, F = hp.nFF;
+  Value tokenEmbd = mb.weight("token_embd.weight", {V, E});
+  if (mb.failed())
+    return nullptr;
+  Value x = mb.getRows(tokenEmbd, tokens);
+  for (unsigned il = 0; il < hp.nLayer; ++il) {
+    int64_t Hkv = hp.nHeadKv[il];
+    Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
+    AttentionWeights aw{mb.weight(blk(il, "attn_q.weight"), {H * D, E}),
+                        mb.weight(blk(il, "attn_k.weight"), {Hkv * D, E}),
+                        mb.weight(blk(il, "attn_v.weight"), {Hkv * hp.headDimV, E}),
+                        mb.weight(blk(il, "attn_output.weight"), {E, H * hp.headDimV})};
+    AttentionSpec spec;
+    spec.qNorm = mb.weight(blk(il, "attn_q_norm.weight"), {D});
+    spec.kNorm = mb.weight(blk(il, "attn_k_norm.weight"), {D});
+    Value ffnNorm = mb.weight(blk(il, "ffn_norm.weight"), {E});
+    MoeWeights moeW;
+    Value gate, up, down;
+    if (moe) {
+      moeW = loadMoe(mb, hp, il);
+    } else {
+      gate = mb.weight(blk(il, "ffn_gate.weight"), {F, E});
+      up = mb.weight(blk(il, "ffn_up.weight"), {F, E});
+      down = mb.weight(blk(il, "ffn_down.weight"), {E, F});
+    }
+    if (mb.failed())
+      return nullptr;
+
+    spec.layer = il;
+    spec.nHead = H;
+    spec.nHeadKv = Hkv;
+    spec.headDimK = D;
+    spec.headDimV = hp.headDimV;
+    spec.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    spec.ropeMode = RopeMode::neox;
+    spec.nRot = hp.nRot;
+    spec.ropeBase = hp.ropeBase;
+    spec.eps = hp.rmsEps;
+    x = mb.add(x, mb.attentionBlock(mb.norm(x, attnNorm, hp.rmsEps), pos, aw, spec));
+    Value h2 = mb.norm(x, ffnNorm, hp.rmsEps);
+    Value ffn = moe ? mb.moeFFN(h2, h2, moeW, hp.nExpertUsed, GluFn::silu, /*normalizeWeights=*/true)
+                    : mb.gluFFN(h2, gate, up, down, GluFn::silu);
+    x = mb.add(x, ffn);
+  }
+  return buildOutput(mb, hp, x, tokenEmbd);
+}
+
+} // namespace mlir::tpc
