@@ -167,6 +167,8 @@ Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
     if (id >= 0)
       m.strip[id] |= 2;
   }
+  for (TokenId id : d.eog)
+    checkId(id, "eog token id");
   if (d.addBos && d.bos < 0)
     throw TokenizerError("tokenizer.ggml.add_bos_token is true but there is no bos_token_id");
   if (d.addEos && d.eos < 0)
@@ -239,7 +241,8 @@ const TokenizerData &Tokenizer::data() const { return impl->d; }
 TokenId Tokenizer::find(std::string_view text) const { return impl->lookup(text); }
 bool Tokenizer::isEog(TokenId id) const {
   const TokenizerData &d = impl->d;
-  return id >= 0 && (id == d.eos || id == d.eot || id == d.eom);
+  return id >= 0 && (id == d.eos || id == d.eot || id == d.eom ||
+                     std::find(d.eog.begin(), d.eog.end(), id) != d.eog.end());
 }
 
 void Tokenizer::Impl::encodeSpm(const std::string &text, std::vector<TokenId> &out) const {

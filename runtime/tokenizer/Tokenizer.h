@@ -61,6 +61,9 @@ struct TokenizerData {
   /// Special tokens that swallow the whitespace before (lstrip) or after (rstrip) them when matched in
   /// text (llama.cpp sets these by model name, e.g. rstrip on Phi-3's special tokens).
   std::vector<TokenId> lstripTokens, rstripTokens;
+  /// Further end-of-generation tokens besides eos/eot/eom (llama.cpp adds <|im_end|>, <|end|>,
+  /// <end_of_turn>, ... by their text; see tokenizerFromGGUF).
+  std::vector<TokenId> eog;
 };
 
 /// Error for inconsistent tokenizer data (names what is wrong).
@@ -101,7 +104,7 @@ public:
   const TokenizerData &data() const;
   /// Id of an exact token text, or -1.
   TokenId find(std::string_view text) const;
-  /// True for end-of-generation tokens (eos, eot, eom).
+  /// True for end-of-generation tokens (eos, eot, eom and the extra `eog` ids).
   bool isEog(TokenId id) const;
 
 private:

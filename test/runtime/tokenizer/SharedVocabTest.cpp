@@ -134,6 +134,10 @@ TEST(SharedVocab, Phi3SpecialTokensStripWhitespaceAfter) {
   EXPECT_EQ(std::count(chat.begin(), chat.end(), 13), 0);
   std::vector<TokenId> plain = tok->encode("<|user|>\nHello", false, false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), user), 0);
+  // <|end|> ends a turn: end of generation although the file names only eos.
+  EXPECT_TRUE(tok->isEog(end));
+  EXPECT_TRUE(tok->isEog(tok->data().eos));
+  EXPECT_FALSE(tok->isEog(user));
 }
 
 TEST(SharedVocab, Gpt2) {
