@@ -66,6 +66,7 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
   if (c.m == 0 || c.n == 0)
     return;
   VecDotFn dot = vecDotKernel(c.wType, activeIsa());
+  VecDot4Fn dot4 = vecDot4Kernel(c.wType, activeIsa());
   GGMLType actType = vecDotType(c.wType);
   const float *const x = c.x;
   auto xRow = [&](int64_t i) { return x + static_cast<size_t>(c.xRows ? c.xRows[i] : i) * c.xRowStride; };
@@ -106,7 +107,21 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
     for (int64_t tile = b; tile < e; ++tile) {
       int64_t r0 = (tile / tokTiles) * kRowTile, t0 = (tile % tokTiles) * kTokenTile;
       int64_t r1 = std::min(c.n, r0 + kRowTile), t1 = std::min(c.m, t0 + kTokenTile);
-      for (int64_t t = t0; t < t1; ++t) {
+      int64_t t = t0;
+      if (dot4) {
+        // Four tokens per weight-row pass: each weight block is unpacked once for all four.
+        for (; t + 4 <= t1; t += 4) {
+          const void *a[4] = {actRow(t), actRow(t + 1), actRow(t + 2), actRow(t + 3)};
+          float *yr[4] = {yRow(t), yRow(t + 1), yRow(t + 2), yRow(t + 3)};
+          float out[4];
+          for (int64_t r = r0; r < r1; ++r) {
+            dot4(c.k, w + static_cast<size_t>(r) * c.wRowStride, a, out);
+            for (int j = 0; j < 4; ++j)
+              yr[j][r] = out[j];
+          }
+        }
+      }
+      for (; t < t1; ++t) {
         const void *a = actRow(t);
         float *yr = yRow(t);
         for (int64_t r = r0; r < r1; ++r)

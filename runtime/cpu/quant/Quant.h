@@ -53,6 +53,13 @@ using VecDotFn = float (*)(int64_t k, const void *w, const void *a);
 /// without a specialised kernel for `t` returns the next best one.
 VecDotFn vecDotKernel(GGMLType t, Isa isa);
 
+/// Dot products of one weight row with four activation rows a[0..3] into out[0..3]: each weight block is
+/// unpacked once for the four tokens (prefill). Bit-identical to four VecDotFn calls.
+using VecDot4Fn = void (*)(int64_t k, const void *w, const void *const *a, float *out);
+
+/// The four-token kernel for `t` built for `isa`, or nullptr where there is none (use VecDotFn then).
+VecDot4Fn vecDot4Kernel(GGMLType t, Isa isa);
+
 } // namespace tpc::rt::cpu
 
 #endif // TPC_RUNTIME_CPU_QUANT_QUANT_H

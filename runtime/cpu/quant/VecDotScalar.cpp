@@ -306,18 +306,25 @@ Isa activeIsa() {
   return isa;
 }
 
-VecDotFn vecDotKernel(GGMLType t, Isa isa) {
+namespace {
+/// The kernel table for `isa`, falling back to the best available one below it; built once.
+const VecDotTable &tableFor(Isa isa) {
   static const VecDotTable scalar = scalarVecDotTable();
 #if defined(__x86_64__)
   static const VecDotTable avx2 = isaAvailable(Isa::AVX2) ? avx2VecDotTable(scalar) : scalar;
   static const VecDotTable avx512 = isaAvailable(Isa::AVX512) ? avx512VecDotTable(avx2) : avx2;
   if (isa == Isa::AVX512 && isaAvailable(Isa::AVX512))
-    return avx512.get(t);
+    return avx512;
   if (isa != Isa::Scalar && isaAvailable(Isa::AVX2))
-    return avx2.get(t);
+    return avx2;
 #endif
-  return scalar.get(t);
+  return scalar;
 }
+} // namespace
+
+VecDotFn vecDotKernel(GGMLType t, Isa isa) { return tableFor(isa).get(t); }
+
+VecDot4Fn vecDot4Kernel(GGMLType t, Isa isa) { return tableFor(isa).get4(t); }
 
 void fp16ToFp32Row(const uint16_t *src, float *dst, int64_t n) {
 #if defined(__x86_64__)

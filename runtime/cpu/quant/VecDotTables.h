@@ -15,8 +15,16 @@ namespace tpc::rt::cpu {
 struct VecDotTable {
   static constexpr uint32_t kSize = 40;
   VecDotFn fns[kSize] = {};
+  VecDot4Fn fns4[kSize] = {};
   /// Installs the kernel for `t`.
   void set(GGMLType t, VecDotFn f) { fns[static_cast<uint32_t>(t)] = f; }
+  /// Installs the four-token kernel for `t`.
+  void set4(GGMLType t, VecDot4Fn f) { fns4[static_cast<uint32_t>(t)] = f; }
+  /// The four-token kernel for `t`, or nullptr.
+  VecDot4Fn get4(GGMLType t) const {
+    uint32_t i = static_cast<uint32_t>(t);
+    return i < kSize ? fns4[i] : nullptr;
+  }
   /// The kernel for `t`, or nullptr.
   VecDotFn get(GGMLType t) const {
     uint32_t i = static_cast<uint32_t>(t);

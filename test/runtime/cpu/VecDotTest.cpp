@@ -182,5 +182,38 @@ TEST_P(VecDotIsa, ExtremeQuantsDoNotSaturate) {
   }
 }
 
+TEST_P(VecDotIsa, FourTokenKernelsEqualSingleTokenKernels) {
+  Isa isa = GetParam();
+  if (!isaAvailable(isa))
+    GTEST_SKIP() << "this CPU has no " << isaName(isa);
+  std::mt19937 rng(77);
+  int covered = 0;
+  for (GGMLType t : supportedTypes()) {
+    VecDot4Fn f4 = vecDot4Kernel(t, isa);
+    if (!f4)
+      continue;
+    ++covered;
+    const int64_t k = 1024 + 32 * (ggmlTypeInfo(t).blockElems == 32); // odd block count for 32-blocks
+    // Real-valued scales here: bit-identity must hold for any inputs, not only exact ones.
+    std::vector<float> wf = randomFloats(k, 5);
+    std::vector<uint8_t> w(rowBytes(t, k));
+    quantizeRow(t, wf.data(), w.data(), k);
+    std::vector<std::vector<uint8_t>> acts;
+    const void *ap[4];
+    for (int j = 0; j < 4; ++j) {
+      std::vector<float> xf = randomFloats(k, 100 + j);
+      acts.emplace_back(rowBytes(vecDotType(t), k));
+      quantizeRow(vecDotType(t), xf.data(), acts.back().data(), k);
+      ap[j] = acts.back().data();
+    }
+    float out[4];
+    f4(k, w.data(), ap, out);
+    for (int j = 0; j < 4; ++j)
+      ASSERT_EQ(floatToBits(out[j]), floatToBits(vecDotKernel(t, isa)(k, w.data(), ap[j])))
+          << ggmlTypeName(t) << " token " << j;
+  }
+  EXPECT_GE(covered, 4) << "expected four-token kernels for q4_0, q8_0, q4_K, q6_K";
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, VecDotIsa, ::testing::Values(Isa::AVX2, Isa::AVX512),
                          [](const ::testing::TestParamInfo<Isa> &i) { return std::string(isaName(i.param)); });
