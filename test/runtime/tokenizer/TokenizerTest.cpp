@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <random>
 
 using namespace tpc::rt;
 
@@ -271,6 +272,43 @@ TEST(Unicode, Flags) {
   EXPECT_TRUE(unicode::flags(0x1F999) & unicode::Symbol); // 🦙
   EXPECT_EQ(unicode::flags(0x378), unicode::Undefined);
   EXPECT_EQ(unicode::flags(0x110000), 0u);
+}
+
+TEST(TokenizerRobustness, RandomTextRoundTrip) {
+  // BPE: arbitrary bytes, malformed UTF-8 included, come back exactly (byte-level alphabet). SPM: any
+  // valid UTF-8 without U+2581 comes back through byte fallback (a literal U+2581 reads as a space, and a
+  // stray lead byte before a space swallows its U+2581 into a byte run, as in llama.cpp).
+  Tokenizer spm(spmVocab({{"\xE2\x96\x81", -1},
+                          {"a", -1},
+                          {"\xE2\x96\x81"
+                           "a",
+                           -2},
+                          {"\xC3\xA9", -1}}));
+  TokenizerData bd = bpeVocab({"a b", "\xC4\xA0 a"});
+  bd.cleanSpaces = false; // " !" would lose its space on purpose
+  Tokenizer bpe(bd);
+  std::mt19937 gen(42);
+  const char bytes[] = {'a',    'b',    ' ',    '\n',   '\t',   '\'',   '1',    '!',
+                        '\xC3', '\xA9', '\xE2', '\x96', '\x81', '\xF0', '\xFF', '\0'};
+  const char *chars[] = {"a",           "b", " ", "  ",       "\n",           "\t",
+                         "'",           "1", "!", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\xA6\x99",
+                         "\xE4\xB8\xAD"};
+  for (int trial = 0; trial < 500; ++trial) {
+    std::string raw, valid;
+    size_t len = gen() % 24;
+    for (size_t i = 0; i < len; ++i) {
+      raw += bytes[gen() % sizeof bytes];
+      valid += chars[gen() % (sizeof chars / sizeof *chars)];
+    }
+    EXPECT_EQ(spm.decode(spm.encode(valid, true)), valid) << "spm trial " << trial;
+    EXPECT_EQ(bpe.decode(bpe.encode(raw, false)), raw) << "bpe trial " << trial;
+    for (const char *p : {"gpt2", "llama3", "qwen2", "default"}) {
+      std::string joined;
+      for (const std::string &piece : unicode::preTokenize(raw, p))
+        joined += piece;
+      EXPECT_EQ(joined, raw) << p << " trial " << trial; // pieces cover the text exactly
+    }
+  }
 }
 
 TEST(TokenizerValidation, ClearErrors) {
