@@ -45,6 +45,27 @@ FailureOr<SmallVector<StateAttr>> requireAllMirrored(Operation *op,
 
 #include "dialects/tpc/IR/TpcInterfaces.h.inc"
 
+namespace mlir::tpc::OpTrait {
+/// Verifies an op by running its inferReturnTypes with the op's location, so shape errors get the
+/// inference's precise message, and a wrong result type gets one clear error (it runs before
+/// InferTypeOpInterface's own check, which adds "failed to infer returned types").
+template <typename ConcreteType>
+class VerifyByInference : public ::mlir::OpTrait::TraitBase<ConcreteType, VerifyByInference> {
+public:
+  static LogicalResult verifyTrait(Operation *op) {
+    SmallVector<Type, 2> types;
+    if (failed(ConcreteType::inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                              op->getRawDictionaryAttrs(),
+                                              op->getPropertiesStorage(), op->getRegions(), types)))
+      return failure();
+    if (!ConcreteType::isCompatibleReturnTypes(types, op->getResultTypes()))
+      return op->emitOpError() << "result type(s) " << op->getResultTypes()
+                               << " differ from the inferred type(s) " << TypeRange(types);
+    return success();
+  }
+};
+} // namespace mlir::tpc::OpTrait
+
 #define GET_OP_CLASSES
 #include "dialects/tpc/IR/TpcOps.h.inc"
 

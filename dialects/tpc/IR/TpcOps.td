@@ -26,9 +26,16 @@ include "dialects/tpc/IR/TpcInterfaces.td"
 class Tpc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tpc_Dialect, mnemonic, !listconcat(traits, [Tpc_SplitStateInterface])>;
 
+/// Verifies an op by running its type inference with diagnostics on. Listed before InferTypeOpAdaptor:
+/// traits verify in order, so a shape error is reported by the precise message of the inference rather
+/// than by InferTypeOpInterface's generic "failed to infer returned types".
+def Tpc_VerifyByInference : NativeOpTrait<"VerifyByInference"> {
+  let cppNamespace = "::mlir::tpc::OpTrait";
+}
+
 /// A side-effect-free op whose result type is computed from its operands and attributes.
 class Tpc_InferOp<string mnemonic, list<Trait> traits = []>
-    : Tpc_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)>;
+    : Tpc_Op<mnemonic, !listconcat([Pure, Tpc_VerifyByInference, InferTypeOpAdaptor], traits)>;
 
 /// One-operand op with a readable `%x {attrs} : A -> B` form.
 class Tpc_UnaryShapeOp<string mnemonic, list<Trait> traits = []>
@@ -71,7 +78,7 @@ def Tpc_AddOp : Tpc_BinaryOp<"add"> {
   }];
 }
 
-def Tpc_AttentionOp : Tpc_Op<"attention", [InferTypeOpAdaptor]> {
+def Tpc_AttentionOp : Tpc_Op<"attention", [Tpc_VerifyByInference, InferTypeOpAdaptor]> {
   let summary = "Causal multi-head attention over the KV cache, after appending the new keys/values.";
   let description = [{
     Appends `k`/`v` of every token at its position `pos` to `cache`, then computes for each query token
@@ -487,7 +494,7 @@ def Tpc_AllGatherOp : Tpc_CommOp<"all_gather"> {
   let arguments = (ins Tpc_Tensor:$x, I64Attr:$axis);
 }
 
-def Tpc_AllReduceOp : Tpc_Op<"all_reduce", [Pure, InferTypeOpAdaptor]> {
+def Tpc_AllReduceOp : Tpc_Op<"all_reduce", [Pure, Tpc_VerifyByInference, InferTypeOpAdaptor]> {
   let summary = "Sums partial values over all devices (partial -> mirrored).";
   let description = [{
     Each operand holds, on every device, an addend of the value (`partial`); each result is the sum,
