@@ -16,8 +16,11 @@ namespace tpc::rt::exec {
 namespace {
 std::string shapeStr(const TensorRef &t) { return fmt::format("[{}]", fmt::join(t.shape, ",")); }
 
-bool isF32(const TensorRef &t) { return !t.isWeight && t.dtype == DType::F32; }
-bool isI32(const TensorRef &t) { return !t.isWeight && t.dtype == DType::I32; }
+/// f32 data: an activation, or an f32 weight (norm weights, biases, freq factors read in place).
+bool isF32(const TensorRef &t) {
+  return t.dtype == DType::F32 && (!t.isWeight || t.wtype == GGMLType::F32);
+}
+bool isI32(const TensorRef &t) { return t.dtype == DType::I32 && (!t.isWeight || t.wtype == GGMLType::I32); }
 /// Readable as f32 rows: an f32 tensor or a weight of a type the CPU backend dequantizes.
 bool isRows(const TensorRef &t) { return isF32(t) || (t.isWeight && cpu::supportsType(t.wtype)); }
 

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,7 +33,14 @@ int main(int argc, char **argv) {
   for (auto &[order, fn] : commands)
     fn(app);
   try {
-    app.parse(argc, argv);
+    // llama-bench's two-letter flags (`tpc run --bench -pp 512 -tg 128`): CLI11 only declares one-letter
+    // short names, so these two spellings become --pp/--tg (see RunCommand.cpp).
+    std::vector<std::string> args(argv + 1, argv + argc);
+    for (std::string &a : args)
+      if (a == "-pp" || a == "-tg")
+        a = "-" + a;
+    std::reverse(args.begin(), args.end()); // CLI11 parses a reversed vector
+    app.parse(args);
   } catch (const CLI::ParseError &e) {
     return app.exit(e);
   } catch (const tpc::cli::Failure &e) {

@@ -1,0 +1,342 @@
+//===- FixtureTest.cpp - a hand-built llama plan against the reference logits --===//
+//
+// Builds the tiny-llama forward pass (fixtures/README.md) as a device plan by hand, through the same
+// builder API the compiler's emitter uses, for 1 device and for 2 and 3 devices (Q heads split in whole
+// GQA sub-groups, KV heads given to every device that needs them, FFN split unevenly, two all-reduces per
+// layer, weights read through strided pieces). The plan is written to a file, loaded with loadPlan (GGUF
+// fingerprint checked) and evaluated teacher-forced as the README describes; the 28 rows must match the
+// reference within the fixture's tolerances. Skips with a message when the shared fixtures are absent.
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Executor.h"
+
+#include "compiler/gguf/GGUFFile.h"
+#include "compiler/tokenizer/GGUFTokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace tpc;
+using namespace tpc::rt;
+
+namespace {
+
+/// Where one device's share of the model lies.
+struct Share {
+  int64_t q0, nq;  ///< query heads
+  int64_t kv0, nkv; ///< KV heads (may repeat on several devices)
+  int64_t f0, nf;  ///< FFN rows
+};
+
+class LlamaPlanBuilder {
+public:
+  LlamaPlanBuilder(const gguf::GGUFFile &f) : f_(f) {}
+
+  Plan build(const std::vector<Share> &shares, int64_t maxBatch) {
+    Plan p;
+    p.compilerVersion = "hand-built test";
+    p.ggufPath = f_.path();
+    p.ggufSize = f_.fileSize();
+    auto fp = ggufFingerprint(f_.path());
+    EXPECT_TRUE(fp);
+    p.ggufFingerprint = *fp;
+    const int64_t e = *f_.getU32("llama.embedding_length"), layers = *f_.getU32("llama.block_count");
+    const int64_t h = *f_.getU32("llama.attention.head_count"), hkv = *f_.getU32("llama.attention.head_count_kv");
+    const float eps = *f_.getF32("llama.attention.layer_norm_rms_epsilon");
+    const float base = *f_.getF32Or("llama.rope.freq_base", 10000.0f);
+    const int64_t d = e / h, group = h / hkv;
+    const int64_t vocab = f_.findTensor("output.weight")->ne[1];
+    p.model = {"llama", vocab, 2048, maxBatch, 256};
+    auto tk = tokenizerFromGGUF(f_);
+    EXPECT_TRUE(tk);
+    const TokenizerData &t = *tk;
+    p.tokenizer = {t.model, t.pre, t.tokens, t.scores, t.tokenTypes, t.merges, t.bos, t.eos, t.unk, t.pad, t.sep,
+                   t.eot, t.eom, t.addBos, t.addEos, t.addSpacePrefix, t.ignoreMerges, t.cleanSpaces, ""};
+    for (const Share &s : shares) {
+      EXPECT_EQ(s.q0 / group, s.kv0); // whole sub-groups of one KV head range
+      p.devices.emplace_back();
+      dev_ = &p.devices.back();
+      used_ = 0;
+      wUsed_ = 0;
+      DevicePlanBuilder b(*dev_);
+      int32_t tok = b.io(Storage::InputTokens, DType::I32, {-1});
+      int32_t pos = b.io(Storage::InputPositions, DType::I32, {-1});
+      int32_t logits = b.io(Storage::OutputLogits, DType::F32, {-1, vocab});
+      int32_t x = act({-1, e});
+      b.step(OpKind::GetRows, {whole("token_embd.weight"), tok}, {x});
+      for (int64_t l = 0; l < layers; ++l) {
+        auto n = [&](const char *w) { return fmt("blk.%lld.%s.weight", (long long)l, w); };
+        int32_t hN = act({-1, e});
+        b.step(OpKind::RmsNorm, {x, whole(n("attn_norm"))}, {hN}, {}, {eps});
+        int32_t q = act({-1, s.nq * d}), k = act({-1, s.nkv * d}), v = act({-1, s.nkv * d});
+        b.step(OpKind::Matmul, {hN, rows(n("attn_q"), s.q0 * d, s.nq * d)}, {q});
+        b.step(OpKind::Matmul, {hN, rows(n("attn_k"), s.kv0 * d, s.nkv * d)}, {k});
+        b.step(OpKind::Matmul, {hN, rows(n("attn_v"), s.kv0 * d, s.nkv * d)}, {v});
+        int32_t q3 = b.view(q, DType::F32, {-1, s.nq, d}), k3 = b.view(k, DType::F32, {-1, s.nkv, d});
+        int32_t v3 = b.view(v, DType::F32, {-1, s.nkv, d});
+        int32_t qr = act({-1, s.nq, d}), kr = act({-1, s.nkv, d}), o = act({-1, s.nq, d});
+        b.step(OpKind::Rope, {q3, pos}, {qr}, {0, d}, {base, 1.0f});
+        b.step(OpKind::Rope, {k3, pos}, {kr}, {0, d}, {base, 1.0f});
+        int32_t cache = b.addKv({static_cast<int32_t>(l), static_cast<int32_t>(s.nkv), static_cast<int32_t>(d),
+                                 static_cast<int32_t>(d), DType::F16, Placement::Device});
+        dev_->kvBytesPerToken += s.nkv * 2 * d * 2;
+        b.step(OpKind::Attention, {qr, kr, v3, pos}, {o}, {cache, 0}, {1.0f / std::sqrt(float(d)), 0.0f});
+        int32_t o2 = b.view(o, DType::F32, {-1, s.nq * d}), pa = act({-1, e});
+        b.step(OpKind::Matmul, {o2, cols(n("attn_output"), s.q0 * d, s.nq * d)}, {pa});
+        b.step(OpKind::AllReduce, {pa}, {pa}, {}, {}, n("attn_ar"));
+        b.step(OpKind::Add, {x, pa}, {x});
+        int32_t h2 = act({-1, e}), g = act({-1, s.nf}), u = act({-1, s.nf}), a = act({-1, s.nf}), pf = act({-1, e});
+        b.step(OpKind::RmsNorm, {x, whole(n("ffn_norm"))}, {h2}, {}, {eps});
+        b.step(OpKind::Matmul, {h2, rows(n("ffn_gate"), s.f0, s.nf)}, {g});
+        b.step(OpKind::Matmul, {h2, rows(n("ffn_up"), s.f0, s.nf)}, {u});
+        b.step(OpKind::Glu, {g, u}, {a}, {0});
+        b.step(OpKind::Matmul, {a, cols(n("ffn_down"), s.f0, s.nf)}, {pf});
+        b.step(OpKind::AllReduce, {pf}, {pf}, {}, {}, n("ffn_ar"));
+        b.step(OpKind::Add, {x, pf}, {x});
+      }
+      int32_t xf = act({-1, e});
+      b.step(OpKind::RmsNorm, {x, whole("output_norm.weight")}, {xf}, {}, {eps});
+      b.step(OpKind::Matmul, {xf, whole("output.weight")}, {logits});
+    }
+    return p;
+  }
+
+private:
+  static std::string fmt(const char *f, long long l, const char *w) {
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), f, l, w);
+    return buf;
+  }
+  int32_t act(std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (size_t i = 0; i < shape.size(); ++i)
+      n *= shape[i] == -1 ? 64 : shape[i]; // every plan here uses max_batch <= 64
+    uint64_t off = used_;
+    used_ += (n * 4 + 63) / 64 * 64;
+    dev_->activationBytes = used_;
+    return DevicePlanBuilder(*dev_).activation(DType::F32, std::move(shape), off);
+  }
+  int32_t slice(const std::string &name, GGMLType type, std::vector<int64_t> shape, WeightPiece piece) {
+    WeightSlice w{name, type, std::move(shape), wUsed_, piece.rows * piece.rowBytes, {piece}};
+    wUsed_ += (w.bytes + 63) / 64 * 64;
+    dev_->weightBytes = wUsed_;
+    DevicePlanBuilder b(*dev_);
+    return b.weight(b.addWeight(std::move(w)));
+  }
+  const gguf::TensorInfo &info(const std::string &name) {
+    const gguf::TensorInfo *t = f_.findTensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    return *t;
+  }
+  int32_t whole(const std::string &name) {
+    const auto &t = info(name);
+    uint64_t rb = *ggmlRowBytes(t.type, t.ne[0]), nrows = t.nelements / t.ne[0];
+    std::vector<int64_t> shape(t.ne.rbegin(), t.ne.rend());
+    return slice(name, t.type, shape, {t.fileOffset, rb, rb, nrows});
+  }
+  /// Rows [r0, r0 + n) of a 2-D weight.
+  int32_t rows(const std::string &name, int64_t r0, int64_t n) {
+    const auto &t = info(name);
+    uint64_t rb = *ggmlRowBytes(t.type, t.ne[0]);
+    return slice(name, t.type, {n, int64_t(t.ne[0])}, {t.fileOffset + r0 * rb, rb, rb, uint64_t(n)});
+  }
+  /// Columns [c0, c0 + n) of every row (whole quant blocks).
+  int32_t cols(const std::string &name, int64_t c0, int64_t n) {
+    const auto &t = info(name);
+    uint64_t rb = *ggmlRowBytes(t.type, t.ne[0]);
+    auto skip = ggmlRowBytes(t.type, c0), part = ggmlRowBytes(t.type, n);
+    EXPECT_TRUE(skip && part) << name << ": split not on a block boundary";
+    return slice(name, t.type, {int64_t(t.ne[1]), n}, {t.fileOffset + *skip, rb, *part, t.ne[1]});
+  }
+
+  const gguf::GGUFFile &f_;
+  DevicePlan *dev_ = nullptr;
+  uint64_t used_ = 0, wUsed_ = 0;
+};
+
+struct Reference {
+  std::vector<int32_t> prompt, greedy;
+  std::vector<float> logits;
+  float tolMax = 0, tolRms = 0;
+};
+
+/// The few ref.json fields we need, read with a tiny scanner (integer arrays and two numbers).
+Reference readReference(const std::string &dir, const std::string &name) {
+  Reference r;
+  std::ifstream js(dir + "/" + name + ".ref.json");
+  std::string text((std::istreambuf_iterator<char>(js)), {});
+  auto intArray = [&](const std::string &key) {
+    std::vector<int32_t> v;
+    size_t at = text.find("\"" + key + "\"");
+    size_t b = text.find('[', at), e = text.find(']', b);
+    std::string body = text.substr(b + 1, e - b - 1);
+    for (char *p = body.data(); *p;) {
+      char *end;
+      long x = std::strtol(p, &end, 10);
+      if (end == p) {
+        ++p;
+        continue;
+      }
+      v.push_back(static_cast<int32_t>(x));
+      p = end;
+    }
+    return v;
+  };
+  auto number = [&](const std::string &key) {
+    size_t at = text.find("\"" + key + "\"");
+    return std::strtof(text.c_str() + text.find(':', at) + 1, nullptr);
+  };
+  r.prompt = intArray("prompt_ids");
+  r.greedy = intArray("greedy_ids");
+  r.tolMax = number("tol_max_abs");
+  r.tolRms = number("tol_rms");
+  std::ifstream lf(dir + "/" + name + ".logits.f32", std::ios::binary);
+  lf.seekg(0, std::ios::end);
+  r.logits.resize(static_cast<size_t>(lf.tellg()) / 4);
+  lf.seekg(0);
+  lf.read(reinterpret_cast<char *>(r.logits.data()), r.logits.size() * 4);
+  return r;
+}
+
+void checkFixture(const std::string &name, const std::vector<std::vector<Share>> &splits) {
+  const char *shared = std::getenv("TPC_SHARED_DIR");
+  std::string dir = shared ? std::string(shared) + "/fixtures" : "";
+  if (!shared || !std::ifstream(dir + "/" + name + ".gguf"))
+    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << name << ".gguf not found; set TPC_SHARED_DIR to ../shared";
+  auto file = gguf::GGUFFile::open(dir + "/" + name + ".gguf");
+  ASSERT_TRUE(file) << file.error();
+  Reference ref = readReference(dir, name);
+  ASSERT_EQ(ref.logits.size(), (ref.prompt.size() + ref.greedy.size()) * 512);
+  for (const auto &shares : splits) {
+    SCOPED_TRACE(name + " on " + std::to_string(shares.size()) + " devices");
+    LlamaPlanBuilder builder(**file);
+    Plan plan = builder.build(shares, 16);
+    std::string path = ::testing::TempDir() + "tpc-llama-" + std::to_string(::getpid()) + ".plan";
+    ASSERT_TRUE(writePlan(plan, path));
+    auto loaded = loadPlan(path);
+    std::remove(path.c_str());
+    ASSERT_TRUE(loaded) << loaded.message();
+    SessionOptions o;
+    o.threads = 2;
+    o.ctxSize = 64;
+    auto s = Session::open(std::move(*loaded), o);
+    ASSERT_TRUE(s) << s.message();
+    std::vector<int32_t> pos(ref.prompt.size());
+    for (size_t i = 0; i < pos.size(); ++i)
+      pos[i] = static_cast<int32_t>(i);
+    auto rows = (*s)->evaluate(ref.prompt, pos);
+    ASSERT_TRUE(rows) << rows.message();
+    std::vector<float> got = *rows;
+    for (size_t k = 0; k < ref.greedy.size(); ++k) {
+      auto r = (*s)->evaluate({ref.greedy[k]}, {static_cast<int32_t>(ref.prompt.size() + k)});
+      ASSERT_TRUE(r) << r.message();
+      got.insert(got.end(), r->begin(), r->end());
+    }
+    double maxAbs = 0, sq = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      double dlt = std::fabs(got[i] - ref.logits[i]);
+      maxAbs = std::max(maxAbs, dlt);
+      sq += dlt * dlt;
+    }
+    double rms = std::sqrt(sq / got.size());
+    EXPECT_LE(maxAbs, ref.tolMax);
+    EXPECT_LE(rms, ref.tolRms);
+    std::printf("[ fixture  ] %s devices=%zu max|d|=%.5f rms=%.6f (tol %.3g / %.3g)\n", name.c_str(), shares.size(),
+                maxAbs, rms, ref.tolMax, ref.tolRms);
+  }
+}
+
+// tiny-llama: 8 query heads in 2 KV groups of 4, head dim 32, FFN 768.
+const std::vector<Share> kOne = {{0, 8, 0, 2, 0, 768}};
+const std::vector<Share> kTwo = {{0, 4, 0, 1, 0, 416}, {4, 4, 1, 1, 416, 352}};
+const std::vector<Share> kThree = {{0, 4, 0, 1, 0, 320}, {4, 2, 1, 1, 320, 256}, {6, 2, 1, 1, 576, 192}};
+
+TEST(Fixture, TinyLlamaF32OnOneTwoThreeDevices) { checkFixture("tiny-llama", {kOne, kTwo, kThree}); }
+
+TEST(Fixture, TinyLlamaQ8_0OnOneAndTwoDevices) {
+  // Q8_0 blocks are 32 wide: the FFN split must be a multiple of 32 (416/352 is).
+  checkFixture("tiny-llama-Q8_0", {kOne, kTwo});
+}
+
+TEST(Fixture, TinyLlamaQ4KMOnOneDevice) { checkFixture("tiny-llama-Q4_K_M", {kOne}); }
+
+} // namespace
+
+namespace {
+
+/// Runs a shell command, returning its exit status and stdout.
+std::pair<int, std::string> shell(const std::string &cmd) {
+  std::string out;
+  FILE *p = ::popen(cmd.c_str(), "r");
+  if (!p)
+    return {-1, out};
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
+    out.append(buf, n);
+  int rc = ::pclose(p);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+TEST(TpcRun, GreedyDumpMatchesReferenceOnTwoDevices) {
+  const char *shared = std::getenv("TPC_SHARED_DIR");
+  std::string dir = shared ? std::string(shared) + "/fixtures" : "";
+  if (!shared || !std::ifstream(dir + "/tiny-llama.gguf"))
+    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/tiny-llama.gguf not found; set TPC_SHARED_DIR to ../shared";
+  const std::string tpc = std::string(TPC_BINARY_DIR) + "/bin/tpc";
+  if (::access(tpc.c_str(), X_OK) != 0)
+    GTEST_SKIP() << tpc << " not built";
+  auto file = gguf::GGUFFile::open(dir + "/tiny-llama.gguf");
+  ASSERT_TRUE(file);
+  Reference ref = readReference(dir, "tiny-llama");
+  LlamaPlanBuilder builder(**file);
+  const std::string base = ::testing::TempDir() + "tpc-run-" + std::to_string(::getpid());
+  ASSERT_TRUE(writePlan(builder.build(kTwo, 8), base + ".plan"));
+  std::string ids;
+  for (size_t i = 0; i < ref.prompt.size(); ++i)
+    ids += (i ? "," : "") + std::to_string(ref.prompt[i]);
+  // max_batch 8 < 12 prompt tokens: the prompt runs in two chunks.
+  auto [rc, out] = shell(tpc + " run " + base + ".plan --prompt-ids " + ids + " --greedy -n 16 -t 2 --dump-logits " +
+                         base + ".f32 2>/dev/null");
+  ASSERT_EQ(rc, 0) << out;
+  std::string want;
+  for (size_t i = 0; i < ref.greedy.size(); ++i)
+    want += (i ? "," : "") + std::to_string(ref.greedy[i]);
+  EXPECT_NE(out.find("generated ids: " + want), std::string::npos) << out;
+  std::ifstream lf(base + ".f32", std::ios::binary);
+  std::vector<float> got(ref.logits.size());
+  lf.read(reinterpret_cast<char *>(got.data()), got.size() * 4);
+  EXPECT_EQ(lf.gcount(), static_cast<std::streamsize>(got.size() * 4));
+  float maxAbs = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    maxAbs = std::max(maxAbs, std::fabs(got[i] - ref.logits[i]));
+  EXPECT_LE(maxAbs, ref.tolMax);
+
+  // Text in, text out, and the bench table.
+  auto [rc2, text] = shell(tpc + " run " + base + ".plan -p 'Once upon a time' -n 4 --greedy -t 2 2>&1");
+  EXPECT_EQ(rc2, 0) << text;
+  EXPECT_NE(text.find("Once upon a time"), std::string::npos) << text;
+  auto [rc3, bench] = shell(tpc + " run " + base + ".plan --bench -pp 16 -tg 4 -r 2 -t 2 2>&1");
+  EXPECT_EQ(rc3, 0) << bench;
+  EXPECT_NE(bench.find("| pp16 |"), std::string::npos) << bench;
+  EXPECT_NE(bench.find("| tg4 |"), std::string::npos) << bench;
+
+  // One-line errors naming the flag or file.
+  auto [rc4, err] = shell(tpc + " run " + base + ".plan --prompt-ids 1,x,3 2>&1");
+  EXPECT_EQ(rc4, 1);
+  EXPECT_NE(err.find("--prompt-ids: 'x'"), std::string::npos) << err;
+  auto [rc5, err2] = shell(tpc + " run " + base + ".plan --prompt-ids 1,2 -n 100 --ctx-size 50 2>&1");
+  EXPECT_EQ(rc5, 1);
+  EXPECT_NE(err2.find("--ctx-size"), std::string::npos) << err2;
+  auto [rc6, err3] = shell(tpc + " run " + base + ".missing --prompt-ids 1 2>&1");
+  EXPECT_EQ(rc6, 1);
+  EXPECT_NE(err3.find(base + ".missing"), std::string::npos) << err3;
+  std::remove((base + ".plan").c_str());
+  std::remove((base + ".f32").c_str());
+}
+
+} // namespace
