@@ -82,7 +82,8 @@ LogicalResult StateAttr::verify(function_ref<InFlightDiagnostic()> emitError, St
 }
 
 /// Parses `mirrored`, `partial`, `local device = D` or
-/// `split axis = A, sizes = [...] (, granule = G)? (, segments = S)?` between `<` and `>`.
+/// `split axis = A, sizes = [...]` with optional `, granule = G` and `, segments = S`, between `<`
+/// and `>`.
 Attribute StateAttr::parse(AsmParser &p, Type) {
   MLIRContext *ctx = p.getContext();
   SMLoc loc = p.getCurrentLocation();
@@ -113,12 +114,23 @@ Attribute StateAttr::parse(AsmParser &p, Type) {
           return p.parseInteger(sizes.emplace_back());
         }))
       return {};
-    if (succeeded(p.parseOptionalComma()) &&
-        (p.parseKeyword("granule") || p.parseEqual() || p.parseInteger(granule)))
-      return {};
-    if (succeeded(p.parseOptionalComma()) &&
-        (p.parseKeyword("segments") || p.parseEqual() || p.parseInteger(segments)))
-      return {};
+    // Optional `granule = G` and `segments = S`, each at most once, in either order.
+    bool seenGranule = false, seenSegments = false;
+    while (succeeded(p.parseOptionalComma())) {
+      SMLoc keyLoc = p.getCurrentLocation();
+      StringRef key;
+      if (p.parseKeyword(&key))
+        return {};
+      bool *seen = key == "granule" ? &seenGranule : key == "segments" ? &seenSegments : nullptr;
+      if (!seen || *seen) {
+        p.emitError(keyLoc) << (seen ? "duplicate '" : "unexpected '") << key
+                            << "' in split state, expected granule or segments (once each)";
+        return {};
+      }
+      *seen = true;
+      if (p.parseEqual() || p.parseInteger(key == "granule" ? granule : segments))
+        return {};
+    }
     break;
   }
   }

@@ -151,6 +151,12 @@ static LogicalResult verifyFunctionState(Operation *op, NamedAttribute attr, Typ
 
 LogicalResult TpcDialect::verifyRegionArgAttribute(Operation *op, unsigned regionIndex,
                                                    unsigned argIndex, NamedAttribute attr) {
+  // Function declarations have no entry block: take the type from the signature.
+  if (auto fn = dyn_cast<FunctionOpInterface>(op)) {
+    if (argIndex >= fn.getArgumentTypes().size())
+      return success();
+    return verifyFunctionState(op, attr, fn.getArgumentTypes()[argIndex], "argument", argIndex);
+  }
   Region &region = op->getRegion(regionIndex);
   if (region.empty() || argIndex >= region.getNumArguments())
     return success();
