@@ -68,6 +68,16 @@ int main(int argc, char **argv) {
   if (threads.empty())
     threads = {1, 2};
   std::printf("isa: %s\n", isaName(activeIsa()));
+  // Hand-off latency: decode issues thousands of small jobs per token.
+  for (int th : threads) {
+    ThreadGroup g(th);
+    std::vector<int64_t> sink(static_cast<size_t>(th) * 16);
+    const int reps = 20000;
+    double t0 = seconds();
+    for (int r = 0; r < reps; ++r)
+      g.parallelFor(th, [&](int64_t b, int64_t, int t) { sink[static_cast<size_t>(t) * 16] += b; });
+    std::printf("parallelFor hand-off, %d thread(s): %.2f us per job\n", th, (seconds() - t0) / reps * 1e6);
+  }
   const GGMLType types[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::F16};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}};
   const int64_t k = 4096;

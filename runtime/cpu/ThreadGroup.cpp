@@ -1,7 +1,10 @@
 //===- ThreadGroup.cpp - fixed worker threads for CPU kernels --------------===//
 //
-// Hand-off protocol: the caller stores the job, sets pending = nThreads - 1 and bumps the generation;
-// each worker runs its chunk and decrements pending; the caller runs chunk 0 and waits for pending == 0.
+// Hand-off protocol: the caller publishes the job under a seqlock-style generation (odd while writing),
+// then every thread claims chunks with a compare-and-swap of the job's generation into claim_[chunk]
+// (its own chunk first, then any unclaimed one) and counts finished chunks in done_; the caller returns
+// when done_ reaches the chunk count. A worker that wakes late finds every chunk claimed and goes back to
+// waiting, so the caller never waits for a thread that has not started.
 // Waiting spins with a pause hint, then yields, and a worker idle for ~2 ms sleeps on a condition
 // variable so an idle group costs no CPU (the machine is shared with builds and other groups).
 //===----------------------------------------------------------------------===//
@@ -53,6 +56,9 @@ ThreadGroup::ThreadGroup(int nThreads) : nThreads_(nThreads) {
     throw std::invalid_argument("thread group: thread count " + std::to_string(nThreads) +
                                 " is out of range (1..1024)");
   scratch_.resize(static_cast<size_t>(nThreads));
+  claim_.reset(new std::atomic<uint64_t>[static_cast<size_t>(nThreads)]);
+  for (int t = 0; t < nThreads; ++t)
+    claim_[t].store(0);
   workers_.reserve(static_cast<size_t>(nThreads - 1));
   for (int t = 1; t < nThreads; ++t)
     workers_.emplace_back([this, t] { workerLoop(t); });
@@ -61,36 +67,41 @@ ThreadGroup::ThreadGroup(int nThreads) : nThreads_(nThreads) {
 ThreadGroup::~ThreadGroup() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_.store(true, std::memory_order_release);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    stop_.store(true);
+    generation_.fetch_add(2);
   }
   wake_.notify_all();
   for (std::thread &w : workers_)
     w.join();
 }
 
-void ThreadGroup::runChunk(int thread) {
-  int64_t begin = jobChunk_ * thread;
-  int64_t end = std::min(jobN_, begin + jobChunk_);
-  if (begin >= end)
-    return;
-  try {
-    (*job_)(begin, end, thread);
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (!error_)
-      error_ = std::current_exception();
+void ThreadGroup::runChunks(int thread, uint64_t gen, const RangeFn *job, int64_t n, int64_t chunk,
+                            int chunks) {
+  for (int i = 0; i < chunks; ++i) {
+    int c = (thread + i) % chunks; // own chunk first, then the others in turn
+    uint64_t seen = claim_[c].load();
+    if (seen >= gen || !claim_[c].compare_exchange_strong(seen, gen))
+      continue; // taken (by this job, or the job is already over)
+    int64_t begin = chunk * c, end = std::min(n, begin + chunk);
+    try {
+      (*job)(begin, end, thread);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(errorMutex_);
+      if (!error_)
+        error_ = std::current_exception();
+    }
+    done_.fetch_add(1);
   }
 }
 
 void ThreadGroup::workerLoop(int thread) {
   uint64_t seen = 0;
   for (;;) {
-    // Wait for a new generation: spin, then yield, then sleep.
+    // Wait for a new, fully published generation: spin, then yield, then sleep.
     uint64_t g = generation_.load(std::memory_order_acquire);
     auto start = std::chrono::steady_clock::now();
     int spins = 0;
-    while (g == seen) {
+    while (g == seen || (g & 1)) {
       if (spins < kSpinIterations) {
         ++spins;
         cpuRelax();
@@ -106,11 +117,16 @@ void ThreadGroup::workerLoop(int thread) {
       }
       g = generation_.load(std::memory_order_acquire);
     }
-    seen = g;
-    if (stop_.load(std::memory_order_acquire))
+    if (stop_.load())
       return;
-    runChunk(thread);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    const RangeFn *job = job_.load(std::memory_order_relaxed);
+    int64_t n = jobN_.load(std::memory_order_relaxed), chunk = jobChunk_.load(std::memory_order_relaxed);
+    int chunks = jobChunks_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    seen = g;
+    if (generation_.load(std::memory_order_relaxed) != g)
+      continue; // a newer job replaced the fields while we read them; it is over for us anyway
+    runChunks(thread, g, job, n, chunk, chunks);
   }
 }
 
@@ -127,26 +143,31 @@ void ThreadGroup::parallelFor(int64_t n, int64_t grain, const RangeFn &fn) {
     fn(0, n, 0);
     return;
   }
-  job_ = &fn;
-  jobN_ = n;
-  jobChunk_ = perThread * grain;
+  int64_t chunk = perThread * grain;
+  int chunks = static_cast<int>((n + chunk - 1) / chunk);
   error_ = nullptr;
-  pending_.store(nThreads_ - 1, std::memory_order_release);
+  done_.store(0);
+  // Seqlock publication: odd while writing, even when the fields are valid.
   generation_.fetch_add(1);
+  std::atomic_thread_fence(std::memory_order_release);
+  job_.store(&fn, std::memory_order_relaxed);
+  jobN_.store(n, std::memory_order_relaxed);
+  jobChunk_.store(chunk, std::memory_order_relaxed);
+  jobChunks_.store(chunks, std::memory_order_relaxed);
+  uint64_t gen = generation_.fetch_add(1) + 1;
   if (sleepers_.load() > 0) {
     // Taking the lock orders the bump before a sleeper's predicate check, so no wake-up is lost.
     std::lock_guard<std::mutex> lock(mutex_);
     wake_.notify_all();
   }
-  runChunk(0);
+  runChunks(0, gen, &fn, n, chunk, chunks);
   int spins = 0;
-  while (pending_.load(std::memory_order_acquire) != 0) {
+  while (done_.load(std::memory_order_acquire) != chunks) {
     if (++spins < kSpinIterations)
       cpuRelax();
     else
       std::this_thread::yield();
   }
-  job_ = nullptr;
   if (error_) {
     std::exception_ptr e = error_;
     error_ = nullptr;

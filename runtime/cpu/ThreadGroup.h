@@ -5,6 +5,10 @@
 // generation counter that idle workers spin on (then yield, then sleep after a while), because decode
 // issues thousands of small jobs per token and a condition-variable wake-up per job costs more than the job.
 //
+// Chunks are static (chunk t is meant for thread t, so the split is deterministic), but a thread that has
+// finished its chunk takes the chunks nobody has started. On a busy machine a descheduled worker then
+// delays nothing: the caller runs its chunk instead of waiting a whole time slice for it.
+//
 // The calling thread takes part as thread 0. Jobs must not call parallelFor on the same group (no nesting).
 // An exception thrown by a job is rethrown in the caller after every thread has finished.
 //===----------------------------------------------------------------------===//
@@ -70,19 +74,23 @@ public:
 
 private:
   void workerLoop(int thread);
-  void runChunk(int thread);
+  /// Runs chunk `first` if unclaimed, then every other unclaimed chunk of job `gen`.
+  void runChunks(int thread, uint64_t gen, const RangeFn *job, int64_t n, int64_t chunk, int chunks);
 
   int nThreads_;
   std::vector<std::thread> workers_;
   std::vector<ScratchBuffer> scratch_;
   ScratchBuffer shared_;
 
-  // The current job; written by the caller before the generation bump (release), read by workers after
-  // they observe it (acquire).
-  const RangeFn *job_ = nullptr;
-  int64_t jobN_ = 0, jobChunk_ = 0;
+  // The current job, published seqlock style: generation_ is odd while the caller writes these fields and
+  // even once they are valid; a worker re-checks the generation after reading them.
+  std::atomic<const RangeFn *> job_{nullptr};
+  std::atomic<int64_t> jobN_{0}, jobChunk_{0};
+  std::atomic<int> jobChunks_{0};
   alignas(64) std::atomic<uint64_t> generation_{0};
-  alignas(64) std::atomic<int> pending_{0};
+  /// claim_[c] holds the generation of the job whose chunk c has been taken.
+  std::unique_ptr<std::atomic<uint64_t>[]> claim_;
+  alignas(64) std::atomic<int> done_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};
   std::mutex mutex_;

@@ -82,10 +82,44 @@ TEST(ThreadGroup, ScratchIsAlignedAndPerThread) {
   EXPECT_THROW(ThreadGroup(0), std::invalid_argument);
 }
 
-TEST(ThreadGroup, WakesAfterSleeping) {
+TEST(ThreadGroup, SleepingWorkerWakesAndTakesItsChunk) {
   ThreadGroup g(2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20)); // workers fall asleep
+  std::this_thread::sleep_for(std::chrono::milliseconds(20)); // the worker falls asleep
+  // Chunk 0 (the caller's) waits for chunk 1, so chunk 1 must run on the woken worker.
+  std::atomic<bool> secondDone{false};
+  std::atomic<int> secondThread{-1};
+  bool sawSecond = false;
+  g.parallelFor(2, [&](int64_t b, int64_t, int t) {
+    if (b == 1) {
+      secondThread = t;
+      secondDone = true;
+      return;
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!secondDone && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    sawSecond = secondDone;
+  });
+  EXPECT_TRUE(sawSecond) << "the worker never ran chunk 1";
+  EXPECT_EQ(secondThread.load(), 1);
+}
+
+TEST(ThreadGroup, SlowChunkOnWorkerStillCompletesTheJob) {
+  // Whichever thread ends up with chunk 1 (the worker, or the caller taking it over), the job completes
+  // with every chunk run once.
+  ThreadGroup g(2);
+  std::atomic<bool> release{false};
+  std::thread blocker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release = true;
+  });
   std::atomic<int> ran{0};
-  g.parallelFor(2, [&](int64_t, int64_t, int t) { ran += t + 1; });
+  g.parallelFor(2, [&](int64_t b, int64_t, int t) {
+    if (t == 1)
+      while (!release)
+        std::this_thread::yield();
+    ran += static_cast<int>(b) + 1;
+  });
+  blocker.join();
   EXPECT_EQ(ran.load(), 3);
 }
