@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <queue>
 
 namespace tpc::rt {
@@ -28,23 +29,28 @@ std::array<uint32_t, 256> byteToUnicode() {
   return map;
 }
 
-/// Which pre-tokenizer a `tokenizer.ggml.pre` name selects ("" when unknown).
+/// True when `pre` is one of `names`.
+bool isOneOf(std::string_view pre, std::initializer_list<const char *> names) {
+  for (const char *n : names)
+    if (pre == n)
+      return true;
+  return false;
+}
+
+/// The llama3 family proper: these also set ignore_merges and add BOS in llama.cpp.
+bool isLlama3Family(std::string_view pre) {
+  return isOneOf(pre, {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral"});
+}
+
+/// Which pre-tokenizer regex a `tokenizer.ggml.pre` name selects ("" when unknown), per llama.cpp's table.
 std::string_view preKind(std::string_view pre) {
-  static const char *const llama3[] = {"llama3",    "llama-v3", "llama-bpe", "falcon3",
-                                       "falcon-h1", "pixtral",  "smaug-bpe", "lfm2"};
-  static const char *const qwen2[] = {"qwen2", "deepseek-r1-qwen", "megrez"};
-  static const char *const gpt2[] = {"gpt-2",        "gpt2",        "phi-2",      "jina-es",
-                                     "jina-de",      "jina-v1-en",  "jina-v2-es", "jina-v2-de",
-                                     "jina-v2-code", "roberta-bpe", "gigachat"};
-  for (const char *n : llama3)
-    if (pre == n)
-      return "llama3";
-  for (const char *n : qwen2)
-    if (pre == n)
-      return "qwen2";
-  for (const char *n : gpt2)
-    if (pre == n)
-      return "gpt2";
+  if (isLlama3Family(pre) || isOneOf(pre, {"dbrx", "smaug-bpe"}))
+    return "llama3";
+  if (isOneOf(pre, {"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"}))
+    return "qwen2";
+  if (isOneOf(pre, {"gpt-2", "gpt2", "phi-2", "jina-es", "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de",
+                    "jina-v2-code", "roberta-bpe", "gigachat", "mpt", "olmo", "jais", "trillion"}))
+    return "gpt2";
   if (pre.empty() || pre == "default")
     return "default";
   return "";
@@ -82,11 +88,10 @@ void applyModelDefaults(TokenizerData &d) {
   } else if (d.model == "gpt2") {
     d.addSpacePrefix = false;
     d.cleanSpaces = true;
-    std::string_view kind = preKind(d.pre);
-    if (kind == "llama3") {
+    if (isLlama3Family(d.pre)) {
       d.ignoreMerges = true;
       d.addBos = true;
-    } else if (kind == "qwen2") {
+    } else if (isOneOf(d.pre, {"qwen2", "deepseek-r1-qwen", "megrez"})) {
       d.cleanSpaces = false;
     }
   }

@@ -209,6 +209,33 @@ TEST(TokenizerBpe, AddsBosAndEosAsConfigured) {
   EXPECT_TRUE(tok.isEog(d.eos));
 }
 
+TEST(TokenizerBpe, PreTokenizerNamesAndDefaults) {
+  TokenizerData d;
+  d.model = "gpt2";
+  d.pre = "llama-bpe";
+  applyModelDefaults(d);
+  EXPECT_TRUE(d.ignoreMerges);
+  EXPECT_TRUE(d.addBos);
+  d = bpeVocab({"a b"}, "dbrx"); // llama3 regex, but not llama3's flags
+  EXPECT_FALSE(d.ignoreMerges);
+  d = bpeVocab({"a b"}, "qwen2");
+  EXPECT_FALSE(d.cleanSpaces);
+  d = bpeVocab({"a b"}, "gpt-2");
+  EXPECT_TRUE(d.cleanSpaces);
+  for (const char *pre : {"mpt", "olmo", "smaug-bpe", "stablelm2", "default", ""})
+    EXPECT_NO_THROW(Tokenizer{bpeVocab({"a b"}, pre)}) << pre;
+  // ignore_merges: a pre-token that is itself a vocabulary entry is taken whole, even when the merges
+  // cannot build it ("xyz" has no merges at all).
+  d = bpeVocab({"a b"}, "llama3");
+  d.tokens.push_back("xyz");
+  d.tokenTypes.push_back(1);
+  Tokenizer whole(d);
+  EXPECT_EQ(whole.encode("xyz", false), std::vector<TokenId>{whole.find("xyz")});
+  d.ignoreMerges = false;
+  Tokenizer merged(d);
+  EXPECT_EQ(merged.encode("xyz", false), (std::vector<TokenId>{'x', 'y', 'z'}));
+}
+
 TEST(TokenizerBpe, CleanSpacesOnDecode) {
   TokenizerData d = bpeVocab({});
   d.merges = {"a b"};
