@@ -76,11 +76,16 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
   size_t actBytes = static_cast<size_t>(*ggmlRowBytes(actType, static_cast<uint64_t>(c.k)));
   uint8_t *act = nullptr;
   if (actType != GGMLType::F32) {
+    QuantizeFn quantize = activationQuantizer(actType, activeIsa());
     act = static_cast<uint8_t *>(group.sharedScratch(actBytes * static_cast<size_t>(c.m)));
-    group.parallelFor(c.m, [&](int64_t b, int64_t e, int) {
+    auto quantizeRows = [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i)
-        quantizeRow(actType, xRow(i), act + actBytes * static_cast<size_t>(i), c.k);
-    });
+        quantize(xRow(i), act + actBytes * static_cast<size_t>(i), c.k);
+    };
+    if (c.m == 1)
+      quantizeRows(0, 1, 0); // one row: not worth a hand-off
+    else
+      group.parallelFor(c.m, quantizeRows);
   }
   auto actRow = [&](int64_t i) -> const void * {
     return act ? static_cast<const void *>(act + actBytes * static_cast<size_t>(i)) : xRow(i);

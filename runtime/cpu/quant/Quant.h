@@ -60,6 +60,13 @@ using VecDot4Fn = void (*)(int64_t k, const void *w, const void *const *a, float
 /// The four-token kernel for `t` built for `isa`, or nullptr where there is none (use VecDotFn then).
 VecDot4Fn vecDot4Kernel(GGMLType t, Isa isa);
 
+/// Quantizes n floats (whole blocks) to an activation type.
+using QuantizeFn = void (*)(const float *src, void *dst, int64_t n);
+
+/// The quantizer matmul uses for activation type `t` (Q8_0, Q8_1, Q8_K) on `isa`: a SIMD one where there
+/// is one, bit-identical to quantizeRow; otherwise quantizeRow's. nullptr for other types.
+QuantizeFn activationQuantizer(GGMLType t, Isa isa);
+
 } // namespace tpc::rt::cpu
 
 #endif // TPC_RUNTIME_CPU_QUANT_QUANT_H

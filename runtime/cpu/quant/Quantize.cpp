@@ -17,8 +17,15 @@
 namespace tpc::rt::cpu {
 namespace {
 
-/// Round half to even, like the reference engine's SIMD activation quantizers.
-inline int roundEven(float x) { return static_cast<int>(std::nearbyint(x)); }
+/// Round half to even, like the reference engine's SIMD activation quantizers. Adding and subtracting
+/// 1.5 * 2^23 rounds in the FPU (exact for |x| < 2^22, and callers clamp far below that); std::nearbyint is
+/// a library call on baseline x86-64, which made activation quantization cost as much as small matmuls.
+inline int roundEven(float x) {
+  if (!(std::fabs(x) < 4194304.0f))
+    return x > 0 ? 4194304 : -4194304; // also maps NaN to a large negative value, clamped by callers
+  const float magic = 12582912.0f; // IEEE arithmetic: the compiler may not fold (x + m) - m into x
+  return static_cast<int>((x + magic) - magic);
+}
 
 /// The element with the largest magnitude, sign kept (first one on ties).
 float signedAbsMax(const float *x, int n) {
@@ -95,7 +102,7 @@ void quantQ8_0(const float *x, BlockQ8_0 *y, int64_t nb) {
     float id = d != 0 ? 1.0f / d : 0.0f;
     y[i].d = fp32ToFp16(d);
     for (int j = 0; j < kQK; ++j)
-      y[i].qs[j] = static_cast<int8_t>(roundEven(x[j] * id));
+      y[i].qs[j] = static_cast<int8_t>(std::clamp(roundEven(x[j] * id), -127, 127));
   }
 }
 
@@ -108,7 +115,7 @@ void quantQ8_1(const float *x, BlockQ8_1 *y, int64_t nb) {
     float id = d != 0 ? 1.0f / d : 0.0f;
     int sum = 0;
     for (int j = 0; j < kQK; ++j) {
-      y[i].qs[j] = static_cast<int8_t>(roundEven(x[j] * id));
+      y[i].qs[j] = static_cast<int8_t>(std::clamp(roundEven(x[j] * id), -127, 127));
       sum += y[i].qs[j];
     }
     y[i].d = fp32ToFp16(d);

@@ -8,6 +8,8 @@
 #include "runtime/cpu/quant/Blocks.h"
 #include "runtime/cpu/quant/VecDotTables.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #if defined(__x86_64__)

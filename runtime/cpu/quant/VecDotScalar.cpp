@@ -326,6 +326,21 @@ VecDotFn vecDotKernel(GGMLType t, Isa isa) { return tableFor(isa).get(t); }
 
 VecDot4Fn vecDot4Kernel(GGMLType t, Isa isa) { return tableFor(isa).get4(t); }
 
+QuantizeFn activationQuantizer(GGMLType t, Isa isa) {
+  if (QuantizeFn f = tableFor(isa).getQuantize(t))
+    return f;
+  switch (t) {
+  case GGMLType::Q8_0:
+    return [](const float *s, void *d, int64_t n) { quantizeRow(GGMLType::Q8_0, s, d, n); };
+  case GGMLType::Q8_1:
+    return [](const float *s, void *d, int64_t n) { quantizeRow(GGMLType::Q8_1, s, d, n); };
+  case GGMLType::Q8_K:
+    return [](const float *s, void *d, int64_t n) { quantizeRow(GGMLType::Q8_K, s, d, n); };
+  default:
+    return nullptr;
+  }
+}
+
 void fp16ToFp32Row(const uint16_t *src, float *dst, int64_t n) {
 #if defined(__x86_64__)
   if (isaAvailable(Isa::AVX2))

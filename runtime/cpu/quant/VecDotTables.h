@@ -16,6 +16,14 @@ struct VecDotTable {
   static constexpr uint32_t kSize = 40;
   VecDotFn fns[kSize] = {};
   VecDot4Fn fns4[kSize] = {};
+  QuantizeFn quant[kSize] = {};
+  /// Installs a fast quantizer for activation type `t`.
+  void setQuantize(GGMLType t, QuantizeFn f) { quant[static_cast<uint32_t>(t)] = f; }
+  /// The fast quantizer for `t`, or nullptr.
+  QuantizeFn getQuantize(GGMLType t) const {
+    uint32_t i = static_cast<uint32_t>(t);
+    return i < kSize ? quant[i] : nullptr;
+  }
   /// Installs the kernel for `t`.
   void set(GGMLType t, VecDotFn f) { fns[static_cast<uint32_t>(t)] = f; }
   /// Installs the four-token kernel for `t`.

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <random>
 
 using namespace tpc;
@@ -213,6 +214,40 @@ TEST_P(VecDotIsa, FourTokenKernelsEqualSingleTokenKernels) {
           << ggmlTypeName(t) << " token " << j;
   }
   EXPECT_GE(covered, 4) << "expected four-token kernels for q4_0, q8_0, q4_K, q6_K";
+}
+
+TEST_P(VecDotIsa, ActivationQuantizersEqualReference) {
+  Isa isa = GetParam();
+  if (!isaAvailable(isa))
+    GTEST_SKIP() << "this CPU has no " << isaName(isa);
+  for (GGMLType t : {GGMLType::Q8_0, GGMLType::Q8_1, GGMLType::Q8_K}) {
+    for (uint32_t seed = 0; seed < 10; ++seed) {
+      const int64_t n = 1024;
+      std::vector<float> x = randomFloats(n, seed, seed % 2 ? 1e-3f : 10.0f);
+      if (seed == 3)
+        std::fill(x.begin(), x.begin() + 256, 0.0f); // an all-zero block
+      if (seed == 4) {
+        x[7] = 50.0f; // equal magnitudes of opposite sign: the first one decides Q8_K's sign
+        x[9] = -50.0f;
+      }
+      for (int64_t j = 0; j < n; j += 97)
+        x[j] = std::nearbyint(x[j]) + 0.5f; // exact halves after scaling are rare; ties are covered below
+      std::vector<uint8_t> ref(rowBytes(t, n)), got(rowBytes(t, n), 0xee);
+      quantizeRow(t, x.data(), ref.data(), n);
+      activationQuantizer(t, isa)(x.data(), got.data(), n);
+      ASSERT_EQ(ref, got) << ggmlTypeName(t) << " seed " << seed;
+    }
+    // Ties: a block whose scale is exactly 1 (amax 127) with values at k + 0.5 rounds half to even.
+    std::vector<float> x(256);
+    for (int j = 0; j < 256; ++j)
+      x[j] = (j % 2 ? 1 : -1) * (static_cast<float>(j % 100) + 0.5f);
+    for (int b = 0; b < 256; b += 32)
+      x[b] = 127.0f;
+    std::vector<uint8_t> ref(rowBytes(t, 256)), got(rowBytes(t, 256));
+    quantizeRow(t, x.data(), ref.data(), 256);
+    activationQuantizer(t, isa)(x.data(), got.data(), 256);
+    ASSERT_EQ(ref, got) << ggmlTypeName(t) << " ties";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, VecDotIsa, ::testing::Values(Isa::AVX2, Isa::AVX512),
