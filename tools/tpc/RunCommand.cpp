@@ -182,7 +182,8 @@ void runBench(Session &s, const RunOptions &o) {
   std::string model = p.model.arch;
   std::string file = p.ggufPath.substr(p.ggufPath.find_last_of('/') + 1);
   const int devices = static_cast<int>(p.devices.size());
-  const double gib = weightBytes / double(1ull << 30);
+  const std::string size = weightBytes >= (1ull << 30) ? fmt::format("{:.2f} GiB", weightBytes / double(1ull << 30))
+                                                       : fmt::format("{:.2f} MiB", weightBytes / double(1ull << 20));
   if (o.json) {
     fmt::print("[\n");
     for (size_t i = 0; i < results.size(); ++i)
@@ -197,7 +198,7 @@ void runBench(Session &s, const RunOptions &o) {
   fmt::print("| model | size | devices | backend | threads | test | t/s |\n");
   fmt::print("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
   for (const Result &r : results)
-    fmt::print("| {} ({}) | {:.2f} GiB | {} | CPU | {} | {} | {:.2f} ± {:.2f} |\n", model, file, gib, devices,
+    fmt::print("| {} ({}) | {} | {} | CPU | {} | {} | {:.2f} ± {:.2f} |\n", model, file, size, devices,
                s.threadsPerDevice() * devices, r.test, r.mean, r.sd);
 }
 
@@ -287,6 +288,7 @@ void runGenerate(Session &s, const RunOptions &o) {
   for (size_t i = 0; i < generated.size(); ++i)
     ids += (i ? "," : "") + std::to_string(generated[i]);
   fmt::print("generated ids: {}\n", ids);
+  std::fflush(stdout);
   fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.1f} t/s); generation: {} tokens in {:.3f} s ({:.1f} t/s); "
                      "{} device(s) x {} threads\n",
              prompt.size(), promptSec, prompt.size() / std::max(promptSec, 1e-9), generated.size(), genSec,

@@ -339,4 +339,24 @@ TEST(TpcRun, GreedyDumpMatchesReferenceOnTwoDevices) {
   std::remove((base + ".f32").c_str());
 }
 
+/// Not a check: with TPC_KEEP_PLANS=DIR, writes the hand-built tiny-llama plans (F32, Q8_0; 1, 2 and 3
+/// devices) there for bench/run.sh, until `tpc compile` emits plans.
+TEST(TpcRun, KeepPlansForBench) {
+  const char *keep = std::getenv("TPC_KEEP_PLANS"), *shared = std::getenv("TPC_SHARED_DIR");
+  if (!keep || !shared)
+    GTEST_SKIP() << "set TPC_KEEP_PLANS=DIR and TPC_SHARED_DIR to write benchmark plans";
+  for (std::string name : {"tiny-llama", "tiny-llama-Q8_0"}) {
+    auto file = gguf::GGUFFile::open(std::string(shared) + "/fixtures/" + name + ".gguf");
+    ASSERT_TRUE(file);
+    const std::vector<Share> *splits[] = {&kOne, &kTwo, &kThree};
+    for (size_t n = 1; n <= (name == "tiny-llama" ? 3u : 2u); ++n) {
+      LlamaPlanBuilder builder(**file);
+      std::string path = std::string(keep) + "/" + name + "-d" + std::to_string(n) + ".plan";
+      Plan plan = builder.build(*splits[n - 1], 64);
+      plan.model.defaultCtx = 1024;
+      ASSERT_TRUE(writePlan(plan, path));
+    }
+  }
+}
+
 } // namespace
