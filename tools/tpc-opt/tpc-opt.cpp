@@ -28,6 +28,5 @@ int main(int argc, char **argv) {
 #ifdef TPC_HAVE_PASSES
   mlir::tpc::registerTpcPasses();
 #endif
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "tpc optimizer driver\n", registry));
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "tpc optimizer driver\n", registry));
 }

@@ -35,14 +35,13 @@ StateAttr StateAttr::getLocal(MLIRContext *ctx, int64_t device) {
   return get(ctx, StateKind::local, 0, {}, 1, 1, device);
 }
 
-StateAttr StateAttr::getSplit(MLIRContext *ctx, int64_t axis, ArrayRef<int64_t> sizes,
-                              int64_t granule, int64_t segments) {
+StateAttr StateAttr::getSplit(MLIRContext *ctx, int64_t axis, ArrayRef<int64_t> sizes, int64_t granule,
+                              int64_t segments) {
   return get(ctx, StateKind::split, axis, sizes, granule, segments, 0);
 }
 
-LogicalResult StateAttr::verify(function_ref<InFlightDiagnostic()> emitError, StateKind kind,
-                                int64_t axis, ArrayRef<int64_t> sizes, int64_t granule,
-                                int64_t segments, int64_t device) {
+LogicalResult StateAttr::verify(function_ref<InFlightDiagnostic()> emitError, StateKind kind, int64_t axis,
+                                ArrayRef<int64_t> sizes, int64_t granule, int64_t segments, int64_t device) {
   if (kind != StateKind::split) {
     if (axis != 0 || !sizes.empty() || granule != 1 || segments != 1)
       return emitError() << "state '" << stringifyStateKind(kind)
@@ -65,16 +64,14 @@ LogicalResult StateAttr::verify(function_ref<InFlightDiagnostic()> emitError, St
     return emitError() << "split state: segments must be >= 1, got " << segments;
   int64_t unit = 0;
   if (llvm::MulOverflow(granule, segments, unit))
-    return emitError() << "split state: granule " << granule << " x segments " << segments
-                       << " overflows";
+    return emitError() << "split state: granule " << granule << " x segments " << segments << " overflows";
   int64_t total = 0;
   for (auto [d, size] : llvm::enumerate(sizes)) {
     if (size < 0)
       return emitError() << "split state: size of device " << d << " must be >= 0, got " << size;
     if (size % unit != 0)
       return emitError() << "split state: size " << size << " of device " << d
-                         << " is not a multiple of granule " << granule << " x segments "
-                         << segments;
+                         << " is not a multiple of granule " << granule << " x segments " << segments;
     if (llvm::AddOverflow(total, size, total))
       return emitError() << "split state: the sum of sizes overflows";
   }
@@ -110,9 +107,8 @@ Attribute StateAttr::parse(AsmParser &p, Type) {
   case StateKind::split: {
     if (p.parseKeyword("axis") || p.parseEqual() || p.parseInteger(axis) || p.parseComma() ||
         p.parseKeyword("sizes") || p.parseEqual() ||
-        p.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
-          return p.parseInteger(sizes.emplace_back());
-        }))
+        p.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                  [&] { return p.parseInteger(sizes.emplace_back()); }))
       return {};
     // Optional `granule = G` and `segments = S`, each at most once, in either order.
     bool seenGranule = false, seenSegments = false;

@@ -50,12 +50,11 @@ StateAttr mlir::tpc::getValueState(Value value) {
   return fn.getArgAttrOfType<StateAttr>(arg.getArgNumber(), TpcDialect::kStateAttrName);
 }
 
-LogicalResult mlir::tpc::verifyStateForType(function_ref<InFlightDiagnostic()> emitError,
-                                            StateAttr state, Type type,
-                                            std::optional<int64_t> numDevices) {
+LogicalResult mlir::tpc::verifyStateForType(function_ref<InFlightDiagnostic()> emitError, StateAttr state,
+                                            Type type, std::optional<int64_t> numDevices) {
   if (numDevices && state.isLocal() && state.getDevice() >= *numDevices)
-    return emitError() << "local state on device " << state.getDevice() << " but tpc.devices = "
-                       << *numDevices;
+    return emitError() << "local state on device " << state.getDevice()
+                       << " but tpc.devices = " << *numDevices;
   if (!state.isSplit())
     return success();
   int64_t n = static_cast<int64_t>(state.getSizes().size());
@@ -85,8 +84,8 @@ LogicalResult mlir::tpc::verifyStateForType(function_ref<InFlightDiagnostic()> e
   for (int64_t size : state.getSizes())
     total += size; // no overflow: StateAttr::verify checked the sum
   if (total != dim)
-    return emitError() << "split sizes sum to " << total << " but axis " << state.getAxis()
-                       << " of " << type << " has " << dim;
+    return emitError() << "split sizes sum to " << total << " but axis " << state.getAxis() << " of " << type
+                       << " has " << dim;
   return success();
 }
 
@@ -138,8 +137,8 @@ LogicalResult TpcDialect::verifyOperationAttribute(Operation *op, NamedAttribute
 }
 
 /// Checks a `tpc.state` on a function argument or result of type `type`.
-static LogicalResult verifyFunctionState(Operation *op, NamedAttribute attr, Type type,
-                                         StringRef what, unsigned index) {
+static LogicalResult verifyFunctionState(Operation *op, NamedAttribute attr, Type type, StringRef what,
+                                         unsigned index) {
   if (attr.getName().getValue() != TpcDialect::kStateAttrName)
     return success();
   auto state = dyn_cast<StateAttr>(attr.getValue());
@@ -149,8 +148,8 @@ static LogicalResult verifyFunctionState(Operation *op, NamedAttribute attr, Typ
   return verifyStateForType(emit, state, type, getNumDevices(op));
 }
 
-LogicalResult TpcDialect::verifyRegionArgAttribute(Operation *op, unsigned regionIndex,
-                                                   unsigned argIndex, NamedAttribute attr) {
+LogicalResult TpcDialect::verifyRegionArgAttribute(Operation *op, unsigned regionIndex, unsigned argIndex,
+                                                   NamedAttribute attr) {
   // Function declarations have no entry block: take the type from the signature.
   if (auto fn = dyn_cast<FunctionOpInterface>(op)) {
     if (argIndex >= fn.getArgumentTypes().size())
@@ -160,8 +159,7 @@ LogicalResult TpcDialect::verifyRegionArgAttribute(Operation *op, unsigned regio
   Region &region = op->getRegion(regionIndex);
   if (region.empty() || argIndex >= region.getNumArguments())
     return success();
-  return verifyFunctionState(op, attr, region.getArgument(argIndex).getType(), "argument",
-                             argIndex);
+  return verifyFunctionState(op, attr, region.getArgument(argIndex).getType(), "argument", argIndex);
 }
 
 LogicalResult TpcDialect::verifyRegionResultAttribute(Operation *op, unsigned regionIndex,

@@ -26,16 +26,16 @@ static StateAttr commonTrivialState(ArrayRef<StateAttr> states) {
   return s;
 }
 
-FailureOr<SmallVector<StateAttr>>
-mlir::tpc::detail::transferAllMirrored(Operation *op, ArrayRef<StateAttr> operandStates) {
+FailureOr<SmallVector<StateAttr>> mlir::tpc::detail::transferAllMirrored(Operation *op,
+                                                                         ArrayRef<StateAttr> operandStates) {
   StateAttr s = commonTrivialState(operandStates);
   if (!s || operandStates.size() != op->getNumOperands())
     return failure();
   return SmallVector<StateAttr>(op->getNumResults(), s);
 }
 
-FailureOr<SmallVector<StateAttr>>
-mlir::tpc::detail::requireAllMirrored(Operation *op, ArrayRef<StateAttr> resultStates) {
+FailureOr<SmallVector<StateAttr>> mlir::tpc::detail::requireAllMirrored(Operation *op,
+                                                                        ArrayRef<StateAttr> resultStates) {
   StateAttr s = commonTrivialState(resultStates);
   if (!s || resultStates.size() != op->getNumResults())
     return failure();
@@ -60,22 +60,12 @@ static FailureOr<SmallVector<StateAttr>> passAny(ArrayRef<StateAttr> states) {
   return SmallVector<StateAttr>{states[0]};
 }
 
-FailureOr<SmallVector<StateAttr>> UnaryOp::transfer(ArrayRef<StateAttr> s) {
-  return passNonPartial(s);
-}
-FailureOr<SmallVector<StateAttr>> UnaryOp::requirements(ArrayRef<StateAttr> s) {
-  return passNonPartial(s);
-}
-FailureOr<SmallVector<StateAttr>> SoftcapOp::transfer(ArrayRef<StateAttr> s) {
-  return passNonPartial(s);
-}
-FailureOr<SmallVector<StateAttr>> SoftcapOp::requirements(ArrayRef<StateAttr> s) {
-  return passNonPartial(s);
-}
+FailureOr<SmallVector<StateAttr>> UnaryOp::transfer(ArrayRef<StateAttr> s) { return passNonPartial(s); }
+FailureOr<SmallVector<StateAttr>> UnaryOp::requirements(ArrayRef<StateAttr> s) { return passNonPartial(s); }
+FailureOr<SmallVector<StateAttr>> SoftcapOp::transfer(ArrayRef<StateAttr> s) { return passNonPartial(s); }
+FailureOr<SmallVector<StateAttr>> SoftcapOp::requirements(ArrayRef<StateAttr> s) { return passNonPartial(s); }
 FailureOr<SmallVector<StateAttr>> ScaleOp::transfer(ArrayRef<StateAttr> s) { return passAny(s); }
-FailureOr<SmallVector<StateAttr>> ScaleOp::requirements(ArrayRef<StateAttr> s) {
-  return passAny(s);
-}
+FailureOr<SmallVector<StateAttr>> ScaleOp::requirements(ArrayRef<StateAttr> s) { return passAny(s); }
 
 namespace {
 /// Rules of `lhs op rhs` with rhs broadcast to lhs. `linearInBoth` (add): partial + partial is

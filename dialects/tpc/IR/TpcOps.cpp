@@ -52,8 +52,7 @@ struct Infer {
   std::optional<Location> loc;
   StringRef opName;
 
-  template <typename... Args>
-  LogicalResult fail(Args &&...args) const {
+  template <typename... Args> LogicalResult fail(Args &&...args) const {
     return emitOptionalError(loc, "'", opName, "' op ", std::forward<Args>(args)...);
   }
 
@@ -74,8 +73,7 @@ struct Infer {
   }
 
   /// A required attribute, or an error naming it when absent.
-  template <typename AttrT>
-  FailureOr<AttrT> attr(AttrT a, StringRef name) const {
+  template <typename AttrT> FailureOr<AttrT> attr(AttrT a, StringRef name) const {
     if (!a)
       return fail("requires attribute '", name, "'");
     return a;
@@ -134,23 +132,23 @@ LogicalResult inferBinary(MLIRContext *ctx, const Infer &in, Value lhs, Value rh
 // Model ops
 //===----------------------------------------------------------------------===//
 
-LogicalResult AddOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult AddOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
   return inferBinary(ctx, {loc, getOperationName()}, adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
-LogicalResult DivOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult DivOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
   return inferBinary(ctx, {loc, getOperationName()}, adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
-LogicalResult MulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult MulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
   return inferBinary(ctx, {loc, getOperationName()}, adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto q = in.tensor(adaptor.getQ(), "q", f32(ctx), 0, 3);
   auto k = in.tensor(adaptor.getK(), "k", f32(ctx), 0, 3);
@@ -161,8 +159,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   auto cache = dyn_cast<KvCacheType>(adaptor.getCache().getType());
   if (!cache)
     return in.fail("cache must be a !tpc.kv_cache, got ", adaptor.getCache().getType());
-  int64_t hq = q->getDimSize(1), dk = q->getDimSize(2), hkv = k->getDimSize(1),
-          dv = v->getDimSize(2);
+  int64_t hq = q->getDimSize(1), dk = q->getDimSize(2), hkv = k->getDimSize(1), dv = v->getDimSize(2);
   for (auto [t, name] : {std::pair{*q, "q"}, {*k, "k"}, {*v, "v"}})
     if (t.isDynamicDim(1) || t.isDynamicDim(2))
       return in.fail(name, " ", t, " must have static head count and head size");
@@ -179,8 +176,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   if (hq % hkv != 0)
     return in.fail("query heads ", hq, " are not a multiple of KV heads ", hkv);
   if (cache.getNHeadKv() != hkv || cache.getHeadDimK() != dk || cache.getHeadDimV() != dv)
-    return in.fail("cache ", cache, " does not match k/v (expected !tpc.kv_cache<", hkv, "x", dk,
-                   "x", dv, ">)");
+    return in.fail("cache ", cache, " does not match k/v (expected !tpc.kv_cache<", hkv, "x", dk, "x", dv,
+                   ">)");
   if (Value sinks = adaptor.getSinks()) {
     auto s = in.tensor(sinks, "sinks", f32(ctx), 0, 1);
     if (failed(s))
@@ -199,8 +196,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   return success();
 }
 
-LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   ValueRange inputs = adaptor.getInputs();
   if (inputs.empty())
@@ -223,8 +220,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
             llvm::AddOverflow(shape[d], td, shape[d]))
           shape[d] = ShapedType::kDynamic;
       } else if (!compatible(shape[d], td)) {
-        return in.fail("input ", i + 1, " ", *t, " differs from input 0 ", *first,
-                       " in dim ", d, " (only axis ", *axis, " may differ)");
+        return in.fail("input ", i + 1, " ", *t, " differs from input 0 ", *first, " in dim ", d,
+                       " (only axis ", *axis, " may differ)");
       } else {
         shape[d] = merge(shape[d], td);
       }
@@ -258,8 +255,8 @@ LogicalResult ExpertCombineOp::inferReturnTypes(MLIRContext *ctx, std::optional<
   return success();
 }
 
-LogicalResult GetRowsOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult GetRowsOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto table = in.tensor(adaptor.getTable(), "table", {}, 1);
   auto ids = in.tensor(adaptor.getIds(), "ids", i32(ctx), 1);
@@ -271,8 +268,8 @@ LogicalResult GetRowsOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
   return success();
 }
 
-LogicalResult GluOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult GluOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto gate = in.tensor(adaptor.getGate(), "gate", f32(ctx), 1);
   if (failed(gate))
@@ -296,8 +293,8 @@ LogicalResult GluOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> 
   return success();
 }
 
-LogicalResult KvCacheOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult KvCacheOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto layer = in.attr(adaptor.getLayerAttr(), "layer");
   auto h = in.attr(adaptor.getNHeadKvAttr(), "n_head_kv");
@@ -314,24 +311,24 @@ LogicalResult KvCacheOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
   return success();
 }
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto x = in.tensor(adaptor.getX(), "x", f32(ctx), 1);
   auto w = in.tensor(adaptor.getW(), "weight", f32(ctx), 0, 2);
   if (failed(x) || failed(w))
     return failure();
   if (!compatible(x->getShape().back(), w->getDimSize(1)))
-    return in.fail("x ", *x, " has inner dim ", x->getShape().back(), " but weight ", *w,
-                   " expects ", w->getDimSize(1), " (y = x . w^T, w is NxK)");
+    return in.fail("x ", *x, " has inner dim ", x->getShape().back(), " but weight ", *w, " expects ",
+                   w->getDimSize(1), " (y = x . w^T, w is NxK)");
   SmallVector<int64_t> shape(x->getShape());
   shape.back() = w->getDimSize(0);
   types.push_back(RankedTensorType::get(shape, f32(ctx)));
   return success();
 }
 
-LogicalResult MulMatIdOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult MulMatIdOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto x = in.tensor(adaptor.getX(), "x", f32(ctx), 2);
   auto w = in.tensor(adaptor.getW(), "weight", f32(ctx), 0, 3);
@@ -347,15 +344,14 @@ LogicalResult MulMatIdOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locat
     return in.fail("x ", *x, " has ", x->getDimSize(1), " inputs per token but ids select ", ksel,
                    " experts");
   if (!compatible(x->getShape().back(), w->getDimSize(2)))
-    return in.fail("x ", *x, " has inner dim ", x->getShape().back(), " but expert weights ", *w,
-                   " expect ", w->getDimSize(2), " (w is ExNxK)");
-  types.push_back(RankedTensorType::get(
-      {merge(tokens, x->getDimSize(0)), ksel, w->getDimSize(1)}, f32(ctx)));
+    return in.fail("x ", *x, " has inner dim ", x->getShape().back(), " but expert weights ", *w, " expect ",
+                   w->getDimSize(2), " (w is ExNxK)");
+  types.push_back(RankedTensorType::get({merge(tokens, x->getDimSize(0)), ksel, w->getDimSize(1)}, f32(ctx)));
   return success();
 }
 
-LogicalResult PermuteOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult PermuteOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto x = in.tensor(adaptor.getX(), "operand");
   auto permAttr = in.attr(adaptor.getPermAttr(), "perm");
@@ -370,8 +366,8 @@ LogicalResult PermuteOp::inferReturnTypes(MLIRContext *, std::optional<Location>
       seen[p] = true;
   }
   if (!ok)
-    return in.fail("perm [", llvm::make_range(perm.begin(), perm.end()),
-                   "] is not a permutation of the ", x->getRank(), " axes of ", *x);
+    return in.fail("perm [", llvm::make_range(perm.begin(), perm.end()), "] is not a permutation of the ",
+                   x->getRank(), " axes of ", *x);
   SmallVector<int64_t> shape;
   for (int64_t p : perm)
     shape.push_back(x->getDimSize(p));
@@ -405,13 +401,12 @@ LogicalResult ReshapeOp::verify() {
   };
   std::optional<int64_t> xn = count(x, xDyn), rn = count(r, rDyn);
   if (!xn || !rn || *xn != *rn)
-    return emitOpError() << "element count differs: " << x << " -> " << r
-                         << (xDyn ? " (per token)" : "");
+    return emitOpError() << "element count differs: " << x << " -> " << r << (xDyn ? " (per token)" : "");
   return success();
 }
 
-LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto eps = in.attr(adaptor.getEpsAttr(), "eps");
   if (failed(eps))
@@ -421,8 +416,8 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
   return inferSame(ctx, in, adaptor.getX(), 1, types);
 }
 
-LogicalResult RopeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult RopeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto x = in.tensor(adaptor.getX(), "x", f32(ctx), 0, 3);
   auto pos = in.tensor(adaptor.getPos(), "pos", i32(ctx), 0, 1);
@@ -452,16 +447,16 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
   return success();
 }
 
-LogicalResult ScaleOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult ScaleOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   if (failed(in.attr(adaptor.getValueAttr(), "value")))
     return failure();
   return inferSame(ctx, in, adaptor.getX(), 0, types);
 }
 
-LogicalResult SoftcapOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult SoftcapOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto cap = in.attr(adaptor.getCapAttr(), "cap");
   if (failed(cap))
@@ -471,13 +466,13 @@ LogicalResult SoftcapOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
   return inferSame(ctx, in, adaptor.getX(), 0, types);
 }
 
-LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
   return inferSame(ctx, {loc, getOperationName()}, adaptor.getX(), 1, types);
 }
 
-LogicalResult SumOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult SumOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto x = in.tensor(adaptor.getX(), "operand", f32(ctx), 1);
   if (failed(x))
@@ -494,8 +489,8 @@ LogicalResult SumOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> 
   return success();
 }
 
-LogicalResult TakeAlongOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult TakeAlongOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto x = in.tensor(adaptor.getX(), "x", f32(ctx), 1);
   if (failed(x))
@@ -519,8 +514,8 @@ LogicalResult TakeAlongOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
   return success();
 }
 
-LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto x = in.tensor(adaptor.getX(), "operand", f32(ctx), 1);
   auto k = in.attr(adaptor.getKAttr(), "k");
@@ -537,13 +532,13 @@ LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
   return success();
 }
 
-LogicalResult UnaryOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
-                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult UnaryOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
   return inferSame(ctx, {loc, getOperationName()}, adaptor.getX(), 0, types);
 }
 
-LogicalResult ViewOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult ViewOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   auto x = in.tensor(adaptor.getX(), "operand", {}, 1);
   if (failed(x))
@@ -557,8 +552,8 @@ LogicalResult ViewOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   if (ShapedType::isDynamic(dim))
     return in.fail("axis ", *axis, " of ", *x, " is dynamic; views need a static axis");
   if (o < 0 || s < 1 || llvm::AddOverflow(o, s, end) || end > dim)
-    return in.fail("range [", o, ", ", o, " + ", s, ") is not a non-empty sub-range of axis ",
-                   *axis, " (size ", dim, ")");
+    return in.fail("range [", o, ", ", o, " + ", s, ") is not a non-empty sub-range of axis ", *axis,
+                   " (size ", dim, ")");
   SmallVector<int64_t> shape(x->getShape());
   shape[*axis] = s;
   types.push_back(RankedTensorType::get(shape, x->getElementType()));
@@ -568,19 +563,17 @@ LogicalResult ViewOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
 LogicalResult WeightOp::verify() {
   std::optional<::tpc::GGMLType> type = ::tpc::ggmlTypeFromName(getGgmlType().str());
   if (!type)
-    return emitOpError() << "unknown ggml_type \"" << getGgmlType() << "\" for tensor \""
-                         << getName() << "\" (expected a ggml type name such as f32, q8_0, q4_K)";
+    return emitOpError() << "unknown ggml_type \"" << getGgmlType() << "\" for tensor \"" << getName()
+                         << "\" (expected a ggml type name such as f32, q8_0, q4_K)";
   if (getName().empty())
     return emitOpError() << "name must be a GGUF tensor name, got an empty string";
   auto t = cast<RankedTensorType>(getType());
   if (t.getRank() < 1 || llvm::any_of(t.getShape(), [](int64_t d) { return d <= 0; }))
-    return emitOpError() << "weight \"" << getName() << "\" must have a static, positive shape, got "
-                         << t;
+    return emitOpError() << "weight \"" << getName() << "\" must have a static, positive shape, got " << t;
   uint32_t block = ::tpc::ggmlTypeInfo(*type).blockElems;
   if (t.getShape().back() % block != 0)
     return emitOpError() << "weight \"" << getName() << "\": innermost dim " << t.getShape().back()
-                         << " is not a multiple of the " << getGgmlType() << " block size "
-                         << block;
+                         << " is not a multiple of the " << getGgmlType() << " block size " << block;
   return success();
 }
 
@@ -626,8 +619,8 @@ LogicalResult AllGatherOp::verify() {
       [](StateAttr s) { return s.isMirrored() ? nullptr : "mirrored"; });
 }
 
-LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
   if (adaptor.getInputs().empty())
     return in.fail("needs at least one operand");

@@ -36,11 +36,9 @@
 namespace mlir::tpc::detail {
 /// Default SplitStateInterface::transfer: all operands mirrored (or all local on one device) gives the
 /// same state for every result; anything else has no generic rule.
-FailureOr<SmallVector<StateAttr>> transferAllMirrored(Operation *op,
-                                                      ArrayRef<StateAttr> operandStates);
+FailureOr<SmallVector<StateAttr>> transferAllMirrored(Operation *op, ArrayRef<StateAttr> operandStates);
 /// Default SplitStateInterface::requirements: the inverse of transferAllMirrored.
-FailureOr<SmallVector<StateAttr>> requireAllMirrored(Operation *op,
-                                                     ArrayRef<StateAttr> resultStates);
+FailureOr<SmallVector<StateAttr>> requireAllMirrored(Operation *op, ArrayRef<StateAttr> resultStates);
 } // namespace mlir::tpc::detail
 
 #include "dialects/tpc/IR/TpcInterfaces.h.inc"
@@ -55,8 +53,8 @@ public:
   static LogicalResult verifyTrait(Operation *op) {
     SmallVector<Type, 2> types;
     if (failed(ConcreteType::inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
-                                              op->getRawDictionaryAttrs(),
-                                              op->getPropertiesStorage(), op->getRegions(), types)))
+                                              op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                              op->getRegions(), types)))
       return failure();
     if (!ConcreteType::isCompatibleReturnTypes(types, op->getResultTypes()))
       return op->emitOpError() << "result type(s) " << op->getResultTypes()
@@ -80,8 +78,8 @@ std::optional<int64_t> getNumDevices(Operation *op);
 
 /// Checks `state` against a value of type `type`: axis < rank, sum(sizes) == dim(axis) for a static
 /// dimension, only axis 0 (KV heads) of a kv_cache, and sizes/device consistent with `numDevices`.
-LogicalResult verifyStateForType(function_ref<InFlightDiagnostic()> emitError, StateAttr state,
-                                 Type type, std::optional<int64_t> numDevices);
+LogicalResult verifyStateForType(function_ref<InFlightDiagnostic()> emitError, StateAttr state, Type type,
+                                 std::optional<int64_t> numDevices);
 
 } // namespace mlir::tpc
 

@@ -25,16 +25,15 @@ void TpcDialect::registerTypes() {
 LogicalResult KvCacheType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t nHeadKv,
                                   int64_t headDimK, int64_t headDimV) {
   if (nHeadKv < 1 || headDimK < 1 || headDimV < 1)
-    return emitError() << "!tpc.kv_cache sizes must be positive, got " << nHeadKv << "x"
-                       << headDimK << "x" << headDimV;
+    return emitError() << "!tpc.kv_cache sizes must be positive, got " << nHeadKv << "x" << headDimK << "x"
+                       << headDimV;
   return success();
 }
 
 Type KvCacheType::parse(AsmParser &p) {
   SMLoc loc = p.getCurrentLocation();
   SmallVector<int64_t, 3> dims;
-  if (p.parseLess() ||
-      p.parseDimensionList(dims, /*allowDynamic=*/false, /*withTrailingX=*/false) ||
+  if (p.parseLess() || p.parseDimensionList(dims, /*allowDynamic=*/false, /*withTrailingX=*/false) ||
       p.parseGreater())
     return {};
   if (dims.size() != 3) {
