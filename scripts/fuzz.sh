@@ -29,7 +29,7 @@ if [[ -d "$shared/fixtures" ]]; then
     head -c 65536 "$f" > "$corpus/fixture-head-$(basename "$f")"
   done
 fi
-echo "fuzz.sh: tpc-fuzz-gguf for ${seconds}s, seed corpus $(ls "$corpus" | wc -l) files"
+echo "fuzz.sh: tpc-fuzz-gguf for ${seconds}s, corpus (seeds + earlier finds) $(ls "$corpus" | wc -l) files"
 
 log="$work/run.log"
 set +e

@@ -166,6 +166,16 @@ std::string Value::toString(size_t maxElems) const {
   }
 }
 
+bool Value::operator==(const Value &o) const {
+  if (type_ != o.type_)
+    return false;
+  if (type_ == ValueType::String)
+    return str_ == o.str_;
+  if (type_ == ValueType::Array)
+    return elemType_ == o.elemType_ && elems_ == o.elems_;
+  return bits_ == o.bits_;
+}
+
 std::string describeShape(const std::vector<uint64_t> &ne) {
   std::string s = "[";
   for (size_t i = 0; i < ne.size(); ++i)
@@ -358,6 +368,8 @@ bool Parser::readTensorInfo(size_t index, TensorInfo &t) {
   std::string field = fmt::format("tensor_infos[{}]", index);
   if (!readString(t.name, field + ".name", std::numeric_limits<uint64_t>::max()))
     return false;
+  if (t.name.empty())
+    return fail(pos - 8, field + ".name", "tensor name is empty");
   if (t.name.size() >= kMaxTensorName)
     return fail(pos, field + ".name",
                 fmt::format("tensor name of {} bytes is too long (ggml allows at most {})", t.name.size(),
@@ -471,6 +483,7 @@ bool Parser::run() {
                 fmt::format("{} key/value pairs cannot fit in a {}-byte file", kvCount, size));
 
   std::unordered_set<std::string> keys;
+  uint64_t alignmentAt = 0; // offset of general.alignment's value type, for errors
   f.metadata_.reserve(kvCount);
   for (uint64_t i = 0; i < kvCount; ++i) {
     Metadata m;
@@ -489,6 +502,8 @@ bool Parser::run() {
       return fail(at, field, fmt::format("unknown metadata value type {}", rawType));
     if (!readValue(static_cast<ValueType>(rawType), m.value, field, 0))
       return false;
+    if (m.key == "general.alignment")
+      alignmentAt = at;
     f.metadata_.push_back(std::move(m));
   }
 
@@ -496,13 +511,15 @@ bool Parser::run() {
     if (f.metadata_[i].key == "general.alignment") {
       const Value &v = f.metadata_[i].value;
       if (!v.isInteger() || v.isSigned())
-        return fail(24, "general.alignment",
+        return fail(alignmentAt, "general.alignment",
                     fmt::format("has type {}, expected an unsigned integer", valueTypeName(v.type())));
       uint64_t a = v.asUnsigned();
       if (a == 0)
-        return fail(24, "general.alignment", "alignment is 0; it must be a power of two");
+        return fail(alignmentAt, "general.alignment", "alignment is 0; it must be a power of two");
       if ((a & (a - 1)) != 0)
-        return fail(24, "general.alignment", fmt::format("alignment {} is not a power of two", a));
+        return fail(alignmentAt, "general.alignment", fmt::format("alignment {} is not a power of two", a));
+      if (a > UINT32_MAX) // ggml stores it as uint32
+        return fail(alignmentAt, "general.alignment", fmt::format("alignment {} does not fit in uint32", a));
       f.alignment_ = a;
     }
 

@@ -138,6 +138,10 @@ public:
   /// longer than `maxElems` end in ", ... (N elements)").
   std::string toString(size_t maxElems = 16) const;
 
+  /// Same type, same bits (floats compare bitwise, so NaN == NaN), same elements.
+  bool operator==(const Value &o) const;
+  bool operator!=(const Value &o) const { return !(*this == o); }
+
 private:
   static Value fromBits(ValueType t, uint64_t bits) {
     Value v;

@@ -3,9 +3,14 @@
 // Parses the input with GGUFFile::openBuffer and, when it parses, calls every accessor on every key and
 // tensor and reads every tensor's bytes, so ASan sees any read outside the buffer and UBSan any overflow.
 // Invariants that must hold for an accepted file are checked with __builtin_trap (a crash for the
-// fuzzer): tensors lie inside the file, are aligned, and their sizes match the type table.
+// fuzzer): tensors lie inside the file, are aligned, and their sizes match the type table. An accepted
+// file is also written again with GGUFWriter and read back: the writer must accept everything the reader
+// accepts, and the round trip must reproduce every metadata value and tensor byte.
 //===----------------------------------------------------------------------===//
 #include "compiler/gguf/GGUFFile.h"
+#include "compiler/gguf/GGUFWriter.h"
+
+#include <cstring>
 
 #include <cstddef>
 #include <cstdint>
@@ -14,10 +19,10 @@ using namespace tpc;
 using namespace tpc::gguf;
 
 namespace {
-#define FUZZ_CHECK(cond)                                                                                  \
-  do {                                                                                                    \
-    if (!(cond))                                                                                          \
-      __builtin_trap();                                                                                   \
+#define FUZZ_CHECK(cond)                                                                                     \
+  do {                                                                                                       \
+    if (!(cond))                                                                                             \
+      __builtin_trap();                                                                                      \
   } while (0)
 
 volatile uint64_t gSink;
@@ -49,6 +54,32 @@ void allGetters(const GGUFFile &f, const std::string &key) {
   (void)f.getF32Or(key, 1);
   (void)f.getBoolOr(key, true);
   (void)f.getStringOr(key, "x");
+}
+/// Writes `f` again and checks the copy reads back identical.
+void roundTrip(const GGUFFile &f) {
+  GGUFWriter w;
+  FUZZ_CHECK(w.setAlignment(f.alignment()));
+  for (const Metadata &m : f.metadata())
+    w.set(m.key, m.value);
+  for (const TensorInfo &t : f.tensors())
+    FUZZ_CHECK(w.addTensor(t.name, t.type, t.ne));
+  Expected<std::vector<uint8_t>> bytes = w.writeToBuffer([&](size_t i, uint8_t *dst, size_t n) {
+    FUZZ_CHECK(n == f.tensors()[i].nbytes);
+    std::memcpy(dst, f.tensorData(f.tensors()[i]), n);
+  });
+  FUZZ_CHECK(bytes);
+  Expected<std::unique_ptr<GGUFFile>> g = GGUFFile::openBuffer(bytes->data(), bytes->size(), "copy.gguf");
+  FUZZ_CHECK(g);
+  FUZZ_CHECK((*g)->alignment() == f.alignment());
+  FUZZ_CHECK((*g)->metadata().size() == f.metadata().size());
+  for (const Metadata &m : f.metadata())
+    FUZZ_CHECK((*g)->find(m.key) && *(*g)->find(m.key) == m.value);
+  FUZZ_CHECK((*g)->tensors().size() == f.tensors().size());
+  for (size_t i = 0; i < f.tensors().size(); ++i) {
+    const TensorInfo &a = f.tensors()[i], &b = (*g)->tensors()[i];
+    FUZZ_CHECK(a.name == b.name && a.type == b.type && a.ne == b.ne && a.nbytes == b.nbytes);
+    FUZZ_CHECK(std::memcmp(f.tensorData(a), (*g)->tensorData(b), a.nbytes) == 0);
+  }
 }
 } // namespace
 
@@ -84,5 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gSink = gSink + sum;
     (void)describeShape(t.ne);
   }
+  // Bounded so one huge (but valid) input does not dominate the run.
+  if (f.fileSize() <= (1u << 20))
+    roundTrip(f);
   return 0;
 }

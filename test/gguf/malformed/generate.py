@@ -177,6 +177,8 @@ def cases():
                 "alignment 48 is not a power of two"))
     out.append(("alignment-zero.gguf", base(kvs=BASE_KVS + [kv("general.alignment", U32, 0)]),
                 "alignment is 0; it must be a power of two"))
+    out.append(("alignment-too-big.gguf", base(kvs=BASE_KVS + [kv("general.alignment", U64, 1 << 40)]),
+                "alignment 1099511627776 does not fit in uint32"))
     out.append(("alignment-string.gguf", base(kvs=BASE_KVS + [kv("general.alignment", STR, "32")]),
                 "general.alignment: has type string, expected an unsigned integer"))
     out.append(("nested-too-deep.gguf", base(kvs=BASE_KVS + [kv("general.nested", ARR, nested(9))]),
@@ -188,6 +190,7 @@ def cases():
                 "bool value 2 is not 0 or 1"))
     out.append(("tensor-name-too-long.gguf", base(tensors=[("x" * 64, [8, 4], GGML_F32, None)]),
                 "tensor name of 64 bytes is too long (ggml allows at most 63)"))
+    out.append(("tensor-name-empty.gguf", base(tensors=[EMB, ("", [8, 4], GGML_F32, None)]), "tensor name is empty"))
     out.append(("empty.gguf", b"", "the file is empty"))
     return out
 
