@@ -48,7 +48,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) 
 
   gguf::Expected<std::string> arch = file.getString("general.architecture");
   if (!arch)
-    return fail(arch.error());
+    return emitError(loc) << arch.error(), OwningOpRef<ModuleOp>();
   const ArchEntry *entry = nullptr;
   for (const ArchEntry &a : kArchitectures)
     if (*arch == a.name)

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Writes the small GGUF files the import-error lit tests use (stdlib only; run by hand, outputs committed).
+
+Each file is a valid GGUF that the reader accepts but the importer must reject with an error naming the
+architecture, key or tensor at fault. The base model is a 1-layer llama with n_embd 32, 2 heads, vocab 8.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+U32, F32, BOOL, STR, ARR = 4, 6, 7, 8, 9
+
+
+def s(x):
+    b = x.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def kv(key, vtype, value):
+    out = s(key) + struct.pack("<I", vtype)
+    if vtype == U32:
+        return out + struct.pack("<I", value)
+    if vtype == F32:
+        return out + struct.pack("<f", value)
+    if vtype == STR:
+        return out + s(value)
+    if vtype == ARR:  # (element type, list)
+        et, items = value
+        body = struct.pack("<IQ", et, len(items))
+        for it in items:
+            body += struct.pack("<I", it) if et == U32 else struct.pack("<?", it)
+        return out + body
+    raise ValueError(vtype)
+
+
+def write(name, meta, tensors):
+    """tensors: list of (name, ne) in f32."""
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta))
+    for m in meta:
+        head += kv(*m)
+    offset, infos = 0, b""
+    for tname, ne in tensors:
+        infos += s(tname) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+        infos += struct.pack("<IQ", 0, offset)
+        n = 1
+        for d in ne:
+            n *= d
+        offset += (n * 4 + 31) // 32 * 32
+    data = head + infos
+    data += b"\0" * ((32 - len(data) % 32) % 32)
+    data += b"\0" * offset
+    with open(os.path.join(HERE, name), "wb") as f:
+        f.write(data)
+
+
+def llama_meta(arch="llama", extra=()):
+    return [("general.architecture", STR, arch), (arch + ".block_count", U32, 1),
+            (arch + ".embedding_length", U32, 32), (arch + ".feed_forward_length", U32, 64),
+            (arch + ".attention.head_count", U32, 2), (arch + ".attention.head_count_kv", U32, 1),
+            (arch + ".attention.layer_norm_rms_epsilon", F32, 1e-5)] + list(extra)
+
+
+def llama_tensors(skip=(), override=None):
+    t = [("token_embd.weight", [32, 8]), ("output_norm.weight", [32]),
+         ("blk.0.attn_norm.weight", [32]), ("blk.0.attn_q.weight", [32, 32]),
+         ("blk.0.attn_k.weight", [32, 16]), ("blk.0.attn_v.weight", [32, 16]),
+         ("blk.0.attn_output.weight", [32, 32]), ("blk.0.ffn_norm.weight", [32]),
+         ("blk.0.ffn_gate.weight", [32, 64]), ("blk.0.ffn_up.weight", [32, 64]),
+         ("blk.0.ffn_down.weight", [64, 32])]
+    t = [(n, (override or {}).get(n, ne)) for n, ne in t if n not in skip]
+    return t
+
+
+write("llama-ok.gguf", llama_meta(), llama_tensors())
+write("unknown-arch.gguf", llama_meta("mamba"), llama_tensors())
+write("missing-tensor.gguf", llama_meta(), llama_tensors(skip={"blk.0.ffn_up.weight"}))
+write("wrong-shape.gguf", llama_meta(), llama_tensors(override={"blk.0.attn_k.weight": [32, 24]}))
+write("missing-block-count.gguf", [m for m in llama_meta() if m[0] != "llama.block_count"], llama_tensors())
+write("bad-head-count-kv.gguf",
+      [m for m in llama_meta() if m[0] != "llama.attention.head_count_kv"] +
+      [("llama.attention.head_count_kv", U32, 3)], llama_tensors())
+write("missing-arch.gguf", llama_meta()[1:], llama_tensors())
+write("qwen3moe-no-experts.gguf", llama_meta("qwen3moe"), llama_tensors())
+write("kv-array-length.gguf",
+      [m for m in llama_meta() if m[0] != "llama.attention.head_count_kv"] +
+      [("llama.attention.head_count_kv", ARR, (U32, [1, 1]))], llama_tensors())
+write("rope-dims-odd.gguf", llama_meta(extra=[("llama.rope.dimension_count", U32, 15)]), llama_tensors())
