@@ -15,7 +15,8 @@ include "dialects/tpc/IR/TpcBase.td"
 
 def Tpc_KvCacheType : TypeDef<Tpc_Dialect, "KvCache"> {
   let mnemonic = "kv_cache";
-  let summary = "The key/value cache of one attention layer.";
+  // Also the constraint message: "operand #3 must be the key/value cache of one attention layer".
+  let summary = "the key/value cache of one attention layer";
   let description = [{
     `!tpc.kv_cache<HkvxDkxDv>`: `Hkv` KV heads, keys of `Dk` elements and values of `Dv` elements per
     head. The number of cached positions (the context length) is chosen at run time.
