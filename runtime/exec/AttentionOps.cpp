@@ -5,7 +5,8 @@
 // ATTENTION first appends this call's K/V rows at their positions (converting to the cache dtype), then
 // each (token, query head) attends causally over the cache: positions p' <= p, and p - p' < window when
 // a sliding window is set; GQA maps query head h to KV head h / (Hq / Hkv). Optional soft-capping of the
-// scores and per-head sink logits that join the softmax denominator only. Parallel over (token, head).
+// scores and per-head sink logits that join the softmax denominator only. Parallel over (token, KV head):
+// the KV rows are converted once per GQA group.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Ops.h"
 
@@ -85,58 +86,69 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
     storeRow(kv.v, dt, at * hkv * dv, v.f() + ti * hkv * dv, hkv * dv);
   }
   const float *h2f = halfTable();
-  tg.parallelFor(t * hq, [&](int64_t b, int64_t e, int) {
-    std::vector<float> score, acc(dv);
+  // One work item per (token, KV head): its cache rows are converted to f32 once and serve the whole
+  // group of query heads that share them (GQA), then scores and the weighted sum per query head.
+  tg.parallelFor(t * hkv, [&](int64_t b, int64_t e, int) {
+    std::vector<float> kf, vf, score;
     for (int64_t item = b; item < e; ++item) {
-      const int64_t ti = item / hq, h = item % hq, kh = h / group;
+      const int64_t ti = item / hkv, kh = item % hkv;
       const int64_t pi = pos.i()[ti];
-      const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pi - p.window + 1) : 0;
-      const float *qr = q.f() + (ti * hq + h) * dk;
-      score.resize(pi - lo + 1);
-      float mx = -INFINITY;
-      for (int64_t j = lo; j <= pi; ++j) {
-        const int64_t off = (j * hkv + kh) * dk;
-        float s = 0;
+      const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pi - p.window + 1) : 0, n = pi - lo + 1;
+      kf.resize(n * dk);
+      vf.resize(n * dv);
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t ko = ((lo + j) * hkv + kh) * dk, vo = ((lo + j) * hkv + kh) * dv;
         if (dt == DType::F32) {
-          const float *kr = static_cast<const float *>(kv.k) + off;
-          for (int64_t c = 0; c < dk; ++c)
-            s += qr[c] * kr[c];
+          std::memcpy(&kf[j * dk], static_cast<const float *>(kv.k) + ko, dk * 4);
+          std::memcpy(&vf[j * dv], static_cast<const float *>(kv.v) + vo, dv * 4);
         } else {
-          const uint16_t *kr = static_cast<const uint16_t *>(kv.k) + off;
+          const uint16_t *kr = static_cast<const uint16_t *>(kv.k) + ko, *vr = static_cast<const uint16_t *>(kv.v) + vo;
           for (int64_t c = 0; c < dk; ++c)
-            s += qr[c] * h2f[kr[c]];
-        }
-        s *= p.scale;
-        if (p.softcap > 0)
-          s = p.softcap * std::tanh(s / p.softcap);
-        score[j - lo] = s;
-        mx = std::max(mx, s);
-      }
-      const float sink = sinks ? sinks->f()[h] : -INFINITY;
-      mx = std::max(mx, sink);
-      double denom = sinks ? std::exp(double(sink - mx)) : 0.0;
-      for (float &s : score) {
-        s = std::exp(s - mx);
-        denom += s;
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = lo; j <= pi; ++j) {
-        const float w = score[j - lo];
-        const int64_t off = (j * hkv + kh) * dv;
-        if (dt == DType::F32) {
-          const float *vr = static_cast<const float *>(kv.v) + off;
+            kf[j * dk + c] = h2f[kr[c]];
           for (int64_t c = 0; c < dv; ++c)
-            acc[c] += w * vr[c];
-        } else {
-          const uint16_t *vr = static_cast<const uint16_t *>(kv.v) + off;
-          for (int64_t c = 0; c < dv; ++c)
-            acc[c] += w * h2f[vr[c]];
+            vf[j * dv + c] = h2f[vr[c]];
         }
       }
-      const float inv = static_cast<float>(1.0 / denom);
-      float *out = y.f() + (ti * hq + h) * dv;
-      for (int64_t c = 0; c < dv; ++c)
-        out[c] = acc[c] * inv;
+      score.resize(n);
+      for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
+        const float *qr = q.f() + (ti * hq + h) * dk;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) {
+          // Eight independent partial sums so the compiler can vectorise the dot product.
+          float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          const float *kr = &kf[j * dk];
+          int64_t c = 0;
+          for (; c + 8 <= dk; c += 8)
+            for (int l = 0; l < 8; ++l)
+              part[l] += qr[c + l] * kr[c + l];
+          float sc = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+          for (; c < dk; ++c)
+            sc += qr[c] * kr[c];
+          sc *= p.scale;
+          if (p.softcap > 0)
+            sc = p.softcap * std::tanh(sc / p.softcap);
+          score[j] = sc;
+          mx = std::max(mx, sc);
+        }
+        const float sink = sinks ? sinks->f()[h] : -INFINITY;
+        mx = std::max(mx, sink);
+        double denom = sinks ? std::exp(double(sink - mx)) : 0.0;
+        for (float &sc : score) {
+          sc = std::exp(sc - mx);
+          denom += sc;
+        }
+        float *out = y.f() + (ti * hq + h) * dv;
+        std::fill(out, out + dv, 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float w = score[j];
+          const float *vr = &vf[j * dv];
+          for (int64_t c = 0; c < dv; ++c)
+            out[c] += w * vr[c];
+        }
+        const float inv = static_cast<float>(1.0 / denom);
+        for (int64_t c = 0; c < dv; ++c)
+          out[c] *= inv;
+      }
     }
   });
 }

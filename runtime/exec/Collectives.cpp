@@ -10,8 +10,16 @@ namespace tpc::rt::exec {
 
 Rendezvous::Rendezvous(int n) : n_(n), bufs_(n), x_(n), y_(n), scratch_(n) {}
 
+void Rendezvous::abort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_ = true;
+  cv_.notify_all();
+}
+
 void Rendezvous::barrier() {
   std::unique_lock<std::mutex> lock(mu_);
+  if (aborted_)
+    return;
   uint64_t gen = generation_;
   if (++arrived_ == n_) {
     arrived_ = 0;
@@ -19,7 +27,7 @@ void Rendezvous::barrier() {
     cv_.notify_all();
     return;
   }
-  cv_.wait(lock, [&] { return generation_ != gen; });
+  cv_.wait(lock, [&] { return aborted_ || generation_ != gen; });
 }
 
 void Rendezvous::allReduce(int rank, const std::vector<TensorRef> &bufs) {
@@ -27,6 +35,8 @@ void Rendezvous::allReduce(int rank, const std::vector<TensorRef> &bufs) {
     return;
   bufs_[rank] = &bufs;
   barrier();
+  if (aborted_)
+    return;
   std::vector<float> &scratch = scratch_[rank];
   size_t need = 0;
   for (const TensorRef &b : bufs)
@@ -45,6 +55,8 @@ void Rendezvous::allReduce(int rank, const std::vector<TensorRef> &bufs) {
     at += static_cast<size_t>(e - b);
   }
   barrier(); // every share summed before anyone overwrites an addend
+  if (aborted_)
+    return;
   at = 0;
   for (size_t i = 0; i < bufs.size(); ++i) {
     const int64_t n = bufs[i].numel(), b = n * rank / n_, e = n * (rank + 1) / n_;
@@ -58,6 +70,8 @@ void Rendezvous::allReduce(int rank, const std::vector<TensorRef> &bufs) {
 void Rendezvous::allGather(int rank, const TensorRef &x, const TensorRef &y, int64_t axis) {
   x_[rank] = &x;
   barrier();
+  if (aborted_)
+    return;
   std::vector<TensorRef> parts;
   for (int d = 0; d < n_; ++d)
     parts.push_back(*x_[d]);
@@ -69,6 +83,8 @@ void Rendezvous::reduceScatter(int rank, const TensorRef &x, const TensorRef &y,
   x_[rank] = &x;
   y_[rank] = &y;
   barrier();
+  if (aborted_)
+    return;
   int64_t offset = 0;
   for (int d = 0; d < rank; ++d)
     offset += y_[d]->shape[axis];

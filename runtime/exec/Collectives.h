@@ -10,6 +10,7 @@
 
 #include "runtime/exec/Ops.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <vector>
@@ -21,8 +22,12 @@ class Rendezvous {
 public:
   explicit Rendezvous(int n);
   int size() const { return n_; }
-  /// Blocks until all n devices arrive.
+  /// Blocks until all n devices arrive (returns at once after abort()).
   void barrier();
+  /// Releases every waiting device and makes later barriers no-ops: a device that failed calls this so its
+  /// peers do not wait for it forever (their results are then garbage, and the session reports the error).
+  void abort();
+  bool aborted() const { return aborted_.load(); }
   /// Sums each tensor over the devices in place (a bucket of several tensors is one rendezvous).
   void allReduce(int rank, const std::vector<TensorRef> &bufs);
   /// y (on every device) = concatenation of every device's x along `axis` (sizes may differ).
@@ -37,6 +42,7 @@ private:
   std::condition_variable cv_;
   int arrived_ = 0;
   uint64_t generation_ = 0;
+  std::atomic<bool> aborted_{false};
   std::vector<const std::vector<TensorRef> *> bufs_;
   std::vector<const TensorRef *> x_, y_;
   std::vector<std::vector<float>> scratch_;

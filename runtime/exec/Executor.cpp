@@ -13,6 +13,7 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <mutex>
 #include <cstdlib>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -77,6 +78,8 @@ struct Session::Impl {
   std::unique_ptr<Rendezvous> rv;
   int32_t logitsTensor = -1; ///< on device 0
   bool profiling = false;
+  std::string failure; ///< first error raised inside a device thread; the session is unusable after it
+  std::mutex failureMu;
   std::vector<StepProfile> prof;
 
   TensorRef bind(size_t d, int32_t id, int64_t t) const {
@@ -401,7 +404,7 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
   m.rv = std::make_unique<Rendezvous>(static_cast<int>(n));
   m.prof.resize(p.devices[0].steps.size());
   for (size_t i = 0; i < m.prof.size(); ++i)
-    m.prof[i].name = p.devices[0].steps[i].name;
+    m.prof[i].name = p.devices[0].steps[i].name, m.prof[i].op = p.devices[0].steps[i].op;
   return E(std::move(s));
 }
 
@@ -410,6 +413,8 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &token
   using E = Expected<std::vector<float>>;
   Impl &m = *impl_;
   const Plan &p = m.plan;
+  if (!m.failure.empty())
+    return E::error("execution failed earlier: " + m.failure + "; reopen the plan");
   if (tokens.size() != positions.size() || tokens.empty())
     return E::error(fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size()));
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -428,12 +433,26 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &token
       std::copy(tokens.begin() + at, tokens.begin() + at + t, dev.tokens.begin());
       std::copy(positions.begin() + at, positions.begin() + at + t, dev.positions.begin());
     }
+    // A kernel that throws (it should not: open() checked every step) must neither terminate the process
+    // nor leave the peers waiting at a collective.
+    auto guarded = [&m, t](size_t d) {
+      try {
+        m.runDevice(d, t);
+      } catch (const std::exception &e) {
+        std::lock_guard<std::mutex> lock(m.failureMu);
+        if (m.failure.empty())
+          m.failure = fmt::format("device {}: {}", d, e.what());
+        m.rv->abort();
+      }
+    };
     std::vector<std::thread> others;
     for (size_t d = 1; d < m.devs.size(); ++d)
-      others.emplace_back([&m, d, t] { m.runDevice(d, t); });
-    m.runDevice(0, t);
+      others.emplace_back(guarded, d);
+    guarded(0);
     for (auto &th : others)
       th.join();
+    if (!m.failure.empty())
+      return E::error("execution failed: " + m.failure + "; reopen the plan");
     std::memcpy(logits.data() + at * vocab, m.devs[0].ptr[m.logitsTensor], t * vocab * sizeof(float));
   }
   return logits;

@@ -35,6 +35,7 @@ struct SessionOptions {
 /// Time spent per step name, filled when profiling is on.
 struct StepProfile {
   std::string name;
+  OpKind op = OpKind::Copy;
   double seconds = 0;
   int64_t calls = 0;
 };

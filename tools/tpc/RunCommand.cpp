@@ -16,6 +16,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -49,6 +50,7 @@ struct RunOptions {
   int tg = 128;
   int reps = 5;
   bool json = false;
+  bool profile = false;
 };
 
 /// Parses "1,2,3" (spaces allowed); the error names the flag.
@@ -295,6 +297,25 @@ void runGenerate(Session &s, const RunOptions &o) {
              generated.size() / std::max(genSec, 1e-9), p.devices.size(), s.threadsPerDevice());
 }
 
+/// Time per op kind on device 0, largest first.
+void printProfile(const Session &s) {
+  std::vector<StepProfile> byOp(kNumOpKinds);
+  double total = 0;
+  for (const StepProfile &p : s.profile()) {
+    StepProfile &b = byOp[static_cast<unsigned>(p.op)];
+    b.name = opKindName(p.op);
+    b.seconds += p.seconds;
+    b.calls += p.calls;
+    total += p.seconds;
+  }
+  std::sort(byOp.begin(), byOp.end(), [](const StepProfile &a, const StepProfile &b) { return a.seconds > b.seconds; });
+  fmt::print(stderr, "profile (device 0): {:.3f} s in steps\n", total);
+  for (const StepProfile &b : byOp)
+    if (b.calls)
+      fmt::print(stderr, "  {:<16} {:8.3f} s {:5.1f}% {:8} calls\n", b.name, b.seconds,
+                 100 * b.seconds / std::max(total, 1e-12), b.calls);
+}
+
 void runRun(const RunOptions &o) {
   auto plan = loadPlan(o.plan);
   if (!plan)
@@ -310,10 +331,13 @@ void runRun(const RunOptions &o) {
   auto session = Session::open(std::move(*plan), so);
   if (!session)
     throw Failure(session.message());
+  (*session)->setProfiling(o.profile);
   if (o.bench)
     runBench(**session, o);
   else
     runGenerate(**session, o);
+  if (o.profile)
+    printProfile(**session);
 }
 
 void registerRun(CLI::App &app) {
@@ -338,6 +362,7 @@ void registerRun(CLI::App &app) {
   cmd->add_option("--tg", o->tg, "bench: generated tokens (also -tg)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->reps, "bench: repetitions")->capture_default_str();
   cmd->add_flag("--json", o->json, "bench: JSON output");
+  cmd->add_flag("--profile", o->profile, "print time per op kind on device 0 (stderr)");
   cmd->callback([o] { runRun(*o); });
 }
 
