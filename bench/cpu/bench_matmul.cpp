@@ -92,8 +92,8 @@ int main(int argc, char **argv) {
     v = dist(rng);
 
   // "cpu" columns divide by CPU time instead of wall time: per core-second, robust to a busy machine.
-  std::printf("%-6s %-11s %-3s %10s %11s %14s %15s %14s\n", "type", "shape", "thr", "decode ms", "decode GB/s",
-              "GB/s per cpu-s", "prefill GFLOP/s", "GFLOP per cpu-s");
+  std::printf("%-6s %-11s %-3s %10s %11s %14s %15s %14s\n", "type", "shape", "thr", "decode ms",
+              "decode GB/s", "GB/s per cpu-s", "prefill GFLOP/s", "GFLOP per cpu-s");
   for (GGMLType t : types) {
     for (auto &shape : shapes) {
       int64_t n = shape[0];
@@ -116,7 +116,8 @@ int main(int argc, char **argv) {
         a.m = 1;
         double cpu = 0;
         double dt = timeIt([&] { matmul(a, g); }, quick ? 0.2 : 1.0, &cpu);
-        double gbs = static_cast<double>(w.size()) / dt / 1e9, gbsCpu = static_cast<double>(w.size()) / cpu / 1e9;
+        double gbs = static_cast<double>(w.size()) / dt / 1e9,
+               gbsCpu = static_cast<double>(w.size()) / cpu / 1e9;
         double gflops = 0, gflopsCpu = 0;
         if (n == 4096) {
           a.m = mPrefill;
@@ -126,8 +127,8 @@ int main(int argc, char **argv) {
           gflops = flop / pt / 1e9;
           gflopsCpu = flop / pcpu / 1e9;
         }
-        std::printf("%-6s %5lldx%-5lld %-3d %10.3f %11.2f %14.2f %15.1f %14.1f\n", ggmlTypeName(t), (long long)n,
-                    (long long)k, th, dt * 1e3, gbs, gbsCpu, gflops, gflopsCpu);
+        std::printf("%-6s %5lldx%-5lld %-3d %10.3f %11.2f %14.2f %15.1f %14.1f\n", ggmlTypeName(t),
+                    (long long)n, (long long)k, th, dt * 1e3, gbs, gbsCpu, gflops, gflopsCpu);
         std::fflush(stdout);
       }
     }

@@ -45,7 +45,8 @@ void validate(const char *op, const Core &c) {
                  " is not supported by the CPU backend (supported: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
                  "q8_0, q2_K..q8_K, iq4_nl, mxfp4)");
   if (c.n < 0 || c.m < 0 || c.k <= 0)
-    fail(op, "bad shape n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" + std::to_string(c.m));
+    fail(op,
+         "bad shape n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" + std::to_string(c.m));
   std::optional<uint64_t> rowBytes = ggmlRowBytes(c.wType, static_cast<uint64_t>(c.k));
   if (!rowBytes)
     fail(op, "row length k=" + std::to_string(c.k) + " is not a multiple of the " + ggmlTypeName(c.wType) +
@@ -56,9 +57,11 @@ void validate(const char *op, const Core &c) {
   if (c.m > 0 && c.n > 0 && (!c.w || !c.x || !c.y))
     fail(op, "null weight, input or output pointer");
   if (c.m > 1 && !c.xRows && c.xRowStride < static_cast<size_t>(c.k))
-    fail(op, "input row stride " + std::to_string(c.xRowStride) + " is smaller than k=" + std::to_string(c.k));
+    fail(op,
+         "input row stride " + std::to_string(c.xRowStride) + " is smaller than k=" + std::to_string(c.k));
   if (c.m > 1 && !c.yRows && c.yRowStride < static_cast<size_t>(c.n))
-    fail(op, "output row stride " + std::to_string(c.yRowStride) + " is smaller than n=" + std::to_string(c.n));
+    fail(op,
+         "output row stride " + std::to_string(c.yRowStride) + " is smaller than n=" + std::to_string(c.n));
 }
 
 void run(const char *op, const Core &c, ThreadGroup &group) {
@@ -145,8 +148,8 @@ void matmul(const MatmulArgs &a, ThreadGroup &group) {
 
 void matmulId(const MatmulIdArgs &a, ThreadGroup &group) {
   if (a.expert < 0 || a.expert >= a.nExperts)
-    fail("matmul_id", "expert " + std::to_string(a.expert) + " is out of range (" + std::to_string(a.nExperts) +
-                          " experts)");
+    fail("matmul_id", "expert " + std::to_string(a.expert) + " is out of range (" +
+                          std::to_string(a.nExperts) + " experts)");
   if (a.count > 0 && (!a.xRows || !a.yRows))
     fail("matmul_id", "null row index array");
   for (int64_t i = 0; i < a.count; ++i)

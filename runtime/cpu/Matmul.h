@@ -24,16 +24,16 @@ namespace tpc::rt::cpu {
 
 /// Arguments of matmul.
 struct MatmulArgs {
-  const void *w = nullptr;         ///< weight rows
-  GGMLType wType = GGMLType::F32;  ///< their element type
-  int64_t n = 0;                   ///< rows of W = outputs per token
-  int64_t k = 0;                   ///< row length (elements), a multiple of the type's block size
-  size_t wRowStride = 0;           ///< bytes between consecutive W rows
-  const float *x = nullptr;        ///< activations, m rows of k floats
-  int64_t m = 0;                   ///< tokens
-  size_t xRowStride = 0;           ///< floats between consecutive x rows
-  float *y = nullptr;              ///< outputs, m rows of n floats
-  size_t yRowStride = 0;           ///< floats between consecutive y rows
+  const void *w = nullptr;        ///< weight rows
+  GGMLType wType = GGMLType::F32; ///< their element type
+  int64_t n = 0;                  ///< rows of W = outputs per token
+  int64_t k = 0;                  ///< row length (elements), a multiple of the type's block size
+  size_t wRowStride = 0;          ///< bytes between consecutive W rows
+  const float *x = nullptr;       ///< activations, m rows of k floats
+  int64_t m = 0;                  ///< tokens
+  size_t xRowStride = 0;          ///< floats between consecutive x rows
+  float *y = nullptr;             ///< outputs, m rows of n floats
+  size_t yRowStride = 0;          ///< floats between consecutive y rows
 };
 
 /// y = x . W^T (see the file comment).
@@ -42,20 +42,20 @@ void matmul(const MatmulArgs &args, ThreadGroup &group);
 /// Arguments of matmulId: one expert of a 3-D weight [nExperts][n][k] against a subset of the rows of x,
 /// so the executor can group the tokens routed to each expert (ggml's mul_mat_id).
 struct MatmulIdArgs {
-  const void *w = nullptr;          ///< expert 0's first row
-  GGMLType wType = GGMLType::F32;   ///< element type
-  int64_t n = 0, k = 0;             ///< rows per expert, row length
-  size_t wRowStride = 0;            ///< bytes between rows of one expert
-  size_t wExpertStride = 0;         ///< bytes between experts
-  int64_t nExperts = 0;             ///< experts in w
-  int64_t expert = 0;               ///< the expert to use
-  const float *x = nullptr;         ///< activation rows
-  size_t xRowStride = 0;            ///< floats between x rows
-  const int32_t *xRows = nullptr;   ///< for i < count: row xRows[i] of x is input i
-  float *y = nullptr;               ///< output rows
-  size_t yRowStride = 0;            ///< floats between y rows
-  const int32_t *yRows = nullptr;   ///< for i < count: output i goes to row yRows[i] of y
-  int64_t count = 0;                ///< number of rows routed to this expert
+  const void *w = nullptr;        ///< expert 0's first row
+  GGMLType wType = GGMLType::F32; ///< element type
+  int64_t n = 0, k = 0;           ///< rows per expert, row length
+  size_t wRowStride = 0;          ///< bytes between rows of one expert
+  size_t wExpertStride = 0;       ///< bytes between experts
+  int64_t nExperts = 0;           ///< experts in w
+  int64_t expert = 0;             ///< the expert to use
+  const float *x = nullptr;       ///< activation rows
+  size_t xRowStride = 0;          ///< floats between x rows
+  const int32_t *xRows = nullptr; ///< for i < count: row xRows[i] of x is input i
+  float *y = nullptr;             ///< output rows
+  size_t yRowStride = 0;          ///< floats between y rows
+  const int32_t *yRows = nullptr; ///< for i < count: output i goes to row yRows[i] of y
+  int64_t count = 0;              ///< number of rows routed to this expert
 };
 
 /// For i < count: y[yRows[i]] = W[expert] . x[xRows[i]]. Row indices must be >= 0 (checked).

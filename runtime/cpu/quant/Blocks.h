@@ -58,7 +58,8 @@ struct BlockQ2_K {
   uint8_t qs[kQKK / 4];
   uint16_t d, dmin;
 };
-/// Q3_K: 2 low bits in qs, the third in hmask (set = no -4 offset), 16 signed 6-bit scales packed in 12 bytes.
+/// Q3_K: 2 low bits in qs, the third in hmask (set = no -4 offset), 16 signed 6-bit scales packed in 12
+/// bytes.
 struct BlockQ3_K {
   uint8_t hmask[kQKK / 8];
   uint8_t qs[kQKK / 4];

@@ -23,7 +23,7 @@ namespace {
 inline int roundEven(float x) {
   if (!(std::fabs(x) < 4194304.0f))
     return x > 0 ? 4194304 : -4194304; // also maps NaN to a large negative value, clamped by callers
-  const float magic = 12582912.0f; // IEEE arithmetic: the compiler may not fold (x + m) - m into x
+  const float magic = 12582912.0f;     // IEEE arithmetic: the compiler may not fold (x + m) - m into x
   return static_cast<int>((x + magic) - magic);
 }
 
@@ -68,8 +68,7 @@ void quantQ5_0(const float *x, BlockQ5_0 *y, int64_t nb) {
   }
 }
 
-template <typename Block, int NMax>
-void quantAffine(const float *x, Block *y, int64_t nb) {
+template <typename Block, int NMax> void quantAffine(const float *x, Block *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     float mn = x[0], mx = x[0];
     for (int j = 1; j < kQK; ++j) {
@@ -191,8 +190,7 @@ void packScaleMinK4(const uint8_t sc[8], const uint8_t m[8], uint8_t *q) {
 }
 
 /// Q4_K (bits 4) and Q5_K (bits 5): 8 groups of 32.
-template <typename Block, int Bits>
-void quantQ45_K(const float *x, Block *y, int64_t nb) {
+template <typename Block, int Bits> void quantQ45_K(const float *x, Block *y, int64_t nb) {
   constexpr int nmax = (1 << Bits) - 1;
   for (int64_t i = 0; i < nb; ++i, x += kQKK) {
     float scales[8], mins[8];
@@ -284,8 +282,8 @@ void quantQ6_K(const float *x, BlockQ6_K *y, int64_t nb) {
     y[i].d = fp32ToFp16(amax / 127);
     float d = fp16ToFp32(y[i].d);
     for (int g = 0; g < 16; ++g)
-      y[i].scales[g] =
-          static_cast<int8_t>(d > 0 ? std::clamp(static_cast<int>(std::lround(scales[g] / d)), -127, 127) : 0);
+      y[i].scales[g] = static_cast<int8_t>(
+          d > 0 ? std::clamp(static_cast<int>(std::lround(scales[g] / d)), -127, 127) : 0);
     std::memset(y[i].ql, 0, sizeof(y[i].ql));
     std::memset(y[i].qh, 0, sizeof(y[i].qh));
     for (int e = 0; e < kQKK; ++e) {
@@ -326,12 +324,14 @@ bool supportsQuantize(GGMLType t) {
 
 void quantizeRow(GGMLType t, const float *src, void *dst, int64_t n) {
   if (!supportsQuantize(t))
-    throw std::invalid_argument(std::string("quantize: no quantizer for ggml type ") + ggmlTypeName(t) +
-                                " (available: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_K..q8_K)");
+    throw std::invalid_argument(
+        std::string("quantize: no quantizer for ggml type ") + ggmlTypeName(t) +
+        " (available: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_K..q8_K)");
   const GGMLTypeInfo &info = ggmlTypeInfo(t);
   if (n < 0 || n % info.blockElems != 0)
-    throw std::invalid_argument("quantize: row of " + std::to_string(n) + " elements is not a whole number of " +
-                                info.name + " blocks (" + std::to_string(info.blockElems) + " elements each)");
+    throw std::invalid_argument("quantize: row of " + std::to_string(n) +
+                                " elements is not a whole number of " + info.name + " blocks (" +
+                                std::to_string(info.blockElems) + " elements each)");
   int64_t nb = n / info.blockElems;
   switch (t) {
   case GGMLType::F32:

@@ -43,8 +43,7 @@ float dotBF16(int64_t k, const void *w, const void *a) {
 }
 
 /// Sum over a 32-element block of table-or-offset weights times int8 activations.
-template <typename Decode>
-int dotBlock32(const uint8_t *qs, const int8_t *a, Decode decode) {
+template <typename Decode> int dotBlock32(const uint8_t *qs, const int8_t *a, Decode decode) {
   int s = 0;
   for (int j = 0; j < kQK / 2; ++j)
     s += decode(qs[j] & 0xf, j) * a[j] + decode(qs[j] >> 4, j + 16) * a[j + 16];
@@ -148,7 +147,8 @@ float dotQ2_K(int64_t k, const void *w, const void *a) {
     }
     for (int g = 0; g < 16; ++g)
       msum += (x[i].scales[g] >> 4) * y[i].bsums[g];
-    s += y[i].d * (fp16ToFp32(x[i].d) * static_cast<float>(isum) - fp16ToFp32(x[i].dmin) * static_cast<float>(msum));
+    s += y[i].d *
+         (fp16ToFp32(x[i].d) * static_cast<float>(isum) - fp16ToFp32(x[i].dmin) * static_cast<float>(msum));
   }
   return s;
 }
@@ -175,8 +175,7 @@ float dotQ3_K(int64_t k, const void *w, const void *a) {
   return s;
 }
 
-template <typename Block, bool Five>
-float dotQ45_K(int64_t k, const void *w, const void *a) {
+template <typename Block, bool Five> float dotQ45_K(int64_t k, const void *w, const void *a) {
   const Block *x = static_cast<const Block *>(w);
   const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
   float s = 0;
@@ -196,7 +195,8 @@ float dotQ45_K(int64_t k, const void *w, const void *a) {
       isum += sc * gs;
       msum += m * (y[i].bsums[2 * g] + y[i].bsums[2 * g + 1]);
     }
-    s += y[i].d * (fp16ToFp32(x[i].d) * static_cast<float>(isum) - fp16ToFp32(x[i].dmin) * static_cast<float>(msum));
+    s += y[i].d *
+         (fp16ToFp32(x[i].d) * static_cast<float>(isum) - fp16ToFp32(x[i].dmin) * static_cast<float>(msum));
   }
   return s;
 }
@@ -282,8 +282,9 @@ bool isaAvailable(Isa isa) {
 #endif
   case Isa::AVX512:
 #if defined(__x86_64__)
-    return isaAvailable(Isa::AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    return isaAvailable(Isa::AVX2) && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni");
 #else
     return false;
 #endif

@@ -61,8 +61,8 @@ struct Problem {
               sum += q;
             uint16_t mw;
             std::memcpy(&mw, w.data() + r * wStride + blk * ggmlTypeInfo(t).blockBytes + 2, 2);
-            q81Fix[i * n + r] += double(fp16ToFp32(mw)) *
-                                 (double(fp16ToFp32(b[blk].s)) - double(fp16ToFp32(b[blk].d)) * sum);
+            q81Fix[i * n + r] +=
+                double(fp16ToFp32(mw)) * (double(fp16ToFp32(b[blk].s)) - double(fp16ToFp32(b[blk].d)) * sum);
           }
       }
     }
@@ -151,7 +151,9 @@ TEST_P(MatmulType, MatchesReferenceForOddShapesAndThreadCounts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, MatmulType, ::testing::ValuesIn(supportedTypes()),
-                         [](const ::testing::TestParamInfo<GGMLType> &i) { return std::string(ggmlTypeName(i.param)); });
+                         [](const ::testing::TestParamInfo<GGMLType> &i) {
+                           return std::string(ggmlTypeName(i.param));
+                         });
 
 TEST(MatmulId, SelectedRowsAgainstOneExpert) {
   const GGMLType t = GGMLType::Q4_K;

@@ -3,8 +3,8 @@
 // Conversions are checked exhaustively (fp16) or on their rounding ties; block layouts on hand-built
 // blocks; quantizers by round-trip error on Gaussian rows, with bounds per type.
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/quant/Blocks.h"
 #include "runtime/cpu/quant/Quant.h"
+#include "runtime/cpu/quant/Blocks.h"
 #include "test/runtime/cpu/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -39,8 +39,8 @@ TEST(Half, Fp16RoundsToNearestEven) {
   EXPECT_EQ(fp32ToFp16(65519.0f), 0x7bff);
   EXPECT_EQ(fp32ToFp16(65520.0f), 0x7c00); // rounds to infinity
   EXPECT_EQ(fp32ToFp16(1e10f), 0x7c00);
-  EXPECT_EQ(fp32ToFp16(-std::ldexp(1.0f, -25)), 0x8000);                 // tie to zero
-  EXPECT_EQ(fp32ToFp16(std::ldexp(3.0f, -26)), 0x0001);                  // 0.75 ulp rounds up
+  EXPECT_EQ(fp32ToFp16(-std::ldexp(1.0f, -25)), 0x8000); // tie to zero
+  EXPECT_EQ(fp32ToFp16(std::ldexp(3.0f, -26)), 0x0001);  // 0.75 ulp rounds up
 }
 
 TEST(Half, RowConversionMatchesScalar) {

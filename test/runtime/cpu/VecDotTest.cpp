@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 using namespace tpc;
@@ -251,4 +251,6 @@ TEST_P(VecDotIsa, ActivationQuantizersEqualReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, VecDotIsa, ::testing::Values(Isa::AVX2, Isa::AVX512),
-                         [](const ::testing::TestParamInfo<Isa> &i) { return std::string(isaName(i.param)); });
+                         [](const ::testing::TestParamInfo<Isa> &i) {
+                           return std::string(isaName(i.param));
+                         });
