@@ -56,10 +56,11 @@ void validate(const char *op, const Core &c) {
                  std::to_string(*rowBytes) + " bytes)");
   if (c.m > 0 && c.n > 0 && (!c.w || !c.x || !c.y))
     fail(op, "null weight, input or output pointer");
-  if (c.m > 1 && !c.xRows && c.xRowStride < static_cast<size_t>(c.k))
+  // With index arrays any row may be used, so the strides must hold a whole row whatever m is.
+  if ((c.m > 1 || c.xRows) && c.xRowStride < static_cast<size_t>(c.k))
     fail(op,
          "input row stride " + std::to_string(c.xRowStride) + " is smaller than k=" + std::to_string(c.k));
-  if (c.m > 1 && !c.yRows && c.yRowStride < static_cast<size_t>(c.n))
+  if ((c.m > 1 || c.yRows) && c.yRowStride < static_cast<size_t>(c.n))
     fail(op,
          "output row stride " + std::to_string(c.yRowStride) + " is smaller than n=" + std::to_string(c.n));
 }
@@ -78,9 +79,12 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
   // Activation rows in the dot kernel's type: the f32 rows themselves, or quantized copies.
   size_t actBytes = static_cast<size_t>(*ggmlRowBytes(actType, static_cast<uint64_t>(c.k)));
   uint8_t *act = nullptr;
+  size_t scratchBytes = 0;
+  if (__builtin_mul_overflow(actBytes, static_cast<size_t>(c.m), &scratchBytes))
+    fail(op, "activation scratch for m=" + std::to_string(c.m) + " rows overflows");
   if (actType != GGMLType::F32) {
     QuantizeFn quantize = activationQuantizer(actType, activeIsa());
-    act = static_cast<uint8_t *>(group.sharedScratch(actBytes * static_cast<size_t>(c.m)));
+    act = static_cast<uint8_t *>(group.sharedScratch(scratchBytes));
     auto quantizeRows = [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i)
         quantize(xRow(i), act + actBytes * static_cast<size_t>(i), c.k);
