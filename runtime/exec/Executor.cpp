@@ -319,6 +319,23 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
     src = map.data;
   }
 
+  // Capacity: every CPU "device" lives in host memory, so all arenas together must fit in RAM.
+  {
+    uint64_t need = 0;
+    for (const DevicePlan &dp : p.devices) {
+      auto kv = mulAdd(static_cast<uint64_t>(m.ctx), dp.kvBytesPerToken, dp.weightBytes);
+      auto all = kv ? mulAdd(1, *kv, dp.activationBytes) : std::nullopt;
+      auto sum = all ? mulAdd(1, need, *all) : std::nullopt;
+      if (!sum)
+        return E::error("the plan's memory size overflows");
+      need = *sum;
+    }
+    const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+    if (ram > 0 && need > ram)
+      return E::error(fmt::format("the plan needs {:.2f} GiB of host memory for --ctx-size {} but the machine has "
+                                  "{:.2f} GiB; use a smaller --ctx-size",
+                                  need / double(1ull << 30), m.ctx, ram / double(1ull << 30)));
+  }
   m.devs.resize(n);
   for (size_t d = 0; d < n; ++d) {
     const DevicePlan &dp = p.devices[d];

@@ -115,6 +115,7 @@ int32_t DevicePlanBuilder::addWeight(WeightSlice w) {
 }
 
 int32_t DevicePlanBuilder::addKv(KvCache c) {
+  dev_.kvBytesPerToken += static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
   dev_.kv.push_back(c);
   return static_cast<int32_t>(dev_.kv.size() - 1);
 }

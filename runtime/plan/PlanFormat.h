@@ -197,7 +197,7 @@ public:
   int32_t weight(int32_t slice);
   /// Adds a weight slice; returns its index.
   int32_t addWeight(WeightSlice w);
-  /// Adds a KV cache; returns its index.
+  /// Adds a KV cache (and its bytes to kvBytesPerToken); returns its index.
   int32_t addKv(KvCache c);
   /// An input/output tensor (InputTokens, InputPositions, OutputLogits).
   int32_t io(Storage kind, DType dt, std::vector<int64_t> shape);

@@ -30,7 +30,7 @@ int32_t buildAttention(PlanMaker &mk, const AttnCase &c, int64_t t, const std::v
   int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, v), y = mk.act(0, {-1, c.hq, c.dv});
   int32_t kv = mk.b(0).addKv({0, static_cast<int32_t>(c.hkv), static_cast<int32_t>(c.dk),
                               static_cast<int32_t>(c.dv), c.cache, Placement::Device});
-  mk.plan.devices[0].kvBytesPerToken = c.hkv * (c.dk + c.dv) * dtypeBytes(c.cache);
+  EXPECT_EQ(mk.plan.devices[0].kvBytesPerToken, uint64_t(c.hkv * (c.dk + c.dv) * dtypeBytes(c.cache)));
   std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
   if (c.sinks)
     in.push_back(mk.input(0, {c.hq}, sinks));

@@ -83,7 +83,6 @@ public:
         b.step(OpKind::Rope, {k3, pos}, {kr}, {0, d}, {base, 1.0f});
         int32_t cache = b.addKv({static_cast<int32_t>(l), static_cast<int32_t>(s.nkv), static_cast<int32_t>(d),
                                  static_cast<int32_t>(d), DType::F16, Placement::Device});
-        dev_->kvBytesPerToken += s.nkv * 2 * d * 2;
         b.step(OpKind::Attention, {qr, kr, v3, pos}, {o}, {cache, 0}, {1.0f / std::sqrt(float(d)), 0.0f});
         int32_t o2 = b.view(o, DType::F32, {-1, s.nq * d}), pa = act({-1, e});
         b.step(OpKind::Matmul, {o2, cols(n("attn_output"), s.q0 * d, s.nq * d)}, {pa});

@@ -88,7 +88,7 @@ Plan makePlan(const std::string &ggufPath, uint64_t ggufSize, uint64_t fingerpri
     int32_t y = b.activation(DType::F32, {-1, 4}, 4 * 8 * 4);
     int32_t logits = b.io(Storage::OutputLogits, DType::F32, {-1, 8});
     b.addKv({0, 1, 4, 4, DType::F16, Placement::Device});
-    dev.kvBytesPerToken = 1 * (4 + 4) * 2;
+    EXPECT_EQ(dev.kvBytesPerToken, 1u * (4 + 4) * 2); // addKv counts it
     b.step(OpKind::GetRows, {wi, tok}, {emb});
     b.step(OpKind::Matmul, {emb, wi}, {y});
     b.step(OpKind::AllGather, {y}, {logits}, {1});
