@@ -15,8 +15,8 @@
 
 namespace tpc::rt::exec {
 
-void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y, int64_t mode,
-            int64_t nDims, float base, float freqScale, ThreadGroup &tg) {
+void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y,
+            int64_t mode, int64_t nDims, float base, float freqScale, ThreadGroup &tg) {
   const int64_t t = x.shape[0], h = x.shape[1], d = x.shape[2], half = nDims / 2;
   std::vector<double> invFreq(half);
   for (int64_t i = 0; i < half; ++i) {
@@ -102,7 +102,8 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
           std::memcpy(&kf[j * dk], static_cast<const float *>(kv.k) + ko, dk * 4);
           std::memcpy(&vf[j * dv], static_cast<const float *>(kv.v) + vo, dv * 4);
         } else {
-          const uint16_t *kr = static_cast<const uint16_t *>(kv.k) + ko, *vr = static_cast<const uint16_t *>(kv.v) + vo;
+          const uint16_t *kr = static_cast<const uint16_t *>(kv.k) + ko,
+                         *vr = static_cast<const uint16_t *>(kv.v) + vo;
           for (int64_t c = 0; c < dk; ++c)
             kf[j * dk + c] = h2f[kr[c]];
           for (int64_t c = 0; c < dv; ++c)
@@ -121,7 +122,8 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
           for (; c + 8 <= dk; c += 8)
             for (int l = 0; l < 8; ++l)
               part[l] += qr[c + l] * kr[c + l];
-          float sc = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+          float sc =
+              ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
           for (; c < dk; ++c)
             sc += qr[c] * kr[c];
           sc *= p.scale;

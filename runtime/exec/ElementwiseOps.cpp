@@ -238,9 +238,8 @@ void opTopK(const TensorRef &x, const TensorRef &y, int64_t k, ThreadGroup &tg) 
     for (int64_t r = r0; r < r1; ++r) {
       const float *xr = px + r * n;
       std::iota(idx.begin(), idx.end(), 0);
-      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-        return xr[a] > xr[b] || (xr[a] == xr[b] && a < b);
-      });
+      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                        [&](int32_t a, int32_t b) { return xr[a] > xr[b] || (xr[a] == xr[b] && a < b); });
       std::copy(idx.begin(), idx.begin() + k, py + r * k);
     }
   });
@@ -270,7 +269,8 @@ void opSum(const TensorRef &x, const TensorRef &y, int64_t axis, ThreadGroup &) 
   }
 }
 
-void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, const TensorRef &y, ThreadGroup &tg) {
+void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, const TensorRef &y,
+                     ThreadGroup &tg) {
   const int64_t t = x.shape[0], k = x.shape[1], n = x.shape[2];
   forRows(t, k * n, tg, [&](int64_t r0, int64_t r1) {
     std::vector<float> acc(n);

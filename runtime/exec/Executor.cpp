@@ -13,9 +13,9 @@
 #include <fmt/core.h>
 
 #include <chrono>
-#include <mutex>
 #include <cstdlib>
 #include <fcntl.h>
+#include <mutex>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <thread>
@@ -97,7 +97,8 @@ struct Session::Impl {
     return r;
   }
 
-  void bindStep(size_t d, const Step &s, int64_t t, std::vector<TensorRef> &in, std::vector<TensorRef> &out) const {
+  void bindStep(size_t d, const Step &s, int64_t t, std::vector<TensorRef> &in,
+                std::vector<TensorRef> &out) const {
     in.clear();
     out.clear();
     for (int32_t id : s.inputs)
@@ -142,7 +143,8 @@ std::string Session::Impl::checkCollectives(int64_t t) {
       if (s.ints != s0.ints)
         return err(fmt::format("device {} uses different parameters than device 0", d));
       if (s.inputs.size() != s0.inputs.size())
-        return err(fmt::format("device {} reduces {} tensors, device 0 {}", d, s.inputs.size(), s0.inputs.size()));
+        return err(
+            fmt::format("device {} reduces {} tensors, device 0 {}", d, s.inputs.size(), s0.inputs.size()));
       if (s0.op == OpKind::AllReduce) {
         for (size_t i = 0; i < s.inputs.size(); ++i)
           if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel())
@@ -167,8 +169,8 @@ std::string Session::Impl::checkCollectives(int64_t t) {
         return err(fmt::format("device {} has a different full size along axis {}", d, axis));
     }
     if (total != whole[0].shape[axis])
-      return err(fmt::format("the devices' parts add up to {} along axis {}, the full tensor has {}", total, axis,
-                             whole[0].shape[axis]));
+      return err(fmt::format("the devices' parts add up to {} along axis {}, the full tensor has {}", total,
+                             axis, whole[0].shape[axis]));
   }
   return "";
 }
@@ -239,7 +241,8 @@ void Session::Impl::runDevice(size_t d, int64_t t) {
       opConcat(in, y, s.ints[0]);
       break;
     case OpKind::Rope:
-      opRope(x, in[1], in.size() > 2 ? &in[2] : nullptr, y, s.ints[0], s.ints[1], s.floats[0], s.floats[1], tg);
+      opRope(x, in[1], in.size() > 2 ? &in[2] : nullptr, y, s.ints[0], s.ints[1], s.floats[0], s.floats[1],
+             tg);
       break;
     case OpKind::Softcap:
       opSoftcap(x, y, s.floats[0], tg);
@@ -289,7 +292,8 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
   m.ctx = opts.ctxSize > 0 ? opts.ctxSize : p.model.defaultCtx;
   if (m.ctx > (int64_t(1) << 26))
     return E::error(fmt::format("--ctx-size {} is too large", m.ctx));
-  int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads =
+      opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   m.threadsPerDevice = std::max(1, threads / static_cast<int>(n));
 
   // The weights' source: memory (tests) or the GGUF checked against the plan and mmapped.
@@ -297,8 +301,8 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
   const uint8_t *src = opts.ggufData;
   if (src) {
     if (opts.ggufDataSize < p.ggufSize)
-      return E::error(fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}", opts.ggufDataSize,
-                                  p.ggufSize));
+      return E::error(fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}",
+                                  opts.ggufDataSize, p.ggufSize));
   } else {
     auto checked = checkPlanGguf(p, opts.ggufPath);
     if (!checked)
@@ -330,11 +334,13 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
         return E::error("the plan's memory size overflows");
       need = *sum;
     }
-    const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+    const uint64_t ram =
+        static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
     if (ram > 0 && need > ram)
-      return E::error(fmt::format("the plan needs {:.2f} GiB of host memory for --ctx-size {} but the machine has "
-                                  "{:.2f} GiB; use a smaller --ctx-size",
-                                  need / double(1ull << 30), m.ctx, ram / double(1ull << 30)));
+      return E::error(
+          fmt::format("the plan needs {:.2f} GiB of host memory for --ctx-size {} but the machine has "
+                      "{:.2f} GiB; use a smaller --ctx-size",
+                      need / double(1ull << 30), m.ctx, ram / double(1ull << 30)));
   }
   m.devs.resize(n);
   for (size_t d = 0; d < n; ++d) {
@@ -346,14 +352,16 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
     if (!total)
       return E::error(fmt::format("device {}: memory size overflows", d));
     if (opts.maxDeviceBytes && *total > opts.maxDeviceBytes)
-      return E::error(fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}) "
-                                  "but has {}; use more devices or a smaller --ctx-size",
-                                  d, *total, dp.weightBytes, dp.activationBytes, *kvBytes, m.ctx, opts.maxDeviceBytes));
+      return E::error(
+          fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}) "
+                      "but has {}; use more devices or a smaller --ctx-size",
+                      d, *total, dp.weightBytes, dp.activationBytes, *kvBytes, m.ctx, opts.maxDeviceBytes));
     if (!dev.weights.allocate(dp.weightBytes) || !dev.acts.allocate(dp.activationBytes) ||
         !dev.kvMem.allocate(*kvBytes))
-      return E::error(fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
-                                  "{}); use more devices or a smaller --ctx-size",
-                                  d, *total, m.ctx));
+      return E::error(
+          fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
+                      "{}); use more devices or a smaller --ctx-size",
+                      d, *total, m.ctx));
     uint64_t at = 0;
     for (const KvCache &c : dp.kv) {
       KvBuffers b;
@@ -436,11 +444,13 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &token
     return E::error(fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size()));
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= p.model.nVocab)
-      return E::error(fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], p.model.nVocab - 1));
+      return E::error(
+          fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], p.model.nVocab - 1));
     if (positions[i] < 0 || positions[i] >= m.ctx)
-      return E::error(fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the model "
-                                  "was trained with {})",
-                                  positions[i], m.ctx, p.model.nCtxTrain));
+      return E::error(
+          fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the model "
+                      "was trained with {})",
+                      positions[i], m.ctx, p.model.nCtxTrain));
   }
   const int64_t vocab = p.model.nVocab, total = static_cast<int64_t>(tokens.size());
   std::vector<float> logits(static_cast<size_t>(total * vocab));

@@ -23,9 +23,9 @@ namespace tpc::rt {
 
 /// How to open a plan.
 struct SessionOptions {
-  int threads = 0;          ///< total worker threads, split across devices (0: hardware concurrency)
-  int64_t ctxSize = 0;      ///< KV cache positions (0: the plan's default context)
-  std::string ggufPath;     ///< overrides the plan's GGUF path
+  int threads = 0;      ///< total worker threads, split across devices (0: hardware concurrency)
+  int64_t ctxSize = 0;  ///< KV cache positions (0: the plan's default context)
+  std::string ggufPath; ///< overrides the plan's GGUF path
   /// Weights from memory instead of the GGUF file (tests): the bytes the pieces' file offsets index.
   const uint8_t *ggufData = nullptr;
   uint64_t ggufDataSize = 0;
@@ -49,7 +49,8 @@ public:
 
   /// Runs tokens[i] at positions[i] (positions < ctxSize()) and returns tokens.size() rows of n_vocab
   /// logits, row-major. Errors (bad token id, position past the context, size mismatch) are one line.
-  Expected<std::vector<float>> evaluate(const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions);
+  Expected<std::vector<float>> evaluate(const std::vector<int32_t> &tokens,
+                                        const std::vector<int32_t> &positions);
 
   const Plan &plan() const;
   int64_t ctxSize() const;

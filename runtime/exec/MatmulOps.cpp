@@ -62,7 +62,8 @@ void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, Thread
   cpu::matmul(a, tg);
 }
 
-void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg) {
+void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
+                ThreadGroup &tg) {
   const int64_t k = x.inner(), e = w.shape[0], n = w.shape[1];
   const int64_t t = ids.shape[0], slots = ids.shape[1];
   const bool perSlot = x.shape.size() == 3; // x[T,k,K] rather than x[T,K] shared by every slot

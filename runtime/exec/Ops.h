@@ -51,49 +51,76 @@ struct KvBuffers {
   int64_t ctx = 0;
 };
 
-/// IEEE half <-> float.
+/// IEEE half -> float.
 float halfToFloat(uint16_t h);
+/// float -> IEEE half, round to nearest even.
 uint16_t floatToHalf(float f);
 
-/// Elementwise and row-wise ops (ElementwiseOps.cpp).
+// Elementwise and row-wise ops (ElementwiseOps.cpp).
+
+/// ADD/MUL/DIV: y = a op b, b broadcast right-aligned.
 void opBinary(OpKind op, const TensorRef &a, const TensorRef &b, const TensorRef &y, ThreadGroup &tg);
+/// SCALE: y = x * v.
 void opScale(const TensorRef &x, const TensorRef &y, float v, ThreadGroup &tg);
+/// UNARY: y = fn(x).
 void opUnary(UnaryFn fn, const TensorRef &x, const TensorRef &y, ThreadGroup &tg);
+/// SOFTCAP: y = cap * tanh(x / cap).
 void opSoftcap(const TensorRef &x, const TensorRef &y, float cap, ThreadGroup &tg);
+/// GLU: y = fn(gate) * up; without `up`, gate holds [gate | up] halves per row.
 void opGlu(UnaryFn fn, const TensorRef &gate, const TensorRef *up, const TensorRef &y, ThreadGroup &tg);
+/// RMS_NORM over the last axis, times `w` when given.
 void opRmsNorm(const TensorRef &x, const TensorRef *w, const TensorRef &y, float eps, ThreadGroup &tg);
+/// SOFTMAX over the last axis.
 void opSoftmax(const TensorRef &x, const TensorRef &y, ThreadGroup &tg);
+/// TOP_K: indices of the k largest per row, descending, ties to the lower index.
 void opTopK(const TensorRef &x, const TensorRef &y, int64_t k, ThreadGroup &tg);
+/// TAKE_ALONG: y[r, j] = x[r, idx[r, j]].
 void opTakeAlong(const TensorRef &x, const TensorRef &idx, const TensorRef &y, ThreadGroup &tg);
+/// SUM over `axis` (y holds the reduced shape, with or without the kept 1).
 void opSum(const TensorRef &x, const TensorRef &y, int64_t axis, ThreadGroup &tg);
-void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, const TensorRef &y, ThreadGroup &tg);
+/// EXPERT_COMBINE: y[t] = sum_j prod_i muls_i[t, j] * x[t, j].
+void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, const TensorRef &y,
+                     ThreadGroup &tg);
 /// Applies fn elementwise (exposed for tests of the scalar definitions).
 float applyUnary(UnaryFn fn, float x);
 
-/// Data movement (ShapeOps.cpp); all work on any dtype (by element size).
+// Data movement (ShapeOps.cpp); all work on any dtype (by element size).
+
+/// COPY/RESHAPE: same elements (f32 <-> f16 converts); no-op when y aliases x.
 void opCopy(const TensorRef &x, const TensorRef &y);
+/// PERMUTE: y.shape[i] = x.shape[perm[i]].
 void opPermute(const TensorRef &x, const TensorRef &y, const std::vector<int64_t> &perm, ThreadGroup &tg);
 /// y = x narrowed on `axis` to [offset, offset + y.shape[axis]).
 void opNarrow(const TensorRef &x, const TensorRef &y, int64_t axis, int64_t offset);
+/// CONCAT along `axis`.
 void opConcat(const std::vector<TensorRef> &xs, const TensorRef &y, int64_t axis);
 /// Splits `shape` around `axis` into (outer, dim, inner) element counts.
 void splitAxis(const std::vector<int64_t> &shape, int64_t axis, int64_t &outer, int64_t &dim, int64_t &inner);
 
-/// Matrix products and embedding lookups (MatmulOps.cpp).
+// Matrix products and embedding lookups (MatmulOps.cpp).
+
+/// GET_ROWS: y[i] = table[ids[i]] as floats (out-of-range ids give zeros).
 void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg);
+/// MATMUL: y[m, n] = x[m, :] . w[n, :].
 void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg);
-void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg);
+/// MUL_MAT_ID: y[t, j] = w[ids[t, j]] . x[t, j] (or x[t] when x has no slot axis).
+void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
+                ThreadGroup &tg);
 /// Row r of a weight (or f32 tensor) as floats.
 void loadRow(const TensorRef &w, int64_t r, float *dst);
 
-/// RoPE and attention (AttentionOps.cpp).
-void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y, int64_t mode,
-            int64_t nDims, float base, float freqScale, ThreadGroup &tg);
+// RoPE and attention (AttentionOps.cpp).
+
+/// ROPE in place or out of place; mode 0 normal, 1 NEOX.
+void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y,
+            int64_t mode, int64_t nDims, float base, float freqScale, ThreadGroup &tg);
+/// Scalars of ATTENTION.
 struct AttentionParams {
   float scale = 1;
   float softcap = 0;
   int64_t window = 0;
 };
+/// ATTENTION: append k, v at pos into `kv`, then causal (windowed) attention of q over the cache.
 void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, const TensorRef &pos,
                  const TensorRef *sinks, KvBuffers &kv, const TensorRef &y, const AttentionParams &p,
                  ThreadGroup &tg);

@@ -7,7 +7,8 @@
 
 namespace tpc::rt::exec {
 
-void splitAxis(const std::vector<int64_t> &shape, int64_t axis, int64_t &outer, int64_t &dim, int64_t &inner) {
+void splitAxis(const std::vector<int64_t> &shape, int64_t axis, int64_t &outer, int64_t &dim,
+               int64_t &inner) {
   outer = 1;
   inner = 1;
   for (int64_t i = 0; i < axis; ++i)

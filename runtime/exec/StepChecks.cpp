@@ -17,16 +17,15 @@ namespace {
 std::string shapeStr(const TensorRef &t) { return fmt::format("[{}]", fmt::join(t.shape, ",")); }
 
 /// f32 data: an activation, or an f32 weight (norm weights, biases, freq factors read in place).
-bool isF32(const TensorRef &t) {
-  return t.dtype == DType::F32 && (!t.isWeight || t.wtype == GGMLType::F32);
-}
+bool isF32(const TensorRef &t) { return t.dtype == DType::F32 && (!t.isWeight || t.wtype == GGMLType::F32); }
 bool isI32(const TensorRef &t) { return t.dtype == DType::I32 && (!t.isWeight || t.wtype == GGMLType::I32); }
 /// Readable as f32 rows: an f32 tensor or a weight of a type the CPU backend dequantizes.
 bool isRows(const TensorRef &t) { return isF32(t) || (t.isWeight && cpu::supportsType(t.wtype)); }
 
 /// A weight whose ggml type is the tensor's own dtype, so its bytes can be copied as is.
 bool plainWeight(const TensorRef &t) {
-  return (t.wtype == GGMLType::F32 && t.dtype == DType::F32) || (t.wtype == GGMLType::F16 && t.dtype == DType::F16) ||
+  return (t.wtype == GGMLType::F32 && t.dtype == DType::F32) ||
+         (t.wtype == GGMLType::F16 && t.dtype == DType::F16) ||
          (t.wtype == GGMLType::I32 && t.dtype == DType::I32);
 }
 
@@ -72,7 +71,8 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
   case OpKind::Matmul:
     if (!isF32(x) || !isRows(in[1]) || !isF32(y) || x.inner() != in[1].inner() ||
         y.numel() != x.rows() * in[1].rows())
-      return bad(fmt::format("needs f32 x[..,K], w[N,K] of a supported type, y[..,N]; w is {}", shapeStr(in[1])));
+      return bad(
+          fmt::format("needs f32 x[..,K], w[N,K] of a supported type, y[..,N]; w is {}", shapeStr(in[1])));
     return "";
   case OpKind::MulMatId: {
     const TensorRef &w = in[1], &ids = in[2];
@@ -113,7 +113,8 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
     return "";
   }
   case OpKind::TopK:
-    if (!isF32(x) || !isI32(y) || s.ints[0] <= 0 || s.ints[0] > x.inner() || y.numel() != x.rows() * s.ints[0])
+    if (!isF32(x) || !isI32(y) || s.ints[0] <= 0 || s.ints[0] > x.inner() ||
+        y.numel() != x.rows() * s.ints[0])
       return bad(fmt::format("k={} needs f32 x[..,N >= k] and i32 y[..,k]", s.ints[0]));
     return "";
   case OpKind::Sum:
@@ -128,13 +129,15 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
       return bad("input and output must have the same element count (and compatible dtypes)");
     return "";
   case OpKind::Permute: {
-    if (x.isWeight || s.ints.size() != x.shape.size() || y.shape.size() != x.shape.size() || x.dtype != y.dtype)
+    if (x.isWeight || s.ints.size() != x.shape.size() || y.shape.size() != x.shape.size() ||
+        x.dtype != y.dtype)
       return bad("perm must list every axis once");
     std::vector<bool> seen(x.shape.size(), false);
     for (size_t i = 0; i < s.ints.size(); ++i) {
       int64_t a = s.ints[i];
       if (a < 0 || a >= int64_t(x.shape.size()) || seen[a] || y.shape[i] != x.shape[a])
-        return bad(fmt::format("perm [{}] does not map the input shape to the output", fmt::join(s.ints, ",")));
+        return bad(
+            fmt::format("perm [{}] does not map the input shape to the output", fmt::join(s.ints, ",")));
       seen[a] = true;
     }
     return "";
@@ -169,9 +172,10 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
   case OpKind::Rope: {
     int64_t mode = s.ints[0], nDims = s.ints[1];
     if (!isF32(x) || !isF32(y) || x.shape.size() != 3 || !sameShape(x, y) || !isI32(in[1]) ||
-        in[1].numel() != x.shape[0] || (mode != 0 && mode != 1) || nDims <= 0 || nDims % 2 || nDims > x.shape[2])
-      return bad(fmt::format("needs f32 x[T,H,D], i32 pos[T], mode 0|1 (got {}), even n_dims <= D (got {})", mode,
-                             nDims));
+        in[1].numel() != x.shape[0] || (mode != 0 && mode != 1) || nDims <= 0 || nDims % 2 ||
+        nDims > x.shape[2])
+      return bad(fmt::format("needs f32 x[T,H,D], i32 pos[T], mode 0|1 (got {}), even n_dims <= D (got {})",
+                             mode, nDims));
     if (in.size() > 2 && (!isF32(in[2]) || in[2].numel() < nDims / 2))
       return bad("freq_factors needs n_dims/2 f32 values");
     if (!(s.floats[0] > 0))
@@ -185,8 +189,8 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
         k.shape.size() != 3 || v.shape.size() != 3)
       return bad("needs f32 q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], i32 pos[T]");
     const int64_t t = x.shape[0], hq = x.shape[1], hkv = k.shape[1];
-    if (k.shape[0] != t || v.shape[0] != t || pos.numel() != t || v.shape[1] != hkv || k.shape[2] != x.shape[2] ||
-        hkv <= 0 || hq % hkv != 0 || y.numel() != t * hq * v.shape[2])
+    if (k.shape[0] != t || v.shape[0] != t || pos.numel() != t || v.shape[1] != hkv ||
+        k.shape[2] != x.shape[2] || hkv <= 0 || hq % hkv != 0 || y.numel() != t * hq * v.shape[2])
       return bad("q/k/v/pos/output shapes disagree (Hq must be a multiple of Hkv)");
     if (hkv != c.desc.nHeadKv || k.shape[2] != c.desc.headDimK || v.shape[2] != c.desc.headDimV)
       return bad(fmt::format("k/v do not match kv cache {} ({} heads, dims {}/{})", s.ints[0], c.desc.nHeadKv,

@@ -19,19 +19,19 @@ struct OpSig {
   int minIn, maxIn, minOut, maxOut, minInts, minFloats;
 };
 constexpr OpSig kSigs[kNumOpKinds] = {
-    {"get_rows", 2, 2, 1, 1, 0, 0},       {"take_along", 2, 2, 1, 1, 0, 0},
-    {"rms_norm", 1, 2, 1, 1, 0, 1},       {"matmul", 2, 2, 1, 1, 0, 0},
-    {"mul_mat_id", 3, 3, 1, 1, 0, 0},     {"add", 2, 2, 1, 1, 0, 0},
-    {"mul", 2, 2, 1, 1, 0, 0},            {"div", 2, 2, 1, 1, 0, 0},
-    {"scale", 1, 1, 1, 1, 0, 1},          {"unary", 1, 1, 1, 1, 1, 0},
-    {"glu", 1, 2, 1, 1, 1, 0},            {"softmax", 1, 1, 1, 1, 0, 0},
-    {"top_k", 1, 1, 1, 1, 1, 0},          {"sum", 1, 1, 1, 1, 2, 0},
-    {"reshape", 1, 1, 1, 1, 0, 0},        {"permute", 1, 1, 1, 1, 1, 0},
-    {"view", 1, 1, 1, 1, 3, 0},           {"concat", 1, -1, 1, 1, 1, 0},
-    {"rope", 2, 3, 1, 1, 2, 2},           {"softcap", 1, 1, 1, 1, 0, 1},
-    {"attention", 4, 5, 1, 1, 2, 2},      {"expert_combine", 2, -1, 1, 1, 0, 0},
-    {"all_reduce", 1, -1, 1, -1, 0, 0},   {"reduce_scatter", 1, 1, 1, 1, 1, 0},
-    {"all_gather", 1, 1, 1, 1, 1, 0},     {"slice", 1, 1, 1, 1, 3, 0},
+    {"get_rows", 2, 2, 1, 1, 0, 0},     {"take_along", 2, 2, 1, 1, 0, 0},
+    {"rms_norm", 1, 2, 1, 1, 0, 1},     {"matmul", 2, 2, 1, 1, 0, 0},
+    {"mul_mat_id", 3, 3, 1, 1, 0, 0},   {"add", 2, 2, 1, 1, 0, 0},
+    {"mul", 2, 2, 1, 1, 0, 0},          {"div", 2, 2, 1, 1, 0, 0},
+    {"scale", 1, 1, 1, 1, 0, 1},        {"unary", 1, 1, 1, 1, 1, 0},
+    {"glu", 1, 2, 1, 1, 1, 0},          {"softmax", 1, 1, 1, 1, 0, 0},
+    {"top_k", 1, 1, 1, 1, 1, 0},        {"sum", 1, 1, 1, 1, 2, 0},
+    {"reshape", 1, 1, 1, 1, 0, 0},      {"permute", 1, 1, 1, 1, 1, 0},
+    {"view", 1, 1, 1, 1, 3, 0},         {"concat", 1, -1, 1, 1, 1, 0},
+    {"rope", 2, 3, 1, 1, 2, 2},         {"softcap", 1, 1, 1, 1, 0, 1},
+    {"attention", 4, 5, 1, 1, 2, 2},    {"expert_combine", 2, -1, 1, 1, 0, 0},
+    {"all_reduce", 1, -1, 1, -1, 0, 0}, {"reduce_scatter", 1, 1, 1, 1, 1, 0},
+    {"all_gather", 1, 1, 1, 1, 1, 0},   {"slice", 1, 1, 1, 1, 3, 0},
     {"copy", 1, 1, 1, 1, 0, 0},
 };
 
@@ -174,7 +174,8 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       continue;
     }
     auto rowBytes = ggmlRowBytes(s.type, static_cast<uint64_t>(s.shape.back()));
-    auto total = rowBytes ? mulChecked(*rowBytes, *elems / static_cast<uint64_t>(s.shape.back())) : std::nullopt;
+    auto total =
+        rowBytes ? mulChecked(*rowBytes, *elems / static_cast<uint64_t>(s.shape.back())) : std::nullopt;
     if (!total || *total != s.bytes)
       err(fmt::format("{}: {} bytes do not match shape and type {}", where, s.bytes, ggmlTypeName(s.type)));
     auto end = addChecked(s.offset, s.bytes);
@@ -184,7 +185,8 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
     uint64_t packed = 0;
     for (size_t p = 0; p < s.pieces.size(); ++p) {
       const WeightPiece &pc = s.pieces[p];
-      std::optional<uint64_t> last = pc.rows == 0 ? std::optional<uint64_t>(0) : mulChecked(pc.rows - 1, pc.rowStride);
+      std::optional<uint64_t> last =
+          pc.rows == 0 ? std::optional<uint64_t>(0) : mulChecked(pc.rows - 1, pc.rowStride);
       std::optional<uint64_t> pend = last ? addChecked(*last, pc.rowBytes) : std::nullopt;
       pend = pend ? addChecked(*pend, pc.fileOffset) : std::nullopt;
       if (pc.rows > 0 && (!pend || *pend > plan.ggufSize))
@@ -309,7 +311,8 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
     for (int32_t id : st.outputs) {
       if (id < 0 || static_cast<size_t>(id) >= dev.tensors.size())
         err(fmt::format("{}: output tensor {} out of range", where, id));
-      else if (dev.tensors[id].storage == Storage::Weight || dev.tensors[id].storage == Storage::InputTokens ||
+      else if (dev.tensors[id].storage == Storage::Weight ||
+               dev.tensors[id].storage == Storage::InputTokens ||
                dev.tensors[id].storage == Storage::InputPositions)
         err(fmt::format("{}: writes read-only tensor {}", where, id));
     }
@@ -349,9 +352,10 @@ std::vector<std::string> validatePlan(const Plan &plan) {
   }
   for (size_t d = 1; d < seqs.size(); ++d)
     if (seqs[d] != seqs[0])
-      errs.push_back(fmt::format("device {} has {} collective steps, device 0 has {} (or their order differs);"
-                                 " every device must issue the same collectives in the same order",
-                                 d, seqs[d].size(), seqs[0].size()));
+      errs.push_back(
+          fmt::format("device {} has {} collective steps, device 0 has {} (or their order differs);"
+                      " every device must issue the same collectives in the same order",
+                      d, seqs[d].size(), seqs[0].size()));
   return errs;
 }
 

@@ -48,36 +48,36 @@ enum class Storage : uint8_t {
 /// The step vocabulary: the tpc dialect ops after localization. Semantics are per device on local shapes;
 /// "x[T,N]" means dim 0 is the token dimension. Parameters: ints[i] / floats[i] as listed.
 enum class OpKind : uint16_t {
-  GetRows = 0,       ///< (table[R,N] any ggml type, ids[T] i32) -> [T,N]; quantized rows are dequantized
-  TakeAlong = 1,     ///< (x[T,N], idx[T,k] i32) -> [T,k]: y[t,j] = x[t, idx[t,j]]
-  RmsNorm = 2,       ///< (x[...,N] [, w[N]]) -> x/rms(x) (* w); floats[0] = eps
-  Matmul = 3,        ///< (x[...,K], w[N,K]) -> [...,N]: y = x·wᵀ, w any ggml type or f32 tensor
-  MulMatId = 4,      ///< (x[T,K] or [T,k,K], w[E,N,K], ids[T,k]) -> [T,k,N]: y[t,j] = w[ids[t,j]]·x[t,(j)]
-  Add = 5,           ///< (a, b) -> a + b, b broadcast right-aligned (its dims equal a's or 1)
-  Mul = 6,           ///< (a, b) -> a * b, broadcast as Add
-  Div = 7,           ///< (a, b) -> a / b, broadcast as Add
-  Scale = 8,         ///< (x) -> x * floats[0]
-  Unary = 9,         ///< (x) -> f(x); ints[0] = UnaryFn
-  Glu = 10,          ///< (x[...,2F]) -> f(x[..,:F]) * x[..,F:]; or (g, u) -> f(g) * u; ints[0] = UnaryFn
-  Softmax = 11,      ///< (x) -> softmax over the last axis
-  TopK = 12,         ///< (x[...,N]) -> i32 [...,k]: indices, descending, ties -> lower index; ints[0] = k
-  Sum = 13,          ///< (x) -> sum over ints[0] (axis); ints[1] = keep_dim (0/1)
-  Reshape = 14,      ///< (x) -> same elements, new shape (no copy when the output is a View of x)
-  Permute = 15,      ///< (x) -> y with y.shape[i] = x.shape[perm[i]]; ints = perm
-  View = 16,         ///< (x) -> x narrowed on ints[0] (axis) to [ints[1], ints[1] + ints[2])
-  Concat = 17,       ///< (x0, x1, ...) -> concatenation along ints[0]
-  Rope = 18,         ///< (x[T,H,D], pos[T] [, freq_factors[n_dims/2]]): ints[0] mode 0 normal 1 neox,
-                     ///< ints[1] n_dims; floats[0] base, floats[1] freq_scale
-  Softcap = 19,      ///< (x) -> cap * tanh(x / cap); floats[0] = cap
-  Attention = 20,    ///< (q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], pos[T] [, sinks[Hq]]) -> [T,Hq,Dv];
-                     ///< ints[0] kv cache index, ints[1] sliding window (0 none); floats[0] scale,
-                     ///< floats[1] softcap (0 none). Appends k, v at pos, then causal attention.
+  GetRows = 0,        ///< (table[R,N] any ggml type, ids[T] i32) -> [T,N]; quantized rows are dequantized
+  TakeAlong = 1,      ///< (x[T,N], idx[T,k] i32) -> [T,k]: y[t,j] = x[t, idx[t,j]]
+  RmsNorm = 2,        ///< (x[...,N] [, w[N]]) -> x/rms(x) (* w); floats[0] = eps
+  Matmul = 3,         ///< (x[...,K], w[N,K]) -> [...,N]: y = x·wᵀ, w any ggml type or f32 tensor
+  MulMatId = 4,       ///< (x[T,K] or [T,k,K], w[E,N,K], ids[T,k]) -> [T,k,N]: y[t,j] = w[ids[t,j]]·x[t,(j)]
+  Add = 5,            ///< (a, b) -> a + b, b broadcast right-aligned (its dims equal a's or 1)
+  Mul = 6,            ///< (a, b) -> a * b, broadcast as Add
+  Div = 7,            ///< (a, b) -> a / b, broadcast as Add
+  Scale = 8,          ///< (x) -> x * floats[0]
+  Unary = 9,          ///< (x) -> f(x); ints[0] = UnaryFn
+  Glu = 10,           ///< (x[...,2F]) -> f(x[..,:F]) * x[..,F:]; or (g, u) -> f(g) * u; ints[0] = UnaryFn
+  Softmax = 11,       ///< (x) -> softmax over the last axis
+  TopK = 12,          ///< (x[...,N]) -> i32 [...,k]: indices, descending, ties -> lower index; ints[0] = k
+  Sum = 13,           ///< (x) -> sum over ints[0] (axis); ints[1] = keep_dim (0/1)
+  Reshape = 14,       ///< (x) -> same elements, new shape (no copy when the output is a View of x)
+  Permute = 15,       ///< (x) -> y with y.shape[i] = x.shape[perm[i]]; ints = perm
+  View = 16,          ///< (x) -> x narrowed on ints[0] (axis) to [ints[1], ints[1] + ints[2])
+  Concat = 17,        ///< (x0, x1, ...) -> concatenation along ints[0]
+  Rope = 18,          ///< (x[T,H,D], pos[T] [, freq_factors[n_dims/2]]): ints[0] mode 0 normal 1 neox,
+                      ///< ints[1] n_dims; floats[0] base, floats[1] freq_scale
+  Softcap = 19,       ///< (x) -> cap * tanh(x / cap); floats[0] = cap
+  Attention = 20,     ///< (q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], pos[T] [, sinks[Hq]]) -> [T,Hq,Dv];
+                      ///< ints[0] kv cache index, ints[1] sliding window (0 none); floats[0] scale,
+                      ///< floats[1] softcap (0 none). Appends k, v at pos, then causal attention.
   ExpertCombine = 21, ///< (x[T,k,N], m1[T,k], m2[T,k], ...) -> [T,N] = Σ_j Π_i m_i[t,j] · x[t,j,:]
-  AllReduce = 22,    ///< (a, b, ...) -> (a', b', ...): sum over devices, several tensors = one bucket
+  AllReduce = 22,     ///< (a, b, ...) -> (a', b', ...): sum over devices, several tensors = one bucket
   ReduceScatter = 23, ///< (x) -> this device's part along ints[0] of the sum; parts sized by outputs
-  AllGather = 24,    ///< (x) -> concatenation of every device's x along ints[0] (sizes may differ)
-  Slice = 25,        ///< (x) -> x narrowed like View (ints[0] axis, ints[1] offset, ints[2] size)
-  Copy = 26,         ///< (x) -> y, a backend copy (device <-> host); a memcpy on the CPU backend
+  AllGather = 24,     ///< (x) -> concatenation of every device's x along ints[0] (sizes may differ)
+  Slice = 25,         ///< (x) -> x narrowed like View (ints[0] axis, ints[1] offset, ints[2] size)
+  Copy = 26,          ///< (x) -> y, a backend copy (device <-> host); a memcpy on the CPU backend
 };
 /// Number of OpKind values.
 inline constexpr unsigned kNumOpKinds = 27;
@@ -100,12 +100,12 @@ struct WeightPiece {
 
 /// A device-local weight: pieces copied in order pack it densely (ggml layout) at `offset`.
 struct WeightSlice {
-  std::string name;                 ///< GGUF tensor name
-  GGMLType type = GGMLType::F32;    ///< storage type of the rows
-  std::vector<int64_t> shape;       ///< local logical shape, outermost first, innermost = row
-  uint64_t offset = 0;              ///< byte offset in the weight arena
-  uint64_t bytes = 0;               ///< packed size (= sum of pieces' rows * rowBytes)
-  std::vector<WeightPiece> pieces;  ///< copy order
+  std::string name;                ///< GGUF tensor name
+  GGMLType type = GGMLType::F32;   ///< storage type of the rows
+  std::vector<int64_t> shape;      ///< local logical shape, outermost first, innermost = row
+  uint64_t offset = 0;             ///< byte offset in the weight arena
+  uint64_t bytes = 0;              ///< packed size (= sum of pieces' rows * rowBytes)
+  std::vector<WeightPiece> pieces; ///< copy order
 };
 
 /// One layer's KV cache on one device, sized at run time from the context size.

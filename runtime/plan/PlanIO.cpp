@@ -34,12 +34,11 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
   auto model = fbs::CreateModel(b, b.CreateString(plan.model.arch), plan.model.nVocab, plan.model.nCtxTrain,
                                 plan.model.maxBatch, plan.model.defaultCtx);
   const PlanTokenizer &tk = plan.tokenizer;
-  auto tokenizer = fbs::CreateTokenizer(b, b.CreateString(tk.model), b.CreateString(tk.pre),
-                                        b.CreateVectorOfStrings(tk.tokens), b.CreateVector(tk.scores),
-                                        b.CreateVector(tk.tokenTypes), b.CreateVectorOfStrings(tk.merges),
-                                        tk.bosId, tk.eosId, tk.unkId, tk.padId, tk.sepId, tk.eotId, tk.eomId,
-                                        tk.addBos, tk.addEos, tk.addSpacePrefix,
-                                        b.CreateString(tk.chatTemplate), tk.ignoreMerges, tk.cleanSpaces);
+  auto tokenizer = fbs::CreateTokenizer(
+      b, b.CreateString(tk.model), b.CreateString(tk.pre), b.CreateVectorOfStrings(tk.tokens),
+      b.CreateVector(tk.scores), b.CreateVector(tk.tokenTypes), b.CreateVectorOfStrings(tk.merges), tk.bosId,
+      tk.eosId, tk.unkId, tk.padId, tk.sepId, tk.eotId, tk.eomId, tk.addBos, tk.addEos, tk.addSpacePrefix,
+      b.CreateString(tk.chatTemplate), tk.ignoreMerges, tk.cleanSpaces);
   std::vector<flatbuffers::Offset<fbs::Device>> devices;
   for (const DevicePlan &dev : plan.devices) {
     std::vector<flatbuffers::Offset<fbs::WeightSlice>> weights;
@@ -54,7 +53,8 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     std::vector<flatbuffers::Offset<fbs::KvCache>> kv;
     for (const KvCache &c : dev.kv)
       kv.push_back(fbs::CreateKvCache(b, c.layer, c.nHeadKv, c.headDimK, c.headDimV,
-                                      static_cast<fbs::DType>(c.dtype), static_cast<fbs::Placement>(c.placement)));
+                                      static_cast<fbs::DType>(c.dtype),
+                                      static_cast<fbs::Placement>(c.placement)));
     std::vector<flatbuffers::Offset<fbs::Tensor>> tensors;
     for (const TensorDesc &t : dev.tensors)
       tensors.push_back(fbs::CreateTensor(b, t.id, static_cast<fbs::DType>(t.dtype), b.CreateVector(t.shape),
@@ -69,8 +69,8 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
                                         b.CreateVector(kv), b.CreateVector(tensors), b.CreateVector(steps)));
   }
   auto root = fbs::CreatePlan(b, plan.schemaVersion, b.CreateString(plan.compilerVersion),
-                              b.CreateString(plan.ggufPath), plan.ggufSize, plan.ggufFingerprint, model, tokenizer,
-                              b.CreateVector(devices));
+                              b.CreateString(plan.ggufPath), plan.ggufSize, plan.ggufFingerprint, model,
+                              tokenizer, b.CreateVector(devices));
   b.Finish(root);
   std::vector<uint8_t> out(kPlanMagic, kPlanMagic + sizeof(kPlanMagic));
   out.insert(out.end(), b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
@@ -92,7 +92,8 @@ Expected<bool> writePlan(const Plan &plan, const std::string &path) {
 Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &what) {
   using E = Expected<Plan>;
   if (size < sizeof(kPlanMagic) || std::memcmp(data, kPlanMagic, sizeof(kPlanMagic)) != 0)
-    return E::error(fmt::format("'{}' is not a tpc plan (no TPCPLAN1 magic); produce one with `tpc compile`", what));
+    return E::error(
+        fmt::format("'{}' is not a tpc plan (no TPCPLAN1 magic); produce one with `tpc compile`", what));
   const uint8_t *fb = data + sizeof(kPlanMagic);
   size_t fbSize = size - sizeof(kPlanMagic);
   // FlatBuffers needs an aligned buffer; the 8-byte magic keeps it aligned when `data` is.
@@ -110,9 +111,10 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
                                 what));
   const fbs::Plan *p = fbs::GetPlan(fb);
   if (p->schema_version() > kPlanSchemaVersion)
-    return E::error(fmt::format("plan '{}': plan schema v{} is newer than this tpc (v{}); recompile with this "
-                                "tpc or update",
-                                what, p->schema_version(), kPlanSchemaVersion));
+    return E::error(
+        fmt::format("plan '{}': plan schema v{} is newer than this tpc (v{}); recompile with this "
+                    "tpc or update",
+                    what, p->schema_version(), kPlanSchemaVersion));
   if (p->schema_version() < 1)
     return E::error(fmt::format("plan '{}': schema version {} is invalid; recompile with `tpc compile`", what,
                                 p->schema_version()));
@@ -207,8 +209,9 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
   }
   std::vector<std::string> errs = validatePlan(plan);
   if (!errs.empty())
-    return E::error(fmt::format("plan '{}' is invalid: {}{}; recompile it with `tpc compile`", what, errs[0],
-                                errs.size() > 1 ? fmt::format(" (and {} more problems)", errs.size() - 1) : ""));
+    return E::error(
+        fmt::format("plan '{}' is invalid: {}{}; recompile it with `tpc compile`", what, errs[0],
+                    errs.size() > 1 ? fmt::format(" (and {} more problems)", errs.size() - 1) : ""));
   return plan;
 }
 
@@ -230,7 +233,8 @@ Expected<std::vector<uint8_t>> readFile(const std::string &path, const char *wha
     ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(got));
     if (n <= 0) {
       ::close(fd);
-      return E::error(fmt::format("cannot read {} '{}': {}", what, path, n < 0 ? std::strerror(errno) : "short read"));
+      return E::error(
+          fmt::format("cannot read {} '{}': {}", what, path, n < 0 ? std::strerror(errno) : "short read"));
     }
     got += static_cast<size_t>(n);
   }
@@ -405,9 +409,10 @@ Expected<std::string> checkPlanGguf(const Plan &plan, const std::string &ggufPat
                                 "with --gguf or recompile",
                                 path, std::strerror(errno)));
   if (static_cast<uint64_t>(st.st_size) != plan.ggufSize)
-    return E::error(fmt::format("GGUF '{}' changed since the plan was compiled (size {} != {}); recompile the "
-                                "plan with `tpc compile`",
-                                path, st.st_size, plan.ggufSize));
+    return E::error(
+        fmt::format("GGUF '{}' changed since the plan was compiled (size {} != {}); recompile the "
+                    "plan with `tpc compile`",
+                    path, st.st_size, plan.ggufSize));
   auto fp = ggufFingerprint(path);
   if (!fp)
     return E::error(fp.message());

@@ -144,8 +144,8 @@ void runBench(Session &s, const RunOptions &o) {
   if (o.reps < 1)
     throw Failure("-r: repetitions must be >= 1");
   if (std::max(o.pp, o.tg) > s.ctxSize())
-    throw Failure(fmt::format("--bench: -pp {} / -tg {} exceed the context of {} tokens; raise --ctx-size", o.pp,
-                              o.tg, s.ctxSize()));
+    throw Failure(fmt::format("--bench: -pp {} / -tg {} exceed the context of {} tokens; raise --ctx-size",
+                              o.pp, o.tg, s.ctxSize()));
   std::mt19937 rng(1);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(p.model.nVocab - 1));
   struct Result {
@@ -184,16 +184,19 @@ void runBench(Session &s, const RunOptions &o) {
   std::string model = p.model.arch;
   std::string file = p.ggufPath.substr(p.ggufPath.find_last_of('/') + 1);
   const int devices = static_cast<int>(p.devices.size());
-  const std::string size = weightBytes >= (1ull << 30) ? fmt::format("{:.2f} GiB", weightBytes / double(1ull << 30))
-                                                       : fmt::format("{:.2f} MiB", weightBytes / double(1ull << 20));
+  const std::string size = weightBytes >= (1ull << 30)
+                               ? fmt::format("{:.2f} GiB", weightBytes / double(1ull << 30))
+                               : fmt::format("{:.2f} MiB", weightBytes / double(1ull << 20));
   if (o.json) {
     fmt::print("[\n");
     for (size_t i = 0; i < results.size(); ++i)
-      fmt::print("  {{\"model\": \"{}\", \"file\": \"{}\", \"size_bytes\": {}, \"devices\": {}, \"backend\": \"CPU\", "
-                 "\"threads_per_device\": {}, \"test\": \"{}\", \"n_tokens\": {}, \"reps\": {}, \"avg_ts\": {:.4f}, "
-                 "\"stddev_ts\": {:.4f}}}{}\n",
-                 model, file, weightBytes, devices, s.threadsPerDevice(), results[i].test, results[i].tokens, o.reps,
-                 results[i].mean, results[i].sd, i + 1 < results.size() ? "," : "");
+      fmt::print(
+          "  {{\"model\": \"{}\", \"file\": \"{}\", \"size_bytes\": {}, \"devices\": {}, \"backend\": "
+          "\"CPU\", "
+          "\"threads_per_device\": {}, \"test\": \"{}\", \"n_tokens\": {}, \"reps\": {}, \"avg_ts\": {:.4f}, "
+          "\"stddev_ts\": {:.4f}}}{}\n",
+          model, file, weightBytes, devices, s.threadsPerDevice(), results[i].test, results[i].tokens, o.reps,
+          results[i].mean, results[i].sd, i + 1 < results.size() ? "," : "");
     fmt::print("]\n");
     return;
   }
@@ -232,9 +235,10 @@ void runGenerate(Session &s, const RunOptions &o) {
     throw Failure("-n: must be >= 0");
   const int64_t need = static_cast<int64_t>(prompt.size()) + o.nPredict;
   if (need > s.ctxSize())
-    throw Failure(fmt::format("the prompt ({} tokens) plus -n {} needs {} positions but the context holds {}; "
-                              "raise --ctx-size or lower -n",
-                              prompt.size(), o.nPredict, need, s.ctxSize()));
+    throw Failure(
+        fmt::format("the prompt ({} tokens) plus -n {} needs {} positions but the context holds {}; "
+                    "raise --ctx-size or lower -n",
+                    prompt.size(), o.nPredict, need, s.ctxSize()));
   SamplerParams sp;
   sp.temperature = o.greedy ? 0.0f : o.temp;
   sp.topK = o.topK;
@@ -291,8 +295,9 @@ void runGenerate(Session &s, const RunOptions &o) {
     ids += (i ? "," : "") + std::to_string(generated[i]);
   fmt::print("generated ids: {}\n", ids);
   std::fflush(stdout);
-  fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.1f} t/s); generation: {} tokens in {:.3f} s ({:.1f} t/s); "
-                     "{} device(s) x {} threads\n",
+  fmt::print(stderr,
+             "prompt: {} tokens in {:.3f} s ({:.1f} t/s); generation: {} tokens in {:.3f} s ({:.1f} t/s); "
+             "{} device(s) x {} threads\n",
              prompt.size(), promptSec, prompt.size() / std::max(promptSec, 1e-9), generated.size(), genSec,
              generated.size() / std::max(genSec, 1e-9), p.devices.size(), s.threadsPerDevice());
 }
@@ -308,7 +313,8 @@ void printProfile(const Session &s) {
     b.calls += p.calls;
     total += p.seconds;
   }
-  std::sort(byOp.begin(), byOp.end(), [](const StepProfile &a, const StepProfile &b) { return a.seconds > b.seconds; });
+  std::sort(byOp.begin(), byOp.end(),
+            [](const StepProfile &a, const StepProfile &b) { return a.seconds > b.seconds; });
   fmt::print(stderr, "profile (device 0): {:.3f} s in steps\n", total);
   for (const StepProfile &b : byOp)
     if (b.calls)
@@ -355,7 +361,8 @@ void registerRun(CLI::App &app) {
   cmd->add_option("-t,--threads", o->threads, "threads in total, split across devices (0 = all cores)");
   cmd->add_option("-c,--ctx-size", o->ctxSize, "context size in tokens (default: the plan's)");
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
-  cmd->add_option("--dump-logits", o->dumpLogits, "write float32 logits rows (prompt rows, then one per step)");
+  cmd->add_option("--dump-logits", o->dumpLogits,
+                  "write float32 logits rows (prompt rows, then one per step)");
   cmd->add_flag("--ignore-eos", o->ignoreEos, "keep generating after an end-of-generation token");
   cmd->add_flag("--bench", o->bench, "benchmark prompt processing and generation (llama-bench style)");
   cmd->add_option("--pp", o->pp, "bench: prompt tokens (also -pp)")->capture_default_str();

@@ -25,7 +25,8 @@ struct AttnCase {
 
 /// The case as a one-step plan; returns the output tensor id.
 int32_t buildAttention(PlanMaker &mk, const AttnCase &c, int64_t t, const std::vector<float> &q,
-                       const std::vector<float> &k, const std::vector<float> &v, const std::vector<float> &sinks) {
+                       const std::vector<float> &k, const std::vector<float> &v,
+                       const std::vector<float> &sinks) {
   int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, q), ki = mk.tokenInput(0, {c.hkv, c.dk}, k);
   int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, v), y = mk.act(0, {-1, c.hq, c.dv});
   int32_t kv = mk.b(0).addKv({0, static_cast<int32_t>(c.hkv), static_cast<int32_t>(c.dk),
@@ -40,8 +41,8 @@ int32_t buildAttention(PlanMaker &mk, const AttnCase &c, int64_t t, const std::v
 }
 
 /// Scalar attention over all t tokens (positions 0..t-1), rounding K/V like the cache does.
-std::vector<float> refAttention(const AttnCase &c, int64_t t, const std::vector<float> &q, std::vector<float> k,
-                                std::vector<float> v, const std::vector<float> &sinks) {
+std::vector<float> refAttention(const AttnCase &c, int64_t t, const std::vector<float> &q,
+                                std::vector<float> k, std::vector<float> v, const std::vector<float> &sinks) {
   if (c.cache == DType::F16) {
     for (float &x : k)
       x = exec::halfToFloat(exec::floatToHalf(x));

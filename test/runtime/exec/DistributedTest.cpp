@@ -127,9 +127,9 @@ TEST(Collectives, MismatchedPartsAreRejectedAtOpen) {
 struct Mlp {
   static constexpr int64_t kE = 64, kF = 96, kV = 16;
   GGMLType type;
-  std::vector<float> emb, wout, w1[2], w2[2];           // as floats (w2 is [E, F])
-  std::vector<float> w1q[2], w2q[2];                    // dequantized values (what the kernels see)
-  std::vector<uint8_t> w1b[2], w2b[2];                  // stored rows
+  std::vector<float> emb, wout, w1[2], w2[2]; // as floats (w2 is [E, F])
+  std::vector<float> w1q[2], w2q[2];          // dequantized values (what the kernels see)
+  std::vector<uint8_t> w1b[2], w2b[2];        // stored rows
 
   explicit Mlp(GGMLType t) : type(t) {
     emb = randomFloats(kV * kE, 1);
@@ -175,7 +175,8 @@ struct Mlp {
         // Column-parallel W1: rows [f0, f0 + fd). Row-parallel W2: columns [f0, f0 + fd) of each row.
         int32_t w1 = mk.weightPieces(d, type, {fd, kE}, {{w1Off[l] + f0 * rb1, rb1, rb1, uint64_t(fd)}});
         const uint64_t colBytes = *ggmlRowBytes(type, f0), partBytes = *ggmlRowBytes(type, fd);
-        int32_t w2 = mk.weightPieces(d, type, {kE, fd}, {{w2Off[l] + colBytes, rb2, partBytes, uint64_t(kE)}});
+        int32_t w2 =
+            mk.weightPieces(d, type, {kE, fd}, {{w2Off[l] + colBytes, rb2, partBytes, uint64_t(kE)}});
         int32_t h = mk.act(d, {-1, fd}), a = mk.act(d, {-1, fd}), p = mk.act(d, {-1, kE});
         mk.b(d).step(OpKind::Matmul, {x, w1}, {h});
         mk.b(d).step(OpKind::Unary, {h}, {a}, {0});

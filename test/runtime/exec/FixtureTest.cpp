@@ -27,9 +27,9 @@ namespace {
 
 /// Where one device's share of the model lies.
 struct Share {
-  int64_t q0, nq;  ///< query heads
+  int64_t q0, nq;   ///< query heads
   int64_t kv0, nkv; ///< KV heads (may repeat on several devices)
-  int64_t f0, nf;  ///< FFN rows
+  int64_t f0, nf;   ///< FFN rows
 };
 
 class LlamaPlanBuilder {
@@ -45,7 +45,8 @@ public:
     EXPECT_TRUE(fp);
     p.ggufFingerprint = *fp;
     const int64_t e = *f_.getU32("llama.embedding_length"), layers = *f_.getU32("llama.block_count");
-    const int64_t h = *f_.getU32("llama.attention.head_count"), hkv = *f_.getU32("llama.attention.head_count_kv");
+    const int64_t h = *f_.getU32("llama.attention.head_count"),
+                  hkv = *f_.getU32("llama.attention.head_count_kv");
     const float eps = *f_.getF32("llama.attention.layer_norm_rms_epsilon");
     const float base = *f_.getF32Or("llama.rope.freq_base", 10000.0f);
     const int64_t d = e / h, group = h / hkv;
@@ -54,8 +55,10 @@ public:
     auto tk = tokenizerFromGGUF(f_);
     EXPECT_TRUE(tk);
     const TokenizerData &t = *tk;
-    p.tokenizer = {t.model, t.pre, t.tokens, t.scores, t.tokenTypes, t.merges, t.bos, t.eos, t.unk, t.pad, t.sep,
-                   t.eot, t.eom, t.addBos, t.addEos, t.addSpacePrefix, t.ignoreMerges, t.cleanSpaces, ""};
+    p.tokenizer = {
+        t.model,        t.pre,         t.tokens, t.scores, t.tokenTypes, t.merges, t.bos,    t.eos,
+        t.unk,          t.pad,         t.sep,    t.eot,    t.eom,        t.addBos, t.addEos, t.addSpacePrefix,
+        t.ignoreMerges, t.cleanSpaces, ""};
     for (const Share &s : shares) {
       EXPECT_EQ(s.q0 / group, s.kv0); // whole sub-groups of one KV head range
       p.devices.emplace_back();
@@ -81,14 +84,16 @@ public:
         int32_t qr = act({-1, s.nq, d}), kr = act({-1, s.nkv, d}), o = act({-1, s.nq, d});
         b.step(OpKind::Rope, {q3, pos}, {qr}, {0, d}, {base, 1.0f});
         b.step(OpKind::Rope, {k3, pos}, {kr}, {0, d}, {base, 1.0f});
-        int32_t cache = b.addKv({static_cast<int32_t>(l), static_cast<int32_t>(s.nkv), static_cast<int32_t>(d),
-                                 static_cast<int32_t>(d), DType::F16, Placement::Device});
+        int32_t cache =
+            b.addKv({static_cast<int32_t>(l), static_cast<int32_t>(s.nkv), static_cast<int32_t>(d),
+                     static_cast<int32_t>(d), DType::F16, Placement::Device});
         b.step(OpKind::Attention, {qr, kr, v3, pos}, {o}, {cache, 0}, {1.0f / std::sqrt(float(d)), 0.0f});
         int32_t o2 = b.view(o, DType::F32, {-1, s.nq * d}), pa = act({-1, e});
         b.step(OpKind::Matmul, {o2, cols(n("attn_output"), s.q0 * d, s.nq * d)}, {pa});
         b.step(OpKind::AllReduce, {pa}, {pa}, {}, {}, n("attn_ar"));
         b.step(OpKind::Add, {x, pa}, {x});
-        int32_t h2 = act({-1, e}), g = act({-1, s.nf}), u = act({-1, s.nf}), a = act({-1, s.nf}), pf = act({-1, e});
+        int32_t h2 = act({-1, e}), g = act({-1, s.nf}), u = act({-1, s.nf}), a = act({-1, s.nf}),
+                pf = act({-1, e});
         b.step(OpKind::RmsNorm, {x, whole(n("ffn_norm"))}, {h2}, {}, {eps});
         b.step(OpKind::Matmul, {h2, rows(n("ffn_gate"), s.f0, s.nf)}, {g});
         b.step(OpKind::Matmul, {h2, rows(n("ffn_up"), s.f0, s.nf)}, {u});
@@ -244,8 +249,8 @@ void checkFixture(const std::string &name, const std::vector<std::vector<Share>>
     double rms = std::sqrt(sq / got.size());
     EXPECT_LE(maxAbs, ref.tolMax);
     EXPECT_LE(rms, ref.tolRms);
-    std::printf("[ fixture  ] %s devices=%zu max|d|=%.5f rms=%.6f (tol %.3g / %.3g)\n", name.c_str(), shares.size(),
-                maxAbs, rms, ref.tolMax, ref.tolRms);
+    std::printf("[ fixture  ] %s devices=%zu max|d|=%.5f rms=%.6f (tol %.3g / %.3g)\n", name.c_str(),
+                shares.size(), maxAbs, rms, ref.tolMax, ref.tolRms);
   }
 }
 
@@ -299,8 +304,8 @@ TEST(TpcRun, GreedyDumpMatchesReferenceOnTwoDevices) {
   for (size_t i = 0; i < ref.prompt.size(); ++i)
     ids += (i ? "," : "") + std::to_string(ref.prompt[i]);
   // max_batch 8 < 12 prompt tokens: the prompt runs in two chunks.
-  auto [rc, out] = shell(tpc + " run " + base + ".plan --prompt-ids " + ids + " --greedy -n 16 -t 2 --dump-logits " +
-                         base + ".f32 2>/dev/null");
+  auto [rc, out] = shell(tpc + " run " + base + ".plan --prompt-ids " + ids +
+                         " --greedy -n 16 -t 2 --dump-logits " + base + ".f32 2>/dev/null");
   ASSERT_EQ(rc, 0) << out;
   std::string want;
   for (size_t i = 0; i < ref.greedy.size(); ++i)

@@ -58,13 +58,27 @@ TEST(Ops, ElementwiseAndUnary) {
     for (size_t i = 0; i < xv.size(); ++i) {
       double v = xv[i], want;
       switch (fn) {
-      case 0: want = v / (1 + std::exp(-v)); break;
-      case 1: want = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
-      case 2: want = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); break;
-      case 3: want = std::tanh(v); break;
-      case 4: want = v > 0 ? v : 0; break;
-      case 5: want = std::exp(v); break;
-      default: want = 1 / (1 + std::exp(-v)); break;
+      case 0:
+        want = v / (1 + std::exp(-v));
+        break;
+      case 1:
+        want = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        break;
+      case 2:
+        want = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        break;
+      case 3:
+        want = std::tanh(v);
+        break;
+      case 4:
+        want = v > 0 ? v : 0;
+        break;
+      case 5:
+        want = std::exp(v);
+        break;
+      default:
+        want = 1 / (1 + std::exp(-v));
+        break;
       }
       ASSERT_NEAR(got[i], want, 1e-5 * std::max(1.0, std::fabs(want))) << "fn " << fn << " x " << v;
     }
@@ -207,7 +221,8 @@ std::vector<float> refMatmul(const std::vector<float> &x, const std::vector<floa
 }
 
 /// Rows of `type` quantized from floats, and their dequantized values.
-std::vector<uint8_t> quantized(GGMLType type, const std::vector<float> &v, int64_t k, std::vector<float> &deq) {
+std::vector<uint8_t> quantized(GGMLType type, const std::vector<float> &v, int64_t k,
+                               std::vector<float> &deq) {
   const uint64_t rb = *ggmlRowBytes(type, k);
   const int64_t rows = v.size() / k;
   std::vector<uint8_t> out(rows * rb);
@@ -251,11 +266,13 @@ TEST(Ops, MatmulAndGetRowsEveryWeightKind) {
   }
   // An f32 activation can be the right-hand side.
   PlanMaker mk;
-  int32_t x = mk.input(0, {m, 64}, randomFloats(m * 64, 10)), w = mk.input(0, {7, 64}, randomFloats(7 * 64, 11));
+  int32_t x = mk.input(0, {m, 64}, randomFloats(m * 64, 10)),
+          w = mk.input(0, {7, 64}, randomFloats(7 * 64, 11));
   int32_t y = mk.act(0, {m, 7});
   mk.b(0).step(OpKind::Matmul, {x, w}, {y});
   auto s = mk.run();
-  EXPECT_LT(maxAbsDiff(s->tensorData(0, y, 1), refMatmul(randomFloats(m * 64, 10), randomFloats(7 * 64, 11), m, 7, 64)),
+  EXPECT_LT(maxAbsDiff(s->tensorData(0, y, 1),
+                       refMatmul(randomFloats(m * 64, 10), randomFloats(7 * 64, 11), m, 7, 64)),
             1e-4f);
 }
 
@@ -305,8 +322,8 @@ TEST(Ops, ExpertCombineMultipliesAndSums) {
 }
 
 /// Reference RoPE of one head vector.
-void refRope(const float *x, float *y, int64_t d, int64_t nDims, int mode, int pos, float base, float freqScale,
-             const float *ff) {
+void refRope(const float *x, float *y, int64_t d, int64_t nDims, int mode, int pos, float base,
+             float freqScale, const float *ff) {
   std::copy(x, x + d, y);
   for (int64_t i = 0; i < nDims / 2; ++i) {
     double theta = freqScale * pos * std::pow(base, -2.0 * i / nDims) / (ff ? ff[i] : 1.0);
@@ -337,8 +354,8 @@ TEST(Ops, RopeNormalNeoxPartialAndFreqFactors) {
         std::vector<float> want(d);
         for (int64_t ti = 0; ti < t; ++ti)
           for (int64_t hi = 0; hi < h; ++hi) {
-            refRope(&table[(ti * h + hi) * d], want.data(), d, nDims, mode, static_cast<int>(ti), 1000.0f, 0.5f,
-                    useFf ? ff.data() : nullptr);
+            refRope(&table[(ti * h + hi) * d], want.data(), d, nDims, mode, static_cast<int>(ti), 1000.0f,
+                    0.5f, useFf ? ff.data() : nullptr);
             for (int64_t c = 0; c < d; ++c)
               ASSERT_NEAR(got[(ti * h + hi) * d + c], want[c], 1e-5) << "mode " << mode << " nDims " << nDims;
           }

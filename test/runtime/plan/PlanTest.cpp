@@ -206,7 +206,8 @@ TEST_F(PlanTest, SemanticErrorsAreCaught) {
       {"input tensor 99 out of range", [](Plan &p) { p.devices[0].steps[1].inputs[0] = 99; }},
       {"outside the activation arena", [](Plan &p) { p.devices[0].tensors[2].offset = 1000; }},
       {"outside the activation arena", [](Plan &p) { p.devices[0].tensors[2].offset = ~0ull - 4; }},
-      {"reads past the end of the GGUF", [](Plan &p) { p.devices[1].weights[0].pieces[0].fileOffset += 4096; }},
+      {"reads past the end of the GGUF",
+       [](Plan &p) { p.devices[1].weights[0].pieces[0].fileOffset += 4096; }},
       {"reads past the end of the GGUF",
        [](Plan &p) { p.devices[1].weights[0].pieces[0].rowStride = ~0ull / 2; }},
       {"outside the weight arena", [](Plan &p) { p.devices[0].weightBytes = 16; }},
@@ -217,15 +218,22 @@ TEST_F(PlanTest, SemanticErrorsAreCaught) {
       {"unknown op", [](Plan &p) { p.devices[0].steps[0].op = static_cast<OpKind>(200); }},
       {"collective steps", [](Plan &p) { p.devices[1].steps.pop_back(); }},
       {"weight index", [](Plan &p) { p.devices[0].tensors[0].index = 5; }},
-      {"view base", [](Plan &p) {
-         DevicePlanBuilder(p.devices[0]).view(40, DType::F32, {2});
+      {"view base", [](Plan &p) { DevicePlanBuilder(p.devices[0]).view(40, DType::F32, {2}); }},
+      {"exceeds its base",
+       [](Plan &p) {
+         DevicePlanBuilder(p.devices[0]).view(2, DType::F32, {-1, 9});
        }},
-      {"exceeds its base", [](Plan &p) { DevicePlanBuilder(p.devices[0]).view(2, DType::F32, {-1, 9}); }},
       {"kv_bytes_per_token", [](Plan &p) { p.devices[0].kvBytesPerToken = 1; }},
       {"id 7 differs", [](Plan &p) { p.devices[0].tensors[1].id = 7; }},
-      {"only dim 0 may be -1", [](Plan &p) { p.devices[0].tensors[2].shape = {8, -1}; }},
+      {"only dim 0 may be -1",
+       [](Plan &p) {
+         p.devices[0].tensors[2].shape = {8, -1};
+       }},
       {"writes read-only", [](Plan &p) { p.devices[0].steps[1].outputs[0] = 1; }},
-      {"logits must be", [](Plan &p) { p.devices[0].tensors[4].shape = {-1, 7}; }},
+      {"logits must be",
+       [](Plan &p) {
+         p.devices[0].tensors[4].shape = {-1, 7};
+       }},
       {"special token id", [](Plan &p) { p.tokenizer.eosId = 17; }},
       {"no devices", [](Plan &p) { p.devices.clear(); }},
       {"max_batch", [](Plan &p) { p.model.maxBatch = 0; }},
