@@ -96,9 +96,11 @@ size_t scalarSize(ValueType t) {
 }
 
 namespace {
+/// True for int8/16/32/64.
 bool isSignedType(ValueType t) {
   return t == ValueType::Int8 || t == ValueType::Int16 || t == ValueType::Int32 || t == ValueType::Int64;
 }
+/// True for a value type id in the GGUF table (0..12).
 bool isKnownType(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::Float64); }
 } // namespace
 
@@ -626,7 +628,7 @@ Expected<const Value *> GGUFFile::require(std::string_view key) const {
 }
 
 namespace {
-/// The integer in `v` if it lies in [lo, hi]; an error message otherwise.
+/// Stores the integer in `v` into `out` when it fits in T; false otherwise.
 template <typename T> bool intInRange(const Value &v, T &out) {
   if (v.isSigned()) {
     int64_t s = v.asSigned();
@@ -647,6 +649,7 @@ template <typename T> bool intInRange(const Value &v, T &out) {
   return true;
 }
 
+/// The GGUF name of the integer type a getter returns.
 template <typename T> const char *intName() {
   if constexpr (std::is_same_v<T, uint32_t>)
     return "uint32";

@@ -106,6 +106,7 @@ void GGUFWriter::set(const std::string &key, Value value) {
   metadata_.push_back({key, std::move(value)});
 }
 
+/// Wraps each element with `make` (Value::u32, Value::string, ...).
 template <typename T, typename F> static std::vector<Value> toValues(const std::vector<T> &v, F make) {
   std::vector<Value> out;
   out.reserve(v.size());

@@ -6,7 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include <filesystem>
 #include <map>
+#include <set>
 
 using namespace tpc;
 using namespace tpc::gguf;
@@ -114,6 +116,22 @@ INSTANTIATE_TEST_SUITE_P(Shared, GGUFFixture, ::testing::ValuesIn(fixtures()),
                                c = '_';
                            return n;
                          });
+
+/// Every GGUF in the fixtures folder is covered by the table above (a new fixture fails here until its
+/// expected values are written down), and every table entry exists.
+TEST(GGUFFixtures, TableCoversTheFolder) {
+  std::string dir = fixturesDir();
+  if (dir.empty())
+    GTEST_SKIP() << "TPC_SHARED_DIR has no fixtures/ (set it to the shared folder to run this test)";
+  std::set<std::string> onDisk, inTable;
+  for (const auto &e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".gguf")
+      onDisk.insert(e.path().stem().string());
+  for (const Fixture &fx : fixtures())
+    inTable.insert(fx.name);
+  EXPECT_EQ(onDisk, inTable);
+  EXPECT_EQ(onDisk.size(), 10u);
+}
 
 TEST(GGUFFixtures, TinyLlamaShapesAndHparams) {
   OPEN_FIXTURE(f, "tiny-llama");

@@ -24,6 +24,7 @@
 namespace tpc::cli {
 namespace {
 
+/// The command line of `tpc inspect`.
 struct InspectOptions {
   std::string file;
   bool json = false;
@@ -213,6 +214,7 @@ struct Summary {
   std::map<uint32_t, TypeTotal> perType; ///< by ggml type id (table order)
 };
 
+/// Collects the hyperparameters present and the totals per type.
 Summary summarize(const gguf::GGUFFile &f) {
   Summary s;
   if (const gguf::Value *a = f.find("general.architecture"); a && a->type() == gguf::ValueType::String)
@@ -248,6 +250,7 @@ const std::pair<const char *, const char *> kTokenizerScalars[] = {
     {"add_bos_token", "tokenizer.ggml.add_bos_token"},
 };
 
+/// The human-readable report.
 std::string printText(const gguf::GGUFFile &f, const Summary &s, bool allMetadata) {
   std::string o;
   auto line = [&o](auto &&...args) {
@@ -309,6 +312,7 @@ std::string printText(const gguf::GGUFFile &f, const Summary &s, bool allMetadat
   return o;
 }
 
+/// The same report as one JSON object (one line).
 std::string printJson(const gguf::GGUFFile &f, const Summary &s, bool allMetadata) {
   Json j;
   j.beginObject();
@@ -416,6 +420,7 @@ std::string printJson(const gguf::GGUFFile &f, const Summary &s, bool allMetadat
   return j.str() + "\n";
 }
 
+/// Opens the GGUF (reader errors become the one-line failure) and prints the report.
 void inspectGGUF(const InspectOptions &opts) {
   gguf::Expected<std::unique_ptr<gguf::GGUFFile>> f = gguf::GGUFFile::open(opts.file);
   if (!f)
@@ -425,6 +430,7 @@ void inspectGGUF(const InspectOptions &opts) {
   fmt::print("{}", out);
 }
 
+/// Dispatches on the file kind: the one place a new kind (plan files) is added.
 void runInspect(const InspectOptions &opts) {
   std::string head;
   switch (detectFileKind(opts.file, head)) {
@@ -438,6 +444,7 @@ void runInspect(const InspectOptions &opts) {
   }
 }
 
+/// Adds `inspect` to the CLI.
 void registerInspect(CLI::App &app) {
   auto opts = std::make_shared<InspectOptions>();
   CLI::App *sub =
