@@ -195,7 +195,9 @@ TEST_P(VecDotIsa, FourTokenKernelsEqualSingleTokenKernels) {
       continue;
     ++covered;
     // Odd block counts for 32-blocks; a ragged tail (not a multiple of 8) for the float types.
-    const int64_t k = ggmlTypeInfo(t).blockElems == 256 ? 1024 : ggmlTypeInfo(t).blockElems == 32 ? 1056 : 1053;
+    const int64_t k = ggmlTypeInfo(t).blockElems == 256  ? 1024
+                      : ggmlTypeInfo(t).blockElems == 32 ? 1056
+                                                         : 1053;
     // Real-valued scales here: bit-identity must hold for any inputs, not only exact ones.
     std::vector<float> wf = randomFloats(k, 5);
     std::vector<uint8_t> w(rowBytes(t, k));
@@ -215,7 +217,7 @@ TEST_P(VecDotIsa, FourTokenKernelsEqualSingleTokenKernels) {
       ASSERT_EQ(floatToBits(out[j]), floatToBits(vecDotKernel(t, isa)(k, w.data(), ap[j])))
           << ggmlTypeName(t) << " token " << j;
   }
-  EXPECT_GE(covered, 7) << "expected four-token kernels for f32, f16, bf16, q4_0, q8_0, q4_K, q6_K";
+  EXPECT_GE(covered, 8) << "expected four-token kernels for f32, f16, bf16, q4_0, q8_0, q4_K, q5_K, q6_K";
 }
 
 TEST_P(VecDotIsa, ActivationQuantizersEqualReference) {
