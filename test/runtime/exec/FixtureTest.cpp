@@ -1,6 +1,6 @@
 //===- FixtureTest.cpp - a hand-built llama plan against the reference logits --===//
 //
-// Builds the tiny-llama forward pass (fixtures/README.md) as a device plan by hand, through the same
+// Builds the tiny-llama and tiny-qwen3moe forward passes (fixtures/README.md) as device plans by hand, through the same
 // builder API the compiler's emitter uses, for 1 device and for 2 and 3 devices (Q heads split in whole
 // GQA sub-groups, KV heads given to every device that needs them, FFN split unevenly, two all-reduces per
 // layer, weights read through strided pieces). The plan is written to a file, loaded with loadPlan (GGUF
@@ -44,14 +44,21 @@ public:
     auto fp = ggufFingerprint(f_.path());
     EXPECT_TRUE(fp);
     p.ggufFingerprint = *fp;
-    const int64_t e = *f_.getU32("llama.embedding_length"), layers = *f_.getU32("llama.block_count");
-    const int64_t h = *f_.getU32("llama.attention.head_count"),
-                  hkv = *f_.getU32("llama.attention.head_count_kv");
-    const float eps = *f_.getF32("llama.attention.layer_norm_rms_epsilon");
-    const float base = *f_.getF32Or("llama.rope.freq_base", 10000.0f);
-    const int64_t d = e / h, group = h / hkv;
+    const std::string arch = *f_.getString("general.architecture");
+    const bool moe = arch == "qwen3moe"; // q/k norm, NEOX RoPE, top-k routed experts
+    auto key = [&](const char *k) { return arch + "." + k; };
+    const int64_t e = *f_.getU32(key("embedding_length")), layers = *f_.getU32(key("block_count"));
+    const int64_t h = *f_.getU32(key("attention.head_count")),
+                  hkv = *f_.getU32(key("attention.head_count_kv"));
+    const float eps = *f_.getF32(key("attention.layer_norm_rms_epsilon"));
+    const float base = *f_.getF32Or(key("rope.freq_base"), 10000.0f);
+    const int64_t d = *f_.getU32Or(key("attention.key_length"), static_cast<uint32_t>(e / h)),
+                  group = h / hkv;
+    const int64_t experts = moe ? *f_.getU32(key("expert_count")) : 0;
+    const int64_t used = moe ? *f_.getU32(key("expert_used_count")) : 0;
+    const int64_t ropeMode = moe ? 1 : 0;
     const int64_t vocab = f_.findTensor("output.weight")->ne[1];
-    p.model = {"llama", vocab, 2048, maxBatch, 256};
+    p.model = {arch, vocab, 2048, maxBatch, 256};
     auto tk = tokenizerFromGGUF(f_);
     EXPECT_TRUE(tk);
     const TokenizerData &t = *tk;
@@ -82,8 +89,15 @@ public:
         int32_t q3 = b.view(q, DType::F32, {-1, s.nq, d}), k3 = b.view(k, DType::F32, {-1, s.nkv, d});
         int32_t v3 = b.view(v, DType::F32, {-1, s.nkv, d});
         int32_t qr = act({-1, s.nq, d}), kr = act({-1, s.nkv, d}), o = act({-1, s.nq, d});
-        b.step(OpKind::Rope, {q3, pos}, {qr}, {0, d}, {base, 1.0f});
-        b.step(OpKind::Rope, {k3, pos}, {kr}, {0, d}, {base, 1.0f});
+        if (moe) { // per-head RMS norm of q and k before RoPE
+          int32_t qn = act({-1, s.nq, d}), kn = act({-1, s.nkv, d});
+          b.step(OpKind::RmsNorm, {q3, whole(n("attn_q_norm"))}, {qn}, {}, {eps});
+          b.step(OpKind::RmsNorm, {k3, whole(n("attn_k_norm"))}, {kn}, {}, {eps});
+          q3 = qn;
+          k3 = kn;
+        }
+        b.step(OpKind::Rope, {q3, pos}, {qr}, {ropeMode, d}, {base, 1.0f});
+        b.step(OpKind::Rope, {k3, pos}, {kr}, {ropeMode, d}, {base, 1.0f});
         int32_t cache =
             b.addKv({static_cast<int32_t>(l), static_cast<int32_t>(s.nkv), static_cast<int32_t>(d),
                      static_cast<int32_t>(d), DType::F16, Placement::Device});
@@ -92,13 +106,32 @@ public:
         b.step(OpKind::Matmul, {o2, cols(n("attn_output"), s.q0 * d, s.nq * d)}, {pa});
         b.step(OpKind::AllReduce, {pa}, {pa}, {}, {}, n("attn_ar"));
         b.step(OpKind::Add, {x, pa}, {x});
-        int32_t h2 = act({-1, e}), g = act({-1, s.nf}), u = act({-1, s.nf}), a = act({-1, s.nf}),
-                pf = act({-1, e});
+        int32_t h2 = act({-1, e}), pf = act({-1, e});
         b.step(OpKind::RmsNorm, {x, whole(n("ffn_norm"))}, {h2}, {}, {eps});
-        b.step(OpKind::Matmul, {h2, rows(n("ffn_gate"), s.f0, s.nf)}, {g});
-        b.step(OpKind::Matmul, {h2, rows(n("ffn_up"), s.f0, s.nf)}, {u});
-        b.step(OpKind::Glu, {g, u}, {a}, {0});
-        b.step(OpKind::Matmul, {a, cols(n("ffn_down"), s.f0, s.nf)}, {pf});
+        if (moe) {
+          // Router (mirrored), top-k, renormalised weights; experts split inside along their FFN dim.
+          int32_t r = act({-1, experts}), pr = act({-1, experts}), ids = act({-1, used}, DType::I32);
+          int32_t w = act({-1, used}), ws = act({-1, 1}), wn = act({-1, used});
+          b.step(OpKind::Matmul, {h2, whole(n("ffn_gate_inp"))}, {r});
+          b.step(OpKind::Softmax, {r}, {pr});
+          b.step(OpKind::TopK, {pr}, {ids}, {used});
+          b.step(OpKind::TakeAlong, {pr, ids}, {w});
+          b.step(OpKind::Sum, {w}, {ws}, {1, 1});
+          b.step(OpKind::Div, {w, ws}, {wn});
+          int32_t g = act({-1, used, s.nf}), u = act({-1, used, s.nf}), a = act({-1, used, s.nf});
+          int32_t dn = act({-1, used, e});
+          b.step(OpKind::MulMatId, {h2, expertRows(n("ffn_gate_exps"), s.f0, s.nf), ids}, {g});
+          b.step(OpKind::MulMatId, {h2, expertRows(n("ffn_up_exps"), s.f0, s.nf), ids}, {u});
+          b.step(OpKind::Glu, {g, u}, {a}, {0});
+          b.step(OpKind::MulMatId, {a, expertCols(n("ffn_down_exps"), s.f0, s.nf), ids}, {dn});
+          b.step(OpKind::ExpertCombine, {dn, wn}, {pf});
+        } else {
+          int32_t g = act({-1, s.nf}), u = act({-1, s.nf}), a = act({-1, s.nf});
+          b.step(OpKind::Matmul, {h2, rows(n("ffn_gate"), s.f0, s.nf)}, {g});
+          b.step(OpKind::Matmul, {h2, rows(n("ffn_up"), s.f0, s.nf)}, {u});
+          b.step(OpKind::Glu, {g, u}, {a}, {0});
+          b.step(OpKind::Matmul, {a, cols(n("ffn_down"), s.f0, s.nf)}, {pf});
+        }
         b.step(OpKind::AllReduce, {pf}, {pf}, {}, {}, n("ffn_ar"));
         b.step(OpKind::Add, {x, pf}, {x});
       }
@@ -115,14 +148,14 @@ private:
     std::snprintf(buf, sizeof(buf), f, l, w);
     return buf;
   }
-  int32_t act(std::vector<int64_t> shape) {
+  int32_t act(std::vector<int64_t> shape, DType dt = DType::F32) {
     int64_t n = 1;
     for (size_t i = 0; i < shape.size(); ++i)
       n *= shape[i] == -1 ? 64 : shape[i]; // every plan here uses max_batch <= 64
     uint64_t off = used_;
     used_ += (n * 4 + 63) / 64 * 64;
     dev_->activationBytes = used_;
-    return DevicePlanBuilder(*dev_).activation(DType::F32, std::move(shape), off);
+    return DevicePlanBuilder(*dev_).activation(dt, std::move(shape), off);
   }
   int32_t slice(const std::string &name, GGMLType type, std::vector<int64_t> shape, WeightPiece piece) {
     WeightSlice w{name, type, std::move(shape), wUsed_, piece.rows * piece.rowBytes, {piece}};
@@ -147,6 +180,35 @@ private:
     const auto &t = info(name);
     uint64_t rb = *ggmlRowBytes(t.type, t.ne[0]);
     return slice(name, t.type, {n, int64_t(t.ne[0])}, {t.fileOffset + r0 * rb, rb, rb, uint64_t(n)});
+  }
+  /// Rows [r0, r0 + n) of every expert of a [E, N, K] weight: one piece per expert.
+  int32_t expertRows(const std::string &name, int64_t r0, int64_t n) {
+    const auto &t = info(name);
+    uint64_t rb = *ggmlRowBytes(t.type, t.ne[0]);
+    std::vector<WeightPiece> pieces;
+    for (uint64_t ex = 0; ex < t.ne[2]; ++ex)
+      pieces.push_back({t.fileOffset + (ex * t.ne[1] + r0) * rb, rb, rb, uint64_t(n)});
+    return slicePieces(name, t.type, {int64_t(t.ne[2]), n, int64_t(t.ne[0])}, pieces);
+  }
+  /// Columns [c0, c0 + n) of every row of every expert of a [E, N, K] weight: one strided piece.
+  int32_t expertCols(const std::string &name, int64_t c0, int64_t n) {
+    const auto &t = info(name);
+    uint64_t rb = *ggmlRowBytes(t.type, t.ne[0]);
+    auto skip = ggmlRowBytes(t.type, c0), part = ggmlRowBytes(t.type, n);
+    EXPECT_TRUE(skip && part) << name << ": split not on a block boundary";
+    return slicePieces(name, t.type, {int64_t(t.ne[2]), int64_t(t.ne[1]), n},
+                       {{t.fileOffset + *skip, rb, *part, t.ne[1] * t.ne[2]}});
+  }
+  int32_t slicePieces(const std::string &name, GGMLType type, std::vector<int64_t> shape,
+                      std::vector<WeightPiece> pieces) {
+    uint64_t bytes = 0;
+    for (const WeightPiece &pc : pieces)
+      bytes += pc.rows * pc.rowBytes;
+    WeightSlice w{name, type, std::move(shape), wUsed_, bytes, std::move(pieces)};
+    wUsed_ += (w.bytes + 63) / 64 * 64;
+    dev_->weightBytes = wUsed_;
+    DevicePlanBuilder b(*dev_);
+    return b.weight(b.addWeight(std::move(w)));
   }
   /// Columns [c0, c0 + n) of every row (whole quant blocks).
   int32_t cols(const std::string &name, int64_t c0, int64_t n) {
@@ -267,6 +329,20 @@ TEST(Fixture, TinyLlamaQ8_0OnOneAndTwoDevices) {
 }
 
 TEST(Fixture, TinyLlamaQ4KMOnOneDevice) { checkFixture("tiny-llama-Q4_K_M", {kOne}); }
+
+// tiny-qwen3moe: 4 query heads in 2 KV groups, head dim 64, 8 experts (top 2) of FFN 256, split inside
+// each expert (uneven for f32, on 32-element blocks for Q8_0).
+const std::vector<Share> kMoeOne = {{0, 4, 0, 2, 0, 256}};
+const std::vector<Share> kMoeTwo = {{0, 2, 0, 1, 0, 160}, {2, 2, 1, 1, 160, 96}};
+const std::vector<Share> kMoeThree = {{0, 2, 0, 1, 0, 96}, {2, 1, 1, 1, 96, 96}, {3, 1, 1, 1, 192, 64}};
+
+TEST(Fixture, TinyQwen3MoeOnOneTwoThreeDevices) {
+  checkFixture("tiny-qwen3moe", {kMoeOne, kMoeTwo, kMoeThree});
+}
+
+TEST(Fixture, TinyQwen3MoeQ8_0OnOneAndThreeDevices) {
+  checkFixture("tiny-qwen3moe-Q8_0", {kMoeOne, kMoeThree});
+}
 
 } // namespace
 
