@@ -1,11 +1,12 @@
-//===- FixtureTest.cpp - a hand-built llama plan against the reference logits --===//
+//===- FixtureTest.cpp - hand-built plans against the reference logits ----===//
 //
-// Builds the tiny-llama and tiny-qwen3moe forward passes (fixtures/README.md) as device plans by hand, through the same
-// builder API the compiler's emitter uses, for 1 device and for 2 and 3 devices (Q heads split in whole
-// GQA sub-groups, KV heads given to every device that needs them, FFN split unevenly, two all-reduces per
-// layer, weights read through strided pieces). The plan is written to a file, loaded with loadPlan (GGUF
-// fingerprint checked) and evaluated teacher-forced as the README describes; the 28 rows must match the
-// reference within the fixture's tolerances. Skips with a message when the shared fixtures are absent.
+// Builds the tiny-llama and tiny-qwen3moe forward passes (fixtures/README.md) as device plans by hand,
+// through the same builder API the compiler's emitter uses, for 1 device and for 2 and 3 devices (Q heads
+// split in whole GQA sub-groups, KV heads given to every device that needs them, FFN and experts split
+// unevenly, two all-reduces per layer, weights read through strided pieces). The plan is written to a
+// file, loaded with loadPlan (GGUF fingerprint checked) and evaluated teacher-forced as the README
+// describes; the 28 rows must match the reference within the fixture's tolerances. `tpc run` is driven on
+// such a plan too. Skips with a message when the shared fixtures are absent.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Executor.h"
 
