@@ -4,7 +4,7 @@
 // so tensor data can be read in place. The file is untrusted: every count, length, dimension, offset and
 // size is checked against the file size with overflow-safe arithmetic before it is used, and every
 // failure is one line naming the file, the byte offset and the field:
-//   model.gguf: offset 16: tensor_count: 4000000000 tensors cannot fit in a 1024-byte file
+//   model.gguf: offset 8: tensor_count: 4000000000 tensors cannot fit in a 1024-byte file
 //
 // File layout (all integers little-endian; the same in v2 and v3; v1 used 32-bit counts and is refused):
 //
@@ -18,7 +18,7 @@
 //     uint32  value_type           see ValueType
 //     ...     value
 //   tensor_count x tensor info
-//     string  name                 (unique; < 64 bytes, ggml's GGML_MAX_NAME)
+//     string  name                 (unique; 1..63 bytes, ggml's GGML_MAX_NAME is 64)
 //     uint32  n_dims               1..4 (GGML_MAX_DIMS)
 //     uint64  ne[n_dims]           dimensions in ggml order, innermost (contiguous) first; each >= 1
 //     uint32  type                 ggml type id (runtime/ggml/GGMLTypes.h)
@@ -34,12 +34,13 @@
 //           | array: uint32 element type, uint64 count, count elements (arrays may nest: an element of
 //             type array is again element type + count + elements)
 //
-// `general.alignment` (an unsigned integer, a power of two; default 32) sets the alignment.
+// `general.alignment` (an unsigned integer, a power of two that fits in uint32; default 32) sets the
+// alignment.
 //
-// Beyond what ggml's own reader checks, tpc refuses: n_dims 0, a dimension of 0 (ggml accepts it, but no
-// model has an empty tensor and importers divide by dimensions), bool bytes other than 0/1, nested arrays
-// deeper than kMaxArrayDepth, and overlapping tensor data. ggml additionally requires tensors to be packed
-// in order; tpc only requires them aligned, in bounds and disjoint.
+// Beyond what ggml's own reader checks, tpc refuses: empty tensor names, n_dims 0, a dimension of 0 (ggml
+// accepts it, but no model has an empty tensor and importers divide by dimensions), bool bytes other than
+// 0/1, nested arrays deeper than kMaxArrayDepth, and overlapping tensor data. ggml additionally requires
+// tensors to be packed in order; tpc only requires them aligned, in bounds and disjoint.
 //
 // Usage:
 //   Expected<std::unique_ptr<GGUFFile>> f = GGUFFile::open("model.gguf");
