@@ -88,7 +88,7 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
   const float *h2f = halfTable();
   // One work item per (token, KV head): its cache rows are converted to f32 once and serve the whole
   // group of query heads that share them (GQA), then scores and the weighted sum per query head.
-  tg.parallelFor(t * hkv, [&](int64_t b, int64_t e, int) {
+  auto body = [&](int64_t b, int64_t e, int) {
     std::vector<float> kf, vf, score;
     for (int64_t item = b; item < e; ++item) {
       const int64_t ti = item / hkv, kh = item % hkv;
@@ -152,7 +152,16 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
           out[c] *= inv;
       }
     }
-  });
+  };
+  // Waking the workers costs more than a small decode step (one token, a short context) saves.
+  int64_t maxPos = 0;
+  for (int64_t ti = 0; ti < t; ++ti)
+    maxPos = std::max<int64_t>(maxPos, pos.i()[ti]);
+  const int64_t work = t * hq * (p.window > 0 ? std::min(p.window, maxPos + 1) : maxPos + 1) * (dk + dv);
+  if (work < (1 << 16))
+    body(0, t * hkv, 0);
+  else
+    tg.parallelFor(t * hkv, body);
 }
 
 } // namespace tpc::rt::exec
