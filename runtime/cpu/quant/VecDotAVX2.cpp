@@ -15,8 +15,13 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+// GCC and clang spell "every function below gets this target" differently.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,bmi2")
+#endif
 
 namespace tpc::rt::cpu {
 namespace avx2 {
@@ -46,5 +51,9 @@ void fp32ToFp16RowF16C(const float *src, uint16_t *dst, int64_t n) {
 
 } // namespace tpc::rt::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif

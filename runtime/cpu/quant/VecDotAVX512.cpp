@@ -14,8 +14,15 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+// GCC and clang spell "every function below gets this target" differently.
+#if defined(__clang__)
+#pragma clang attribute push(                                                                                \
+    __attribute__((target("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"))),             \
+    apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+#endif
 
 namespace tpc::rt::cpu {
 namespace avx512 {
@@ -28,5 +35,9 @@ VecDotTable avx512VecDotTable(const VecDotTable &base) { return avx512::makeTabl
 
 } // namespace tpc::rt::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif

@@ -10,6 +10,9 @@
 #include "runtime/cpu/quant/VecDotTables.h"
 
 #include <cstdlib>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <cstring>
 #include <string>
 
@@ -270,21 +273,49 @@ const char *isaName(Isa isa) {
   return "?";
 }
 
+#if defined(__x86_64__)
+namespace {
+/// CPU features read once with cpuid; the OS must also save the wider registers (xgetbv), which is what
+/// __builtin_cpu_supports checks too (clang's does not know "f16c", hence the hand-written version).
+struct X86Features {
+  bool avx2 = false, avx512 = false;
+  X86Features() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+      return;
+    bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+    if (!osxsave || !avx)
+      return;
+    unsigned xlo, xhi;
+    __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    bool ymm = (xlo & 0x6) == 0x6, zmm = (xlo & 0xe6) == 0xe6;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+      return;
+    avx2 = ymm && fma && f16c && (b & (1u << 5));
+    bool f = b & (1u << 16), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
+    avx512 = avx2 && zmm && f && bw && vl && vnni;
+  }
+};
+const X86Features &x86Features() {
+  static const X86Features f;
+  return f;
+}
+} // namespace
+#endif
+
 bool isaAvailable(Isa isa) {
   switch (isa) {
   case Isa::Scalar:
     return true;
   case Isa::AVX2:
 #if defined(__x86_64__)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return x86Features().avx2;
 #else
     return false;
 #endif
   case Isa::AVX512:
 #if defined(__x86_64__)
-    return isaAvailable(Isa::AVX2) && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
+    return x86Features().avx512;
 #else
     return false;
 #endif
