@@ -1,6 +1,6 @@
 //===- FixtureTest.cpp - hand-built plans against the reference logits ----===//
 //
-// Builds the tiny-llama and tiny-qwen3moe forward passes (fixtures/README.md) as device plans by hand,
+// Builds the tiny-llama, tiny-qwen3moe and tiny-gemma3 (MQA) forward passes (fixtures/README.md) by hand,
 // through the same builder API the compiler's emitter uses, for 1 device and for 2 and 3 devices (Q heads
 // split in whole GQA sub-groups, KV heads given to every device that needs them, FFN and experts split
 // unevenly, two all-reduces per layer, weights read through strided pieces). The plan is written to a
@@ -47,6 +47,7 @@ public:
     p.ggufFingerprint = *fp;
     const std::string arch = *f_.getString("general.architecture");
     const bool moe = arch == "qwen3moe"; // q/k norm, NEOX RoPE, top-k routed experts
+    const bool gemma = arch == "gemma3"; // q/k norm, NEOX, sliding layers, post norms, GELU, tied output
     auto key = [&](const char *k) { return arch + "." + k; };
     const int64_t e = *f_.getU32(key("embedding_length")), layers = *f_.getU32(key("block_count"));
     const int64_t h = *f_.getU32(key("attention.head_count")),
@@ -57,8 +58,10 @@ public:
                   group = h / hkv;
     const int64_t experts = moe ? *f_.getU32(key("expert_count")) : 0;
     const int64_t used = moe ? *f_.getU32(key("expert_used_count")) : 0;
-    const int64_t ropeMode = moe ? 1 : 0;
-    const int64_t vocab = f_.findTensor("output.weight")->ne[1];
+    const int64_t ropeMode = moe || gemma ? 1 : 0;
+    const int64_t window = gemma ? *f_.getU32(key("attention.sliding_window")) : 0;
+    const std::string outName = f_.findTensor("output.weight") ? "output.weight" : "token_embd.weight";
+    const int64_t vocab = f_.findTensor(outName)->ne[1];
     p.model = {arch, vocab, 2048, maxBatch, 256};
     auto tk = tokenizerFromGGUF(f_);
     EXPECT_TRUE(tk);
@@ -79,6 +82,8 @@ public:
       int32_t logits = b.io(Storage::OutputLogits, DType::F32, {-1, vocab});
       int32_t x = act({-1, e});
       b.step(OpKind::GetRows, {whole("token_embd.weight"), tok}, {x});
+      if (gemma)
+        b.step(OpKind::Scale, {x}, {x}, {}, {std::sqrt(float(e))});
       for (int64_t l = 0; l < layers; ++l) {
         auto n = [&](const char *w) { return fmt("blk.%lld.%s.weight", (long long)l, w); };
         int32_t hN = act({-1, e});
@@ -90,22 +95,28 @@ public:
         int32_t q3 = b.view(q, DType::F32, {-1, s.nq, d}), k3 = b.view(k, DType::F32, {-1, s.nkv, d});
         int32_t v3 = b.view(v, DType::F32, {-1, s.nkv, d});
         int32_t qr = act({-1, s.nq, d}), kr = act({-1, s.nkv, d}), o = act({-1, s.nq, d});
-        if (moe) { // per-head RMS norm of q and k before RoPE
+        if (moe || gemma) { // per-head RMS norm of q and k before RoPE
           int32_t qn = act({-1, s.nq, d}), kn = act({-1, s.nkv, d});
           b.step(OpKind::RmsNorm, {q3, whole(n("attn_q_norm"))}, {qn}, {}, {eps});
           b.step(OpKind::RmsNorm, {k3, whole(n("attn_k_norm"))}, {kn}, {}, {eps});
           q3 = qn;
           k3 = kn;
         }
-        b.step(OpKind::Rope, {q3, pos}, {qr}, {ropeMode, d}, {base, 1.0f});
-        b.step(OpKind::Rope, {k3, pos}, {kr}, {ropeMode, d}, {base, 1.0f});
+        // gemma3: layer il is global iff (il + 1) % 6 == 0; sliding layers use base 10000 and the window.
+        const bool sliding = gemma && (l + 1) % 6 != 0;
+        const float lbase = sliding ? 10000.0f : base;
+        b.step(OpKind::Rope, {q3, pos}, {qr}, {ropeMode, d}, {lbase, 1.0f});
+        b.step(OpKind::Rope, {k3, pos}, {kr}, {ropeMode, d}, {lbase, 1.0f});
         int32_t cache =
             b.addKv({static_cast<int32_t>(l), static_cast<int32_t>(s.nkv), static_cast<int32_t>(d),
                      static_cast<int32_t>(d), DType::F16, Placement::Device});
-        b.step(OpKind::Attention, {qr, kr, v3, pos}, {o}, {cache, 0}, {1.0f / std::sqrt(float(d)), 0.0f});
+        b.step(OpKind::Attention, {qr, kr, v3, pos}, {o}, {cache, sliding ? window : 0},
+               {1.0f / std::sqrt(float(d)), 0.0f});
         int32_t o2 = b.view(o, DType::F32, {-1, s.nq * d}), pa = act({-1, e});
         b.step(OpKind::Matmul, {o2, cols(n("attn_output"), s.q0 * d, s.nq * d)}, {pa});
         b.step(OpKind::AllReduce, {pa}, {pa}, {}, {}, n("attn_ar"));
+        if (gemma) // the post norm needs the reduced sum
+          b.step(OpKind::RmsNorm, {pa, whole(n("post_attention_norm"))}, {pa}, {}, {eps});
         b.step(OpKind::Add, {x, pa}, {x});
         int32_t h2 = act({-1, e}), pf = act({-1, e});
         b.step(OpKind::RmsNorm, {x, whole(n("ffn_norm"))}, {h2}, {}, {eps});
@@ -130,15 +141,17 @@ public:
           int32_t g = act({-1, s.nf}), u = act({-1, s.nf}), a = act({-1, s.nf});
           b.step(OpKind::Matmul, {h2, rows(n("ffn_gate"), s.f0, s.nf)}, {g});
           b.step(OpKind::Matmul, {h2, rows(n("ffn_up"), s.f0, s.nf)}, {u});
-          b.step(OpKind::Glu, {g, u}, {a}, {0});
+          b.step(OpKind::Glu, {g, u}, {a}, {gemma ? 2 : 0});
           b.step(OpKind::Matmul, {a, cols(n("ffn_down"), s.f0, s.nf)}, {pf});
         }
         b.step(OpKind::AllReduce, {pf}, {pf}, {}, {}, n("ffn_ar"));
+        if (gemma)
+          b.step(OpKind::RmsNorm, {pf, whole(n("post_ffw_norm"))}, {pf}, {}, {eps});
         b.step(OpKind::Add, {x, pf}, {x});
       }
       int32_t xf = act({-1, e});
       b.step(OpKind::RmsNorm, {x, whole("output_norm.weight")}, {xf}, {}, {eps});
-      b.step(OpKind::Matmul, {xf, whole("output.weight")}, {logits});
+      b.step(OpKind::Matmul, {xf, whole(outName)}, {logits});
     }
     return p;
   }
@@ -339,6 +352,16 @@ const std::vector<Share> kMoeThree = {{0, 2, 0, 1, 0, 96}, {2, 1, 1, 1, 96, 96},
 
 TEST(Fixture, TinyQwen3MoeOnOneTwoThreeDevices) {
   checkFixture("tiny-qwen3moe", {kMoeOne, kMoeTwo, kMoeThree});
+}
+
+// tiny-gemma3: 4 query heads sharing ONE KV head (MQA, head dim 128): with 2 or 3 devices the K/V
+// projections and caches are mirrored and only the query heads split (2/2, 2/1/1).
+const std::vector<Share> kGemmaOne = {{0, 4, 0, 1, 0, 768}};
+const std::vector<Share> kGemmaTwo = {{0, 2, 0, 1, 0, 400}, {2, 2, 0, 1, 400, 368}};
+const std::vector<Share> kGemmaThree = {{0, 2, 0, 1, 0, 256}, {2, 1, 0, 1, 256, 256}, {3, 1, 0, 1, 512, 256}};
+
+TEST(Fixture, TinyGemma3MqaOnOneTwoThreeDevices) {
+  checkFixture("tiny-gemma3", {kGemmaOne, kGemmaTwo, kGemmaThree});
 }
 
 TEST(Fixture, TinyQwen3MoeQ8_0OnOneAndThreeDevices) {
