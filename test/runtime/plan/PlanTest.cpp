@@ -309,3 +309,23 @@ TEST(PlanFingerprint, SamplesLargeFilesAndIsStable) {
 }
 
 } // namespace
+
+#include "runtime/plan/PlanSummary.h"
+
+namespace {
+
+TEST_F(PlanTest, SummaryCountsMemoryOpsAndTraffic) {
+  std::vector<DeviceSummary> s = summarizeDevices(plan);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[1].weightBytes, 4u * 8 * 4);
+  EXPECT_EQ(s[1].steps, 3u);
+  EXPECT_EQ(s[1].collectives, 1u);
+  EXPECT_EQ(s[1].collectiveBytesPerToken, 8u * 4); // all_gather output [T, 8] f32
+  EXPECT_EQ(s[0].opCounts.size(), 3u);
+  std::string text = describePlan(plan, 100);
+  EXPECT_NE(text.find("device 1 (cpu): weights 128 B"), std::string::npos) << text;
+  EXPECT_NE(text.find("KV 16 B per token = 1.6 KiB for ctx 100"), std::string::npos) << text;
+  EXPECT_NE(text.find("all_gather 1"), std::string::npos) << text;
+}
+
+} // namespace

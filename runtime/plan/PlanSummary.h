@@ -1,0 +1,34 @@
+//===- PlanSummary.h - human-readable facts about a plan ----------*- C++ -*-===//
+//
+// What `tpc inspect plan.bin` shows: the header, and per device its memory (weights, activations, KV per
+// token and for a given context), its op histogram and its collectives with the bytes they move for one
+// token. Pure functions over a validated Plan, so the CLI and tests share them.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_PLAN_PLANSUMMARY_H
+#define TPC_RUNTIME_PLAN_PLANSUMMARY_H
+
+#include "runtime/plan/PlanFormat.h"
+
+#include <string>
+#include <vector>
+
+namespace tpc::rt {
+
+/// Per-device figures of a plan.
+struct DeviceSummary {
+  uint64_t weightBytes = 0, activationBytes = 0, kvBytesPerToken = 0;
+  size_t steps = 0, collectives = 0;
+  uint64_t collectiveBytesPerToken = 0; ///< f32 payload of this device's collectives for one token
+  std::vector<std::pair<std::string, size_t>> opCounts; ///< op name -> steps, most frequent first
+};
+
+/// The figures of every device, in rank order.
+std::vector<DeviceSummary> summarizeDevices(const Plan &plan);
+
+/// A multi-line text report (header, then one block per device) for a context of `ctx` tokens
+/// (0: the plan's default).
+std::string describePlan(const Plan &plan, int64_t ctx = 0);
+
+} // namespace tpc::rt
+
+#endif // TPC_RUNTIME_PLAN_PLANSUMMARY_H
