@@ -19,7 +19,7 @@ constexpr int64_t kDecodeTokens = 4;
 /// Prefill tile: weight rows x tokens. 16 rows of a 4096-wide Q4_0 matrix are 37 KB (L2), one token's
 /// quantized row is 4.3 KB (L1).
 constexpr int64_t kRowTile = 16;
-constexpr int64_t kTokenTile = 64;
+constexpr int64_t kTokenTile = 64; // a multiple of 4 (four-token kernels)
 
 struct Core {
   const void *w;
@@ -104,6 +104,14 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
     group.parallelFor(c.n, [&](int64_t b, int64_t e, int) {
       for (int64_t r = b; r < e; ++r) {
         const uint8_t *wr = w + static_cast<size_t>(r) * c.wRowStride;
+        if (dot4 && c.m == 4) {
+          const void *a[4] = {actRow(0), actRow(1), actRow(2), actRow(3)};
+          float out[4];
+          dot4(c.k, wr, a, out);
+          for (int t = 0; t < 4; ++t)
+            yRow(t)[r] = out[t];
+          continue;
+        }
         for (int64_t t = 0; t < c.m; ++t)
           yRow(t)[r] = dot(c.k, wr, actRow(t));
       }

@@ -3,7 +3,7 @@
 // The reference dequantizes W to floats and applies the same activation quantization the kernels use
 // (quantize then dequantize x to vecDotType), then sums in double: the only difference left is float
 // rounding, so the tolerance is relative to sum |w*x|. Shapes are odd on purpose (n not a multiple of the
-// thread count, m = 1, 7, 64 and 70, which crosses both the decode/prefill switch and a token tile).
+// thread count, m = 1, 4, 7, 64 and 70: decode with one and four tokens, prefill, a second token tile).
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Matmul.h"
 #include "runtime/cpu/quant/Blocks.h"
@@ -117,7 +117,7 @@ class MatmulType : public ::testing::TestWithParam<GGMLType> {};
 TEST_P(MatmulType, MatchesReferenceForOddShapesAndThreadCounts) {
   GGMLType t = GetParam();
   const int64_t k = 512, n = 67;
-  for (int64_t m : {1, 7, 64, 70}) {
+  for (int64_t m : {1, 4, 7, 64, 70}) {
     Problem p(t, n, k, m, static_cast<uint32_t>(m) * 31 + static_cast<uint32_t>(t));
     std::vector<float> first;
     for (int threads : {1, 2, 3}) {
