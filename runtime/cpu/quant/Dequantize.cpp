@@ -13,6 +13,7 @@
 namespace tpc::rt::cpu {
 namespace {
 
+/// Throws unless n is a whole number of blocks of t.
 void checkWholeBlocks(GGMLType t, int64_t n, const char *what) {
   const GGMLTypeInfo &info = ggmlTypeInfo(t);
   if (n < 0 || n % info.blockElems != 0)
@@ -21,6 +22,7 @@ void checkWholeBlocks(GGMLType t, int64_t n, const char *what) {
                                 std::to_string(info.blockElems) + " elements each)");
 }
 
+/// Dequantizes nb Q4_0 blocks into y.
 void dequantQ4_0(const BlockQ4_0 *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK) {
     float d = fp16ToFp32(b[i].d);
@@ -31,6 +33,7 @@ void dequantQ4_0(const BlockQ4_0 *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q4_1 blocks into y.
 void dequantQ4_1(const BlockQ4_1 *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK) {
     float d = fp16ToFp32(b[i].d), m = fp16ToFp32(b[i].m);
@@ -41,12 +44,14 @@ void dequantQ4_1(const BlockQ4_1 *b, float *y, int64_t nb) {
   }
 }
 
+/// Little-endian 32-bit load from an unaligned pointer.
 uint32_t load32(const uint8_t *p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
 }
 
+/// Dequantizes nb Q5_0 blocks into y.
 void dequantQ5_0(const BlockQ5_0 *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK) {
     float d = fp16ToFp32(b[i].d);
@@ -60,6 +65,7 @@ void dequantQ5_0(const BlockQ5_0 *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q5_1 blocks into y.
 void dequantQ5_1(const BlockQ5_1 *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK) {
     float d = fp16ToFp32(b[i].d), m = fp16ToFp32(b[i].m);
@@ -73,6 +79,7 @@ void dequantQ5_1(const BlockQ5_1 *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q8_0 blocks into y.
 void dequantQ8_0(const BlockQ8_0 *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK) {
     float d = fp16ToFp32(b[i].d);
@@ -81,6 +88,7 @@ void dequantQ8_0(const BlockQ8_0 *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q8_1 blocks into y.
 void dequantQ8_1(const BlockQ8_1 *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK) {
     float d = fp16ToFp32(b[i].d);
@@ -89,6 +97,7 @@ void dequantQ8_1(const BlockQ8_1 *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q2_K blocks into y.
 void dequantQ2_K(const BlockQ2_K *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     float d = fp16ToFp32(b[i].d), dmin = fp16ToFp32(b[i].dmin);
@@ -108,6 +117,7 @@ void dequantQ2_K(const BlockQ2_K *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q3_K blocks into y.
 void dequantQ3_K(const BlockQ3_K *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     float d = fp16ToFp32(b[i].d);
@@ -128,6 +138,7 @@ void dequantQ3_K(const BlockQ3_K *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q4_K blocks into y.
 void dequantQ4_K(const BlockQ4_K *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     float d = fp16ToFp32(b[i].d), dmin = fp16ToFp32(b[i].dmin);
@@ -145,6 +156,7 @@ void dequantQ4_K(const BlockQ4_K *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q5_K blocks into y.
 void dequantQ5_K(const BlockQ5_K *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     float d = fp16ToFp32(b[i].d), dmin = fp16ToFp32(b[i].dmin);
@@ -163,6 +175,7 @@ void dequantQ5_K(const BlockQ5_K *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q6_K blocks into y.
 void dequantQ6_K(const BlockQ6_K *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     float d = fp16ToFp32(b[i].d);
@@ -186,6 +199,7 @@ void dequantQ6_K(const BlockQ6_K *b, float *y, int64_t nb) {
   }
 }
 
+/// Dequantizes nb Q8_K blocks into y.
 void dequantQ8_K(const BlockQ8_K *b, float *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i)
     for (int j = 0; j < kQKK; ++j)

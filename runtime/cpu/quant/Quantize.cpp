@@ -38,6 +38,7 @@ float signedAbsMax(const float *x, int n) {
   return max;
 }
 
+/// Quantizes nb blocks of Q4_0 from x.
 void quantQ4_0(const float *x, BlockQ4_0 *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     float d = signedAbsMax(x, kQK) / -8;
@@ -51,6 +52,7 @@ void quantQ4_0(const float *x, BlockQ4_0 *y, int64_t nb) {
   }
 }
 
+/// Quantizes nb blocks of Q5_0 from x.
 void quantQ5_0(const float *x, BlockQ5_0 *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     float d = signedAbsMax(x, kQK) / -16;
@@ -68,6 +70,7 @@ void quantQ5_0(const float *x, BlockQ5_0 *y, int64_t nb) {
   }
 }
 
+/// Q4_1 / Q5_1: x = d * q + m with q in 0..NMax from the block min/max.
 template <typename Block, int NMax> void quantAffine(const float *x, Block *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     float mn = x[0], mx = x[0];
@@ -92,6 +95,7 @@ template <typename Block, int NMax> void quantAffine(const float *x, Block *y, i
   }
 }
 
+/// Quantizes nb blocks of Q8_0 from x.
 void quantQ8_0(const float *x, BlockQ8_0 *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     float amax = 0;
@@ -105,6 +109,7 @@ void quantQ8_0(const float *x, BlockQ8_0 *y, int64_t nb) {
   }
 }
 
+/// Quantizes nb blocks of Q8_1 from x.
 void quantQ8_1(const float *x, BlockQ8_1 *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     float amax = 0;
@@ -122,6 +127,7 @@ void quantQ8_1(const float *x, BlockQ8_1 *y, int64_t nb) {
   }
 }
 
+/// Quantizes nb blocks of Q8_K from x.
 void quantQ8_K(const float *x, BlockQ8_K *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQKK) {
     float max = signedAbsMax(x, kQKK);
@@ -220,6 +226,7 @@ inline int quantAt(float x, float scale, float minv, int nmax) {
   return std::clamp(static_cast<int>(std::lround((x + minv) / scale)), 0, nmax);
 }
 
+/// Packs 8 six-bit scales and mins the way scaleMinK4 reads them.
 void packScaleMinK4(const uint8_t sc[8], const uint8_t m[8], uint8_t *q) {
   std::memset(q, 0, 12);
   for (int j = 0; j < 8; ++j) {
@@ -259,6 +266,7 @@ template <typename Block, int Bits> void quantQ45_K(const float *x, Block *y, in
   }
 }
 
+/// Quantizes nb blocks of Q2_K from x.
 void quantQ2_K(const float *x, BlockQ2_K *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQKK) {
     float scales[16], mins[16];
@@ -318,6 +326,7 @@ void fitSymmetric(const float *x, int nlow, float scales[16]) {
   }
 }
 
+/// Quantizes nb blocks of Q3_K from x.
 void quantQ3_K(const float *x, BlockQ3_K *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQKK) {
     float scales[16];
@@ -350,6 +359,7 @@ void quantQ3_K(const float *x, BlockQ3_K *y, int64_t nb) {
   }
 }
 
+/// Quantizes nb blocks of Q6_K from x.
 void quantQ6_K(const float *x, BlockQ6_K *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQKK) {
     float scales[16];

@@ -19,6 +19,7 @@
 namespace tpc::rt::cpu {
 namespace {
 
+/// F32 weights . activations, scalar reference.
 float dotF32(int64_t k, const void *w, const void *a) {
   const float *x = static_cast<const float *>(w), *y = static_cast<const float *>(a);
   float s = 0;
@@ -27,6 +28,7 @@ float dotF32(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// F16 weights . activations, scalar reference.
 float dotF16(int64_t k, const void *w, const void *a) {
   const uint16_t *x = static_cast<const uint16_t *>(w);
   const float *y = static_cast<const float *>(a);
@@ -36,6 +38,7 @@ float dotF16(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// BF16 weights . activations, scalar reference.
 float dotBF16(int64_t k, const void *w, const void *a) {
   const uint16_t *x = static_cast<const uint16_t *>(w);
   const float *y = static_cast<const float *>(a);
@@ -53,6 +56,7 @@ template <typename Decode> int dotBlock32(const uint8_t *qs, const int8_t *a, De
   return s;
 }
 
+/// Q4_0 weights . activations, scalar reference.
 float dotQ4_0(int64_t k, const void *w, const void *a) {
   const BlockQ4_0 *x = static_cast<const BlockQ4_0 *>(w);
   const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
@@ -64,6 +68,7 @@ float dotQ4_0(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// Q4_1 weights . activations, scalar reference.
 float dotQ4_1(int64_t k, const void *w, const void *a) {
   const BlockQ4_1 *x = static_cast<const BlockQ4_1 *>(w);
   const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
@@ -76,6 +81,7 @@ float dotQ4_1(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// Q5_0 weights . activations, scalar reference.
 float dotQ5_0(int64_t k, const void *w, const void *a) {
   const BlockQ5_0 *x = static_cast<const BlockQ5_0 *>(w);
   const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
@@ -89,6 +95,7 @@ float dotQ5_0(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// Q5_1 weights . activations, scalar reference.
 float dotQ5_1(int64_t k, const void *w, const void *a) {
   const BlockQ5_1 *x = static_cast<const BlockQ5_1 *>(w);
   const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
@@ -103,6 +110,7 @@ float dotQ5_1(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// Q8_0 weights . activations, scalar reference.
 float dotQ8_0(int64_t k, const void *w, const void *a) {
   const BlockQ8_0 *x = static_cast<const BlockQ8_0 *>(w);
   const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
@@ -116,6 +124,7 @@ float dotQ8_0(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// IQ4_NL weights . activations, scalar reference.
 float dotIQ4_NL(int64_t k, const void *w, const void *a) {
   const BlockIQ4_NL *x = static_cast<const BlockIQ4_NL *>(w);
   const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
@@ -127,6 +136,7 @@ float dotIQ4_NL(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// MXFP4 weights . activations, scalar reference.
 float dotMXFP4(int64_t k, const void *w, const void *a) {
   const BlockMXFP4 *x = static_cast<const BlockMXFP4 *>(w);
   const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
@@ -138,6 +148,7 @@ float dotMXFP4(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// Q2_K weights . activations, scalar reference.
 float dotQ2_K(int64_t k, const void *w, const void *a) {
   const BlockQ2_K *x = static_cast<const BlockQ2_K *>(w);
   const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
@@ -156,6 +167,7 @@ float dotQ2_K(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// Q3_K weights . activations, scalar reference.
 float dotQ3_K(int64_t k, const void *w, const void *a) {
   const BlockQ3_K *x = static_cast<const BlockQ3_K *>(w);
   const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
@@ -178,6 +190,7 @@ float dotQ3_K(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// Q45_K weights . activations, scalar reference.
 template <typename Block, bool Five> float dotQ45_K(int64_t k, const void *w, const void *a) {
   const Block *x = static_cast<const Block *>(w);
   const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
@@ -204,6 +217,7 @@ template <typename Block, bool Five> float dotQ45_K(int64_t k, const void *w, co
   return s;
 }
 
+/// Q6_K weights . activations, scalar reference.
 float dotQ6_K(int64_t k, const void *w, const void *a) {
   const BlockQ6_K *x = static_cast<const BlockQ6_K *>(w);
   const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
@@ -225,6 +239,7 @@ float dotQ6_K(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// Q8_K weights . activations, scalar reference.
 float dotQ8_K(int64_t k, const void *w, const void *a) {
   const BlockQ8_K *x = static_cast<const BlockQ8_K *>(w);
   const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
@@ -296,6 +311,7 @@ struct X86Features {
     avx512 = avx2 && zmm && f && bw && vl && vnni;
   }
 };
+/// The features of this CPU (read once).
 const X86Features &x86Features() {
   static const X86Features f;
   return f;
