@@ -202,6 +202,11 @@ inline void unpackScalesQ3K(const uint8_t *s, int8_t out[16]) {
   }
 }
 
+/// Scale of a 32-element activation block with largest magnitude amax: amax / 127 rounded to bfloat16, as
+/// the reference engine's activation blocks store it (its Q8_2); the quants are then x / scale, so they
+/// agree with the rounded scale. bf16 values are exact in the fp16 field of a Q8_0 block.
+inline float activationScale(float amax) { return bf16ToFp32(fp32ToBf16(amax / 127)); }
+
 /// Converts n halves to floats (F16C when available).
 void fp16ToFp32Row(const uint16_t *src, float *dst, int64_t n);
 /// Converts n floats to halves, round to nearest even (F16C when available).

@@ -110,6 +110,25 @@ void quantQ8_0(const float *x, BlockQ8_0 *y, int64_t nb) {
 }
 
 /// Quantizes nb blocks of Q8_1 from x.
+/// Activation version of Q8_0 / Q8_1 (see activationScale): what matmul feeds the 32-block kernels.
+template <typename Block, bool Sum> void quantActivation(const float *x, Block *y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float amax = 0;
+    for (int j = 0; j < kQK; ++j)
+      amax = std::max(amax, std::fabs(x[j]));
+    float d = activationScale(amax);
+    float id = d > 0 ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < kQK; ++j) {
+      y[i].qs[j] = static_cast<int8_t>(std::clamp(roundEven(x[j] * id), -127, 127));
+      sum += y[i].qs[j];
+    }
+    y[i].d = fp32ToFp16(d);
+    if constexpr (Sum)
+      y[i].s = fp32ToFp16(d * static_cast<float>(sum));
+  }
+}
+
 void quantQ8_1(const float *x, BlockQ8_1 *y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     float amax = 0;
@@ -386,6 +405,20 @@ void quantQ6_K(const float *x, BlockQ6_K *y, int64_t nb) {
 }
 
 } // namespace
+
+void quantizeActivationRow(GGMLType t, const float *src, void *dst, int64_t n) {
+  if (n < 0 || n % kQK != 0)
+    throw std::invalid_argument("quantize activations: row of " + std::to_string(n) +
+                                " elements is not a whole number of 32-element blocks");
+  switch (t) {
+  case GGMLType::Q8_0:
+    return quantActivation<BlockQ8_0, false>(src, static_cast<BlockQ8_0 *>(dst), n / kQK);
+  case GGMLType::Q8_1:
+    return quantActivation<BlockQ8_1, true>(src, static_cast<BlockQ8_1 *>(dst), n / kQK);
+  default:
+    return quantizeRow(t, src, dst, n);
+  }
+}
 
 bool supportsQuantize(GGMLType t) {
   switch (t) {

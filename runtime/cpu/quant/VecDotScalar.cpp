@@ -379,11 +379,11 @@ QuantizeFn activationQuantizer(GGMLType t, Isa isa) {
     return f;
   switch (t) {
   case GGMLType::Q8_0:
-    return [](const float *s, void *d, int64_t n) { quantizeRow(GGMLType::Q8_0, s, d, n); };
+    return [](const float *s, void *d, int64_t n) { quantizeActivationRow(GGMLType::Q8_0, s, d, n); };
   case GGMLType::Q8_1:
-    return [](const float *s, void *d, int64_t n) { quantizeRow(GGMLType::Q8_1, s, d, n); };
+    return [](const float *s, void *d, int64_t n) { quantizeActivationRow(GGMLType::Q8_1, s, d, n); };
   case GGMLType::Q8_K:
-    return [](const float *s, void *d, int64_t n) { quantizeRow(GGMLType::Q8_K, s, d, n); };
+    return [](const float *s, void *d, int64_t n) { quantizeActivationRow(GGMLType::Q8_K, s, d, n); };
   default:
     return nullptr;
   }

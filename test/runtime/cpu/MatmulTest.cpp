@@ -48,7 +48,7 @@ struct Problem {
       std::vector<uint8_t> tmp(rowBytes(act, k));
       q81Fix.assign(static_cast<size_t>(m * n), 0.0);
       for (int64_t i = 0; i < m; ++i) {
-        quantizeRow(act, x.data() + i * k, tmp.data(), k);
+        quantizeActivationRow(act, x.data() + i * k, tmp.data(), k);
         dequantizeRow(act, tmp.data(), xq.data() + i * k, k);
         if (act != GGMLType::Q8_1)
           continue;

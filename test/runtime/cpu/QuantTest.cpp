@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -226,5 +228,30 @@ TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
       EXPECT_NE(vecDotKernel(t, isa), nullptr) << ggmlTypeName(t) << " " << isaName(isa);
     GGMLType a = vecDotType(t);
     EXPECT_TRUE(a == GGMLType::F32 || supportsQuantize(a)) << ggmlTypeName(t);
+  }
+}
+
+TEST(Quantize, ActivationScalesAreBf16AndQuantsFollowThem) {
+  std::vector<float> x = randomFloats(1024, 21, 3.0f);
+  for (GGMLType t : {GGMLType::Q8_0, GGMLType::Q8_1}) {
+    std::vector<uint8_t> q(rowBytes(t, 1024));
+    quantizeActivationRow(t, x.data(), q.data(), 1024);
+    size_t bytes = ggmlTypeInfo(t).blockBytes;
+    for (int b = 0; b < 32; ++b) {
+      uint16_t h;
+      std::memcpy(&h, q.data() + b * bytes, 2);
+      float d = fp16ToFp32(h);
+      EXPECT_EQ(floatToBits(d) & 0xffffu, 0u) << "scale of block " << b << " is not a bf16 value";
+      float amax = 0;
+      for (int j = 0; j < 32; ++j)
+        amax = std::max(amax, std::fabs(x[b * 32 + j]));
+      EXPECT_NEAR(d, amax / 127, amax / 127 / 256) << b; // bf16 keeps 8 significant bits
+      const int8_t *qs = reinterpret_cast<const int8_t *>(q.data() + b * bytes + bytes - 32);
+      for (int j = 0; j < 32; ++j) // quants agree with the rounded scale, not with amax / 127
+        ASSERT_EQ(qs[j], static_cast<int8_t>(std::nearbyint(x[b * 32 + j] * (1.0f / d)))) << b << " " << j;
+    }
+    std::vector<float> y(1024);
+    dequantizeRow(t, q.data(), y.data(), 1024);
+    EXPECT_LT(relRms(y.data(), x.data(), 1024), 8e-3) << ggmlTypeName(t);
   }
 }

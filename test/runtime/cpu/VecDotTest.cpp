@@ -237,7 +237,7 @@ TEST_P(VecDotIsa, ActivationQuantizersEqualReference) {
       for (int64_t j = 0; j < n; j += 97)
         x[j] = std::nearbyint(x[j]) + 0.5f; // exact halves after scaling are rare; ties are covered below
       std::vector<uint8_t> ref(rowBytes(t, n)), got(rowBytes(t, n), 0xee);
-      quantizeRow(t, x.data(), ref.data(), n);
+      quantizeActivationRow(t, x.data(), ref.data(), n);
       activationQuantizer(t, isa)(x.data(), got.data(), n);
       ASSERT_EQ(ref, got) << ggmlTypeName(t) << " seed " << seed;
     }
@@ -248,7 +248,7 @@ TEST_P(VecDotIsa, ActivationQuantizersEqualReference) {
     for (int b = 0; b < 256; b += 32)
       x[b] = 127.0f;
     std::vector<uint8_t> ref(rowBytes(t, 256)), got(rowBytes(t, 256));
-    quantizeRow(t, x.data(), ref.data(), 256);
+    quantizeActivationRow(t, x.data(), ref.data(), 256);
     activationQuantizer(t, isa)(x.data(), got.data(), 256);
     ASSERT_EQ(ref, got) << ggmlTypeName(t) << " ties";
   }
