@@ -309,11 +309,11 @@ GGMLType vecDotType(GGMLType t) {
     return GGMLType::Q8_0;
   case GGMLType::Q4_1:
   case GGMLType::Q5_1:
+  case GGMLType::Q4_K: // 32-block activations like the reference engine (its Q8_2), not Q8_K
+  case GGMLType::Q5_K:
     return GGMLType::Q8_1;
   case GGMLType::Q2_K:
   case GGMLType::Q3_K:
-  case GGMLType::Q4_K:
-  case GGMLType::Q5_K:
   case GGMLType::Q6_K:
   case GGMLType::Q8_K:
     return GGMLType::Q8_K;

@@ -190,29 +190,30 @@ float dotQ3_K(int64_t k, const void *w, const void *a) {
   return s;
 }
 
-/// Q45_K weights . activations, scalar reference.
-template <typename Block, bool Five> float dotQ45_K(int64_t k, const void *w, const void *a) {
+/// Q4_K / Q5_K weights . 32-block activations (Q8_1 layout; the reference engine's choice for these
+/// types): per group of 32, d * sc * d8 * sum(q * a) - dmin * m * d8 * sum(a), scalar reference.
+template <typename Block, bool Five> float dotQ45_KQ8(int64_t k, const void *w, const void *a) {
   const Block *x = static_cast<const Block *>(w);
-  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
+  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
   float s = 0;
   for (int64_t i = 0; i < k / kQKK; ++i) {
-    int isum = 0, msum = 0;
+    float d = fp16ToFp32(x[i].d), dmin = fp16ToFp32(x[i].dmin);
     for (int g = 0; g < 8; ++g) {
       uint8_t sc, m;
       scaleMinK4(g, x[i].scales, sc, m);
-      int gs = 0;
+      const BlockQ8_1 &yb = y[8 * i + g];
+      int gs = 0, qsum = 0;
       for (int l = 0; l < 32; ++l) {
         uint8_t b = x[i].qs[32 * (g / 2) + l];
         int q = (g & 1) ? (b >> 4) : (b & 0xf);
         if constexpr (Five)
           q |= ((x[i].qh[l] >> g) & 1) << 4;
-        gs += q * y[i].qs[32 * g + l];
+        gs += q * yb.qs[l];
+        qsum += yb.qs[l];
       }
-      isum += sc * gs;
-      msum += m * (y[i].bsums[2 * g] + y[i].bsums[2 * g + 1]);
+      float d8 = fp16ToFp32(yb.d);
+      s += d * sc * d8 * static_cast<float>(gs) - dmin * m * d8 * static_cast<float>(qsum);
     }
-    s += y[i].d *
-         (fp16ToFp32(x[i].d) * static_cast<float>(isum) - fp16ToFp32(x[i].dmin) * static_cast<float>(msum));
   }
   return s;
 }
@@ -267,8 +268,8 @@ VecDotTable scalarVecDotTable() {
   t.set(GGMLType::Q8_0, dotQ8_0);
   t.set(GGMLType::Q2_K, dotQ2_K);
   t.set(GGMLType::Q3_K, dotQ3_K);
-  t.set(GGMLType::Q4_K, dotQ45_K<BlockQ4_K, false>);
-  t.set(GGMLType::Q5_K, dotQ45_K<BlockQ5_K, true>);
+  t.set(GGMLType::Q4_K, dotQ45_KQ8<BlockQ4_K, false>);
+  t.set(GGMLType::Q5_K, dotQ45_KQ8<BlockQ5_K, true>);
   t.set(GGMLType::Q6_K, dotQ6_K);
   t.set(GGMLType::Q8_K, dotQ8_K);
   t.set(GGMLType::IQ4_NL, dotIQ4_NL);

@@ -50,8 +50,8 @@ struct Problem {
       for (int64_t i = 0; i < m; ++i) {
         quantizeActivationRow(act, x.data() + i * k, tmp.data(), k);
         dequantizeRow(act, tmp.data(), xq.data() + i * k, k);
-        if (act != GGMLType::Q8_1)
-          continue;
+        if (act != GGMLType::Q8_1 || ggmlTypeInfo(t).blockElems != 32)
+          continue; // the K-quant kernels take the min term from the quants, not from s
         // The kernel uses the block's stored s = fp16(d * sum q) for the offset term, as ggml does.
         const auto *b = reinterpret_cast<const BlockQ8_1 *>(tmp.data());
         for (int64_t r = 0; r < n; ++r)
