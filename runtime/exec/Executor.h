@@ -40,7 +40,7 @@ struct StepProfile {
   int64_t calls = 0;
 };
 
-/// A loaded, runnable plan.
+/// A loaded, runnable plan. One caller at a time: evaluate() itself runs the devices in parallel.
 class Session {
 public:
   /// Opens `plan` (see the file comment for the checks); the error is one line.

@@ -178,6 +178,8 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
         rowBytes ? mulChecked(*rowBytes, *elems / static_cast<uint64_t>(s.shape.back())) : std::nullopt;
     if (!total || *total != s.bytes)
       err(fmt::format("{}: {} bytes do not match shape and type {}", where, s.bytes, ggmlTypeName(s.type)));
+    if (s.offset % 4 != 0) // block structs hold f16/f32 fields; kernels read them in place
+      err(fmt::format("{}: arena offset {} is not a multiple of 4", where, s.offset));
     auto end = addChecked(s.offset, s.bytes);
     if (!end || *end > dev.weightBytes)
       err(fmt::format("{}: [{}, +{}) lies outside the weight arena ({} bytes)", where, s.offset, s.bytes,
@@ -240,6 +242,9 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
     bytesAtMax[i] = *bytes;
     switch (t.storage) {
     case Storage::Activation: {
+      if (t.offset % dtypeBytes(t.dtype) != 0)
+        err(fmt::format("{}: offset {} is not aligned to its {} elements", where, t.offset,
+                        dtypeName(t.dtype)));
       auto end = addChecked(t.offset, *bytes);
       if (!end || *end > dev.activationBytes)
         err(fmt::format("{}: [{}, +{}) lies outside the activation arena ({} bytes) for max_batch {}", where,
@@ -275,6 +280,9 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
         err(fmt::format("{}: views of weights or kv caches are not supported", where));
         break;
       }
+      if (t.offset % dtypeBytes(t.dtype) != 0)
+        err(fmt::format("{}: view offset {} is not aligned to its {} elements", where, t.offset,
+                        dtypeName(t.dtype)));
       auto end = addChecked(t.offset, *bytes);
       if (!end || *end > bytesAtMax[t.index])
         err(fmt::format("{}: view [{}, +{}) exceeds its base tensor {} ({} bytes)", where, t.offset, *bytes,

@@ -7,6 +7,7 @@
 // Assumptions every consumer may rely on after loadPlan() succeeded (validatePlan() checks them):
 //  - a tensor's id equals its index in DevicePlan::tensors; step operands are valid ids;
 //  - only dim 0 of a shape may be -1 (the token dimension, sized per evaluate() call, <= maxBatch);
+//  - activation and view offsets are multiples of the element size, weight slice offsets of 4;
 //  - every ACTIVATION tensor fits its device's activation arena for maxBatch tokens, every weight slice
 //    fits the weight arena and every weight piece lies inside the GGUF file (overflow-checked);
 //  - every step has the operand counts its op requires, and every device has the same sequence of
@@ -75,6 +76,7 @@ enum class OpKind : uint16_t {
   ExpertCombine = 21, ///< (x[T,k,N], m1[T,k], m2[T,k], ...) -> [T,N] = Σ_j Π_i m_i[t,j] · x[t,j,:]
   AllReduce = 22,     ///< (a, b, ...) -> (a', b', ...): sum over devices, several tensors = one bucket
   ReduceScatter = 23, ///< (x) -> this device's part along ints[0] of the sum; parts sized by outputs
+                      ///< (the output must not alias x: peers read every device's x while parts are written)
   AllGather = 24,     ///< (x) -> concatenation of every device's x along ints[0] (sizes may differ)
   Slice = 25,         ///< (x) -> x narrowed like View (ints[0] axis, ints[1] offset, ints[2] size)
   Copy = 26,          ///< (x) -> y, a backend copy (device <-> host); a memcpy on the CPU backend

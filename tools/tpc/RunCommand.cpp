@@ -358,7 +358,7 @@ void registerRun(CLI::App &app) {
   cmd->add_option("--top-k", o->topK, "keep the k most likely tokens (0 = off)")->capture_default_str();
   cmd->add_option("--top-p", o->topP, "nucleus sampling threshold (1 = off)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "sampling seed")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "threads in total, split across devices (0 = all cores)");
+  cmd->add_option("-t,--threads", o->threads, "threads in total, split evenly across devices, at least one each (0 = all cores)");
   cmd->add_option("-c,--ctx-size", o->ctxSize, "context size in tokens (default: the plan's)");
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
   cmd->add_option("--dump-logits", o->dumpLogits,

@@ -205,7 +205,7 @@ TEST_F(PlanTest, SemanticErrorsAreCaught) {
   const Case cases[] = {
       {"input tensor 99 out of range", [](Plan &p) { p.devices[0].steps[1].inputs[0] = 99; }},
       {"outside the activation arena", [](Plan &p) { p.devices[0].tensors[2].offset = 1000; }},
-      {"outside the activation arena", [](Plan &p) { p.devices[0].tensors[2].offset = ~0ull - 4; }},
+      {"outside the activation arena", [](Plan &p) { p.devices[0].tensors[2].offset = ~0ull - 3; }},
       {"reads past the end of the GGUF",
        [](Plan &p) { p.devices[1].weights[0].pieces[0].fileOffset += 4096; }},
       {"reads past the end of the GGUF",
@@ -224,6 +224,12 @@ TEST_F(PlanTest, SemanticErrorsAreCaught) {
          DevicePlanBuilder(p.devices[0]).view(2, DType::F32, {-1, 9});
        }},
       {"kv_bytes_per_token", [](Plan &p) { p.devices[0].kvBytesPerToken = 1; }},
+      {"not aligned to its f32", [](Plan &p) { p.devices[0].tensors[2].offset = 2; }},
+      {"not a multiple of 4",
+       [](Plan &p) {
+         p.devices[0].weights[0].offset = 2;
+         p.devices[0].weightBytes += 2;
+       }},
       {"id 7 differs", [](Plan &p) { p.devices[0].tensors[1].id = 7; }},
       {"only dim 0 may be -1",
        [](Plan &p) {
