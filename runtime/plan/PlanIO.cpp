@@ -23,8 +23,14 @@ namespace tpc::rt {
 namespace fbs = tpc::fb;
 
 namespace {
+/// A scalar vector's elements, copied bytewise: a damaged (but verified) buffer may place an int64 vector
+/// at a 4-byte boundary, where element-wise loads would be misaligned. FlatBuffers data is little-endian.
 template <typename T> std::vector<T> vec(const flatbuffers::Vector<T> *v) {
-  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>{};
+  static_assert(FLATBUFFERS_LITTLEENDIAN, "plan files are little-endian");
+  std::vector<T> out(v ? v->size() : 0);
+  if (!out.empty())
+    std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  return out;
 }
 std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
 } // namespace
