@@ -21,6 +21,14 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 /// Shared tail: final norm and output projection (tied to token_embd when output.weight is absent).
 Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd);
 
+/// The Q/K/V/O projections of layer `il` (head dims Dk, Dv); with `vOptional` an absent attn_v is null.
+AttentionWeights loadAttention(ModelBuilder &mb, const HParams &hp, unsigned il, int64_t Dk, int64_t Dv,
+                               bool vOptional = false);
+
+/// The attention fields every architecture derives the same way: layer, heads, head dims, RoPE dims/base
+/// from hp, eps, and scale 1/sqrt(Dk). Architectures override what differs (window, norms, scale).
+AttentionSpec baseAttentionSpec(const HParams &hp, unsigned il, int64_t Dk, int64_t Dv, RopeMode mode);
+
 /// Layer tensor name "blk.<il>.<suffix>".
 inline std::string blk(unsigned il, const char *suffix) { return "blk." + std::to_string(il) + "." + suffix; }
 

@@ -26,13 +26,9 @@ Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     return nullptr;
   Value x = mb.scale(mb.getRows(tokenEmbd, tokens), std::sqrt(static_cast<float>(E)));
   for (unsigned il = 0; il < hp.nLayer; ++il) {
-    int64_t Hkv = hp.nHeadKv[il];
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
-    AttentionWeights aw{mb.weight(blk(il, "attn_q.weight"), {H * D, E}),
-                        mb.weight(blk(il, "attn_k.weight"), {Hkv * D, E}),
-                        mb.weight(blk(il, "attn_v.weight"), {Hkv * hp.headDimV, E}),
-                        mb.weight(blk(il, "attn_output.weight"), {E, H * hp.headDimV})};
-    AttentionSpec spec;
+    AttentionWeights aw = loadAttention(mb, hp, il, D, hp.headDimV);
+    AttentionSpec spec = baseAttentionSpec(hp, il, D, hp.headDimV, RopeMode::neox);
     spec.qNorm = mb.weight(blk(il, "attn_q_norm.weight"), {D});
     spec.kNorm = mb.weight(blk(il, "attn_k_norm.weight"), {D});
     Value postAttnNorm = mb.weight(blk(il, "post_attention_norm.weight"), {E});
@@ -45,17 +41,9 @@ Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
       return nullptr;
 
     bool swa = hp.swaLayers[il];
-    spec.layer = il;
-    spec.nHead = H;
-    spec.nHeadKv = Hkv;
-    spec.headDimK = D;
-    spec.headDimV = hp.headDimV;
     spec.scale = attnScale;
     spec.slidingWindow = swa ? hp.slidingWindow : 0;
-    spec.ropeMode = RopeMode::neox;
-    spec.nRot = hp.nRot;
     spec.ropeBase = swa ? kSwaRopeBase : hp.ropeBase;
-    spec.eps = hp.rmsEps;
     Value attn = mb.attentionBlock(mb.norm(x, attnNorm, hp.rmsEps), pos, aw, spec);
     x = mb.add(x, mb.norm(attn, postAttnNorm, hp.rmsEps));
     Value ffn = mb.gluFFN(mb.norm(x, ffnNorm, hp.rmsEps), gate, up, down, GluFn::gelu_tanh);

@@ -51,7 +51,7 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
   if (mb.failed())
     return nullptr;
 
-  int64_t E = hp.nEmbd, V = hp.nVocab, H = hp.nHead, F = hp.nFF, X = hp.nExpert, FE = hp.nFFExp;
+  int64_t E = hp.nEmbd, V = hp.nVocab, F = hp.nFF, X = hp.nExpert, FE = hp.nFFExp;
   Value tokenEmbd = mb.weight("token_embd.weight", {V, E});
   Value ropeFreqs = mb.optionalWeight("rope_freqs.weight", {static_cast<int64_t>(hp.nRot / 2)});
   if (mb.failed())
@@ -60,13 +60,10 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
   Value x = mb.scale(mb.getRows(tokenEmbd, tokens), std::sqrt(static_cast<float>(E)));
   for (unsigned il = 0; il < hp.nLayer; ++il) {
     bool swa = hp.swaLayers[il];
-    int64_t Hkv = hp.nHeadKv[il], D = hp.headDimKOf(il), Dv = hp.headDimVOf(il);
+    int64_t D = hp.headDimKOf(il), Dv = hp.headDimVOf(il);
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
-    AttentionWeights aw{mb.weight(blk(il, "attn_q.weight"), {H * D, E}),
-                        mb.weight(blk(il, "attn_k.weight"), {Hkv * D, E}),
-                        mb.optionalWeight(blk(il, "attn_v.weight"), {Hkv * Dv, E}),
-                        mb.weight(blk(il, "attn_output.weight"), {E, H * Dv})};
-    AttentionSpec spec;
+    AttentionWeights aw = loadAttention(mb, hp, il, D, Dv, /*vOptional=*/true);
+    AttentionSpec spec = baseAttentionSpec(hp, il, D, Dv, RopeMode::neox);
     spec.qNorm = mb.weight(blk(il, "attn_q_norm.weight"), {D});
     spec.kNorm = mb.weight(blk(il, "attn_k_norm.weight"), {D});
     Value postAttnNorm = mb.weight(blk(il, "post_attention_norm.weight"), {E});
@@ -90,20 +87,13 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     if (mb.failed())
       return nullptr;
 
-    spec.layer = il;
-    spec.nHead = H;
-    spec.nHeadKv = Hkv;
-    spec.headDimK = D;
-    spec.headDimV = Dv;
     spec.scale = 1.0f;
     spec.slidingWindow = swa ? hp.slidingWindow : 0;
-    spec.ropeMode = RopeMode::neox;
     spec.nRot = swa ? hp.nRotSwa : hp.nRot;
     spec.ropeBase = swa ? hp.ropeBaseSwa : hp.ropeBase;
     spec.ropeFreqs = swa ? Value() : ropeFreqs;
     spec.vNorm = true;
     spec.vFromK = !aw.wv;
-    spec.eps = eps;
     Value attn = mb.attentionBlock(mb.norm(x, attnNorm, eps), pos, aw, spec);
     Value a = mb.add(x, mb.norm(attn, postAttnNorm, eps));
 

@@ -10,6 +10,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include <cmath>
+
 namespace mlir::tpc {
 namespace {
 struct ArchEntry {
@@ -27,6 +29,30 @@ std::vector<std::string> supportedArchitectures() {
   for (const ArchEntry &a : kArchitectures)
     names.emplace_back(a.name);
   return names;
+}
+
+AttentionWeights loadAttention(ModelBuilder &mb, const HParams &hp, unsigned il, int64_t Dk, int64_t Dv,
+                               bool vOptional) {
+  int64_t E = hp.nEmbd, H = hp.nHead, Hkv = hp.nHeadKv[il];
+  std::string v = blk(il, "attn_v.weight");
+  return {mb.weight(blk(il, "attn_q.weight"), {H * Dk, E}), mb.weight(blk(il, "attn_k.weight"), {Hkv * Dk, E}),
+          vOptional ? mb.optionalWeight(v, {Hkv * Dv, E}) : mb.weight(v, {Hkv * Dv, E}),
+          mb.weight(blk(il, "attn_output.weight"), {E, H * Dv})};
+}
+
+AttentionSpec baseAttentionSpec(const HParams &hp, unsigned il, int64_t Dk, int64_t Dv, RopeMode mode) {
+  AttentionSpec spec;
+  spec.layer = il;
+  spec.nHead = hp.nHead;
+  spec.nHeadKv = hp.nHeadKv[il];
+  spec.headDimK = Dk;
+  spec.headDimV = Dv;
+  spec.scale = 1.0f / std::sqrt(static_cast<float>(Dk));
+  spec.ropeMode = mode;
+  spec.nRot = hp.nRot;
+  spec.ropeBase = hp.ropeBase;
+  spec.eps = hp.rmsEps;
+  return spec;
 }
 
 Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd) {

@@ -12,18 +12,14 @@
 namespace mlir::tpc {
 
 Value buildLlama(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
-  int64_t E = hp.nEmbd, V = hp.nVocab, H = hp.nHead, D = hp.headDimK, F = hp.nFF;
+  int64_t E = hp.nEmbd, V = hp.nVocab, D = hp.headDimK, F = hp.nFF;
   Value tokenEmbd = mb.weight("token_embd.weight", {V, E});
   if (mb.failed())
     return nullptr;
   Value x = mb.getRows(tokenEmbd, tokens);
   for (unsigned il = 0; il < hp.nLayer; ++il) {
-    int64_t Hkv = hp.nHeadKv[il];
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
-    AttentionWeights aw{mb.weight(blk(il, "attn_q.weight"), {H * D, E}),
-                        mb.weight(blk(il, "attn_k.weight"), {Hkv * D, E}),
-                        mb.weight(blk(il, "attn_v.weight"), {Hkv * D, E}),
-                        mb.weight(blk(il, "attn_output.weight"), {E, H * D})};
+    AttentionWeights aw = loadAttention(mb, hp, il, D, D);
     Value ffnNorm = mb.weight(blk(il, "ffn_norm.weight"), {E});
     Value gate = mb.weight(blk(il, "ffn_gate.weight"), {F, E});
     Value up = mb.weight(blk(il, "ffn_up.weight"), {F, E});
@@ -31,16 +27,7 @@ Value buildLlama(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     if (mb.failed())
       return nullptr;
 
-    AttentionSpec spec;
-    spec.layer = il;
-    spec.nHead = H;
-    spec.nHeadKv = Hkv;
-    spec.headDimK = spec.headDimV = D;
-    spec.scale = 1.0f / std::sqrt(static_cast<float>(D));
-    spec.ropeMode = RopeMode::normal;
-    spec.nRot = hp.nRot;
-    spec.ropeBase = hp.ropeBase;
-    spec.eps = hp.rmsEps;
+    AttentionSpec spec = baseAttentionSpec(hp, il, D, D, RopeMode::normal);
     x = mb.add(x, mb.attentionBlock(mb.norm(x, attnNorm, hp.rmsEps), pos, aw, spec));
     x = mb.add(x, mb.gluFFN(mb.norm(x, ffnNorm, hp.rmsEps), gate, up, down, GluFn::silu));
   }

@@ -33,19 +33,15 @@ Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
              "expert_feed_forward_length in the metadata");
     return nullptr;
   }
-  int64_t E = hp.nEmbd, V = hp.nVocab, H = hp.nHead, D = hp.headDimK, F = hp.nFF;
+  int64_t E = hp.nEmbd, V = hp.nVocab, D = hp.headDimK, F = hp.nFF;
   Value tokenEmbd = mb.weight("token_embd.weight", {V, E});
   if (mb.failed())
     return nullptr;
   Value x = mb.getRows(tokenEmbd, tokens);
   for (unsigned il = 0; il < hp.nLayer; ++il) {
-    int64_t Hkv = hp.nHeadKv[il];
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
-    AttentionWeights aw{mb.weight(blk(il, "attn_q.weight"), {H * D, E}),
-                        mb.weight(blk(il, "attn_k.weight"), {Hkv * D, E}),
-                        mb.weight(blk(il, "attn_v.weight"), {Hkv * hp.headDimV, E}),
-                        mb.weight(blk(il, "attn_output.weight"), {E, H * hp.headDimV})};
-    AttentionSpec spec;
+    AttentionWeights aw = loadAttention(mb, hp, il, D, hp.headDimV);
+    AttentionSpec spec = baseAttentionSpec(hp, il, D, hp.headDimV, RopeMode::neox);
     spec.qNorm = mb.weight(blk(il, "attn_q_norm.weight"), {D});
     spec.kNorm = mb.weight(blk(il, "attn_k_norm.weight"), {D});
     Value ffnNorm = mb.weight(blk(il, "ffn_norm.weight"), {E});
@@ -61,16 +57,6 @@ Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     if (mb.failed())
       return nullptr;
 
-    spec.layer = il;
-    spec.nHead = H;
-    spec.nHeadKv = Hkv;
-    spec.headDimK = D;
-    spec.headDimV = hp.headDimV;
-    spec.scale = 1.0f / std::sqrt(static_cast<float>(D));
-    spec.ropeMode = RopeMode::neox;
-    spec.nRot = hp.nRot;
-    spec.ropeBase = hp.ropeBase;
-    spec.eps = hp.rmsEps;
     x = mb.add(x, mb.attentionBlock(mb.norm(x, attnNorm, hp.rmsEps), pos, aw, spec));
     Value h2 = mb.norm(x, ffnNorm, hp.rmsEps);
     Value ffn = moe ? mb.moeFFN(h2, h2, moeW, hp.nExpertUsed, GluFn::silu, /*normalizeWeights=*/true)
