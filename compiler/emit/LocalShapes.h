@@ -1,0 +1,106 @@
+//===- LocalShapes.h - per-device shapes and storage of IR values -*- C++ -*-===//
+//
+// What tpc-plan-memory and the plan emitter must agree on, in one header so they cannot drift: the local
+// shape of a value on device d (its global shape with the split axis replaced by sizes[d]), which values
+// own an activation buffer, and which only alias another value (a reshape of a buffer, the result of an
+// op pinned to another device with `tpc.on_device`). Header-only and dependent on the tpc dialect alone,
+// so passes/ can include it without linking the compiler.
+//
+//   int64_t n = mlir::tpc::numDevices(module);
+//   SmallVector<int64_t> s = mlir::tpc::localShape(value, d);   // -1 = the token dimension
+//   mlir::tpc::Storage k = mlir::tpc::valueStorage(value, d);   // Buffer, Alias, Weight, ...
+//===----------------------------------------------------------------------===//
+#ifndef TPC_COMPILER_EMIT_LOCALSHAPES_H
+#define TPC_COMPILER_EMIT_LOCALSHAPES_H
+
+#include "dialects/tpc/IR/TpcOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::tpc {
+
+/// `tpc.devices` of the module (1 when absent).
+inline int64_t numDevices(ModuleOp m) {
+  if (auto a = m->getAttrOfType<IntegerAttr>("tpc.devices"))
+    return a.getInt();
+  return 1;
+}
+
+/// Local shape of `v` on `device`: the global shape with a split axis narrowed to sizes[device]; -1 for
+/// the dynamic token dimension. Mirrored, partial and unannotated values keep the global shape.
+inline SmallVector<int64_t> localShape(Value v, int64_t device) {
+  SmallVector<int64_t> shape;
+  if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+    for (int64_t d : t.getShape())
+      shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  StateAttr s = getValueState(v);
+  if (s && s.isSplit() && s.getAxis() < int64_t(shape.size()) && device < int64_t(s.getSizes().size()))
+    shape[s.getAxis()] = s.getSizes()[device];
+  return shape;
+}
+
+/// Bytes of a local shape of 4-byte elements (f32, i32) with `maxBatch` tokens.
+inline int64_t localBytes(ArrayRef<int64_t> shape, int64_t maxBatch) {
+  int64_t n = 4;
+  for (int64_t d : shape)
+    n *= d < 0 ? maxBatch : d;
+  return n;
+}
+
+/// `tpc.on_device` of `op`, or -1 when the op runs on every device.
+inline int64_t onDevice(Operation *op) {
+  if (auto a = op->getAttrOfType<IntegerAttr>("tpc.on_device"))
+    return a.getInt();
+  return -1;
+}
+
+/// How a value is stored on one device.
+enum class Storage {
+  Input,  ///< a function argument (token ids, positions)
+  Weight, ///< a tpc.weight result
+  Kv,     ///< a tpc.kv_cache result
+  Output, ///< returned by @forward: written straight into the caller's logits
+  Alias,  ///< same bytes as its first operand (reshape of a buffer; op pinned to another device)
+  Buffer, ///< its own slot in the activation arena
+};
+
+inline bool isReturned(Value v) {
+  for (Operation *user : v.getUsers())
+    if (isa<func::ReturnOp>(user))
+      return true;
+  return false;
+}
+
+/// See Storage. A reshape aliases only a value that has arena bytes of its own (or aliases one), so a
+/// reshape of a weight or of an input gets a buffer and a copy.
+inline Storage valueStorage(Value v, int64_t device) {
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return Storage::Input;
+  if (isa<WeightOp>(op))
+    return Storage::Weight;
+  if (isa<KvCacheOp>(op))
+    return Storage::Kv;
+  int64_t on = onDevice(op);
+  if (on >= 0 && on != device && op->getNumOperands() > 0)
+    return Storage::Alias;
+  if (isReturned(v))
+    return Storage::Output;
+  if (isa<ReshapeOp>(op)) {
+    Storage in = valueStorage(op->getOperand(0), device);
+    if (in == Storage::Buffer || in == Storage::Alias)
+      return Storage::Alias;
+  }
+  return Storage::Buffer;
+}
+
+/// True when `op` executes on `device` (ops without `tpc.on_device` run everywhere).
+inline bool runsOn(Operation *op, int64_t device) {
+  int64_t on = onDevice(op);
+  return on < 0 || on == device;
+}
+
+} // namespace mlir::tpc
+
+#endif // TPC_COMPILER_EMIT_LOCALSHAPES_H
