@@ -1,0 +1,187 @@
+//===- Attention.cu - RoPE, KV append and flash-decode attention ------------===//
+//
+// RoPE computes its angles in double, as the CPU reference does, so long positions agree to f32
+// rounding. The attention kernel keeps q in shared memory and, per warp, a running max m, denominator l
+// and Dv/32 accumulators per lane; scores are warp dot products (lanes over the head dim, shuffle sum).
+// GQA maps query head h to KV head h / (Hq / Hkv). Cache positions past a token's own are never read,
+// and appended rows of later tokens of the same call are masked by causality, as on the CPU.
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/Attention.cuh"
+#include "runtime/cuda/CudaCheck.h"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+namespace tpc::rt::cuda {
+namespace {
+
+constexpr int kMaxHeadDim = 256;
+constexpr int kPerLane = kMaxHeadDim / 32;
+constexpr int kAttnWarps = 8;
+
+//===----------------------------------------------------------------------===//
+// kernels
+//===----------------------------------------------------------------------===//
+
+__global__ void ropeKernel(RopeArgs a) {
+  const int64_t half = a.nDims / 2, n = a.t * a.h * half;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t p = i % half, th = i / half, ti = th / a.h;
+    double inv = double(a.freqScale) * pow(double(a.base), -2.0 * double(p) / double(a.nDims));
+    if (a.freqFactors)
+      inv /= double(a.freqFactors[p]);
+    double sn, cs;
+    sincos(double(a.pos[ti]) * inv, &sn, &cs);
+    const float c = static_cast<float>(cs), s = static_cast<float>(sn);
+    const int64_t i0 = a.mode == 1 ? p : 2 * p, i1 = a.mode == 1 ? p + half : 2 * p + 1;
+    const float *src = a.x + th * a.d;
+    float *dst = a.y + th * a.d;
+    const float x0 = src[i0], x1 = src[i1];
+    dst[i0] = x0 * c - x1 * s;
+    dst[i1] = x0 * s + x1 * c;
+  }
+  // Dims past n_dims pass through (only when out of place).
+  if (a.x != a.y && a.nDims < a.d) {
+    const int64_t rest = a.d - a.nDims, m = a.t * a.h * rest;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m; i += int64_t(gridDim.x) * blockDim.x) {
+      const int64_t th = i / rest, c = a.nDims + i % rest;
+      a.y[th * a.d + c] = a.x[th * a.d + c];
+    }
+  }
+}
+
+template <typename C> __device__ __forceinline__ float cacheLoad(const C *p) {
+  if constexpr (sizeof(C) == 2)
+    return __half2float(*reinterpret_cast<const __half *>(p));
+  else
+    return *p;
+}
+
+template <typename C> __global__ void appendKernel(AttentionArgs a) {
+  const int64_t kn = a.hkv * a.dk, vn = a.hkv * a.dv, n = a.t * (kn + vn);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ti = i / (kn + vn), r = i % (kn + vn);
+    const int64_t at = a.pos[ti];
+    float v;
+    C *dst;
+    if (r < kn) {
+      v = a.k[ti * kn + r];
+      dst = static_cast<C *>(a.kc) + at * kn + r;
+    } else {
+      v = a.v[ti * vn + (r - kn)];
+      dst = static_cast<C *>(a.vc) + at * vn + (r - kn);
+    }
+    if constexpr (sizeof(C) == 2)
+      *reinterpret_cast<__half *>(dst) = __float2half_rn(v);
+    else
+      *dst = v;
+  }
+}
+
+template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attentionKernel(AttentionArgs a) {
+  __shared__ float qs[kMaxHeadDim];
+  __shared__ float wm[kAttnWarps], wl[kAttnWarps];
+  __shared__ float wacc[kAttnWarps][kMaxHeadDim];
+  const int64_t h = blockIdx.x, ti = blockIdx.y;
+  const int64_t kh = h / (a.hq / a.hkv);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t c = threadIdx.x; c < a.dk; c += blockDim.x)
+    qs[c] = a.q[(ti * a.hq + h) * a.dk + c];
+  __syncthreads();
+  const int64_t p = a.pos[ti];
+  const int64_t lo = a.window > 0 && p - a.window + 1 > 0 ? p - a.window + 1 : 0;
+  const C *kc = static_cast<const C *>(a.kc), *vc = static_cast<const C *>(a.vc);
+  float m = -INFINITY, l = 0, acc[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    acc[i] = 0;
+  for (int64_t j = lo + warp; j <= p; j += kAttnWarps) {
+    const C *kr = kc + (j * a.hkv + kh) * a.dk;
+    float sc = 0;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < a.dk)
+        sc += qs[c] * cacheLoad(kr + c);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+      sc += __shfl_xor_sync(0xffffffffu, sc, o);
+    sc *= a.scale;
+    if (a.softcap > 0)
+      sc = a.softcap * tanhf(sc / a.softcap);
+    const float mNew = fmaxf(m, sc);
+    const float corr = expf(m - mNew), w = expf(sc - mNew);
+    l = l * corr + w;
+    const C *vr = vc + (j * a.hkv + kh) * a.dv;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int64_t c = lane + 32 * i;
+      acc[i] = acc[i] * corr + (c < a.dv ? w * cacheLoad(vr + c) : 0.0f);
+    }
+    m = mNew;
+  }
+  if (lane == 0) {
+    wm[warp] = m;
+    wl[warp] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < a.dv)
+      wacc[warp][c] = acc[i];
+  }
+  __syncthreads();
+  float mx = a.sinks ? a.sinks[h] : -INFINITY;
+  for (int w = 0; w < kAttnWarps; ++w)
+    mx = fmaxf(mx, wm[w]);
+  float denom = a.sinks ? expf(a.sinks[h] - mx) : 0.0f;
+  for (int w = 0; w < kAttnWarps; ++w)
+    if (wm[w] > -INFINITY)
+      denom += wl[w] * expf(wm[w] - mx);
+  const float inv = 1.0f / denom;
+  for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
+    float o = 0;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (wm[w] > -INFINITY)
+        o += wacc[w][c] * expf(wm[w] - mx);
+    a.y[(ti * a.hq + h) * a.dv + c] = o * inv;
+  }
+}
+
+unsigned blocksFor(int64_t n) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 65535)));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// launchers
+//===----------------------------------------------------------------------===//
+
+void launchRope(const RopeArgs &a, cudaStream_t s) {
+  TPC_CUDA_ASSERT(a.nDims % 2 == 0 && a.nDims <= a.d, "rope: n_dims must be even and at most the head dim");
+  if (a.t * a.h == 0)
+    return;
+  ropeKernel<<<blocksFor(a.t * a.h * std::max<int64_t>(a.d / 2, 1)), 256, 0, s>>>(a);
+  TPC_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchAttention(const AttentionArgs &a, cudaStream_t s) {
+  if (a.t == 0 || a.hq == 0) // a device with no query heads of this layer
+    return;
+  TPC_CUDA_ASSERT(a.dk <= kMaxHeadDim && a.dv <= kMaxHeadDim, "attention: head dim above 256");
+  TPC_CUDA_ASSERT(a.hkv > 0 && a.hq % a.hkv == 0, "attention: query heads not a multiple of KV heads");
+  TPC_CUDA_ASSERT(a.t <= 65535, "attention: more than 65535 tokens in one call");
+  const int64_t n = a.t * a.hkv * (a.dk + a.dv);
+  if (a.f16) {
+    appendKernel<uint16_t><<<blocksFor(n), 256, 0, s>>>(a);
+    attentionKernel<uint16_t><<<dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s>>>(a);
+  } else {
+    appendKernel<float><<<blocksFor(n), 256, 0, s>>>(a);
+    attentionKernel<float><<<dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s>>>(a);
+  }
+  TPC_CUDA_CHECK(cudaGetLastError());
+}
+
+} // namespace tpc::rt::cuda

@@ -1,0 +1,46 @@
+//===- Attention.cuh - launchers of RoPE and attention over the KV cache -*- C++ -*-===//
+//
+// ROPE and ATTENTION with the semantics of runtime/exec/AttentionOps.cpp. Attention appends the call's
+// K/V rows at their positions (converting to the cache dtype), then runs a flash-decode style kernel:
+// one block per (token, query head), its warps stride over the visible cache positions with an online
+// softmax each, merged at the end (sinks join the denominator). Positions are read on the GPU, so a
+// captured decode step stays valid as the context grows. Head dims up to 256.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_CUDA_ATTENTION_CUH
+#define TPC_RUNTIME_CUDA_ATTENTION_CUH
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tpc::rt::cuda {
+
+/// ROPE over x[T, H, D] (y may alias x); mode 0 normal, 1 NEOX.
+struct RopeArgs {
+  const float *x = nullptr;
+  float *y = nullptr;
+  const int32_t *pos = nullptr;
+  const float *freqFactors = nullptr;
+  int64_t t = 0, h = 0, d = 0, nDims = 0;
+  int mode = 0;
+  float base = 10000, freqScale = 1;
+};
+void launchRope(const RopeArgs &a, cudaStream_t s);
+
+/// ATTENTION of q[T, Hq, Dk] over a cache K[ctx, Hkv, Dk], V[ctx, Hkv, Dv] after appending k, v at pos.
+struct AttentionArgs {
+  const float *q = nullptr, *k = nullptr, *v = nullptr;
+  const int32_t *pos = nullptr;
+  const float *sinks = nullptr;
+  void *kc = nullptr, *vc = nullptr;
+  bool f16 = true; ///< cache dtype (else f32)
+  int64_t t = 0, hq = 0, hkv = 0, dk = 0, dv = 0, ctx = 0;
+  float scale = 1, softcap = 0;
+  int64_t window = 0;
+  float *y = nullptr;
+};
+void launchAttention(const AttentionArgs &a, cudaStream_t s);
+
+} // namespace tpc::rt::cuda
+
+#endif // TPC_RUNTIME_CUDA_ATTENTION_CUH

@@ -1,0 +1,1203 @@
+//===- CudaSession.cpp - arenas, weight upload and the step loop on GPUs ----===//
+//
+// The op entries of the CUDA backend (STYLE.md §5, third layer): each step's operands are bound to
+// device addresses and shapes exactly as the CPU executor binds them, then unpacked into a launcher's
+// argument struct. One host thread drives every logical device: it runs each device's steps up to the
+// next collective (launches are asynchronous, so devices overlap), then issues the collective for all of
+// them, ordered by events (loopback) or by the streams (NCCL). Data movement (views, slices, concats,
+// same-dtype copies) is cudaMemcpy2DAsync.
+//
+// Scratch per device (one allocation with the I/O buffers): the f16 weight tile and f16 activations of
+// the cuBLAS path, the expert routing lists of MUL_MAT_ID and the staging buffer of the reduce-scatter /
+// all-gather collectives, each sized from the plan's steps at max_batch.
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaSession.h"
+
+#include "runtime/cuda/Attention.cuh"
+#include "runtime/cuda/Collective.cuh"
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Elementwise.cuh"
+#include "runtime/cuda/Matmul.cuh"
+#include "runtime/cuda/Nccl.h"
+#include "runtime/exec/Ops.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <set>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace tpc::rt::cuda {
+
+using exec::KvBuffers;
+using exec::TensorRef;
+
+namespace {
+
+#define TPC_CUBLAS_CHECK(expr)                                                                            \
+  do {                                                                                                    \
+    cublasStatus_t st_ = (expr);                                                                          \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                     \
+      throw CudaError(std::string(#expr) + ": " + cublasGetStatusString(st_));                            \
+  } while (0)
+
+constexpr uint64_t kAlign = 256;
+uint64_t alignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+/// One cudaMalloc, freed on its GPU.
+struct GpuAlloc {
+  uint8_t *p = nullptr;
+  uint64_t size = 0;
+  int gpu = 0;
+  GpuAlloc() = default;
+  GpuAlloc(const GpuAlloc &) = delete;
+  GpuAlloc &operator=(const GpuAlloc &) = delete;
+  GpuAlloc(GpuAlloc &&o) noexcept : p(o.p), size(o.size), gpu(o.gpu) { o.p = nullptr; }
+  ~GpuAlloc() {
+    if (p) {
+      cudaSetDevice(gpu);
+      cudaFree(p);
+    }
+  }
+  cudaError_t allocate(int g, uint64_t bytes) {
+    gpu = g;
+    size = bytes;
+    void *q = nullptr;
+    cudaError_t e = cudaMalloc(&q, std::max<uint64_t>(bytes, kAlign));
+    p = static_cast<uint8_t *>(q);
+    return e;
+  }
+};
+
+/// Pinned host memory.
+struct HostAlloc {
+  void *p = nullptr;
+  HostAlloc() = default;
+  HostAlloc(const HostAlloc &) = delete;
+  HostAlloc &operator=(const HostAlloc &) = delete;
+  ~HostAlloc() {
+    if (p)
+      cudaFreeHost(p);
+  }
+};
+
+/// A read-only mapping of the GGUF.
+struct Mapping {
+  const uint8_t *data = nullptr;
+  uint64_t size = 0;
+  ~Mapping() {
+    if (data)
+      ::munmap(const_cast<uint8_t *>(data), size);
+  }
+};
+
+/// Sizes of one device's scratch parts (bytes), from its steps at max_batch.
+struct ScratchPlan {
+  uint64_t wTile = 0, xHalf = 0, route = 0, stage = 0;
+  int64_t tileElems = 0; ///< elements of the f16 weight tile
+};
+
+struct Device {
+  int gpu = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  cudaEvent_t ev = nullptr;
+  GpuAlloc weights, acts, kvMem, scratch;
+  std::vector<uint64_t> sliceOffset; ///< where each weight slice lives in `weights` (256-aligned)
+  std::vector<KvBuffers> kv;
+  std::vector<void *> ptr;
+  int32_t *tokens = nullptr, *positions = nullptr;
+  float *logits = nullptr;
+  void *wTile = nullptr, *xHalf = nullptr;
+  int32_t *route = nullptr;
+  float *stage = nullptr;
+  int64_t tileElems = 0;
+};
+
+bool isWeightOperand(const Step &s, size_t i) {
+  return (s.op == OpKind::Matmul || s.op == OpKind::MulMatId) ? i == 1 : (s.op == OpKind::GetRows && i == 0);
+}
+
+GGMLType typeOf(const TensorRef &w) { return w.isWeight ? w.wtype : GGMLType::F32; }
+uint64_t rowBytesOf(const TensorRef &w) {
+  return w.isWeight ? *ggmlRowBytes(w.wtype, static_cast<uint64_t>(w.inner())) : w.inner() * 4;
+}
+
+} // namespace
+
+int cudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError(); // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::string cudaDeviceName(int gpu) {
+  cudaDeviceProp p{};
+  cudaError_t e = cudaGetDeviceProperties(&p, gpu);
+  if (e != cudaSuccess)
+    return cudaGetErrorString(e);
+  return fmt::format("{}, {:.1f} GiB, sm_{}{}", p.name, p.totalGlobalMem / double(1ull << 30), p.major, p.minor);
+}
+
+struct CudaSession::Impl {
+  Plan plan;
+  CudaOptions copts;
+  int64_t ctx = 0;
+  std::vector<Device> devs;
+  bool loopback = true; ///< every logical device on one GPU
+  std::unique_ptr<NcclComms> nccl;
+  int32_t logitsTensor = -1;
+  HostAlloc hostIo; ///< tokens, positions, logits rows
+  cudaGraphExec_t graph = nullptr;
+  bool profiling = false;
+  std::vector<StepProfile> prof;
+  std::string failure;
+
+  ~Impl() {
+    if (graph)
+      cudaGraphExecDestroy(graph);
+    for (Device &d : devs) {
+      cudaSetDevice(d.gpu);
+      if (d.blas)
+        cublasDestroy(d.blas);
+      if (d.ev)
+        cudaEventDestroy(d.ev);
+      if (d.stream)
+        cudaStreamDestroy(d.stream);
+    }
+  }
+
+  TensorRef bind(size_t d, int32_t id, int64_t t) const {
+    const TensorDesc &td = plan.devices[d].tensors[id];
+    TensorRef r;
+    r.data = devs[d].ptr[id];
+    r.dtype = td.dtype;
+    r.shape = td.shape;
+    if (!r.shape.empty() && r.shape[0] == -1)
+      r.shape[0] = t;
+    if (td.storage == Storage::Weight) {
+      r.isWeight = true;
+      r.wtype = plan.devices[d].weights[td.index].type;
+    }
+    return r;
+  }
+  void bindStep(size_t d, const Step &s, int64_t t, std::vector<TensorRef> &in, std::vector<TensorRef> &out) const {
+    in.clear();
+    out.clear();
+    for (int32_t id : s.inputs)
+      in.push_back(bind(d, id, t));
+    for (int32_t id : s.outputs)
+      out.push_back(bind(d, id, t));
+  }
+
+  std::string checkAll(int64_t t) const;
+  ScratchPlan scratchFor(size_t d) const;
+  void runStep(size_t d, const Step &s, int64_t t);
+  void matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y);
+  void copy(Device &dev, const TensorRef &x, const TensorRef &y);
+  void narrow(Device &dev, const void *x, void *y, const std::vector<int64_t> &xShape, int64_t ySize,
+              int64_t axis, int64_t offset, size_t es, bool insert);
+  void allReduce(const std::vector<std::vector<const float *>> &in, const std::vector<std::vector<float *>> &out,
+                 const std::vector<int64_t> &counts);
+  void collective(const std::vector<size_t> &at, int64_t t);
+  void runSteps(int64_t t);
+  void runChunk(int64_t t);
+};
+
+std::string CudaSession::Impl::checkAll(int64_t t) const {
+  std::vector<TensorRef> in, out;
+  const size_t n = devs.size();
+  for (size_t d = 0; d < n; ++d)
+    for (size_t si = 0; si < plan.devices[d].steps.size(); ++si) {
+      const Step &s = plan.devices[d].steps[si];
+      bindStep(d, s, t, in, out);
+      auto err = [&](const std::string &e) {
+        return fmt::format("device {} step {} '{}' ({} tokens): {}", d, si, s.name, t, e);
+      };
+      if (std::string e = exec::checkStep(s, in, out, devs[d].kv); !e.empty())
+        return err(e);
+      // What the CPU backend allows but these kernels do not.
+      for (size_t i = 0; i < in.size(); ++i)
+        if (isWeightOperand(s, i) && in[i].isWeight && !cudaSupportsType(in[i].wtype))
+          return err(fmt::format("weight '{}' is {}, which the CUDA backend does not read (it reads f32, "
+                                 "f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K); use --backend cpu",
+                                 plan.devices[d].weights[plan.devices[d].tensors[s.inputs[i]].index].name,
+                                 ggmlTypeName(in[i].wtype)));
+      if ((s.op == OpKind::Add || s.op == OpKind::Mul || s.op == OpKind::Div || s.op == OpKind::Permute) &&
+          in[0].shape.size() > size_t(kMaxRank))
+        return err("more than 8 dims");
+      if (s.op == OpKind::ExpertCombine && in.size() > 5)
+        return err("more than 4 multipliers");
+      if (s.op == OpKind::Attention && (in[0].shape[2] > 256 || in[2].shape[2] > 256))
+        return err("head dims above 256 are not supported by the CUDA attention kernel");
+      if (s.op == OpKind::MulMatId && in[1].shape[0] > 8192)
+        return err("more than 8192 experts");
+    }
+  // Collectives: the k-th of every device must agree in sizes (NCCL and the loopback kernel sum equal
+  // counts; the gather/scatter offsets come from the peers' parts).
+  std::vector<std::vector<const Step *>> seq(n);
+  for (size_t d = 0; d < n; ++d)
+    for (const Step &s : plan.devices[d].steps)
+      if (isCollective(s.op))
+        seq[d].push_back(&s);
+  for (size_t k = 0; k < seq[0].size(); ++k) {
+    const Step &s0 = *seq[0][k];
+    int64_t parts = 0;
+    for (size_t d = 0; d < n; ++d) {
+      const Step &s = *seq[d][k];
+      if (s.op != s0.op || s.ints != s0.ints || s.inputs.size() != s0.inputs.size())
+        return fmt::format("collective {} ('{}'): device {} disagrees with device 0", k, s0.name, d);
+      for (size_t i = 0; i < s.inputs.size(); ++i)
+        if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel() && s0.op == OpKind::AllReduce)
+          return fmt::format("collective {} ('{}'): tensor {} has a different size on device {}", k, s0.name, i, d);
+      if (s0.op != OpKind::AllReduce) {
+        const TensorRef x = bind(d, s.inputs[0], t), y = bind(d, s.outputs[0], t);
+        const TensorRef &whole = s0.op == OpKind::AllGather ? y : x;
+        const TensorRef &part = s0.op == OpKind::AllGather ? x : y;
+        parts += part.shape[s0.ints[0]];
+        if (whole.numel() != (s0.op == OpKind::AllGather ? bind(0, s0.outputs[0], t) : bind(0, s0.inputs[0], t)).numel())
+          return fmt::format("collective {} ('{}'): device {} has a different full size", k, s0.name, d);
+      }
+    }
+    if (s0.op != OpKind::AllReduce) {
+      const TensorRef w0 = s0.op == OpKind::AllGather ? bind(0, s0.outputs[0], t) : bind(0, s0.inputs[0], t);
+      if (parts != w0.shape[s0.ints[0]])
+        return fmt::format("collective {} ('{}'): the parts add up to {} along axis {}, the whole has {}", k,
+                           s0.name, parts, s0.ints[0], w0.shape[s0.ints[0]]);
+    }
+  }
+  return "";
+}
+
+ScratchPlan CudaSession::Impl::scratchFor(size_t d) const {
+  ScratchPlan sp;
+  const int64_t t = plan.model.maxBatch;
+  std::vector<TensorRef> in, out;
+  // The f16 weight tile holds up to 16 Mi elements (32 MiB) of rows, at least 64 rows.
+  constexpr int64_t kTileElems = int64_t(16) << 20;
+  for (const Step &s : plan.devices[d].steps) {
+    bindStep(d, s, t, in, out);
+    if (s.op == OpKind::Matmul && t >= copts.cublasMinRows && in[0].inner() > 0) {
+      const int64_t k = in[0].inner(), n = in[1].rows();
+      const int64_t rows = std::min<int64_t>(n, std::max<int64_t>(64, kTileElems / k));
+      sp.tileElems = std::max(sp.tileElems, rows * k);
+      sp.xHalf = std::max<uint64_t>(sp.xHalf, uint64_t(in[0].numel()) * 2);
+    } else if (s.op == OpKind::MulMatId) {
+      sp.route = std::max<uint64_t>(sp.route, uint64_t(in[1].shape[0] + 1 + in[2].numel()) * 4);
+    } else if (s.op == OpKind::ReduceScatter || s.op == OpKind::AllGather) {
+      sp.stage = std::max<uint64_t>(sp.stage, uint64_t(in[0].numel()) * 4);
+    }
+  }
+  sp.wTile = uint64_t(sp.tileElems) * 2;
+  return sp;
+}
+
+void CudaSession::Impl::copy(Device &dev, const TensorRef &x, const TensorRef &y) {
+  const int64_t n = x.numel();
+  if (n == 0)
+    return;
+  if (x.dtype == y.dtype) {
+    if (x.data != y.data)
+      TPC_CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, n * dtypeBytes(x.dtype), cudaMemcpyDeviceToDevice, dev.stream));
+    return;
+  }
+  ConvertArgs a;
+  a.toHalf = y.dtype == DType::F16;
+  a.x = x.data;
+  a.y = y.data;
+  a.n = n;
+  launchConvert(a, dev.stream);
+}
+
+/// insert=false: y = x narrowed on axis to [offset, offset + ySize); insert=true: x (the part, shape
+/// xShape with ySize... ) is written into y at offset. xShape is the shape of the whole tensor.
+void CudaSession::Impl::narrow(Device &dev, const void *x, void *y, const std::vector<int64_t> &whole,
+                               int64_t size, int64_t axis, int64_t offset, size_t es, bool insert) {
+  int64_t outer, dim, inner;
+  exec::splitAxis(whole, axis, outer, dim, inner);
+  const size_t width = size * inner * es, wide = dim * inner * es;
+  if (width == 0 || outer == 0)
+    return;
+  const uint8_t *src = static_cast<const uint8_t *>(x);
+  uint8_t *dst = static_cast<uint8_t *>(y);
+  if (insert) { // x is the dense part, y the whole
+    dst += offset * inner * es;
+    if (src == dst && (outer == 1 || width == wide))
+      return;
+    TPC_CUDA_CHECK(cudaMemcpy2DAsync(dst, wide, src, width, width, outer, cudaMemcpyDeviceToDevice, dev.stream));
+  } else {
+    src += offset * inner * es;
+    if (src == dst && (outer == 1 || width == wide))
+      return; // an output view that already is the narrowed input
+    TPC_CUDA_CHECK(cudaMemcpy2DAsync(dst, width, src, wide, width, outer, cudaMemcpyDeviceToDevice, dev.stream));
+  }
+}
+
+void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y) {
+  const int64_t m = x.rows(), k = x.inner(), n = w.rows();
+  if (m == 0 || n == 0)
+    return;
+  if (m < copts.cublasMinRows || k == 0 || !dev.wTile) {
+    GemvArgs a;
+    a.type = typeOf(w);
+    a.w = w.data;
+    a.rowBytes = rowBytesOf(w);
+    a.n = n;
+    a.k = k;
+    a.x = x.f();
+    a.y = y.f();
+    a.count = m;
+    launchGemv(a, dev.stream);
+    return;
+  }
+  // Prefill: activations to f16 once, weight rows to f16 tile by tile, cuBLAS with f32 accumulation.
+  ConvertArgs cv;
+  cv.x = x.data;
+  cv.y = dev.xHalf;
+  cv.n = m * k;
+  launchConvert(cv, dev.stream);
+  const int64_t tile = std::max<int64_t>(1, dev.tileElems / k);
+  const float one = 1, zero = 0;
+  for (int64_t n0 = 0; n0 < n; n0 += tile) {
+    const int64_t rows = std::min(tile, n - n0);
+    DequantArgs dq;
+    dq.type = typeOf(w);
+    dq.w = w.data;
+    dq.rowBytes = rowBytesOf(w);
+    dq.row0 = n0;
+    dq.rows = rows;
+    dq.k = k;
+    dq.out = dev.wTile;
+    launchDequantF16(dq, dev.stream);
+    // Column-major view: y^T[n, m] = W[n, k] · x^T[k, m], i.e. C = A^T B with A = W^T (k x n, ld k).
+    TPC_CUBLAS_CHECK(cublasGemmEx(dev.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(m),
+                                  static_cast<int>(k), &one, dev.wTile, CUDA_R_16F, static_cast<int>(k), dev.xHalf,
+                                  CUDA_R_16F, static_cast<int>(k), &zero, y.f() + n0, CUDA_R_32F,
+                                  static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
+  Device &dev = devs[d];
+  std::vector<TensorRef> in, out;
+  bindStep(d, s, t, in, out);
+  const TensorRef &x = in[0];
+  const TensorRef &y = out[0];
+  cudaStream_t st = dev.stream;
+  switch (s.op) {
+  case OpKind::GetRows: {
+    GetRowsArgs a;
+    a.type = typeOf(x);
+    a.table = x.data;
+    a.rowBytes = rowBytesOf(x);
+    a.rows = x.rows();
+    a.k = x.inner();
+    a.ids = in[1].i();
+    a.count = in[1].numel();
+    a.y = y.f();
+    launchGetRows(a, st);
+    break;
+  }
+  case OpKind::TakeAlong: {
+    TakeAlongArgs a;
+    a.x = x.f();
+    a.idx = in[1].i();
+    a.y = y.f();
+    a.rows = in[1].rows();
+    a.n = x.inner();
+    a.k = in[1].inner();
+    launchTakeAlong(a, st);
+    break;
+  }
+  case OpKind::RmsNorm: {
+    RmsNormArgs a;
+    a.x = x.f();
+    a.w = in.size() > 1 ? in[1].f() : nullptr;
+    a.y = y.f();
+    a.rows = x.rows();
+    a.n = x.inner();
+    a.eps = s.floats[0];
+    launchRmsNorm(a, st);
+    break;
+  }
+  case OpKind::Matmul:
+    matmul(dev, x, in[1], y);
+    break;
+  case OpKind::MulMatId: {
+    const TensorRef &w = in[1], &ids = in[2];
+    const int64_t e = w.shape[0], n = w.shape[1], k = x.inner(), count = ids.numel();
+    if (count == 0 || n == 0)
+      break;
+    if (k == 0) {
+      TPC_CUDA_CHECK(cudaMemsetAsync(y.data, 0, count * n * sizeof(float), st));
+      break;
+    }
+    RouteArgs r;
+    r.ids = ids.i();
+    r.count = count;
+    r.experts = e;
+    r.offsets = dev.route;
+    r.list = dev.route + e + 1;
+    r.y = y.f();
+    r.n = n;
+    launchRouteExperts(r, st);
+    GemvArgs a;
+    a.type = typeOf(w);
+    a.w = w.data;
+    a.rowBytes = rowBytesOf(w);
+    a.expertStride = a.rowBytes * n;
+    a.n = n;
+    a.k = k;
+    a.experts = e;
+    a.x = x.f();
+    a.xDiv = x.shape.size() == 3 ? 1 : ids.shape[1];
+    a.y = y.f();
+    a.count = count;
+    a.list = r.list;
+    a.offsets = r.offsets;
+    launchGemv(a, st);
+    break;
+  }
+  case OpKind::Add:
+  case OpKind::Mul:
+  case OpKind::Div: {
+    const TensorRef &b = in[1];
+    BinaryArgs a;
+    a.op = s.op == OpKind::Add ? 0 : s.op == OpKind::Mul ? 1 : 2;
+    a.a = x.f();
+    a.b = b.f();
+    a.y = y.f();
+    a.rank = static_cast<int>(x.shape.size());
+    const int ra = a.rank, rb = static_cast<int>(b.shape.size());
+    int64_t stride = 1;
+    for (int i = 0; i < ra; ++i)
+      a.shape[i] = x.shape[i];
+    for (int j = rb - 1; j >= 0; --j) {
+      if (b.shape[j] != 1)
+        a.bStride[j + (ra - rb)] = stride;
+      stride *= b.shape[j];
+    }
+    launchBinary(a, st);
+    break;
+  }
+  case OpKind::Scale:
+  case OpKind::Unary:
+  case OpKind::Softcap: {
+    MapArgs a;
+    a.kind = s.op == OpKind::Scale ? 0 : s.op == OpKind::Softcap ? 1 : 2;
+    a.fn = s.op == OpKind::Unary ? static_cast<int>(s.ints[0]) : 0;
+    a.v = s.op == OpKind::Unary ? 0.0f : s.floats[0];
+    a.x = x.f();
+    a.y = y.f();
+    a.n = x.numel();
+    launchMap(a, st);
+    break;
+  }
+  case OpKind::Glu: {
+    GluArgs a;
+    a.fn = static_cast<int>(s.ints[0]);
+    a.f = y.inner();
+    a.rows = y.rows();
+    a.gStride = in.size() > 1 ? a.f : 2 * a.f;
+    a.g = x.f();
+    a.u = in.size() > 1 ? in[1].f() : x.f() + a.f;
+    a.y = y.f();
+    launchGlu(a, st);
+    break;
+  }
+  case OpKind::Softmax: {
+    SoftmaxArgs a;
+    a.x = x.f();
+    a.y = y.f();
+    a.rows = x.rows();
+    a.n = x.inner();
+    launchSoftmax(a, st);
+    break;
+  }
+  case OpKind::TopK: {
+    TopKArgs a;
+    a.x = x.f();
+    a.y = y.i();
+    a.rows = x.rows();
+    a.n = x.inner();
+    a.k = s.ints[0];
+    launchTopK(a, st);
+    break;
+  }
+  case OpKind::Sum: {
+    SumArgs a;
+    a.x = x.f();
+    a.y = y.f();
+    exec::splitAxis(x.shape, s.ints[0], a.outer, a.dim, a.inner);
+    launchSum(a, st);
+    break;
+  }
+  case OpKind::Reshape:
+  case OpKind::Copy:
+    copy(dev, x, y);
+    break;
+  case OpKind::Permute: {
+    PermuteArgs a;
+    a.x = x.data;
+    a.y = y.data;
+    a.elemBytes = static_cast<int>(dtypeBytes(x.dtype));
+    a.rank = static_cast<int>(x.shape.size());
+    std::vector<int64_t> xs(a.rank, 1);
+    for (int i = a.rank - 1; i > 0; --i)
+      xs[i - 1] = xs[i] * x.shape[i];
+    for (int i = 0; i < a.rank; ++i) {
+      a.yShape[i] = y.shape[i];
+      a.srcStride[i] = xs[s.ints[i]];
+    }
+    launchPermute(a, st);
+    break;
+  }
+  case OpKind::View:
+  case OpKind::Slice:
+    narrow(dev, x.data, y.data, x.shape, y.shape[s.ints[0]], s.ints[0], s.ints[1], dtypeBytes(x.dtype), false);
+    break;
+  case OpKind::Concat: {
+    int64_t at = 0;
+    for (const TensorRef &part : in) {
+      narrow(dev, part.data, y.data, y.shape, part.shape[s.ints[0]], s.ints[0], at, dtypeBytes(y.dtype), true);
+      at += part.shape[s.ints[0]];
+    }
+    break;
+  }
+  case OpKind::Rope: {
+    RopeArgs a;
+    a.x = x.f();
+    a.y = y.f();
+    a.pos = in[1].i();
+    a.freqFactors = in.size() > 2 ? in[2].f() : nullptr;
+    a.t = x.shape[0];
+    a.h = x.shape[1];
+    a.d = x.shape[2];
+    a.mode = static_cast<int>(s.ints[0]);
+    a.nDims = s.ints[1];
+    a.base = s.floats[0];
+    a.freqScale = s.floats[1];
+    launchRope(a, st);
+    break;
+  }
+  case OpKind::Attention: {
+    const KvBuffers &kv = dev.kv[s.ints[0]];
+    AttentionArgs a;
+    a.q = x.f();
+    a.k = in[1].f();
+    a.v = in[2].f();
+    a.pos = in[3].i();
+    a.sinks = in.size() > 4 ? in[4].f() : nullptr;
+    a.kc = kv.k;
+    a.vc = kv.v;
+    a.f16 = kv.desc.dtype == DType::F16;
+    a.t = x.shape[0];
+    a.hq = x.shape[1];
+    a.hkv = in[1].shape[1];
+    a.dk = x.shape[2];
+    a.dv = in[2].shape[2];
+    a.ctx = kv.ctx;
+    a.scale = s.floats[0];
+    a.softcap = s.floats[1];
+    a.window = s.ints[1];
+    a.y = y.f();
+    launchAttention(a, st);
+    break;
+  }
+  case OpKind::ExpertCombine: {
+    ExpertCombineArgs a;
+    a.x = x.f();
+    a.nm = static_cast<int>(in.size()) - 1;
+    for (int i = 0; i < a.nm; ++i)
+      a.m[i] = in[i + 1].f();
+    a.y = y.f();
+    a.t = x.shape[0];
+    a.k = x.shape[1];
+    a.n = x.shape[2];
+    launchExpertCombine(a, st);
+    break;
+  }
+  case OpKind::AllReduce:
+  case OpKind::ReduceScatter:
+  case OpKind::AllGather:
+    throw CudaError("collective reached runStep"); // runSteps hands them to collective()
+  }
+}
+
+void CudaSession::Impl::allReduce(const std::vector<std::vector<const float *>> &in,
+                                  const std::vector<std::vector<float *>> &out, const std::vector<int64_t> &counts) {
+  const size_t n = devs.size();
+  if (!loopback) {
+    std::vector<cudaStream_t> streams;
+    for (Device &d : devs)
+      streams.push_back(d.stream);
+    for (size_t i = 0; i < counts.size(); ++i) {
+      std::vector<const float *> ins(n);
+      std::vector<float *> outs(n);
+      for (size_t d = 0; d < n; ++d)
+        ins[d] = in[d][i], outs[d] = out[d][i];
+      nccl->allReduce(ins, outs, counts[i], streams);
+    }
+    return;
+  }
+  // Loopback: device 0's stream waits for every peer, sums, and the peers wait for it.
+  Device &d0 = devs[0];
+  for (size_t d = 1; d < n; ++d) {
+    TPC_CUDA_CHECK(cudaEventRecord(devs[d].ev, devs[d].stream));
+    TPC_CUDA_CHECK(cudaStreamWaitEvent(d0.stream, devs[d].ev, 0));
+  }
+  for (size_t i = 0; i < counts.size(); ++i) {
+    LoopbackArgs a;
+    a.n = static_cast<int>(n);
+    a.count = counts[i];
+    for (size_t d = 0; d < n; ++d)
+      a.in[d] = in[d][i], a.out[d] = out[d][i];
+    launchLoopbackAllReduce(a, d0.stream);
+  }
+  if (n > 1) {
+    TPC_CUDA_CHECK(cudaEventRecord(d0.ev, d0.stream));
+    for (size_t d = 1; d < n; ++d)
+      TPC_CUDA_CHECK(cudaStreamWaitEvent(devs[d].stream, d0.ev, 0));
+  }
+}
+
+void CudaSession::Impl::collective(const std::vector<size_t> &at, int64_t t) {
+  const size_t n = devs.size();
+  const Step &s0 = plan.devices[0].steps[at[0]];
+  std::vector<std::vector<const float *>> in(n);
+  std::vector<std::vector<float *>> out(n);
+  std::vector<int64_t> counts;
+  std::vector<TensorRef> xs, ys;
+  for (size_t d = 0; d < n; ++d) {
+    const Step &s = plan.devices[d].steps[at[d]];
+    xs.push_back(bind(d, s.inputs[0], t));
+    ys.push_back(bind(d, s.outputs[0], t));
+  }
+  if (s0.op == OpKind::AllReduce) {
+    for (size_t d = 0; d < n; ++d) {
+      const Step &s = plan.devices[d].steps[at[d]];
+      cudaSetDevice(devs[d].gpu);
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        TensorRef x = bind(d, s.inputs[i], t), y = bind(d, s.outputs[i], t);
+        in[d].push_back(loopback ? y.f() : x.f()); // loopback sums in place after the copy
+        out[d].push_back(y.f());
+        if (loopback)
+          copy(devs[d], x, y);
+        if (d == 0)
+          counts.push_back(x.numel());
+      }
+    }
+    allReduce(in, out, counts);
+    return;
+  }
+  const int64_t axis = s0.ints[0];
+  if (s0.op == OpKind::ReduceScatter) {
+    // Sum the whole x into each device's stage, then keep this device's part.
+    for (size_t d = 0; d < n; ++d) {
+      in[d].push_back(xs[d].f());
+      out[d].push_back(devs[d].stage);
+    }
+    counts.push_back(xs[0].numel());
+    allReduce(in, out, counts);
+    int64_t off = 0;
+    for (size_t d = 0; d < n; ++d) {
+      cudaSetDevice(devs[d].gpu);
+      narrow(devs[d], devs[d].stage, ys[d].data, xs[d].shape, ys[d].shape[axis], axis, off, 4, false);
+      off += ys[d].shape[axis];
+    }
+    return;
+  }
+  // AllGather: each device writes its part into a zeroed whole, then the wholes are summed. x goes
+  // through the stage first, since a plan may place x inside y.
+  int64_t off = 0;
+  for (size_t d = 0; d < n; ++d) {
+    Device &dev = devs[d];
+    cudaSetDevice(dev.gpu);
+    const uint64_t xb = xs[d].numel() * 4;
+    if (xb)
+      TPC_CUDA_CHECK(cudaMemcpyAsync(dev.stage, xs[d].data, xb, cudaMemcpyDeviceToDevice, dev.stream));
+    TPC_CUDA_CHECK(cudaMemsetAsync(ys[d].data, 0, ys[d].numel() * 4, dev.stream));
+    narrow(dev, dev.stage, ys[d].data, ys[d].shape, xs[d].shape[axis], axis, off, 4, true);
+    off += xs[d].shape[axis];
+    in[d].push_back(ys[d].f());
+    out[d].push_back(ys[d].f());
+  }
+  counts.push_back(ys[0].numel());
+  allReduce(in, out, counts);
+}
+
+void CudaSession::Impl::runSteps(int64_t t) {
+  const size_t n = devs.size();
+  std::vector<size_t> at(n, 0);
+  for (;;) {
+    for (size_t d = 0; d < n; ++d) {
+      const std::vector<Step> &steps = plan.devices[d].steps;
+      TPC_CUDA_CHECK(cudaSetDevice(devs[d].gpu));
+      while (at[d] < steps.size() && !isCollective(steps[at[d]].op)) {
+        auto t0 = std::chrono::steady_clock::now();
+        runStep(d, steps[at[d]], t);
+        if (profiling && d == 0) {
+          TPC_CUDA_CHECK(cudaStreamSynchronize(devs[0].stream));
+          prof[at[d]].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          ++prof[at[d]].calls;
+        }
+        ++at[d];
+      }
+    }
+    if (at[0] >= plan.devices[0].steps.size())
+      return; // open() checked that every device has the same collectives, so all are done
+    collective(at, t);
+    for (size_t &a : at)
+      ++a;
+  }
+}
+
+void CudaSession::Impl::runChunk(int64_t t) {
+  const size_t n = devs.size();
+  Device &d0 = devs[0];
+  const bool useGraph = copts.graphs && loopback && t == 1 && !profiling;
+  if (!useGraph) {
+    runSteps(t);
+    return;
+  }
+  TPC_CUDA_CHECK(cudaSetDevice(d0.gpu));
+  // The peers' token uploads were enqueued on their own streams: the graph (launched on stream 0) waits.
+  for (size_t d = 1; d < n; ++d) {
+    TPC_CUDA_CHECK(cudaEventRecord(devs[d].ev, devs[d].stream));
+    TPC_CUDA_CHECK(cudaStreamWaitEvent(d0.stream, devs[d].ev, 0));
+  }
+  if (!graph) {
+    // Capture: fork the peers' streams from stream 0, run one decode step, join them back.
+    cudaGraph_t g = nullptr;
+    TPC_CUDA_CHECK(cudaStreamBeginCapture(d0.stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      TPC_CUDA_CHECK(cudaEventRecord(d0.ev, d0.stream));
+      for (size_t d = 1; d < n; ++d)
+        TPC_CUDA_CHECK(cudaStreamWaitEvent(devs[d].stream, d0.ev, 0));
+      runSteps(1);
+      for (size_t d = 1; d < n; ++d) {
+        TPC_CUDA_CHECK(cudaEventRecord(devs[d].ev, devs[d].stream));
+        TPC_CUDA_CHECK(cudaStreamWaitEvent(d0.stream, devs[d].ev, 0));
+      }
+    } catch (...) {
+      cudaStreamEndCapture(d0.stream, &g);
+      if (g)
+        cudaGraphDestroy(g);
+      throw;
+    }
+    TPC_CUDA_CHECK(cudaStreamEndCapture(d0.stream, &g));
+    cudaError_t e = cudaGraphInstantiate(&graph, g, 0);
+    cudaGraphDestroy(g);
+    TPC_CUDA_CHECK(e);
+  }
+  TPC_CUDA_CHECK(cudaGraphLaunch(graph, d0.stream));
+}
+
+CudaSession::CudaSession() : impl_(std::make_unique<Impl>()) {}
+CudaSession::~CudaSession() = default;
+
+Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const SessionOptions &opts,
+                                                         const CudaOptions &copts) {
+  using E = Expected<std::unique_ptr<CudaSession>>;
+  if (auto errs = validatePlan(plan); !errs.empty())
+    return E::error("invalid plan: " + errs[0]);
+  std::unique_ptr<CudaSession> s(new CudaSession());
+  Impl &m = *s->impl_;
+  m.plan = std::move(plan);
+  m.copts = copts;
+  const Plan &p = m.plan;
+  const size_t n = p.devices.size();
+  m.ctx = opts.ctxSize > 0 ? opts.ctxSize : p.model.defaultCtx;
+  if (m.ctx > (int64_t(1) << 26))
+    return E::error(fmt::format("--ctx-size {} is too large", m.ctx));
+
+  // GPUs: logical device d on gpus[d % count].
+  const int visible = cudaDeviceCount();
+  if (visible == 0)
+    return E::error("no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES); use --backend cpu");
+  std::vector<int> gpus = copts.gpus;
+  if (gpus.empty())
+    for (int g = 0; g < visible; ++g)
+      gpus.push_back(g);
+  for (int g : gpus)
+    if (g < 0 || g >= visible)
+      return E::error(fmt::format("--gpus: GPU {} does not exist ({} visible)", g, visible));
+  std::set<int> used;
+  m.devs.resize(n);
+  for (size_t d = 0; d < n; ++d) {
+    m.devs[d].gpu = gpus[d % gpus.size()];
+    used.insert(m.devs[d].gpu);
+  }
+  m.loopback = used.size() == 1;
+  if (!m.loopback && used.size() != n)
+    return E::error(fmt::format("the plan's {} devices would share {} GPUs unevenly; give --gpus either one GPU "
+                                "(loopback collectives) or {} distinct GPUs (NCCL)",
+                                n, used.size(), n));
+  if (m.loopback && n > size_t(kMaxLoopback))
+    return E::error(fmt::format("{} logical devices on one GPU; at most {} are supported", n, kMaxLoopback));
+
+  // KV descriptors first (checkStep reads them), then the plan checks, before touching GPU memory.
+  for (size_t d = 0; d < n; ++d)
+    for (const KvCache &c : p.devices[d].kv) {
+      KvBuffers b;
+      b.desc = c;
+      b.ctx = m.ctx;
+      m.devs[d].kv.push_back(b);
+    }
+  for (size_t d = 0; d < n; ++d)
+    m.devs[d].ptr.assign(p.devices[d].tensors.size(), nullptr);
+  for (int64_t t : {int64_t(1), p.model.maxBatch})
+    if (std::string e = m.checkAll(t); !e.empty())
+      return E::error("plan does not fit its ops: " + e);
+
+  // The weights' source.
+  Mapping map;
+  const uint8_t *src = opts.ggufData;
+  if (src) {
+    if (opts.ggufDataSize < p.ggufSize)
+      return E::error(fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}", opts.ggufDataSize,
+                                  p.ggufSize));
+  } else {
+    auto checked = checkPlanGguf(p, opts.ggufPath);
+    if (!checked)
+      return E::error(checked.message());
+    int fd = ::open(checked->c_str(), O_RDONLY);
+    if (fd < 0)
+      return E::error(fmt::format("cannot open GGUF '{}': {}", *checked, std::strerror(errno)));
+    if (p.ggufSize > 0) {
+      void *addr = ::mmap(nullptr, p.ggufSize, PROT_READ, MAP_PRIVATE, fd, 0);
+      ::close(fd);
+      if (addr == MAP_FAILED)
+        return E::error(fmt::format("cannot mmap GGUF '{}': {}", *checked, std::strerror(errno)));
+      map.data = static_cast<const uint8_t *>(addr);
+      map.size = p.ggufSize;
+      ::madvise(addr, p.ggufSize, MADV_SEQUENTIAL);
+    } else {
+      ::close(fd);
+    }
+    src = map.data;
+  }
+
+  try {
+    // Sizes per logical device, then capacity per GPU (several logical devices may share one).
+    struct Sizes {
+      uint64_t weights = 0, acts = 0, kv = 0, scratch = 0;
+      ScratchPlan sp;
+      std::vector<uint64_t> sliceOffset;
+      uint64_t total() const { return weights + acts + kv + scratch; }
+    };
+    std::vector<Sizes> sizes(n);
+    const uint64_t io = alignUp(p.model.maxBatch * 4) * 2 + alignUp(p.model.maxBatch * p.model.nVocab * 4);
+    for (size_t d = 0; d < n; ++d) {
+      const DevicePlan &dp = p.devices[d];
+      Sizes &z = sizes[d];
+      for (const WeightSlice &w : dp.weights) {
+        z.sliceOffset.push_back(z.weights);
+        z.weights += alignUp(w.bytes);
+      }
+      z.acts = dp.activationBytes;
+      z.kv = m.ctx * dp.kvBytesPerToken + dp.kv.size() * 2 * kAlign;
+      z.sp = m.scratchFor(d);
+      z.scratch = alignUp(z.sp.wTile) + alignUp(z.sp.xHalf) + alignUp(z.sp.route) + alignUp(z.sp.stage) + io;
+      if (opts.maxDeviceBytes && z.total() > opts.maxDeviceBytes)
+        return E::error(fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}, "
+                                    "scratch {}) but has {}; use more devices or a smaller --ctx-size",
+                                    d, z.total(), z.weights, z.acts, z.kv, m.ctx, z.scratch, opts.maxDeviceBytes));
+    }
+    for (int g : used) {
+      uint64_t need = 0;
+      for (size_t d = 0; d < n; ++d)
+        if (m.devs[d].gpu == g)
+          need += sizes[d].total();
+      size_t freeB = 0, totalB = 0;
+      TPC_CUDA_CHECK(cudaSetDevice(g));
+      TPC_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+      if (need + (uint64_t(256) << 20) > freeB) // leave room for cuBLAS workspaces and the CUDA context
+        return E::error(fmt::format("GPU {} ({}) has {:.2f} GiB free but the plan's devices on it need {:.2f} GiB "
+                                    "for --ctx-size {}; use more GPUs or a smaller --ctx-size",
+                                    g, cudaDeviceName(g), freeB / double(1ull << 30), need / double(1ull << 30),
+                                    m.ctx));
+    }
+
+    // Allocate, resolve addresses, create streams and handles.
+    for (size_t d = 0; d < n; ++d) {
+      const DevicePlan &dp = p.devices[d];
+      Device &dev = m.devs[d];
+      const Sizes &z = sizes[d];
+      TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
+      TPC_CUDA_CHECK(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking));
+      TPC_CUDA_CHECK(cudaEventCreateWithFlags(&dev.ev, cudaEventDisableTiming));
+      TPC_CUBLAS_CHECK(cublasCreate(&dev.blas));
+      TPC_CUBLAS_CHECK(cublasSetStream(dev.blas, dev.stream));
+      auto alloc = [&](GpuAlloc &a, uint64_t bytes, const char *what) {
+        cudaError_t e = a.allocate(dev.gpu, bytes);
+        if (e != cudaSuccess)
+          throw CudaError(fmt::format("device {} (GPU {}): cannot allocate {} bytes of {}: {}", d, dev.gpu, bytes,
+                                      what, cudaGetErrorString(e)));
+      };
+      alloc(dev.weights, z.weights, "weights");
+      alloc(dev.acts, z.acts, "activations");
+      alloc(dev.kvMem, z.kv, "KV cache");
+      alloc(dev.scratch, z.scratch, "scratch");
+      TPC_CUDA_CHECK(cudaMemsetAsync(dev.acts.p, 0, std::max<uint64_t>(z.acts, 1), dev.stream));
+      TPC_CUDA_CHECK(cudaMemsetAsync(dev.kvMem.p, 0, std::max<uint64_t>(z.kv, 1), dev.stream));
+      dev.sliceOffset = z.sliceOffset;
+      uint64_t at = 0;
+      for (KvBuffers &b : dev.kv) {
+        const uint64_t eb = dtypeBytes(b.desc.dtype);
+        b.k = dev.kvMem.p + at;
+        at = alignUp(at + m.ctx * b.desc.nHeadKv * b.desc.headDimK * eb);
+        b.v = dev.kvMem.p + at;
+        at = alignUp(at + m.ctx * b.desc.nHeadKv * b.desc.headDimV * eb);
+      }
+      uint8_t *sc = dev.scratch.p;
+      auto take = [&](uint64_t bytes) {
+        uint8_t *r = sc;
+        sc += alignUp(bytes);
+        return r;
+      };
+      dev.wTile = z.sp.wTile ? take(z.sp.wTile) : nullptr;
+      dev.tileElems = z.sp.tileElems;
+      dev.xHalf = z.sp.xHalf ? take(z.sp.xHalf) : nullptr;
+      dev.route = z.sp.route ? reinterpret_cast<int32_t *>(take(z.sp.route)) : nullptr;
+      dev.stage = z.sp.stage ? reinterpret_cast<float *>(take(z.sp.stage)) : nullptr;
+      dev.tokens = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
+      dev.positions = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
+      dev.logits = reinterpret_cast<float *>(take(p.model.maxBatch * p.model.nVocab * 4));
+      for (size_t i = 0; i < dp.tensors.size(); ++i) {
+        const TensorDesc &t = dp.tensors[i];
+        switch (t.storage) {
+        case Storage::Activation:
+          dev.ptr[i] = dev.acts.p + t.offset;
+          break;
+        case Storage::Weight:
+          dev.ptr[i] = dev.weights.p + dev.sliceOffset[t.index];
+          break;
+        case Storage::Kv:
+          dev.ptr[i] = dev.kv[t.index].k;
+          break;
+        case Storage::InputTokens:
+          dev.ptr[i] = dev.tokens;
+          break;
+        case Storage::InputPositions:
+          dev.ptr[i] = dev.positions;
+          break;
+        case Storage::OutputLogits:
+          dev.ptr[i] = dev.logits;
+          if (d == 0 && m.logitsTensor < 0)
+            m.logitsTensor = static_cast<int32_t>(i);
+          break;
+        case Storage::View:
+          dev.ptr[i] = static_cast<uint8_t *>(dev.ptr[t.index]) + t.offset;
+          break;
+        }
+      }
+    }
+    if (m.logitsTensor < 0)
+      return E::error("device 0 has no OUTPUT_LOGITS tensor; recompile the plan");
+
+    // Upload the weights slice by slice through two pinned staging buffers (copy of one overlaps the
+    // packing of the other).
+    constexpr uint64_t kStage = uint64_t(64) << 20;
+    HostAlloc stage[2];
+    cudaEvent_t staged[2] = {nullptr, nullptr};
+    TPC_CUDA_CHECK(cudaMallocHost(&stage[0].p, kStage));
+    TPC_CUDA_CHECK(cudaMallocHost(&stage[1].p, kStage));
+    uint64_t totalBytes = 0, doneBytes = 0;
+    for (const DevicePlan &dp : p.devices)
+      for (const WeightSlice &w : dp.weights)
+        totalBytes += w.bytes;
+    int lastPct = -1;
+    auto progress = [&](bool end) {
+      if (!copts.progress || totalBytes == 0)
+        return;
+      const int pct = static_cast<int>(doneBytes * 100 / totalBytes);
+      if (pct == lastPct && !end)
+        return;
+      lastPct = pct;
+      const int bar = pct / 4;
+      fmt::print(stderr, "\rloading weights [{:<25}] {:3d}% {:.2f}/{:.2f} GiB", std::string(bar, '#'), pct,
+                 doneBytes / double(1ull << 30), totalBytes / double(1ull << 30));
+      if (end)
+        fmt::print(stderr, "\n");
+    };
+    for (size_t d = 0; d < n; ++d) {
+      Device &dev = m.devs[d];
+      const DevicePlan &dp = p.devices[d];
+      TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
+      for (cudaEvent_t &e : staged) {
+        if (e)
+          cudaEventDestroy(e);
+        e = nullptr;
+        TPC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        TPC_CUDA_CHECK(cudaEventRecord(e, dev.stream));
+      }
+      int buf = 0;
+      uint64_t fill = 0;
+      uint8_t *dst = nullptr;
+      auto flush = [&]() {
+        if (fill == 0)
+          return;
+        TPC_CUDA_CHECK(cudaMemcpyAsync(dst, stage[buf].p, fill, cudaMemcpyHostToDevice, dev.stream));
+        TPC_CUDA_CHECK(cudaEventRecord(staged[buf], dev.stream));
+        dst += fill;
+        doneBytes += fill;
+        fill = 0;
+        buf ^= 1;
+        TPC_CUDA_CHECK(cudaEventSynchronize(staged[buf])); // the other buffer's copy is done
+        progress(false);
+      };
+      for (size_t w = 0; w < dp.weights.size(); ++w) {
+        flush();
+        dst = dev.weights.p + dev.sliceOffset[w];
+        for (const WeightPiece &pc : dp.weights[w].pieces)
+          for (uint64_t r = 0; r < pc.rows; ++r) {
+            const uint8_t *row = src + pc.fileOffset + r * pc.rowStride;
+            uint64_t left = pc.rowBytes;
+            while (left > 0) {
+              const uint64_t take = std::min(left, kStage - fill);
+              std::memcpy(static_cast<uint8_t *>(stage[buf].p) + fill, row, take);
+              fill += take;
+              row += take;
+              left -= take;
+              if (fill == kStage)
+                flush();
+            }
+          }
+      }
+      flush();
+      TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+    }
+    for (cudaEvent_t e : staged)
+      if (e)
+        cudaEventDestroy(e);
+    progress(true);
+
+    // N > 1 on distinct GPUs: one NCCL communicator per GPU.
+    if (!m.loopback) {
+      std::vector<int> order;
+      for (const Device &d : m.devs)
+        order.push_back(d.gpu);
+      auto comms = NcclComms::create(order);
+      if (!comms)
+        return E::error(comms.message());
+      m.nccl = std::move(*comms);
+    }
+    const uint64_t hostBytes = p.model.maxBatch * 8 + p.model.maxBatch * p.model.nVocab * 4;
+    TPC_CUDA_CHECK(cudaMallocHost(&m.hostIo.p, hostBytes));
+  } catch (const CudaError &e) {
+    return E::error(e.what());
+  }
+  m.prof.resize(p.devices[0].steps.size());
+  for (size_t i = 0; i < m.prof.size(); ++i)
+    m.prof[i].name = p.devices[0].steps[i].name, m.prof[i].op = p.devices[0].steps[i].op;
+  return E(std::move(s));
+}
+
+Expected<std::vector<float>> CudaSession::evaluate(const std::vector<int32_t> &tokens,
+                                                   const std::vector<int32_t> &positions) {
+  using E = Expected<std::vector<float>>;
+  Impl &m = *impl_;
+  const Plan &p = m.plan;
+  if (!m.failure.empty())
+    return E::error("execution failed earlier: " + m.failure + "; reopen the plan");
+  if (tokens.size() != positions.size() || tokens.empty())
+    return E::error(fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size()));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= p.model.nVocab)
+      return E::error(fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], p.model.nVocab - 1));
+    if (positions[i] < 0 || positions[i] >= m.ctx)
+      return E::error(fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the "
+                                  "model was trained with {})",
+                                  positions[i], m.ctx, p.model.nCtxTrain));
+  }
+  const int64_t vocab = p.model.nVocab, total = static_cast<int64_t>(tokens.size());
+  std::vector<float> logits(static_cast<size_t>(total * vocab));
+  int32_t *hTok = static_cast<int32_t *>(m.hostIo.p), *hPos = hTok + p.model.maxBatch;
+  float *hLogits = reinterpret_cast<float *>(hPos + p.model.maxBatch);
+  try {
+    for (int64_t at = 0; at < total; at += p.model.maxBatch) {
+      const int64_t t = std::min(p.model.maxBatch, total - at);
+      std::copy(tokens.begin() + at, tokens.begin() + at + t, hTok);
+      std::copy(positions.begin() + at, positions.begin() + at + t, hPos);
+      for (Device &dev : m.devs) {
+        TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
+        TPC_CUDA_CHECK(cudaMemcpyAsync(dev.tokens, hTok, t * 4, cudaMemcpyHostToDevice, dev.stream));
+        TPC_CUDA_CHECK(cudaMemcpyAsync(dev.positions, hPos, t * 4, cudaMemcpyHostToDevice, dev.stream));
+      }
+      m.runChunk(t);
+      Device &d0 = m.devs[0];
+      TPC_CUDA_CHECK(cudaSetDevice(d0.gpu));
+      TPC_CUDA_CHECK(cudaMemcpyAsync(hLogits, m.devs[0].ptr[m.logitsTensor], t * vocab * 4, cudaMemcpyDeviceToHost,
+                                     d0.stream));
+      for (Device &dev : m.devs) {
+        TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
+        TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+      }
+      std::memcpy(logits.data() + at * vocab, hLogits, t * vocab * 4);
+    }
+  } catch (const CudaError &e) {
+    m.failure = e.what();
+    return E::error("execution failed: " + m.failure + "; reopen the plan");
+  }
+  return logits;
+}
+
+const Plan &CudaSession::plan() const { return impl_->plan; }
+int64_t CudaSession::ctxSize() const { return impl_->ctx; }
+int64_t CudaSession::nVocab() const { return impl_->plan.model.nVocab; }
+std::vector<uint64_t> CudaSession::deviceBytes() const {
+  std::vector<uint64_t> out;
+  for (const Device &d : impl_->devs)
+    out.push_back(d.weights.size + d.acts.size + d.kvMem.size + d.scratch.size);
+  return out;
+}
+std::vector<int> CudaSession::gpuOf() const {
+  std::vector<int> out;
+  for (const Device &d : impl_->devs)
+    out.push_back(d.gpu);
+  return out;
+}
+bool CudaSession::usesGraphs() const { return impl_->copts.graphs && impl_->loopback; }
+
+std::vector<float> CudaSession::tensorData(size_t device, int32_t id, int64_t tokens) const {
+  const Impl &m = *impl_;
+  if (device >= m.devs.size() || id < 0 || static_cast<size_t>(id) >= m.devs[device].ptr.size() ||
+      m.plan.devices[device].tensors[id].storage == Storage::Weight)
+    return {};
+  TensorRef r = m.bind(device, id, tokens);
+  const size_t n = static_cast<size_t>(r.numel()), es = dtypeBytes(r.dtype);
+  std::vector<uint8_t> raw(n * es);
+  cudaSetDevice(m.devs[device].gpu);
+  if (n && cudaMemcpy(raw.data(), r.data, raw.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+    return {};
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (r.dtype == DType::F32)
+      std::memcpy(&out[i], &raw[i * 4], 4);
+    else if (r.dtype == DType::I32) {
+      int32_t v;
+      std::memcpy(&v, &raw[i * 4], 4);
+      out[i] = static_cast<float>(v);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, &raw[i * 2], 2);
+      out[i] = exec::halfToFloat(h);
+    }
+  }
+  return out;
+}
+
+void CudaSession::setProfiling(bool on) { impl_->profiling = on; }
+std::vector<StepProfile> CudaSession::profile() const { return impl_->prof; }
+
+} // namespace tpc::rt::cuda

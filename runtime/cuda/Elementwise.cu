@@ -1,0 +1,328 @@
+//===- Elementwise.cu - elementwise, row-wise and layout kernels ------------===//
+//
+// The f32 ops of runtime/exec/ElementwiseOps.cpp and the movers of ShapeOps.cpp that need a kernel
+// (narrow/concat/copy of equal dtypes are cudaMemcpy2DAsync calls in the session). Section "kernels"
+// then "launchers". Grid-stride loops everywhere, so grid sizes are capped and any size works; rows are
+// reduced by one block each (rms_norm, softmax) with a shared-memory tree.
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Elementwise.cuh"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+namespace tpc::rt::cuda {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// kernels
+//===----------------------------------------------------------------------===//
+
+/// The UnaryFn values of PlanFormat.h (Silu 0, Gelu 1, GeluTanh 2, Tanh 3, Relu 4, Exp 5, Sigmoid 6).
+__device__ __forceinline__ float unaryFn(int fn, float x) {
+  switch (fn) {
+  case 0:
+    return x / (1.0f + expf(-x));
+  case 1:
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  case 2:
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  case 3:
+    return tanhf(x);
+  case 4:
+    return x > 0 ? x : 0.0f;
+  case 5:
+    return expf(x);
+  case 6:
+    return 1.0f / (1.0f + expf(-x));
+  }
+  return x;
+}
+
+__device__ __forceinline__ int64_t gridStart() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t gridStep() { return int64_t(gridDim.x) * blockDim.x; }
+
+__global__ void binaryKernel(BinaryArgs a, int64_t n) {
+  for (int64_t i = gridStart(); i < n; i += gridStep()) {
+    int64_t rem = i, bo = 0;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      bo += (rem % a.shape[d]) * a.bStride[d];
+      rem /= a.shape[d];
+    }
+    const float x = a.a[i], v = a.b[bo];
+    a.y[i] = a.op == 0 ? x + v : a.op == 1 ? x * v : x / v;
+  }
+}
+
+__global__ void mapKernel(MapArgs a) {
+  for (int64_t i = gridStart(); i < a.n; i += gridStep()) {
+    const float x = a.x[i];
+    a.y[i] = a.kind == 0 ? x * a.v : a.kind == 1 ? a.v * tanhf(x / a.v) : unaryFn(a.fn, x);
+  }
+}
+
+__global__ void gluKernel(GluArgs a) {
+  const int64_t n = a.rows * a.f;
+  for (int64_t i = gridStart(); i < n; i += gridStep()) {
+    const int64_t r = i / a.f, c = i % a.f;
+    a.y[i] = unaryFn(a.fn, a.g[r * a.gStride + c]) * a.u[r * a.gStride + c];
+  }
+}
+
+/// Block-wide sum (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+__device__ float blockSum(float v, float *red) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads(); // red may still be read by a previous call
+  if (lane == 0)
+    red[warp] = v;
+  __syncthreads();
+  v = lane < warps ? red[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ float blockMax(float v, float *red) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0)
+    red[warp] = v;
+  __syncthreads();
+  v = lane < warps ? red[lane] : -INFINITY;
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__global__ void rmsNormKernel(RmsNormArgs a) {
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const float *x = a.x + r * a.n;
+    float ss = 0;
+    for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
+      ss += x[c] * x[c];
+    ss = blockSum(ss, red);
+    const float k = rsqrtf(ss / float(a.n) + a.eps);
+    float *y = a.y + r * a.n;
+    for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
+      y[c] = a.w ? x[c] * k * a.w[c] : x[c] * k;
+  }
+}
+
+__global__ void softmaxKernel(SoftmaxArgs a) {
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const float *x = a.x + r * a.n;
+    float *y = a.y + r * a.n;
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
+      m = fmaxf(m, x[c]);
+    m = blockMax(m, red);
+    float s = 0;
+    for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x) {
+      const float e = expf(x[c] - m);
+      y[c] = e;
+      s += e;
+    }
+    const float inv = 1.0f / blockSum(s, red);
+    for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
+      y[c] *= inv;
+  }
+}
+
+/// One thread per row: k passes of "largest value not yet taken", ties to the lower index (k is small:
+/// experts per token).
+__global__ void topKKernel(TopKArgs a) {
+  for (int64_t r = gridStart(); r < a.rows; r += gridStep()) {
+    const float *x = a.x + r * a.n;
+    int32_t *y = a.y + r * a.k;
+    float prevV = INFINITY;
+    int64_t prevI = -1;
+    for (int64_t j = 0; j < a.k; ++j) {
+      float bv = -INFINITY;
+      int64_t bi = -1;
+      for (int64_t c = 0; c < a.n; ++c) {
+        const float v = x[c];
+        // Strictly after (prevV, prevI) in the order (value desc, index asc).
+        const bool after = v < prevV || (v == prevV && c > prevI);
+        if (after && (bi < 0 || v > bv))
+          bv = v, bi = c;
+      }
+      y[j] = static_cast<int32_t>(bi < 0 ? 0 : bi);
+      prevV = bv, prevI = bi;
+    }
+  }
+}
+
+__global__ void takeAlongKernel(TakeAlongArgs a) {
+  const int64_t n = a.rows * a.k;
+  for (int64_t i = gridStart(); i < n; i += gridStep()) {
+    const int64_t r = i / a.k;
+    const int32_t c = a.idx[i];
+    a.y[i] = (c >= 0 && c < a.n) ? a.x[r * a.n + c] : 0.0f;
+  }
+}
+
+__global__ void sumKernel(SumArgs a) {
+  const int64_t n = a.outer * a.inner;
+  for (int64_t i = gridStart(); i < n; i += gridStep()) {
+    const int64_t o = i / a.inner, c = i % a.inner;
+    float acc = 0;
+    for (int64_t d = 0; d < a.dim; ++d)
+      acc += a.x[(o * a.dim + d) * a.inner + c];
+    a.y[i] = acc;
+  }
+}
+
+__global__ void expertCombineKernel(ExpertCombineArgs a) {
+  const int64_t n = a.t * a.n;
+  for (int64_t i = gridStart(); i < n; i += gridStep()) {
+    const int64_t r = i / a.n, c = i % a.n;
+    float acc = 0;
+    for (int64_t j = 0; j < a.k; ++j) {
+      float m = 1;
+      for (int q = 0; q < a.nm; ++q)
+        m *= a.m[q][r * a.k + j];
+      acc += m * a.x[(r * a.k + j) * a.n + c];
+    }
+    a.y[i] = acc;
+  }
+}
+
+__global__ void convertKernel(ConvertArgs a) {
+  for (int64_t i = gridStart(); i < a.n; i += gridStep()) {
+    if (a.toHalf)
+      static_cast<__half *>(a.y)[i] = __float2half_rn(static_cast<const float *>(a.x)[i]);
+    else
+      static_cast<float *>(a.y)[i] = __half2float(static_cast<const __half *>(a.x)[i]);
+  }
+}
+
+template <typename T> __global__ void permuteKernel(PermuteArgs a, int64_t n) {
+  const T *x = static_cast<const T *>(a.x);
+  T *y = static_cast<T *>(a.y);
+  for (int64_t i = gridStart(); i < n; i += gridStep()) {
+    int64_t rem = i, off = 0;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      off += (rem % a.yShape[d]) * a.srcStride[d];
+      rem /= a.yShape[d];
+    }
+    y[i] = x[off];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// launchers
+//===----------------------------------------------------------------------===//
+
+constexpr int kThreads = 256;
+/// Blocks for n grid-stride items: enough to fill the GPU, capped (the loops cover the rest).
+unsigned blocksFor(int64_t n) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)));
+}
+unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(rows, 65535))); }
+/// Threads for a block that reduces a row of n: a multiple of 32 up to 1024.
+unsigned rowThreads(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(1024, std::max<int64_t>(32, (n + 31) / 32 * 32))); }
+
+void done() { TPC_CUDA_CHECK(cudaGetLastError()); }
+
+} // namespace
+
+void launchBinary(const BinaryArgs &a, cudaStream_t s) {
+  TPC_CUDA_ASSERT(a.rank >= 0 && a.rank <= kMaxRank, "binary: rank above 8");
+  int64_t n = 1;
+  for (int i = 0; i < a.rank; ++i)
+    n *= a.shape[i];
+  if (n == 0)
+    return;
+  binaryKernel<<<blocksFor(n), kThreads, 0, s>>>(a, n);
+  done();
+}
+
+void launchMap(const MapArgs &a, cudaStream_t s) {
+  if (a.n == 0)
+    return;
+  mapKernel<<<blocksFor(a.n), kThreads, 0, s>>>(a);
+  done();
+}
+
+void launchGlu(const GluArgs &a, cudaStream_t s) {
+  if (a.rows * a.f == 0)
+    return;
+  gluKernel<<<blocksFor(a.rows * a.f), kThreads, 0, s>>>(a);
+  done();
+}
+
+void launchRmsNorm(const RmsNormArgs &a, cudaStream_t s) {
+  if (a.rows == 0)
+    return;
+  TPC_CUDA_ASSERT(a.n > 0, "rms_norm: empty rows");
+  rmsNormKernel<<<rowBlocks(a.rows), rowThreads(a.n), 0, s>>>(a);
+  done();
+}
+
+void launchSoftmax(const SoftmaxArgs &a, cudaStream_t s) {
+  if (a.rows == 0 || a.n == 0)
+    return;
+  softmaxKernel<<<rowBlocks(a.rows), rowThreads(a.n), 0, s>>>(a);
+  done();
+}
+
+void launchTopK(const TopKArgs &a, cudaStream_t s) {
+  if (a.rows == 0 || a.k == 0)
+    return;
+  TPC_CUDA_ASSERT(a.k <= a.n, "top_k: k larger than the row");
+  topKKernel<<<blocksFor(a.rows), kThreads, 0, s>>>(a);
+  done();
+}
+
+void launchTakeAlong(const TakeAlongArgs &a, cudaStream_t s) {
+  if (a.rows * a.k == 0)
+    return;
+  takeAlongKernel<<<blocksFor(a.rows * a.k), kThreads, 0, s>>>(a);
+  done();
+}
+
+void launchSum(const SumArgs &a, cudaStream_t s) {
+  if (a.outer * a.inner == 0)
+    return;
+  sumKernel<<<blocksFor(a.outer * a.inner), kThreads, 0, s>>>(a);
+  done();
+}
+
+void launchExpertCombine(const ExpertCombineArgs &a, cudaStream_t s) {
+  TPC_CUDA_ASSERT(a.nm >= 0 && a.nm <= 4, "expert_combine: more than 4 multipliers");
+  if (a.t * a.n == 0)
+    return;
+  expertCombineKernel<<<blocksFor(a.t * a.n), kThreads, 0, s>>>(a);
+  done();
+}
+
+void launchConvert(const ConvertArgs &a, cudaStream_t s) {
+  if (a.n == 0)
+    return;
+  convertKernel<<<blocksFor(a.n), kThreads, 0, s>>>(a);
+  done();
+}
+
+void launchPermute(const PermuteArgs &a, cudaStream_t s) {
+  TPC_CUDA_ASSERT(a.rank >= 1 && a.rank <= kMaxRank, "permute: rank must be 1..8");
+  TPC_CUDA_ASSERT(a.elemBytes == 2 || a.elemBytes == 4, "permute: element size must be 2 or 4");
+  int64_t n = 1;
+  for (int i = 0; i < a.rank; ++i)
+    n *= a.yShape[i];
+  if (n == 0)
+    return;
+  if (a.elemBytes == 4)
+    permuteKernel<uint32_t><<<blocksFor(n), kThreads, 0, s>>>(a, n);
+  else
+    permuteKernel<uint16_t><<<blocksFor(n), kThreads, 0, s>>>(a, n);
+  done();
+}
+
+} // namespace tpc::rt::cuda

@@ -1,0 +1,127 @@
+//===- Elementwise.cuh - launchers of the elementwise and row-wise kernels -*- C++ -*-===//
+//
+// Host launchers (STYLE.md §5: kernel -> launcher -> op entry) for the f32 elementwise ops, the row
+// reductions (rms_norm, softmax, top-k, sum), the expert combine and the dtype/layout movers. Each takes an
+// argument struct and a stream, checks its preconditions and launches; semantics are those of
+// runtime/exec/Ops.h. Tensors are dense row-major device buffers; outputs may alias inputs where the CPU op
+// allows it (same element read and written by one thread).
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_CUDA_ELEMENTWISE_CUH
+#define TPC_RUNTIME_CUDA_ELEMENTWISE_CUH
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tpc::rt::cuda {
+
+/// Most dims an elementwise/permute launcher handles.
+inline constexpr int kMaxRank = 8;
+
+/// ADD/MUL/DIV with b broadcast right-aligned: bStride[i] is b's element stride for a's dim i (0 where b
+/// broadcasts).
+struct BinaryArgs {
+  int op = 0; ///< 0 add, 1 mul, 2 div
+  const float *a = nullptr, *b = nullptr;
+  float *y = nullptr;
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t bStride[kMaxRank] = {};
+};
+void launchBinary(const BinaryArgs &a, cudaStream_t s);
+
+/// Map ops: kind 0 scale (y = x * v), 1 softcap (v * tanh(x / v)), 2 unary fn (`fn` = UnaryFn value).
+struct MapArgs {
+  int kind = 0;
+  int fn = 0;
+  float v = 1;
+  const float *x = nullptr;
+  float *y = nullptr;
+  int64_t n = 0;
+};
+void launchMap(const MapArgs &a, cudaStream_t s);
+
+/// GLU: y[r, c] = fn(g[r * gStride + c]) * u[r * gStride + c] (u = g + f for the fused [gate | up] form).
+struct GluArgs {
+  int fn = 0;
+  const float *g = nullptr, *u = nullptr;
+  float *y = nullptr;
+  int64_t rows = 0, f = 0, gStride = 0;
+};
+void launchGlu(const GluArgs &a, cudaStream_t s);
+
+/// RMS_NORM over rows of n, times w when given.
+struct RmsNormArgs {
+  const float *x = nullptr, *w = nullptr;
+  float *y = nullptr;
+  int64_t rows = 0, n = 0;
+  float eps = 0;
+};
+void launchRmsNorm(const RmsNormArgs &a, cudaStream_t s);
+
+/// SOFTMAX over rows of n.
+struct SoftmaxArgs {
+  const float *x = nullptr;
+  float *y = nullptr;
+  int64_t rows = 0, n = 0;
+};
+void launchSoftmax(const SoftmaxArgs &a, cudaStream_t s);
+
+/// TOP_K: indices of the k largest per row of n, descending, ties to the lower index.
+struct TopKArgs {
+  const float *x = nullptr;
+  int32_t *y = nullptr;
+  int64_t rows = 0, n = 0, k = 0;
+};
+void launchTopK(const TopKArgs &a, cudaStream_t s);
+
+/// TAKE_ALONG: y[r, j] = x[r, idx[r, j]] (0 when out of range).
+struct TakeAlongArgs {
+  const float *x = nullptr;
+  const int32_t *idx = nullptr;
+  float *y = nullptr;
+  int64_t rows = 0, n = 0, k = 0;
+};
+void launchTakeAlong(const TakeAlongArgs &a, cudaStream_t s);
+
+/// SUM over the middle of (outer, dim, inner).
+struct SumArgs {
+  const float *x = nullptr;
+  float *y = nullptr;
+  int64_t outer = 0, dim = 0, inner = 0;
+};
+void launchSum(const SumArgs &a, cudaStream_t s);
+
+/// EXPERT_COMBINE: y[t, c] = sum_j prod_i m_i[t, j] * x[t, j, c] (at most 4 multiplier tensors).
+struct ExpertCombineArgs {
+  const float *x = nullptr;
+  const float *m[4] = {};
+  int nm = 0;
+  float *y = nullptr;
+  int64_t t = 0, k = 0, n = 0;
+};
+void launchExpertCombine(const ExpertCombineArgs &a, cudaStream_t s);
+
+/// f32 <-> f16 conversion of n elements (toHalf: x f32 -> y f16, else x f16 -> y f32).
+struct ConvertArgs {
+  bool toHalf = true;
+  const void *x = nullptr;
+  void *y = nullptr;
+  int64_t n = 0;
+};
+void launchConvert(const ConvertArgs &a, cudaStream_t s);
+
+/// PERMUTE of elements of `elemBytes` (2 or 4): y.shape[i] = x.shape[perm[i]].
+struct PermuteArgs {
+  const void *x = nullptr;
+  void *y = nullptr;
+  int elemBytes = 4;
+  int rank = 0;
+  int64_t yShape[kMaxRank] = {};
+  int64_t srcStride[kMaxRank] = {}; ///< x's element stride for each of y's dims
+};
+void launchPermute(const PermuteArgs &a, cudaStream_t s);
+
+} // namespace tpc::rt::cuda
+
+#endif // TPC_RUNTIME_CUDA_ELEMENTWISE_CUH

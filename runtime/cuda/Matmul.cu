@@ -1,0 +1,255 @@
+//===- Matmul.cu - GEMV, grouped expert GEMV, dequantization and row lookups ===//
+//
+// gemvKernel<T>: a block of 4 warps covers 8 weight rows, each warp two rows. Lanes walk the rows' 32-
+// element chunks (lane, lane + 32, ...): a chunk of both rows is dequantized once into registers and
+// dotted with up to kTile token rows of x, then the lanes' partial sums meet by shuffles. Weight bytes are
+// read once per kTile tokens, which is what decode (one token) is bound by; x is read through L1.
+// Grouped over experts by blockIdx.y: each block reads its expert's pair range from `offsets`, so one
+// launch serves every expert and a capture of it in a CUDA graph stays valid for any routing.
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Matmul.cuh"
+#include "runtime/cuda/Quant.cuh"
+
+#include <algorithm>
+
+namespace tpc::rt::cuda {
+namespace {
+
+constexpr int kWarps = 4;       // warps per GEMV block
+constexpr int kRowsPerWarp = 2; // weight rows per warp (x loads shared by both)
+constexpr int kTile = 4;        // token rows per pass over the weights
+
+//===----------------------------------------------------------------------===//
+// kernels
+//===----------------------------------------------------------------------===//
+
+/// Elements [32c, 32c + 32) of an x row of k floats (zeros past k).
+__device__ __forceinline__ void loadX(const float *xr, int64_t c, int64_t k, bool vec, float xv[32]) {
+  const int64_t base = c * 32;
+  if (vec && base + 32 <= k) {
+    const float4 *p = reinterpret_cast<const float4 *>(xr + base);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float4 v = p[i];
+      xv[4 * i] = v.x, xv[4 * i + 1] = v.y, xv[4 * i + 2] = v.z, xv[4 * i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      xv[i] = base + i < k ? xr[base + i] : 0.0f;
+  }
+}
+
+template <GGMLType T> __global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) {
+  const int e = blockIdx.y;
+  int64_t begin = 0, end = a.count;
+  if (a.list) {
+    begin = a.offsets[e];
+    end = a.offsets[e + 1];
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * kRowsPerWarp;
+  if (begin >= end || row0 >= a.n)
+    return;
+  const bool two = row0 + 1 < a.n;
+  const uint8_t *w0 = static_cast<const uint8_t *>(a.w) + e * a.expertStride + row0 * a.rowBytes;
+  const uint8_t *w1 = two ? w0 + a.rowBytes : w0;
+  const int64_t chunks = (a.k + 31) / 32;
+  for (int64_t p0 = begin; p0 < end; p0 += kTile) {
+    const int nt = end - p0 < kTile ? static_cast<int>(end - p0) : kTile;
+    int64_t pair[kTile];
+#pragma unroll
+    for (int i = 0; i < kTile; ++i)
+      pair[i] = i < nt ? (a.list ? a.list[p0 + i] : p0 + i) : 0;
+    float acc0[kTile], acc1[kTile];
+#pragma unroll
+    for (int i = 0; i < kTile; ++i)
+      acc0[i] = acc1[i] = 0;
+    for (int64_t c = lane; c < chunks; c += 32) {
+      float wa[32], wb[32];
+      loadChunk<T>(w0, c, a.k, wa);
+      loadChunk<T>(w1, c, a.k, wb);
+#pragma unroll
+      for (int i = 0; i < kTile; ++i) {
+        if (i < nt) {
+          float xv[32];
+          loadX(a.x + (pair[i] / a.xDiv) * a.k, c, a.k, vec, xv);
+          float s0 = 0, s1 = 0;
+#pragma unroll
+          for (int j = 0; j < 32; ++j) {
+            s0 = fmaf(wa[j], xv[j], s0);
+            s1 = fmaf(wb[j], xv[j], s1);
+          }
+          acc0[i] += s0;
+          acc1[i] += s1;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kTile; ++i) {
+      float s0 = acc0[i], s1 = acc1[i];
+      for (int o = 16; o > 0; o >>= 1) {
+        s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+      }
+      if (lane == 0 && i < nt) {
+        float *yr = a.y + pair[i] * a.n + row0;
+        yr[0] = s0;
+        if (two)
+          yr[1] = s1;
+      }
+    }
+  }
+}
+
+/// One block: counts per expert, offsets, then every valid pair placed in its expert's range (the order
+/// inside a range does not matter: each pair's result is computed on its own).
+__global__ void routeKernel(RouteArgs a) {
+  extern __shared__ int cursor[];
+  for (int64_t e = threadIdx.x; e < a.experts; e += blockDim.x)
+    cursor[e] = 0;
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < a.count; p += blockDim.x) {
+    const int32_t id = a.ids[p];
+    if (id >= 0 && id < a.experts)
+      atomicAdd(&cursor[id], 1);
+    else
+      for (int64_t c = 0; c < a.n; ++c) // only a broken router gives this; keep the output defined
+        a.y[p * a.n + c] = 0.0f;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int s = 0;
+    for (int64_t e = 0; e < a.experts; ++e) {
+      const int c = cursor[e];
+      a.offsets[e] = s;
+      cursor[e] = s;
+      s += c;
+    }
+    a.offsets[a.experts] = s;
+  }
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < a.count; p += blockDim.x) {
+    const int32_t id = a.ids[p];
+    if (id >= 0 && id < a.experts)
+      a.list[atomicAdd(&cursor[id], 1)] = static_cast<int32_t>(p);
+  }
+}
+
+template <GGMLType T> __global__ void dequantF16Kernel(DequantArgs a) {
+  const int64_t chunks = (a.k + 31) / 32, n = a.rows * chunks;
+  __half *out = static_cast<__half *>(a.out);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / chunks, c = i % chunks;
+    float w[32];
+    loadChunk<T>(static_cast<const uint8_t *>(a.w) + (a.row0 + r) * a.rowBytes, c, a.k, w);
+    __half *o = out + r * a.k + c * 32;
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      if (c * 32 + j < a.k)
+        o[j] = __float2half_rn(w[j]);
+  }
+}
+
+template <GGMLType T> __global__ void getRowsKernel(GetRowsArgs a) {
+  const int64_t chunks = (a.k + 31) / 32, n = a.count * chunks;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / chunks, c = i % chunks;
+    const int32_t id = a.ids[r];
+    float w[32];
+    if (id >= 0 && id < a.rows)
+      loadChunk<T>(static_cast<const uint8_t *>(a.table) + id * a.rowBytes, c, a.k, w);
+    else
+      for (int j = 0; j < 32; ++j)
+        w[j] = 0;
+    float *o = a.y + r * a.k + c * 32;
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      if (c * 32 + j < a.k)
+        o[j] = w[j];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// launchers
+//===----------------------------------------------------------------------===//
+
+unsigned blocksFor(int64_t n, int threads) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 1 << 20)));
+}
+
+/// Per-type launches for dispatchType (member templates cannot live in function-local classes).
+struct TypeProbe {
+  template <GGMLType T> void operator()() {}
+};
+struct GemvLaunch {
+  const GemvArgs &a;
+  dim3 grid;
+  bool vec;
+  cudaStream_t s;
+  template <GGMLType T> void operator()() { gemvKernel<T><<<grid, kWarps * 32, 0, s>>>(a, vec); }
+};
+struct DequantLaunch {
+  const DequantArgs &a;
+  int64_t n;
+  cudaStream_t s;
+  template <GGMLType T> void operator()() { dequantF16Kernel<T><<<blocksFor(n, 256), 256, 0, s>>>(a); }
+};
+struct GetRowsLaunch {
+  const GetRowsArgs &a;
+  int64_t n;
+  cudaStream_t s;
+  template <GGMLType T> void operator()() { getRowsKernel<T><<<blocksFor(n, 256), 256, 0, s>>>(a); }
+};
+
+} // namespace
+
+bool cudaSupportsType(GGMLType t) {
+  TypeProbe probe;
+  return dispatchType(t, probe);
+}
+
+void launchGemv(const GemvArgs &a, cudaStream_t s) {
+  TPC_CUDA_ASSERT(a.experts >= 1 && a.experts <= 65535, "gemv: experts must be 1..65535");
+  TPC_CUDA_ASSERT(a.list || a.experts == 1, "gemv: several experts need a pair list");
+  if (a.n == 0 || a.count == 0)
+    return;
+  if (a.k == 0) { // a device whose share of the reduction axis is empty: its partial sum is zero
+    TPC_CUDA_ASSERT(!a.list, "gemv: k = 0 with experts");
+    TPC_CUDA_CHECK(cudaMemsetAsync(a.y, 0, a.count * a.n * sizeof(float), s));
+    return;
+  }
+  const bool vec = (reinterpret_cast<uintptr_t>(a.x) % 16 == 0) && a.k % 4 == 0;
+  const dim3 grid(static_cast<unsigned>((a.n + kWarps * kRowsPerWarp - 1) / (kWarps * kRowsPerWarp)),
+                  static_cast<unsigned>(a.experts));
+  GemvLaunch launch{a, grid, vec, s};
+  TPC_CUDA_ASSERT(dispatchType(a.type, launch), std::string("gemv: unsupported type ") + ggmlTypeName(a.type));
+  TPC_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchRouteExperts(const RouteArgs &a, cudaStream_t s) {
+  TPC_CUDA_ASSERT(a.experts >= 1 && a.experts <= 8192, "mul_mat_id: experts must be 1..8192");
+  routeKernel<<<1, 1024, a.experts * sizeof(int), s>>>(a);
+  TPC_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchDequantF16(const DequantArgs &a, cudaStream_t s) {
+  if (a.rows == 0 || a.k == 0)
+    return;
+  const int64_t n = a.rows * ((a.k + 31) / 32);
+  DequantLaunch launch{a, n, s};
+  TPC_CUDA_ASSERT(dispatchType(a.type, launch), std::string("dequant: unsupported type ") + ggmlTypeName(a.type));
+  TPC_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchGetRows(const GetRowsArgs &a, cudaStream_t s) {
+  if (a.count == 0 || a.k == 0)
+    return;
+  const int64_t n = a.count * ((a.k + 31) / 32);
+  GetRowsLaunch launch{a, n, s};
+  TPC_CUDA_ASSERT(dispatchType(a.type, launch), std::string("get_rows: unsupported type ") + ggmlTypeName(a.type));
+  TPC_CUDA_CHECK(cudaGetLastError());
+}
+
+} // namespace tpc::rt::cuda

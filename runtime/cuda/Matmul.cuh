@@ -1,0 +1,79 @@
+//===- Matmul.cuh - launchers of the matmul, expert-matmul and row-lookup kernels -*- C++ -*-===//
+//
+// Weights stay in their ggml layout on the GPU. Decode and small batches run the own GEMV kernels (one
+// warp per two weight rows, 32-element chunks dequantized in registers and dotted with up to four token
+// rows at a time); larger batches dequantize weight row tiles to f16 and call cuBLAS (see Session).
+// MUL_MAT_ID groups its (token, slot) pairs by expert on the GPU (launchRouteExperts) and runs one grouped
+// GEMV over all experts, so nothing reads the router's choices back to the host.
+//
+// Supported weight types: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K
+// (cudaSupportsType). Weight rows must start 16-byte aligned (the session aligns every slice to 256).
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_CUDA_MATMUL_CUH
+#define TPC_RUNTIME_CUDA_MATMUL_CUH
+
+#include "runtime/ggml/GGMLTypes.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tpc::rt::cuda {
+
+/// True for the weight types the CUDA kernels read.
+bool cudaSupportsType(GGMLType t);
+
+/// Grouped GEMV: y[p] = W_e · x[xRow(p)] for the pairs p of each expert e. Without `list`, one expert
+/// (E = 1) and pairs 0..count-1 (a plain matmul of count rows). xRow(p) = p / xDiv.
+struct GemvArgs {
+  GGMLType type = GGMLType::F32;
+  const void *w = nullptr;
+  uint64_t rowBytes = 0;     ///< bytes of one weight row
+  uint64_t expertStride = 0; ///< bytes between experts
+  int64_t n = 0, k = 0;      ///< rows per expert, row length
+  int64_t experts = 1;
+  const float *x = nullptr;
+  int64_t xDiv = 1;
+  float *y = nullptr;
+  int64_t count = 0;             ///< pairs (tokens for a plain matmul; T * slots for mul_mat_id)
+  const int32_t *list = nullptr; ///< pairs sorted by expert (mul_mat_id), or null
+  const int32_t *offsets = nullptr; ///< experts + 1 offsets into list
+};
+void launchGemv(const GemvArgs &a, cudaStream_t s);
+
+/// Groups pairs p = t * slots + j by ids[p] into offsets[experts + 1] and list[count]; pairs whose id is
+/// out of range get zero output rows (y rows of n).
+struct RouteArgs {
+  const int32_t *ids = nullptr;
+  int64_t count = 0, experts = 0;
+  int32_t *offsets = nullptr, *list = nullptr;
+  float *y = nullptr;
+  int64_t n = 0;
+};
+void launchRouteExperts(const RouteArgs &a, cudaStream_t s);
+
+/// Dequantizes rows [row0, row0 + rows) of a weight into f16 (dense rows of k) for cuBLAS.
+struct DequantArgs {
+  GGMLType type = GGMLType::F32;
+  const void *w = nullptr;
+  uint64_t rowBytes = 0;
+  int64_t row0 = 0, rows = 0, k = 0;
+  void *out = nullptr; ///< __half[rows, k]
+};
+void launchDequantF16(const DequantArgs &a, cudaStream_t s);
+
+/// GET_ROWS: y[i] = table[ids[i]] as f32 rows of k (zeros for out-of-range ids).
+struct GetRowsArgs {
+  GGMLType type = GGMLType::F32;
+  const void *table = nullptr;
+  uint64_t rowBytes = 0;
+  int64_t rows = 0, k = 0;
+  const int32_t *ids = nullptr;
+  int64_t count = 0;
+  float *y = nullptr;
+};
+void launchGetRows(const GetRowsArgs &a, cudaStream_t s);
+
+} // namespace tpc::rt::cuda
+
+#endif // TPC_RUNTIME_CUDA_MATMUL_CUH

@@ -1,0 +1,221 @@
+//===- Quant.cuh - device-side dequantization of 32-element chunks -*- CUDA -*-===//
+//
+// loadChunk<T>(row, c, k, w) writes elements [32c, 32c + 32) of a weight row of ggml type T as floats,
+// following runtime/cpu/quant/Dequantize.cpp (the reference the kernel tests compare with). A chunk is a
+// whole block for the 32-element formats and one of eight 32-element groups of a K-quant super-block,
+// so a warp spreads a row over its lanes even when the row holds few super-blocks. Plain types (f32,
+// f16, bf16) guard the row end (their rows need not be a multiple of 32); block formats never need to.
+//
+// Loads are as wide as the block layout allows from a 16-byte aligned row: Q4_K/Q5_K quants as 16-byte
+// vectors, Q4_1/Q5_1 as words, the 2-byte aligned formats (Q4_0, Q5_0, Q8_0, Q6_K) as half-words.
+// Device-only; included by the .cu files that read weights.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_CUDA_QUANT_CUH
+#define TPC_RUNTIME_CUDA_QUANT_CUH
+
+#include "runtime/ggml/GGMLTypes.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace tpc::rt::cuda {
+
+__device__ __forceinline__ float halfBits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *reinterpret_cast<const uint16_t *>(p); }
+__device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
+/// Four bytes from two aligned half-words.
+__device__ __forceinline__ uint32_t ld32h(const uint8_t *p) { return ld16(p) | (uint32_t(ld16(p + 2)) << 16); }
+__device__ __forceinline__ int byteOf(uint32_t v, int i) { return (v >> (8 * i)) & 0xff; }
+
+/// The (scale, min) of group j of a Q4_K/Q5_K super-block (Blocks.h scaleMinK4).
+__device__ __forceinline__ void scaleMinK4(int j, const uint8_t *q, int &sc, int &m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+/// Element count of a type's block.
+template <GGMLType T> struct QuantTraits;
+#define TPC_QUANT_TRAITS(T, elems, bytes, plainType)                                                      \
+  template <> struct QuantTraits<GGMLType::T> {                                                           \
+    static constexpr int kElems = elems, kBytes = bytes;                                                  \
+    static constexpr bool kPlain = plainType;                                                             \
+  };
+TPC_QUANT_TRAITS(F32, 1, 4, true)
+TPC_QUANT_TRAITS(F16, 1, 2, true)
+TPC_QUANT_TRAITS(BF16, 1, 2, true)
+TPC_QUANT_TRAITS(Q4_0, 32, 18, false)
+TPC_QUANT_TRAITS(Q4_1, 32, 20, false)
+TPC_QUANT_TRAITS(Q5_0, 32, 22, false)
+TPC_QUANT_TRAITS(Q5_1, 32, 24, false)
+TPC_QUANT_TRAITS(Q8_0, 32, 34, false)
+TPC_QUANT_TRAITS(Q4_K, 256, 144, false)
+TPC_QUANT_TRAITS(Q5_K, 256, 176, false)
+TPC_QUANT_TRAITS(Q6_K, 256, 210, false)
+#undef TPC_QUANT_TRAITS
+
+/// Elements [32c, 32c + 32) of a row of k elements of type T, as floats.
+template <GGMLType T> __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c, int64_t k, float w[32]) {
+  if constexpr (T == GGMLType::F32 || T == GGMLType::F16 || T == GGMLType::BF16) {
+    const int64_t base = c * 32;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int64_t e = base + i;
+      float v = 0;
+      if (e < k) {
+        if constexpr (T == GGMLType::F32)
+          v = reinterpret_cast<const float *>(row)[e];
+        else if constexpr (T == GGMLType::F16)
+          v = halfBits(reinterpret_cast<const uint16_t *>(row)[e]);
+        else
+          v = __uint_as_float(uint32_t(reinterpret_cast<const uint16_t *>(row)[e]) << 16);
+      }
+      w[i] = v;
+    }
+  } else if constexpr (T == GGMLType::Q4_0) {
+    const uint8_t *b = row + c * 18;
+    const float d = halfBits(ld16(b));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = ld32h(b + 2 + 4 * i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        w[4 * i + j] = d * float((byteOf(q, j) & 0xf) - 8);
+        w[4 * i + j + 16] = d * float((byteOf(q, j) >> 4) - 8);
+      }
+    }
+  } else if constexpr (T == GGMLType::Q4_1) {
+    const uint8_t *b = row + c * 20;
+    const uint32_t dm = ld32(b);
+    const float d = halfBits(dm & 0xffff), m = halfBits(dm >> 16);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = ld32(b + 4 + 4 * i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        w[4 * i + j] = d * float(byteOf(q, j) & 0xf) + m;
+        w[4 * i + j + 16] = d * float(byteOf(q, j) >> 4) + m;
+      }
+    }
+  } else if constexpr (T == GGMLType::Q5_0) {
+    const uint8_t *b = row + c * 22;
+    const float d = halfBits(ld16(b));
+    const uint32_t qh = ld32h(b + 2);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = ld32h(b + 6 + 4 * i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int l = 4 * i + j;
+        w[l] = d * float(((byteOf(q, j) & 0xf) | (((qh >> l) & 1) << 4)) - 16);
+        w[l + 16] = d * float(((byteOf(q, j) >> 4) | (((qh >> (l + 16)) & 1) << 4)) - 16);
+      }
+    }
+  } else if constexpr (T == GGMLType::Q5_1) {
+    const uint8_t *b = row + c * 24;
+    const uint32_t dm = ld32(b);
+    const float d = halfBits(dm & 0xffff), m = halfBits(dm >> 16);
+    const uint32_t qh = ld32(b + 4);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = ld32(b + 8 + 4 * i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int l = 4 * i + j;
+        w[l] = d * float((byteOf(q, j) & 0xf) | (((qh >> l) & 1) << 4)) + m;
+        w[l + 16] = d * float((byteOf(q, j) >> 4) | (((qh >> (l + 16)) & 1) << 4)) + m;
+      }
+    }
+  } else if constexpr (T == GGMLType::Q8_0) {
+    const uint8_t *b = row + c * 34;
+    const float d = halfBits(ld16(b));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t q = ld32h(b + 2 + 4 * i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        w[4 * i + j] = d * float(int8_t(byteOf(q, j)));
+    }
+  } else if constexpr (T == GGMLType::Q4_K || T == GGMLType::Q5_K) {
+    constexpr int kBytes = QuantTraits<T>::kBytes;
+    const uint8_t *b = row + (c >> 3) * kBytes;
+    const int g = int(c & 7), pair = g >> 1, shift = 4 * (g & 1);
+    const uint32_t dm = ld32(b);
+    uint8_t sc12[12];
+    *reinterpret_cast<uint32_t *>(sc12) = ld32(b + 4);
+    *reinterpret_cast<uint32_t *>(sc12 + 4) = ld32(b + 8);
+    *reinterpret_cast<uint32_t *>(sc12 + 8) = ld32(b + 12);
+    int sc, mn;
+    scaleMinK4(g, sc12, sc, mn);
+    const float d = halfBits(dm & 0xffff) * float(sc), m = halfBits(dm >> 16) * float(mn);
+    const uint8_t *qs = b + (T == GGMLType::Q4_K ? 16 : 48) + 32 * pair;
+    const uint4 q0 = reinterpret_cast<const uint4 *>(qs)[0], q1 = reinterpret_cast<const uint4 *>(qs)[1];
+    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    uint32_t hw[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if constexpr (T == GGMLType::Q5_K) {
+      const uint4 h0 = reinterpret_cast<const uint4 *>(b + 16)[0], h1 = reinterpret_cast<const uint4 *>(b + 16)[1];
+      hw[0] = h0.x, hw[1] = h0.y, hw[2] = h0.z, hw[3] = h0.w, hw[4] = h1.x, hw[5] = h1.y, hw[6] = h1.z,
+      hw[7] = h1.w;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        int q = (byteOf(qw[i], j) >> shift) & 0xf;
+        if constexpr (T == GGMLType::Q5_K)
+          q |= ((byteOf(hw[i], j) >> g) & 1) << 4;
+        w[4 * i + j] = d * float(q) - m;
+      }
+  } else if constexpr (T == GGMLType::Q6_K) {
+    const uint8_t *b = row + (c >> 3) * 210;
+    const int g = int(c & 7), half = g >> 2, p = g & 3;
+    const uint8_t *ql = b + 64 * half + 32 * (p & 1), *qh = b + 128 + 32 * half;
+    const int lshift = 4 * (p >> 1), hshift = 2 * p;
+    const float d = halfBits(ld16(b + 208));
+    const int8_t *scales = reinterpret_cast<const int8_t *>(b + 192) + 8 * half + 2 * p;
+    const float d0 = d * float(scales[0]), d1 = d * float(scales[1]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t l4 = ld32h(ql + 4 * i), h4 = ld32h(qh + 4 * i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int q = (((byteOf(l4, j) >> lshift) & 0xf) | (((byteOf(h4, j) >> hshift) & 3) << 4)) - 32;
+        w[4 * i + j] = (i < 4 ? d0 : d1) * float(q);
+      }
+    }
+  }
+}
+
+/// Calls f.template operator()<T>() for a runtime type; returns false for an unsupported type.
+template <typename F> bool dispatchType(GGMLType t, F &&f) {
+  switch (t) {
+#define TPC_CASE(T)                                                                                       \
+  case GGMLType::T:                                                                                       \
+    f.template operator()<GGMLType::T>();                                                                 \
+    return true;
+    TPC_CASE(F32)
+    TPC_CASE(F16)
+    TPC_CASE(BF16)
+    TPC_CASE(Q4_0)
+    TPC_CASE(Q4_1)
+    TPC_CASE(Q5_0)
+    TPC_CASE(Q5_1)
+    TPC_CASE(Q8_0)
+    TPC_CASE(Q4_K)
+    TPC_CASE(Q5_K)
+    TPC_CASE(Q6_K)
+#undef TPC_CASE
+  default:
+    return false;
+  }
+}
+
+} // namespace tpc::rt::cuda
+
+#endif // TPC_RUNTIME_CUDA_QUANT_CUH
