@@ -1,0 +1,176 @@
+//===- Presets.cpp - model shapes `tpc synth` can write ----------------------===//
+//
+// Sources of the real shapes (config.json of each model):
+// - Llama-3-8B: hidden 4096, 32 layers, 32 heads / 8 KV heads, FFN 14336, vocab 128256, rope_theta 5e5,
+//   rms eps 1e-5, context 8192, untied output.
+// - Qwen3-8B: hidden 4096, 36 layers, 32 / 8 heads, head_dim 128, FFN 12288, vocab 151936, rope_theta 1e6,
+//   rms eps 1e-6, context 40960, untied output.
+// - Qwen3-30B-A3B: hidden 2048, 48 layers, 32 / 4 heads, head_dim 128, 128 experts (8 used) of width 768,
+//   intermediate_size 6144 (unused by the MoE layers), vocab 151936, rope_theta 1e6, untied output.
+// - Gemma-4 26B-A4B (text_config): hidden 2816, 30 layers, 16 heads; sliding layers 8 KV heads of 256,
+//   global layers (every 6th) 2 KV heads of 512 with K = V (attention_k_eq_v); dense FFN 2112 in parallel
+//   with 128 experts (8 used) of width 704; vocab 262144; sliding window 1024; rope_theta 1e4 (sliding) and
+//   1e6 with partial_rotary_factor 0.25 (global); final soft-cap 30; tied embeddings; context 262144.
+// The tiny presets mirror the shared fixtures' shapes; bench-* are the CPU benchmark shapes.
+//===----------------------------------------------------------------------===//
+#include "compiler/synth/Presets.h"
+
+namespace tpc::synth {
+namespace {
+
+ModelSpec llama(std::string name, std::string desc, uint32_t E, uint32_t L, uint32_t H, uint32_t Hkv, uint32_t F,
+                uint32_t V, VocabKind vocab) {
+  ModelSpec s;
+  s.preset = std::move(name);
+  s.arch = "llama";
+  s.description = std::move(desc);
+  s.nEmbd = E;
+  s.nLayer = L;
+  s.nHead = H;
+  s.nHeadKv = Hkv;
+  s.headDim = E / H;
+  s.nFF = F;
+  s.nVocab = V;
+  s.nCtx = 4096;
+  s.vocab = vocab;
+  return s;
+}
+
+ModelSpec qwen3(std::string name, std::string desc, uint32_t E, uint32_t L, uint32_t H, uint32_t Hkv, uint32_t D,
+                uint32_t F, uint32_t V, VocabKind vocab) {
+  ModelSpec s = llama(std::move(name), std::move(desc), E, L, H, Hkv, F, V, vocab);
+  s.arch = "qwen3";
+  s.headDim = D;
+  s.ropeBase = 1e6f;
+  s.rmsEps = 1e-6f;
+  return s;
+}
+
+ModelSpec qwen3moe(ModelSpec s, uint32_t X, uint32_t used, uint32_t FE) {
+  s.arch = "qwen3moe";
+  s.nExpert = X;
+  s.nExpertUsed = used;
+  s.nFFExp = FE;
+  return s;
+}
+
+std::vector<ModelSpec> makePresets() {
+  std::vector<ModelSpec> v;
+
+  ModelSpec l3 = llama("llama3-8b", "Llama-3-8B shapes (8.0B parameters)", 4096, 32, 32, 8, 14336, 128256,
+                       VocabKind::Llama3);
+  l3.nCtx = 8192;
+  l3.ropeBase = 500000.f;
+  v.push_back(l3);
+
+  ModelSpec q3 = qwen3("qwen3-8b", "Qwen3-8B shapes (8.2B parameters)", 4096, 36, 32, 8, 128, 12288, 151936,
+                       VocabKind::Qwen2);
+  q3.nCtx = 40960;
+  v.push_back(q3);
+
+  ModelSpec q3m = qwen3moe(qwen3("qwen3-30b-a3b", "Qwen3-30B-A3B shapes (30.5B parameters, 128 experts)", 2048,
+                                 48, 32, 4, 128, 6144, 151936, VocabKind::Qwen2),
+                           128, 8, 768);
+  q3m.nCtx = 40960;
+  v.push_back(q3m);
+
+  ModelSpec g4;
+  g4.preset = "gemma4-26b-a4b";
+  g4.arch = "gemma4";
+  g4.description = "Gemma-4 26B-A4B shapes (25.2B parameters, 128 experts + dense FFN)";
+  g4.nEmbd = 2816;
+  g4.nLayer = 30;
+  g4.nHead = 16;
+  g4.nHeadKv = 8;
+  g4.headDim = 256;
+  g4.nHeadKvGlobal = 2;
+  g4.headDimGlobal = 512;
+  g4.nFF = 2112;
+  g4.nExpert = 128;
+  g4.nExpertUsed = 8;
+  g4.nFFExp = 704;
+  g4.nVocab = 262144;
+  g4.nCtx = 262144;
+  g4.ropeBase = 1e6f;
+  g4.ropeBaseSwa = 1e4f;
+  g4.rmsEps = 1e-6f;
+  g4.slidingWindow = 1024;
+  g4.swaPeriod = 6;
+  g4.ropePartial = 0.25f;
+  g4.tiedOutput = true;
+  g4.finalSoftcap = 30.f;
+  g4.vocab = VocabKind::Gemma;
+  v.push_back(g4);
+
+  // Small models of each architecture, shaped like the shared fixtures (tests, examples).
+  v.push_back(llama("tiny-llama", "small llama (fixture shapes: 256 wide, 4 layers, GQA 8/2)", 256, 4, 8, 2, 768,
+                    512, VocabKind::Spm512));
+  ModelSpec tq3 = qwen3("tiny-qwen3", "small qwen3 (256 wide, 3 layers, head_dim 128, tied output)", 256, 3, 4, 2,
+                        128, 768, 512, VocabKind::Spm512);
+  tq3.tiedOutput = true;
+  v.push_back(tq3);
+  v.push_back(qwen3moe(qwen3("tiny-qwen3moe", "small qwen3moe (256 wide, 3 layers, 8 experts of 256, 2 used)", 256,
+                             3, 4, 2, 64, 768, 512, VocabKind::Spm512),
+                       8, 2, 256));
+  ModelSpec tg4 = g4;
+  tg4.preset = "tiny-gemma4";
+  tg4.description = "small gemma4 (fixture shapes: 256 wide, 6 layers, 8 experts of 64, window 8)";
+  tg4.nEmbd = 256;
+  tg4.nLayer = 6;
+  tg4.nHead = 4;
+  tg4.nHeadKv = 2;
+  tg4.headDim = 64;
+  tg4.nHeadKvGlobal = 1;
+  tg4.headDimGlobal = 128;
+  tg4.nFF = 192;
+  tg4.nExpert = 8;
+  tg4.nExpertUsed = 2;
+  tg4.nFFExp = 64;
+  tg4.nVocab = 512;
+  tg4.nCtx = 4096;
+  tg4.slidingWindow = 8;
+  tg4.swaPeriod = 3;
+  tg4.vocab = VocabKind::Spm512;
+  v.push_back(tg4);
+
+  // CPU benchmark shapes (fixed by the benchmark issue; do not change).
+  v.push_back(llama("bench-llama", "CPU benchmark llama (2048 wide, 16 layers, GQA 32/8, FFN 5632)", 2048, 16, 32,
+                    8, 5632, 512, VocabKind::Spm512));
+  ModelSpec bq = qwen3moe(qwen3("bench-qwen3moe", "CPU benchmark qwen3moe (1024 wide, 8 layers, 32 experts of 512, 4 used)",
+                                1024, 8, 16, 4, 64, 0, 512, VocabKind::Spm512),
+                          32, 4, 512);
+  v.push_back(bq);
+  return v;
+}
+
+} // namespace
+
+const std::vector<ModelSpec> &presets() {
+  static const std::vector<ModelSpec> table = makePresets();
+  return table;
+}
+
+const ModelSpec *findPreset(const std::string &name) {
+  for (const ModelSpec &s : presets())
+    if (s.preset == name)
+      return &s;
+  return nullptr;
+}
+
+std::string presetNames() {
+  std::string out;
+  for (const ModelSpec &s : presets())
+    out += (out.empty() ? "" : ", ") + s.preset;
+  return out;
+}
+
+gguf::Expected<ModelSpec> withLayers(const ModelSpec &spec, uint32_t layers) {
+  if (layers == 0 || layers > spec.nLayer)
+    return gguf::Error{"--layers " + std::to_string(layers) + ": preset '" + spec.preset + "' has " +
+                       std::to_string(spec.nLayer) + " layers; give 1.." + std::to_string(spec.nLayer)};
+  ModelSpec s = spec;
+  s.nLayer = layers;
+  return s;
+}
+
+} // namespace tpc::synth

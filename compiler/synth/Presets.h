@@ -1,0 +1,77 @@
+//===- Presets.h - model shapes `tpc synth` can write -------------*- C++ -*-===//
+//
+// A ModelSpec is everything that decides a synthetic model's metadata and tensor shapes: architecture,
+// widths, heads, experts, vocabulary, RoPE and attention layout. The presets copy the published configs
+// of real models (config.json of Llama-3-8B, Qwen3-8B, Qwen3-30B-A3B, Gemma-4 26B-A4B), plus one small
+// model per architecture for tests and two benchmark shapes. `withLayers` shortens a preset: every layer
+// keeps its shape (and, for gemma4, its sliding/global kind, which depends only on the layer index).
+//
+// Usage:
+//   const tpc::synth::ModelSpec *s = tpc::synth::findPreset("qwen3-30b-a3b");   // nullptr if unknown
+//   tpc::gguf::Expected<tpc::synth::ModelSpec> short4 = tpc::synth::withLayers(*s, 4);
+//===----------------------------------------------------------------------===//
+#ifndef TPC_COMPILER_SYNTH_PRESETS_H
+#define TPC_COMPILER_SYNTH_PRESETS_H
+
+#include "compiler/gguf/Expected.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpc::synth {
+
+/// Which tokenizer the model carries (Vocab.h builds it).
+enum class VocabKind {
+  Spm512,  ///< SentencePiece, 512 tokens, laid out like the shared tiny fixtures' vocabulary
+  Llama3,  ///< byte-level BPE, 128256 tokens, pre-tokenizer llama-bpe, Llama 3 special tokens
+  Qwen2,   ///< byte-level BPE, 151936 tokens, pre-tokenizer qwen2, Qwen special tokens
+  Gemma,   ///< SentencePiece, 262144 tokens, Gemma special tokens, no space prefix
+};
+
+/// Shapes and hyperparameters of one synthetic model.
+struct ModelSpec {
+  std::string preset;      ///< preset name (also general.name)
+  std::string arch;        ///< general.architecture: llama, qwen3, qwen3moe, gemma4
+  std::string description; ///< one line for `tpc synth --list`
+  uint32_t nLayer = 0, nEmbd = 0, nHead = 0;
+  uint32_t nHeadKv = 0; ///< KV heads (gemma4: of the sliding-window layers)
+  uint32_t headDim = 0; ///< head size (gemma4: of the sliding-window layers)
+  /// gemma4 global (full-attention) layers: KV heads and head size; they have no attn_v (V = K).
+  uint32_t nHeadKvGlobal = 0, headDimGlobal = 0;
+  uint32_t nFF = 0; ///< dense FFN width (qwen3moe: written to the metadata but unused, as in the real file)
+  uint32_t nExpert = 0, nExpertUsed = 0, nFFExp = 0;
+  uint32_t nVocab = 0, nCtx = 0;
+  float ropeBase = 10000.f;
+  float ropeBaseSwa = 10000.f; ///< gemma4 sliding-window layers
+  float rmsEps = 1e-5f;
+  uint32_t slidingWindow = 0;
+  uint32_t swaPeriod = 0;     ///< gemma4: layer il is global iff (il + 1) % swaPeriod == 0
+  float ropePartial = 1.f;    ///< gemma4 global layers: fraction of rotated pairs (rope_freqs.weight)
+  bool tiedOutput = false;    ///< no output.weight: logits use token_embd
+  float finalSoftcap = 0.f;
+  VocabKind vocab = VocabKind::Spm512;
+
+  /// gemma4: true when layer il uses sliding-window attention.
+  bool isSlidingLayer(uint32_t il) const { return swaPeriod != 0 && (il + 1) % swaPeriod != 0; }
+  /// KV heads and head size of layer il.
+  uint32_t kvHeadsOf(uint32_t il) const {
+    return swaPeriod && !isSlidingLayer(il) ? nHeadKvGlobal : nHeadKv;
+  }
+  uint32_t headDimOf(uint32_t il) const {
+    return swaPeriod && !isSlidingLayer(il) ? headDimGlobal : headDim;
+  }
+};
+
+/// All presets, in the order `--list` shows them.
+const std::vector<ModelSpec> &presets();
+/// The preset named `name`, or nullptr.
+const ModelSpec *findPreset(const std::string &name);
+/// "llama3-8b, qwen3-8b, ..." for error messages.
+std::string presetNames();
+/// `spec` with `layers` layers (1..spec.nLayer); an error names the flag and the valid range.
+gguf::Expected<ModelSpec> withLayers(const ModelSpec &spec, uint32_t layers);
+
+} // namespace tpc::synth
+
+#endif // TPC_COMPILER_SYNTH_PRESETS_H

@@ -1,0 +1,65 @@
+//===- Recipe.h - which ggml type each synthetic tensor gets ------*- C++ -*-===//
+//
+// `--type` names either one ggml type for every weight matrix (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K,
+// Q6_K) or the Q4_K_M mix. Vectors (norms, scales, rope_freqs) and the MoE router `ffn_gate_inp.weight`
+// always stay F32, as llama.cpp's quantizer leaves them.
+//
+// Q4_K_M follows the reference engine of the shared fixtures (ik_llama.cpp's llama_tensor_get_type), so
+// that a synthetic model has the same type layout as a quantized real one (checked against the fixtures'
+// Q4_K_M files in test/synth):
+//   output.weight (token_embd.weight when the output is tied)   Q6_K (Q8_0 when ne0 % 256 != 0)
+//   attn_v     Q8_0 with >= 4 experts; else Q6_K on "more bits" layers; else Q5_K when n_head/n_kv >= 4
+//   attn_k     Q8_0 with >= 4 experts
+//   attn_output Q5_K with >= 4 experts
+//   ffn_down*  Q6_K on "more bits" layers (experts included)
+//   the rest   Q4_K
+// "More bits" layers: i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2 (attn_v counts attn_v tensors; ffn_down
+// uses the layer index). K-quant rows must be whole 256-element blocks; other widths fall back as
+// llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0; Q5_K -> Q8_0 here, since ggml's Q5_1/ik's Q6_0 are not
+// generated), and a width that is not a multiple of 32 falls back to F16.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_COMPILER_SYNTH_RECIPE_H
+#define TPC_COMPILER_SYNTH_RECIPE_H
+
+#include "compiler/gguf/Expected.h"
+#include "runtime/ggml/GGMLTypes.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpc::synth {
+
+/// The parsed --type.
+struct WeightType {
+  std::string name;               ///< as the user spells it canonically: "Q4_K_M", "F16"
+  GGMLType base = GGMLType::F32;  ///< the type of ordinary matrices
+  bool mixQ4KM = false;           ///< the Q4_K_M recipe
+  uint32_t fileType = 0;          ///< general.file_type (llama_ftype)
+};
+
+/// Parses --type (case-insensitive); the error lists the accepted names.
+gguf::Expected<WeightType> parseWeightType(const std::string &name);
+/// "F32, F16, ..., Q4_K_M".
+std::string weightTypeNames();
+
+/// What the recipe needs to know about the model besides the tensor itself.
+struct RecipeContext {
+  uint32_t nLayer = 0;
+  uint32_t nExpert = 0;
+  uint32_t nHead = 0, nHeadKv = 0; ///< of layer 0 (ggml's n_gqa())
+  bool hasOutput = true;           ///< output.weight exists (false: tied to token_embd)
+  uint32_t nAttnV = 0;             ///< number of attn_v tensors
+};
+
+/// True for llama.cpp's "use more bits" layers.
+bool useMoreBits(int i, int n);
+
+/// The type of tensor `name` with shape `ne` (ggml order). `layer` is the block index (-1 outside
+/// blocks); `attnVIndex` is this tensor's position among the attn_v tensors (ignored otherwise).
+GGMLType tensorType(const WeightType &wt, const RecipeContext &ctx, const std::string &name,
+                    const std::vector<uint64_t> &ne, int layer, int attnVIndex);
+
+} // namespace tpc::synth
+
+#endif // TPC_COMPILER_SYNTH_RECIPE_H

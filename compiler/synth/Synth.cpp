@@ -1,0 +1,278 @@
+//===- Synth.cpp - full-size GGUF models with random weights ----------------===//
+//
+// Tensor names, shapes (ggml ne order) and metadata keys follow the importers (compiler/import/Llama.cpp,
+// Qwen3.cpp, Gemma4.cpp, HParams.cpp) and the fixture files; the order of tensors matches the fixtures.
+//===----------------------------------------------------------------------===//
+#include "compiler/synth/Synth.h"
+
+#include "compiler/synth/Vocab.h"
+
+#include <cmath>
+
+namespace tpc::synth {
+namespace {
+
+/// FNV-1a: a stable hash of a tensor name (std::hash may differ between builds).
+uint64_t hashName(const std::string &s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s)
+    h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+/// Collects the tensor list in file order.
+class Planner {
+public:
+  explicit Planner(const ModelSpec &s) : s(s) {}
+
+  void add(const std::string &name, std::vector<uint64_t> ne, Init init) {
+    out.push_back({name, GGMLType::F32, std::move(ne), init});
+  }
+  /// A weight matrix y = W x with W of `rows` x `fanIn` (ne = [fanIn, rows, experts]).
+  void matrix(const std::string &name, uint64_t fanIn, uint64_t rows, uint64_t experts = 0, float gain = 1.f) {
+    std::vector<uint64_t> ne = {fanIn, rows};
+    if (experts)
+      ne.push_back(experts);
+    add(name, std::move(ne), Init::normal(0.f, gain / std::sqrt(static_cast<float>(fanIn))));
+  }
+  void norm(const std::string &name, uint64_t n, float scale = 1.f) {
+    // 1 + N(0, 0.1), times scale (gemma4 q/k norms carry the attention scale).
+    add(name, {n}, Init::normal(scale, 0.1f * scale));
+  }
+
+  static std::string blk(uint32_t il, const char *suffix) { return "blk." + std::to_string(il) + "." + suffix; }
+
+  void embeddings() {
+    float stddev = s.tiedOutput ? 1.f / std::sqrt(static_cast<float>(s.nEmbd)) : 1.f;
+    add("token_embd.weight", {s.nEmbd, s.nVocab}, Init::normal(0.f, stddev));
+  }
+  void output() {
+    norm("output_norm.weight", s.nEmbd);
+    if (!s.tiedOutput)
+      matrix("output.weight", s.nEmbd, s.nVocab);
+  }
+  void attention(uint32_t il, bool qkNorm, bool hasV, float qkNormScale = 1.f) {
+    uint64_t E = s.nEmbd, H = s.nHead, Hkv = s.kvHeadsOf(il), D = s.headDimOf(il);
+    matrix(blk(il, "attn_q.weight"), E, H * D);
+    matrix(blk(il, "attn_k.weight"), E, Hkv * D);
+    if (hasV)
+      matrix(blk(il, "attn_v.weight"), E, Hkv * D);
+    if (qkNorm) {
+      norm(blk(il, "attn_q_norm.weight"), D, qkNormScale);
+      norm(blk(il, "attn_k_norm.weight"), D, qkNormScale);
+    }
+    matrix(blk(il, "attn_output.weight"), H * D, E);
+  }
+  void denseFFN(uint32_t il) {
+    matrix(blk(il, "ffn_gate.weight"), s.nEmbd, s.nFF);
+    matrix(blk(il, "ffn_up.weight"), s.nEmbd, s.nFF);
+    matrix(blk(il, "ffn_down.weight"), s.nFF, s.nEmbd);
+  }
+
+  void llamaOrQwen3() {
+    bool qwen = s.arch != "llama", moe = s.arch == "qwen3moe";
+    embeddings();
+    for (uint32_t il = 0; il < s.nLayer; ++il) {
+      norm(blk(il, "attn_norm.weight"), s.nEmbd);
+      attention(il, qwen, true);
+      norm(blk(il, "ffn_norm.weight"), s.nEmbd);
+      if (moe) {
+        matrix(blk(il, "ffn_gate_inp.weight"), s.nEmbd, s.nExpert);
+        matrix(blk(il, "ffn_gate_exps.weight"), s.nEmbd, s.nFFExp, s.nExpert);
+        matrix(blk(il, "ffn_up_exps.weight"), s.nEmbd, s.nFFExp, s.nExpert);
+        matrix(blk(il, "ffn_down_exps.weight"), s.nFFExp, s.nEmbd, s.nExpert);
+      } else {
+        denseFFN(il);
+      }
+    }
+    output();
+  }
+
+  void gemma4() {
+    embeddings();
+    // Proportional RoPE on the global layers: the first ropePartial of the pairs rotate, the rest get
+    // frequency factor 1e30 (no rotation), as the fixture and the converter encode it.
+    uint64_t pairs = s.headDimGlobal / 2;
+    add("rope_freqs.weight", {pairs}, Init::ropeFreqs(std::round(s.ropePartial * static_cast<float>(pairs))));
+    for (uint32_t il = 0; il < s.nLayer; ++il) {
+      bool swa = s.isSlidingLayer(il);
+      float qkScale = 1.f / std::sqrt(std::sqrt(static_cast<float>(s.headDimOf(il))));
+      norm(blk(il, "attn_norm.weight"), s.nEmbd);
+      attention(il, true, /*hasV=*/swa, qkScale);
+      norm(blk(il, "post_attention_norm.weight"), s.nEmbd);
+      norm(blk(il, "ffn_norm.weight"), s.nEmbd);
+      denseFFN(il);
+      norm(blk(il, "post_ffw_norm_1.weight"), s.nEmbd);
+      norm(blk(il, "pre_ffw_norm_2.weight"), s.nEmbd);
+      // The router sees rms_norm(a) * scale / sqrt(n_embd): std 1 keeps its logits O(1).
+      matrix(blk(il, "ffn_gate_inp.weight"), s.nEmbd, s.nExpert, 0, std::sqrt(static_cast<float>(s.nEmbd)));
+      norm(blk(il, "ffn_gate_inp.scale"), s.nEmbd);
+      matrix(blk(il, "ffn_gate_up_exps.weight"), s.nEmbd, 2ull * s.nFFExp, s.nExpert);
+      matrix(blk(il, "ffn_down_exps.weight"), s.nFFExp, s.nEmbd, s.nExpert);
+      add(blk(il, "ffn_down_exps.scale"), {s.nExpert}, Init::uniform(0.5f, 1.5f));
+      norm(blk(il, "post_ffw_norm_2.weight"), s.nEmbd);
+      norm(blk(il, "post_ffw_norm.weight"), s.nEmbd);
+      add(blk(il, "layer_output_scale.weight"), {1}, Init::uniform(0.5f, 1.0f));
+    }
+    norm("output_norm.weight", s.nEmbd);
+  }
+
+  const ModelSpec &s;
+  std::vector<TensorPlan> out;
+};
+
+/// The `<arch>.*` keys each importer reads (HParams.cpp, Gemma4.cpp), in the fixtures' order.
+void writeHParams(gguf::GGUFWriter &w, const ModelSpec &s) {
+  std::string a = s.arch + ".";
+  bool gemma = s.arch == "gemma4";
+  w.setU32(a + "context_length", s.nCtx);
+  w.setU32(a + "embedding_length", s.nEmbd);
+  w.setU32(a + "block_count", s.nLayer);
+  w.setU32(a + "vocab_size", s.nVocab);
+  if (s.nFF)
+    w.setU32(a + "feed_forward_length", s.nFF);
+  if (s.nExpert) {
+    w.setU32(a + "expert_feed_forward_length", s.nFFExp);
+    w.setU32(a + "expert_count", s.nExpert);
+    w.setU32(a + "expert_used_count", s.nExpertUsed);
+  }
+  w.setU32(a + "attention.head_count", s.nHead);
+  if (gemma) {
+    std::vector<uint32_t> kv;
+    std::vector<bool> pattern;
+    for (uint32_t il = 0; il < s.nLayer; ++il) {
+      kv.push_back(s.kvHeadsOf(il));
+      pattern.push_back(s.isSlidingLayer(il));
+    }
+    w.setU32Array(a + "attention.head_count_kv", kv);
+    w.setU32(a + "attention.key_length", s.headDimGlobal);
+    w.setU32(a + "attention.value_length", s.headDimGlobal);
+    w.setU32(a + "attention.key_length_swa", s.headDim);
+    w.setU32(a + "attention.value_length_swa", s.headDim);
+    w.setU32(a + "attention.sliding_window", s.slidingWindow);
+    w.setBoolArray(a + "attention.sliding_window_pattern", pattern);
+    w.setU32(a + "attention.shared_kv_layers", 0);
+    w.setU32(a + "embedding_length_per_layer_input", 0);
+    w.setU32(a + "rope.dimension_count", s.headDimGlobal);
+    w.setU32(a + "rope.dimension_count_swa", s.headDim);
+    w.setF32(a + "rope.freq_base", s.ropeBase);
+    w.setF32(a + "rope.freq_base_swa", s.ropeBaseSwa);
+  } else {
+    w.setU32(a + "attention.head_count_kv", s.nHeadKv);
+    if (s.arch == "llama") {
+      w.setU32(a + "rope.dimension_count", s.headDim);
+    } else {
+      w.setU32(a + "attention.key_length", s.headDim);
+      w.setU32(a + "attention.value_length", s.headDim);
+    }
+    w.setF32(a + "rope.freq_base", s.ropeBase);
+  }
+  w.setF32(a + "attention.layer_norm_rms_epsilon", s.rmsEps);
+  if (s.finalSoftcap > 0)
+    w.setF32(a + "final_logit_softcapping", s.finalSoftcap);
+}
+
+} // namespace
+
+gguf::Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
+  const ModelSpec *preset = findPreset(opts.preset);
+  if (!preset)
+    return gguf::Error{"--preset '" + opts.preset + "' is not a preset; use one of " + presetNames() +
+                       " (tpc synth --list describes them)"};
+  if (!opts.arch.empty() && opts.arch != preset->arch)
+    return gguf::Error{"--arch " + opts.arch + " does not match --preset " + preset->preset + ", which is a " +
+                       preset->arch + " model"};
+  gguf::Expected<WeightType> wt = parseWeightType(opts.type);
+  if (!wt)
+    return gguf::Error{wt.error()};
+  gguf::Expected<ModelSpec> spec = withLayers(*preset, opts.layers ? opts.layers : preset->nLayer);
+  if (!spec)
+    return gguf::Error{spec.error()};
+
+  Synthesizer s;
+  s.spec_ = spec.take();
+  s.wtype_ = *wt;
+  s.seed_ = opts.seed;
+  const ModelSpec &m = s.spec_;
+
+  Planner p(m);
+  if (m.arch == "gemma4")
+    p.gemma4();
+  else
+    p.llamaOrQwen3();
+  s.tensors_ = std::move(p.out);
+
+  RecipeContext ctx;
+  ctx.nLayer = m.nLayer;
+  ctx.nExpert = m.nExpert;
+  ctx.nHead = m.nHead;
+  ctx.nHeadKv = m.kvHeadsOf(0);
+  ctx.hasOutput = !m.tiedOutput;
+  for (const TensorPlan &t : s.tensors_)
+    ctx.nAttnV += t.name.find("attn_v.weight") != std::string::npos;
+  int attnV = 0;
+  for (TensorPlan &t : s.tensors_) {
+    int layer = -1;
+    if (t.name.compare(0, 4, "blk.") == 0)
+      layer = std::stoi(t.name.substr(4));
+    bool isV = t.name.find("attn_v.weight") != std::string::npos;
+    t.type = tensorType(s.wtype_, ctx, t.name, t.ne, layer, attnV);
+    attnV += isV;
+  }
+
+  gguf::GGUFWriter &w = s.writer_;
+  w.setString("general.architecture", m.arch);
+  w.setString("general.name", m.preset);
+  w.setU32("general.file_type", s.wtype_.fileType);
+  writeHParams(w, m);
+  writeVocab(w, buildVocab(m.vocab, m.nVocab));
+  if (ggmlTypeInfo(s.wtype_.base).quantized)
+    w.setU32("general.quantization_version", 2);
+  // Provenance: a synthetic model says so (and how to make it again).
+  w.setString("tpc.synth.preset", m.preset);
+  w.setU64("tpc.synth.seed", s.seed_);
+  for (const TensorPlan &t : s.tensors_) {
+    gguf::Expected<size_t> idx = w.addTensor(t.name, t.type, t.ne);
+    if (!idx)
+      return gguf::Error{"internal error planning " + m.preset + ": " + idx.error()};
+    s.nameHash_.push_back(hashName(t.name));
+  }
+  return s;
+}
+
+uint64_t Synthesizer::parameterCount() const {
+  uint64_t n = 0;
+  for (const gguf::TensorInfo &t : writer_.tensors())
+    n += t.nelements;
+  return n;
+}
+
+uint64_t Synthesizer::fileSize() const {
+  gguf::Expected<gguf::GGUFWriter::Layout> l = writer_.layout();
+  return l ? l->fileSize : 0;
+}
+
+void Synthesizer::fill(size_t index, uint8_t *dst, size_t nbytes) const {
+  const TensorPlan &t = tensors_[index];
+  uint64_t rowElems = t.ne[0];
+  uint64_t rowBytes = *ggmlRowBytes(t.type, rowElems);
+  uint64_t rows = nbytes / rowBytes;
+  // Chunks of whole rows, about 1 MiB, fixed by the row size alone (never by the thread count).
+  uint64_t chunkRows = std::max<uint64_t>(1, (uint64_t(1) << 20) / rowBytes);
+  for (uint64_t r = 0, k = 0; r < rows; r += chunkRows, ++k) {
+    Rng rng(mixSeed(mixSeed(seed_, nameHash_[index]), k));
+    uint64_t n = std::min(chunkRows, rows - r);
+    fillRows(t.type, t.init, dst + r * rowBytes, n, rowElems, r * rowElems, rng);
+  }
+}
+
+gguf::Expected<void> Synthesizer::write(const std::string &path, unsigned threads) const {
+  return writer_.write(
+      path, [this](size_t i, uint8_t *dst, size_t n) { fill(i, dst, n); }, threads);
+}
+
+gguf::Expected<std::vector<uint8_t>> Synthesizer::writeToBuffer(unsigned threads) const {
+  return writer_.writeToBuffer([this](size_t i, uint8_t *dst, size_t n) { fill(i, dst, n); }, threads);
+}
+
+} // namespace tpc::synth
