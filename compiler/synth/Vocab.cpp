@@ -9,6 +9,7 @@
 #include "compiler/synth/Fill.h"
 
 #include <array>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace tpc::synth {
@@ -71,27 +72,54 @@ public:
   /// Creates l + r from two existing tokens; false if it exists or is too long.
   bool merge(const std::string &l, const std::string &r) {
     std::string t = l + r;
-    if (t.size() > 16 || !have_.insert(t).second)
+    if (t.size() > 16 || have_.count(t))
       return false;
-    created.push_back(t);
-    merges.push_back(l + " " + r);
-    left_.push_back(t);
-    if (t.compare(0, space_.size(), space_) != 0 && t.size() <= 3)
-      shortTails_.push_back(t);
+    addRule(l, r);
     return true;
   }
 
-  /// Whole words, with and without the space marker, letter by letter.
-  void growWords(size_t budget) {
+  /// Adds the merge rule "l r" (BPE rank = its position) and the token l + r if it is new.
+  void addRule(const std::string &l, const std::string &r) {
+    if (!rank_.emplace(l + " " + r, static_cast<int>(merges.size())).second)
+      return;
+    merges.push_back(l + " " + r);
+    std::string t = l + r;
+    if (!have_.insert(t).second)
+      return;
+    created.push_back(t);
+    left_.push_back(t);
+    if (t.compare(0, space_.size(), space_) != 0 && t.size() <= 3)
+      shortTails_.push_back(t);
+  }
+
+  /// Whole words, with and without the space marker. For BPE each word is run through the merges made
+  /// so far (lowest rank first, as the tokenizer does) and a rule is added only where none applies, so the
+  /// word ends as one token and later rules (higher ranks) can never split it. SPM only needs the word's
+  /// prefixes to be pieces (left to right).
+  void growWords(size_t budget, bool bpe) {
     for (const char *w : kWords)
       for (bool spaced : {true, false}) {
-        std::string prev = spaced ? space_ : std::string(1, w[0]);
-        for (const char *c = spaced ? w : w + 1; *c; ++c) {
+        std::vector<std::string> sym;
+        if (spaced)
+          sym.push_back(space_);
+        for (const char *c = w; *c; ++c)
+          sym.emplace_back(1, *c);
+        while (sym.size() > 1) {
           if (created.size() >= budget)
             return;
-          std::string ch(1, *c);
-          merge(prev, ch);
-          prev += ch;
+          size_t best = 0;
+          int bestRank = -1;
+          for (size_t i = 0; bpe && i + 1 < sym.size(); ++i) {
+            auto it = rank_.find(sym[i] + " " + sym[i + 1]);
+            if (it != rank_.end() && (bestRank < 0 || it->second < bestRank)) {
+              best = i;
+              bestRank = it->second;
+            }
+          }
+          if (bestRank < 0)
+            addRule(sym[best], sym[best + 1]);
+          sym[best] += sym[best + 1];
+          sym.erase(sym.begin() + static_cast<long>(best) + 1);
         }
       }
   }
@@ -113,6 +141,7 @@ private:
   Rng rng_;
   std::unordered_set<std::string> have_;
   std::vector<std::string> left_, shortTails_;
+  std::unordered_map<std::string, int> rank_; ///< "left right" -> BPE rank
 };
 
 /// Letters first (the random growth draws from them), then digits and punctuation.
@@ -143,7 +172,7 @@ Vocab bpeVocab(uint32_t nVocab, uint32_t nNormal, const std::vector<std::pair<st
   for (const std::string &b : bytes)
     g.addBase(b, false); // every byte token exists; only letters and the space start merges
   size_t budget = nNormal - 256;
-  g.growWords(budget);
+  g.growWords(budget, true);
   g.growRandom(budget);
   v.tokens.assign(bytes.begin(), bytes.end());
   v.tokens.insert(v.tokens.end(), g.created.begin(), g.created.end());
@@ -182,7 +211,7 @@ Vocab spmVocab(uint32_t nVocab, const std::vector<std::pair<std::string, int32_t
   for (const std::string &c : baseCharacters())
     if (g.created.size() < budget)
       g.addBase(c, true);
-  g.growWords(budget);
+  g.growWords(budget, false);
   g.growRandom(budget);
   for (size_t i = 0; i < g.created.size(); ++i) {
     v.tokens.push_back(g.created[i]);

@@ -1,0 +1,379 @@
+//===- SynthTest.cpp - tpc synth: round trip, values, determinism, errors --===//
+//
+// Every small preset in every weight type is written to memory, read back with GGUFFile and checked: the
+// tensor table is the plan's, every dequantized value is finite and each tensor's spread is what its
+// distribution asks for; a small llama forward pass over the dequantized weights stays finite with O(1)
+// logits; the same seed gives the same bytes whatever the thread count; bad flags give errors naming them;
+// the Q4_K_M recipe reproduces the shared fixtures' quantized type layout; the real-size vocabularies pass
+// tpc's tokenizer validation and tokenize English into whole words.
+//===----------------------------------------------------------------------===//
+#include "compiler/gguf/GGUFFile.h"
+#include "compiler/synth/Synth.h"
+#include "compiler/synth/Vocab.h"
+#include "compiler/tokenizer/GGUFTokenizer.h"
+#include "runtime/cpu/quant/Quant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+using namespace tpc;
+using namespace tpc::synth;
+
+namespace {
+
+const char *const kTinyPresets[] = {"tiny-llama", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma4"};
+const char *const kTypes[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"};
+
+Synthesizer make(const std::string &preset, const std::string &type, uint64_t seed = 1, uint32_t layers = 0) {
+  SynthOptions o;
+  o.preset = preset;
+  o.type = type;
+  o.seed = seed;
+  o.layers = layers;
+  auto s = Synthesizer::create(o);
+  EXPECT_TRUE(bool(s)) << s.error();
+  return s.take();
+}
+
+std::unique_ptr<gguf::GGUFFile> open(const std::vector<uint8_t> &buf, const std::string &name) {
+  auto f = gguf::GGUFFile::openBuffer(buf.data(), buf.size(), name);
+  EXPECT_TRUE(bool(f)) << f.error();
+  return f ? f.take() : nullptr;
+}
+
+/// All values of tensor t as floats.
+std::vector<float> dequantize(const gguf::GGUFFile &f, const gguf::TensorInfo &t) {
+  std::vector<float> out(t.nelements);
+  uint64_t rowBytes = *ggmlRowBytes(t.type, t.ne[0]);
+  const uint8_t *p = f.tensorData(t);
+  for (uint64_t r = 0; r < t.nelements / t.ne[0]; ++r)
+    rt::cpu::dequantizeRow(t.type, p + r * rowBytes, out.data() + r * t.ne[0], static_cast<int64_t>(t.ne[0]));
+  return out;
+}
+
+struct Moments {
+  double mean = 0, std = 0;
+  bool finite = true;
+};
+Moments moments(const std::vector<float> &v) {
+  Moments m;
+  double s = 0, s2 = 0;
+  for (float x : v) {
+    m.finite &= std::isfinite(x);
+    s += x;
+    s2 += double(x) * x;
+  }
+  m.mean = s / v.size();
+  m.std = std::sqrt(std::max(0.0, s2 / v.size() - m.mean * m.mean));
+  return m;
+}
+
+} // namespace
+
+// Each small preset, in each type: the file reads back with the planned metadata and tensor table.
+TEST(Synth, RoundTripEveryPresetAndType) {
+  for (const char *preset : kTinyPresets)
+    for (const char *type : kTypes) {
+      SCOPED_TRACE(std::string(preset) + " " + type);
+      Synthesizer s = make(preset, type);
+      auto buf = s.writeToBuffer(2);
+      ASSERT_TRUE(bool(buf)) << buf.error();
+      EXPECT_EQ(buf->size(), s.fileSize());
+      auto f = open(*buf, preset);
+      ASSERT_TRUE(f);
+      EXPECT_EQ(f->version(), 3u);
+      EXPECT_EQ(*f->getString("general.architecture"), s.spec().arch);
+      EXPECT_EQ(*f->getU32(s.spec().arch + ".block_count"), s.spec().nLayer);
+      EXPECT_EQ(*f->getU32("general.file_type"), s.weightType().fileType);
+      ASSERT_EQ(f->tensors().size(), s.tensors().size());
+      for (size_t i = 0; i < s.tensors().size(); ++i) {
+        EXPECT_EQ(f->tensors()[i].name, s.tensors()[i].name);
+        EXPECT_EQ(f->tensors()[i].type, s.tensors()[i].type) << s.tensors()[i].name;
+        EXPECT_EQ(f->tensors()[i].ne, s.tensors()[i].ne) << s.tensors()[i].name;
+      }
+      auto tok = tokenizerFromGGUF(*f);
+      EXPECT_TRUE(bool(tok)) << tok.error();
+    }
+}
+
+// Dequantized values are finite and have the planned spread: matrices std 1/sqrt(fan_in) (within 10%),
+// norms mean 1, scales inside their ranges.
+TEST(Synth, ValuesFiniteWithPlannedSpread) {
+  for (const char *preset : kTinyPresets)
+    for (const char *type : kTypes) {
+      SCOPED_TRACE(std::string(preset) + " " + type);
+      Synthesizer s = make(preset, type, 7);
+      auto buf = s.writeToBuffer(2);
+      ASSERT_TRUE(bool(buf));
+      auto f = open(*buf, preset);
+      ASSERT_TRUE(f);
+      for (size_t i = 0; i < s.tensors().size(); ++i) {
+        const TensorPlan &p = s.tensors()[i];
+        std::vector<float> v = dequantize(*f, f->tensors()[i]);
+        Moments m = moments(v);
+        ASSERT_TRUE(m.finite) << p.name;
+        if (p.init.kind == Init::Normal) {
+          double tol = v.size() < 1024 ? 0.35 : 0.1; // few samples (q/k norms) spread more
+          EXPECT_NEAR(m.std, p.init.b, tol * p.init.b) << p.name << " " << ggmlTypeName(p.type);
+          // Sampling error of a mean is std/sqrt(n); allow 5 of them plus 1% for quantization.
+          double meanTol = (5.0 / std::sqrt(double(v.size())) + 0.01) * p.init.b;
+          EXPECT_NEAR(m.mean, p.init.a, meanTol) << p.name;
+        } else if (p.init.kind == Init::Uniform) {
+          for (float x : v) {
+            EXPECT_GE(x, p.init.a * 0.99f) << p.name;
+            EXPECT_LE(x, p.init.b * 1.01f) << p.name;
+          }
+        }
+      }
+    }
+}
+
+// The weight quants have realistic spread in the big presets' shapes too (one layer of each).
+TEST(Synth, FullSizeLayerValues) {
+  for (const char *preset : {"qwen3-30b-a3b", "gemma4-26b-a4b"}) {
+    SCOPED_TRACE(preset);
+    Synthesizer s = make(preset, "Q4_K_M", 3, 1);
+    for (const TensorPlan &p : s.tensors())
+      ASSERT_TRUE(canFill(p.type)) << p.name;
+    // Only the layer tensors, not the 262144-row embeddings: fill one expert tensor directly.
+    for (const TensorPlan &p : s.tensors()) {
+      if (p.name != "blk.0.ffn_down_exps.weight" && p.name != "blk.0.attn_v.weight")
+        continue;
+      uint64_t rows = 64, rowBytes = *ggmlRowBytes(p.type, p.ne[0]);
+      std::vector<uint8_t> raw(rows * rowBytes);
+      Rng rng(5);
+      fillRows(p.type, p.init, raw.data(), rows, p.ne[0], 0, rng);
+      std::vector<float> v(rows * p.ne[0]);
+      for (uint64_t r = 0; r < rows; ++r)
+        rt::cpu::dequantizeRow(p.type, raw.data() + r * rowBytes, v.data() + r * p.ne[0],
+                               static_cast<int64_t>(p.ne[0]));
+      Moments m = moments(v);
+      EXPECT_TRUE(m.finite) << p.name;
+      EXPECT_NEAR(m.std, p.init.b, 0.1 * p.init.b) << p.name << " " << ggmlTypeName(p.type);
+    }
+  }
+}
+
+namespace {
+/// y = W x for a weight whose rows are dequantized on the fly (W: ne = [in, out]).
+std::vector<float> matvec(const gguf::GGUFFile &f, const std::string &name, const std::vector<float> &x) {
+  const gguf::TensorInfo *t = f.findTensor(name);
+  EXPECT_NE(t, nullptr) << name;
+  EXPECT_EQ(t->ne[0], x.size()) << name;
+  uint64_t rowBytes = *ggmlRowBytes(t->type, t->ne[0]);
+  std::vector<float> row(t->ne[0]), y(t->ne[1]);
+  for (uint64_t r = 0; r < t->ne[1]; ++r) {
+    rt::cpu::dequantizeRow(t->type, f.tensorData(*t) + r * rowBytes, row.data(), static_cast<int64_t>(t->ne[0]));
+    double acc = 0;
+    for (size_t i = 0; i < x.size(); ++i)
+      acc += double(row[i]) * x[i];
+    y[r] = static_cast<float>(acc);
+  }
+  return y;
+}
+std::vector<float> rmsNorm(const std::vector<float> &x, const std::vector<float> &w) {
+  double s = 0;
+  for (float v : x)
+    s += double(v) * v;
+  float k = static_cast<float>(1.0 / std::sqrt(s / x.size() + 1e-5));
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    y[i] = x[i] * k * w[i];
+  return y;
+}
+double rms(const std::vector<float> &x) {
+  double s = 0;
+  for (float v : x)
+    s += double(v) * v;
+  return std::sqrt(s / x.size());
+}
+} // namespace
+
+// A llama forward pass (per token, attention over itself only: enough for magnitudes) over the
+// dequantized weights of the benchmark shape: the residual stays O(1) and the logits are finite, O(1).
+TEST(Synth, ForwardPassStaysFinite) {
+  Synthesizer s = make("bench-llama", "Q4_K_M", 11, 2);
+  auto buf = s.writeToBuffer(2);
+  ASSERT_TRUE(bool(buf));
+  auto f = open(*buf, "bench-llama");
+  ASSERT_TRUE(f);
+  const ModelSpec &m = s.spec();
+  auto vec = [&](const std::string &n) { return dequantize(*f, *f->findTensor(n)); };
+  const gguf::TensorInfo *embd = f->findTensor("token_embd.weight");
+  uint64_t rowBytes = *ggmlRowBytes(embd->type, m.nEmbd);
+  std::vector<float> x(m.nEmbd);
+  rt::cpu::dequantizeRow(embd->type, f->tensorData(*embd) + 42 * rowBytes, x.data(), m.nEmbd);
+  for (uint32_t il = 0; il < m.nLayer; ++il) {
+    std::string b = "blk." + std::to_string(il) + ".";
+    std::vector<float> h = rmsNorm(x, vec(b + "attn_norm.weight"));
+    std::vector<float> v = matvec(*f, b + "attn_v.weight", h);
+    // One token attends only to itself: each query head's output is its KV head's V.
+    uint32_t group = m.nHead / m.nHeadKv;
+    std::vector<float> attn(m.nHead * m.headDim);
+    for (uint32_t hd = 0; hd < m.nHead; ++hd)
+      for (uint32_t d = 0; d < m.headDim; ++d)
+        attn[hd * m.headDim + d] = v[(hd / group) * m.headDim + d];
+    std::vector<float> o = matvec(*f, b + "attn_output.weight", attn);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] += o[i];
+    h = rmsNorm(x, vec(b + "ffn_norm.weight"));
+    std::vector<float> g = matvec(*f, b + "ffn_gate.weight", h), u = matvec(*f, b + "ffn_up.weight", h);
+    for (size_t i = 0; i < g.size(); ++i)
+      g[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+    std::vector<float> d = matvec(*f, b + "ffn_down.weight", g);
+    EXPECT_GT(rms(d), 0.05) << b;
+    EXPECT_LT(rms(d), 5.0) << b;
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] += d[i];
+    EXPECT_LT(rms(x), 10.0) << b;
+  }
+  std::vector<float> logits = matvec(*f, "output.weight", rmsNorm(x, vec("output_norm.weight")));
+  for (float l : logits)
+    ASSERT_TRUE(std::isfinite(l));
+  EXPECT_GT(rms(logits), 0.3);
+  EXPECT_LT(rms(logits), 3.0);
+}
+
+// Same seed, same bytes, whatever the thread count; another seed changes the weights, not the layout;
+// a layer's tensors do not depend on --layers.
+TEST(Synth, Deterministic) {
+  for (const char *preset : kTinyPresets) {
+    SCOPED_TRACE(preset);
+    auto a = make(preset, "Q4_K_M", 5).writeToBuffer(1);
+    auto b = make(preset, "Q4_K_M", 5).writeToBuffer(4);
+    auto c = make(preset, "Q4_K_M", 6).writeToBuffer(2);
+    ASSERT_TRUE(a && b && c);
+    EXPECT_TRUE(*a == *b);
+    ASSERT_EQ(a->size(), c->size());
+    EXPECT_FALSE(*a == *c);
+  }
+  Synthesizer full = make("tiny-llama", "Q8_0", 9), one = make("tiny-llama", "Q8_0", 9, 1);
+  auto fb = full.writeToBuffer(2), ob = one.writeToBuffer(2);
+  ASSERT_TRUE(fb && ob);
+  auto ff = open(*fb, "full"), of = open(*ob, "one");
+  for (const char *name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_down.weight"}) {
+    const gguf::TensorInfo *x = ff->findTensor(name), *y = of->findTensor(name);
+    ASSERT_TRUE(x && y) << name;
+    ASSERT_EQ(x->nbytes, y->nbytes);
+    EXPECT_EQ(0, std::memcmp(ff->tensorData(*x), of->tensorData(*y), x->nbytes)) << name;
+  }
+}
+
+// Bad flags: one line naming the flag and the accepted values.
+TEST(Synth, BadFlagsNameTheFlag) {
+  auto err = [](SynthOptions o) {
+    auto s = Synthesizer::create(o);
+    EXPECT_FALSE(bool(s));
+    return s ? std::string() : s.error();
+  };
+  SynthOptions o;
+  o.preset = "llama-9000";
+  std::string e = err(o);
+  EXPECT_NE(e.find("--preset 'llama-9000'"), std::string::npos) << e;
+  EXPECT_NE(e.find("llama3-8b"), std::string::npos) << e;
+  o.preset = "tiny-llama";
+  o.type = "Q3_XL";
+  e = err(o);
+  EXPECT_NE(e.find("--type 'Q3_XL'"), std::string::npos) << e;
+  EXPECT_NE(e.find("Q4_K_M"), std::string::npos) << e;
+  o.type = "q4_k_m"; // case-insensitive
+  EXPECT_TRUE(bool(Synthesizer::create(o)));
+  o.arch = "qwen3";
+  e = err(o);
+  EXPECT_NE(e.find("--arch qwen3"), std::string::npos) << e;
+  o.arch = "llama";
+  o.layers = 5;
+  e = err(o);
+  EXPECT_NE(e.find("--layers 5"), std::string::npos) << e;
+  EXPECT_NE(e.find("1..4"), std::string::npos) << e;
+
+  Synthesizer s = make("tiny-llama", "F16");
+  auto w = s.write("/nonexistent-dir/x.gguf", 1);
+  ASSERT_FALSE(bool(w));
+  EXPECT_NE(w.error().find("/nonexistent-dir/x.gguf"), std::string::npos) << w.error();
+}
+
+// The benchmark presets have the sizes the CPU benchmark issue fixes (Q4_K_M: ~414 and ~249 MiB).
+TEST(Synth, BenchmarkPresetSizes) {
+  double llama = make("bench-llama", "Q4_K_M").fileSize() / 1048576.0;
+  double moe = make("bench-qwen3moe", "Q4_K_M").fileSize() / 1048576.0;
+  EXPECT_NEAR(llama, 414, 2);
+  EXPECT_NEAR(moe, 249, 2);
+}
+
+// The Q4_K_M recipe gives every tensor of the shared fixtures' Q4_K_M files the type the reference
+// engine's quantizer chose.
+TEST(Synth, RecipeMatchesFixtureQ4KM) {
+  const char *shared = std::getenv("TPC_SHARED_DIR");
+  std::string dir = shared ? std::string(shared) + "/fixtures/" : "";
+  if (dir.empty() || !std::ifstream(dir + "tiny-llama-Q4_K_M.gguf"))
+    GTEST_SKIP() << "TPC_SHARED_DIR has no fixtures/ (set it to the shared folder to run this test)";
+  WeightType wt = *parseWeightType("Q4_K_M");
+  for (const char *name : {"tiny-llama-Q4_K_M.gguf", "tiny-qwen3moe-Q4_K_M.gguf"}) {
+    SCOPED_TRACE(name);
+    auto f = gguf::GGUFFile::open(dir + name);
+    ASSERT_TRUE(bool(f)) << f.error();
+    std::string arch = *(*f)->getString("general.architecture");
+    RecipeContext ctx;
+    ctx.nLayer = *(*f)->getU32(arch + ".block_count");
+    ctx.nExpert = *(*f)->getU32Or(arch + ".expert_count", 0);
+    ctx.nHead = *(*f)->getU32(arch + ".attention.head_count");
+    ctx.nHeadKv = *(*f)->getU32(arch + ".attention.head_count_kv");
+    ctx.hasOutput = (*f)->findTensor("output.weight") != nullptr;
+    for (const gguf::TensorInfo &t : (*f)->tensors())
+      ctx.nAttnV += t.name.find("attn_v.weight") != std::string::npos;
+    int attnV = 0;
+    for (const gguf::TensorInfo &t : (*f)->tensors()) {
+      int layer = t.name.rfind("blk.", 0) == 0 ? std::stoi(t.name.substr(4)) : -1;
+      EXPECT_EQ(ggmlTypeName(tensorType(wt, ctx, t.name, t.ne, layer, attnV)), std::string(ggmlTypeName(t.type)))
+          << t.name;
+      attnV += t.name.find("attn_v.weight") != std::string::npos;
+    }
+  }
+}
+
+// The real-size vocabularies are valid for tpc's tokenizer; English words come out whole and text
+// round-trips through decode.
+TEST(Synth, RealSizeVocabulariesTokenize) {
+  struct Case {
+    VocabKind kind;
+    uint32_t n;
+    const char *theToken;
+  } cases[] = {{VocabKind::Llama3, 128256, "\xC4\xA0the"},
+               {VocabKind::Qwen2, 151936, "\xC4\xA0the"},
+               {VocabKind::Gemma, 262144, "\xE2\x96\x81the"},
+               {VocabKind::Spm512, 512, "\xE2\x96\x81the"}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.n);
+    Vocab v = buildVocab(c.kind, c.n);
+    ASSERT_EQ(v.tokens.size(), c.n);
+    gguf::GGUFWriter w;
+    w.setString("general.architecture", "llama");
+    writeVocab(w, v);
+    auto buf = w.writeToBuffer(nullptr);
+    ASSERT_TRUE(bool(buf)) << buf.error();
+    auto f = open(*buf, "vocab");
+    ASSERT_TRUE(f);
+    auto data = tokenizerFromGGUF(*f);
+    ASSERT_TRUE(bool(data)) << data.error();
+    rt::Tokenizer tok(data.take());
+    const std::string text = "Once upon a time, the little girl said hello to the world 42 times!";
+    std::vector<rt::TokenId> ids = tok.encode(text, false);
+    EXPECT_EQ(tok.decode(ids), text);
+    // Words merge into multi-character tokens (the 512-token vocabulary has fewer of them).
+    EXPECT_LT(ids.size(), c.n > 1000 ? text.size() / 2 : text.size() * 3 / 4);
+    rt::TokenId the = tok.find(c.theToken);
+    ASSERT_GE(the, 0);
+    EXPECT_NE(std::find(ids.begin(), ids.end(), the), ids.end());
+    if (c.kind == VocabKind::Llama3)
+      EXPECT_EQ(v.tokens[128009], "<|eot_id|>");
+    if (c.kind == VocabKind::Qwen2)
+      EXPECT_EQ(v.tokens[151645], "<|im_end|>");
+  }
+}
