@@ -1,7 +1,8 @@
 //===- RunCommand.cpp - `tpc run` -------------------------------------------===//
 //
-// `tpc run plan.bin -p TEXT -n N` loads a plan (tokenizer included), opens a Session on the CPU backend
-// and streams generated text; `--prompt-ids 1,2,3` skips the tokenizer; `--dump-logits FILE` writes float32
+// `tpc run plan.bin -p TEXT -n N` loads a plan (tokenizer included), opens a session on the CPU or CUDA
+// backend (`--backend auto|cpu|cuda`; auto is CUDA when built and a GPU is visible) and streams generated
+// text; the rest of the command sees the backend through the small Runner interface; `--prompt-ids 1,2,3` skips the tokenizer; `--dump-logits FILE` writes float32
 // rows (one per prompt position, then one per generated token after feeding it), the layout of the
 // fixtures' .logits.f32 files. `--bench -pp 512 -tg 128 [-r 5] [--json]` prints a llama-bench style table.
 // llama-bench spells the test sizes "-pp"/"-tg", which CLI11 cannot declare (one-letter short names), so
@@ -11,6 +12,9 @@
 #include "tools/tpc/Command.h"
 
 #include "runtime/exec/Executor.h"
+#ifdef TPC_HAVE_CUDA
+#include "runtime/cuda/CudaSession.h"
+#endif
 #include "runtime/sampler/Sampler.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
@@ -51,6 +55,43 @@ struct RunOptions {
   int reps = 5;
   bool json = false;
   bool profile = false;
+  std::string backend = "auto";
+  std::string gpus;
+};
+
+/// What `tpc run` needs from a backend's session (CPU Session or CUDA CudaSession).
+class Runner {
+public:
+  virtual ~Runner() = default;
+  virtual Expected<std::vector<float>> evaluate(const std::vector<int32_t> &ids, const std::vector<int32_t> &pos) = 0;
+  virtual const Plan &plan() const = 0;
+  virtual int64_t ctxSize() const = 0;
+  /// CPU threads per device (0 on CUDA).
+  virtual int threadsPerDevice() const = 0;
+  virtual void setProfiling(bool on) = 0;
+  virtual std::vector<StepProfile> profile() const = 0;
+  /// "CPU" or "CUDA" (bench tables).
+  virtual const char *name() const = 0;
+};
+
+/// Forwards Runner to a session type S.
+template <typename S> class SessionRunner : public Runner {
+public:
+  SessionRunner(std::unique_ptr<S> s, const char *name, int threads) : s_(std::move(s)), name_(name), threads_(threads) {}
+  Expected<std::vector<float>> evaluate(const std::vector<int32_t> &ids, const std::vector<int32_t> &pos) override {
+    return s_->evaluate(ids, pos);
+  }
+  const Plan &plan() const override { return s_->plan(); }
+  int64_t ctxSize() const override { return s_->ctxSize(); }
+  int threadsPerDevice() const override { return threads_; }
+  void setProfiling(bool on) override { s_->setProfiling(on); }
+  std::vector<StepProfile> profile() const override { return s_->profile(); }
+  const char *name() const override { return name_; }
+
+private:
+  std::unique_ptr<S> s_;
+  const char *name_;
+  int threads_;
 };
 
 /// Parses "1,2,3" (spaces allowed); the error names the flag.
@@ -115,7 +156,7 @@ struct LogitsDump {
   }
 };
 
-std::vector<float> eval(Session &s, const std::vector<int32_t> &ids, const std::vector<int32_t> &pos) {
+std::vector<float> eval(Runner &s, const std::vector<int32_t> &ids, const std::vector<int32_t> &pos) {
   auto r = s.evaluate(ids, pos);
   if (!r)
     throw Failure(r.message());
@@ -137,7 +178,7 @@ std::pair<double, double> meanStd(const std::vector<double> &v) {
   return {m, v.size() > 1 ? std::sqrt(s / (v.size() - 1)) : 0.0};
 }
 
-void runBench(Session &s, const RunOptions &o) {
+void runBench(Runner &s, const RunOptions &o) {
   const Plan &p = s.plan();
   if (o.pp < 0 || o.tg < 0 || (o.pp == 0 && o.tg == 0))
     throw Failure("--bench: give -pp N and/or -tg N with N > 0");
@@ -192,10 +233,10 @@ void runBench(Session &s, const RunOptions &o) {
     for (size_t i = 0; i < results.size(); ++i)
       fmt::print(
           "  {{\"model\": \"{}\", \"file\": \"{}\", \"size_bytes\": {}, \"devices\": {}, \"backend\": "
-          "\"CPU\", "
+          "\"{}\", "
           "\"threads_per_device\": {}, \"test\": \"{}\", \"n_tokens\": {}, \"reps\": {}, \"avg_ts\": {:.4f}, "
           "\"stddev_ts\": {:.4f}}}{}\n",
-          model, file, weightBytes, devices, s.threadsPerDevice(), results[i].test, results[i].tokens, o.reps,
+          model, file, weightBytes, devices, s.name(), s.threadsPerDevice(), results[i].test, results[i].tokens, o.reps,
           results[i].mean, results[i].sd, i + 1 < results.size() ? "," : "");
     fmt::print("]\n");
     return;
@@ -203,11 +244,11 @@ void runBench(Session &s, const RunOptions &o) {
   fmt::print("| model | size | devices | backend | threads | test | t/s |\n");
   fmt::print("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
   for (const Result &r : results)
-    fmt::print("| {} ({}) | {} | {} | CPU | {} | {} | {:.2f} ± {:.2f} |\n", model, file, size, devices,
+    fmt::print("| {} ({}) | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", model, file, size, devices, s.name(),
                s.threadsPerDevice() * devices, r.test, r.mean, r.sd);
 }
 
-void runGenerate(Session &s, const RunOptions &o) {
+void runGenerate(Runner &s, const RunOptions &o) {
   const Plan &p = s.plan();
   std::unique_ptr<Tokenizer> tok;
   if (!p.tokenizer.tokens.empty()) {
@@ -303,7 +344,7 @@ void runGenerate(Session &s, const RunOptions &o) {
 }
 
 /// Time per op kind on device 0, largest first.
-void printProfile(const Session &s) {
+void printProfile(const Runner &s) {
   std::vector<StepProfile> byOp(kNumOpKinds);
   double total = 0;
   for (const StepProfile &p : s.profile()) {
@@ -322,6 +363,38 @@ void printProfile(const Session &s) {
                  100 * b.seconds / std::max(total, 1e-12), b.calls);
 }
 
+/// Opens the plan on the backend --backend names (auto: CUDA when built and a GPU is visible).
+std::unique_ptr<Runner> openRunner(Plan plan, const SessionOptions &so, const RunOptions &o) {
+  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
+    throw Failure(fmt::format("--backend: '{}' is not auto, cpu or cuda", o.backend));
+#ifdef TPC_HAVE_CUDA
+  if (o.backend == "cuda" || (o.backend == "auto" && cuda::cudaDeviceCount() > 0)) {
+    cuda::CudaOptions co;
+    co.progress = true;
+    std::stringstream ss(o.gpus);
+    for (std::string item; std::getline(ss, item, ',');) {
+      char *end = nullptr;
+      long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end || v < 0)
+        throw Failure(fmt::format("--gpus: '{}' is not a GPU ordinal (expected e.g. 0,1)", item));
+      co.gpus.push_back(static_cast<int>(v));
+    }
+    auto s = cuda::CudaSession::open(std::move(plan), so, co);
+    if (!s)
+      throw Failure(s.message());
+    return std::make_unique<SessionRunner<cuda::CudaSession>>(std::move(*s), "CUDA", 0);
+  }
+#else
+  if (o.backend == "cuda")
+    throw Failure("--backend cuda: this tpc was built without CUDA (configure with -DTPC_ENABLE_CUDA=ON)");
+#endif
+  auto s = Session::open(std::move(plan), so);
+  if (!s)
+    throw Failure(s.message());
+  const int threads = (*s)->threadsPerDevice();
+  return std::make_unique<SessionRunner<Session>>(std::move(*s), "CPU", threads);
+}
+
 void runRun(const RunOptions &o) {
   auto plan = loadPlan(o.plan);
   if (!plan)
@@ -334,16 +407,14 @@ void runRun(const RunOptions &o) {
   so.threads = o.threads;
   so.ctxSize = o.ctxSize;
   so.ggufPath = o.gguf;
-  auto session = Session::open(std::move(*plan), so);
-  if (!session)
-    throw Failure(session.message());
-  (*session)->setProfiling(o.profile);
+  std::unique_ptr<Runner> runner = openRunner(std::move(*plan), so, o);
+  runner->setProfiling(o.profile);
   if (o.bench)
-    runBench(**session, o);
+    runBench(*runner, o);
   else
-    runGenerate(**session, o);
+    runGenerate(*runner, o);
   if (o.profile)
-    printProfile(**session);
+    printProfile(*runner);
 }
 
 void registerRun(CLI::App &app) {
@@ -370,6 +441,9 @@ void registerRun(CLI::App &app) {
   cmd->add_option("-r,--repetitions", o->reps, "bench: repetitions")->capture_default_str();
   cmd->add_flag("--json", o->json, "bench: JSON output");
   cmd->add_flag("--profile", o->profile, "print time per op kind on device 0 (stderr)");
+  cmd->add_option("--backend", o->backend, "auto (CUDA when built and a GPU is visible), cpu or cuda")
+      ->capture_default_str();
+  cmd->add_option("--gpus", o->gpus, "CUDA: GPU ordinals for the plan's devices, round-robin (default: all)");
   cmd->callback([o] { runRun(*o); });
 }
 
