@@ -40,8 +40,10 @@ private:
   int n_;
   std::mutex mu_;
   std::condition_variable cv_;
-  int arrived_ = 0;
-  uint64_t generation_ = 0;
+  // Barrier state: arrivals count up; the last one resets the count and bumps the generation, which the
+  // others spin on briefly (collectives come every few hundred microseconds in decode) before sleeping.
+  alignas(64) std::atomic<int> arrived_{0};
+  alignas(64) std::atomic<uint64_t> generation_{0};
   std::atomic<bool> aborted_{false};
   std::vector<const std::vector<TensorRef> *> bufs_;
   std::vector<const TensorRef *> x_, y_;

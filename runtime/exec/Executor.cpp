@@ -2,8 +2,9 @@
 //
 // Tensor addresses are resolved once at open (arena base + offset, views after their bases); per call only
 // the token dimension changes, so binding a step's operands is a shape substitution. The step loop is a
-// flat switch on the op kind. Devices 1..N-1 run on their own threads per evaluate() call, device 0 on the
-// caller; all of them meet at each collective in the shared Rendezvous.
+// flat switch on the op kind. Devices 1..N-1 run on persistent threads started at open() and woken per
+// evaluate() chunk (creating threads per call cost more than a small model's whole decode step); device 0
+// runs on the caller. All of them meet at each collective in the shared Rendezvous.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Executor.h"
 
@@ -12,7 +13,9 @@
 
 #include <fmt/core.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <fcntl.h>
 #include <mutex>
@@ -82,6 +85,19 @@ struct Session::Impl {
   std::mutex failureMu;
   std::vector<StepProfile> prof;
 
+  // Persistent device threads (devices 1..N-1). A call publishes its token count and bumps runGen; each
+  // thread runs its device and decrements pending. Waits spin briefly (a decode step is short), then
+  // sleep on the condition variables so an idle session costs no CPU.
+  std::vector<std::thread> deviceThreads;
+  std::mutex runMu;
+  std::condition_variable runCv, doneCv;
+  std::atomic<uint64_t> runGen{0};
+  std::atomic<int> pending{0};
+  std::atomic<bool> stopping{false};
+  int64_t runTokens = 0;
+
+  ~Impl() { stopDeviceThreads(); }
+
   TensorRef bind(size_t d, int32_t id, int64_t t) const {
     const TensorDesc &td = plan.devices[d].tensors[id];
     TensorRef r;
@@ -110,7 +126,101 @@ struct Session::Impl {
   std::string checkAll(int64_t t);
   std::string checkCollectives(int64_t t);
   void runDevice(size_t d, int64_t t);
+  /// runDevice with errors recorded in `failure` and the rendezvous aborted, so peers never hang.
+  void runGuarded(size_t d, int64_t t);
+  void startDeviceThreads();
+  void stopDeviceThreads();
+  void deviceLoop(size_t d);
+  /// Runs every device on `t` tokens (device 0 on the caller) and returns when all are done.
+  void runAll(int64_t t);
 };
+
+namespace {
+inline void cpuRelax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+/// Spin iterations before a waiting device thread (or the caller) blocks (~20 us: PAUSE takes ~70 ns on the
+/// VMs).
+constexpr int kDeviceSpin = 300;
+} // namespace
+
+void Session::Impl::runGuarded(size_t d, int64_t t) {
+  // A kernel that throws (it should not: open() checked every step) must neither terminate the process
+  // nor leave the peers waiting at a collective.
+  try {
+    runDevice(d, t);
+  } catch (const std::exception &e) {
+    std::lock_guard<std::mutex> lock(failureMu);
+    if (failure.empty())
+      failure = fmt::format("device {}: {}", d, e.what());
+    rv->abort();
+  }
+}
+
+void Session::Impl::startDeviceThreads() {
+  for (size_t d = 1; d < devs.size(); ++d)
+    deviceThreads.emplace_back([this, d] { deviceLoop(d); });
+}
+
+void Session::Impl::stopDeviceThreads() {
+  {
+    std::lock_guard<std::mutex> lock(runMu);
+    stopping = true;
+    runGen.fetch_add(1);
+  }
+  runCv.notify_all();
+  for (std::thread &th : deviceThreads)
+    th.join();
+  deviceThreads.clear();
+}
+
+void Session::Impl::deviceLoop(size_t d) {
+  uint64_t seen = 0;
+  for (;;) {
+    int spins = 0;
+    while (runGen.load(std::memory_order_acquire) == seen) {
+      if (++spins < kDeviceSpin) {
+        cpuRelax();
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(runMu);
+      runCv.wait(lock, [&] { return runGen.load() != seen; });
+    }
+    seen = runGen.load(std::memory_order_acquire);
+    if (stopping.load())
+      return;
+    runGuarded(d, runTokens);
+    if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(runMu); // orders the notify after the caller's predicate check
+      doneCv.notify_one();
+    }
+  }
+}
+
+void Session::Impl::runAll(int64_t t) {
+  const int others = static_cast<int>(devs.size()) - 1;
+  if (others > 0) {
+    runTokens = t;
+    pending.store(others, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(runMu);
+      runGen.fetch_add(1, std::memory_order_release);
+    }
+    runCv.notify_all();
+  }
+  runGuarded(0, t);
+  int spins = 0;
+  while (pending.load(std::memory_order_acquire) != 0) {
+    if (++spins < kDeviceSpin) {
+      cpuRelax();
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(runMu);
+    doneCv.wait(lock, [&] { return pending.load() == 0; });
+  }
+}
 
 std::string Session::Impl::checkAll(int64_t t) {
   std::vector<TensorRef> in, out;
@@ -430,6 +540,7 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
   m.prof.resize(p.devices[0].steps.size());
   for (size_t i = 0; i < m.prof.size(); ++i)
     m.prof[i].name = p.devices[0].steps[i].name, m.prof[i].op = p.devices[0].steps[i].op;
+  m.startDeviceThreads();
   return E(std::move(s));
 }
 
@@ -460,24 +571,7 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &token
       std::copy(tokens.begin() + at, tokens.begin() + at + t, dev.tokens.begin());
       std::copy(positions.begin() + at, positions.begin() + at + t, dev.positions.begin());
     }
-    // A kernel that throws (it should not: open() checked every step) must neither terminate the process
-    // nor leave the peers waiting at a collective.
-    auto guarded = [&m, t](size_t d) {
-      try {
-        m.runDevice(d, t);
-      } catch (const std::exception &e) {
-        std::lock_guard<std::mutex> lock(m.failureMu);
-        if (m.failure.empty())
-          m.failure = fmt::format("device {}: {}", d, e.what());
-        m.rv->abort();
-      }
-    };
-    std::vector<std::thread> others;
-    for (size_t d = 1; d < m.devs.size(); ++d)
-      others.emplace_back(guarded, d);
-    guarded(0);
-    for (auto &th : others)
-      th.join();
+    m.runAll(t);
     if (!m.failure.empty())
       return E::error("execution failed: " + m.failure + "; reopen the plan");
     std::memcpy(logits.data() + at * vocab, m.devs[0].ptr[m.logitsTensor], t * vocab * sizeof(float));
