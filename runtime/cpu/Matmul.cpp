@@ -44,7 +44,7 @@ void validate(const char *op, const Core &c) {
     fail(op, std::string("weight type ") + ggmlTypeName(c.wType) +
                  " is not supported by the CPU backend (supported: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
                  "q8_0, q2_K..q8_K, iq4_nl, mxfp4)");
-  if (c.n < 0 || c.m < 0 || c.k <= 0)
+  if (c.n < 0 || c.m < 0 || c.k < 0)
     fail(op,
          "bad shape n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" + std::to_string(c.m));
   std::optional<uint64_t> rowBytes = ggmlRowBytes(c.wType, static_cast<uint64_t>(c.k));
@@ -54,7 +54,7 @@ void validate(const char *op, const Core &c) {
   if (c.n > 1 && c.wRowStride < *rowBytes)
     fail(op, "weight row stride " + std::to_string(c.wRowStride) + " is smaller than a row (" +
                  std::to_string(*rowBytes) + " bytes)");
-  if (c.m > 0 && c.n > 0 && (!c.w || !c.x || !c.y))
+  if (c.m > 0 && c.n > 0 && (!c.y || (c.k > 0 && (!c.w || !c.x))))
     fail(op, "null weight, input or output pointer");
   // With index arrays any row may be used, so the strides must hold a whole row whatever m is.
   if ((c.m > 1 || c.xRows) && c.xRowStride < static_cast<size_t>(c.k))
@@ -69,6 +69,14 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
   validate(op, c);
   if (c.m == 0 || c.n == 0)
     return;
+  if (c.k == 0) {
+    // An empty reduction (a device's share of a split K can be 0): the partial sum is zero.
+    for (int64_t i = 0; i < c.m; ++i) {
+      float *yr = c.y + static_cast<size_t>(c.yRows ? c.yRows[i] : i) * c.yRowStride;
+      std::fill(yr, yr + c.n, 0.0f);
+    }
+    return;
+  }
   VecDotFn dot = vecDotKernel(c.wType, activeIsa());
   VecDot4Fn dot4 = vecDot4Kernel(c.wType, activeIsa());
   GGMLType actType = vecDotType(c.wType);

@@ -11,7 +11,8 @@
 // never depends on the thread count or the path taken.
 //
 // Errors (unsupported type, k not whole blocks, strides too small) throw std::invalid_argument with a
-// message naming the argument; no work is started then.
+// message naming the argument; no work is started then. Empty shapes are valid: n = 0 or m = 0 writes
+// nothing, k = 0 writes zeros (the empty sum; a device's share of a split reduction axis can be empty).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_MATMUL_H
 #define TPC_RUNTIME_CPU_MATMUL_H

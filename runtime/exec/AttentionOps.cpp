@@ -77,7 +77,10 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
                  const TensorRef *sinks, KvBuffers &kv, const TensorRef &y, const AttentionParams &p,
                  ThreadGroup &tg) {
   const int64_t t = q.shape[0], hq = q.shape[1], dk = q.shape[2];
-  const int64_t hkv = k.shape[1], dv = v.shape[2], group = hq / hkv;
+  const int64_t hkv = k.shape[1], dv = v.shape[2];
+  if (hkv == 0) // this device's share of the heads is empty (checkStep: then hq is 0 too)
+    return;
+  const int64_t group = hq / hkv;
   const DType dt = kv.desc.dtype;
   // Append K/V at their positions (rows of the cache are [Hkv, D] per position).
   for (int64_t ti = 0; ti < t; ++ti) {
@@ -85,6 +88,8 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
     storeRow(kv.k, dt, at * hkv * dk, k.f() + ti * hkv * dk, hkv * dk);
     storeRow(kv.v, dt, at * hkv * dv, v.f() + ti * hkv * dv, hkv * dv);
   }
+  if (hq == 0) // K/V mirrored (MQA) but no query head here: the cache is kept, nothing to attend
+    return;
   const float *h2f = halfTable();
   // One work item per (token, KV head): its cache rows are converted to f32 once and serve the whole
   // group of query heads that share them (GQA), then scores and the weighted sum per query head.

@@ -37,8 +37,13 @@ struct TensorRef {
   }
   /// Last dim (1 for a scalar).
   int64_t inner() const { return shape.empty() ? 1 : shape.back(); }
-  /// Product of all dims but the last.
-  int64_t rows() const { return inner() ? numel() / inner() : 0; }
+  /// Product of all dims but the last (also when the last is 0: a [T,0] tensor still has T rows).
+  int64_t rows() const {
+    int64_t n = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i)
+      n *= shape[i];
+    return n;
+  }
   float *f() const { return static_cast<float *>(data); }
   int32_t *i() const { return static_cast<int32_t *>(data); }
 };

@@ -117,10 +117,15 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
         y.numel() != x.rows() * s.ints[0])
       return bad(fmt::format("k={} needs f32 x[..,N >= k] and i32 y[..,k]", s.ints[0]));
     return "";
-  case OpKind::Sum:
-    if (!isF32(x) || !isF32(y) || !axisOk(x, s.ints[0]) || y.numel() * x.shape[s.ints[0]] != x.numel())
-      return bad(fmt::format("axis {} out of range or output size wrong", s.ints[0]));
+  case OpKind::Sum: {
+    if (!isF32(x) || !isF32(y) || !axisOk(x, s.ints[0]))
+      return bad(fmt::format("axis {} out of range", s.ints[0]));
+    int64_t outer, dim, inner;
+    splitAxis(x.shape, s.ints[0], outer, dim, inner);
+    if (y.numel() != outer * inner) // also right when the summed axis is empty (the sum is then 0)
+      return bad(fmt::format("output size wrong for a sum over axis {}", s.ints[0]));
     return "";
+  }
   case OpKind::Reshape:
   case OpKind::Copy:
     // A copy may read a plain weight (f32/f16/i32 rows, e.g. a mirrored table used as an activation).
@@ -145,8 +150,9 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
   case OpKind::View:
   case OpKind::Slice: {
     int64_t axis = s.ints[0], off = s.ints[1], size = s.ints[2];
+    // size 0: a device's empty share of a split dimension.
     if (x.isWeight || !axisOk(x, axis) || y.shape.size() != x.shape.size() || x.dtype != y.dtype || off < 0 ||
-        size <= 0 || off > x.shape[axis] - size || y.shape[axis] != size)
+        size < 0 || off > x.shape[axis] - size || y.shape[axis] != size)
       return bad(fmt::format("axis {} offset {} size {} outside the input", axis, off, size));
     for (size_t i = 0; i < x.shape.size(); ++i)
       if (int64_t(i) != axis && x.shape[i] != y.shape[i])
@@ -190,8 +196,8 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
       return bad("needs f32 q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], i32 pos[T]");
     const int64_t t = x.shape[0], hq = x.shape[1], hkv = k.shape[1];
     if (k.shape[0] != t || v.shape[0] != t || pos.numel() != t || v.shape[1] != hkv ||
-        k.shape[2] != x.shape[2] || hkv <= 0 || hq % hkv != 0 || y.numel() != t * hq * v.shape[2])
-      return bad("q/k/v/pos/output shapes disagree (Hq must be a multiple of Hkv)");
+        k.shape[2] != x.shape[2] || (hkv == 0 ? hq != 0 : hq % hkv != 0) || y.numel() != t * hq * v.shape[2])
+      return bad("q/k/v/pos/output shapes disagree (Hq must be a multiple of Hkv, 0 when Hkv is 0)");
     if (hkv != c.desc.nHeadKv || k.shape[2] != c.desc.headDimK || v.shape[2] != c.desc.headDimV)
       return bad(fmt::format("k/v do not match kv cache {} ({} heads, dims {}/{})", s.ints[0], c.desc.nHeadKv,
                              c.desc.headDimK, c.desc.headDimV));

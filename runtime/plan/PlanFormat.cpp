@@ -48,14 +48,15 @@ std::optional<uint64_t> addChecked(uint64_t a, uint64_t b) {
   return r;
 }
 
-/// Elements of `shape` with the token dim at `tokens`; nullopt on a bad dim or overflow.
+/// Elements of `shape` with the token dim at `tokens`; nullopt on a bad dim or overflow. A dim may be 0: a
+/// device's share of a split dimension can be empty (e.g. every head of a one-block split on device 0).
 std::optional<uint64_t> elemsOf(const std::vector<int64_t> &shape, int64_t tokens) {
   uint64_t n = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     int64_t d = shape[i];
     if (d == -1 && i == 0)
       d = tokens;
-    if (d <= 0)
+    if (d < 0)
       return std::nullopt;
     auto m = mulChecked(n, static_cast<uint64_t>(d));
     if (!m)
@@ -174,8 +175,9 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       continue;
     }
     auto rowBytes = ggmlRowBytes(s.type, static_cast<uint64_t>(s.shape.back()));
-    auto total =
-        rowBytes ? mulChecked(*rowBytes, *elems / static_cast<uint64_t>(s.shape.back())) : std::nullopt;
+    std::vector<int64_t> outer(s.shape.begin(), s.shape.end() - 1); // rows, also when a row is empty
+    auto rows = elemsOf(outer, 0);
+    auto total = rowBytes && rows ? mulChecked(*rowBytes, *rows) : std::nullopt;
     if (!total || *total != s.bytes)
       err(fmt::format("{}: {} bytes do not match shape and type {}", where, s.bytes, ggmlTypeName(s.type)));
     if (s.offset % 4 != 0) // block structs hold f16/f32 fields; kernels read them in place
@@ -209,7 +211,8 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
   uint64_t kvPerToken = 0;
   for (size_t k = 0; k < dev.kv.size(); ++k) {
     const KvCache &c = dev.kv[k];
-    if (c.nHeadKv <= 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.dtype == DType::I32) {
+    // 0 heads is a device's empty share of split KV heads.
+    if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.dtype == DType::I32) {
       err(fmt::format("kv cache {} (layer {}): bad heads/dims/dtype", k, c.layer));
       continue;
     }
@@ -236,7 +239,7 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
     auto elems = elemsOf(t.shape, maxBatch);
     auto bytes = elems ? mulChecked(*elems, dtypeBytes(t.dtype)) : std::nullopt;
     if (!bytes) {
-      err(fmt::format("{}: bad shape (dims must be > 0; only dim 0 may be -1)", where));
+      err(fmt::format("{}: bad shape (dims must be >= 0; only dim 0 may be -1)", where));
       continue;
     }
     bytesAtMax[i] = *bytes;

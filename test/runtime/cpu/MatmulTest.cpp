@@ -230,3 +230,71 @@ TEST(MatmulErrors, BadArgumentsAreClearErrors) {
   a.wType = GGMLType::IQ2_XS;
   EXPECT_THROW(matmul(a, g), std::invalid_argument);
 }
+
+// A device's share of a split dimension can be empty: k = 0 is an empty partial sum (zeros must be
+// written, the output buffer holds stale values), n = 0 and m = 0 write nothing, for every type.
+TEST(MatmulEmpty, ZeroSizedDimensions) {
+  ThreadGroup g(2);
+  for (GGMLType t : {GGMLType::F32, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K}) {
+    SCOPED_TRACE(ggmlTypeName(t));
+    const int64_t n = 5, m = 7;
+    std::vector<float> y(m * n, -3.0f);
+    MatmulArgs a;
+    a.w = nullptr; // no weight bytes at all: a [n, 0] slice is empty
+    a.wType = t;
+    a.n = n;
+    a.k = 0;
+    a.wRowStride = 0;
+    a.x = nullptr;
+    a.m = m;
+    a.xRowStride = 0;
+    a.y = y.data();
+    a.yRowStride = n;
+    matmul(a, g);
+    for (float v : y)
+      ASSERT_EQ(v, 0.0f);
+    // n = 0: nothing to write (y may be the end of an arena).
+    std::fill(y.begin(), y.end(), -3.0f);
+    Problem p(t, 3, ggmlTypeInfo(t).blockElems, m, 7);
+    a.w = p.w.data();
+    a.k = ggmlTypeInfo(t).blockElems;
+    a.wRowStride = p.wStride;
+    a.x = p.x.data();
+    a.xRowStride = static_cast<size_t>(a.k);
+    a.n = 0;
+    a.yRowStride = 0;
+    matmul(a, g);
+    a.n = 3;
+    a.m = 0;
+    a.yRowStride = 3;
+    matmul(a, g);
+    for (float v : y)
+      ASSERT_EQ(v, -3.0f);
+  }
+  // matmulId with k = 0 zeroes only the routed rows.
+  std::vector<float> y(4 * 6, -3.0f);
+  const std::vector<int32_t> xRows = {1, 0}, yRows = {2, 0};
+  MatmulIdArgs id;
+  id.wType = GGMLType::Q4_K;
+  id.n = 6;
+  id.k = 0;
+  id.nExperts = 2;
+  id.expert = 1;
+  id.xRows = xRows.data();
+  id.y = y.data();
+  id.yRowStride = 6;
+  id.yRows = yRows.data();
+  id.count = 2;
+  matmulId(id, g);
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 6; ++c)
+      ASSERT_EQ(y[r * 6 + c], (r == 0 || r == 2) ? 0.0f : -3.0f) << r;
+  // k < 0 stays an error.
+  MatmulArgs bad;
+  bad.wType = GGMLType::F32;
+  bad.n = 1;
+  bad.k = -32;
+  bad.m = 1;
+  bad.y = y.data();
+  EXPECT_THROW(matmul(bad, g), std::invalid_argument);
+}
