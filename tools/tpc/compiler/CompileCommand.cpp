@@ -1,10 +1,17 @@
 //===- CompileCommand.cpp - `tpc compile` -----------------------------------===//
 //
-// `tpc compile model.gguf --emit=mlir`: reads the GGUF, imports it into the tpc dialect, verifies the
-// module and prints it. MLIR diagnostics are collected and turned into one error line each.
+// `tpc compile model.gguf --devices N [--tensor-split 3,2,1] [--override-tensor REGEX=cpu]...
+//  [--no-kv-offload] [--max-batch N] [-o plan.bin]`: import the GGUF, run the tpc pipeline (the same
+// builder tpc-opt's --tpc-pipeline uses) and write the device plan. `--emit=mlir [--stop-after STAGE]`
+// prints the IR instead (after `import` or any pipeline stage); `--report [--json]` prints memory per
+// device and the collectives per layer. MLIR diagnostics are collected and reported as one error line
+// naming the model.
 //===----------------------------------------------------------------------===//
+#include "compiler/emit/PlanEmitter.h"
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/import/Importer.h"
+#include "passes/Pipelines.h"
+#include "runtime/plan/PlanIO.h"
 #include "tools/tpc/Command.h"
 
 #include "dialects/tpc/IR/TpcOps.h"
@@ -12,11 +19,14 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/core.h>
 
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 
 namespace tpc::cli {
@@ -24,20 +34,174 @@ namespace {
 
 struct CompileOptions {
   std::string model;
-  std::string emit = "mlir";
+  int64_t devices = 1;
+  std::string tensorSplit;
+  std::vector<std::string> overrideTensor;
+  bool noKvOffload = false;
+  int64_t maxBatch = 512;
   std::string output;
+  std::string emit = "plan";
+  std::string stopAfter;
+  bool printIrAfterAll = false;
+  bool report = false;
+  bool json = false;
 };
 
+/// "3,2,1" -> {3, 2, 1}: one positive share per device.
+std::vector<double> parseTensorSplit(const std::string &text, int64_t devices) {
+  std::vector<double> shares;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char *end = nullptr;
+    double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(v > 0))
+      throw Failure(fmt::format("--tensor-split: '{}' is not a positive number (expected e.g. 3,2,1)", item));
+    shares.push_back(v);
+  }
+  if (int64_t(shares.size()) != devices)
+    throw Failure(fmt::format("--tensor-split: {} shares given for --devices {} (one per device)", shares.size(),
+                              devices));
+  return shares;
+}
+
+std::string printIR(mlir::ModuleOp m) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m.print(os);
+  return text;
+}
+
+void writeText(const std::string &path, const std::string &text) {
+  if (path.empty() || path == "-") {
+    fmt::print("{}", text);
+    return;
+  }
+  std::unique_ptr<FILE, int (*)(FILE *)> out(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!out || std::fwrite(text.data(), 1, text.size(), out.get()) != text.size())
+    throw Failure(path + ": cannot write the output (-o)");
+}
+
+/// Collectives of one layer.
+struct LayerTraffic {
+  int allReduce = 0, allGather = 0, reduceScatter = 0;
+  int64_t bytesPerToken = 0; ///< payload: f32 elements per token of every operand
+};
+
+std::string layerName(int64_t layer) {
+  if (layer == mlir::tpc::kLayerOutput)
+    return "output";
+  if (layer == mlir::tpc::kLayerNone)
+    return "input";
+  return "blk." + std::to_string(layer);
+}
+
+/// Elements per token of a value's global shape (the dynamic token dimension counts 1).
+int64_t perToken(mlir::Value v) {
+  int64_t n = 1;
+  for (int64_t d : llvm::cast<mlir::ShapedType>(v.getType()).getShape())
+    n *= mlir::ShapedType::isDynamic(d) ? 1 : d;
+  return n;
+}
+
+void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &plan) {
+  auto layers = mlir::tpc::attributeLayers(m);
+  std::map<int64_t, LayerTraffic> traffic;
+  m.walk([&](mlir::Operation *op) {
+    if (!llvm::isa<mlir::tpc::AllReduceOp, mlir::tpc::AllGatherOp, mlir::tpc::ReduceScatterOp>(op))
+      return;
+    LayerTraffic &t = traffic[layers.lookup(op)];
+    if (llvm::isa<mlir::tpc::AllReduceOp>(op))
+      ++t.allReduce;
+    else if (llvm::isa<mlir::tpc::AllGatherOp>(op))
+      ++t.allGather;
+    else
+      ++t.reduceScatter;
+    for (mlir::Value v : op->getOperands())
+      t.bytesPerToken += perToken(v) * 4;
+  });
+  int64_t total = 0;
+  for (auto &[layer, t] : traffic)
+    total += t.bytesPerToken;
+  const size_t n = plan.devices.size();
+  if (opts.json) {
+    std::string s = fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"devices\": [", opts.model, plan.model.arch);
+    for (size_t d = 0; d < n; ++d) {
+      const rt::DevicePlan &dev = plan.devices[d];
+      s += fmt::format("{}{{\"device\": {}, \"weight_bytes\": {}, \"kv_bytes_per_1k_tokens\": {}, "
+                       "\"activation_bytes\": {}}}",
+                       d ? ", " : "", d, dev.weightBytes, dev.kvBytesPerToken * 1024, dev.activationBytes);
+    }
+    s += "], \"collectives\": [";
+    bool first = true;
+    for (auto &[layer, t] : traffic) {
+      s += fmt::format("{}{{\"layer\": \"{}\", \"all_reduce\": {}, \"all_gather\": {}, \"reduce_scatter\": {}, "
+                       "\"bytes_per_token\": {}}}",
+                       first ? "" : ", ", layerName(layer), t.allReduce, t.allGather, t.reduceScatter,
+                       t.bytesPerToken);
+      first = false;
+    }
+    s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}}}\n", total, plan.model.maxBatch);
+    fmt::print("{}", s);
+    return;
+  }
+  fmt::print("{} ({}) on {} device(s), max batch {}\n\n", opts.model, plan.model.arch, n, plan.model.maxBatch);
+  fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |\n");
+  fmt::print("|-------:|--------------:|-----------------------:|------------------:|\n");
+  for (size_t d = 0; d < n; ++d) {
+    const rt::DevicePlan &dev = plan.devices[d];
+    fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |\n", d, dev.weightBytes / 1048576.0,
+               dev.kvBytesPerToken * 1024 / 1048576.0, dev.activationBytes / 1048576.0);
+  }
+  fmt::print("\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
+             "2(N-1)/N of it per device):\n\n");
+  fmt::print("| layer | all_reduce | all_gather | reduce_scatter | bytes/token |\n");
+  fmt::print("|-------|-----------:|-----------:|---------------:|------------:|\n");
+  for (auto &[layer, t] : traffic)
+    fmt::print("| {} | {} | {} | {} | {} |\n", layerName(layer), t.allReduce, t.allGather, t.reduceScatter,
+               t.bytesPerToken);
+  fmt::print("\ntotal: {} bytes per token{}\n", total, traffic.empty() ? " (no collectives)" : "");
+}
+
 void runCompile(const CompileOptions &opts) {
+  const auto &stages = mlir::tpc::pipelineStages();
+  if (!opts.stopAfter.empty()) {
+    if (opts.emit != "mlir")
+      throw Failure("--stop-after needs --emit=mlir (a plan is written only after the whole pipeline)");
+    if (opts.stopAfter != "import" && llvm::find(stages, opts.stopAfter) == stages.end()) {
+      std::string all = "import";
+      for (const std::string &s : stages)
+        all += ", " + s;
+      throw Failure(fmt::format("--stop-after: unknown stage '{}' (stages: {})", opts.stopAfter, all));
+    }
+  }
+  if (opts.json && !opts.report)
+    throw Failure("--json needs --report");
+  mlir::tpc::PipelineOptions pipe;
+  pipe.devices = opts.devices;
+  if (!opts.tensorSplit.empty())
+    pipe.tensorSplit = parseTensorSplit(opts.tensorSplit, opts.devices);
+  for (const std::string &o : opts.overrideTensor) {
+    size_t eq = o.rfind('=');
+    if (eq == std::string::npos || eq == 0 || o.substr(eq + 1) != "cpu")
+      throw Failure(fmt::format("--override-tensor: '{}' must be REGEX=cpu", o));
+  }
+  pipe.overrideTensor = opts.overrideTensor;
+  pipe.noKvOffload = opts.noKvOffload;
+  pipe.maxBatch = opts.maxBatch;
+
   auto file = gguf::GGUFFile::open(opts.model);
   if (!file)
     throw Failure(file.error());
 
   mlir::MLIRContext ctx;
+  ctx.disableMultithreading(); // module passes only; and IR printing needs it
   std::string diagnostics;
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() != mlir::DiagnosticSeverity::Error)
+      return mlir::success();
     if (!diagnostics.empty())
-      diagnostics += "\n";
+      diagnostics += "; ";
     diagnostics += d.str();
     return mlir::success();
   });
@@ -47,26 +211,60 @@ void runCompile(const CompileOptions &opts) {
   if (mlir::failed(mlir::verify(*module)))
     throw Failure(opts.model + ": the imported module does not verify (a tpc bug): " + diagnostics);
 
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  module->print(os);
-  os.flush();
-  if (opts.output.empty() || opts.output == "-") {
-    fmt::print("{}", text);
+  if (opts.stopAfter != "import") {
+    mlir::PassManager pm(&ctx);
+    if (mlir::failed(mlir::tpc::buildTpcPipeline(pm, pipe, opts.stopAfter)))
+      throw Failure("--stop-after: cannot build the pipeline up to '" + opts.stopAfter + "'");
+    if (opts.printIrAfterAll)
+      pm.enableIRPrinting([](mlir::Pass *, mlir::Operation *) { return false; },
+                          [](mlir::Pass *, mlir::Operation *) { return true; },
+                          /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
+    if (mlir::failed(pm.run(*module)))
+      throw Failure(fmt::format("{}: compiling for {} device(s) failed: {}", opts.model, opts.devices,
+                                diagnostics.empty() ? "a pass failed without a message" : diagnostics));
+  }
+  if (opts.emit == "mlir") {
+    writeText(opts.output, printIR(*module));
     return;
   }
-  std::unique_ptr<FILE, int (*)(FILE *)> out(std::fopen(opts.output.c_str(), "wb"), &std::fclose);
-  if (!out || std::fwrite(text.data(), 1, text.size(), out.get()) != text.size())
-    throw Failure(opts.output + ": cannot write the output (-o)");
+  mlir::FailureOr<rt::Plan> plan = mlir::tpc::emitPlan(*module, **file, {std::string("tpc ") + TPC_VERSION});
+  if (mlir::failed(plan))
+    throw Failure(fmt::format("{}: plan emission failed: {}", opts.model, diagnostics));
+  if (opts.report)
+    printReport(opts, *module, *plan);
+  // With --report the plan is written only where -o asks for it.
+  std::string out = opts.output.empty() && !opts.report ? "plan.bin" : opts.output;
+  if (out.empty())
+    return;
+  auto written = rt::writePlan(*plan, out);
+  if (!written)
+    throw Failure(written.message() + " (-o)");
+  if (!opts.report)
+    fmt::print(stderr, "tpc compile: wrote {} ({} device(s), {} steps on device 0)\n", out, plan->devices.size(),
+               plan->devices.empty() ? 0 : plan->devices[0].steps.size());
 }
 
 void registerCompile(CLI::App &app) {
   auto opts = std::make_shared<CompileOptions>();
-  CLI::App *cmd = app.add_subcommand("compile", "Compile a GGUF model into tpc IR / a device plan");
+  CLI::App *cmd = app.add_subcommand("compile", "Compile a GGUF model into a device plan (or tpc IR)");
   cmd->add_option("model", opts->model, "GGUF model file")->required();
-  cmd->add_option("--emit", opts->emit, "What to write: mlir (the imported tpc IR)")
-      ->check(CLI::IsMember({"mlir"}));
-  cmd->add_option("-o,--output", opts->output, "Output file ('-' or absent: stdout)");
+  cmd->add_option("--devices", opts->devices, "Number of devices to split the model over")
+      ->check(CLI::Range(int64_t(1), int64_t(64)));
+  cmd->add_option("--tensor-split", opts->tensorSplit, "Relative share of each device, e.g. 3,2,1");
+  cmd->add_option("--override-tensor", opts->overrideTensor,
+                  "REGEX=cpu: keep the weights whose GGUF name matches on the host (repeatable)");
+  cmd->add_flag("--no-kv-offload", opts->noKvOffload, "Keep the KV cache in host memory");
+  cmd->add_option("--max-batch", opts->maxBatch, "Tokens per evaluation the activation arenas hold")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("-o,--output", opts->output,
+                  "Output file (plan: default plan.bin; --emit=mlir: default stdout)");
+  cmd->add_option("--emit", opts->emit, "What to write: plan (default) or mlir (the IR)")
+      ->check(CLI::IsMember({"plan", "mlir"}));
+  cmd->add_option("--stop-after", opts->stopAfter, "With --emit=mlir: stop after this stage (import or a pass)");
+  cmd->add_flag("--print-ir-after-all", opts->printIrAfterAll, "Print the IR after every pass (stderr)");
+  cmd->add_flag("--report", opts->report,
+                "Print memory per device and collectives per layer (writes the plan only with -o)");
+  cmd->add_flag("--json", opts->json, "With --report: JSON instead of tables");
   cmd->callback([opts] { runCompile(*opts); });
 }
 

@@ -1,0 +1,665 @@
+//===- PlanEmitter.cpp - partitioned tpc IR -> device plan ------------------===//
+//
+// One pass over @forward per device, in program order (the plan's step order is the IR's order, so every
+// device meets the collectives in the same sequence). Per value and device:
+//  - function arguments are the InputTokens / InputPositions tensors;
+//  - a weight becomes a WeightSlice the first time an op on that device reads it: the local part of the
+//    tensor (LocalShapes.h) as runs of rows of the GGUF (weightPieces below), packed in ggml layout;
+//  - a kv_cache becomes a KvCache with the local KV-head count (placement host for tpc.placement = host);
+//  - a value returned by @forward is the OutputLogits tensor; other values are arena activations at the
+//    offset tpc-plan-memory chose, or Views of the value they alias (reshapes; ops pinned to another
+//    device with tpc.on_device, whose result there is their first operand).
+// Assumes a verified module after tpc-plan-memory (tpc.offsets present on every op with tensor results).
+//===----------------------------------------------------------------------===//
+#include "compiler/emit/PlanEmitter.h"
+
+#include "compiler/emit/LocalShapes.h"
+#include "compiler/tokenizer/GGUFTokenizer.h"
+#include "runtime/plan/PlanIO.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
+
+namespace mlir::tpc {
+
+using ::tpc::GGMLType;
+namespace rt = ::tpc::rt;
+
+namespace {
+
+constexpr uint64_t kWeightAlign = 64;
+
+/// Layer number of a GGUF tensor name `blk.N.*`, or -1.
+int64_t blockOf(StringRef name) {
+  if (!name.consume_front("blk."))
+    return -1;
+  int64_t n;
+  if (name.consumeInteger(10, n) || !name.starts_with("."))
+    return -1;
+  return n;
+}
+
+/// The device-local runs of a weight split along `axis` (one segment of `segments` equal parts each):
+/// device-local rows of `shape` (outermost first, last dim = the ggml row), start/size within a segment.
+struct SplitSel {
+  int64_t axis = -1;     ///< -1: the whole tensor
+  int64_t start = 0;     ///< first element of the device's part within each segment
+  int64_t size = 0;      ///< elements per segment
+  int64_t segments = 1;
+};
+
+/// WeightPieces copying the selected part of a tensor of global `shape` stored at `fileOffset`. Fails
+/// (nullopt) when a split of the row axis is not on quant-block boundaries.
+std::optional<std::vector<rt::WeightPiece>> weightPieces(GGMLType type, ArrayRef<int64_t> shape,
+                                                         uint64_t fileOffset, const SplitSel &sel) {
+  const int64_t rank = shape.size();
+  const uint64_t rb = *::tpc::ggmlRowBytes(type, shape.back());
+  int64_t rows = 1;
+  for (int64_t i = 0; i + 1 < rank; ++i)
+    rows *= shape[i];
+  std::vector<rt::WeightPiece> pieces;
+  auto add = [&](rt::WeightPiece p) {
+    if (p.rows == 0 || p.rowBytes == 0)
+      return;
+    // Merge with the previous run when it continues it (e.g. all segments of one outer index).
+    if (!pieces.empty()) {
+      rt::WeightPiece &q = pieces.back();
+      if (q.rowStride == p.rowStride && q.rowBytes == p.rowBytes && q.rowBytes == q.rowStride &&
+          q.fileOffset + q.rows * q.rowStride == p.fileOffset) {
+        q.rows += p.rows;
+        return;
+      }
+    }
+    pieces.push_back(p);
+  };
+  if (sel.axis < 0) {
+    add({fileOffset, rb, rb, uint64_t(rows)});
+    return pieces;
+  }
+  const int64_t segLen = shape[sel.axis] / sel.segments;
+  if (sel.axis == rank - 1) {
+    // Part of every row: skip and length in bytes must be whole quant blocks.
+    std::optional<uint64_t> part = ::tpc::ggmlRowBytes(type, sel.size);
+    if (!part)
+      return std::nullopt;
+    std::vector<uint64_t> skips;
+    for (int64_t s = 0; s < sel.segments; ++s) {
+      std::optional<uint64_t> skip = ::tpc::ggmlRowBytes(type, s * segLen + sel.start);
+      if (!skip)
+        return std::nullopt;
+      skips.push_back(*skip);
+    }
+    if (sel.segments == 1) {
+      add({fileOffset + skips[0], rb, *part, uint64_t(rows)});
+      return pieces;
+    }
+    // Each local row is the concatenation of its part of every segment: one piece per row and segment.
+    for (int64_t r = 0; r < rows; ++r)
+      for (uint64_t skip : skips)
+        pieces.push_back({fileOffset + r * rb + skip, rb, *part, 1});
+    return pieces;
+  }
+  // An outer axis: for every index of the axes before it, `size` consecutive indices of the axis (per
+  // segment) cover size * inner consecutive rows.
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < sel.axis; ++i)
+    outer *= shape[i];
+  for (int64_t i = sel.axis + 1; i + 1 < rank; ++i)
+    inner *= shape[i];
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t s = 0; s < sel.segments; ++s) {
+      int64_t firstRow = (o * shape[sel.axis] + s * segLen + sel.start) * inner;
+      add({fileOffset + firstRow * rb, rb, rb, uint64_t(sel.size * inner)});
+    }
+  return pieces;
+}
+
+rt::DType dtypeOf(Value v) {
+  auto t = cast<ShapedType>(v.getType());
+  return t.getElementType().isInteger(32) ? rt::DType::I32 : rt::DType::F32;
+}
+
+/// ggml UnaryFn of a tpc.glu function (the enums differ in order).
+int64_t gluFn(GluFn fn) {
+  switch (fn) {
+  case GluFn::silu:
+    return int64_t(rt::UnaryFn::Silu);
+  case GluFn::gelu:
+    return int64_t(rt::UnaryFn::Gelu);
+  case GluFn::gelu_tanh:
+    return int64_t(rt::UnaryFn::GeluTanh);
+  }
+  return -1;
+}
+
+/// Emits one device's program.
+class DeviceEmitter {
+public:
+  DeviceEmitter(ModuleOp m, const ::tpc::gguf::GGUFFile &f, int64_t device, rt::DevicePlan &dev,
+                const DenseMap<Operation *, int64_t> &layers)
+      : m_(m), f_(f), device_(device), dev_(dev), b_(dev), layers_(layers) {}
+
+  LogicalResult run(func::FuncOp fn, int64_t nVocab);
+
+private:
+  LogicalResult emitOp(Operation *op);
+  FailureOr<int32_t> operand(Value v, bool asTable = false);
+  FailureOr<int32_t> weight(WeightOp w, bool asTable);
+  FailureOr<int32_t> result(Value v, unsigned index);
+  FailureOr<int32_t> aliasOf(Value v, Value of);
+  std::string stepName(Operation *op) const;
+
+  ModuleOp m_;
+  const ::tpc::gguf::GGUFFile &f_;
+  int64_t device_;
+  rt::DevicePlan &dev_;
+  rt::DevicePlanBuilder b_;
+  const DenseMap<Operation *, int64_t> &layers_;
+  DenseMap<Value, int32_t> tensors_;
+  DenseMap<Value, int32_t> kv_;
+  DenseMap<Operation *, int32_t> weights_, tables_;
+  int32_t logits_ = -1;
+};
+
+std::string DeviceEmitter::stepName(Operation *op) const {
+  std::string name = op->getName().stripDialect().str();
+  int64_t layer = layers_.lookup(op);
+  if (layer == kLayerOutput)
+    return "output." + name;
+  if (layer >= 0)
+    return "blk." + std::to_string(layer) + "." + name;
+  return name;
+}
+
+FailureOr<int32_t> DeviceEmitter::weight(WeightOp w, bool asTable) {
+  auto &cache = asTable ? tables_ : weights_;
+  if (auto it = cache.find(w); it != cache.end())
+    return it->second;
+  std::string name = w.getName().str();
+  const ::tpc::gguf::TensorInfo *info = f_.findTensor(name);
+  if (!info)
+    return w.emitError() << "weight '" << name << "' is not in " << f_.path();
+  auto global = cast<RankedTensorType>(w.getType()).getShape();
+  SmallVector<int64_t> local = localShape(w.getResult(), device_);
+  SplitSel sel;
+  StateAttr s = getValueState(w.getResult());
+  if (s && s.isSplit()) {
+    sel.axis = s.getAxis();
+    sel.segments = s.getSegments();
+    int64_t before = 0;
+    for (int64_t d = 0; d < device_; ++d)
+      before += s.getSizes()[d];
+    if (sel.segments < 1 || before % sel.segments || s.getSizes()[device_] % sel.segments)
+      return w.emitError() << "weight '" << name << "': split sizes are not whole segments";
+    sel.start = before / sel.segments;
+    sel.size = s.getSizes()[device_] / sel.segments;
+  } else if (s && !s.isMirrored()) {
+    return w.emitError() << "weight '" << name << "': cannot emit state " << s
+                         << " (a weight is mirrored or split)";
+  }
+  auto pieces = weightPieces(info->type, global, info->fileOffset, sel);
+  if (!pieces)
+    return w.emitError() << "weight '" << name << "' (" << w.getGgmlType() << "): split along axis "
+                         << sel.axis << " at element " << sel.start << " (+" << sel.size
+                         << ") is not on quant-block boundaries";
+  rt::WeightSlice slice;
+  slice.name = name;
+  slice.type = info->type;
+  slice.shape.assign(local.begin(), local.end());
+  if (asTable && slice.shape.size() == 1)
+    slice.shape.push_back(1); // a 1-D table gathered by id: one element per row
+  for (const rt::WeightPiece &p : *pieces)
+    slice.bytes += p.rows * p.rowBytes;
+  slice.offset = dev_.weightBytes;
+  slice.pieces = std::move(*pieces);
+  dev_.weightBytes += (slice.bytes + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
+  int32_t id = b_.weight(b_.addWeight(std::move(slice)));
+  cache[w] = id;
+  return id;
+}
+
+FailureOr<int32_t> DeviceEmitter::operand(Value v, bool asTable) {
+  if (auto w = v.getDefiningOp<WeightOp>())
+    return weight(w, asTable);
+  auto it = tensors_.find(v);
+  if (it == tensors_.end()) {
+    if (Operation *def = v.getDefiningOp())
+      return def->emitError() << "plan emitter: value used before it was emitted on device " << device_;
+    return m_.emitError() << "plan emitter: unknown function argument";
+  }
+  return it->second;
+}
+
+/// A View of `of`'s tensor with `v`'s local shape (views of views point at the root).
+FailureOr<int32_t> DeviceEmitter::aliasOf(Value v, Value of) {
+  FailureOr<int32_t> base = operand(of);
+  if (failed(base))
+    return failure();
+  const rt::TensorDesc &bt = dev_.tensors[*base];
+  SmallVector<int64_t> shape = localShape(v, device_);
+  int64_t n = 1, nb = 1;
+  for (int64_t d : shape)
+    n *= d < 0 ? 1 : d;
+  for (int64_t d : bt.shape)
+    nb *= d < 0 ? 1 : d;
+  if (n != nb || (shape.empty() ? false : (shape[0] < 0) != (!bt.shape.empty() && bt.shape[0] < 0)))
+    return v.getDefiningOp()->emitError()
+           << "plan emitter: alias of a value with a different local element count on device " << device_;
+  if (bt.storage != rt::Storage::Activation && bt.storage != rt::Storage::View) {
+    // Not arena bytes (an input, a weight): the alias is the tensor itself when shapes agree.
+    if (std::vector<int64_t>(shape.begin(), shape.end()) == bt.shape)
+      return *base;
+    return v.getDefiningOp()->emitError() << "plan emitter: cannot alias a non-activation with a new shape";
+  }
+  int32_t root = bt.storage == rt::Storage::View ? bt.index : *base;
+  uint64_t off = bt.storage == rt::Storage::View ? bt.offset : 0;
+  return b_.view(root, dtypeOf(v), std::vector<int64_t>(shape.begin(), shape.end()), off);
+}
+
+FailureOr<int32_t> DeviceEmitter::result(Value v, unsigned index) {
+  Operation *op = v.getDefiningOp();
+  SmallVector<int64_t> shape = localShape(v, device_);
+  std::vector<int64_t> s(shape.begin(), shape.end());
+  switch (valueStorage(v, device_)) {
+  case Storage::Output:
+    if (dev_.tensors[logits_].shape != s)
+      return op->emitError() << "plan emitter: the returned logits are not [tokens, n_vocab] on device "
+                             << device_ << " (a split result needs an all_gather first)";
+    return logits_;
+  case Storage::Alias:
+    return aliasOf(v, op->getOperand(0));
+  case Storage::Buffer: {
+    auto offs = op->getAttrOfType<ArrayAttr>("tpc.offsets");
+    if (!offs || offs.size() != op->getNumResults())
+      return op->emitError() << "plan emitter: no tpc.offsets (run tpc-plan-memory first)";
+    auto per = dyn_cast<DenseI64ArrayAttr>(offs[index]);
+    if (!per || int64_t(per.size()) <= device_ || per[device_] < 0)
+      return op->emitError() << "plan emitter: tpc.offsets has no slot for result " << index << " on device "
+                             << device_;
+    return b_.activation(dtypeOf(v), s, per[device_]);
+  }
+  default:
+    return op->emitError() << "plan emitter: unexpected result storage";
+  }
+}
+
+LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
+  Block &body = fn.getBody().front();
+  if (body.getNumArguments() != 2)
+    return fn.emitError("plan emitter: @forward must take (tokens, positions)");
+  tensors_[body.getArgument(0)] = b_.io(rt::Storage::InputTokens, rt::DType::I32, {-1});
+  tensors_[body.getArgument(1)] = b_.io(rt::Storage::InputPositions, rt::DType::I32, {-1});
+  logits_ = b_.io(rt::Storage::OutputLogits, rt::DType::F32, {-1, nVocab});
+  for (Operation &op : body) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      if (ret.getNumOperands() != 1)
+        return ret.emitError("plan emitter: @forward must return the logits only");
+      FailureOr<int32_t> t = operand(ret.getOperand(0));
+      if (failed(t))
+        return failure();
+      if (*t != logits_) // the logits are an alias or an input here: copy them out
+        b_.step(rt::OpKind::Copy, {*t}, {logits_}, {}, {}, "output.copy");
+      continue;
+    }
+    if (failed(emitOp(&op)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult DeviceEmitter::emitOp(Operation *op) {
+  if (isa<WeightOp>(op))
+    return success(); // sliced when first read
+  if (auto c = dyn_cast<KvCacheOp>(op)) {
+    StateAttr s = getValueState(c.getResult());
+    if (s && !s.isMirrored() && !(s.isSplit() && s.getAxis() == 0))
+      return op->emitError() << "plan emitter: kv_cache state " << s << " (only mirrored or split on KV heads)";
+    rt::KvCache kv;
+    kv.layer = int32_t(c.getLayer());
+    kv.nHeadKv = int32_t(s && s.isSplit() ? s.getSizes()[device_] : c.getNHeadKv());
+    kv.headDimK = int32_t(c.getHeadDimK());
+    kv.headDimV = int32_t(c.getHeadDimV());
+    kv.dtype = rt::DType::F16;
+    auto placement = op->getAttrOfType<StringAttr>("tpc.placement");
+    kv.placement = placement && placement.getValue() == "host" ? rt::Placement::Host : rt::Placement::Device;
+    kv_[c.getResult()] = b_.addKv(kv);
+    return success();
+  }
+  if (auto copy = dyn_cast<BackendCopyOp>(op); copy && isa<KvCacheType>(copy.getX().getType())) {
+    kv_[copy.getResult()] = kv_.lookup(copy.getX()); // the cache's placement is on the kv_cache op
+    return success();
+  }
+  for (Value r : op->getResults())
+    if (StateAttr s = getValueState(r); s && s.isLocal())
+      return op->emitError() << "plan emitter: state " << s << " is not supported (no op runs on one device "
+                             << "only except through tpc.on_device)";
+  if (!runsOn(op, device_)) {
+    // Elsewhere the op is the identity on its first operand (the residual added on one device only).
+    for (auto [i, r] : llvm::enumerate(op->getResults())) {
+      FailureOr<int32_t> t = result(r, i);
+      if (failed(t))
+        return failure();
+      tensors_[r] = *t;
+    }
+    return success();
+  }
+  // Reshapes of arena values are views: no step.
+  if (isa<ReshapeOp>(op) && valueStorage(op->getResult(0), device_) == Storage::Alias) {
+    FailureOr<int32_t> t = result(op->getResult(0), 0);
+    if (failed(t))
+      return failure();
+    tensors_[op->getResult(0)] = *t;
+    return success();
+  }
+
+  std::vector<int32_t> in, out;
+  auto addIn = [&](Value v, bool asTable = false) {
+    FailureOr<int32_t> t = operand(v, asTable);
+    if (failed(t))
+      return false;
+    in.push_back(*t);
+    return true;
+  };
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    FailureOr<int32_t> t = result(r, i);
+    if (failed(t))
+      return failure();
+    tensors_[r] = *t;
+    out.push_back(*t);
+  }
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  rt::OpKind kind;
+  auto splitOf = [&](Value v) { return getValueState(v); };
+  // Offset of this device's part along a split axis (whole segments only).
+  auto localOffset = [&](StateAttr s) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < device_; ++d)
+      off += s.getSizes()[d];
+    return off;
+  };
+  bool ok = true;
+  LogicalResult res =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case([&](GetRowsOp o) -> LogicalResult {
+            kind = rt::OpKind::GetRows;
+            ok = addIn(o.getTable(), /*asTable=*/true) && addIn(o.getIds());
+            return success();
+          })
+          .Case([&](TakeAlongOp o) -> LogicalResult {
+            kind = rt::OpKind::TakeAlong;
+            if (o.getAxis() != cast<ShapedType>(o.getX().getType()).getRank() - 1)
+              return o.emitError("plan emitter: take_along is supported along the last axis only");
+            ok = addIn(o.getX()) && addIn(o.getIds());
+            return success();
+          })
+          .Case([&](RmsNormOp o) -> LogicalResult {
+            kind = rt::OpKind::RmsNorm;
+            floats = {o.getEps().convertToFloat()};
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](MatmulOp o) -> LogicalResult {
+            kind = rt::OpKind::Matmul;
+            ok = addIn(o.getX()) && addIn(o.getW());
+            return success();
+          })
+          .Case([&](MulMatIdOp o) -> LogicalResult {
+            kind = rt::OpKind::MulMatId;
+            ok = addIn(o.getX()) && addIn(o.getW()) && addIn(o.getIds());
+            return success();
+          })
+          .Case<AddOp, MulOp, DivOp>([&](auto o) -> LogicalResult {
+            kind = isa<AddOp>(op) ? rt::OpKind::Add : isa<MulOp>(op) ? rt::OpKind::Mul : rt::OpKind::Div;
+            ok = addIn(o.getLhs()) && addIn(o.getRhs());
+            return success();
+          })
+          .Case([&](ScaleOp o) -> LogicalResult {
+            kind = rt::OpKind::Scale;
+            floats = {o.getValue().convertToFloat()};
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](UnaryOp o) -> LogicalResult {
+            kind = rt::OpKind::Unary;
+            ints = {int64_t(o.getFn())}; // tpc.unary's enum has the runtime's order
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](GluOp o) -> LogicalResult {
+            kind = rt::OpKind::Glu;
+            ints = {gluFn(o.getFn())};
+            ok = addIn(o.getGate()) && (!o.getUp() || addIn(o.getUp()));
+            return success();
+          })
+          .Case([&](SoftmaxOp o) -> LogicalResult {
+            kind = rt::OpKind::Softmax;
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](TopKOp o) -> LogicalResult {
+            kind = rt::OpKind::TopK;
+            ints = {o.getK()};
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](SumOp o) -> LogicalResult {
+            kind = rt::OpKind::Sum;
+            ints = {o.getAxis(), o.getKeepDim() ? 1 : 0};
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](ReshapeOp o) -> LogicalResult {
+            kind = rt::OpKind::Reshape; // of a weight or input: a copy with the new shape
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](PermuteOp o) -> LogicalResult {
+            kind = rt::OpKind::Permute;
+            ints.assign(o.getPerm().begin(), o.getPerm().end());
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](ViewOp o) -> LogicalResult {
+            kind = rt::OpKind::View;
+            StateAttr s = splitOf(o.getX());
+            if (s && s.isSplit() && s.getAxis() == int64_t(o.getAxis()))
+              return o.emitError("plan emitter: a view along the split axis of its operand is not supported");
+            ints = {int64_t(o.getAxis()), int64_t(o.getOffset()), int64_t(o.getSize())};
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](ConcatOp o) -> LogicalResult {
+            kind = rt::OpKind::Concat;
+            StateAttr s = splitOf(o.getResult());
+            if (s && s.isSplit() && s.getAxis() == int64_t(o.getAxis()))
+              return o.emitError("plan emitter: a concat along the split axis of its result is not supported");
+            ints = {int64_t(o.getAxis())};
+            for (Value v : o.getInputs())
+              ok = ok && addIn(v);
+            return success();
+          })
+          .Case([&](RopeOp o) -> LogicalResult {
+            kind = rt::OpKind::Rope;
+            ints = {o.getMode() == RopeMode::neox ? 1 : 0, int64_t(o.getNDims())};
+            floats = {o.getBase().convertToFloat(), o.getFreqScale().convertToFloat()};
+            ok = addIn(o.getX()) && addIn(o.getPos()) && (!o.getFreqFactors() || addIn(o.getFreqFactors()));
+            return success();
+          })
+          .Case([&](SoftcapOp o) -> LogicalResult {
+            kind = rt::OpKind::Softcap;
+            floats = {o.getCap().convertToFloat()};
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](AttentionOp o) -> LogicalResult {
+            kind = rt::OpKind::Attention;
+            auto it = kv_.find(o.getCache());
+            if (it == kv_.end())
+              return o.emitError("plan emitter: attention's cache is not a tpc.kv_cache");
+            ints = {it->second, int64_t(o.getSlidingWindow())};
+            floats = {o.getScale().convertToFloat(), o.getSoftcap().convertToFloat()};
+            ok = addIn(o.getQ()) && addIn(o.getK()) && addIn(o.getV()) && addIn(o.getPos()) &&
+                 (!o.getSinks() || addIn(o.getSinks()));
+            return success();
+          })
+          .Case([&](ExpertCombineOp o) -> LogicalResult {
+            kind = rt::OpKind::ExpertCombine;
+            ok = addIn(o.getX());
+            for (Value v : o.getMultipliers())
+              ok = ok && addIn(v);
+            return success();
+          })
+          .Case([&](AllReduceOp o) -> LogicalResult {
+            kind = rt::OpKind::AllReduce;
+            for (Value v : o.getInputs())
+              ok = ok && addIn(v);
+            return success();
+          })
+          .Case([&](ReduceScatterOp o) -> LogicalResult {
+            kind = rt::OpKind::ReduceScatter;
+            StateAttr s = splitOf(o.getResult());
+            if (s && s.getSegments() > 1)
+              return o.emitError("plan emitter: reduce_scatter into a segmented split is not supported");
+            ints = {int64_t(o.getAxis())};
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](AllGatherOp o) -> LogicalResult {
+            kind = rt::OpKind::AllGather;
+            StateAttr s = splitOf(o.getX());
+            if (s && s.getSegments() > 1)
+              return o.emitError("plan emitter: all_gather of a segmented split is not supported");
+            ints = {int64_t(o.getAxis())};
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](SliceOp o) -> LogicalResult {
+            kind = rt::OpKind::Slice;
+            StateAttr s = splitOf(o.getResult());
+            if (!s || !s.isSplit())
+              return o.emitError("plan emitter: slice result must be split");
+            if (s.getSegments() > 1)
+              return o.emitError("plan emitter: slice into a segmented split is not supported");
+            ints = {int64_t(o.getAxis()), localOffset(s), s.getSizes()[device_]};
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](BackendCopyOp o) -> LogicalResult {
+            kind = rt::OpKind::Copy;
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Default([&](Operation *o) -> LogicalResult {
+            return o->emitError() << "plan emitter: no plan step for '" << o->getName() << "'";
+          });
+  if (failed(res) || !ok)
+    return failure();
+  b_.step(kind, std::move(in), std::move(out), std::move(ints), std::move(floats), stepName(op));
+  return success();
+}
+
+} // namespace
+
+DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module) {
+  DenseMap<Operation *, int64_t> layers;
+  module.walk([&](Operation *op) {
+    if (isa<WeightOp, ModuleOp, func::FuncOp>(op))
+      return;
+    int64_t layer = kLayerNone;
+    bool readsOther = false;
+    if (auto kv = dyn_cast<KvCacheOp>(op))
+      layer = kv.getLayer();
+    for (Value v : op->getOperands()) {
+      if (auto w = v.getDefiningOp<WeightOp>()) {
+        int64_t b = blockOf(w.getName());
+        readsOther |= b < 0;
+        layer = std::max(layer, b);
+      } else if (Operation *def = v.getDefiningOp()) {
+        layer = std::max(layer, layers.lookup(def));
+      }
+    }
+    if (readsOther && layer != kLayerNone)
+      layer = kLayerOutput;
+    layers[op] = layer;
+  });
+  return layers;
+}
+
+FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file, const EmitOptions &options) {
+  auto fn = module.lookupSymbol<func::FuncOp>("forward");
+  if (!fn || !fn.getBody().hasOneBlock())
+    return module.emitError("plan emitter: expected one func @forward with one block");
+  auto intAttr = [&](StringRef name) -> int64_t {
+    auto a = module->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : 0;
+  };
+  auto activation = module->getAttrOfType<DenseI64ArrayAttr>("tpc.activation_bytes");
+  const int64_t n = numDevices(module), maxBatch = intAttr("tpc.max_batch");
+  if (!activation || int64_t(activation.size()) != n || maxBatch < 1)
+    return module.emitError("plan emitter: no tpc.activation_bytes / tpc.max_batch for every device (run "
+                            "tpc-plan-memory first)");
+  rt::Plan plan;
+  plan.compilerVersion = options.compilerVersion;
+  plan.ggufPath = file.path();
+  plan.ggufSize = file.fileSize();
+  auto fp = rt::ggufFingerprint(file.path());
+  if (!fp)
+    return module.emitError() << fp.message();
+  plan.ggufFingerprint = *fp;
+  auto arch = module->getAttrOfType<StringAttr>("tpc.arch");
+  plan.model.arch = arch ? arch.str() : "";
+  plan.model.nVocab = intAttr("tpc.n_vocab");
+  plan.model.nCtxTrain = intAttr("tpc.n_ctx_train");
+  plan.model.maxBatch = maxBatch;
+  // Default context: the training context, capped so a plan for a long-context model opens on a laptop.
+  plan.model.defaultCtx = plan.model.nCtxTrain > 0 ? std::min<int64_t>(plan.model.nCtxTrain, 4096) : 4096;
+
+  auto tok = ::tpc::tokenizerFromGGUF(file);
+  if (!tok)
+    return module.emitError() << tok.error();
+  const rt::TokenizerData &t = *tok;
+  rt::PlanTokenizer &pt = plan.tokenizer;
+  pt.model = t.model;
+  pt.pre = t.pre;
+  pt.tokens = t.tokens;
+  pt.scores = t.scores;
+  pt.tokenTypes = t.tokenTypes;
+  pt.merges = t.merges;
+  pt.bosId = t.bos;
+  pt.eosId = t.eos;
+  pt.unkId = t.unk;
+  pt.padId = t.pad;
+  pt.sepId = t.sep;
+  pt.eotId = t.eot;
+  pt.eomId = t.eom;
+  pt.addBos = t.addBos;
+  pt.addEos = t.addEos;
+  pt.addSpacePrefix = t.addSpacePrefix;
+  pt.ignoreMerges = t.ignoreMerges;
+  pt.cleanSpaces = t.cleanSpaces;
+  if (auto tmpl = file.getStringOr("tokenizer.chat_template", ""))
+    pt.chatTemplate = *tmpl;
+
+  DenseMap<Operation *, int64_t> layers = attributeLayers(module);
+  for (int64_t d = 0; d < n; ++d) {
+    plan.devices.emplace_back();
+    rt::DevicePlan &dev = plan.devices.back();
+    dev.kind = "cpu";
+    dev.ordinal = int32_t(d);
+    dev.activationBytes = uint64_t(activation[d]);
+    DeviceEmitter e(module, file, d, dev, layers);
+    if (failed(e.run(fn, plan.model.nVocab)))
+      return failure();
+  }
+  std::vector<std::string> problems = rt::validatePlan(plan);
+  if (!problems.empty())
+    return module.emitError() << "plan emitter produced an invalid plan (a tpc bug): " << problems.front()
+                              << (problems.size() > 1 ? " (+" + std::to_string(problems.size() - 1) + " more)"
+                                                      : std::string());
+  return plan;
+}
+
+} // namespace mlir::tpc
