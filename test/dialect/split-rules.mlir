@@ -7,8 +7,8 @@ func.func @default_rule(%x: tensor<?x8xf32> {tpc.state = #tpc.state<mirrored>},
                         %s: tensor<4x8xf32> {tpc.state = #tpc.state<split axis = 0, sizes = [2, 2]>}) {
   // expected-remark @+1 {{transfer: [#tpc.state<mirrored>]}}
   %0 = tpc.matmul %x, %w : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<?x4xf32>
-  /// No generic rule for a split weight: that is the partitioning pass's job.
-  // expected-remark @+1 {{transfer: none}}
+  /// Rows of the weight split, x whole: column parallel, the result's last axis split the same way.
+  // expected-remark @+1 {{transfer: [#tpc.state<split axis = 1, sizes = [2, 2], granule = 1, segments = 1>]}}
   %1 = tpc.matmul %x, %s : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<?x4xf32>
   // expected-remark @+2 {{transfer: [#tpc.state<mirrored>]}}
   // expected-remark @+1 {{requirements: [#tpc.state<mirrored>, #tpc.state<mirrored>]}}
@@ -54,9 +54,9 @@ func.func @binary(%p: tensor<?x8xf32> {tpc.state = #tpc.state<partial>},
   /// A device holding all of rhs takes the slice matching its part of lhs.
   // expected-remark @+1 {{transfer: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>]}}
   %4 = tpc.div %s, %m : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
-  /// Backward: a split result needs a split lhs; a broadcast rhs is needed whole.
+  /// Backward: a split result needs a split lhs, and a rhs spanning the split axis split the same way.
   // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>]}}
-  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>, #tpc.state<mirrored>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>, #tpc.state<split axis = 0, sizes = [4, 4], granule = 1, segments = 1>]}}
   %5 = "tpc.mul"(%s, %m) {tpc.state = [#tpc.state<split axis = 1, sizes = [4, 4]>]} : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
   return
 }

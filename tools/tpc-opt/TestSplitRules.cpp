@@ -3,7 +3,7 @@
 // `--tpc-test-split-rules`: a test-only pass for lit. For every op with SplitStateInterface whose
 // operands all carry a split state (tpc.state of the producer, or of a function argument) it emits a
 // remark with `transfer`'s answer; for every op whose results carry `tpc.state` it emits a remark with
-// `requirements`' answer. "none" means the rule failed (no rule for those states). The IR is unchanged.
+// `requirements`' answer (given the operands' annotated states). "none" means the rule failed (no rule for those states). The IR is unchanged.
 //===----------------------------------------------------------------------===//
 
 #include "tools/tpc-opt/TestPasses.h"
@@ -52,7 +52,7 @@ struct TestSplitRulesPass : PassWrapper<TestSplitRulesPass, OperationPass<Module
       SmallVector<StateAttr> out;
       for (Attribute a : results)
         out.push_back(cast<StateAttr>(a));
-      op->emitRemark() << "requirements: " << describe(op.requirements(out));
+      op->emitRemark() << "requirements: " << describe(op.requirements(out, in));
     });
   }
 };

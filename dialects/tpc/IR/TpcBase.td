@@ -34,6 +34,11 @@ def Tpc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kPlacementAttrName = "tpc.placement";
     /// Name of the module attribute holding the number of devices.
     static constexpr ::llvm::StringLiteral kDevicesAttrName = "tpc.devices";
+    /// Name of the op attribute that runs an op on one device only (the others forward operand 0).
+    static constexpr ::llvm::StringLiteral kOnDeviceAttrName = "tpc.on_device";
+    /// Name of the per-result local shapes tpc-localize records (ArrayAttr per result of one
+    /// DenseI64ArrayAttr per device).
+    static constexpr ::llvm::StringLiteral kLocalShapesAttrName = "tpc.local_shapes";
 
   private:
     // Defined next to the storage classes they need (TpcAttrs.cpp, TpcTypes.cpp).

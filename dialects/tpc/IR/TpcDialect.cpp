@@ -36,6 +36,31 @@ std::optional<int64_t> mlir::tpc::getNumDevices(Operation *op) {
   return std::nullopt;
 }
 
+bool mlir::tpc::sameLayout(StateAttr a, StateAttr b) {
+  if (!a || !b)
+    return a == b;
+  if (a.getKind() != b.getKind())
+    return false;
+  if (a.isSplit())
+    return a.getAxis() == b.getAxis() && a.getSizes() == b.getSizes() && a.getSegments() == b.getSegments();
+  if (a.isLocal())
+    return a.getDevice() == b.getDevice();
+  return true;
+}
+
+SmallVector<int64_t> mlir::tpc::getLocalShape(Value value, int64_t device) {
+  SmallVector<int64_t> shape;
+  if (auto t = dyn_cast<RankedTensorType>(value.getType()))
+    shape.assign(t.getShape().begin(), t.getShape().end());
+  else if (auto c = dyn_cast<KvCacheType>(value.getType()))
+    shape = {c.getNHeadKv()};
+  StateAttr s = getValueState(value);
+  if (s && s.isSplit() && s.getAxis() < static_cast<int64_t>(shape.size()) &&
+      device < static_cast<int64_t>(s.getSizes().size()))
+    shape[s.getAxis()] = s.getSizes()[device];
+  return shape;
+}
+
 StateAttr mlir::tpc::getValueState(Value value) {
   if (auto result = dyn_cast<OpResult>(value)) {
     auto states = result.getOwner()->getAttrOfType<ArrayAttr>(TpcDialect::kStateAttrName);
@@ -119,6 +144,17 @@ LogicalResult TpcDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       if (failed(verifyStateForType(emit, state, op->getResult(i).getType(), numDevices)))
         return failure();
     }
+    return success();
+  }
+  if (name == kOnDeviceAttrName) {
+    auto d = dyn_cast<IntegerAttr>(attr.getValue());
+    std::optional<int64_t> n = getNumDevices(op);
+    if (!d || d.getInt() < 0 || (n && d.getInt() >= *n))
+      return op->emitOpError() << "tpc.on_device must name a device in [0, tpc.devices), got " << attr.getValue();
+    if (op->getNumOperands() == 0 || op->getNumResults() != 1 ||
+        op->getOperand(0).getType() != op->getResult(0).getType())
+      return op->emitOpError() << "tpc.on_device needs an op whose result has the type of operand 0 "
+                                  "(the other devices forward that operand)";
     return success();
   }
   if (name == kPlacementAttrName) {

@@ -2,8 +2,8 @@
 //
 // The generated SplitStateInterface code, its default rules and the rules of the ops where they are
 // plain elementwise facts: activations keep any non-partial state, scale is linear (partial stays
-// partial), and the broadcasting binary ops follow the table in BinaryRules below. Rules for the
-// structural ops (matmul, attention, MoE, views, collectives) belong to the partitioning work.
+// partial), and the broadcasting binary ops follow the table in BinaryRules below. The structural ops
+// (matmul, attention, MoE, views, collectives) have theirs in TpcSplitRules.cpp.
 // A null state in the input means "unknown" and makes a rule fail.
 //===----------------------------------------------------------------------===//
 
@@ -61,20 +61,33 @@ static FailureOr<SmallVector<StateAttr>> passAny(ArrayRef<StateAttr> states) {
 }
 
 FailureOr<SmallVector<StateAttr>> UnaryOp::transfer(ArrayRef<StateAttr> s) { return passNonPartial(s); }
-FailureOr<SmallVector<StateAttr>> UnaryOp::requirements(ArrayRef<StateAttr> s) { return passNonPartial(s); }
+FailureOr<SmallVector<StateAttr>> UnaryOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) { return passNonPartial(s); }
 FailureOr<SmallVector<StateAttr>> SoftcapOp::transfer(ArrayRef<StateAttr> s) { return passNonPartial(s); }
-FailureOr<SmallVector<StateAttr>> SoftcapOp::requirements(ArrayRef<StateAttr> s) { return passNonPartial(s); }
+FailureOr<SmallVector<StateAttr>> SoftcapOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) { return passNonPartial(s); }
 FailureOr<SmallVector<StateAttr>> ScaleOp::transfer(ArrayRef<StateAttr> s) { return passAny(s); }
-FailureOr<SmallVector<StateAttr>> ScaleOp::requirements(ArrayRef<StateAttr> s) { return passAny(s); }
+FailureOr<SmallVector<StateAttr>> ScaleOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) { return passAny(s); }
 
 namespace {
 /// Rules of `lhs op rhs` with rhs broadcast to lhs. `linearInBoth` (add): partial + partial is
-/// partial. `linearInLhs` (mul, div): partial op mirrored is partial.
+/// partial. `linearInLhs` (mul, div): partial op mirrored is partial. An add marked `tpc.on_device`
+/// runs on that device only (the others pass lhs through), so partial + mirrored stays partial: the
+/// residual joins the addends once, on one rank.
 struct BinaryRules {
   Operation *op;
   bool linearInBoth;
 
-  bool sameShape() const { return op->getOperand(0).getType() == op->getOperand(1).getType(); }
+  bool onOneDevice() const { return linearInBoth && op->hasAttr(TpcDialect::kOnDeviceAttrName); }
+
+  /// The state rhs needs when lhs is split as `l`: the same split on the aligned axis, or mirrored when
+  /// rhs broadcasts along that axis (size 1 or absent).
+  StateAttr rhsFor(StateAttr l) const {
+    auto lt = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto rt = cast<RankedTensorType>(op->getOperand(1).getType());
+    int64_t a = l.getAxis() - (lt.getRank() - rt.getRank());
+    if (a < 0 || rt.getDimSize(a) == 1)
+      return StateAttr::getMirrored(op->getContext());
+    return StateAttr::getSplit(op->getContext(), a, l.getSizes(), l.getGranule(), l.getSegments());
+  }
 
   FailureOr<SmallVector<StateAttr>> transfer(ArrayRef<StateAttr> s) const {
     if (s.size() != 2 || !s[0] || !s[1])
@@ -82,12 +95,12 @@ struct BinaryRules {
     StateAttr l = s[0], r = s[1];
     if (StateAttr t = commonTrivialState(s))
       return SmallVector<StateAttr>{t};
-    // A device holding all of rhs can take the slice matching its part of lhs.
-    if (l.isSplit() && (r.isMirrored() || (r == l && sameShape())))
+    // A device holding all of rhs (or its matching part) combines it with its part of lhs.
+    if (l.isSplit() && (r.isMirrored() || sameLayout(r, rhsFor(l))))
       return SmallVector<StateAttr>{l};
     if (l.isPartial() && r.isPartial() && linearInBoth)
       return SmallVector<StateAttr>{l};
-    if (l.isPartial() && r.isMirrored() && !linearInBoth)
+    if (l.isPartial() && r.isMirrored() && (!linearInBoth || onOneDevice()))
       return SmallVector<StateAttr>{l};
     return failure();
   }
@@ -100,9 +113,9 @@ struct BinaryRules {
     if (res.isMirrored() || res.isLocal())
       return SmallVector<StateAttr>{res, res};
     if (res.isSplit())
-      return SmallVector<StateAttr>{res, sameShape() ? res : StateAttr::getMirrored(ctx)};
+      return SmallVector<StateAttr>{res, rhsFor(res)};
     // Partial result.
-    return SmallVector<StateAttr>{res, linearInBoth ? res : StateAttr::getMirrored(ctx)};
+    return SmallVector<StateAttr>{res, linearInBoth && !onOneDevice() ? res : StateAttr::getMirrored(ctx)};
   }
 };
 } // namespace
@@ -110,18 +123,18 @@ struct BinaryRules {
 FailureOr<SmallVector<StateAttr>> AddOp::transfer(ArrayRef<StateAttr> s) {
   return BinaryRules{*this, true}.transfer(s);
 }
-FailureOr<SmallVector<StateAttr>> AddOp::requirements(ArrayRef<StateAttr> s) {
+FailureOr<SmallVector<StateAttr>> AddOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) {
   return BinaryRules{*this, true}.requirements(s);
 }
 FailureOr<SmallVector<StateAttr>> MulOp::transfer(ArrayRef<StateAttr> s) {
   return BinaryRules{*this, false}.transfer(s);
 }
-FailureOr<SmallVector<StateAttr>> MulOp::requirements(ArrayRef<StateAttr> s) {
+FailureOr<SmallVector<StateAttr>> MulOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) {
   return BinaryRules{*this, false}.requirements(s);
 }
 FailureOr<SmallVector<StateAttr>> DivOp::transfer(ArrayRef<StateAttr> s) {
   return BinaryRules{*this, false}.transfer(s);
 }
-FailureOr<SmallVector<StateAttr>> DivOp::requirements(ArrayRef<StateAttr> s) {
+FailureOr<SmallVector<StateAttr>> DivOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) {
   return BinaryRules{*this, false}.requirements(s);
 }

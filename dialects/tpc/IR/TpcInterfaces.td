@@ -2,9 +2,9 @@
 //
 // SplitStateInterface: the per-op rules that tpc-assign-split-axes propagates to a fixed point. `transfer`
 // runs forward (result states from operand states), `requirements` backward (operand states an op needs
-// to produce the given result states). Both return failure when the op has no rule for the given states;
-// the pass then resolves the conflict with a collective. The defaults only cover what is trivially true
-// of every op (all operands and results mirrored); ops add their own rules.
+// to produce the given result states, given what is known of the operands: a row-parallel matmul's weight
+// takes the split of its activation's reduction axis). Both return failure when the op has no rule for
+// the given states; the passes then resolve the conflict with a collective. Every op states its rules.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TPC_DIALECTS_TPC_IR_TPCINTERFACES_TD
@@ -32,10 +32,13 @@ def Tpc_SplitStateInterface : OpInterface<"SplitStateInterface"> {
       }]>,
     InterfaceMethod<
       /*desc=*/[{Backward rule: the state every operand must have for the results to have
-        `resultStates`, or failure when the op cannot produce them.}],
+        `resultStates`, or failure when the op cannot produce them. `operandStates` is what is known of
+        the operands (null entries: unknown or free); rules use it only where the results alone do not
+        determine the operands (the reduction split behind a partial matmul result, MQA attention).}],
       /*retTy=*/"::mlir::FailureOr<::llvm::SmallVector<::mlir::tpc::StateAttr>>",
       /*methodName=*/"requirements",
-      /*args=*/(ins "::llvm::ArrayRef<::mlir::tpc::StateAttr>":$resultStates),
+      /*args=*/(ins "::llvm::ArrayRef<::mlir::tpc::StateAttr>":$resultStates,
+                    "::llvm::ArrayRef<::mlir::tpc::StateAttr>":$operandStates),
       /*methodBody=*/"",
       /*defaultImplementation=*/[{
         return ::mlir::tpc::detail::requireAllMirrored($_op.getOperation(), resultStates);

@@ -73,6 +73,15 @@ namespace mlir::tpc {
 /// or null when there is none.
 StateAttr getValueState(Value value);
 
+/// True when `a` and `b` put the same elements on the same devices: equal kinds, and for splits equal
+/// axis, sizes and segments (the granule is a constraint on sizes, not part of the layout). Nulls equal
+/// only each other.
+bool sameLayout(StateAttr a, StateAttr b);
+
+/// The shape `value` has on `device`: its global shape with the split axis (if any) at that device's size;
+/// a kv_cache is [n_head_kv]. Dynamic dims stay ShapedType::kDynamic.
+SmallVector<int64_t> getLocalShape(Value value, int64_t device);
+
 /// The number of devices (`tpc.devices`) of the closest enclosing op that declares it, or nullopt.
 std::optional<int64_t> getNumDevices(Operation *op);
 

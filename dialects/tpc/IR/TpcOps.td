@@ -22,9 +22,11 @@ include "dialects/tpc/IR/TpcAttrs.td"
 include "dialects/tpc/IR/TpcTypes.td"
 include "dialects/tpc/IR/TpcInterfaces.td"
 
-/// Base of all tpc ops: every op takes part in split-state propagation.
+/// Base of all tpc ops: every op takes part in split-state propagation and states its own rules
+/// (TpcInterfaces.cpp for the elementwise ops, TpcSplitRules.cpp for the rest).
 class Tpc_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Tpc_Dialect, mnemonic, !listconcat(traits, [Tpc_SplitStateInterface])>;
+    : Op<Tpc_Dialect, mnemonic, !listconcat(traits, [
+          DeclareOpInterfaceMethods<Tpc_SplitStateInterface, ["transfer", "requirements"]>])>;
 
 /// Verifies an op by running its type inference with diagnostics on. Listed before InferTypeOpAdaptor:
 /// traits verify in order, so a shape error is reported by the precise message of the inference rather
@@ -46,8 +48,7 @@ class Tpc_UnaryShapeOp<string mnemonic, list<Trait> traits = []>
 /// Broadcasting elementwise binary op on f32: `lhs` has the result shape, `rhs` broadcasts to it
 /// (right-aligned; each rhs dim equals the lhs dim or is 1; rhs rank <= lhs rank).
 class Tpc_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Tpc_InferOp<mnemonic, !listconcat(traits, [
-          DeclareOpInterfaceMethods<Tpc_SplitStateInterface, ["transfer", "requirements"]>])> {
+    : Tpc_InferOp<mnemonic, traits> {
   let arguments = (ins Tpc_F32Tensor:$lhs, Tpc_F32Tensor:$rhs);
   let results = (outs Tpc_F32Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
@@ -330,7 +331,7 @@ def Tpc_RopeOp : Tpc_InferOp<"rope"> {
 }
 
 def Tpc_ScaleOp : Tpc_UnaryShapeOp<"scale",
-    [DeclareOpInterfaceMethods<Tpc_SplitStateInterface, ["transfer", "requirements"]>]> {
+    []> {
   let summary = "Multiplies every element by a constant.";
   let description = [{
     `result = value * x`. Linear, so a partial input gives a partial result.
@@ -344,7 +345,7 @@ def Tpc_ScaleOp : Tpc_UnaryShapeOp<"scale",
 }
 
 def Tpc_SoftcapOp : Tpc_UnaryShapeOp<"softcap",
-    [DeclareOpInterfaceMethods<Tpc_SplitStateInterface, ["transfer", "requirements"]>]> {
+    []> {
   let summary = "Soft-caps every element: cap * tanh(x / cap).";
   let description = [{
     Bounds logits smoothly to `(-cap, cap)`; `cap > 0`.
@@ -418,7 +419,7 @@ def Tpc_TopKOp : Tpc_InferOp<"top_k"> {
 }
 
 def Tpc_UnaryOp : Tpc_InferOp<"unary",
-    [DeclareOpInterfaceMethods<Tpc_SplitStateInterface, ["transfer", "requirements"]>]> {
+    []> {
   let summary = "Elementwise activation function.";
   let description = [{
     Applies `fn` (silu, gelu, gelu_tanh, tanh, relu, exp, sigmoid) to every element.

@@ -1,0 +1,435 @@
+//===- AssignSplitAxes.cpp - tpc-assign-split-axes ---------------------------===//
+//
+// Gives every value of the forward function a split state, from op structure alone:
+//
+//  1. Seeds. Each attention op, GLU and the final projection (a matmul whose result the function
+//     returns) starts a *group*: a number of indivisible units (KV heads, Q heads for MQA, GLU
+//     intermediate elements, output rows) that devices share. The seed says which state each of its
+//     operands and its result need in terms of the group's per-device unit counts.
+//  2. Backward. A wanted state travels to a producer through `requirements` while the value has one
+//     consumer (a shared activation such as the residual stream stays mirrored; the collectives pass slices
+//     it for free). Weights take any state; a weight with several consumers was split into one op per use
+//     first, so each consumer decides for its own copy.
+//  3. Forward. Every value not reached is computed by `transfer` in program order. A partial operand is
+//     read as mirrored (the collectives pass reduces it there and then sinks the reduction), so partial
+//     states only arise where an op creates them (a matmul over a split reduction axis).
+//  4. Granules. A weight split along its rows' reduction axis must be cut on quant-block boundaries; when a
+//     group's sizes violate that, the group's unit multiple grows (lcm) and steps 2-3 rerun.
+//
+// Per-device unit counts come from the tensor-split ratios, in chunks of the group's multiple, by largest
+// remainder with a credit carried from group to group so rounding does not favour one device throughout.
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/StateUtils.h"
+
+#include "runtime/ggml/GGMLTypes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+#include <numeric>
+
+namespace mlir::tpc {
+#define GEN_PASS_DEF_TPCASSIGNSPLITAXES
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// What a seed asks for, per operand/result, given its group's per-device units.
+struct Group {
+  Operation *seed = nullptr;
+  int64_t units = 0;     ///< indivisible units the devices share
+  int64_t multiple = 1;  ///< per-device unit counts are multiples of this (quant blocks)
+  SmallVector<int64_t> perDevice;
+};
+
+class Assigner {
+public:
+  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios)
+      : fn_(fn), ctx_(fn.getContext()), n_(devices), ratios_(ratios.begin(), ratios.end()) {}
+
+  LogicalResult run() {
+    if (n_ > 1)
+      collectSeeds();
+    // Granule fixpoint: each round can only grow a group's multiple, and multiples divide the units.
+    for (int round = 0;; ++round) {
+      distribute();
+      st_.clear();
+      groupOf_.clear();
+      for (auto [i, g] : llvm::enumerate(groups_))
+        applySeed(static_cast<int>(i));
+      forward();
+      if (!fixGranules())
+        break;
+      if (round == 8)
+        return fn_.emitError("tpc-assign-split-axes: quant-block granules did not settle (a tpc bug)");
+    }
+    write();
+    return success();
+  }
+
+private:
+  // ---- seeds ----------------------------------------------------------------------------------------
+
+  void collectSeeds() {
+    fn_.walk([&](Operation *op) {
+      if (auto att = dyn_cast<AttentionOp>(op)) {
+        int64_t hq = att.getQ().getType().getDimSize(1), hkv = att.getK().getType().getDimSize(1);
+        // MQA: one KV head serves every Q head, so K/V stay whole and the Q heads split one by one.
+        groups_.push_back({op, hkv == 1 ? hq : hkv});
+      } else if (auto glu = dyn_cast<GluOp>(op)) {
+        groups_.push_back({op, glu.getType().getDimSize(glu.getType().getRank() - 1)});
+      } else if (auto mm = dyn_cast<MatmulOp>(op)) {
+        if (isFinalProjection(mm))
+          groups_.push_back({op, mm.getType().getDimSize(mm.getType().getRank() - 1)});
+      }
+    });
+  }
+
+  /// The last projection (logits): column-parallel when holding 1/N of its weight saves more than the
+  /// gather of its outputs costs. A gathered byte crosses a link ~16x slower than a weight byte streams
+  /// from memory, so split when a weight row is larger than 16 output floats' worth.
+  bool isFinalProjection(MatmulOp mm) {
+    auto w = mm.getW().getDefiningOp<WeightOp>();
+    if (!w || !mm->hasOneUse() || !isa<func::ReturnOp>(*mm->user_begin()))
+      return false;
+    auto wt = w.getType();
+    auto type = ::tpc::ggmlTypeFromName(w.getGgmlType().str());
+    if (!type)
+      return false;
+    auto rowBytes = ::tpc::ggmlRowBytes(*type, wt.getDimSize(wt.getRank() - 1));
+    return rowBytes && *rowBytes > 16 * 4;
+  }
+
+  /// A split of `axis` giving device d perDevice[d] units of `perUnit` elements (per segment). The granule
+  /// is the group's indivisible chunk: `multiple` units.
+  StateAttr split(int g, int64_t axis, int64_t perUnit, int64_t segments = 1) {
+    SmallVector<int64_t> sizes;
+    for (int64_t u : groups_[g].perDevice)
+      sizes.push_back(u * perUnit * segments);
+    return StateAttr::getSplit(ctx_, axis, sizes, perUnit * groups_[g].multiple, segments);
+  }
+
+  void applySeed(int g) {
+    Operation *op = groups_[g].seed;
+    StateAttr m = StateAttr::getMirrored(ctx_);
+    if (auto att = dyn_cast<AttentionOp>(op)) {
+      int64_t hq = att.getQ().getType().getDimSize(1), hkv = att.getK().getType().getDimSize(1);
+      bool mqa = hkv == 1;
+      int64_t group = mqa ? 1 : hq / hkv;
+      StateAttr q = split(g, 1, group);
+      StateAttr kv = mqa ? m : split(g, 1, 1);
+      StateAttr cache = mqa ? m : split(g, 0, 1);
+      setResult(att.getResult(), q, g);
+      want(att.getQ(), q, g);
+      want(att.getK(), kv, g);
+      want(att.getV(), kv, g);
+      want(att.getCache(), cache, g);
+      if (att.getSinks())
+        want(att.getSinks(), split(g, 0, group), g);
+      return;
+    }
+    if (auto glu = dyn_cast<GluOp>(op)) {
+      int64_t last = glu.getType().getRank() - 1;
+      StateAttr out = split(g, last, 1);
+      setResult(glu.getResult(), out, g);
+      if (glu.getUp()) {
+        want(glu.getGate(), out, g);
+        want(glu.getUp(), out, g);
+      } else {
+        // [gate | up] in one operand: each device takes the same rows of both halves.
+        want(glu.getGate(), split(g, last, 1, 2), g);
+      }
+      return;
+    }
+    auto mm = cast<MatmulOp>(op);
+    setResult(mm.getResult(), split(g, mm.getType().getRank() - 1, 1), g);
+    want(mm.getW(), split(g, 0, 1), g);
+  }
+
+  void setResult(Value v, StateAttr s, int g) {
+    if (st_.count(v))
+      return;
+    st_[v] = s;
+    groupOf_[v] = g;
+  }
+
+  // ---- backward ------------------------------------------------------------------------------------
+
+  /// `v` should have state `s` for the consumer at hand. Taken when `v` is a weight or cache, or an
+  /// activation only this consumer reads; then its producer is asked what it needs in turn.
+  void want(Value v, StateAttr s, int g) {
+    if (!s || s.isMirrored() || st_.count(v))
+      return;
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return; // a function argument stays whole; a slice makes the part
+    bool leaf = isa<WeightOp, KvCacheOp>(def);
+    if (!leaf && (!v.hasOneUse() || def->getNumResults() != 1))
+      return;
+    auto iface = dyn_cast<SplitStateInterface>(def);
+    if (!iface)
+      return;
+    SmallVector<StateAttr> known;
+    for (Value o : def->getOperands())
+      known.push_back(lookup(o));
+    FailureOr<SmallVector<StateAttr>> req = iface.requirements({s}, known);
+    if (failed(req))
+      return; // the producer cannot make it: a collective will
+    st_[v] = s;
+    groupOf_[v] = g;
+    for (auto [o, r] : llvm::zip(def->getOperands(), *req))
+      want(o, r, g);
+  }
+
+  /// The state known for `v`: assigned, mirrored for arguments, null for an unassigned weight/cache.
+  StateAttr lookup(Value v) const {
+    if (auto it = st_.find(v); it != st_.end())
+      return it->second;
+    Operation *def = v.getDefiningOp();
+    if (def && isa<WeightOp, KvCacheOp>(def))
+      return {};
+    if (!def)
+      return StateAttr::getMirrored(ctx_);
+    return {};
+  }
+
+  // ---- forward -------------------------------------------------------------------------------------
+
+  void forward() {
+    StateAttr m = StateAttr::getMirrored(ctx_);
+    fn_.getBody().walk([&](Operation *op) {
+      auto iface = dyn_cast<SplitStateInterface>(op);
+      if (!iface || isa<WeightOp, KvCacheOp>(op))
+        return;
+      SmallVector<StateAttr> in;
+      int group = -1;
+      for (Value o : op->getOperands()) {
+        StateAttr s = lookup(o);
+        bool leaf = o.getDefiningOp() && isa<WeightOp, KvCacheOp>(o.getDefiningOp());
+        if (!s && !leaf)
+          s = m; // produced by an op without the interface: whole
+        if (s && s.isPartial())
+          s = m; // reduced before this op (and the reduction sunk later)
+        if (s && s.isSplit() && group < 0 && groupOf_.count(o))
+          group = groupOf_[o];
+        in.push_back(s);
+      }
+      SmallVector<StateAttr> out;
+      bool assigned = llvm::all_of(op->getResults(), [&](Value r) { return st_.count(r); });
+      if (assigned) {
+        for (Value r : op->getResults())
+          out.push_back(st_[r]);
+      } else {
+        FailureOr<SmallVector<StateAttr>> t = iface.transfer(in);
+        if (failed(t))
+          t = guessThroughFreeOperands(iface, in);
+        if (failed(t))
+          out.assign(op->getNumResults(), m);
+        else
+          out = *t;
+        for (auto [r, s] : llvm::zip(op->getResults(), out)) {
+          st_[r] = s;
+          if (group >= 0 && (s.isSplit() || s.isPartial()))
+            groupOf_[r] = group;
+        }
+      }
+      // Leaves nobody claimed take what this consumer needs for the results it has.
+      if (llvm::none_of(in, [](StateAttr s) { return !s; }))
+        return;
+      FailureOr<SmallVector<StateAttr>> req = iface.requirements(out, in);
+      for (auto [i, o] : llvm::enumerate(op->getOperands())) {
+        if (in[i])
+          continue;
+        StateAttr s = succeeded(req) && (*req)[i] && !(*req)[i].isPartial() ? (*req)[i] : m;
+        st_[o] = s;
+        if (group >= 0 && s.isSplit())
+          groupOf_[o] = group;
+      }
+    });
+  }
+
+  /// For ops whose rule needs every operand known (elementwise with a weight): try the first known
+  /// operand's state as the result and check the op can make it from the known operands.
+  FailureOr<SmallVector<StateAttr>> guessThroughFreeOperands(SplitStateInterface iface,
+                                                            ArrayRef<StateAttr> in) {
+    Operation *op = iface.getOperation();
+    if (op->getNumResults() != 1 || llvm::none_of(in, [](StateAttr s) { return !s; }))
+      return failure();
+    StateAttr guess;
+    for (StateAttr s : in)
+      if (s) {
+        guess = s;
+        break;
+      }
+    if (!guess)
+      return failure();
+    FailureOr<SmallVector<StateAttr>> req = iface.requirements({guess}, in);
+    if (failed(req))
+      return failure();
+    for (auto [have, need] : llvm::zip(in, *req))
+      if (have && !sameLayout(have, need))
+        return failure();
+    return SmallVector<StateAttr>{guess};
+  }
+
+  // ---- granules ------------------------------------------------------------------------------------
+
+  /// Grows the multiple of every group that split a quantized weight inside a block. True if any grew.
+  bool fixGranules() {
+    bool changed = false;
+    fn_.walk([&](WeightOp w) {
+      StateAttr s = lookup(w.getResult());
+      int64_t block = weightBlockElems(w);
+      if (!s || !s.isSplit() || block == 1 || s.getAxis() != w.getType().getRank() - 1)
+        return;
+      auto it = groupOf_.find(w.getResult());
+      if (it == groupOf_.end())
+        return;
+      Group &g = groups_[it->second];
+      // Elements of this weight's axis per unit of the group.
+      int64_t perUnit = w.getType().getDimSize(s.getAxis()) / g.units;
+      int64_t need = block / std::gcd(block, perUnit);
+      int64_t m = std::lcm(g.multiple, need);
+      if (g.units % m)
+        m = g.units; // no block-aligned cut exists: the whole group on one device
+      if (m != g.multiple) {
+        g.multiple = m;
+        changed = true;
+      }
+    });
+    return changed;
+  }
+
+  /// Per-device unit counts of every group, in program order.
+  void distribute() {
+    std::vector<double> r(ratios_.begin(), ratios_.end());
+    if (r.empty())
+      r.assign(n_, 1.0);
+    double total = 0;
+    for (double x : r)
+      total += x;
+    for (double &x : r)
+      x /= total;
+    std::vector<double> credit(n_, 0.0);
+    for (Group &g : groups_) {
+      int64_t chunks = g.units / g.multiple;
+      std::vector<double> target(n_);
+      double sum = 0;
+      for (int64_t d = 0; d < n_; ++d)
+        sum += target[d] = std::max(0.0, r[d] * chunks + credit[d]);
+      std::vector<int64_t> got(n_);
+      int64_t given = 0;
+      for (int64_t d = 0; d < n_; ++d) {
+        target[d] = sum > 0 ? target[d] * chunks / sum : r[d] * chunks;
+        given += got[d] = static_cast<int64_t>(std::floor(target[d]));
+      }
+      // The chunks the floors left go to the largest remainders (fewer than n_ of them).
+      std::vector<int64_t> order(n_);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return target[a] - got[a] > target[b] - got[b];
+      });
+      for (int64_t i = 0; given < chunks; ++i, ++given)
+        ++got[order[i % n_]];
+      g.perDevice.clear();
+      for (int64_t d = 0; d < n_; ++d) {
+        credit[d] = target[d] - static_cast<double>(got[d]);
+        g.perDevice.push_back(got[d] * g.multiple);
+      }
+    }
+  }
+
+  // ---- output --------------------------------------------------------------------------------------
+
+  void write() {
+    StateAttr m = StateAttr::getMirrored(ctx_);
+    fn_.getBody().walk([&](Operation *op) {
+      if (op->getNumResults() == 0)
+        return;
+      SmallVector<StateAttr> states;
+      for (Value r : op->getResults()) {
+        auto it = st_.find(r);
+        StateAttr s = it == st_.end() ? m : it->second;
+        // A quantized weight cut along its rows says so: its granule is the quant block.
+        if (auto w = dyn_cast<WeightOp>(op); w && s.isSplit() && s.getAxis() == w.getType().getRank() - 1) {
+          int64_t block = weightBlockElems(w);
+          int64_t unit = std::lcm(s.getGranule() * s.getSegments(), block);
+          bool ok = llvm::all_of(s.getSizes(), [&](int64_t x) { return x % unit == 0; });
+          if (ok && unit % s.getSegments() == 0)
+            s = StateAttr::getSplit(ctx_, s.getAxis(), s.getSizes(), unit / s.getSegments(), s.getSegments());
+        }
+        states.push_back(s);
+      }
+      setStates(op, states);
+    });
+  }
+
+  func::FuncOp fn_;
+  MLIRContext *ctx_;
+  int64_t n_;
+  std::vector<double> ratios_;
+  std::vector<Group> groups_;
+  DenseMap<Value, StateAttr> st_;
+  DenseMap<Value, int> groupOf_;
+};
+
+/// Gives every use of a weight its own tpc.weight op, so that consumers with different needs (a tied
+/// embedding read whole by get_rows and split by the output projection) each get their own slice.
+void oneWeightPerUse(func::FuncOp fn) {
+  SmallVector<WeightOp> weights;
+  fn.walk([&](WeightOp w) { weights.push_back(w); });
+  for (WeightOp w : weights) {
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : w->getUses())
+      uses.push_back(&use);
+    for (size_t i = 1; i < uses.size(); ++i) {
+      OpBuilder b(uses[i]->getOwner());
+      uses[i]->set(b.clone(*w)->getResult(0));
+    }
+  }
+}
+
+struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
+  using TpcAssignSplitAxesBase::TpcAssignSplitAxesBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (devices < 1) {
+      module.emitError() << "tpc-assign-split-axes: devices must be at least 1, got " << devices;
+      return signalPassFailure();
+    }
+    std::vector<double> ratios(tensorSplit.begin(), tensorSplit.end());
+    if (!ratios.empty()) {
+      if (static_cast<int64_t>(ratios.size()) != devices) {
+        module.emitError() << "tpc-assign-split-axes: tensor-split lists " << ratios.size()
+                           << " shares for " << devices << " devices (give one share per device)";
+        return signalPassFailure();
+      }
+      double sum = 0;
+      for (double r : ratios) {
+        if (!(r >= 0) || !std::isfinite(r)) {
+          module.emitError() << "tpc-assign-split-axes: tensor-split shares must be finite and >= 0";
+          return signalPassFailure();
+        }
+        sum += r;
+      }
+      if (sum <= 0) {
+        module.emitError() << "tpc-assign-split-axes: tensor-split shares sum to 0 (give some device a share)";
+        return signalPassFailure();
+      }
+    }
+    module->setAttr(TpcDialect::kDevicesAttrName,
+                    IntegerAttr::get(IntegerType::get(module.getContext(), 64), devices));
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      oneWeightPerUse(fn);
+      if (failed(Assigner(fn, devices, ratios).run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+} // namespace mlir::tpc

@@ -1,0 +1,78 @@
+//===- FuseMoeScaleChain.cpp - tpc-fuse-moe-scale-chain -----------------------===//
+//
+// Matches, from each expert sum backwards: sum(mul(...mul(mul_mat_id(...), m1)..., mk), axis = 1) where
+// every multiplier broadcasts a per-(token, expert) factor over the hidden dimension ([T,k,1]) and every
+// link has no other consumer. The chain becomes one tpc.expert_combine at the sum's place: every
+// multiplier is defined before the sum, so ops computing them between the links in program order (the
+// per-expert scale's get_rows and reshape in gemma4) do not stop the match. A multiplier that is a
+// reshape of a [T,k] value is used unreshaped.
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/StateUtils.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::tpc {
+#define GEN_PASS_DEF_TPCFUSEMOESCALECHAIN
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// True for a [T,k,1] (or [T,k]) factor matching x [T,k,N].
+bool isPerExpertFactor(Value m, RankedTensorType x) {
+  auto t = dyn_cast<RankedTensorType>(m.getType());
+  if (!t || t.getRank() != 3 || t.getDimSize(2) != 1)
+    return false;
+  return t.getDimSize(1) == x.getDimSize(1);
+}
+
+/// Fuses the chain ending at `sum`. True if it did.
+bool fuse(SumOp sum) {
+  auto xt = dyn_cast<RankedTensorType>(sum.getX().getType());
+  if (!xt || xt.getRank() != 3 || sum.getAxis() != 1 || sum.getKeepDim())
+    return false;
+  SmallVector<Value> factors;
+  SmallVector<Operation *> links;
+  Value v = sum.getX();
+  while (auto mul = v.getDefiningOp<MulOp>()) {
+    if (!v.hasOneUse() || mul.getLhs().getType() != xt || !isPerExpertFactor(mul.getRhs(), xt))
+      break;
+    factors.push_back(mul.getRhs());
+    links.push_back(mul);
+    v = mul.getLhs();
+  }
+  if (factors.empty() || !v.getDefiningOp<MulMatIdOp>())
+    return false;
+  // Program order of the factors as written (innermost multiply first).
+  std::reverse(factors.begin(), factors.end());
+  for (Value &f : factors)
+    if (auto r = f.getDefiningOp<ReshapeOp>(); r && r.getX().getType().getRank() == 2)
+      f = r.getX();
+  OpBuilder b(sum);
+  auto combine = b.create<ExpertCombineOp>(sum.getLoc(), v, factors);
+  sum.getResult().replaceAllUsesWith(combine.getResult());
+  sum.erase();
+  for (Operation *link : links)
+    link->erase();
+  return true;
+}
+
+struct FuseMoeScaleChainPass : impl::TpcFuseMoeScaleChainBase<FuseMoeScaleChainPass> {
+  void runOnOperation() override {
+    SmallVector<SumOp> sums;
+    getOperation().walk([&](SumOp s) { sums.push_back(s); });
+    for (SumOp s : sums)
+      fuse(s);
+    // Reshapes that only fed a fused multiply are dead now.
+    SmallVector<ReshapeOp> dead;
+    getOperation().walk([&](ReshapeOp r) {
+      if (r->use_empty())
+        dead.push_back(r);
+    });
+    for (ReshapeOp r : dead)
+      r.erase();
+  }
+};
+
+} // namespace
+} // namespace mlir::tpc

@@ -1,0 +1,38 @@
+//===- Pipelines.h - the one tpc compilation pipeline -------------*- C++ -*-===//
+//
+// `tpc compile` and `tpc-opt --tpc-pipeline` build the same pass list from the same options, so a lit test
+// of the pipeline is a test of the CLI.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_PASSES_PIPELINES_H
+#define TPC_PASSES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::tpc {
+
+/// Everything the pipeline needs from the user.
+struct PipelineOptions {
+  int64_t devices = 1;
+  std::vector<double> tensorSplit;         ///< empty: equal shares
+  std::vector<std::string> overrideTensor; ///< REGEX=cpu
+  bool noKvOffload = false;
+  int64_t maxBatch = 512;
+};
+
+/// The pass names in pipeline order (for `--emit=mlir --stop-after NAME`-style stage selection).
+const std::vector<std::string> &pipelineStages();
+
+/// Appends the pipeline up to and including `lastStage` (empty: all) to `pm`. Unknown stage: failure.
+LogicalResult buildTpcPipeline(OpPassManager &pm, const PipelineOptions &opts,
+                               const std::string &lastStage = {});
+
+/// Registers `tpc-pipeline` with the options above as a pass pipeline (for tpc-opt).
+void registerTpcPipeline();
+
+} // namespace mlir::tpc
+
+#endif // TPC_PASSES_PIPELINES_H

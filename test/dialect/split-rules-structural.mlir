@@ -1,0 +1,88 @@
+// RUN: tpc-opt %s --tpc-test-split-rules --verify-diagnostics -o /dev/null
+/// The SplitStateInterface rules of the structural ops: matmuls (column and row parallel), reshapes,
+/// attention (GQA and MQA), the MoE ops, reductions and collectives.
+
+module attributes {tpc.devices = 2 : i64} {
+func.func @matmul(%xk: tensor<?x8xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [4, 4], granule = 4>},
+                  %wk: tensor<6x8xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [4, 4]>},
+                  %wm: tensor<6x8xf32> {tpc.state = #tpc.state<mirrored>},
+                  %xp: tensor<?x8xf32> {tpc.state = #tpc.state<partial>}) {
+  /// Row parallel: the reduction axis split on both sides gives addends; backward, the weight follows x.
+  // expected-remark @+2 {{transfer: [#tpc.state<partial>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 4, segments = 1>, #tpc.state<split axis = 1, sizes = [4, 4], granule = 4, segments = 1>]}}
+  %0 = tpc.matmul %xk, %wk {tpc.state = [#tpc.state<partial>]} : (tensor<?x8xf32>, tensor<6x8xf32>) -> tensor<?x6xf32>
+  /// A split reduction axis against a whole weight has no local rule (a collective or a weight split must decide).
+  // expected-remark @+1 {{transfer: none}}
+  %1 = tpc.matmul %xk, %wm : (tensor<?x8xf32>, tensor<6x8xf32>) -> tensor<?x6xf32>
+  /// Linear in x: a partial x times a whole weight stays partial.
+  // expected-remark @+2 {{transfer: [#tpc.state<partial>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<partial>, #tpc.state<mirrored>]}}
+  %2 = tpc.matmul %xp, %wm {tpc.state = [#tpc.state<partial>]} : (tensor<?x8xf32>, tensor<6x8xf32>) -> tensor<?x6xf32>
+  return
+}
+func.func @reshape(%x: tensor<?x8xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [4, 4], granule = 2>},
+                   %h: tensor<?x4x2xf32> {tpc.state = #tpc.state<split axis = 2, sizes = [1, 1]>}) {
+  /// Sizes travel through a reshape scaled by the dims merged into the split axis (granule too).
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [2, 2], granule = 1, segments = 1>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 2, segments = 1>]}}
+  %0 = tpc.reshape %x {tpc.state = [#tpc.state<split axis = 1, sizes = [2, 2]>]} : tensor<?x8xf32> -> tensor<?x4x2xf32>
+  /// A split of an inner dim of a merged group cannot be expressed after the reshape.
+  // expected-remark @+1 {{transfer: none}}
+  %1 = tpc.reshape %h : tensor<?x4x2xf32> -> tensor<?x8xf32>
+  return
+}
+func.func @attention(%q: tensor<?x4x2xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [2, 2], granule = 2>},
+                     %k: tensor<?x2x2xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [1, 1]>},
+                     %kbad: tensor<?x2x2xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [2, 0]>},
+                     %km: tensor<?x1x2xf32> {tpc.state = #tpc.state<mirrored>},
+                     %pos: tensor<?xi32> {tpc.state = #tpc.state<mirrored>}) {
+  // expected-remark @+1 {{requirements: []}}
+  %c = tpc.kv_cache {layer = 0, n_head_kv = 2, head_dim_k = 2, head_dim_v = 2, tpc.state = [#tpc.state<split axis = 0, sizes = [1, 1]>]} : !tpc.kv_cache<2x2x2>
+  /// GQA: Q heads split in whole groups, K/V and the cache by KV heads with matching sizes.
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [2, 2], granule = 2, segments = 1>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [2, 2], granule = 2, segments = 1>, #tpc.state<split axis = 1, sizes = [1, 1], granule = 1, segments = 1>, #tpc.state<split axis = 1, sizes = [1, 1], granule = 1, segments = 1>, #tpc.state<split axis = 0, sizes = [1, 1], granule = 1, segments = 1>, #tpc.state<mirrored>]}}
+  %0 = tpc.attention %q, %k, %k, %c, %pos {scale = 1.0 : f32, tpc.state = [#tpc.state<split axis = 1, sizes = [2, 2], granule = 2>]} : (tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, !tpc.kv_cache<2x2x2>, tensor<?xi32>) -> tensor<?x4x2xf32>
+  /// K/V sizes that do not match the Q groups have no rule.
+  // expected-remark @+1 {{transfer: none}}
+  %1 = tpc.attention %q, %kbad, %kbad, %c, %pos {scale = 1.0 : f32} : (tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, !tpc.kv_cache<2x2x2>, tensor<?xi32>) -> tensor<?x4x2xf32>
+  // expected-remark @+1 {{requirements: []}}
+  %cm = tpc.kv_cache {layer = 1, n_head_kv = 1, head_dim_k = 2, head_dim_v = 2, tpc.state = [#tpc.state<mirrored>]} : !tpc.kv_cache<1x2x2>
+  /// MQA: one KV head, so K/V and the cache stay whole while the Q heads split.
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [2, 2], granule = 2, segments = 1>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [2, 2], granule = 2, segments = 1>, #tpc.state<mirrored>, #tpc.state<mirrored>, #tpc.state<mirrored>, #tpc.state<mirrored>]}}
+  %2 = tpc.attention %q, %km, %km, %cm, %pos {scale = 1.0 : f32, tpc.state = [#tpc.state<split axis = 1, sizes = [2, 2], granule = 2>]} : (tensor<?x4x2xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>, !tpc.kv_cache<1x2x2>, tensor<?xi32>) -> tensor<?x4x2xf32>
+  return
+}
+func.func @moe(%gu: tensor<?x2x8xf32> {tpc.state = #tpc.state<split axis = 2, sizes = [4, 4], granule = 1, segments = 2>},
+               %x: tensor<?x6xf32> {tpc.state = #tpc.state<mirrored>},
+               %w: tensor<4x8x6xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [4, 4], segments = 2>},
+               %ids: tensor<?x2xi32> {tpc.state = #tpc.state<mirrored>},
+               %d: tensor<?x2x6xf32> {tpc.state = #tpc.state<partial>},
+               %m: tensor<?x2xf32> {tpc.state = #tpc.state<mirrored>},
+               %s: tensor<?x2x6xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [1, 1]>}) {
+  /// A merged gate|up split per segment: each device holds matching halves.
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 2, sizes = [2, 2], granule = 1, segments = 1>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 2, sizes = [4, 4], granule = 1, segments = 2>]}}
+  %0 = tpc.glu silu %gu {tpc.state = [#tpc.state<split axis = 2, sizes = [2, 2]>]} : (tensor<?x2x8xf32>) -> tensor<?x2x4xf32>
+  /// Every expert's rows split the same way (per segment): the result's last axis follows.
+  // expected-remark @+1 {{transfer: [#tpc.state<split axis = 2, sizes = [4, 4], granule = 1, segments = 2>]}}
+  %1 = tpc.mul_mat_id %x, %w, %ids : (tensor<?x6xf32>, tensor<4x8x6xf32>, tensor<?x2xi32>) -> tensor<?x2x8xf32>
+  /// The fused scale chain is linear in the expert outputs.
+  // expected-remark @+2 {{transfer: [#tpc.state<partial>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<partial>, #tpc.state<mirrored>]}}
+  %2 = tpc.expert_combine %d, %m {tpc.state = [#tpc.state<partial>]} : (tensor<?x2x6xf32>, tensor<?x2xf32>) -> tensor<?x6xf32>
+  /// A sum over the split axis leaves each device an addend.
+  // expected-remark @+1 {{transfer: [#tpc.state<partial>]}}
+  %3 = tpc.sum %s {axis = 1 : i64} : tensor<?x2x6xf32> -> tensor<?x6xf32>
+  /// A row-wise op over its split last axis has no local rule.
+  // expected-remark @+1 {{transfer: none}}
+  %4 = tpc.rms_norm %gu {eps = 1.0e-6 : f32} : tensor<?x2x8xf32> -> tensor<?x2x8xf32>
+  // expected-remark @+2 {{transfer: [#tpc.state<mirrored>, #tpc.state<mirrored>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<partial>, #tpc.state<partial>]}}
+  %5:2 = tpc.all_reduce %d, %d {tpc.state = [#tpc.state<mirrored>, #tpc.state<mirrored>]} : tensor<?x2x6xf32>, tensor<?x2x6xf32>
+  // expected-remark @+2 {{transfer: [#tpc.state<mirrored>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [1, 1], granule = 1, segments = 1>]}}
+  %6 = tpc.all_gather %s {axis = 1 : i64, tpc.state = [#tpc.state<mirrored>]} : tensor<?x2x6xf32>
+  return
+}
+}
