@@ -17,8 +17,8 @@ namespace tpc::rt::cuda {
 namespace {
 
 constexpr int kWarps = 4;       // warps per GEMV block
-constexpr int kRowsPerWarp = 2; // weight rows per warp (x loads shared by both)
-constexpr int kTile = 4;        // token rows per pass over the weights
+constexpr int kRowsPerWarp = 2; // weight rows per warp when several tokens share them
+constexpr int kTile = 4;        // token rows per pass over the weights (batches)
 
 //===----------------------------------------------------------------------===//
 // kernels
@@ -41,7 +41,9 @@ __device__ __forceinline__ void loadX(const float *xr, int64_t c, int64_t k, boo
   }
 }
 
-template <GGMLType T> __global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) {
+/// R weight rows per warp, NT token rows per pass over the weights. Decode (one pair per expert or one
+/// token) uses R = NT = 1: fewest registers, so the most warps keep loads in flight.
+template <GGMLType T, int R, int NT> __global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) {
   const int e = blockIdx.y;
   int64_t begin = 0, end = a.count;
   if (a.list) {
@@ -49,57 +51,57 @@ template <GGMLType T> __global__ void __launch_bounds__(kWarps * 32) gemvKernel(
     end = a.offsets[e + 1];
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * kRowsPerWarp;
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
   if (begin >= end || row0 >= a.n)
     return;
-  const bool two = row0 + 1 < a.n;
-  const uint8_t *w0 = static_cast<const uint8_t *>(a.w) + e * a.expertStride + row0 * a.rowBytes;
-  const uint8_t *w1 = two ? w0 + a.rowBytes : w0;
+  const uint8_t *w[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) // rows past n re-read the last row; their results are not written
+    w[r] = static_cast<const uint8_t *>(a.w) + e * a.expertStride + min(row0 + r, a.n - 1) * a.rowBytes;
   const int64_t chunks = (a.k + 31) / 32;
-  for (int64_t p0 = begin; p0 < end; p0 += kTile) {
-    const int nt = end - p0 < kTile ? static_cast<int>(end - p0) : kTile;
-    int64_t pair[kTile];
+  for (int64_t p0 = begin; p0 < end; p0 += NT) {
+    const int nt = end - p0 < NT ? static_cast<int>(end - p0) : NT;
+    int64_t pair[NT];
 #pragma unroll
-    for (int i = 0; i < kTile; ++i)
+    for (int i = 0; i < NT; ++i)
       pair[i] = i < nt ? (a.list ? a.list[p0 + i] : p0 + i) : 0;
-    float acc0[kTile], acc1[kTile];
+    float acc[R][NT];
 #pragma unroll
-    for (int i = 0; i < kTile; ++i)
-      acc0[i] = acc1[i] = 0;
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+        acc[r][i] = 0;
     for (int64_t c = lane; c < chunks; c += 32) {
-      float wa[32], wb[32];
-      loadChunk<T>(w0, c, a.k, wa);
-      loadChunk<T>(w1, c, a.k, wb);
+      float wv[R][32];
 #pragma unroll
-      for (int i = 0; i < kTile; ++i) {
+      for (int r = 0; r < R; ++r)
+        loadChunk<T>(w[r], c, a.k, wv[r]);
+#pragma unroll
+      for (int i = 0; i < NT; ++i) {
         if (i < nt) {
           float xv[32];
           loadX(a.x + (pair[i] / a.xDiv) * a.k, c, a.k, vec, xv);
-          float s0 = 0, s1 = 0;
 #pragma unroll
-          for (int j = 0; j < 32; ++j) {
-            s0 = fmaf(wa[j], xv[j], s0);
-            s1 = fmaf(wb[j], xv[j], s1);
+          for (int r = 0; r < R; ++r) {
+            float s = 0;
+#pragma unroll
+            for (int j = 0; j < 32; ++j)
+              s = fmaf(wv[r][j], xv[j], s);
+            acc[r][i] += s;
           }
-          acc0[i] += s0;
-          acc1[i] += s1;
         }
       }
     }
 #pragma unroll
-    for (int i = 0; i < kTile; ++i) {
-      float s0 = acc0[i], s1 = acc1[i];
-      for (int o = 16; o > 0; o >>= 1) {
-        s0 += __shfl_xor_sync(0xffffffffu, s0, o);
-        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float s = acc[r][i];
+        for (int o = 16; o > 0; o >>= 1)
+          s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0 && i < nt && row0 + r < a.n)
+          a.y[pair[i] * a.n + row0 + r] = s;
       }
-      if (lane == 0 && i < nt) {
-        float *yr = a.y + pair[i] * a.n + row0;
-        yr[0] = s0;
-        if (two)
-          yr[1] = s1;
-      }
-    }
   }
 }
 
@@ -188,7 +190,13 @@ struct GemvLaunch {
   dim3 grid;
   bool vec;
   cudaStream_t s;
-  template <GGMLType T> void operator()() { gemvKernel<T><<<grid, kWarps * 32, 0, s>>>(a, vec); }
+  bool decode;
+  template <GGMLType T> void operator()() {
+    if (decode)
+      gemvKernel<T, 1, 1><<<grid, kWarps * 32, 0, s>>>(a, vec);
+    else
+      gemvKernel<T, kRowsPerWarp, kTile><<<grid, kWarps * 32, 0, s>>>(a, vec);
+  }
 };
 struct DequantLaunch {
   const DequantArgs &a;
@@ -221,9 +229,11 @@ void launchGemv(const GemvArgs &a, cudaStream_t s) {
     return;
   }
   const bool vec = (reinterpret_cast<uintptr_t>(a.x) % 16 == 0) && a.k % 4 == 0;
-  const dim3 grid(static_cast<unsigned>((a.n + kWarps * kRowsPerWarp - 1) / (kWarps * kRowsPerWarp)),
-                  static_cast<unsigned>(a.experts));
-  GemvLaunch launch{a, grid, vec, s};
+  // Decode: one token, or one (token, slot) pair per expert on average (MoE decode).
+  const bool decode = a.list ? a.count <= 8 : a.count == 1;
+  const int rowsPerBlock = kWarps * (decode ? 1 : kRowsPerWarp);
+  const dim3 grid(static_cast<unsigned>((a.n + rowsPerBlock - 1) / rowsPerBlock), static_cast<unsigned>(a.experts));
+  GemvLaunch launch{a, grid, vec, s, decode};
   TPC_CUDA_ASSERT(dispatchType(a.type, launch), std::string("gemv: unsupported type ") + ggmlTypeName(a.type));
   TPC_CUDA_CHECK(cudaGetLastError());
 }

@@ -22,15 +22,22 @@
 
 namespace tpc::rt::cuda {
 
-__device__ __forceinline__ float halfBits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *reinterpret_cast<const uint16_t *>(p); }
-__device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
+__host__ __device__ __forceinline__ float halfBits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+/// bf16 bits to float (the high half of an f32).
+__host__ __device__ __forceinline__ float bf16Bits(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+__host__ __device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *reinterpret_cast<const uint16_t *>(p); }
+__host__ __device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
 /// Four bytes from two aligned half-words.
-__device__ __forceinline__ uint32_t ld32h(const uint8_t *p) { return ld16(p) | (uint32_t(ld16(p + 2)) << 16); }
-__device__ __forceinline__ int byteOf(uint32_t v, int i) { return (v >> (8 * i)) & 0xff; }
+__host__ __device__ __forceinline__ uint32_t ld32h(const uint8_t *p) { return ld16(p) | (uint32_t(ld16(p + 2)) << 16); }
+__host__ __device__ __forceinline__ int byteOf(uint32_t v, int i) { return (v >> (8 * i)) & 0xff; }
 
 /// The (scale, min) of group j of a Q4_K/Q5_K super-block (Blocks.h scaleMinK4).
-__device__ __forceinline__ void scaleMinK4(int j, const uint8_t *q, int &sc, int &m) {
+__host__ __device__ __forceinline__ void scaleMinK4(int j, const uint8_t *q, int &sc, int &m) {
   if (j < 4) {
     sc = q[j] & 63;
     m = q[j + 4] & 63;
@@ -61,7 +68,7 @@ TPC_QUANT_TRAITS(Q6_K, 256, 210, false)
 #undef TPC_QUANT_TRAITS
 
 /// Elements [32c, 32c + 32) of a row of k elements of type T, as floats.
-template <GGMLType T> __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c, int64_t k, float w[32]) {
+template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c, int64_t k, float w[32]) {
   if constexpr (T == GGMLType::F32 || T == GGMLType::F16 || T == GGMLType::BF16) {
     const int64_t base = c * 32;
 #pragma unroll
@@ -74,7 +81,7 @@ template <GGMLType T> __device__ __forceinline__ void loadChunk(const uint8_t *r
         else if constexpr (T == GGMLType::F16)
           v = halfBits(reinterpret_cast<const uint16_t *>(row)[e]);
         else
-          v = __uint_as_float(uint32_t(reinterpret_cast<const uint16_t *>(row)[e]) << 16);
+          v = bf16Bits(reinterpret_cast<const uint16_t *>(row)[e]);
       }
       w[i] = v;
     }
@@ -113,8 +120,8 @@ template <GGMLType T> __device__ __forceinline__ void loadChunk(const uint8_t *r
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int l = 4 * i + j;
-        w[l] = d * float(((byteOf(q, j) & 0xf) | (((qh >> l) & 1) << 4)) - 16);
-        w[l + 16] = d * float(((byteOf(q, j) >> 4) | (((qh >> (l + 16)) & 1) << 4)) - 16);
+        w[l] = d * float(int((byteOf(q, j) & 0xf) | (((qh >> l) & 1) << 4)) - 16); // int: qh is unsigned
+        w[l + 16] = d * float(int((byteOf(q, j) >> 4) | (((qh >> (l + 16)) & 1) << 4)) - 16);
       }
     }
   } else if constexpr (T == GGMLType::Q5_1) {
@@ -147,12 +154,17 @@ template <GGMLType T> __device__ __forceinline__ void loadChunk(const uint8_t *r
     const uint8_t *b = row + (c >> 3) * kBytes;
     const int g = int(c & 7), pair = g >> 1, shift = 4 * (g & 1);
     const uint32_t dm = ld32(b);
-    uint8_t sc12[12];
-    *reinterpret_cast<uint32_t *>(sc12) = ld32(b + 4);
-    *reinterpret_cast<uint32_t *>(sc12 + 4) = ld32(b + 8);
-    *reinterpret_cast<uint32_t *>(sc12 + 8) = ld32(b + 12);
+    // scaleMinK4 on the three scale words with shifts only (a byte array indexed by g would live in
+    // local memory).
+    const uint32_t s0 = ld32(b + 4), s1 = ld32(b + 8), s2 = ld32(b + 12);
     int sc, mn;
-    scaleMinK4(g, sc12, sc, mn);
+    if (g < 4) {
+      sc = byteOf(s0, g) & 63;
+      mn = byteOf(s1, g) & 63;
+    } else {
+      sc = (byteOf(s2, g - 4) & 0xf) | ((byteOf(s0, g - 4) >> 6) << 4);
+      mn = (byteOf(s2, g - 4) >> 4) | ((byteOf(s1, g - 4) >> 6) << 4);
+    }
     const float d = halfBits(dm & 0xffff) * float(sc), m = halfBits(dm >> 16) * float(mn);
     const uint8_t *qs = b + (T == GGMLType::Q4_K ? 16 : 48) + 32 * pair;
     const uint4 q0 = reinterpret_cast<const uint4 *>(qs)[0], q1 = reinterpret_cast<const uint4 *>(qs)[1];

@@ -107,9 +107,9 @@ TEST(CudaKernels, MatmulEveryTypeGemvAndCublas) {
       auto got = p.gpu->tensorData(0, y, 1);
       auto want = exactMatmul(xv, deq, m, n, k);
       // f32 GEMV accumulation vs f16 operands on the cuBLAS path.
-      EXPECT_LE(relErr(want, got), m >= 9 ? 2e-2 : 1e-3) << "vs exact";
+      EXPECT_LE(relErr(want, got), m >= 9 ? 5e-3 : 1e-5) << "vs exact";
       // The CPU backend rounds activations to 8 bits for quantized weights.
-      expectClose(p, 0, y, 1, type == GGMLType::F32 || type == GGMLType::F16 || type == GGMLType::BF16 ? 2e-2 : 0.2,
+      expectClose(p, 0, y, 1, type == GGMLType::F32 ? 1e-5 : type == GGMLType::F16 || type == GGMLType::BF16 ? 5e-3 : 3e-2,
                   "vs CPU");
     }
   }
@@ -119,13 +119,13 @@ TEST(CudaKernels, MatmulEmptyReductionWritesZeros) {
   TPC_REQUIRE_GPU();
   // A device whose share of K is 0 holds a zero partial sum.
   PlanMaker mk(1, 2, 1);
-  int32_t x = mk.act(0, {-1, 0}), w = mk.act(0, {5, 0}), y = mk.act(0, {-1, 5});
+  int32_t x = mk.act(0, {2, 0}), w = mk.act(0, {5, 0}), y = mk.act(0, {2, 5});
   int32_t junk = mk.input(0, {2, 5}, randomFloats(10, 3));
   mk.b(0).step(OpKind::Copy, {junk}, {y}); // garbage first, so a missing write shows
   mk.b(0).step(OpKind::Matmul, {x, w}, {y});
-  Pair p = runBoth(mk, {{0, 2}});
+  Pair p = runBoth(mk, {{0, 1}});
   ASSERT_TRUE(p.gpu);
-  for (float v : p.gpu->tensorData(0, y, 2))
+  for (float v : p.gpu->tensorData(0, y, 1))
     EXPECT_EQ(v, 0.0f);
 }
 
@@ -183,8 +183,8 @@ TEST(CudaKernels, MulMatIdGroupedDecodeAndPrefill) {
             want[i * n + r] = float(s);
           }
         }
-        EXPECT_LE(relErr(want, got), 1e-3);
-        expectClose(p, 0, y, 1, type == GGMLType::F32 ? 1e-3 : 0.2, "vs CPU");
+        EXPECT_LE(relErr(want, got), t > 8 ? 1e-5 : 1e-5);
+        expectClose(p, 0, y, 1, type == GGMLType::F32 ? 1e-5 : 3e-2, "vs CPU");
       }
 }
 
@@ -291,7 +291,7 @@ TEST(CudaKernels, RopeNormalNeoxPartialAndFreqFactors) {
   for (int mode : {0, 1})
     for (int64_t nDims : {int64_t(16), int64_t(8)})
       for (bool ff : {false, true}) {
-        PlanMaker mk(1, t, 1);
+        PlanMaker mk(1, t, 64);
         int32_t x = mk.tokenInput(0, {hh, d}, randomFloats(t * hh * d, 12)), y = mk.act(0, {-1, hh, d});
         std::vector<int32_t> in = {x, mk.positions[0]};
         if (ff)
@@ -322,7 +322,7 @@ TEST(CudaKernels, AttentionPrefillThenDecode) {
   const int64_t maxT = 40;
   for (const AttnCase &c : cases) {
     SCOPED_TRACE("hq " + std::to_string(c.hq) + " hkv " + std::to_string(c.hkv) + " dk " + std::to_string(c.dk));
-    PlanMaker mk(1, 16, 1);
+    PlanMaker mk(1, 16, 64);
     int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, randomFloats(maxT * c.hq * c.dk, 1, -2, 2));
     int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(maxT * c.hkv * c.dk, 2, -2, 2));
     int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(maxT * c.hkv * c.dv, 3));
@@ -347,7 +347,7 @@ TEST(CudaKernels, LoopbackCollectivesOnTwoAndThreeDevices) {
   TPC_REQUIRE_GPU();
   for (int nd : {2, 3}) {
     SCOPED_TRACE(std::to_string(nd) + " devices");
-    PlanMaker mk(nd, 4, 1);
+    PlanMaker mk(nd, 4, 64);
     std::vector<int32_t> ar(nd), ar2(nd), arOut(nd), rs(nd), ag(nd);
     const int64_t parts[3] = {5, 0, 3}; // uneven, one empty share
     int64_t whole = 0;

@@ -3,6 +3,9 @@
 // `tpc-cuda-fixture-plans OUT_DIR` writes `<fixture>-d<N>.plan` for the shared fixtures at 1 and 2 devices,
 // built by the CPU fixture test's LlamaPlanBuilder (the same plans the CPU backend is checked with), so
 // CudaFixture.PlansMatchReferenceOnOneGpu can run them where there is a GPU but no MLIR compiler.
+// `tpc-cuda-fixture-plans --gguf MODEL.gguf --devices N OUT.plan` builds the same kind of plan for any
+// llama/qwen3moe GGUF (e.g. a `tpc synth` model for benchmarks), heads and FFN split evenly (FFN in
+// multiples of 256, so K-quant blocks stay whole), max_batch 64 (the builder's activation limit).
 // The builder lives in an anonymous namespace of test/runtime/exec/FixtureTest.cpp; including that file
 // here reuses it without copying (its TESTs get registered in this tool but never run: no RUN_ALL_TESTS).
 //===----------------------------------------------------------------------===//
@@ -52,11 +55,48 @@ int writeAll(const std::string &out) {
   return ::testing::Test::HasFailure() ? 1 : 0;
 }
 
+/// Even shares of heads and FFN rows for n devices (n = 1 or 2; KV heads split when there are enough).
+std::vector<Share> evenShares(const gguf::GGUFFile &f, int n) {
+  const std::string arch = *f.getString("general.architecture");
+  const int64_t h = *f.getU32(arch + ".attention.head_count"), hkv = *f.getU32(arch + ".attention.head_count_kv");
+  const int64_t ffn = arch == "qwen3moe" ? *f.getU32(arch + ".expert_feed_forward_length")
+                                         : *f.getU32(arch + ".feed_forward_length");
+  if (n == 1)
+    return {{0, h, 0, hkv, 0, ffn}};
+  const int64_t f0 = (ffn / 2 + 255) / 256 * 256;
+  return {{0, h / 2, 0, hkv / 2, 0, f0}, {h / 2, h - h / 2, hkv / 2, hkv - hkv / 2, f0, ffn - f0}};
+}
+
+int writeOne(const std::string &path, int n, const std::string &out) {
+  auto file = gguf::GGUFFile::open(path);
+  if (!file) {
+    std::fprintf(stderr, "tpc-cuda-fixture-plans: %s\n", file.error().c_str());
+    return 1;
+  }
+  if (n != 1 && n != 2) {
+    std::fprintf(stderr, "tpc-cuda-fixture-plans: --devices must be 1 or 2\n");
+    return 1;
+  }
+  LlamaPlanBuilder builder(**file);
+  Plan plan = builder.build(evenShares(**file, n), 64);
+  plan.model.defaultCtx = 1024;
+  auto ok = writePlan(plan, out);
+  if (!ok || ::testing::Test::HasFailure()) {
+    std::fprintf(stderr, "tpc-cuda-fixture-plans: %s\n", ok ? "the builder failed" : ok.message().c_str());
+    return 1;
+  }
+  std::printf("%s\n", out.c_str());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc == 6 && std::string(argv[1]) == "--gguf" && std::string(argv[3]) == "--devices")
+    return writeOne(argv[2], std::atoi(argv[4]), argv[5]);
   if (argc != 2) {
-    std::fprintf(stderr, "usage: tpc-cuda-fixture-plans OUT_DIR (with TPC_SHARED_DIR set)\n");
+    std::fprintf(stderr, "usage: tpc-cuda-fixture-plans OUT_DIR (with TPC_SHARED_DIR set)\n"
+                         "       tpc-cuda-fixture-plans --gguf MODEL.gguf --devices N OUT.plan\n");
     return 2;
   }
   return writeAll(argv[1]);
