@@ -1,0 +1,270 @@
+//===- FidelityTest.cpp - tpc compile + run against the reference logits -----===//
+//
+// The acceptance test of the device plan path: for every fixture in TPC_SHARED_DIR/fixtures (README
+// there), `tpc compile` writes plans for 1, 2 and 3 devices (3 with --tensor-split 3,2,1), and each plan
+// is evaluated teacher-forced as the README describes (prompt as one batch, then the 16 greedy ids one at a
+// time). Checks: max |d| and rms(d) against the reference within the fixture's tolerances, the argmax of
+// every greedy row equal to the reference greedy id for the fixture's strict prefix, and for N > 1 the
+// logits equal to the 1-device plan's within a tight bound (splits change only the summation order). For
+// the F32 fixture of every architecture, `tpc run --prompt-ids ... --greedy --dump-logits` on the 2-device
+// plan drives the same check through the CLI. Each (model, devices) is its own ctest test.
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Executor.h"
+#include "runtime/plan/PlanIO.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace tpc::rt;
+
+namespace {
+
+struct Reference {
+  std::vector<int32_t> prompt, greedy;
+  std::vector<float> logits;
+  float tolMax = 0, tolRms = 0;
+  int strictPrefix = 0;
+  bool f32 = false; ///< "weights": "F32"
+};
+
+/// The ref.json fields we need, read with a tiny scanner (integer arrays and numbers).
+Reference readReference(const std::string &dir, const std::string &name) {
+  Reference r;
+  std::ifstream js(dir + "/" + name + ".ref.json");
+  std::string text((std::istreambuf_iterator<char>(js)), {});
+  auto intArray = [&](const std::string &key) {
+    std::vector<int32_t> v;
+    size_t at = text.find("\"" + key + "\"");
+    if (at == std::string::npos)
+      return v;
+    size_t b = text.find('[', at), e = text.find(']', b);
+    std::string body = text.substr(b + 1, e - b - 1);
+    for (char *p = body.data(); *p;) {
+      char *end;
+      long x = std::strtol(p, &end, 10);
+      if (end == p) {
+        ++p;
+        continue;
+      }
+      v.push_back(static_cast<int32_t>(x));
+      p = end;
+    }
+    return v;
+  };
+  auto number = [&](const std::string &key) {
+    size_t at = text.find("\"" + key + "\"");
+    return at == std::string::npos ? NAN : std::strtof(text.c_str() + text.find(':', at) + 1, nullptr);
+  };
+  r.prompt = intArray("prompt_ids");
+  r.greedy = intArray("greedy_ids");
+  r.tolMax = number("tol_max_abs");
+  r.tolRms = number("tol_rms");
+  r.strictPrefix = static_cast<int>(number("greedy_strict_prefix"));
+  r.f32 = text.find("\"weights\": \"F32\"") != std::string::npos;
+  std::ifstream lf(dir + "/" + name + ".logits.f32", std::ios::binary);
+  lf.seekg(0, std::ios::end);
+  r.logits.resize(static_cast<size_t>(lf.tellg()) / 4);
+  lf.seekg(0);
+  lf.read(reinterpret_cast<char *>(r.logits.data()), r.logits.size() * 4);
+  return r;
+}
+
+/// Runs a shell command; returns its exit status and combined output.
+std::pair<int, std::string> shell(const std::string &cmd) {
+  std::string out;
+  FILE *p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p)
+    return {-1, out};
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
+    out.append(buf, n);
+  int rc = ::pclose(p);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+const std::string kTpc = std::string(TPC_BINARY_DIR) + "/bin/tpc";
+
+/// Compiles `gguf` for `devices` (with `split` as --tensor-split when given) into a temporary plan.
+std::string compile(const std::string &gguf, int devices, const std::string &split, const std::string &tag) {
+  std::string plan = ::testing::TempDir() + "tpc-e2e-" + std::to_string(::getpid()) + "-" + tag + ".plan";
+  std::string cmd = kTpc + " compile " + gguf + " --devices " + std::to_string(devices) + " --max-batch 16 -o " + plan;
+  if (!split.empty())
+    cmd += " --tensor-split " + split;
+  auto [rc, out] = shell(cmd);
+  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
+  return rc == 0 ? plan : "";
+}
+
+/// Teacher-forced logits of a plan: the prompt as one batch, then every greedy id at its position.
+std::vector<float> evaluate(const std::string &planPath, const Reference &ref) {
+  auto plan = loadPlan(planPath);
+  EXPECT_TRUE(plan) << plan.message();
+  if (!plan)
+    return {};
+  SessionOptions o;
+  o.threads = 2;
+  o.ctxSize = 64;
+  auto s = Session::open(std::move(*plan), o);
+  EXPECT_TRUE(s) << s.message();
+  if (!s)
+    return {};
+  std::vector<int32_t> pos(ref.prompt.size());
+  for (size_t i = 0; i < pos.size(); ++i)
+    pos[i] = static_cast<int32_t>(i);
+  auto rows = (*s)->evaluate(ref.prompt, pos);
+  EXPECT_TRUE(rows) << rows.message();
+  if (!rows)
+    return {};
+  std::vector<float> got = *rows;
+  for (size_t k = 0; k < ref.greedy.size(); ++k) {
+    auto r = (*s)->evaluate({ref.greedy[k]}, {static_cast<int32_t>(ref.prompt.size() + k)});
+    EXPECT_TRUE(r) << r.message();
+    if (!r)
+      return {};
+    got.insert(got.end(), r->begin(), r->end());
+  }
+  return got;
+}
+
+int32_t argmax(const float *row, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (row[i] > row[best])
+      best = i;
+  return static_cast<int32_t>(best);
+}
+
+/// Compares `got` with the reference: tolerances, and argmax = greedy id on the strict prefix.
+void checkAgainstReference(const std::vector<float> &got, const Reference &ref, const std::string &what) {
+  ASSERT_EQ(got.size(), ref.logits.size()) << what;
+  double maxAbs = 0, sq = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double d = std::fabs(double(got[i]) - ref.logits[i]);
+    maxAbs = std::max(maxAbs, d);
+    sq += d * d;
+  }
+  double rms = std::sqrt(sq / got.size());
+  EXPECT_LE(maxAbs, ref.tolMax) << what;
+  EXPECT_LE(rms, ref.tolRms) << what;
+  const size_t vocab = got.size() / (ref.prompt.size() + ref.greedy.size());
+  for (int k = 0; k < ref.strictPrefix && k < int(ref.greedy.size()); ++k)
+    EXPECT_EQ(argmax(&got[(ref.prompt.size() - 1 + k) * vocab], vocab), ref.greedy[k])
+        << what << ": greedy token " << k;
+  std::printf("[ e2e      ] %s max|d|=%.5f rms=%.6f (tol %.3g / %.3g)\n", what.c_str(), maxAbs, rms, ref.tolMax,
+              ref.tolRms);
+}
+
+struct Case {
+  std::string model;
+  int devices;
+  std::string split; ///< --tensor-split, empty: equal
+  bool cli;          ///< also drive `tpc run` on this plan
+};
+
+/// Readable case names in gtest/ctest output instead of the struct's bytes.
+void PrintTo(const Case &c, std::ostream *os) {
+  *os << c.model << " devices=" << c.devices << (c.split.empty() ? "" : " split " + c.split);
+}
+
+class Fidelity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Fidelity, MatchesReference) {
+  const Case &c = GetParam();
+  const char *shared = std::getenv("TPC_SHARED_DIR");
+  const std::string dir = shared ? std::string(shared) + "/fixtures" : "";
+  const std::string gguf = dir + "/" + c.model + ".gguf";
+  if (!shared || !std::ifstream(gguf))
+    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model << ".gguf not found; set TPC_SHARED_DIR to ../shared";
+  ASSERT_EQ(::access(kTpc.c_str(), X_OK), 0) << kTpc << " not built";
+  const Reference ref = readReference(dir, c.model);
+  ASSERT_EQ(ref.prompt.size(), 12u);
+  const std::string what = c.model + " devices=" + std::to_string(c.devices) + (c.split.empty() ? "" : " split " + c.split);
+
+  std::string plan = compile(gguf, c.devices, c.split, "n");
+  ASSERT_FALSE(plan.empty());
+  std::vector<float> got = evaluate(plan, ref);
+  ASSERT_FALSE(got.empty()) << what;
+  checkAgainstReference(got, ref, what);
+
+  if (c.devices > 1) {
+    // Same function as the 1-device plan up to summation order.
+    std::string one = compile(gguf, 1, "", "1");
+    ASSERT_FALSE(one.empty());
+    std::vector<float> base = evaluate(one, ref);
+    std::remove(one.c_str());
+    ASSERT_EQ(base.size(), got.size());
+    double maxAbs = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      maxAbs = std::max(maxAbs, std::fabs(double(got[i]) - base[i]));
+      scale = std::max(scale, std::fabs(double(base[i])));
+    }
+    // F32: only the summation order changes. Quantized weights: activations are quantized to 8 bits
+    // before every quantized matmul, so a 1-ulp change can flip one rounding, and through the KV cache
+    // every later token moves by the quantization noise (tiny-llama-Q4_K_M on 3 devices: rows 0-3 within
+    // 5e-7, rows 4-27 up to 0.06). There the bound is the fixture's own tolerance.
+    const double bound = ref.f32 ? 1e-4 * std::max(1.0, scale) : ref.tolMax;
+    EXPECT_LE(maxAbs, bound) << what << " vs devices=1";
+    std::printf("[ e2e      ] %s vs devices=1: max|d|=%.3g (logit scale %.3g)\n", what.c_str(), maxAbs, scale);
+  }
+
+  if (c.cli) {
+    std::string ids, want;
+    for (size_t i = 0; i < ref.prompt.size(); ++i)
+      ids += (i ? "," : "") + std::to_string(ref.prompt[i]);
+    for (int k = 0; k < ref.strictPrefix; ++k)
+      want += (k ? "," : "") + std::to_string(ref.greedy[k]);
+    const std::string dump = plan + ".f32";
+    auto [rc, out] = shell(kTpc + " run " + plan + " --prompt-ids " + ids + " --greedy -n 16 -t 2 --dump-logits " + dump);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("generated ids: " + want), std::string::npos) << out;
+    std::ifstream lf(dump, std::ios::binary);
+    std::vector<float> cli(ref.logits.size());
+    lf.read(reinterpret_cast<char *>(cli.data()), cli.size() * 4);
+    EXPECT_EQ(lf.gcount(), static_cast<std::streamsize>(cli.size() * 4)) << "dump " << dump;
+    // Free-running greedy: rows after the strict prefix may follow another token, so the comparison
+    // covers the prompt rows and the strict prefix only.
+    const size_t vocab = ref.logits.size() / (ref.prompt.size() + ref.greedy.size());
+    const size_t rows = ref.prompt.size() + size_t(std::max(0, ref.strictPrefix - 1));
+    double maxAbs = 0;
+    for (size_t i = 0; i < rows * vocab; ++i)
+      maxAbs = std::max(maxAbs, double(std::fabs(cli[i] - ref.logits[i])));
+    EXPECT_LE(maxAbs, ref.tolMax) << "tpc run --dump-logits";
+    std::remove(dump.c_str());
+  }
+  std::remove(plan.c_str());
+}
+
+std::vector<Case> cases() {
+  // The F32 fixture of each architecture also goes through `tpc run` (2 devices).
+  const std::vector<std::pair<std::string, bool>> models = {
+      {"tiny-llama", true},          {"tiny-llama-Q8_0", false},        {"tiny-llama-Q4_K_M", false},
+      {"tiny-qwen3", true},          {"tiny-qwen3moe", true},           {"tiny-qwen3moe-Q8_0", false},
+      {"tiny-qwen3moe-Q4_K_M", false}, {"tiny-qwen3moe-gu", false},     {"tiny-gemma4moe", true},
+      {"tiny-gemma3", true}};
+  std::vector<Case> all;
+  for (const auto &[m, cli] : models) {
+    all.push_back({m, 1, "", false});
+    all.push_back({m, 2, "", cli});
+    all.push_back({m, 3, "3,2,1", false});
+  }
+  return all;
+}
+
+std::string caseName(const ::testing::TestParamInfo<Case> &info) {
+  std::string n = info.param.model + "_d" + std::to_string(info.param.devices);
+  for (char &ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch)))
+      ch = '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fidelity, ::testing::ValuesIn(cases()), caseName);
+
+} // namespace
