@@ -48,6 +48,8 @@ namespace {
   } while (0)
 
 constexpr uint64_t kAlign = 256;
+/// mul_mat_id with at most this many (token, slot) pairs (decode) runs one block row per pair.
+constexpr int64_t kPairGridMax = 16;
 uint64_t alignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 /// One cudaMalloc, freed on its GPU.
@@ -441,15 +443,6 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
       TPC_CUDA_CHECK(cudaMemsetAsync(y.data, 0, count * n * sizeof(float), st));
       break;
     }
-    RouteArgs r;
-    r.ids = ids.i();
-    r.count = count;
-    r.experts = e;
-    r.offsets = dev.route;
-    r.list = dev.route + e + 1;
-    r.y = y.f();
-    r.n = n;
-    launchRouteExperts(r, st);
     GemvArgs a;
     a.type = typeOf(w);
     a.w = w.data;
@@ -462,6 +455,20 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
     a.xDiv = x.shape.size() == 3 ? 1 : ids.shape[1];
     a.y = y.f();
     a.count = count;
+    if (count <= kPairGridMax) { // decode: a block row per pair, no routing pass
+      a.ids = ids.i();
+      launchGemv(a, st);
+      break;
+    }
+    RouteArgs r;
+    r.ids = ids.i();
+    r.count = count;
+    r.experts = e;
+    r.offsets = dev.route;
+    r.list = dev.route + e + 1;
+    r.y = y.f();
+    r.n = n;
+    launchRouteExperts(r, st);
     a.list = r.list;
     a.offsets = r.offsets;
     launchGemv(a, st);

@@ -135,25 +135,32 @@ __global__ void softmaxKernel(SoftmaxArgs a) {
   }
 }
 
-/// One thread per row: k passes of "largest value not yet taken", ties to the lower index (k is small:
-/// experts per token).
+/// One warp per row: k passes of "largest value not yet taken" (ties to the lower index), each a warp
+/// arg-max reduction; k (experts per token) is small.
 __global__ void topKKernel(TopKArgs a) {
-  for (int64_t r = gridStart(); r < a.rows; r += gridStep()) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < a.rows; r += warps) {
     const float *x = a.x + r * a.n;
-    int32_t *y = a.y + r * a.k;
     float prevV = INFINITY;
     int64_t prevI = -1;
     for (int64_t j = 0; j < a.k; ++j) {
       float bv = -INFINITY;
       int64_t bi = -1;
-      for (int64_t c = 0; c < a.n; ++c) {
+      for (int64_t c = lane; c < a.n; c += 32) {
         const float v = x[c];
-        // Strictly after (prevV, prevI) in the order (value desc, index asc).
-        const bool after = v < prevV || (v == prevV && c > prevI);
+        const bool after = v < prevV || (v == prevV && c > prevI); // not taken yet in (value desc, index asc)
         if (after && (bi < 0 || v > bv))
           bv = v, bi = c;
       }
-      y[j] = static_cast<int32_t>(bi < 0 ? 0 : bi);
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi)))
+          bv = ov, bi = oi;
+      }
+      if (lane == 0)
+        a.y[r * a.k + j] = static_cast<int32_t>(bi < 0 ? 0 : bi);
       prevV = bv, prevI = bi;
     }
   }
@@ -277,7 +284,7 @@ void launchTopK(const TopKArgs &a, cudaStream_t s) {
   if (a.rows == 0 || a.k == 0)
     return;
   TPC_CUDA_ASSERT(a.k <= a.n, "top_k: k larger than the row");
-  topKKernel<<<blocksFor(a.rows), kThreads, 0, s>>>(a);
+  topKKernel<<<blocksFor(a.rows * 32), kThreads, 0, s>>>(a);
   done();
 }
 

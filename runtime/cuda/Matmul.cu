@@ -44,14 +44,23 @@ __device__ __forceinline__ void loadX(const float *xr, int64_t c, int64_t k, boo
 /// R weight rows per warp, NT token rows per pass over the weights. Decode (one pair per expert or one
 /// token) uses R = NT = 1: fewest registers, so the most warps keep loads in flight.
 template <GGMLType T, int R, int NT> __global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) {
-  const int e = blockIdx.y;
-  int64_t begin = 0, end = a.count;
-  if (a.list) {
+  int64_t e = blockIdx.y, begin = 0, end = a.count;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
+  if (a.ids) { // one pair per block row
+    begin = blockIdx.y;
+    end = begin + 1;
+    e = a.ids[begin];
+    if (e < 0 || e >= a.experts) { // only a broken router gives this; keep the output defined
+      for (int r = 0; r < R && lane == 0; ++r)
+        if (row0 + r < a.n)
+          a.y[begin * a.n + row0 + r] = 0.0f;
+      return;
+    }
+  } else if (a.list) {
     begin = a.offsets[e];
     end = a.offsets[e + 1];
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
   if (begin >= end || row0 >= a.n)
     return;
   const uint8_t *w[R];
@@ -220,7 +229,8 @@ bool cudaSupportsType(GGMLType t) {
 
 void launchGemv(const GemvArgs &a, cudaStream_t s) {
   TPC_CUDA_ASSERT(a.experts >= 1 && a.experts <= 65535, "gemv: experts must be 1..65535");
-  TPC_CUDA_ASSERT(a.list || a.experts == 1, "gemv: several experts need a pair list");
+  TPC_CUDA_ASSERT(a.list || a.ids || a.experts == 1, "gemv: several experts need a pair list or ids");
+  TPC_CUDA_ASSERT(!a.ids || a.count <= 65535, "gemv: too many pairs for the per-pair grid");
   if (a.n == 0 || a.count == 0)
     return;
   if (a.k == 0) { // a device whose share of the reduction axis is empty: its partial sum is zero
@@ -230,9 +240,10 @@ void launchGemv(const GemvArgs &a, cudaStream_t s) {
   }
   const bool vec = (reinterpret_cast<uintptr_t>(a.x) % 16 == 0) && a.k % 4 == 0;
   // Decode: one token, or one (token, slot) pair per expert on average (MoE decode).
-  const bool decode = a.list ? a.count <= 8 : a.count == 1;
+  const bool decode = a.ids || a.count == 1;
   const int rowsPerBlock = kWarps * (decode ? 1 : kRowsPerWarp);
-  const dim3 grid(static_cast<unsigned>((a.n + rowsPerBlock - 1) / rowsPerBlock), static_cast<unsigned>(a.experts));
+  const dim3 grid(static_cast<unsigned>((a.n + rowsPerBlock - 1) / rowsPerBlock),
+                  static_cast<unsigned>(a.ids ? a.count : a.experts));
   GemvLaunch launch{a, grid, vec, s, decode};
   TPC_CUDA_ASSERT(dispatchType(a.type, launch), std::string("gemv: unsupported type ") + ggmlTypeName(a.type));
   TPC_CUDA_CHECK(cudaGetLastError());

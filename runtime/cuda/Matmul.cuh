@@ -38,6 +38,9 @@ struct GemvArgs {
   int64_t count = 0;             ///< pairs (tokens for a plain matmul; T * slots for mul_mat_id)
   const int32_t *list = nullptr; ///< pairs sorted by expert (mul_mat_id), or null
   const int32_t *offsets = nullptr; ///< experts + 1 offsets into list
+  /// Decode form of mul_mat_id (few pairs): one block row per pair, its expert read from ids[p]; no
+  /// routing pass, and no blocks launched for the unused experts. Out-of-range ids give zero rows.
+  const int32_t *ids = nullptr;
 };
 void launchGemv(const GemvArgs &a, cudaStream_t s);
 

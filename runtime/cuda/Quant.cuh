@@ -30,11 +30,20 @@ __host__ __device__ __forceinline__ float bf16Bits(uint16_t h) {
   memcpy(&f, &u, 4);
   return f;
 }
+/// float(q) - off for 0 <= q < 2^22, exactly: on the GPU one OR and one FADD (2^23 + q read as float)
+/// instead of the quarter-rate integer-to-float conversion, which otherwise bounds the GEMV kernels.
+__host__ __device__ __forceinline__ float qf(uint32_t q, float off = 0) {
+#ifdef __CUDA_ARCH__
+  return __int_as_float(0x4B000000u | q) - (8388608.0f + off);
+#else
+  return float(q) - off;
+#endif
+}
 __host__ __device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *reinterpret_cast<const uint16_t *>(p); }
 __host__ __device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
 /// Four bytes from two aligned half-words.
 __host__ __device__ __forceinline__ uint32_t ld32h(const uint8_t *p) { return ld16(p) | (uint32_t(ld16(p + 2)) << 16); }
-__host__ __device__ __forceinline__ int byteOf(uint32_t v, int i) { return (v >> (8 * i)) & 0xff; }
+__host__ __device__ __forceinline__ uint32_t byteOf(uint32_t v, int i) { return (v >> (8 * i)) & 0xff; }
 
 /// The (scale, min) of group j of a Q4_K/Q5_K super-block (Blocks.h scaleMinK4).
 __host__ __device__ __forceinline__ void scaleMinK4(int j, const uint8_t *q, int &sc, int &m) {
@@ -93,8 +102,8 @@ template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const u
       const uint32_t q = ld32h(b + 2 + 4 * i);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        w[4 * i + j] = d * float((byteOf(q, j) & 0xf) - 8);
-        w[4 * i + j + 16] = d * float((byteOf(q, j) >> 4) - 8);
+        w[4 * i + j] = d * qf(byteOf(q, j) & 0xf, 8);
+        w[4 * i + j + 16] = d * qf(byteOf(q, j) >> 4, 8);
       }
     }
   } else if constexpr (T == GGMLType::Q4_1) {
@@ -106,8 +115,8 @@ template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const u
       const uint32_t q = ld32(b + 4 + 4 * i);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        w[4 * i + j] = d * float(byteOf(q, j) & 0xf) + m;
-        w[4 * i + j + 16] = d * float(byteOf(q, j) >> 4) + m;
+        w[4 * i + j] = fmaf(d, qf(byteOf(q, j) & 0xf), m);
+        w[4 * i + j + 16] = fmaf(d, qf(byteOf(q, j) >> 4), m);
       }
     }
   } else if constexpr (T == GGMLType::Q5_0) {
@@ -120,8 +129,8 @@ template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const u
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int l = 4 * i + j;
-        w[l] = d * float(int((byteOf(q, j) & 0xf) | (((qh >> l) & 1) << 4)) - 16); // int: qh is unsigned
-        w[l + 16] = d * float(int((byteOf(q, j) >> 4) | (((qh >> (l + 16)) & 1) << 4)) - 16);
+        w[l] = d * qf((byteOf(q, j) & 0xf) | (((qh >> l) & 1) << 4), 16);
+        w[l + 16] = d * qf((byteOf(q, j) >> 4) | (((qh >> (l + 16)) & 1) << 4), 16);
       }
     }
   } else if constexpr (T == GGMLType::Q5_1) {
@@ -135,8 +144,8 @@ template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const u
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int l = 4 * i + j;
-        w[l] = d * float((byteOf(q, j) & 0xf) | (((qh >> l) & 1) << 4)) + m;
-        w[l + 16] = d * float((byteOf(q, j) >> 4) | (((qh >> (l + 16)) & 1) << 4)) + m;
+        w[l] = fmaf(d, qf((byteOf(q, j) & 0xf) | (((qh >> l) & 1) << 4)), m);
+        w[l + 16] = fmaf(d, qf((byteOf(q, j) >> 4) | (((qh >> (l + 16)) & 1) << 4)), m);
       }
     }
   } else if constexpr (T == GGMLType::Q8_0) {
@@ -147,7 +156,7 @@ template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const u
       const uint32_t q = ld32h(b + 2 + 4 * i);
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        w[4 * i + j] = d * float(int8_t(byteOf(q, j)));
+        w[4 * i + j] = d * qf(byteOf(q, j) ^ 0x80, 128); // int8 + 128, unsigned
     }
   } else if constexpr (T == GGMLType::Q4_K || T == GGMLType::Q5_K) {
     constexpr int kBytes = QuantTraits<T>::kBytes;
@@ -179,10 +188,10 @@ template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const u
     for (int i = 0; i < 8; ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        int q = (byteOf(qw[i], j) >> shift) & 0xf;
+        uint32_t q = (byteOf(qw[i], j) >> shift) & 0xf;
         if constexpr (T == GGMLType::Q5_K)
           q |= ((byteOf(hw[i], j) >> g) & 1) << 4;
-        w[4 * i + j] = d * float(q) - m;
+        w[4 * i + j] = fmaf(d, qf(q), -m);
       }
   } else if constexpr (T == GGMLType::Q6_K) {
     const uint8_t *b = row + (c >> 3) * 210;
@@ -197,8 +206,8 @@ template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const u
       const uint32_t l4 = ld32h(ql + 4 * i), h4 = ld32h(qh + 4 * i);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const int q = (((byteOf(l4, j) >> lshift) & 0xf) | (((byteOf(h4, j) >> hshift) & 3) << 4)) - 32;
-        w[4 * i + j] = (i < 4 ? d0 : d1) * float(q);
+        const uint32_t q = ((byteOf(l4, j) >> lshift) & 0xf) | (((byteOf(h4, j) >> hshift) & 3) << 4);
+        w[4 * i + j] = (i < 4 ? d0 : d1) * qf(q, 32);
       }
     }
   }

@@ -109,8 +109,8 @@ TEST(CudaKernels, MatmulEveryTypeGemvAndCublas) {
       // f32 GEMV accumulation vs f16 operands on the cuBLAS path.
       EXPECT_LE(relErr(want, got), m >= 9 ? 5e-3 : 1e-5) << "vs exact";
       // The CPU backend rounds activations to 8 bits for quantized weights.
-      expectClose(p, 0, y, 1, type == GGMLType::F32 ? 1e-5 : type == GGMLType::F16 || type == GGMLType::BF16 ? 5e-3 : 3e-2,
-                  "vs CPU");
+      const double plain = type == GGMLType::F32 ? 1e-5 : type == GGMLType::F16 || type == GGMLType::BF16 ? 5e-3 : 3e-2;
+      expectClose(p, 0, y, 1, m >= 9 ? std::max(plain, 5e-3) : plain, "vs CPU");
     }
   }
 }
@@ -145,7 +145,7 @@ TEST(CudaKernels, GetRowsEveryType) {
     const int want[5] = {18, 0, 5, 5, -1};
     for (int i = 0; i < 5; ++i)
       for (int64_t c = 0; c < k; ++c)
-        ASSERT_EQ(got[i * k + c], want[i] < 0 ? 0.0f : deq[want[i] * k + c]) << "row " << i << " col " << c;
+        ASSERT_NEAR(got[i * k + c], want[i] < 0 ? 0.0f : deq[want[i] * k + c], 1e-6f) << "row " << i << " col " << c;
   }
 }
 
@@ -153,7 +153,7 @@ TEST(CudaKernels, MulMatIdGroupedDecodeAndPrefill) {
   TPC_REQUIRE_GPU();
   const int64_t e = 6, n = 45, k = 256, kk = 2;
   for (GGMLType type : {GGMLType::F32, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K})
-    for (int64_t t : {int64_t(1), int64_t(13)})
+    for (int64_t t : {int64_t(1), int64_t(3), int64_t(13)})
       for (bool perSlot : {false, true}) {
         SCOPED_TRACE(std::string(ggmlTypeName(type)) + " t=" + std::to_string(t) + (perSlot ? " per-slot" : ""));
         PlanMaker mk(1, 1, 1);
@@ -373,7 +373,8 @@ TEST(CudaKernels, LoopbackCollectivesOnTwoAndThreeDevices) {
     for (int d = 0; d < nd; ++d) {
       expectClose(p, d, ar[d], 4, 1e-6, "all_reduce");
       expectClose(p, d, arOut[d], 4, 1e-6, "all_reduce out of place");
-      expectClose(p, d, rs[d], 4, 1e-6, "reduce_scatter");
+      if (parts[d] > 0) // an empty share has no data to compare
+        expectClose(p, d, rs[d], 4, 1e-6, "reduce_scatter");
       expectClose(p, d, ag[d], 4, 0, "all_gather");
     }
   }
