@@ -2,9 +2,10 @@
 //
 // Decode (m = 1): GB/s of weight bytes streamed, the number that bounds tokens/s on a memory-bound CPU.
 // Prefill (m = 512): GFLOP/s (2 m n k). Shapes 4096x4096 and 11008x4096 (a 7B model's attention and FFN
-// matrices); types Q4_0, Q8_0, Q4_K, Q6_K, F16; 1 and 2 threads (or the counts given as arguments).
+// matrices); types Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 (or those named by --types); 1 and 2 threads (or the
+// counts given as arguments).
 //
-// Usage: tpc-bench-matmul [--quick] [threads...]
+// Usage: tpc-bench-matmul [--quick] [--types q4_K,q6_K] [threads...]
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Matmul.h"
 #include "runtime/cpu/quant/Quant.h"
@@ -58,10 +59,13 @@ template <typename Fn> double timeIt(Fn fn, double minTime, double *cpuPerCall =
 
 int main(int argc, char **argv) {
   bool quick = false;
+  std::string only; // --types: comma-separated ggml type names
   std::vector<int> threads;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
+    else if (std::strcmp(argv[i], "--types") == 0 && i + 1 < argc)
+      only = "," + std::string(argv[++i]) + ",";
     else
       threads.push_back(std::atoi(argv[i]));
   }
@@ -78,7 +82,8 @@ int main(int argc, char **argv) {
       g.parallelFor(th, [&](int64_t b, int64_t, int t) { sink[static_cast<size_t>(t) * 16] += b; });
     std::printf("parallelFor hand-off, %d thread(s): %.2f us per job\n", th, (seconds() - t0) / reps * 1e6);
   }
-  const GGMLType types[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::F16};
+  const GGMLType types[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K,
+                            GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::F16};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}};
   const int64_t k = 4096;
   std::mt19937 rng(1);
@@ -95,6 +100,8 @@ int main(int argc, char **argv) {
   std::printf("%-6s %-11s %-3s %10s %11s %14s %15s %14s\n", "type", "shape", "thr", "decode ms",
               "decode GB/s", "GB/s per cpu-s", "prefill GFLOP/s", "GFLOP per cpu-s");
   for (GGMLType t : types) {
+    if (!only.empty() && only.find("," + std::string(ggmlTypeName(t)) + ",") == std::string::npos)
+      continue;
     for (auto &shape : shapes) {
       int64_t n = shape[0];
       size_t rowBytes = static_cast<size_t>(*ggmlRowBytes(t, k));

@@ -85,7 +85,7 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
   auto yRow = [&](int64_t i) { return c.y + static_cast<size_t>(c.yRows ? c.yRows[i] : i) * c.yRowStride; };
 
   // Activation rows in the dot kernel's type: the f32 rows themselves, or quantized copies.
-  size_t actBytes = static_cast<size_t>(*ggmlRowBytes(actType, static_cast<uint64_t>(c.k)));
+  size_t actBytes = static_cast<size_t>(activationRowBytes(c.wType, c.k));
   uint8_t *act = nullptr;
   size_t scratchBytes = 0;
   if (__builtin_mul_overflow(actBytes, static_cast<size_t>(c.m), &scratchBytes))
@@ -94,8 +94,10 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
     QuantizeFn quantize = activationQuantizer(actType, activeIsa());
     act = static_cast<uint8_t *>(group.sharedScratch(scratchBytes));
     auto quantizeRows = [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i)
+      for (int64_t i = b; i < e; ++i) {
         quantize(xRow(i), act + actBytes * static_cast<size_t>(i), c.k);
+        completeActivationRow(c.wType, act + actBytes * static_cast<size_t>(i), c.k);
+      }
     };
     if (c.m == 1)
       quantizeRows(0, 1, 0); // one row: not worth a hand-off

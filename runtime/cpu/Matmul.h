@@ -1,13 +1,14 @@
 //===- Matmul.h - quantized matrix multiplication on the CPU -----*- C++ -*-===//
 //
 // y[m, n] = x[m, k] . W[n, k]^T for W of any supported ggml type (rows of W are GGUF tensor rows). As in
-// ggml's CPU backend, x is first quantized (once per call) to W's activation type (Quant.h vecDotType), in
-// scratch memory owned by the thread group; then integer block dot products run per (row, token) pair.
+// ggml's CPU backend, x is first quantized (once per call) to W's activation type (Quant.h vecDotType) and
+// completed with per-row sums where W's kernels use them (completeActivationRow), in scratch memory owned
+// by the thread group; then integer block dot products run per (row, token) pair.
 //
 // Work split: decode (m <= 4) gives each thread a contiguous range of W rows, so every weight byte is read
 // once from memory; prefill tiles W rows x tokens (16 x 64) so that a tile of weight rows stays in cache
 // while a tile of tokens passes over it, and where a four-token kernel exists (f32, f16, bf16, q4_0, q8_0,
-// q6_K) each weight block is unpacked once per four tokens. The result of a (row, token) pair
+// q4_K, q5_K, q6_K) each weight block is unpacked once per four tokens. The result of a (row, token) pair
 // never depends on the thread count or the path taken.
 //
 // Errors (unsupported type, k not whole blocks, strides too small) throw std::invalid_argument with a

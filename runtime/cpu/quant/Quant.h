@@ -46,7 +46,19 @@ bool isaAvailable(Isa isa);
 /// The best ISA this CPU supports; the environment variable TPC_CPU_ISA (scalar, avx2, avx512) can lower it.
 Isa activeIsa();
 
-/// Dot product of k elements of a weight row `w` (type t) and an activation row `a` (type vecDotType(t)).
+/// Bytes of an activation row of k elements for weights of type `wType`: a vecDotType(wType) row, then
+/// for Q4_K/Q5_K the trailer completeActivationRow writes (16 floats per 256 elements).
+uint64_t activationRowBytes(GGMLType wType, int64_t k);
+
+/// Completes an activation row that holds k elements quantized to vecDotType(wType) with what the dot
+/// kernels of `wType` read besides the blocks. For Q4_K/Q5_K, per 256 elements: the 8 block scales d and
+/// the 8 products d * (sum of the block's quants) as floats (exact: an 11-bit scale times a 13-bit sum),
+/// which the SIMD kernels would otherwise recompute for every weight row (the min term). A no-op for the
+/// other types. `row` must hold activationRowBytes(wType, k) bytes.
+void completeActivationRow(GGMLType wType, void *row, int64_t k);
+
+/// Dot product of k elements of a weight row `w` (type t) and an activation row `a` of type
+/// vecDotType(t) completed by completeActivationRow(t, a, k).
 using VecDotFn = float (*)(int64_t k, const void *w, const void *a);
 
 /// The kernel for weights of type `t` built for `isa`; nullptr when the type is unsupported. An ISA

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -417,6 +418,33 @@ void quantizeActivationRow(GGMLType t, const float *src, void *dst, int64_t n) {
     return quantActivation<BlockQ8_1, true>(src, static_cast<BlockQ8_1 *>(dst), n / kQK);
   default:
     return quantizeRow(t, src, dst, n);
+  }
+}
+
+uint64_t activationRowBytes(GGMLType wType, int64_t k) {
+  const uint64_t base = ggmlRowBytes(vecDotType(wType), static_cast<uint64_t>(k)).value_or(0);
+  if (wType == GGMLType::Q4_K || wType == GGMLType::Q5_K)
+    return base + static_cast<uint64_t>(k / kQKK) * 16 * sizeof(float);
+  return base;
+}
+
+void completeActivationRow(GGMLType wType, void *row, int64_t k) {
+  if (wType != GGMLType::Q4_K && wType != GGMLType::Q5_K)
+    return;
+  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(row);
+  // The trailer follows the blocks; its floats are read unaligned by the kernels.
+  uint8_t *trailer = static_cast<uint8_t *>(row) + static_cast<size_t>(k / kQK) * sizeof(BlockQ8_1);
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    float f[16];
+    for (int g = 0; g < 8; ++g) {
+      const BlockQ8_1 &b = y[8 * i + g];
+      int sum = 0;
+      for (int8_t q : b.qs)
+        sum += q;
+      f[g] = fp16ToFp32(b.d);
+      f[8 + g] = f[g] * static_cast<float>(sum);
+    }
+    std::memcpy(trailer + static_cast<size_t>(i) * sizeof(f), f, sizeof(f));
   }
 }
 

@@ -76,9 +76,11 @@ std::vector<uint8_t> randomBlocks(GGMLType t, int64_t k, std::mt19937 &rng) {
   return v;
 }
 
-/// A random activation row of the activation type for t, with power-of-two scales and consistent sums.
-std::vector<uint8_t> randomActivations(GGMLType act, int64_t k, std::mt19937 &rng) {
-  std::vector<uint8_t> v(rowBytes(act, k));
+/// A random activation row for weights of type t (of type vecDotType(t), completed for t's kernels), with
+/// power-of-two scales and consistent sums.
+std::vector<uint8_t> randomActivations(GGMLType t, int64_t k, std::mt19937 &rng) {
+  const GGMLType act = vecDotType(t);
+  std::vector<uint8_t> v(activationRowBytes(t, k));
   std::uniform_int_distribution<int> q(-127, 127);
   if (act == GGMLType::Q8_K) {
     // Smaller quants: a Q6_K block's integer sum with int8 scales would otherwise pass 2^24, where its
@@ -110,6 +112,7 @@ std::vector<uint8_t> randomActivations(GGMLType act, int64_t k, std::mt19937 &rn
         x = static_cast<int8_t>(q(rng));
     }
   }
+  completeActivationRow(t, v.data(), k);
   return v;
 }
 
@@ -128,7 +131,7 @@ TEST_P(VecDotIsa, IntegerKernelsMatchScalarExactly) {
     for (int64_t k : {256, 512, 1024}) {
       for (int rep = 0; rep < 20; ++rep) {
         std::vector<uint8_t> w = randomBlocks(t, k, rng);
-        std::vector<uint8_t> a = randomActivations(vecDotType(t), k, rng);
+        std::vector<uint8_t> a = randomActivations(t, k, rng);
         float ref = vecDotKernel(t, Isa::Scalar)(k, w.data(), a.data());
         float got = vecDotKernel(t, isa)(k, w.data(), a.data());
         ASSERT_EQ(floatToBits(got), floatToBits(ref))
@@ -169,7 +172,7 @@ TEST_P(VecDotIsa, ExtremeQuantsDoNotSaturate) {
       continue;
     std::mt19937 rng(9);
     std::vector<uint8_t> w = randomBlocks(t, k, rng);
-    std::vector<uint8_t> a = randomActivations(act, k, rng);
+    std::vector<uint8_t> a = randomActivations(t, k, rng);
     for (int fill : {0x00, 0xff, 0x80, 0x7f}) {
       std::vector<uint8_t> w2 = randomBlocks(t, k, rng);
       // Overwrite everything but the scale fields by copying scales from w2 over a filled block.
@@ -211,8 +214,9 @@ TEST_P(VecDotIsa, FourTokenKernelsEqualSingleTokenKernels) {
     acts.reserve(4);
     for (int j = 0; j < 4; ++j) {
       std::vector<float> xf = randomFloats(k, 100 + j);
-      acts.emplace_back(rowBytes(vecDotType(t), k));
+      acts.emplace_back(activationRowBytes(t, k));
       quantizeRow(vecDotType(t), xf.data(), acts.back().data(), k); // F32 "quantizes" to a copy
+      completeActivationRow(t, acts.back().data(), k);
       ap[j] = acts.back().data();
     }
     float out[4];
@@ -221,7 +225,7 @@ TEST_P(VecDotIsa, FourTokenKernelsEqualSingleTokenKernels) {
       ASSERT_EQ(floatToBits(out[j]), floatToBits(vecDotKernel(t, isa)(k, w.data(), ap[j])))
           << ggmlTypeName(t) << " token " << j;
   }
-  EXPECT_GE(covered, 6) << "expected four-token kernels for f32, f16, bf16, q4_0, q8_0, q6_K";
+  EXPECT_GE(covered, 8) << "expected four-token kernels for f32, f16, bf16, q4_0, q8_0, q4_K, q5_K, q6_K";
 }
 
 TEST_P(VecDotIsa, ActivationQuantizersEqualReference) {
