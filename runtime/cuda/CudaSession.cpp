@@ -110,8 +110,9 @@ struct Device {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   cudaEvent_t ev = nullptr;
-  GpuAlloc weights, acts, kvMem, scratch;
+  GpuAlloc weights, acts, kvMem, scratch, f16;
   std::vector<uint64_t> sliceOffset; ///< where each weight slice lives in `weights` (256-aligned)
+  std::vector<void *> f16Of;         ///< the cached f16 copy of each weight slice (null: none)
   std::vector<KvBuffers> kv;
   std::vector<void *> ptr;
   int32_t *tokens = nullptr, *positions = nullptr;
@@ -204,7 +205,7 @@ struct CudaSession::Impl {
   std::string checkAll(int64_t t) const;
   ScratchPlan scratchFor(size_t d) const;
   void runStep(size_t d, const Step &s, int64_t t);
-  void matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y);
+  void matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y, const void *wF16);
   void copy(Device &dev, const TensorRef &x, const TensorRef &y);
   void narrow(Device &dev, const void *x, void *y, const std::vector<int64_t> &xShape, int64_t ySize,
               int64_t axis, int64_t offset, size_t es, bool insert);
@@ -344,7 +345,8 @@ void CudaSession::Impl::narrow(Device &dev, const void *x, void *y, const std::v
   }
 }
 
-void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y) {
+void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y,
+                               const void *wF16) {
   const int64_t m = x.rows(), k = x.inner(), n = w.rows();
   if (m == 0 || n == 0)
     return;
@@ -367,10 +369,17 @@ void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef 
   cv.y = dev.xHalf;
   cv.n = m * k;
   launchConvert(cv, dev.stream);
-  const int64_t tile = std::max<int64_t>(1, dev.tileElems / k);
+  const int64_t tile = wF16 ? n : std::max<int64_t>(1, dev.tileElems / k);
   const float one = 1, zero = 0;
   for (int64_t n0 = 0; n0 < n; n0 += tile) {
     const int64_t rows = std::min(tile, n - n0);
+    if (wF16) { // the cached f16 copy: no dequantization per call
+      TPC_CUBLAS_CHECK(cublasGemmEx(dev.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                                    static_cast<int>(k), &one, wF16, CUDA_R_16F, static_cast<int>(k), dev.xHalf,
+                                    CUDA_R_16F, static_cast<int>(k), &zero, y.f(), CUDA_R_32F,
+                                    static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      break;
+    }
     DequantArgs dq;
     dq.type = typeOf(w);
     dq.w = w.data;
@@ -431,9 +440,11 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
     launchRmsNorm(a, st);
     break;
   }
-  case OpKind::Matmul:
-    matmul(dev, x, in[1], y);
+  case OpKind::Matmul: {
+    const TensorDesc &wd = plan.devices[d].tensors[s.inputs[1]];
+    matmul(dev, x, in[1], y, wd.storage == Storage::Weight ? dev.f16Of[wd.index] : nullptr);
     break;
+  }
   case OpKind::MulMatId: {
     const TensorRef &w = in[1], &ids = in[2];
     const int64_t e = w.shape[0], n = w.shape[1], k = x.inner(), count = ids.numel();
@@ -897,9 +908,10 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
   try {
     // Sizes per logical device, then capacity per GPU (several logical devices may share one).
     struct Sizes {
-      uint64_t weights = 0, acts = 0, kv = 0, scratch = 0;
+      uint64_t weights = 0, acts = 0, kv = 0, scratch = 0, f16 = 0;
       ScratchPlan sp;
       std::vector<uint64_t> sliceOffset;
+      std::vector<int64_t> f16Offset;
       uint64_t total() const { return weights + acts + kv + scratch; }
     };
     std::vector<Sizes> sizes(n);
@@ -914,6 +926,22 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       z.acts = dp.activationBytes;
       z.kv = m.ctx * dp.kvBytesPerToken + dp.kv.size() * 2 * kAlign;
       z.sp = m.scratchFor(d);
+      // f16 copies of the matmul weights the cuBLAS path reads (decided per GPU below).
+      z.f16Offset.assign(dp.weights.size(), -1);
+      if (copts.f16Cache && p.model.maxBatch >= copts.cublasMinRows)
+        for (const Step &st : dp.steps) {
+          if (st.op != OpKind::Matmul)
+            continue;
+          const TensorDesc &wd = dp.tensors[st.inputs[1]];
+          if (wd.storage != Storage::Weight || z.f16Offset[wd.index] >= 0)
+            continue;
+          const WeightSlice &ws = dp.weights[wd.index];
+          int64_t elems = 1;
+          for (int64_t v : ws.shape)
+            elems *= v;
+          z.f16Offset[wd.index] = static_cast<int64_t>(z.f16);
+          z.f16 += alignUp(uint64_t(elems) * 2);
+        }
       z.scratch = alignUp(z.sp.wTile) + alignUp(z.sp.xHalf) + alignUp(z.sp.route) + alignUp(z.sp.stage) + io;
       if (opts.maxDeviceBytes && z.total() > opts.maxDeviceBytes)
         return E::error(fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}, "
@@ -928,6 +956,17 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       size_t freeB = 0, totalB = 0;
       TPC_CUDA_CHECK(cudaSetDevice(g));
       TPC_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+      // The f16 weight cache only where everything fits with 1 GiB to spare; otherwise tiles.
+      uint64_t cache = 0;
+      for (size_t d = 0; d < n; ++d)
+        if (m.devs[d].gpu == g)
+          cache += sizes[d].f16;
+      if (cache && need + cache + (uint64_t(1) << 30) > freeB)
+        for (size_t d = 0; d < n; ++d)
+          if (m.devs[d].gpu == g) {
+            sizes[d].f16 = 0;
+            sizes[d].f16Offset.assign(sizes[d].f16Offset.size(), -1);
+          }
       if (need + (uint64_t(256) << 20) > freeB) // leave room for cuBLAS workspaces and the CUDA context
         return E::error(fmt::format("GPU {} ({}) has {:.2f} GiB free but the plan's devices on it need {:.2f} GiB "
                                     "for --ctx-size {}; use more GPUs or a smaller --ctx-size",
@@ -955,6 +994,12 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       alloc(dev.acts, z.acts, "activations");
       alloc(dev.kvMem, z.kv, "KV cache");
       alloc(dev.scratch, z.scratch, "scratch");
+      if (z.f16)
+        alloc(dev.f16, z.f16, "f16 weight cache");
+      dev.f16Of.assign(dp.weights.size(), nullptr);
+      for (size_t w = 0; w < dp.weights.size(); ++w)
+        if (z.f16Offset[w] >= 0)
+          dev.f16Of[w] = dev.f16.p + z.f16Offset[w];
       TPC_CUDA_CHECK(cudaMemsetAsync(dev.acts.p, 0, std::max<uint64_t>(z.acts, 1), dev.stream));
       TPC_CUDA_CHECK(cudaMemsetAsync(dev.kvMem.p, 0, std::max<uint64_t>(z.kv, 1), dev.stream));
       dev.sliceOffset = z.sliceOffset;
@@ -1082,6 +1127,21 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
           }
       }
       flush();
+      // The f16 cache, dequantized once from the uploaded slices.
+      for (size_t w = 0; w < dp.weights.size(); ++w) {
+        if (!dev.f16Of[w])
+          continue;
+        const WeightSlice &ws = dp.weights[w];
+        const int64_t k = ws.shape.back();
+        DequantArgs dq;
+        dq.type = ws.type;
+        dq.w = dev.weights.p + dev.sliceOffset[w];
+        dq.rowBytes = ws.type == GGMLType::F32 ? k * 4 : *ggmlRowBytes(ws.type, static_cast<uint64_t>(k));
+        dq.rows = k ? static_cast<int64_t>(ws.bytes / dq.rowBytes) : 0;
+        dq.k = k;
+        dq.out = dev.f16Of[w];
+        launchDequantF16(dq, dev.stream);
+      }
       TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
     }
     for (cudaEvent_t e : staged)
@@ -1165,7 +1225,7 @@ int64_t CudaSession::nVocab() const { return impl_->plan.model.nVocab; }
 std::vector<uint64_t> CudaSession::deviceBytes() const {
   std::vector<uint64_t> out;
   for (const Device &d : impl_->devs)
-    out.push_back(d.weights.size + d.acts.size + d.kvMem.size + d.scratch.size);
+    out.push_back(d.weights.size + d.acts.size + d.kvMem.size + d.scratch.size + d.f16.size);
   return out;
 }
 std::vector<int> CudaSession::gpuOf() const {

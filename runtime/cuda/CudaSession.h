@@ -38,6 +38,9 @@ struct CudaOptions {
   bool graphs = true;       ///< capture decode steps as CUDA graphs where possible
   bool progress = false;    ///< weight upload progress bar on stderr
   int64_t cublasMinRows = 9; ///< token rows from which matmuls use cuBLAS instead of the GEMV kernels
+  /// Keep an f16 copy of every matmul weight for the cuBLAS path when the GPU has room (one more
+  /// allocation per device), instead of dequantizing weight tiles on every prefill call.
+  bool f16Cache = true;
 };
 
 /// Number of CUDA devices visible to this process (0 when there is no driver or GPU).
