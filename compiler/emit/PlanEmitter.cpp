@@ -575,7 +575,9 @@ DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module) {
     for (Value v : op->getOperands()) {
       if (auto w = v.getDefiningOp<WeightOp>()) {
         int64_t b = blockOf(w.getName());
-        readsOther |= b < 0;
+        // The output head: the output norm/projection, or the tied embedding read after the layers. Other
+        // shared weights (rope_freqs) are read inside layers and do not end them.
+        readsOther |= w.getName().starts_with("output") || w.getName().starts_with("token_embd");
         layer = std::max(layer, b);
       } else if (Operation *def = v.getDefiningOp()) {
         layer = std::max(layer, layers.lookup(def));

@@ -35,8 +35,8 @@ FailureOr<::tpc::rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile
 
 /// Layer of an op: the largest `blk.N` among the weights it reads and the layers of its operands' producers
 /// (so everything computed from layer N's weights belongs to layer N until layer N+1's weights are read).
-/// kLayerNone: before any layer (embedding); kLayerOutput: reads a non-`blk.` weight after a layer (the
-/// output norm / projection).
+/// kLayerNone: before any layer (embedding); kLayerOutput: reads `output*` or `token_embd*` after a layer
+/// (the output norm / projection, a tied embedding) and everything computed from it.
 inline constexpr int64_t kLayerNone = -1;
 inline constexpr int64_t kLayerOutput = 1 << 30;
 DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module);
