@@ -563,6 +563,35 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
 
 } // namespace
 
+/// The GGUF's tokenizer in plan form (every field the runtime's TokenizerData needs).
+LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, rt::PlanTokenizer &pt) {
+  auto tok = ::tpc::tokenizerFromGGUF(file);
+  if (!tok)
+    return module.emitError() << tok.error();
+  const rt::TokenizerData &t = *tok;
+  pt.model = t.model;
+  pt.pre = t.pre;
+  pt.tokens = t.tokens;
+  pt.scores = t.scores;
+  pt.tokenTypes = t.tokenTypes;
+  pt.merges = t.merges;
+  pt.bosId = t.bos;
+  pt.eosId = t.eos;
+  pt.unkId = t.unk;
+  pt.padId = t.pad;
+  pt.sepId = t.sep;
+  pt.eotId = t.eot;
+  pt.eomId = t.eom;
+  pt.addBos = t.addBos;
+  pt.addEos = t.addEos;
+  pt.addSpacePrefix = t.addSpacePrefix;
+  pt.ignoreMerges = t.ignoreMerges;
+  pt.cleanSpaces = t.cleanSpaces;
+  if (auto tmpl = file.getStringOr("tokenizer.chat_template", ""))
+    pt.chatTemplate = *tmpl;
+  return success();
+}
+
 DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module) {
   DenseMap<Operation *, int64_t> layers;
   module.walk([&](Operation *op) {
@@ -619,31 +648,10 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
   // Default context: the training context, capped so a plan for a long-context model opens on a laptop.
   plan.model.defaultCtx = plan.model.nCtxTrain > 0 ? std::min<int64_t>(plan.model.nCtxTrain, 4096) : 4096;
 
-  auto tok = ::tpc::tokenizerFromGGUF(file);
-  if (!tok)
-    return module.emitError() << tok.error();
-  const rt::TokenizerData &t = *tok;
-  rt::PlanTokenizer &pt = plan.tokenizer;
-  pt.model = t.model;
-  pt.pre = t.pre;
-  pt.tokens = t.tokens;
-  pt.scores = t.scores;
-  pt.tokenTypes = t.tokenTypes;
-  pt.merges = t.merges;
-  pt.bosId = t.bos;
-  pt.eosId = t.eos;
-  pt.unkId = t.unk;
-  pt.padId = t.pad;
-  pt.sepId = t.sep;
-  pt.eotId = t.eot;
-  pt.eomId = t.eom;
-  pt.addBos = t.addBos;
-  pt.addEos = t.addEos;
-  pt.addSpacePrefix = t.addSpacePrefix;
-  pt.ignoreMerges = t.ignoreMerges;
-  pt.cleanSpaces = t.cleanSpaces;
-  if (auto tmpl = file.getStringOr("tokenizer.chat_template", ""))
-    pt.chatTemplate = *tmpl;
+  // A GGUF without a vocabulary still compiles: the plan runs on token ids (tpc run --prompt-ids).
+  if (file.find("tokenizer.ggml.tokens"))
+    if (failed(fillTokenizer(module, file, plan.tokenizer)))
+      return failure();
 
   DenseMap<Operation *, int64_t> layers = attributeLayers(module);
   for (int64_t d = 0; d < n; ++d) {
