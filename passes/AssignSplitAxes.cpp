@@ -396,14 +396,14 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (devices < 1) {
-      module.emitError() << "tpc-assign-split-axes: devices must be at least 1, got " << devices;
+      module.emitError() << "tpc-assign-split-axes: devices must be at least 1, got " << static_cast<int64_t>(devices);
       return signalPassFailure();
     }
     std::vector<double> ratios(tensorSplit.begin(), tensorSplit.end());
     if (!ratios.empty()) {
       if (static_cast<int64_t>(ratios.size()) != devices) {
         module.emitError() << "tpc-assign-split-axes: tensor-split lists " << ratios.size()
-                           << " shares for " << devices << " devices (give one share per device)";
+                           << " shares for " << static_cast<int64_t>(devices) << " devices (give one share per device)";
         return signalPassFailure();
       }
       double sum = 0;

@@ -1,0 +1,92 @@
+// RUN: tpc-opt %S/Inputs/llama-layer.mlir --tpc-assign-split-axes=devices=2 | FileCheck %s --check-prefix=TWO
+// RUN: tpc-opt %S/Inputs/llama-layer.mlir '--tpc-assign-split-axes=devices=3 tensor-split=3,2,1' | FileCheck %s --check-prefix=THREE
+// RUN: tpc-opt %S/Inputs/llama-layer.mlir --tpc-assign-split-axes=devices=1 | FileCheck %s --check-prefix=ONE
+// RUN: not tpc-opt %S/Inputs/llama-layer.mlir '--tpc-assign-split-axes=devices=2 tensor-split=1,1,1' 2>&1 | FileCheck %s --check-prefix=BADSPLIT
+// RUN: not tpc-opt %S/Inputs/llama-layer.mlir '--tpc-assign-split-axes=devices=2 tensor-split=0,0' 2>&1 | FileCheck %s --check-prefix=ZEROSPLIT
+// RUN: tpc-opt %s --split-input-file --tpc-assign-split-axes=devices=2 | FileCheck %s
+
+/// Splits come from op structure: the matmuls feeding attention heads and the GLU are column parallel (rows of
+/// their weights split), the matmuls consuming them row parallel (reduction axis split, result partial).
+/// Q heads split in whole GQA groups (4 query heads per KV head), K/V and the cache by KV heads.
+// TWO: module attributes {{{.*}}tpc.devices = 2 : i64
+// TWO: name = "token_embd.weight", tpc.state = [#tpc.state<mirrored>]
+// TWO: name = "blk.0.attn_q.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [128, 128], granule = 128, segments = 1>]
+// TWO: name = "blk.0.attn_k.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [32, 32], granule = 32, segments = 1>]
+// TWO: name = "blk.0.attn_output.weight", tpc.state = [#tpc.state<split axis = 1, sizes = [128, 128], granule = 128, segments = 1>]
+// TWO: name = "blk.0.ffn_gate.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [384, 384]
+// TWO: name = "blk.0.ffn_down.weight", tpc.state = [#tpc.state<split axis = 1, sizes = [384, 384]
+// TWO: tpc.reshape {{.*}}sizes = [4, 4], granule = 4{{.*}} -> tensor<?x8x32xf32>
+// TWO: tpc.kv_cache {{.*}}tpc.state = [#tpc.state<split axis = 0, sizes = [1, 1]
+// TWO: tpc.attention {{.*}}tpc.state = [#tpc.state<split axis = 1, sizes = [4, 4], granule = 4
+// TWO: tpc.matmul {{.*}}tpc.state = [#tpc.state<partial>]{{.*}}tensor<256x256xf32>
+// TWO: tpc.glu silu {{.*}}sizes = [384, 384]
+// TWO: tpc.matmul {{.*}}tpc.state = [#tpc.state<partial>]{{.*}}tensor<256x768xf32>
+/// The output projection is column parallel (its logits are gathered later).
+// TWO: name = "output.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 256]
+// TWO: return
+
+/// 3,2,1: every size a multiple of its granule; two KV heads over three devices leave one without attention,
+/// the FFN's 768 rows split exactly, and the output's 512 rows carry the rounding credit (256, 170, 86).
+// THREE: name = "blk.0.attn_q.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [128, 128, 0], granule = 128
+// THREE: name = "blk.0.ffn_gate.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [384, 256, 128]
+// THREE: tpc.kv_cache {{.*}}sizes = [1, 1, 0]
+// THREE: name = "output.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 170, 86]
+
+// ONE: tpc.devices = 1
+// ONE-NOT: split
+// ONE-NOT: partial
+
+// BADSPLIT: tensor-split lists 3 shares for 2 devices
+// ZEROSPLIT: tensor-split shares sum to 0
+
+// -----
+
+/// MQA (one KV head, the peers' crash): K/V and the cache stay mirrored on every device and only the Q heads
+/// split, one head at a time.
+// CHECK-LABEL: func.func @mqa
+// CHECK: %[[K:.*]] = tpc.matmul {{.*}}tpc.state = [#tpc.state<mirrored>]{{.*}}-> tensor<?x8xf32>
+// CHECK: tpc.kv_cache {{.*}}tpc.state = [#tpc.state<mirrored>]
+// CHECK: tpc.attention {{.*}}tpc.state = [#tpc.state<split axis = 1, sizes = [2, 2], granule = 1
+func.func @mqa(%x: tensor<?x16xf32>, %pos: tensor<?xi32>) -> tensor<?x16xf32> {
+  %wq = tpc.weight {ggml_type = "f32", name = "q"} : tensor<32x16xf32>
+  %wk = tpc.weight {ggml_type = "f32", name = "k"} : tensor<8x16xf32>
+  %wv = tpc.weight {ggml_type = "f32", name = "v"} : tensor<8x16xf32>
+  %wo = tpc.weight {ggml_type = "f32", name = "o"} : tensor<16x32xf32>
+  %q0 = tpc.matmul %x, %wq : (tensor<?x16xf32>, tensor<32x16xf32>) -> tensor<?x32xf32>
+  %q = tpc.reshape %q0 : tensor<?x32xf32> -> tensor<?x4x8xf32>
+  %k0 = tpc.matmul %x, %wk : (tensor<?x16xf32>, tensor<8x16xf32>) -> tensor<?x8xf32>
+  %k = tpc.reshape %k0 : tensor<?x8xf32> -> tensor<?x1x8xf32>
+  %v0 = tpc.matmul %x, %wv : (tensor<?x16xf32>, tensor<8x16xf32>) -> tensor<?x8xf32>
+  %v = tpc.reshape %v0 : tensor<?x8xf32> -> tensor<?x1x8xf32>
+  %c = tpc.kv_cache {layer = 0, n_head_kv = 1, head_dim_k = 8, head_dim_v = 8} : !tpc.kv_cache<1x8x8>
+  %a = tpc.attention %q, %k, %v, %c, %pos {scale = 0.35 : f32} : (tensor<?x4x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, !tpc.kv_cache<1x8x8>, tensor<?xi32>) -> tensor<?x4x8xf32>
+  %a2 = tpc.reshape %a : tensor<?x4x8xf32> -> tensor<?x32xf32>
+  %o = tpc.matmul %a2, %wo : (tensor<?x32xf32>, tensor<16x32xf32>) -> tensor<?x16xf32>
+  return %o : tensor<?x16xf32>
+}
+
+// -----
+
+/// Q4_K weights split along their rows' reduction axis only on 256-element block boundaries: the down
+/// projection's 768 inputs are 3 blocks, so the GLU group moves in whole blocks (512 + 256), and the weight
+/// says so with granule 256. The merged gate|up expert weight splits per segment (matching gate and up rows).
+// CHECK-LABEL: func.func @quant_blocks
+// CHECK: name = "down", tpc.state = [#tpc.state<split axis = 1, sizes = [512, 256], granule = 256, segments = 1>]
+// CHECK: name = "gate_up_exps", tpc.state = [#tpc.state<split axis = 1, sizes = [64, 64], granule = 1, segments = 2>]
+// CHECK: tpc.glu silu %{{.*}}, %{{.*}} {tpc.state = [#tpc.state<split axis = 1, sizes = [512, 256], granule = 256
+// CHECK: tpc.mul_mat_id {{.*}}sizes = [64, 64], granule = 1, segments = 2
+// CHECK: tpc.glu silu %{{[0-9]+}} {tpc.state = [#tpc.state<split axis = 2, sizes = [32, 32]
+func.func @quant_blocks(%x: tensor<?x256xf32>, %ids: tensor<?x2xi32>) -> (tensor<?x256xf32>, tensor<?x2x64xf32>) {
+  %g = tpc.weight {ggml_type = "q4_K", name = "gate"} : tensor<768x256xf32>
+  %u = tpc.weight {ggml_type = "q4_K", name = "up"} : tensor<768x256xf32>
+  %d = tpc.weight {ggml_type = "q4_K", name = "down"} : tensor<256x768xf32>
+  %gu = tpc.weight {ggml_type = "f32", name = "gate_up_exps"} : tensor<4x128x256xf32>
+  %a = tpc.matmul %x, %g : (tensor<?x256xf32>, tensor<768x256xf32>) -> tensor<?x768xf32>
+  %b = tpc.matmul %x, %u : (tensor<?x256xf32>, tensor<768x256xf32>) -> tensor<?x768xf32>
+  %h = tpc.glu silu %a, %b : (tensor<?x768xf32>, tensor<?x768xf32>) -> tensor<?x768xf32>
+  %y0 = tpc.matmul %h, %d : (tensor<?x768xf32>, tensor<256x768xf32>) -> tensor<?x256xf32>
+  %y = tpc.add %x, %y0 : (tensor<?x256xf32>, tensor<?x256xf32>) -> tensor<?x256xf32>
+  %e = tpc.mul_mat_id %x, %gu, %ids : (tensor<?x256xf32>, tensor<4x128x256xf32>, tensor<?x2xi32>) -> tensor<?x2x128xf32>
+  %f = tpc.glu silu %e : (tensor<?x2x128xf32>) -> tensor<?x2x64xf32>
+  return %y, %f : tensor<?x256xf32>, tensor<?x2x64xf32>
+}
