@@ -44,9 +44,9 @@ int64_t blockOf(StringRef name) {
 /// The device-local runs of a weight split along `axis` (one segment of `segments` equal parts each):
 /// device-local rows of `shape` (outermost first, last dim = the ggml row), start/size within a segment.
 struct SplitSel {
-  int64_t axis = -1;     ///< -1: the whole tensor
-  int64_t start = 0;     ///< first element of the device's part within each segment
-  int64_t size = 0;      ///< elements per segment
+  int64_t axis = -1; ///< -1: the whole tensor
+  int64_t start = 0; ///< first element of the device's part within each segment
+  int64_t size = 0;  ///< elements per segment
   int64_t segments = 1;
 };
 
@@ -315,7 +315,8 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
   if (auto c = dyn_cast<KvCacheOp>(op)) {
     StateAttr s = getValueState(c.getResult());
     if (s && !s.isMirrored() && !(s.isSplit() && s.getAxis() == 0))
-      return op->emitError() << "plan emitter: kv_cache state " << s << " (only mirrored or split on KV heads)";
+      return op->emitError() << "plan emitter: kv_cache state " << s
+                             << " (only mirrored or split on KV heads)";
     rt::KvCache kv;
     kv.layer = int32_t(c.getLayer());
     kv.nHeadKv = int32_t(s && s.isSplit() ? s.getSizes()[device_] : c.getNHeadKv());
@@ -475,7 +476,8 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             kind = rt::OpKind::Concat;
             StateAttr s = splitOf(o.getResult());
             if (s && s.isSplit() && s.getAxis() == int64_t(o.getAxis()))
-              return o.emitError("plan emitter: a concat along the split axis of its result is not supported");
+              return o.emitError(
+                  "plan emitter: a concat along the split axis of its result is not supported");
             ints = {int64_t(o.getAxis())};
             for (Value v : o.getInputs())
               ok = ok && addIn(v);

@@ -94,7 +94,8 @@ const std::string kTpc = std::string(TPC_BINARY_DIR) + "/bin/tpc";
 /// Compiles `gguf` for `devices` (with `split` as --tensor-split when given) into a temporary plan.
 std::string compile(const std::string &gguf, int devices, const std::string &split, const std::string &tag) {
   std::string plan = ::testing::TempDir() + "tpc-e2e-" + std::to_string(::getpid()) + "-" + tag + ".plan";
-  std::string cmd = kTpc + " compile " + gguf + " --devices " + std::to_string(devices) + " --max-batch 16 -o " + plan;
+  std::string cmd =
+      kTpc + " compile " + gguf + " --devices " + std::to_string(devices) + " --max-batch 16 -o " + plan;
   if (!split.empty())
     cmd += " --tensor-split " + split;
   auto [rc, out] = shell(cmd);
@@ -157,8 +158,8 @@ void checkAgainstReference(const std::vector<float> &got, const Reference &ref, 
   for (int k = 0; k < ref.strictPrefix && k < int(ref.greedy.size()); ++k)
     EXPECT_EQ(argmax(&got[(ref.prompt.size() - 1 + k) * vocab], vocab), ref.greedy[k])
         << what << ": greedy token " << k;
-  std::printf("[ e2e      ] %s max|d|=%.5f rms=%.6f (tol %.3g / %.3g)\n", what.c_str(), maxAbs, rms, ref.tolMax,
-              ref.tolRms);
+  std::printf("[ e2e      ] %s max|d|=%.5f rms=%.6f (tol %.3g / %.3g)\n", what.c_str(), maxAbs, rms,
+              ref.tolMax, ref.tolRms);
 }
 
 struct Case {
@@ -181,11 +182,13 @@ TEST_P(Fidelity, MatchesReference) {
   const std::string dir = shared ? std::string(shared) + "/fixtures" : "";
   const std::string gguf = dir + "/" + c.model + ".gguf";
   if (!shared || !std::ifstream(gguf))
-    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model << ".gguf not found; set TPC_SHARED_DIR to ../shared";
+    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model
+                 << ".gguf not found; set TPC_SHARED_DIR to ../shared";
   ASSERT_EQ(::access(kTpc.c_str(), X_OK), 0) << kTpc << " not built";
   const Reference ref = readReference(dir, c.model);
   ASSERT_EQ(ref.prompt.size(), 12u);
-  const std::string what = c.model + " devices=" + std::to_string(c.devices) + (c.split.empty() ? "" : " split " + c.split);
+  const std::string what =
+      c.model + " devices=" + std::to_string(c.devices) + (c.split.empty() ? "" : " split " + c.split);
 
   std::string plan = compile(gguf, c.devices, c.split, "n");
   ASSERT_FALSE(plan.empty());
@@ -211,7 +214,8 @@ TEST_P(Fidelity, MatchesReference) {
     // 5e-7, rows 4-27 up to 0.06). There the bound is the fixture's own tolerance.
     const double bound = ref.f32 ? 1e-4 * std::max(1.0, scale) : ref.tolMax;
     EXPECT_LE(maxAbs, bound) << what << " vs devices=1";
-    std::printf("[ e2e      ] %s vs devices=1: max|d|=%.3g (logit scale %.3g)\n", what.c_str(), maxAbs, scale);
+    std::printf("[ e2e      ] %s vs devices=1: max|d|=%.3g (logit scale %.3g)\n", what.c_str(), maxAbs,
+                scale);
   }
 
   if (c.cli) {
@@ -221,7 +225,8 @@ TEST_P(Fidelity, MatchesReference) {
     for (int k = 0; k < ref.strictPrefix; ++k)
       want += (k ? "," : "") + std::to_string(ref.greedy[k]);
     const std::string dump = plan + ".f32";
-    auto [rc, out] = shell(kTpc + " run " + plan + " --prompt-ids " + ids + " --greedy -n 16 -t 2 --dump-logits " + dump);
+    auto [rc, out] =
+        shell(kTpc + " run " + plan + " --prompt-ids " + ids + " --greedy -n 16 -t 2 --dump-logits " + dump);
     ASSERT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("generated ids: " + want), std::string::npos) << out;
     std::ifstream lf(dump, std::ios::binary);
@@ -243,11 +248,16 @@ TEST_P(Fidelity, MatchesReference) {
 
 std::vector<Case> cases() {
   // The F32 fixture of each architecture also goes through `tpc run` (2 devices).
-  const std::vector<std::pair<std::string, bool>> models = {
-      {"tiny-llama", true},          {"tiny-llama-Q8_0", false},        {"tiny-llama-Q4_K_M", false},
-      {"tiny-qwen3", true},          {"tiny-qwen3moe", true},           {"tiny-qwen3moe-Q8_0", false},
-      {"tiny-qwen3moe-Q4_K_M", false}, {"tiny-qwen3moe-gu", false},     {"tiny-gemma4moe", true},
-      {"tiny-gemma3", true}};
+  const std::vector<std::pair<std::string, bool>> models = {{"tiny-llama", true},
+                                                            {"tiny-llama-Q8_0", false},
+                                                            {"tiny-llama-Q4_K_M", false},
+                                                            {"tiny-qwen3", true},
+                                                            {"tiny-qwen3moe", true},
+                                                            {"tiny-qwen3moe-Q8_0", false},
+                                                            {"tiny-qwen3moe-Q4_K_M", false},
+                                                            {"tiny-qwen3moe-gu", false},
+                                                            {"tiny-gemma4moe", true},
+                                                            {"tiny-gemma3", true}};
   std::vector<Case> all;
   for (const auto &[m, cli] : models) {
     all.push_back({m, 1, "", false});

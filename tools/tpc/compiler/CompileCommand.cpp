@@ -60,8 +60,8 @@ std::vector<double> parseTensorSplit(const std::string &text, int64_t devices) {
     shares.push_back(v);
   }
   if (int64_t(shares.size()) != devices)
-    throw Failure(fmt::format("--tensor-split: {} shares given for --devices {} (one per device)", shares.size(),
-                              devices));
+    throw Failure(fmt::format("--tensor-split: {} shares given for --devices {} (one per device)",
+                              shares.size(), devices));
   return shares;
 }
 
@@ -125,7 +125,8 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
     total += t.bytesPerToken;
   const size_t n = plan.devices.size();
   if (opts.json) {
-    std::string s = fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"devices\": [", opts.model, plan.model.arch);
+    std::string s =
+        fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"devices\": [", opts.model, plan.model.arch);
     for (size_t d = 0; d < n; ++d) {
       const rt::DevicePlan &dev = plan.devices[d];
       s += fmt::format("{}{{\"device\": {}, \"weight_bytes\": {}, \"kv_bytes_per_1k_tokens\": {}, "
@@ -135,17 +136,19 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
     s += "], \"collectives\": [";
     bool first = true;
     for (auto &[layer, t] : traffic) {
-      s += fmt::format("{}{{\"layer\": \"{}\", \"all_reduce\": {}, \"all_gather\": {}, \"reduce_scatter\": {}, "
-                       "\"bytes_per_token\": {}}}",
-                       first ? "" : ", ", layerName(layer), t.allReduce, t.allGather, t.reduceScatter,
-                       t.bytesPerToken);
+      s += fmt::format(
+          "{}{{\"layer\": \"{}\", \"all_reduce\": {}, \"all_gather\": {}, \"reduce_scatter\": {}, "
+          "\"bytes_per_token\": {}}}",
+          first ? "" : ", ", layerName(layer), t.allReduce, t.allGather, t.reduceScatter, t.bytesPerToken);
       first = false;
     }
-    s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}}}\n", total, plan.model.maxBatch);
+    s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}}}\n", total,
+                     plan.model.maxBatch);
     fmt::print("{}", s);
     return;
   }
-  fmt::print("{} ({}) on {} device(s), max batch {}\n\n", opts.model, plan.model.arch, n, plan.model.maxBatch);
+  fmt::print("{} ({}) on {} device(s), max batch {}\n\n", opts.model, plan.model.arch, n,
+             plan.model.maxBatch);
   fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |\n");
   fmt::print("|-------:|--------------:|-----------------------:|------------------:|\n");
   for (size_t d = 0; d < n; ++d) {
@@ -153,8 +156,9 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
     fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |\n", d, dev.weightBytes / 1048576.0,
                dev.kvBytesPerToken * 1024 / 1048576.0, dev.activationBytes / 1048576.0);
   }
-  fmt::print("\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
-             "2(N-1)/N of it per device):\n\n");
+  fmt::print(
+      "\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
+      "2(N-1)/N of it per device):\n\n");
   fmt::print("| layer | all_reduce | all_gather | reduce_scatter | bytes/token |\n");
   fmt::print("|-------|-----------:|-----------:|---------------:|------------:|\n");
   for (auto &[layer, t] : traffic)
@@ -240,8 +244,8 @@ void runCompile(const CompileOptions &opts) {
   if (!written)
     throw Failure(written.message() + " (-o)");
   if (!opts.report)
-    fmt::print(stderr, "tpc compile: wrote {} ({} device(s), {} steps on device 0)\n", out, plan->devices.size(),
-               plan->devices.empty() ? 0 : plan->devices[0].steps.size());
+    fmt::print(stderr, "tpc compile: wrote {} ({} device(s), {} steps on device 0)\n", out,
+               plan->devices.size(), plan->devices.empty() ? 0 : plan->devices[0].steps.size());
 }
 
 void registerCompile(CLI::App &app) {
@@ -260,7 +264,8 @@ void registerCompile(CLI::App &app) {
                   "Output file (plan: default plan.bin; --emit=mlir: default stdout)");
   cmd->add_option("--emit", opts->emit, "What to write: plan (default) or mlir (the IR)")
       ->check(CLI::IsMember({"plan", "mlir"}));
-  cmd->add_option("--stop-after", opts->stopAfter, "With --emit=mlir: stop after this stage (import or a pass)");
+  cmd->add_option("--stop-after", opts->stopAfter,
+                  "With --emit=mlir: stop after this stage (import or a pass)");
   cmd->add_flag("--print-ir-after-all", opts->printIrAfterAll, "Print the IR after every pass (stderr)");
   cmd->add_flag("--report", opts->report,
                 "Print memory per device and collectives per layer (writes the plan only with -o)");
