@@ -138,6 +138,7 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
   const int64_t chunks = (a.k + 31) / 32;
   const float *x = a.x + (p / a.xDiv) * a.k;
   float xv[J][32];
+  XSums xs[J];
 #pragma unroll
   for (int j = 0; j < J; ++j) {
     const int64_t c = tid + int64_t(THREADS) * j;
@@ -147,6 +148,7 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
 #pragma unroll
       for (int i = 0; i < 32; ++i)
         xv[j][i] = 0;
+    xs[j] = xSums(xv[j]);
   }
   const uint8_t *wb = static_cast<const uint8_t *>(a.w) + e * a.expertStride;
   for (int64_t r = row0; r < rowEnd; r += 4) {
@@ -158,15 +160,8 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
 #pragma unroll
       for (int j = 0; j < J; ++j) {
         const int64_t c = tid + int64_t(THREADS) * j;
-        if (c < chunks) {
-          float wv[32];
-          loadChunk<T>(row, c, a.k, wv);
-          float s = 0;
-#pragma unroll
-          for (int i = 0; i < 32; ++i)
-            s = fmaf(wv[i], xv[j][i], s);
-          acc[q] += s;
-        }
+        if (c < chunks)
+          acc[q] += dotChunk<T>(row, c, a.k, xv[j], xs[j]);
       }
     }
 #pragma unroll

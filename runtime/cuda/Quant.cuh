@@ -213,6 +213,126 @@ template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const u
   }
 }
 
+/// Byte j of v as an exact float (one PRMT builds the bits of 2^23 + byte on the GPU; see qf()).
+__host__ __device__ __forceinline__ float byteF(uint32_t v, int j) {
+#ifdef __CUDA_ARCH__
+  return __int_as_float(__byte_perm(v, 0x4B000000u, 0x7540u | j)) - 8388608.0f;
+#else
+  return float((v >> (8 * j)) & 0xff);
+#endif
+}
+
+/// Sums of a chunk's x values that dotChunk needs: all 32, and the two halves (Q6_K scales per 16).
+struct XSums {
+  float all = 0, lo = 0;
+};
+__host__ __device__ __forceinline__ XSums xSums(const float xv[32]) {
+  XSums r;
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    r.lo += xv[i];
+  r.all = r.lo;
+#pragma unroll
+  for (int i = 16; i < 32; ++i)
+    r.all += xv[i];
+  return r;
+}
+
+/// Dot product of chunk c of a weight row with xv (the chunk's 32 x values; xs their sums). The block
+/// formats that decode (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0) accumulate sum(q * x) over the raw quants and
+/// apply scale and offset once per chunk: d * (sum(q x) - off * sum(x)) - m * sum(x), three instructions
+/// per weight; the other types dequantize with loadChunk first.
+template <GGMLType T>
+__host__ __device__ __forceinline__ float dotChunk(const uint8_t *row, int64_t c, int64_t k, const float xv[32],
+                                                   const XSums &xs) {
+  if constexpr (T == GGMLType::Q4_K || T == GGMLType::Q5_K) {
+    constexpr int kBytes = QuantTraits<T>::kBytes;
+    const uint8_t *b = row + (c >> 3) * kBytes;
+    const int g = int(c & 7), pair = g >> 1, shift = 4 * (g & 1), g4 = g & 3;
+    const uint32_t dm = ld32(b), s0 = ld32(b + 4), s1 = ld32(b + 8), s2 = ld32(b + 12);
+    // Both scale encodings, selected without a branch (lanes of a warp hold different groups).
+    const uint32_t scLo = byteOf(s0, g4) & 63, mnLo = byteOf(s1, g4) & 63;
+    const uint32_t scHi = (byteOf(s2, g4) & 0xf) | ((byteOf(s0, g4) >> 6) << 4);
+    const uint32_t mnHi = (byteOf(s2, g4) >> 4) | ((byteOf(s1, g4) >> 6) << 4);
+    const float d = halfBits(dm & 0xffff) * float(g < 4 ? scLo : scHi);
+    const float m = halfBits(dm >> 16) * float(g < 4 ? mnLo : mnHi);
+    const uint8_t *qs = b + (T == GGMLType::Q4_K ? 16 : 48) + 32 * pair;
+    const uint4 q0 = reinterpret_cast<const uint4 *>(qs)[0], q1 = reinterpret_cast<const uint4 *>(qs)[1];
+    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    uint32_t hw[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if constexpr (T == GGMLType::Q5_K) {
+      const uint4 h0 = reinterpret_cast<const uint4 *>(b + 16)[0], h1 = reinterpret_cast<const uint4 *>(b + 16)[1];
+      hw[0] = h0.x, hw[1] = h0.y, hw[2] = h0.z, hw[3] = h0.w, hw[4] = h1.x, hw[5] = h1.y, hw[6] = h1.z,
+      hw[7] = h1.w;
+    }
+    float sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      uint32_t v = (qw[i] >> shift) & 0x0F0F0F0Fu;
+      if constexpr (T == GGMLType::Q5_K)
+        v |= ((hw[i] >> g) & 0x01010101u) << 4;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        sum = fmaf(byteF(v, j), xv[4 * i + j], sum);
+    }
+    return d * sum - m * xs.all;
+  } else if constexpr (T == GGMLType::Q6_K) {
+    const uint8_t *b = row + (c >> 3) * 210;
+    const int g = int(c & 7), half = g >> 2, p = g & 3;
+    const uint8_t *ql = b + 64 * half + 32 * (p & 1), *qh = b + 128 + 32 * half;
+    const int lshift = 4 * (p >> 1), hshift = 2 * p;
+    const float d = halfBits(ld16(b + 208));
+    const int8_t *scales = reinterpret_cast<const int8_t *>(b + 192) + 8 * half + 2 * p;
+    float lo = 0, hi = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t v = ((ld32h(ql + 4 * i) >> lshift) & 0x0F0F0F0Fu) | (((ld32h(qh + 4 * i) >> hshift) & 0x03030303u) << 4);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (i < 4)
+          lo = fmaf(byteF(v, j), xv[4 * i + j], lo);
+        else
+          hi = fmaf(byteF(v, j), xv[4 * i + j], hi);
+      }
+    }
+    return d * (float(scales[0]) * (lo - 32 * xs.lo) + float(scales[1]) * (hi - 32 * (xs.all - xs.lo)));
+  } else if constexpr (T == GGMLType::Q8_0) {
+    const uint8_t *b = row + c * 34;
+    const float d = halfBits(ld16(b));
+    float sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t v = ld32h(b + 2 + 4 * i) ^ 0x80808080u; // int8 + 128
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        sum = fmaf(byteF(v, j), xv[4 * i + j], sum);
+    }
+    return d * (sum - 128 * xs.all);
+  } else if constexpr (T == GGMLType::Q4_0) {
+    const uint8_t *b = row + c * 18;
+    const float d = halfBits(ld16(b));
+    float sum = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = ld32h(b + 2 + 4 * i), lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        sum = fmaf(byteF(lo, j), xv[4 * i + j], sum);
+        sum = fmaf(byteF(hi, j), xv[4 * i + j + 16], sum);
+      }
+    }
+    return d * (sum - 8 * xs.all);
+  } else {
+    float w[32];
+    loadChunk<T>(row, c, k, w);
+    float sum = 0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      sum = fmaf(w[i], xv[i], sum);
+    return sum;
+  }
+}
+
 /// Calls f.template operator()<T>() for a runtime type; returns false for an unsupported type.
 template <typename F> bool dispatchType(GGMLType t, F &&f) {
   switch (t) {

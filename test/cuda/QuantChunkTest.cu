@@ -55,6 +55,16 @@ template <GGMLType T> void checkType(int64_t k) {
     for (int64_t c = 0; c < (k + 31) / 32; ++c) {
       float got[32];
       rt::cuda::loadChunk<T>(&bytes[r * rb], c, k, got);
+      // dotChunk (the decode GEMV's fused form) against the plain dot of the same values.
+      float xv[32];
+      double ref = 0;
+      for (int j = 0; j < 32; ++j) {
+        xv[j] = c * 32 + j < k ? float(int(rng() % 2001) - 1000) / 1000.0f : 0.0f;
+        ref += double(c * 32 + j < k ? got[j] : 0.0f) * xv[j];
+      }
+      const float dot = rt::cuda::dotChunk<T>(&bytes[r * rb], c, k, xv, rt::cuda::xSums(xv));
+      if (!std::isnan(ref))
+        ASSERT_NEAR(dot, ref, 1e-4 * (1 + std::fabs(ref))) << ggmlTypeName(T) << " dot of chunk " << c;
       for (int j = 0; j < 32 && c * 32 + j < k; ++j) {
         const float w = want[c * 32 + j];
         if (std::isnan(w))
