@@ -181,6 +181,8 @@ void runCompile(const CompileOptions &opts) {
   }
   if (opts.json && !opts.report)
     throw Failure("--json needs --report");
+  if (opts.report && opts.emit != "plan")
+    throw Failure("--report describes the plan; it cannot be combined with --emit=" + opts.emit);
   mlir::tpc::PipelineOptions pipe;
   pipe.devices = opts.devices;
   if (!opts.tensorSplit.empty())
