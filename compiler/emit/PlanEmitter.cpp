@@ -212,6 +212,15 @@ FailureOr<int32_t> DeviceEmitter::weight(WeightOp w, bool asTable) {
     slice.shape.push_back(1); // a 1-D table gathered by id: one element per row
   for (const rt::WeightPiece &p : *pieces)
     slice.bytes += p.rows * p.rowBytes;
+  // The runs must pack exactly the local tensor (ggml layout of the local shape).
+  uint64_t localRows = 1;
+  for (size_t i = 0; i + 1 < local.size(); ++i)
+    localRows *= uint64_t(local[i]);
+  std::optional<uint64_t> localRowBytes = ::tpc::ggmlRowBytes(info->type, local.back());
+  if (!localRowBytes || slice.bytes != localRows * *localRowBytes)
+    return w.emitError() << "plan emitter: weight '" << name << "' pieces hold " << slice.bytes
+                         << " bytes on device " << device_ << ", its local shape needs "
+                         << (localRowBytes ? localRows * *localRowBytes : 0) << " (a tpc bug)";
   slice.offset = dev_.weightBytes;
   slice.pieces = std::move(*pieces);
   dev_.weightBytes += (slice.bytes + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
