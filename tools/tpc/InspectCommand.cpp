@@ -1,12 +1,16 @@
 //===- InspectCommand.cpp - `tpc inspect` -----------------------------------===//
 //
 // `tpc inspect FILE [--json] [--metadata]`: what a file holds. The file kind is decided by its magic in
-// one place (detectFileKind); today a GGUF model is inspected and anything else gets one error line.
+// one place (detectFileKind): a GGUF model or a device plan; anything else gets one error line.
+// For a plan: its header (source GGUF, fingerprint, compiler), model facts and per device the memory,
+// steps, collectives and their bytes per token (describePlan); --json gives the same figures.
 // For a GGUF: architecture, the hyperparameters the importers read (whichever are present), a tokenizer
 // summary, the tensor table and totals per ggml type; --json prints the same as one JSON object and
 // --metadata adds every metadata key. Reader errors are the reader's one-line messages (exit status 1).
 //===----------------------------------------------------------------------===//
 #include "compiler/gguf/GGUFFile.h"
+#include "runtime/plan/PlanIO.h"
+#include "runtime/plan/PlanSummary.h"
 #include "tools/tpc/Command.h"
 
 #include <fmt/format.h>
@@ -36,7 +40,7 @@ struct InspectOptions {
 //===----------------------------------------------------------------------===//
 
 /// What a file is, by its first bytes.
-enum class FileKind { GGUF, Unknown };
+enum class FileKind { GGUF, Plan, Unknown };
 
 /// Reads the first bytes of `path` and classifies them; `head` receives them (for the error message).
 FileKind detectFileKind(const std::string &path, std::string &head) {
@@ -53,6 +57,8 @@ FileKind detectFileKind(const std::string &path, std::string &head) {
   head.assign(buf, n);
   if (n >= 4 && std::memcmp(buf, "GGUF", 4) == 0)
     return FileKind::GGUF;
+  if (n == sizeof rt::kPlanMagic && std::memcmp(buf, rt::kPlanMagic, sizeof buf) == 0)
+    return FileKind::Plan;
   return FileKind::Unknown;
 }
 
@@ -430,16 +436,70 @@ void inspectGGUF(const InspectOptions &opts) {
   fmt::print("{}", out);
 }
 
-/// Dispatches on the file kind: the one place a new kind (plan files) is added.
+/// Loads a plan (every loader check applies: a damaged plan is one error line) and prints its summary.
+void inspectPlan(const InspectOptions &opts) {
+  rt::Expected<rt::Plan> plan = rt::loadPlan(opts.file);
+  if (!plan)
+    throw Failure(plan.message());
+  if (!opts.json) {
+    fmt::print("{}", rt::describePlan(*plan));
+    return;
+  }
+  Json j;
+  j.beginObject();
+  j.key("kind");
+  j.string("plan");
+  j.key("schema_version");
+  j.number(static_cast<int64_t>(plan->schemaVersion));
+  j.key("compiler_version");
+  j.string(plan->compilerVersion);
+  j.key("gguf");
+  j.string(plan->ggufPath);
+  j.key("gguf_size");
+  j.number(static_cast<int64_t>(plan->ggufSize));
+  j.key("arch");
+  j.string(plan->model.arch);
+  j.key("n_vocab");
+  j.number(static_cast<int64_t>(plan->model.nVocab));
+  j.key("max_batch");
+  j.number(static_cast<int64_t>(plan->model.maxBatch));
+  j.key("default_ctx");
+  j.number(static_cast<int64_t>(plan->model.defaultCtx));
+  j.key("devices");
+  j.beginArray();
+  for (const rt::DeviceSummary &d : rt::summarizeDevices(*plan)) {
+    j.beginObject();
+    j.key("weight_bytes");
+    j.number(static_cast<int64_t>(d.weightBytes));
+    j.key("activation_bytes");
+    j.number(static_cast<int64_t>(d.activationBytes));
+    j.key("kv_bytes_per_token");
+    j.number(static_cast<int64_t>(d.kvBytesPerToken));
+    j.key("steps");
+    j.number(static_cast<int64_t>(d.steps));
+    j.key("collectives");
+    j.number(static_cast<int64_t>(d.collectives));
+    j.key("collective_bytes_per_token");
+    j.number(static_cast<int64_t>(d.collectiveBytesPerToken));
+    j.endObject();
+  }
+  j.endArray();
+  j.endObject();
+  fmt::print("{}\n", j.str());
+}
+
+/// Dispatches on the file kind: the one place a new kind is added.
 void runInspect(const InspectOptions &opts) {
   std::string head;
   switch (detectFileKind(opts.file, head)) {
   case FileKind::GGUF:
     return inspectGGUF(opts);
+  case FileKind::Plan:
+    return inspectPlan(opts);
   case FileKind::Unknown:
     throw Failure(
         fmt::format("{}: not a file tpc can inspect (first bytes: {}); expected a GGUF model (magic "
-                    "'GGUF')",
+                    "'GGUF') or a tpc plan (magic 'TPCPLAN1')",
                     opts.file, hexBytes(head)));
   }
 }
@@ -447,9 +507,8 @@ void runInspect(const InspectOptions &opts) {
 /// Adds `inspect` to the CLI.
 void registerInspect(CLI::App &app) {
   auto opts = std::make_shared<InspectOptions>();
-  CLI::App *sub =
-      app.add_subcommand("inspect", "Show what a GGUF model holds: hyperparameters, tokenizer, tensors");
-  sub->add_option("file", opts->file, "GGUF model file")->required();
+  CLI::App *sub = app.add_subcommand("inspect", "Show what a GGUF model or a device plan holds");
+  sub->add_option("file", opts->file, "GGUF model or plan file")->required();
   sub->add_flag("--json", opts->json, "print one JSON object instead of text");
   sub->add_flag("--metadata", opts->metadata, "also list every metadata key and value");
   sub->callback([opts] { runInspect(*opts); });
