@@ -57,7 +57,7 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
   if (ctx <= 0)
     ctx = plan.model.defaultCtx;
   std::string out =
-      fmt::format("plan: schema v{}, compiled by tpc {}\n", plan.schemaVersion, plan.compilerVersion);
+      fmt::format("plan: schema v{}, compiled by {}\n", plan.schemaVersion, plan.compilerVersion);
   out += fmt::format("gguf: {} ({} bytes, fingerprint {:016x})\n", plan.ggufPath, plan.ggufSize,
                      plan.ggufFingerprint);
   out += fmt::format("model: {}, n_vocab {}, n_ctx_train {}, max_batch {}, default ctx {}\n", plan.model.arch,
