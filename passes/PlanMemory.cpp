@@ -4,7 +4,8 @@
 // owns arena bytes (LocalShapes.h: Storage::Buffer) is live from its defining op to its last use, where
 // uses of its aliases (reshapes of it, results of ops pinned to another device) count as its uses. Slots
 // are assigned first-fit from the free ranges left by dead values, so the arena is the peak of the live
-// set (plus fragmentation), not the sum of all activations. Sizes are local shapes for `max-batch` tokens,
+// set (plus fragmentation), not the sum of all activations. An elementwise op whose first operand dies
+// at it writes in place (inPlaceOperand). Sizes are local shapes for `max-batch` tokens,
 // rounded up to 64 bytes (kernels load whole cache lines; the plan requires element alignment only).
 //
 // Writes, per op with tensor results, `tpc.offsets`: an ArrayAttr with one DenseI64ArrayAttr per result
@@ -100,6 +101,19 @@ Value bufferRoot(Value v, int64_t device) {
   }
 }
 
+/// The buffer root an elementwise op may overwrite with its single result: the first operand of add, mul,
+/// div (the lhs has the result's shape; the rhs may broadcast), scale, unary, softcap, rms_norm and a
+/// two-operand glu. Null for every other op.
+Value inPlaceOperand(Operation &op, int64_t device) {
+  if (op.getNumResults() != 1 || op.getNumOperands() == 0 ||
+      !isa<AddOp, MulOp, DivOp, ScaleOp, UnaryOp, SoftcapOp, RmsNormOp, GluOp>(op))
+    return {};
+  if (auto glu = dyn_cast<GluOp>(op); glu && !glu.getUp())
+    return {};
+  Value in = op.getOperand(0);
+  return valueStorage(in, device) == Storage::Buffer ? in : Value();
+}
+
 DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
   DenseMap<Operation *, int64_t> index;
   for (Operation &op : body)
@@ -117,12 +131,14 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
       }
   DeviceMemory mem;
   Arena arena;
-  std::multimap<int64_t, std::pair<int64_t, int64_t>> dying; ///< last use -> (offset, size)
+  DenseMap<Value, std::pair<int64_t, int64_t>> slot; ///< buffer root -> (offset, size)
+  std::multimap<int64_t, Value> dying;               ///< last use -> buffer root
   for (Operation &op : body) {
     int64_t i = index[&op];
     // Values whose last reader came before this op are free; this op's operands are still live.
     while (!dying.empty() && dying.begin()->first < i) {
-      arena.release(dying.begin()->second.first, dying.begin()->second.second);
+      auto [off, size] = slot.lookup(dying.begin()->second);
+      arena.release(off, size);
       dying.erase(dying.begin());
     }
     for (Value r : op.getResults()) {
@@ -134,10 +150,25 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
         continue;
       }
       int64_t size = alignUp(localBytes(localShape(r, device), maxBatch));
-      int64_t off = size ? arena.allocate(size) : 0;
+      int64_t off = size ? -1 : 0;
+      // In place: an elementwise op whose first operand dies here and has exactly this size takes over
+      // its slot (the CPU kernels read each element, or each row, before writing it).
+      if (Value in = inPlaceOperand(op, device); size && in && lastUse.lookup(in) == i &&
+                                                 slot.lookup(in).second == size) {
+        for (auto it = dying.lower_bound(i); it != dying.end() && it->first == i; ++it)
+          if (it->second == in) {
+            dying.erase(it);
+            break;
+          }
+        off = slot.lookup(in).first;
+      } else if (size) {
+        off = arena.allocate(size);
+      }
       mem.offset[r] = off;
-      if (size)
-        dying.emplace(lastUse.lookup(r), std::make_pair(off, size));
+      if (size) {
+        slot[r] = {off, size};
+        dying.emplace(lastUse.lookup(r), r);
+      }
     }
   }
   mem.peak = arena.peak();
