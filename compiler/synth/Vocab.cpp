@@ -208,8 +208,9 @@ Vocab spmVocab(uint32_t nVocab, const std::vector<std::pair<std::string, int32_t
   size_t budget = nVocab - v.tokens.size();
   Grower g(kSpmSpace, seed);
   g.addBase(kSpmSpace, true);
+  // A small vocabulary spends its pieces on lowercase words; other characters use the byte tokens.
   for (const std::string &c : baseCharacters())
-    if (g.created.size() < budget)
+    if (budget >= 1024 || (c[0] >= 'a' && c[0] <= 'z'))
       g.addBase(c, true);
   g.growWords(budget, false);
   g.growRandom(budget);
