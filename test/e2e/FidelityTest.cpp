@@ -92,12 +92,15 @@ std::pair<int, std::string> shell(const std::string &cmd) {
 const std::string kTpc = std::string(TPC_BINARY_DIR) + "/bin/tpc";
 
 /// Compiles `gguf` for `devices` (with `split` as --tensor-split when given) into a temporary plan.
-std::string compile(const std::string &gguf, int devices, const std::string &split, const std::string &tag) {
+std::string compile(const std::string &gguf, int devices, const std::string &split, const std::string &tag,
+                    const std::string &flags = "") {
   std::string plan = ::testing::TempDir() + "tpc-e2e-" + std::to_string(::getpid()) + "-" + tag + ".plan";
   std::string cmd =
       kTpc + " compile " + gguf + " --devices " + std::to_string(devices) + " --max-batch 16 -o " + plan;
   if (!split.empty())
     cmd += " --tensor-split " + split;
+  if (!flags.empty())
+    cmd += " " + flags;
   auto [rc, out] = shell(cmd);
   EXPECT_EQ(rc, 0) << cmd << "\n" << out;
   return rc == 0 ? plan : "";
@@ -167,11 +170,13 @@ struct Case {
   int devices;
   std::string split; ///< --tensor-split, empty: equal
   bool cli;          ///< also drive `tpc run` on this plan
+  std::string flags; ///< further `tpc compile` flags (placement)
 };
 
 /// Readable case names in gtest/ctest output instead of the struct's bytes.
 void PrintTo(const Case &c, std::ostream *os) {
-  *os << c.model << " devices=" << c.devices << (c.split.empty() ? "" : " split " + c.split);
+  *os << c.model << " devices=" << c.devices << (c.split.empty() ? "" : " split " + c.split)
+      << (c.flags.empty() ? "" : " " + c.flags);
 }
 
 class Fidelity : public ::testing::TestWithParam<Case> {};
@@ -187,10 +192,11 @@ TEST_P(Fidelity, MatchesReference) {
   ASSERT_EQ(::access(kTpc.c_str(), X_OK), 0) << kTpc << " not built";
   const Reference ref = readReference(dir, c.model);
   ASSERT_EQ(ref.prompt.size(), 12u);
-  const std::string what =
-      c.model + " devices=" + std::to_string(c.devices) + (c.split.empty() ? "" : " split " + c.split);
+  const std::string what = c.model + " devices=" + std::to_string(c.devices) +
+                           (c.split.empty() ? "" : " split " + c.split) +
+                           (c.flags.empty() ? "" : " " + c.flags);
 
-  std::string plan = compile(gguf, c.devices, c.split, "n");
+  std::string plan = compile(gguf, c.devices, c.split, "n", c.flags);
   ASSERT_FALSE(plan.empty());
   std::vector<float> got = evaluate(plan, ref);
   ASSERT_FALSE(got.empty()) << what;
@@ -264,11 +270,14 @@ std::vector<Case> cases() {
     all.push_back({m, 2, "", cli});
     all.push_back({m, 3, "3,2,1", false});
   }
+  // Placement: the KV cache and the experts on the host (explicit copies in the plan) change nothing.
+  all.push_back({"tiny-qwen3moe", 2, "", false, "--no-kv-offload --override-tensor 'ffn_.*_exps=cpu'"});
   return all;
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
-  std::string n = info.param.model + "_d" + std::to_string(info.param.devices);
+  std::string n = info.param.model + "_d" + std::to_string(info.param.devices) +
+                  (info.param.flags.empty() ? "" : "_host");
   for (char &ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch)))
       ch = '_';
