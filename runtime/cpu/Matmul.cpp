@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace tpc::rt::cpu {
 namespace {
@@ -161,7 +162,86 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
   });
 }
 
+/// Converts rows [0, m) of x into the group's shared scratch for weights of type t (nullptr when the
+/// kernels take f32 rows); `bytes` gets the size of one converted row.
+uint8_t *convertActivations(const char *op, GGMLType t, int64_t k, const float *x, size_t xRowStride,
+                            int64_t m, ThreadGroup &group, size_t &bytes) {
+  bytes = static_cast<size_t>(activationRowBytes(t, k));
+  GGMLType actType = vecDotType(t);
+  if (actType == GGMLType::F32)
+    return nullptr;
+  size_t scratchBytes = 0;
+  if (__builtin_mul_overflow(bytes, static_cast<size_t>(m), &scratchBytes))
+    fail(op, "activation scratch for m=" + std::to_string(m) + " rows overflows");
+  QuantizeFn quantize = activationQuantizer(actType, activeIsa());
+  uint8_t *act = static_cast<uint8_t *>(group.sharedScratch(scratchBytes));
+  auto rows = [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      quantize(x + static_cast<size_t>(i) * xRowStride, act + bytes * static_cast<size_t>(i), k);
+      completeActivationRow(t, act + bytes * static_cast<size_t>(i), k);
+    }
+  };
+  if (m == 1)
+    rows(0, 1, 0); // one row: not worth a hand-off
+  else
+    group.parallelFor(m, rows);
+  return act;
+}
+
 } // namespace
+
+void matmulIdGrouped(const MatmulIdGroupedArgs &a, ThreadGroup &group) {
+  const char *op = "matmul_id";
+  if (a.count > 0 && (!a.experts || !a.xRows || !a.yRows))
+    fail(op, "null expert or row index array");
+  for (int64_t i = 0; i < a.count; ++i) {
+    if (a.experts[i] < 0 || a.experts[i] >= a.nExperts)
+      fail(op, "expert " + std::to_string(a.experts[i]) + " at position " + std::to_string(i) +
+                   " is out of range (" + std::to_string(a.nExperts) + " experts)");
+    if (a.xRows[i] < 0 || a.xRows[i] >= a.xRowCount || a.yRows[i] < 0)
+      fail(op, "row index out of range at position " + std::to_string(i));
+  }
+  Core c{a.w,          a.wType, a.n, a.k,          a.wRowStride, a.x,
+         a.xRowStride, a.xRows, a.y, a.yRowStride, a.yRows,      a.count};
+  validate(op, c);
+  if (a.count == 0 || a.n == 0)
+    return;
+  if (a.k == 0) {
+    for (int64_t i = 0; i < a.count; ++i)
+      std::fill(a.y + static_cast<size_t>(a.yRows[i]) * a.yRowStride,
+                a.y + static_cast<size_t>(a.yRows[i]) * a.yRowStride + a.n, 0.0f);
+    return;
+  }
+  // Runs of entries with the same expert; one work unit = one weight row of one run's expert, dotted with
+  // every entry of the run (the row is read once).
+  std::vector<int64_t> runs = {0};
+  for (int64_t i = 1; i < a.count; ++i)
+    if (a.experts[i] != a.experts[i - 1])
+      runs.push_back(i);
+  runs.push_back(a.count);
+  size_t offset = 0;
+  for (size_t r = 0; r + 1 < runs.size(); ++r)
+    if (__builtin_mul_overflow(static_cast<size_t>(a.experts[runs[r]]), a.wExpertStride, &offset))
+      fail(op, "expert offset overflows");
+  size_t actBytes = 0;
+  const uint8_t *act = convertActivations(op, a.wType, a.k, a.x, a.xRowStride, a.xRowCount, group, actBytes);
+  VecDotFn dot = vecDotKernel(a.wType, activeIsa());
+  const uint8_t *w = static_cast<const uint8_t *>(a.w);
+  const int64_t nRuns = static_cast<int64_t>(runs.size()) - 1;
+  group.parallelFor(nRuns * a.n, [&](int64_t b, int64_t e, int) {
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t run = u / a.n, row = u % a.n;
+      const uint8_t *wr = w + static_cast<size_t>(a.experts[runs[run]]) * a.wExpertStride +
+                          static_cast<size_t>(row) * a.wRowStride;
+      for (int64_t i = runs[run]; i < runs[run + 1]; ++i) {
+        const void *ar =
+            act ? static_cast<const void *>(act + actBytes * static_cast<size_t>(a.xRows[i]))
+                : static_cast<const void *>(a.x + static_cast<size_t>(a.xRows[i]) * a.xRowStride);
+        a.y[static_cast<size_t>(a.yRows[i]) * a.yRowStride + static_cast<size_t>(row)] = dot(a.k, wr, ar);
+      }
+    }
+  });
+}
 
 void matmul(const MatmulArgs &a, ThreadGroup &group) {
   Core c{a.w, a.wType, a.n, a.k, a.wRowStride, a.x, a.xRowStride, nullptr, a.y, a.yRowStride, nullptr, a.m};

@@ -65,6 +65,31 @@ struct MatmulIdArgs {
 /// For i < count: y[yRows[i]] = W[expert] . x[xRows[i]]. Row indices must be >= 0 (checked).
 void matmulId(const MatmulIdArgs &args, ThreadGroup &group);
 
+/// Arguments of matmulIdGrouped: every routed (expert, input row, output row) entry of a mul_mat_id at
+/// once, entries grouped by expert (each expert's entries contiguous).
+struct MatmulIdGroupedArgs {
+  const void *w = nullptr;          ///< expert 0's first row
+  GGMLType wType = GGMLType::F32;   ///< element type
+  int64_t n = 0, k = 0;             ///< rows per expert, row length
+  size_t wRowStride = 0;            ///< bytes between rows of one expert
+  size_t wExpertStride = 0;         ///< bytes between experts
+  int64_t nExperts = 0;             ///< experts in w
+  const float *x = nullptr;         ///< activation rows
+  size_t xRowStride = 0;            ///< floats between x rows
+  int64_t xRowCount = 0;            ///< rows of x (each is converted once, whatever uses it)
+  float *y = nullptr;               ///< output rows
+  size_t yRowStride = 0;            ///< floats between y rows
+  const int32_t *experts = nullptr; ///< for i < count: the expert of entry i (grouped)
+  const int32_t *xRows = nullptr;   ///< input row of entry i (< xRowCount)
+  const int32_t *yRows = nullptr;   ///< output row of entry i
+  int64_t count = 0;                ///< entries
+};
+
+/// For i < count: y[yRows[i]] = W[experts[i]] . x[xRows[i]], as one parallel job over the used experts'
+/// rows (decode: a few rows per expert, where one job per expert would cost more in hand-offs than in
+/// work) with every x row converted once. Results are bit-identical to matmulId's.
+void matmulIdGrouped(const MatmulIdGroupedArgs &args, ThreadGroup &group);
+
 } // namespace tpc::rt::cpu
 
 #endif // TPC_RUNTIME_CPU_MATMUL_H

@@ -3,7 +3,8 @@
 // Thin adapters from bound tensors to runtime/cpu's kernels: cpu::matmul (y = x·wᵀ for every weight type,
 // activations converted once to the weight type's vec-dot type, as the reference engine does) and
 // cpu::matmulId for MUL_MAT_ID, which groups the (token, slot) pairs by expert in token order (so results
-// do not depend on threading) and runs one product per used expert. An f32 tensor can stand in for a
+// do not depend on threading) and runs one product per used expert; up to 4 tokens (decode) all used
+// experts run as one job (cpu::matmulIdGrouped, same results). An f32 tensor can stand in for a
 // weight (rows of K floats).
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Ops.h"
@@ -80,6 +81,34 @@ void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, co
       xRows[ex].push_back(static_cast<int32_t>(perSlot ? ti * slots + j : ti));
       yRows[ex].push_back(static_cast<int32_t>(ti * slots + j));
     }
+  if (t <= 4) {
+    // Decode: every used expert in one parallel job (per-expert jobs would be a few rows each).
+    std::vector<int32_t> experts, xr, yr;
+    for (int64_t ex = 0; ex < e; ++ex) {
+      experts.insert(experts.end(), xRows[ex].size(), static_cast<int32_t>(ex));
+      xr.insert(xr.end(), xRows[ex].begin(), xRows[ex].end());
+      yr.insert(yr.end(), yRows[ex].begin(), yRows[ex].end());
+    }
+    cpu::MatmulIdGroupedArgs g;
+    g.w = w.data;
+    g.wType = typeOf(w);
+    g.n = n;
+    g.k = k;
+    g.wRowStride = rowBytesOf(w);
+    g.wExpertStride = g.wRowStride * static_cast<size_t>(n);
+    g.nExperts = e;
+    g.x = x.f();
+    g.xRowStride = static_cast<size_t>(k);
+    g.xRowCount = x.rows();
+    g.y = y.f();
+    g.yRowStride = static_cast<size_t>(n);
+    g.experts = experts.data();
+    g.xRows = xr.data();
+    g.yRows = yr.data();
+    g.count = static_cast<int64_t>(experts.size());
+    cpu::matmulIdGrouped(g, tg);
+    return;
+  }
   cpu::MatmulIdArgs a;
   a.w = w.data;
   a.wType = typeOf(w);

@@ -298,3 +298,71 @@ TEST(MatmulEmpty, ZeroSizedDimensions) {
   bad.y = y.data();
   EXPECT_THROW(matmul(bad, g), std::invalid_argument);
 }
+
+// The grouped (decode) expert product must give the per-expert product's bits, for a shared x row and for
+// x rows per slot, with experts used by several entries; bad experts and rows are clear errors.
+TEST(MatmulIdGrouped, EqualsPerExpertProducts) {
+  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q8_0, GGMLType::Q6_K, GGMLType::F32}) {
+    SCOPED_TRACE(ggmlTypeName(t));
+    const int64_t k = 512, n = 37, experts = 5, xCount = 4;
+    std::vector<Problem> ex;
+    for (int e = 0; e < experts; ++e)
+      ex.emplace_back(t, n, k, xCount, 300 + e);
+    std::vector<uint8_t> w;
+    for (auto &p : ex)
+      w.insert(w.end(), p.w.begin(), p.w.end());
+    // Entries grouped by expert: expert 3 twice, 0 once, 4 three times.
+    const std::vector<int32_t> exps = {3, 3, 0, 4, 4, 4}, xRows = {0, 2, 1, 3, 0, 1},
+                               yRows = {0, 1, 2, 3, 4, 5};
+    ThreadGroup g(3);
+    std::vector<float> got(6 * n, -1.0f), want(6 * n, -2.0f);
+    MatmulIdGroupedArgs a;
+    a.w = w.data();
+    a.wType = t;
+    a.n = n;
+    a.k = k;
+    a.wRowStride = ex[0].wStride;
+    a.wExpertStride = ex[0].wStride * n;
+    a.nExperts = experts;
+    a.x = ex[0].x.data();
+    a.xRowStride = k;
+    a.xRowCount = xCount;
+    a.y = got.data();
+    a.yRowStride = n;
+    a.experts = exps.data();
+    a.xRows = xRows.data();
+    a.yRows = yRows.data();
+    a.count = 6;
+    matmulIdGrouped(a, g);
+    for (size_t i = 0; i < exps.size(); ++i) {
+      MatmulIdArgs one;
+      one.w = w.data();
+      one.wType = t;
+      one.n = n;
+      one.k = k;
+      one.wRowStride = ex[0].wStride;
+      one.wExpertStride = ex[0].wStride * n;
+      one.nExperts = experts;
+      one.expert = exps[i];
+      one.x = ex[0].x.data();
+      one.xRowStride = k;
+      one.xRows = &xRows[i];
+      one.y = want.data();
+      one.yRowStride = n;
+      one.yRows = &yRows[i];
+      one.count = 1;
+      matmulId(one, g);
+    }
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << i;
+    std::vector<int32_t> badExp = exps;
+    badExp[2] = experts;
+    a.experts = badExp.data();
+    EXPECT_THROW(matmulIdGrouped(a, g), std::invalid_argument);
+    a.experts = exps.data();
+    std::vector<int32_t> badX = xRows;
+    badX[1] = xCount;
+    a.xRows = badX.data();
+    EXPECT_THROW(matmulIdGrouped(a, g), std::invalid_argument);
+  }
+}
