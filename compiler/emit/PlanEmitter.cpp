@@ -21,6 +21,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
+#include <filesystem>
 
 namespace mlir::tpc {
 
@@ -645,7 +646,10 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
                             "tpc-plan-memory first)");
   rt::Plan plan;
   plan.compilerVersion = options.compilerVersion;
-  plan.ggufPath = file.path();
+  // Absolute, so the plan runs from any working directory (tpc run --gguf overrides it).
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(file.path(), ec);
+  plan.ggufPath = ec ? file.path() : abs.lexically_normal().string();
   plan.ggufSize = file.fileSize();
   auto fp = rt::ggufFingerprint(file.path());
   if (!fp)
