@@ -55,5 +55,8 @@ echo "demo: $("$tpc" --version)"
 echo "demo: tpc compile $model --devices 2 --report -o $out/plan.bin"
 "$tpc" compile "$model" --devices 2 --max-batch 64 --report -o "$out/plan.bin"
 echo
+echo "demo: tpc inspect $out/plan.bin"
+"$tpc" inspect "$out/plan.bin"
+echo
 echo "demo: tpc run $out/plan.bin -p \"$prompt\" -n 32 --greedy"
 "$tpc" run "$out/plan.bin" -p "$prompt" -n 32 --greedy
