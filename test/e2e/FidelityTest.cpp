@@ -270,6 +270,10 @@ std::vector<Case> cases() {
     all.push_back({m, 2, "", cli});
     all.push_back({m, 3, "3,2,1", false});
   }
+  // More devices than the acceptance asks for, where segments (merged gate|up) and MoE chains meet
+  // uneven shares.
+  all.push_back({"tiny-qwen3moe-gu", 4, "4,3,2,1", false});
+  all.push_back({"tiny-gemma4moe", 4, "4,3,2,1", false});
   // Placement: the KV cache and the experts on the host (explicit copies in the plan) change nothing.
   all.push_back({"tiny-qwen3moe", 2, "", false, "--no-kv-offload --override-tensor 'ffn_.*_exps=cpu'"});
   return all;
