@@ -159,8 +159,8 @@ bool canFill(GGMLType t) {
   }
 }
 
-void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_t rowElems, uint64_t firstElem,
-              Rng &rng) {
+void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_t rowElems,
+              uint64_t firstElem, Rng &rng) {
   uint64_t n = rows * rowElems;
   switch (t) {
   case GGMLType::F32: {

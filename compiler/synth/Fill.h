@@ -64,8 +64,8 @@ bool canFill(GGMLType t);
 
 /// Writes `rows` rows of `rowElems` values (whole blocks of `t`) at `dst`. `firstElem` is the index of the
 /// first value within the tensor (RopeFreqs depends on it). Deterministic in `rng`'s state.
-void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_t rowElems, uint64_t firstElem,
-              Rng &rng);
+void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_t rowElems,
+              uint64_t firstElem, Rng &rng);
 
 } // namespace tpc::synth
 

@@ -18,8 +18,8 @@
 namespace tpc::synth {
 namespace {
 
-ModelSpec llama(std::string name, std::string desc, uint32_t E, uint32_t L, uint32_t H, uint32_t Hkv, uint32_t F,
-                uint32_t V, VocabKind vocab) {
+ModelSpec llama(std::string name, std::string desc, uint32_t E, uint32_t L, uint32_t H, uint32_t Hkv,
+                uint32_t F, uint32_t V, VocabKind vocab) {
   ModelSpec s;
   s.preset = std::move(name);
   s.arch = "llama";
@@ -36,8 +36,8 @@ ModelSpec llama(std::string name, std::string desc, uint32_t E, uint32_t L, uint
   return s;
 }
 
-ModelSpec qwen3(std::string name, std::string desc, uint32_t E, uint32_t L, uint32_t H, uint32_t Hkv, uint32_t D,
-                uint32_t F, uint32_t V, VocabKind vocab) {
+ModelSpec qwen3(std::string name, std::string desc, uint32_t E, uint32_t L, uint32_t H, uint32_t Hkv,
+                uint32_t D, uint32_t F, uint32_t V, VocabKind vocab) {
   ModelSpec s = llama(std::move(name), std::move(desc), E, L, H, Hkv, F, V, vocab);
   s.arch = "qwen3";
   s.headDim = D;
@@ -68,8 +68,8 @@ std::vector<ModelSpec> makePresets() {
   q3.nCtx = 40960;
   v.push_back(q3);
 
-  ModelSpec q3m = qwen3moe(qwen3("qwen3-30b-a3b", "Qwen3-30B-A3B shapes (30.5B parameters, 128 experts)", 2048,
-                                 48, 32, 4, 128, 6144, 151936, VocabKind::Qwen2),
+  ModelSpec q3m = qwen3moe(qwen3("qwen3-30b-a3b", "Qwen3-30B-A3B shapes (30.5B parameters, 128 experts)",
+                                 2048, 48, 32, 4, 128, 6144, 151936, VocabKind::Qwen2),
                            128, 8, 768);
   q3m.nCtx = 40960;
   v.push_back(q3m);
@@ -103,14 +103,14 @@ std::vector<ModelSpec> makePresets() {
   v.push_back(g4);
 
   // Small models of each architecture, shaped like the shared fixtures (tests, examples).
-  v.push_back(llama("tiny-llama", "small llama (fixture shapes: 256 wide, 4 layers, GQA 8/2)", 256, 4, 8, 2, 768,
-                    512, VocabKind::Spm512));
-  ModelSpec tq3 = qwen3("tiny-qwen3", "small qwen3 (256 wide, 3 layers, head_dim 128, tied output)", 256, 3, 4, 2,
-                        128, 768, 512, VocabKind::Spm512);
+  v.push_back(llama("tiny-llama", "small llama (fixture shapes: 256 wide, 4 layers, GQA 8/2)", 256, 4, 8, 2,
+                    768, 512, VocabKind::Spm512));
+  ModelSpec tq3 = qwen3("tiny-qwen3", "small qwen3 (256 wide, 3 layers, head_dim 128, tied output)", 256, 3,
+                        4, 2, 128, 768, 512, VocabKind::Spm512);
   tq3.tiedOutput = true;
   v.push_back(tq3);
-  v.push_back(qwen3moe(qwen3("tiny-qwen3moe", "small qwen3moe (256 wide, 3 layers, 8 experts of 256, 2 used)", 256,
-                             3, 4, 2, 64, 768, 512, VocabKind::Spm512),
+  v.push_back(qwen3moe(qwen3("tiny-qwen3moe", "small qwen3moe (256 wide, 3 layers, 8 experts of 256, 2 used)",
+                             256, 3, 4, 2, 64, 768, 512, VocabKind::Spm512),
                        8, 2, 256));
   ModelSpec tg4 = g4;
   tg4.preset = "tiny-gemma4";
@@ -134,9 +134,10 @@ std::vector<ModelSpec> makePresets() {
   v.push_back(tg4);
 
   // CPU benchmark shapes (fixed by the benchmark issue; do not change).
-  v.push_back(llama("bench-llama", "CPU benchmark llama (2048 wide, 16 layers, GQA 32/8, FFN 5632)", 2048, 16, 32,
-                    8, 5632, 512, VocabKind::Spm512));
-  ModelSpec bq = qwen3moe(qwen3("bench-qwen3moe", "CPU benchmark qwen3moe (1024 wide, 8 layers, 32 experts of 512, 4 used)",
+  v.push_back(llama("bench-llama", "CPU benchmark llama (2048 wide, 16 layers, GQA 32/8, FFN 5632)", 2048, 16,
+                    32, 8, 5632, 512, VocabKind::Spm512));
+  ModelSpec bq = qwen3moe(qwen3("bench-qwen3moe",
+                                "CPU benchmark qwen3moe (1024 wide, 8 layers, 32 experts of 512, 4 used)",
                                 1024, 8, 16, 4, 64, 0, 512, VocabKind::Spm512),
                           32, 4, 512);
   v.push_back(bq);

@@ -23,10 +23,10 @@ namespace tpc::synth {
 
 /// Which tokenizer the model carries (Vocab.h builds it).
 enum class VocabKind {
-  Spm512,  ///< SentencePiece, 512 tokens, laid out like the shared tiny fixtures' vocabulary
-  Llama3,  ///< byte-level BPE, 128256 tokens, pre-tokenizer llama-bpe, Llama 3 special tokens
-  Qwen2,   ///< byte-level BPE, 151936 tokens, pre-tokenizer qwen2, Qwen special tokens
-  Gemma,   ///< SentencePiece, 262144 tokens, Gemma special tokens, no space prefix
+  Spm512, ///< SentencePiece, 512 tokens, laid out like the shared tiny fixtures' vocabulary
+  Llama3, ///< byte-level BPE, 128256 tokens, pre-tokenizer llama-bpe, Llama 3 special tokens
+  Qwen2,  ///< byte-level BPE, 151936 tokens, pre-tokenizer qwen2, Qwen special tokens
+  Gemma,  ///< SentencePiece, 262144 tokens, Gemma special tokens, no space prefix
 };
 
 /// Shapes and hyperparameters of one synthetic model.
@@ -46,21 +46,17 @@ struct ModelSpec {
   float ropeBaseSwa = 10000.f; ///< gemma4 sliding-window layers
   float rmsEps = 1e-5f;
   uint32_t slidingWindow = 0;
-  uint32_t swaPeriod = 0;     ///< gemma4: layer il is global iff (il + 1) % swaPeriod == 0
-  float ropePartial = 1.f;    ///< gemma4 global layers: fraction of rotated pairs (rope_freqs.weight)
-  bool tiedOutput = false;    ///< no output.weight: logits use token_embd
+  uint32_t swaPeriod = 0;  ///< gemma4: layer il is global iff (il + 1) % swaPeriod == 0
+  float ropePartial = 1.f; ///< gemma4 global layers: fraction of rotated pairs (rope_freqs.weight)
+  bool tiedOutput = false; ///< no output.weight: logits use token_embd
   float finalSoftcap = 0.f;
   VocabKind vocab = VocabKind::Spm512;
 
   /// gemma4: true when layer il uses sliding-window attention.
   bool isSlidingLayer(uint32_t il) const { return swaPeriod != 0 && (il + 1) % swaPeriod != 0; }
   /// KV heads and head size of layer il.
-  uint32_t kvHeadsOf(uint32_t il) const {
-    return swaPeriod && !isSlidingLayer(il) ? nHeadKvGlobal : nHeadKv;
-  }
-  uint32_t headDimOf(uint32_t il) const {
-    return swaPeriod && !isSlidingLayer(il) ? headDimGlobal : headDim;
-  }
+  uint32_t kvHeadsOf(uint32_t il) const { return swaPeriod && !isSlidingLayer(il) ? nHeadKvGlobal : nHeadKv; }
+  uint32_t headDimOf(uint32_t il) const { return swaPeriod && !isSlidingLayer(il) ? headDimGlobal : headDim; }
 };
 
 /// All presets, in the order `--list` shows them.

@@ -10,21 +10,20 @@ struct TypeName {
   const char *name;
   GGMLType base;
   bool mix;
-  uint32_t fileType; // llama_ftype: ALL_F32 0, F16 1, Q4_0 2, Q8_0 7, Q5_0 8, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16,
-                     // Q6_K 18, BF16 32 (a pure K type is recorded as its _S variant)
+  uint32_t fileType; // llama_ftype: ALL_F32 0, F16 1, Q4_0 2, Q8_0 7, Q5_0 8, Q4_K_S 14, Q4_K_M 15, Q5_K_S
+                     // 16, Q6_K 18, BF16 32 (a pure K type is recorded as its _S variant)
 };
 constexpr TypeName kTypes[] = {
-    {"F32", GGMLType::F32, false, 0},   {"F16", GGMLType::F16, false, 1},   {"BF16", GGMLType::BF16, false, 32},
-    {"Q8_0", GGMLType::Q8_0, false, 7}, {"Q4_0", GGMLType::Q4_0, false, 2}, {"Q5_0", GGMLType::Q5_0, false, 8},
-    {"Q4_K", GGMLType::Q4_K, false, 14}, {"Q5_K", GGMLType::Q5_K, false, 16}, {"Q6_K", GGMLType::Q6_K, false, 18},
-    {"Q4_K_M", GGMLType::Q4_K, true, 15},
+    {"F32", GGMLType::F32, false, 0},    {"F16", GGMLType::F16, false, 1},
+    {"BF16", GGMLType::BF16, false, 32}, {"Q8_0", GGMLType::Q8_0, false, 7},
+    {"Q4_0", GGMLType::Q4_0, false, 2},  {"Q5_0", GGMLType::Q5_0, false, 8},
+    {"Q4_K", GGMLType::Q4_K, false, 14}, {"Q5_K", GGMLType::Q5_K, false, 16},
+    {"Q6_K", GGMLType::Q6_K, false, 18}, {"Q4_K_M", GGMLType::Q4_K, true, 15},
 };
 
 bool contains(const std::string &s, const char *what) { return s.find(what) != std::string::npos; }
 
-bool isKQuant(GGMLType t) {
-  return t == GGMLType::Q4_K || t == GGMLType::Q5_K || t == GGMLType::Q6_K;
-}
+bool isKQuant(GGMLType t) { return t == GGMLType::Q4_K || t == GGMLType::Q5_K || t == GGMLType::Q6_K; }
 
 /// llama.cpp's change_type_if_necessary: rows that are not whole blocks get a type whose blocks fit.
 GGMLType fitRow(GGMLType t, uint64_t ne0) {
@@ -44,7 +43,8 @@ gguf::Expected<WeightType> parseWeightType(const std::string &name) {
   for (const TypeName &t : kTypes)
     if (upper == t.name)
       return WeightType{t.name, t.base, t.mix, t.fileType};
-  return gguf::Error{"--type '" + name + "' is not a weight type tpc synth writes; use one of " + weightTypeNames()};
+  return gguf::Error{"--type '" + name + "' is not a weight type tpc synth writes; use one of " +
+                     weightTypeNames()};
 }
 
 std::string weightTypeNames() {

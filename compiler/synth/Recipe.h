@@ -32,10 +32,10 @@ namespace tpc::synth {
 
 /// The parsed --type.
 struct WeightType {
-  std::string name;               ///< as the user spells it canonically: "Q4_K_M", "F16"
-  GGMLType base = GGMLType::F32;  ///< the type of ordinary matrices
-  bool mixQ4KM = false;           ///< the Q4_K_M recipe
-  uint32_t fileType = 0;          ///< general.file_type (llama_ftype)
+  std::string name;              ///< as the user spells it canonically: "Q4_K_M", "F16"
+  GGMLType base = GGMLType::F32; ///< the type of ordinary matrices
+  bool mixQ4KM = false;          ///< the Q4_K_M recipe
+  uint32_t fileType = 0;         ///< general.file_type (llama_ftype)
 };
 
 /// Parses --type (case-insensitive); the error lists the accepted names.

@@ -29,7 +29,8 @@ public:
     out.push_back({name, GGMLType::F32, std::move(ne), init});
   }
   /// A weight matrix y = W x with W of `rows` x `fanIn` (ne = [fanIn, rows, experts]).
-  void matrix(const std::string &name, uint64_t fanIn, uint64_t rows, uint64_t experts = 0, float gain = 1.f) {
+  void matrix(const std::string &name, uint64_t fanIn, uint64_t rows, uint64_t experts = 0,
+              float gain = 1.f) {
     std::vector<uint64_t> ne = {fanIn, rows};
     if (experts)
       ne.push_back(experts);
@@ -40,7 +41,9 @@ public:
     add(name, {n}, Init::normal(scale, 0.1f * scale));
   }
 
-  static std::string blk(uint32_t il, const char *suffix) { return "blk." + std::to_string(il) + "." + suffix; }
+  static std::string blk(uint32_t il, const char *suffix) {
+    return "blk." + std::to_string(il) + "." + suffix;
+  }
 
   void embeddings() {
     float stddev = s.tiedOutput ? 1.f / std::sqrt(static_cast<float>(s.nEmbd)) : 1.f;
@@ -180,8 +183,8 @@ gguf::Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
     return gguf::Error{"--preset '" + opts.preset + "' is not a preset; use one of " + presetNames() +
                        " (tpc synth --list describes them)"};
   if (!opts.arch.empty() && opts.arch != preset->arch)
-    return gguf::Error{"--arch " + opts.arch + " does not match --preset " + preset->preset + ", which is a " +
-                       preset->arch + " model"};
+    return gguf::Error{"--arch " + opts.arch + " does not match --preset " + preset->preset +
+                       ", which is a " + preset->arch + " model"};
   gguf::Expected<WeightType> wt = parseWeightType(opts.type);
   if (!wt)
     return gguf::Error{wt.error()};

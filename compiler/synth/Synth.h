@@ -36,10 +36,10 @@ namespace tpc::synth {
 /// What to synthesize (the flags of `tpc synth`).
 struct SynthOptions {
   std::string preset;
-  std::string arch;          ///< optional: must match the preset's architecture when given
+  std::string arch; ///< optional: must match the preset's architecture when given
   std::string type = "Q4_K_M";
   uint64_t seed = 0;
-  uint32_t layers = 0;       ///< 0: the preset's layer count
+  uint32_t layers = 0; ///< 0: the preset's layer count
 };
 
 /// One tensor of the model: its data type, shape and value distribution.

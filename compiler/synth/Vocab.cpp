@@ -20,17 +20,18 @@ const char *const kBpeSpace = "\xC4\xA0";     // U+0120: GPT-2's byte-level form
 
 /// Common English words first, so ordinary text meets whole-word tokens.
 const char *const kWords[] = {
-    "the",   "of",    "and",   "to",    "a",     "in",     "is",     "it",    "you",   "that",  "he",    "was",
-    "for",   "on",    "are",   "with",  "as",    "his",    "they",   "be",    "at",    "one",   "have",  "this",
-    "from",  "or",    "had",   "by",    "word",  "but",    "what",   "some",  "we",    "can",   "out",   "other",
-    "were",  "all",   "there", "when",  "up",    "use",    "your",   "how",   "said",  "an",    "each",  "she",
-    "which", "do",    "their", "time",  "if",    "will",   "way",    "about", "many",  "then",  "them",  "write",
-    "would", "like",  "so",    "these", "her",   "long",   "make",   "thing", "see",   "him",   "two",   "has",
-    "look",  "more",  "day",   "could", "go",    "come",   "did",    "number", "sound", "no",   "most",  "people",
-    "my",    "over",  "know",  "water", "than",  "call",   "first",  "who",   "may",   "down",  "side",  "been",
-    "now",   "find",  "once",  "upon",  "world", "hello",  "model",  "story", "little", "girl", "boy",   "king",
-    "house", "small", "large", "good",  "new",   "old",    "great",  "where", "after", "back",  "little", "only",
-    "round", "man",   "year",  "came",  "show",  "every",  "under",  "name",  "very",  "through", "just", "form",
+    "the",   "of",    "and",    "to",    "a",     "in",     "is",     "it",   "you",     "that",  "he",
+    "was",   "for",   "on",     "are",   "with",  "as",     "his",    "they", "be",      "at",    "one",
+    "have",  "this",  "from",   "or",    "had",   "by",     "word",   "but",  "what",    "some",  "we",
+    "can",   "out",   "other",  "were",  "all",   "there",  "when",   "up",   "use",     "your",  "how",
+    "said",  "an",    "each",   "she",   "which", "do",     "their",  "time", "if",      "will",  "way",
+    "about", "many",  "then",   "them",  "write", "would",  "like",   "so",   "these",   "her",   "long",
+    "make",  "thing", "see",    "him",   "two",   "has",    "look",   "more", "day",     "could", "go",
+    "come",  "did",   "number", "sound", "no",    "most",   "people", "my",   "over",    "know",  "water",
+    "than",  "call",  "first",  "who",   "may",   "down",   "side",   "been", "now",     "find",  "once",
+    "upon",  "world", "hello",  "model", "story", "little", "girl",   "boy",  "king",    "house", "small",
+    "large", "good",  "new",    "old",   "great", "where",  "after",  "back", "little",  "only",  "round",
+    "man",   "year",  "came",   "show",  "every", "under",  "name",   "very", "through", "just",  "form",
 };
 
 /// GPT-2's byte -> code point map (printable Latin-1 bytes map to themselves, the rest to U+0100..).
@@ -159,8 +160,8 @@ std::vector<std::string> baseCharacters() {
 }
 
 /// Byte-level BPE: 256 byte tokens, merges up to nNormal tokens, then `specials` (text, type).
-Vocab bpeVocab(uint32_t nVocab, uint32_t nNormal, const std::vector<std::pair<std::string, int32_t>> &specials,
-               uint64_t seed) {
+Vocab bpeVocab(uint32_t nVocab, uint32_t nNormal,
+               const std::vector<std::pair<std::string, int32_t>> &specials, uint64_t seed) {
   Vocab v;
   v.model = "gpt2";
   std::array<std::string, 256> bytes = byteLevelChars();
@@ -228,11 +229,17 @@ Vocab buildVocab(VocabKind kind, uint32_t nVocab) {
   switch (kind) {
   case VocabKind::Llama3: {
     // Llama 3: 128000 ordinary tokens, then 256 special tokens (names as in the real tokenizer).
-    std::vector<std::pair<std::string, int32_t>> sp = {
-        {"<|begin_of_text|>", 3},         {"<|end_of_text|>", 3},           {"<|reserved_special_token_0|>", 3},
-        {"<|reserved_special_token_1|>", 3}, {"<|finetune_right_pad_id|>", 3}, {"<|reserved_special_token_2|>", 3},
-        {"<|start_header_id|>", 3},       {"<|end_header_id|>", 3},         {"<|eom_id|>", 3},
-        {"<|eot_id|>", 3},                {"<|python_tag|>", 3}};
+    std::vector<std::pair<std::string, int32_t>> sp = {{"<|begin_of_text|>", 3},
+                                                       {"<|end_of_text|>", 3},
+                                                       {"<|reserved_special_token_0|>", 3},
+                                                       {"<|reserved_special_token_1|>", 3},
+                                                       {"<|finetune_right_pad_id|>", 3},
+                                                       {"<|reserved_special_token_2|>", 3},
+                                                       {"<|start_header_id|>", 3},
+                                                       {"<|end_header_id|>", 3},
+                                                       {"<|eom_id|>", 3},
+                                                       {"<|eot_id|>", 3},
+                                                       {"<|python_tag|>", 3}};
     uint32_t nSpecial = nVocab >= 1024 ? 256 : 16;
     for (uint32_t i = static_cast<uint32_t>(sp.size()); i < nSpecial; ++i)
       sp.push_back({"<|reserved_special_token_" + std::to_string(i - 8) + "|>", 3});
@@ -245,14 +252,32 @@ Vocab buildVocab(VocabKind kind, uint32_t nVocab) {
   }
   case VocabKind::Qwen2: {
     // Qwen: 151643 ordinary tokens, the special/added tokens, then [PAD] rows up to the embedding size.
-    std::vector<std::pair<std::string, int32_t>> sp = {
-        {"<|endoftext|>", 3},  {"<|im_start|>", 3},    {"<|im_end|>", 3},      {"<|object_ref_start|>", 3},
-        {"<|object_ref_end|>", 3}, {"<|box_start|>", 3}, {"<|box_end|>", 3},   {"<|quad_start|>", 3},
-        {"<|quad_end|>", 3},   {"<|vision_start|>", 3}, {"<|vision_end|>", 3}, {"<|vision_pad|>", 3},
-        {"<|image_pad|>", 3},  {"<|video_pad|>", 3},   {"<tool_call>", 4},     {"</tool_call>", 4},
-        {"<|fim_prefix|>", 4}, {"<|fim_middle|>", 4},  {"<|fim_suffix|>", 4},  {"<|fim_pad|>", 4},
-        {"<|repo_name|>", 4},  {"<|file_sep|>", 4},    {"<tool_response>", 4}, {"</tool_response>", 4},
-        {"<think>", 4},        {"</think>", 4}};
+    std::vector<std::pair<std::string, int32_t>> sp = {{"<|endoftext|>", 3},
+                                                       {"<|im_start|>", 3},
+                                                       {"<|im_end|>", 3},
+                                                       {"<|object_ref_start|>", 3},
+                                                       {"<|object_ref_end|>", 3},
+                                                       {"<|box_start|>", 3},
+                                                       {"<|box_end|>", 3},
+                                                       {"<|quad_start|>", 3},
+                                                       {"<|quad_end|>", 3},
+                                                       {"<|vision_start|>", 3},
+                                                       {"<|vision_end|>", 3},
+                                                       {"<|vision_pad|>", 3},
+                                                       {"<|image_pad|>", 3},
+                                                       {"<|video_pad|>", 3},
+                                                       {"<tool_call>", 4},
+                                                       {"</tool_call>", 4},
+                                                       {"<|fim_prefix|>", 4},
+                                                       {"<|fim_middle|>", 4},
+                                                       {"<|fim_suffix|>", 4},
+                                                       {"<|fim_pad|>", 4},
+                                                       {"<|repo_name|>", 4},
+                                                       {"<|file_sep|>", 4},
+                                                       {"<tool_response>", 4},
+                                                       {"</tool_response>", 4},
+                                                       {"<think>", 4},
+                                                       {"</think>", 4}};
     uint32_t nNormal = nVocab >= 151936 ? 151643 : nVocab - static_cast<uint32_t>(sp.size());
     Vocab v = bpeVocab(nVocab, nNormal, sp, 0x9e3779);
     v.pre = "qwen2";
@@ -264,8 +289,13 @@ Vocab buildVocab(VocabKind kind, uint32_t nVocab) {
   }
   case VocabKind::Gemma: {
     Vocab v = spmVocab(nVocab,
-                       {{"<pad>", 3}, {"<eos>", 3}, {"<bos>", 3}, {"<unk>", 2}, {"<mask>", 3},
-                        {"<start_of_turn>", 3}, {"<end_of_turn>", 3}},
+                       {{"<pad>", 3},
+                        {"<eos>", 3},
+                        {"<bos>", 3},
+                        {"<unk>", 2},
+                        {"<mask>", 3},
+                        {"<start_of_turn>", 3},
+                        {"<end_of_turn>", 3}},
                        0x6e33a4);
     v.pad = 0;
     v.eos = 1;

@@ -18,8 +18,8 @@ namespace tpc::synth {
 
 /// The tokenizer.ggml.* values of one vocabulary.
 struct Vocab {
-  std::string model;               ///< "llama" or "gpt2"
-  std::string pre;                 ///< tokenizer.ggml.pre ("" = absent)
+  std::string model; ///< "llama" or "gpt2"
+  std::string pre;   ///< tokenizer.ggml.pre ("" = absent)
   std::vector<std::string> tokens;
   std::vector<float> scores;       ///< SPM only
   std::vector<int32_t> types;      ///< llama_token_type per token

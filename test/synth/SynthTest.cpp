@@ -7,16 +7,16 @@
 // the Q4_K_M recipe reproduces the shared fixtures' quantized type layout; the real-size vocabularies pass
 // tpc's tokenizer validation and tokenize English into whole words.
 //===----------------------------------------------------------------------===//
-#include "compiler/gguf/GGUFFile.h"
 #include "compiler/synth/Synth.h"
+#include "compiler/gguf/GGUFFile.h"
 #include "compiler/synth/Vocab.h"
 #include "compiler/tokenizer/GGUFTokenizer.h"
 #include "runtime/cpu/quant/Quant.h"
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -169,7 +169,8 @@ std::vector<float> matvec(const gguf::GGUFFile &f, const std::string &name, cons
   uint64_t rowBytes = *ggmlRowBytes(t->type, t->ne[0]);
   std::vector<float> row(t->ne[0]), y(t->ne[1]);
   for (uint64_t r = 0; r < t->ne[1]; ++r) {
-    rt::cpu::dequantizeRow(t->type, f.tensorData(*t) + r * rowBytes, row.data(), static_cast<int64_t>(t->ne[0]));
+    rt::cpu::dequantizeRow(t->type, f.tensorData(*t) + r * rowBytes, row.data(),
+                           static_cast<int64_t>(t->ne[0]));
     double acc = 0;
     for (size_t i = 0; i < x.size(); ++i)
       acc += double(row[i]) * x[i];
@@ -331,7 +332,8 @@ TEST(Synth, RecipeMatchesFixtureQ4KM) {
     int attnV = 0;
     for (const gguf::TensorInfo &t : (*f)->tensors()) {
       int layer = t.name.rfind("blk.", 0) == 0 ? std::stoi(t.name.substr(4)) : -1;
-      EXPECT_EQ(ggmlTypeName(tensorType(wt, ctx, t.name, t.ne, layer, attnV)), std::string(ggmlTypeName(t.type)))
+      EXPECT_EQ(ggmlTypeName(tensorType(wt, ctx, t.name, t.ne, layer, attnV)),
+                std::string(ggmlTypeName(t.type)))
           << t.name;
       attnV += t.name.find("attn_v.weight") != std::string::npos;
     }

@@ -25,8 +25,8 @@ struct SynthCliOptions {
 };
 
 void printPresets() {
-  fmt::print("{:<16} {:<9} {:>6} {:>6} {:>8} {:>8}  {}\n", "preset", "arch", "layers", "embd", "experts", "vocab",
-             "description");
+  fmt::print("{:<16} {:<9} {:>6} {:>6} {:>8} {:>8}  {}\n", "preset", "arch", "layers", "embd", "experts",
+             "vocab", "description");
   for (const tpc::synth::ModelSpec &s : tpc::synth::presets())
     fmt::print("{:<16} {:<9} {:>6} {:>6} {:>8} {:>8}  {}\n", s.preset, s.arch, s.nLayer, s.nEmbd,
                s.nExpert ? fmt::format("{}/{}", s.nExpertUsed, s.nExpert) : "-", s.nVocab, s.description);
