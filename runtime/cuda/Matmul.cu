@@ -12,6 +12,7 @@
 #include "runtime/cuda/Quant.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace tpc::rt::cuda {
 namespace {
@@ -19,6 +20,7 @@ namespace {
 constexpr int kWarps = 4;       // warps per GEMV block
 constexpr int kRowsPerWarp = 2; // weight rows per warp when several tokens share them
 constexpr int kTile = 4;        // token rows per pass over the weights (batches)
+constexpr int kRowStep = 8;     // decode: weight rows per step of a block (their loads in flight together)
 
 //===----------------------------------------------------------------------===//
 // kernels
@@ -122,7 +124,7 @@ template <GGMLType T, int R, int NT> __global__ void __launch_bounds__(kWarps * 
 template <GGMLType T, int THREADS, int J>
 __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec, int64_t rowsPerBlock) {
   constexpr int kW = THREADS / 32;
-  __shared__ float part[kW][4];
+  __shared__ float part[kW][kRowStep];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t row0 = int64_t(blockIdx.x) * rowsPerBlock, rowEnd = min(row0 + rowsPerBlock, a.n);
   int64_t p = 0, e = 0;
@@ -151,10 +153,10 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
     xs[j] = xSums(xv[j]);
   }
   const uint8_t *wb = static_cast<const uint8_t *>(a.w) + e * a.expertStride;
-  for (int64_t r = row0; r < rowEnd; r += 4) {
-    float acc[4];
+  for (int64_t r = row0; r < rowEnd; r += kRowStep) {
+    float acc[kRowStep];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
+    for (int q = 0; q < kRowStep; ++q) {
       acc[q] = 0;
       const uint8_t *row = wb + min(r + q, a.n - 1) * a.rowBytes;
 #pragma unroll
@@ -165,7 +167,7 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
       }
     }
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
+    for (int q = 0; q < kRowStep; ++q) {
       float v = acc[q];
       for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -173,7 +175,7 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
         part[warp][q] = v;
     }
     __syncthreads();
-    if (tid < 4 && r + tid < rowEnd) {
+    if (tid < kRowStep && r + tid < rowEnd) {
       float v = 0;
 #pragma unroll
       for (int w = 0; w < kW; ++w)
@@ -322,16 +324,17 @@ void launchGemv(const GemvArgs &a, cudaStream_t s) {
   const int64_t chunks = (a.k + 31) / 32;
   int64_t rowsPerBlock = kWarps * (decode ? 1 : kRowsPerWarp);
   if (decode && chunks <= 512) {
-    // Rows per block: about eight blocks per multiprocessor over all pairs (enough warps to hide the
-    // load latency; each block reloads x), in steps of 4, 4..64.
-    static const int sms = [] {
+    // Rows per block: a few blocks per multiprocessor over all pairs. Fewer, longer blocks reload x less
+    // often; more blocks hide more latency. TPC_CUDA_GEMV_BLOCKS_PER_SM overrides the default (tuning).
+    static const int64_t perSm = [] {
       int dev = 0, n = 132;
       cudaGetDevice(&dev);
       cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-      return n;
+      const char *env = std::getenv("TPC_CUDA_GEMV_BLOCKS_PER_SM");
+      return int64_t(n) * (env && std::atoi(env) > 0 ? std::atoi(env) : 8);
     }();
-    const int64_t blocks = 8 * sms / (a.ids ? a.count : 1);
-    rowsPerBlock = std::min<int64_t>(64, std::max<int64_t>(4, (a.n / std::max<int64_t>(1, blocks) + 3) / 4 * 4));
+    const int64_t blocks = std::max<int64_t>(1, perSm / (a.ids ? a.count : 1));
+    rowsPerBlock = std::min<int64_t>(256, std::max<int64_t>(kRowStep, (a.n / blocks + kRowStep - 1) / kRowStep * kRowStep));
   }
   const dim3 grid(static_cast<unsigned>((a.n + rowsPerBlock - 1) / rowsPerBlock),
                   static_cast<unsigned>(a.ids ? a.count : a.experts));
