@@ -321,8 +321,9 @@ void CudaSession::Impl::copy(Device &dev, const TensorRef &x, const TensorRef &y
   launchConvert(a, dev.stream);
 }
 
-/// insert=false: y = x narrowed on axis to [offset, offset + ySize); insert=true: x (the part, shape
-/// xShape with ySize... ) is written into y at offset. xShape is the shape of the whole tensor.
+/// `whole` is the shape of the larger tensor and `size` the part's extent along `axis`. insert = false:
+/// y (the part) = x (the whole) narrowed to [offset, offset + size); insert = true: x (the dense part) is
+/// written into y (the whole) at offset.
 void CudaSession::Impl::narrow(Device &dev, const void *x, void *y, const std::vector<int64_t> &whole,
                                int64_t size, int64_t axis, int64_t offset, size_t es, bool insert) {
   int64_t outer, dim, inner;
