@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Ops.h"
 
+#include "runtime/cpu/quant/Quant.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -50,17 +52,6 @@ void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFacto
 }
 
 namespace {
-/// Every half value as a float (256 KiB), so reading an f16 cache costs one load per element.
-const float *halfTable() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t i = 0; i < 65536; ++i)
-      t[i] = halfToFloat(static_cast<uint16_t>(i));
-    return t;
-  }();
-  return table.data();
-}
-
 /// Writes n floats into a cache row of dtype dt.
 void storeRow(void *cache, DType dt, int64_t at, const float *src, int64_t n) {
   if (dt == DType::F32) {
@@ -90,7 +81,6 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
   }
   if (hq == 0) // K/V mirrored (MQA) but no query head here: the cache is kept, nothing to attend
     return;
-  const float *h2f = halfTable();
   // One work item per (token, KV head): its cache rows are converted to f32 once and serve the whole
   // group of query heads that share them (GQA), then scores and the weighted sum per query head.
   auto body = [&](int64_t b, int64_t e, int) {
@@ -107,12 +97,10 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
           std::memcpy(&kf[j * dk], static_cast<const float *>(kv.k) + ko, dk * 4);
           std::memcpy(&vf[j * dv], static_cast<const float *>(kv.v) + vo, dv * 4);
         } else {
-          const uint16_t *kr = static_cast<const uint16_t *>(kv.k) + ko,
-                         *vr = static_cast<const uint16_t *>(kv.v) + vo;
-          for (int64_t c = 0; c < dk; ++c)
-            kf[j * dk + c] = h2f[kr[c]];
-          for (int64_t c = 0; c < dv; ++c)
-            vf[j * dv + c] = h2f[vr[c]];
+          // F16C where the CPU has it (8 halves per instruction) rather than a 256 KiB lookup table:
+          // decode at a 512-token context ran ~17% faster (bench-qwen3moe).
+          cpu::dequantizeRow(GGMLType::F16, static_cast<const uint16_t *>(kv.k) + ko, &kf[j * dk], dk);
+          cpu::dequantizeRow(GGMLType::F16, static_cast<const uint16_t *>(kv.v) + vo, &vf[j * dv], dv);
         }
       }
       score.resize(n);
