@@ -26,7 +26,8 @@ constexpr int kAttnWarps = 8;
 
 __global__ void ropeKernel(RopeArgs a) {
   const int64_t half = a.nDims / 2, n = a.t * a.h * half;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t p = i % half, th = i / half, ti = th / a.h;
     double inv = double(a.freqScale) * pow(double(a.base), -2.0 * double(p) / double(a.nDims));
     if (a.freqFactors)
@@ -44,7 +45,8 @@ __global__ void ropeKernel(RopeArgs a) {
   // Dims past n_dims pass through (only when out of place).
   if (a.x != a.y && a.nDims < a.d) {
     const int64_t rest = a.d - a.nDims, m = a.t * a.h * rest;
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m; i += int64_t(gridDim.x) * blockDim.x) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
+         i += int64_t(gridDim.x) * blockDim.x) {
       const int64_t th = i / rest, c = a.nDims + i % rest;
       a.y[th * a.d + c] = a.x[th * a.d + c];
     }
@@ -60,7 +62,8 @@ template <typename C> __device__ __forceinline__ float cacheLoad(const C *p) {
 
 template <typename C> __global__ void appendKernel(AttentionArgs a) {
   const int64_t kn = a.hkv * a.dk, vn = a.hkv * a.dv, n = a.t * (kn + vn);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ti = i / (kn + vn), r = i % (kn + vn);
     const int64_t at = a.pos[ti];
     float v;

@@ -11,7 +11,8 @@ namespace tpc::rt::cuda {
 namespace {
 
 __global__ void loopbackKernel(LoopbackArgs a) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.count; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.count;
+       i += int64_t(gridDim.x) * blockDim.x) {
     float s = 0;
     for (int r = 0; r < a.n; ++r)
       s += a.in[r][i];

@@ -29,10 +29,10 @@ inline void checkCuda(cudaError_t e, const char *expr, const char *file, int lin
 
 #define TPC_CUDA_CHECK(expr) ::tpc::rt::cuda::checkCuda((expr), #expr, __FILE__, __LINE__)
 /// A launcher precondition; a violation is a bug in the caller (the session checks plans at open).
-#define TPC_CUDA_ASSERT(cond, msg)                                                                        \
-  do {                                                                                                    \
-    if (!(cond))                                                                                          \
-      throw ::tpc::rt::cuda::CudaError(std::string("cuda launcher: ") + (msg));                          \
+#define TPC_CUDA_ASSERT(cond, msg)                                                                           \
+  do {                                                                                                       \
+    if (!(cond))                                                                                             \
+      throw ::tpc::rt::cuda::CudaError(std::string("cuda launcher: ") + (msg));                              \
   } while (0)
 
 #endif // TPC_RUNTIME_CUDA_CUDACHECK_H

@@ -40,11 +40,11 @@ using exec::TensorRef;
 
 namespace {
 
-#define TPC_CUBLAS_CHECK(expr)                                                                            \
-  do {                                                                                                    \
-    cublasStatus_t st_ = (expr);                                                                          \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                     \
-      throw CudaError(std::string(#expr) + ": " + cublasGetStatusString(st_));                            \
+#define TPC_CUBLAS_CHECK(expr)                                                                               \
+  do {                                                                                                       \
+    cublasStatus_t st_ = (expr);                                                                             \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                        \
+      throw CudaError(std::string(#expr) + ": " + cublasGetStatusString(st_));                               \
   } while (0)
 
 constexpr uint64_t kAlign = 256;
@@ -148,7 +148,8 @@ std::string cudaDeviceName(int gpu) {
   cudaError_t e = cudaGetDeviceProperties(&p, gpu);
   if (e != cudaSuccess)
     return cudaGetErrorString(e);
-  return fmt::format("{}, {:.1f} GiB, sm_{}{}", p.name, p.totalGlobalMem / double(1ull << 30), p.major, p.minor);
+  return fmt::format("{}, {:.1f} GiB, sm_{}{}", p.name, p.totalGlobalMem / double(1ull << 30), p.major,
+                     p.minor);
 }
 
 struct CudaSession::Impl {
@@ -193,7 +194,8 @@ struct CudaSession::Impl {
     }
     return r;
   }
-  void bindStep(size_t d, const Step &s, int64_t t, std::vector<TensorRef> &in, std::vector<TensorRef> &out) const {
+  void bindStep(size_t d, const Step &s, int64_t t, std::vector<TensorRef> &in,
+                std::vector<TensorRef> &out) const {
     in.clear();
     out.clear();
     for (int32_t id : s.inputs)
@@ -209,8 +211,8 @@ struct CudaSession::Impl {
   void copy(Device &dev, const TensorRef &x, const TensorRef &y);
   void narrow(Device &dev, const void *x, void *y, const std::vector<int64_t> &xShape, int64_t ySize,
               int64_t axis, int64_t offset, size_t es, bool insert);
-  void allReduce(const std::vector<std::vector<const float *>> &in, const std::vector<std::vector<float *>> &out,
-                 const std::vector<int64_t> &counts);
+  void allReduce(const std::vector<std::vector<const float *>> &in,
+                 const std::vector<std::vector<float *>> &out, const std::vector<int64_t> &counts);
   void collective(const std::vector<size_t> &at, int64_t t);
   void runSteps(int64_t t);
   void runChunk(int64_t t);
@@ -231,10 +233,11 @@ std::string CudaSession::Impl::checkAll(int64_t t) const {
       // What the CPU backend allows but these kernels do not.
       for (size_t i = 0; i < in.size(); ++i)
         if (isWeightOperand(s, i) && in[i].isWeight && !cudaSupportsType(in[i].wtype))
-          return err(fmt::format("weight '{}' is {}, which the CUDA backend does not read (it reads f32, "
-                                 "f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K); use --backend cpu",
-                                 plan.devices[d].weights[plan.devices[d].tensors[s.inputs[i]].index].name,
-                                 ggmlTypeName(in[i].wtype)));
+          return err(
+              fmt::format("weight '{}' is {}, which the CUDA backend does not read (it reads f32, "
+                          "f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K); use --backend cpu",
+                          plan.devices[d].weights[plan.devices[d].tensors[s.inputs[i]].index].name,
+                          ggmlTypeName(in[i].wtype)));
       if ((s.op == OpKind::Add || s.op == OpKind::Mul || s.op == OpKind::Div || s.op == OpKind::Permute) &&
           in[0].shape.size() > size_t(kMaxRank))
         return err("more than 8 dims");
@@ -261,13 +264,15 @@ std::string CudaSession::Impl::checkAll(int64_t t) const {
         return fmt::format("collective {} ('{}'): device {} disagrees with device 0", k, s0.name, d);
       for (size_t i = 0; i < s.inputs.size(); ++i)
         if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel() && s0.op == OpKind::AllReduce)
-          return fmt::format("collective {} ('{}'): tensor {} has a different size on device {}", k, s0.name, i, d);
+          return fmt::format("collective {} ('{}'): tensor {} has a different size on device {}", k, s0.name,
+                             i, d);
       if (s0.op != OpKind::AllReduce) {
         const TensorRef x = bind(d, s.inputs[0], t), y = bind(d, s.outputs[0], t);
         const TensorRef &whole = s0.op == OpKind::AllGather ? y : x;
         const TensorRef &part = s0.op == OpKind::AllGather ? x : y;
         parts += part.shape[s0.ints[0]];
-        if (whole.numel() != (s0.op == OpKind::AllGather ? bind(0, s0.outputs[0], t) : bind(0, s0.inputs[0], t)).numel())
+        if (whole.numel() !=
+            (s0.op == OpKind::AllGather ? bind(0, s0.outputs[0], t) : bind(0, s0.inputs[0], t)).numel())
           return fmt::format("collective {} ('{}'): device {} has a different full size", k, s0.name, d);
       }
     }
@@ -310,7 +315,8 @@ void CudaSession::Impl::copy(Device &dev, const TensorRef &x, const TensorRef &y
     return;
   if (x.dtype == y.dtype) {
     if (x.data != y.data)
-      TPC_CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, n * dtypeBytes(x.dtype), cudaMemcpyDeviceToDevice, dev.stream));
+      TPC_CUDA_CHECK(
+          cudaMemcpyAsync(y.data, x.data, n * dtypeBytes(x.dtype), cudaMemcpyDeviceToDevice, dev.stream));
     return;
   }
   ConvertArgs a;
@@ -337,12 +343,14 @@ void CudaSession::Impl::narrow(Device &dev, const void *x, void *y, const std::v
     dst += offset * inner * es;
     if (src == dst && (outer == 1 || width == wide))
       return;
-    TPC_CUDA_CHECK(cudaMemcpy2DAsync(dst, wide, src, width, width, outer, cudaMemcpyDeviceToDevice, dev.stream));
+    TPC_CUDA_CHECK(
+        cudaMemcpy2DAsync(dst, wide, src, width, width, outer, cudaMemcpyDeviceToDevice, dev.stream));
   } else {
     src += offset * inner * es;
     if (src == dst && (outer == 1 || width == wide))
       return; // an output view that already is the narrowed input
-    TPC_CUDA_CHECK(cudaMemcpy2DAsync(dst, width, src, wide, width, outer, cudaMemcpyDeviceToDevice, dev.stream));
+    TPC_CUDA_CHECK(
+        cudaMemcpy2DAsync(dst, width, src, wide, width, outer, cudaMemcpyDeviceToDevice, dev.stream));
   }
 }
 
@@ -375,10 +383,10 @@ void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef 
   for (int64_t n0 = 0; n0 < n; n0 += tile) {
     const int64_t rows = std::min(tile, n - n0);
     if (wF16) { // the cached f16 copy: no dequantization per call
-      TPC_CUBLAS_CHECK(cublasGemmEx(dev.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                                    static_cast<int>(k), &one, wF16, CUDA_R_16F, static_cast<int>(k), dev.xHalf,
-                                    CUDA_R_16F, static_cast<int>(k), &zero, y.f(), CUDA_R_32F,
-                                    static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      TPC_CUBLAS_CHECK(cublasGemmEx(
+          dev.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+          &one, wF16, CUDA_R_16F, static_cast<int>(k), dev.xHalf, CUDA_R_16F, static_cast<int>(k), &zero,
+          y.f(), CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       break;
     }
     DequantArgs dq;
@@ -391,10 +399,10 @@ void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef 
     dq.out = dev.wTile;
     launchDequantF16(dq, dev.stream);
     // Column-major view: y^T[n, m] = W[n, k] · x^T[k, m], i.e. C = A^T B with A = W^T (k x n, ld k).
-    TPC_CUBLAS_CHECK(cublasGemmEx(dev.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(m),
-                                  static_cast<int>(k), &one, dev.wTile, CUDA_R_16F, static_cast<int>(k), dev.xHalf,
-                                  CUDA_R_16F, static_cast<int>(k), &zero, y.f() + n0, CUDA_R_32F,
-                                  static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    TPC_CUBLAS_CHECK(cublasGemmEx(
+        dev.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(m), static_cast<int>(k),
+        &one, dev.wTile, CUDA_R_16F, static_cast<int>(k), dev.xHalf, CUDA_R_16F, static_cast<int>(k), &zero,
+        y.f() + n0, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 }
 
@@ -582,12 +590,14 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
   }
   case OpKind::View:
   case OpKind::Slice:
-    narrow(dev, x.data, y.data, x.shape, y.shape[s.ints[0]], s.ints[0], s.ints[1], dtypeBytes(x.dtype), false);
+    narrow(dev, x.data, y.data, x.shape, y.shape[s.ints[0]], s.ints[0], s.ints[1], dtypeBytes(x.dtype),
+           false);
     break;
   case OpKind::Concat: {
     int64_t at = 0;
     for (const TensorRef &part : in) {
-      narrow(dev, part.data, y.data, y.shape, part.shape[s.ints[0]], s.ints[0], at, dtypeBytes(y.dtype), true);
+      narrow(dev, part.data, y.data, y.shape, part.shape[s.ints[0]], s.ints[0], at, dtypeBytes(y.dtype),
+             true);
       at += part.shape[s.ints[0]];
     }
     break;
@@ -653,7 +663,8 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
 }
 
 void CudaSession::Impl::allReduce(const std::vector<std::vector<const float *>> &in,
-                                  const std::vector<std::vector<float *>> &out, const std::vector<int64_t> &counts) {
+                                  const std::vector<std::vector<float *>> &out,
+                                  const std::vector<int64_t> &counts) {
   const size_t n = devs.size();
   if (!loopback) {
     std::vector<cudaStream_t> streams;
@@ -858,9 +869,10 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
   }
   m.loopback = used.size() == 1;
   if (!m.loopback && used.size() != n)
-    return E::error(fmt::format("the plan's {} devices would share {} GPUs unevenly; give --gpus either one GPU "
-                                "(loopback collectives) or {} distinct GPUs (NCCL)",
-                                n, used.size(), n));
+    return E::error(
+        fmt::format("the plan's {} devices would share {} GPUs unevenly; give --gpus either one GPU "
+                    "(loopback collectives) or {} distinct GPUs (NCCL)",
+                    n, used.size(), n));
   if (m.loopback && n > size_t(kMaxLoopback))
     return E::error(fmt::format("{} logical devices on one GPU; at most {} are supported", n, kMaxLoopback));
 
@@ -883,8 +895,8 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
   const uint8_t *src = opts.ggufData;
   if (src) {
     if (opts.ggufDataSize < p.ggufSize)
-      return E::error(fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}", opts.ggufDataSize,
-                                  p.ggufSize));
+      return E::error(fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}",
+                                  opts.ggufDataSize, p.ggufSize));
   } else {
     auto checked = checkPlanGguf(p, opts.ggufPath);
     if (!checked)
@@ -945,9 +957,10 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
         }
       z.scratch = alignUp(z.sp.wTile) + alignUp(z.sp.xHalf) + alignUp(z.sp.route) + alignUp(z.sp.stage) + io;
       if (opts.maxDeviceBytes && z.total() > opts.maxDeviceBytes)
-        return E::error(fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}, "
-                                    "scratch {}) but has {}; use more devices or a smaller --ctx-size",
-                                    d, z.total(), z.weights, z.acts, z.kv, m.ctx, z.scratch, opts.maxDeviceBytes));
+        return E::error(
+            fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}, "
+                        "scratch {}) but has {}; use more devices or a smaller --ctx-size",
+                        d, z.total(), z.weights, z.acts, z.kv, m.ctx, z.scratch, opts.maxDeviceBytes));
     }
     for (int g : used) {
       uint64_t need = 0;
@@ -969,10 +982,10 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
             sizes[d].f16Offset.assign(sizes[d].f16Offset.size(), -1);
           }
       if (need + (uint64_t(256) << 20) > freeB) // leave room for cuBLAS workspaces and the CUDA context
-        return E::error(fmt::format("GPU {} ({}) has {:.2f} GiB free but the plan's devices on it need {:.2f} GiB "
-                                    "for --ctx-size {}; use more GPUs or a smaller --ctx-size",
-                                    g, cudaDeviceName(g), freeB / double(1ull << 30), need / double(1ull << 30),
-                                    m.ctx));
+        return E::error(
+            fmt::format("GPU {} ({}) has {:.2f} GiB free but the plan's devices on it need {:.2f} GiB "
+                        "for --ctx-size {}; use more GPUs or a smaller --ctx-size",
+                        g, cudaDeviceName(g), freeB / double(1ull << 30), need / double(1ull << 30), m.ctx));
     }
 
     // Allocate, resolve addresses, create streams and handles.
@@ -988,8 +1001,8 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       auto alloc = [&](GpuAlloc &a, uint64_t bytes, const char *what) {
         cudaError_t e = a.allocate(dev.gpu, bytes);
         if (e != cudaSuccess)
-          throw CudaError(fmt::format("device {} (GPU {}): cannot allocate {} bytes of {}: {}", d, dev.gpu, bytes,
-                                      what, cudaGetErrorString(e)));
+          throw CudaError(fmt::format("device {} (GPU {}): cannot allocate {} bytes of {}: {}", d, dev.gpu,
+                                      bytes, what, cudaGetErrorString(e)));
       };
       alloc(dev.weights, z.weights, "weights");
       alloc(dev.acts, z.acts, "activations");
@@ -1182,11 +1195,13 @@ Expected<std::vector<float>> CudaSession::evaluate(const std::vector<int32_t> &t
     return E::error(fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size()));
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= p.model.nVocab)
-      return E::error(fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], p.model.nVocab - 1));
+      return E::error(
+          fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], p.model.nVocab - 1));
     if (positions[i] < 0 || positions[i] >= m.ctx)
-      return E::error(fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the "
-                                  "model was trained with {})",
-                                  positions[i], m.ctx, p.model.nCtxTrain));
+      return E::error(
+          fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the "
+                      "model was trained with {})",
+                      positions[i], m.ctx, p.model.nCtxTrain));
   }
   const int64_t vocab = p.model.nVocab, total = static_cast<int64_t>(tokens.size());
   std::vector<float> logits(static_cast<size_t>(total * vocab));
@@ -1205,8 +1220,8 @@ Expected<std::vector<float>> CudaSession::evaluate(const std::vector<int32_t> &t
       m.runChunk(t);
       Device &d0 = m.devs[0];
       TPC_CUDA_CHECK(cudaSetDevice(d0.gpu));
-      TPC_CUDA_CHECK(cudaMemcpyAsync(hLogits, m.devs[0].ptr[m.logitsTensor], t * vocab * 4, cudaMemcpyDeviceToHost,
-                                     d0.stream));
+      TPC_CUDA_CHECK(cudaMemcpyAsync(hLogits, m.devs[0].ptr[m.logitsTensor], t * vocab * 4,
+                                     cudaMemcpyDeviceToHost, d0.stream));
       for (Device &dev : m.devs) {
         TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
         TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));

@@ -34,9 +34,9 @@ namespace tpc::rt::cuda {
 
 /// CUDA-specific options.
 struct CudaOptions {
-  std::vector<int> gpus;    ///< CUDA ordinals to use (empty: all visible); logical device d -> gpus[d % n]
-  bool graphs = true;       ///< capture decode steps as CUDA graphs where possible
-  bool progress = false;    ///< weight upload progress bar on stderr
+  std::vector<int> gpus;     ///< CUDA ordinals to use (empty: all visible); logical device d -> gpus[d % n]
+  bool graphs = true;        ///< capture decode steps as CUDA graphs where possible
+  bool progress = false;     ///< weight upload progress bar on stderr
   int64_t cublasMinRows = 9; ///< token rows from which matmuls use cuBLAS instead of the GEMV kernels
   /// Keep an f16 copy of every matmul weight for the cuBLAS path when the GPU has room (one more
   /// allocation per device), instead of dequantizing weight tiles on every prefill call.

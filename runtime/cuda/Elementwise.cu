@@ -232,9 +232,13 @@ constexpr int kThreads = 256;
 unsigned blocksFor(int64_t n) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)));
 }
-unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(rows, 65535))); }
+unsigned rowBlocks(int64_t rows) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(rows, 65535)));
+}
 /// Threads for a block that reduces a row of n: a multiple of 32 up to 1024.
-unsigned rowThreads(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(1024, std::max<int64_t>(32, (n + 31) / 32 * 32))); }
+unsigned rowThreads(int64_t n) {
+  return static_cast<unsigned>(std::min<int64_t>(1024, std::max<int64_t>(32, (n + 31) / 32 * 32)));
+}
 
 void done() { TPC_CUDA_CHECK(cudaGetLastError()); }
 

@@ -45,7 +45,8 @@ __device__ __forceinline__ void loadX(const float *xr, int64_t c, int64_t k, boo
 
 /// R weight rows per warp, NT token rows per pass over the weights. Decode (one pair per expert or one
 /// token) uses R = NT = 1: fewest registers, so the most warps keep loads in flight.
-template <GGMLType T, int R, int NT> __global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) {
+template <GGMLType T, int R, int NT>
+__global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) {
   int64_t e = blockIdx.y, begin = 0, end = a.count;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
@@ -223,7 +224,8 @@ __global__ void routeKernel(RouteArgs a) {
 template <GGMLType T> __global__ void dequantF16Kernel(DequantArgs a) {
   const int64_t chunks = (a.k + 31) / 32, n = a.rows * chunks;
   __half *out = static_cast<__half *>(a.out);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / chunks, c = i % chunks;
     float w[32];
     loadChunk<T>(static_cast<const uint8_t *>(a.w) + (a.row0 + r) * a.rowBytes, c, a.k, w);
@@ -237,7 +239,8 @@ template <GGMLType T> __global__ void dequantF16Kernel(DequantArgs a) {
 
 template <GGMLType T> __global__ void getRowsKernel(GetRowsArgs a) {
   const int64_t chunks = (a.k + 31) / 32, n = a.count * chunks;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / chunks, c = i % chunks;
     const int32_t id = a.ids[r];
     float w[32];
@@ -334,12 +337,14 @@ void launchGemv(const GemvArgs &a, cudaStream_t s) {
       return int64_t(n) * (env && std::atoi(env) > 0 ? std::atoi(env) : 8);
     }();
     const int64_t blocks = std::max<int64_t>(1, perSm / (a.ids ? a.count : 1));
-    rowsPerBlock = std::min<int64_t>(256, std::max<int64_t>(kRowStep, (a.n / blocks + kRowStep - 1) / kRowStep * kRowStep));
+    rowsPerBlock = std::min<int64_t>(
+        256, std::max<int64_t>(kRowStep, (a.n / blocks + kRowStep - 1) / kRowStep * kRowStep));
   }
   const dim3 grid(static_cast<unsigned>((a.n + rowsPerBlock - 1) / rowsPerBlock),
                   static_cast<unsigned>(a.ids ? a.count : a.experts));
   GemvLaunch launch{a, grid, vec, s, decode, rowsPerBlock};
-  TPC_CUDA_ASSERT(dispatchType(a.type, launch), std::string("gemv: unsupported type ") + ggmlTypeName(a.type));
+  TPC_CUDA_ASSERT(dispatchType(a.type, launch),
+                  std::string("gemv: unsupported type ") + ggmlTypeName(a.type));
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -354,7 +359,8 @@ void launchDequantF16(const DequantArgs &a, cudaStream_t s) {
     return;
   const int64_t n = a.rows * ((a.k + 31) / 32);
   DequantLaunch launch{a, n, s};
-  TPC_CUDA_ASSERT(dispatchType(a.type, launch), std::string("dequant: unsupported type ") + ggmlTypeName(a.type));
+  TPC_CUDA_ASSERT(dispatchType(a.type, launch),
+                  std::string("dequant: unsupported type ") + ggmlTypeName(a.type));
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -363,7 +369,8 @@ void launchGetRows(const GetRowsArgs &a, cudaStream_t s) {
     return;
   const int64_t n = a.count * ((a.k + 31) / 32);
   GetRowsLaunch launch{a, n, s};
-  TPC_CUDA_ASSERT(dispatchType(a.type, launch), std::string("get_rows: unsupported type ") + ggmlTypeName(a.type));
+  TPC_CUDA_ASSERT(dispatchType(a.type, launch),
+                  std::string("get_rows: unsupported type ") + ggmlTypeName(a.type));
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 

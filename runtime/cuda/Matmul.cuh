@@ -35,8 +35,8 @@ struct GemvArgs {
   const float *x = nullptr;
   int64_t xDiv = 1;
   float *y = nullptr;
-  int64_t count = 0;             ///< pairs (tokens for a plain matmul; T * slots for mul_mat_id)
-  const int32_t *list = nullptr; ///< pairs sorted by expert (mul_mat_id), or null
+  int64_t count = 0;                ///< pairs (tokens for a plain matmul; T * slots for mul_mat_id)
+  const int32_t *list = nullptr;    ///< pairs sorted by expert (mul_mat_id), or null
   const int32_t *offsets = nullptr; ///< experts + 1 offsets into list
   /// Decode form of mul_mat_id (few pairs): one block row per pair, its expert read from ids[p]; no
   /// routing pass, and no blocks launched for the unused experts. Out-of-range ids give zero rows.

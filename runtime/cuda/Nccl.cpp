@@ -63,8 +63,8 @@ NcclComms::~NcclComms() {
       api_->commDestroy(static_cast<ncclComm_t>(cm));
 }
 
-void NcclComms::allReduce(const std::vector<const float *> &in, const std::vector<float *> &out, int64_t count,
-                          const std::vector<cudaStream_t> &streams) {
+void NcclComms::allReduce(const std::vector<const float *> &in, const std::vector<float *> &out,
+                          int64_t count, const std::vector<cudaStream_t> &streams) {
   Api &a = *api_;
   a.check(a.groupStart(), "ncclGroupStart");
   for (size_t r = 0; r < comms_.size(); ++r)

@@ -39,10 +39,16 @@ __host__ __device__ __forceinline__ float qf(uint32_t q, float off = 0) {
   return float(q) - off;
 #endif
 }
-__host__ __device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return *reinterpret_cast<const uint16_t *>(p); }
-__host__ __device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
+__host__ __device__ __forceinline__ uint16_t ld16(const uint8_t *p) {
+  return *reinterpret_cast<const uint16_t *>(p);
+}
+__host__ __device__ __forceinline__ uint32_t ld32(const uint8_t *p) {
+  return *reinterpret_cast<const uint32_t *>(p);
+}
 /// Four bytes from two aligned half-words.
-__host__ __device__ __forceinline__ uint32_t ld32h(const uint8_t *p) { return ld16(p) | (uint32_t(ld16(p + 2)) << 16); }
+__host__ __device__ __forceinline__ uint32_t ld32h(const uint8_t *p) {
+  return ld16(p) | (uint32_t(ld16(p + 2)) << 16);
+}
 __host__ __device__ __forceinline__ uint32_t byteOf(uint32_t v, int i) { return (v >> (8 * i)) & 0xff; }
 
 /// The (scale, min) of group j of a Q4_K/Q5_K super-block (Blocks.h scaleMinK4).
@@ -58,10 +64,10 @@ __host__ __device__ __forceinline__ void scaleMinK4(int j, const uint8_t *q, int
 
 /// Element count of a type's block.
 template <GGMLType T> struct QuantTraits;
-#define TPC_QUANT_TRAITS(T, elems, bytes, plainType)                                                      \
-  template <> struct QuantTraits<GGMLType::T> {                                                           \
-    static constexpr int kElems = elems, kBytes = bytes;                                                  \
-    static constexpr bool kPlain = plainType;                                                             \
+#define TPC_QUANT_TRAITS(T, elems, bytes, plainType)                                                         \
+  template <> struct QuantTraits<GGMLType::T> {                                                              \
+    static constexpr int kElems = elems, kBytes = bytes;                                                     \
+    static constexpr bool kPlain = plainType;                                                                \
   };
 TPC_QUANT_TRAITS(F32, 1, 4, true)
 TPC_QUANT_TRAITS(F16, 1, 2, true)
@@ -77,7 +83,8 @@ TPC_QUANT_TRAITS(Q6_K, 256, 210, false)
 #undef TPC_QUANT_TRAITS
 
 /// Elements [32c, 32c + 32) of a row of k elements of type T, as floats.
-template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c, int64_t k, float w[32]) {
+template <GGMLType T>
+__host__ __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c, int64_t k, float w[32]) {
   if constexpr (T == GGMLType::F32 || T == GGMLType::F16 || T == GGMLType::BF16) {
     const int64_t base = c * 32;
 #pragma unroll
@@ -180,7 +187,8 @@ template <GGMLType T> __host__ __device__ __forceinline__ void loadChunk(const u
     const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
     uint32_t hw[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if constexpr (T == GGMLType::Q5_K) {
-      const uint4 h0 = reinterpret_cast<const uint4 *>(b + 16)[0], h1 = reinterpret_cast<const uint4 *>(b + 16)[1];
+      const uint4 h0 = reinterpret_cast<const uint4 *>(b + 16)[0],
+                  h1 = reinterpret_cast<const uint4 *>(b + 16)[1];
       hw[0] = h0.x, hw[1] = h0.y, hw[2] = h0.z, hw[3] = h0.w, hw[4] = h1.x, hw[5] = h1.y, hw[6] = h1.z,
       hw[7] = h1.w;
     }
@@ -243,8 +251,8 @@ __host__ __device__ __forceinline__ XSums xSums(const float xv[32]) {
 /// apply scale and offset once per chunk: d * (sum(q x) - off * sum(x)) - m * sum(x), three instructions
 /// per weight; the other types dequantize with loadChunk first.
 template <GGMLType T>
-__host__ __device__ __forceinline__ float dotChunk(const uint8_t *row, int64_t c, int64_t k, const float xv[32],
-                                                   const XSums &xs) {
+__host__ __device__ __forceinline__ float dotChunk(const uint8_t *row, int64_t c, int64_t k,
+                                                   const float xv[32], const XSums &xs) {
   if constexpr (T == GGMLType::Q4_K || T == GGMLType::Q5_K) {
     constexpr int kBytes = QuantTraits<T>::kBytes;
     const uint8_t *b = row + (c >> 3) * kBytes;
@@ -261,7 +269,8 @@ __host__ __device__ __forceinline__ float dotChunk(const uint8_t *row, int64_t c
     const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
     uint32_t hw[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if constexpr (T == GGMLType::Q5_K) {
-      const uint4 h0 = reinterpret_cast<const uint4 *>(b + 16)[0], h1 = reinterpret_cast<const uint4 *>(b + 16)[1];
+      const uint4 h0 = reinterpret_cast<const uint4 *>(b + 16)[0],
+                  h1 = reinterpret_cast<const uint4 *>(b + 16)[1];
       hw[0] = h0.x, hw[1] = h0.y, hw[2] = h0.z, hw[3] = h0.w, hw[4] = h1.x, hw[5] = h1.y, hw[6] = h1.z,
       hw[7] = h1.w;
     }
@@ -286,7 +295,8 @@ __host__ __device__ __forceinline__ float dotChunk(const uint8_t *row, int64_t c
     float lo = 0, hi = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t v = ((ld32h(ql + 4 * i) >> lshift) & 0x0F0F0F0Fu) | (((ld32h(qh + 4 * i) >> hshift) & 0x03030303u) << 4);
+      const uint32_t v = ((ld32h(ql + 4 * i) >> lshift) & 0x0F0F0F0Fu) |
+                         (((ld32h(qh + 4 * i) >> hshift) & 0x03030303u) << 4);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (i < 4)
@@ -336,9 +346,9 @@ __host__ __device__ __forceinline__ float dotChunk(const uint8_t *row, int64_t c
 /// Calls f.template operator()<T>() for a runtime type; returns false for an unsupported type.
 template <typename F> bool dispatchType(GGMLType t, F &&f) {
   switch (t) {
-#define TPC_CASE(T)                                                                                       \
-  case GGMLType::T:                                                                                       \
-    f.template operator()<GGMLType::T>();                                                                 \
+#define TPC_CASE(T)                                                                                          \
+  case GGMLType::T:                                                                                          \
+    f.template operator()<GGMLType::T>();                                                                    \
     return true;
     TPC_CASE(F32)
     TPC_CASE(F16)

@@ -16,10 +16,10 @@
 #include <cmath>
 
 /// Skips the current test when this machine has no CUDA GPU.
-#define TPC_REQUIRE_GPU()                                                                                 \
-  do {                                                                                                    \
-    if (::tpc::rt::cuda::cudaDeviceCount() == 0)                                                          \
-      GTEST_SKIP() << "no CUDA GPU visible: CUDA backend test skipped";                                   \
+#define TPC_REQUIRE_GPU()                                                                                    \
+  do {                                                                                                       \
+    if (::tpc::rt::cuda::cudaDeviceCount() == 0)                                                             \
+      GTEST_SKIP() << "no CUDA GPU visible: CUDA backend test skipped";                                      \
   } while (0)
 
 namespace tpc::rt::test {
@@ -78,7 +78,8 @@ inline double relErr(const std::vector<float> &ref, const std::vector<float> &go
 }
 
 /// Expects tensor `id` of `device` to agree between the backends within `tol` (relErr).
-inline void expectClose(const Pair &p, size_t device, int32_t id, int64_t tokens, double tol, const std::string &what) {
+inline void expectClose(const Pair &p, size_t device, int32_t id, int64_t tokens, double tol,
+                        const std::string &what) {
   ASSERT_TRUE(p.cpu && p.gpu) << what;
   auto ref = p.cpu->tensorData(device, id, tokens);
   auto got = p.gpu->tensorData(device, id, tokens);

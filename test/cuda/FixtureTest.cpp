@@ -97,7 +97,8 @@ TEST(CudaFixture, PlansMatchReferenceOnOneGpu) {
   TPC_REQUIRE_GPU();
   const char *dirEnv = std::getenv("TPC_CUDA_PLANS"), *shared = std::getenv("TPC_SHARED_DIR");
   if (!dirEnv || !shared)
-    GTEST_SKIP() << "set TPC_CUDA_PLANS to a folder of <fixture>-d<N>.plan files and TPC_SHARED_DIR to ../shared";
+    GTEST_SKIP()
+        << "set TPC_CUDA_PLANS to a folder of <fixture>-d<N>.plan files and TPC_SHARED_DIR to ../shared";
   std::vector<std::string> plans;
   if (DIR *dir = ::opendir(dirEnv)) {
     while (dirent *e = ::readdir(dir)) {
@@ -143,9 +144,10 @@ TEST(CudaFixture, PlansMatchReferenceOnOneGpu) {
     stats(*got, *want, vsCpuMax, vsCpuRms);
     EXPECT_LE(maxAbs, ref.tolMax);
     EXPECT_LE(rms, ref.tolRms);
-    std::printf("[ fixture  ] %s devices=%zu cuda: max|d|=%.5f rms=%.6f  cpu: max|d|=%.5f rms=%.6f  cuda-cpu: "
-                "max|d|=%.5f (tol %.3g / %.3g)\n",
-                f.c_str(), plan->devices.size(), maxAbs, rms, cpuMax, cpuRms, vsCpuMax, ref.tolMax, ref.tolRms);
+    std::printf(
+        "[ fixture  ] %s devices=%zu cuda: max|d|=%.5f rms=%.6f  cpu: max|d|=%.5f rms=%.6f  cuda-cpu: "
+        "max|d|=%.5f (tol %.3g / %.3g)\n",
+        f.c_str(), plan->devices.size(), maxAbs, rms, cpuMax, cpuRms, vsCpuMax, ref.tolMax, ref.tolRms);
   }
 }
 

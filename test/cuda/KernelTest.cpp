@@ -41,7 +41,8 @@ std::vector<int> halfFields(GGMLType t) {
 }
 
 /// Random rows of type t (every quant bit pattern, sane scales); `deq` gets their exact values.
-std::vector<uint8_t> randomWeight(GGMLType t, int64_t rows, int64_t k, uint32_t seed, std::vector<float> &deq) {
+std::vector<uint8_t> randomWeight(GGMLType t, int64_t rows, int64_t k, uint32_t seed,
+                                  std::vector<float> &deq) {
   std::mt19937 rng(seed);
   const uint64_t rb = *ggmlRowBytes(t, k);
   std::vector<uint8_t> bytes(rows * rb);
@@ -109,7 +110,9 @@ TEST(CudaKernels, MatmulEveryTypeGemvAndCublas) {
       // f32 GEMV accumulation vs f16 operands on the cuBLAS path.
       EXPECT_LE(relErr(want, got), m >= 9 ? 5e-3 : 1e-5) << "vs exact";
       // The CPU backend rounds activations to 8 bits for quantized weights.
-      const double plain = type == GGMLType::F32 ? 1e-5 : type == GGMLType::F16 || type == GGMLType::BF16 ? 5e-3 : 3e-2;
+      const double plain = type == GGMLType::F32                             ? 1e-5
+                           : type == GGMLType::F16 || type == GGMLType::BF16 ? 5e-3
+                                                                             : 3e-2;
       expectClose(p, 0, y, 1, m >= 9 ? std::max(plain, 5e-3) : plain, "vs CPU");
     }
   }
@@ -145,7 +148,8 @@ TEST(CudaKernels, GetRowsEveryType) {
     const int want[5] = {18, 0, 5, 5, -1};
     for (int i = 0; i < 5; ++i)
       for (int64_t c = 0; c < k; ++c)
-        ASSERT_NEAR(got[i * k + c], want[i] < 0 ? 0.0f : deq[want[i] * k + c], 1e-6f) << "row " << i << " col " << c;
+        ASSERT_NEAR(got[i * k + c], want[i] < 0 ? 0.0f : deq[want[i] * k + c], 1e-6f)
+            << "row " << i << " col " << c;
   }
 }
 
@@ -155,7 +159,8 @@ TEST(CudaKernels, MulMatIdGroupedDecodeAndPrefill) {
   for (GGMLType type : {GGMLType::F32, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K})
     for (int64_t t : {int64_t(1), int64_t(3), int64_t(13)})
       for (bool perSlot : {false, true}) {
-        SCOPED_TRACE(std::string(ggmlTypeName(type)) + " t=" + std::to_string(t) + (perSlot ? " per-slot" : ""));
+        SCOPED_TRACE(std::string(ggmlTypeName(type)) + " t=" + std::to_string(t) +
+                     (perSlot ? " per-slot" : ""));
         PlanMaker mk(1, 1, 1);
         std::vector<float> deq;
         int32_t w = mk.weightRaw(0, type, {e, n, k}, randomWeight(type, e * n, k, 21, deq));
@@ -195,7 +200,8 @@ TEST(CudaKernels, BinaryBroadcastMapAndGlu) {
   int32_t x = mk.input(0, a, randomFloats(105, 1, -3, 3));
   std::vector<int32_t> outs;
   for (OpKind op : {OpKind::Add, OpKind::Mul, OpKind::Div})
-    for (const std::vector<int64_t> &bs : std::vector<std::vector<int64_t>>{{3, 5, 7}, {7}, {5, 1}, {3, 1, 7}, {1}}) {
+    for (const std::vector<int64_t> &bs :
+         std::vector<std::vector<int64_t>>{{3, 5, 7}, {7}, {5, 1}, {3, 1, 7}, {1}}) {
       int32_t b = mk.input(0, bs, randomFloats(numelOf(bs), 2, 0.5f, 2.0f)), y = mk.act(0, a);
       mk.b(0).step(op, {x, b}, {y});
       outs.push_back(y);
@@ -211,7 +217,8 @@ TEST(CudaKernels, BinaryBroadcastMapAndGlu) {
     outs.push_back(u);
   }
   // GLU fused [gate | up] and split, on rows of 2 x 19.
-  int32_t gu = mk.input(0, {4, 38}, randomFloats(152, 4, -3, 3)), g = mk.act(0, {4, 19}), up = mk.act(0, {4, 19});
+  int32_t gu = mk.input(0, {4, 38}, randomFloats(152, 4, -3, 3)), g = mk.act(0, {4, 19}),
+          up = mk.act(0, {4, 19});
   mk.b(0).step(OpKind::View, {gu}, {g}, {1, 0, 19});
   mk.b(0).step(OpKind::View, {gu}, {up}, {1, 19, 19});
   for (int fn : {0, 2}) {
@@ -279,9 +286,13 @@ TEST(CudaKernels, CopiesPermutesViewsConcats) {
   mk.b(0).step(OpKind::Concat, {x, v, empty}, {c}, {1});
   mk.b(0).step(OpKind::Concat, {x, sl}, {c2}, {2});
   Pair p = runBoth(mk, {{0, 1}});
-  for (auto [id, what] : std::vector<std::pair<int32_t, const char *>>{
-           {back, "f32->f16->f32"}, {pf, "permute f32"}, {phf, "permute f16"}, {v, "view"}, {sl, "slice"},
-           {c, "concat axis 1"}, {c2, "concat axis 2"}})
+  for (auto [id, what] : std::vector<std::pair<int32_t, const char *>>{{back, "f32->f16->f32"},
+                                                                       {pf, "permute f32"},
+                                                                       {phf, "permute f16"},
+                                                                       {v, "view"},
+                                                                       {sl, "slice"},
+                                                                       {c, "concat axis 1"},
+                                                                       {c2, "concat axis 2"}})
     expectClose(p, 0, id, 1, 0, what);
 }
 
@@ -315,13 +326,14 @@ struct AttnCase {
 TEST(CudaKernels, AttentionPrefillThenDecode) {
   TPC_REQUIRE_GPU();
   const AttnCase cases[] = {
-      {4, 2, 32, 32, 0, 0, false, DType::F16},  {8, 1, 64, 64, 0, 0, false, DType::F16},
-      {6, 3, 128, 96, 5, 0, false, DType::F32}, {4, 4, 256, 256, 0, 30.0f, true, DType::F16},
+      {4, 2, 32, 32, 0, 0, false, DType::F16},    {8, 1, 64, 64, 0, 0, false, DType::F16},
+      {6, 3, 128, 96, 5, 0, false, DType::F32},   {4, 4, 256, 256, 0, 30.0f, true, DType::F16},
       {2, 1, 80, 80, 3, 20.0f, true, DType::F32},
   };
   const int64_t maxT = 40;
   for (const AttnCase &c : cases) {
-    SCOPED_TRACE("hq " + std::to_string(c.hq) + " hkv " + std::to_string(c.hkv) + " dk " + std::to_string(c.dk));
+    SCOPED_TRACE("hq " + std::to_string(c.hq) + " hkv " + std::to_string(c.hkv) + " dk " +
+                 std::to_string(c.dk));
     PlanMaker mk(1, 16, 64);
     int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, randomFloats(maxT * c.hq * c.dk, 1, -2, 2));
     int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(maxT * c.hkv * c.dk, 2, -2, 2));
@@ -402,7 +414,8 @@ TEST(CudaKernels, OpenRefusesWhatTheKernelsCannotRead) {
 TEST(CudaKernels, GemvBandwidth) {
   TPC_REQUIRE_GPU();
   const int64_t n = 14336, k = 4096;
-  for (GGMLType type : {GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K}) {
+  for (GGMLType type :
+       {GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K}) {
     PlanMaker mk(1, 1, 1);
     const uint64_t rb = *ggmlRowBytes(type, k);
     std::vector<uint8_t> bytes(n * rb, 0x11);
@@ -423,9 +436,10 @@ TEST(CudaKernels, GemvBandwidth) {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i)
       ASSERT_TRUE((*s)->evaluate({0}, {0}));
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters / 20;
-    std::printf("[ gemv     ] %-5s %lldx%lld: %.1f us, %.0f GB/s\n", ggmlTypeName(type), (long long)n, (long long)k,
-                sec * 1e6, n * rb / sec / 1e9);
+    const double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters / 20;
+    std::printf("[ gemv     ] %-5s %lldx%lld: %.1f us, %.0f GB/s\n", ggmlTypeName(type), (long long)n,
+                (long long)k, sec * 1e6, n * rb / sec / 1e9);
   }
 }
 

@@ -58,7 +58,8 @@ int writeAll(const std::string &out) {
 /// Even shares of heads and FFN rows for n devices (n = 1 or 2; KV heads split when there are enough).
 std::vector<Share> evenShares(const gguf::GGUFFile &f, int n) {
   const std::string arch = *f.getString("general.architecture");
-  const int64_t h = *f.getU32(arch + ".attention.head_count"), hkv = *f.getU32(arch + ".attention.head_count_kv");
+  const int64_t h = *f.getU32(arch + ".attention.head_count"),
+                hkv = *f.getU32(arch + ".attention.head_count_kv");
   const int64_t ffn = arch == "qwen3moe" ? *f.getU32(arch + ".expert_feed_forward_length")
                                          : *f.getU32(arch + ".feed_forward_length");
   if (n == 1)
