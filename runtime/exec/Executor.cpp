@@ -3,8 +3,9 @@
 // Tensor addresses are resolved once at open (arena base + offset, views after their bases); per call only
 // the token dimension changes, so binding a step's operands is a shape substitution. The step loop is a
 // flat switch on the op kind. Devices 1..N-1 run on persistent threads started at open() and woken per
-// evaluate() chunk (creating threads per call cost more than a small model's whole decode step); device 0
-// runs on the caller. All of them meet at each collective in the shared Rendezvous.
+// evaluate() chunk (threads created per call, with sleeping barriers, made a 2-device tiny-llama decode
+// step ~0.65 ms instead of ~0.25 ms); device 0 runs on the caller. All of them meet at each collective in
+// the shared Rendezvous.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Executor.h"
 
