@@ -85,6 +85,7 @@ void writeText(const std::string &path, const std::string &text) {
 /// Collectives of one layer.
 struct LayerTraffic {
   int allReduce = 0, allGather = 0, reduceScatter = 0;
+  int tensors = 0;           ///< operands over all of them (a bucketed all-reduce carries several)
   int64_t bytesPerToken = 0; ///< payload: f32 elements per token of every operand
 };
 
@@ -117,8 +118,10 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
       ++t.allGather;
     else
       ++t.reduceScatter;
-    for (mlir::Value v : op->getOperands())
+    for (mlir::Value v : op->getOperands()) {
       t.bytesPerToken += perToken(v) * 4;
+      ++t.tensors;
+    }
   });
   int64_t total = 0;
   for (auto &[layer, t] : traffic)
@@ -138,8 +141,9 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
     for (auto &[layer, t] : traffic) {
       s += fmt::format(
           "{}{{\"layer\": \"{}\", \"all_reduce\": {}, \"all_gather\": {}, \"reduce_scatter\": {}, "
-          "\"bytes_per_token\": {}}}",
-          first ? "" : ", ", layerName(layer), t.allReduce, t.allGather, t.reduceScatter, t.bytesPerToken);
+          "\"tensors\": {}, \"bytes_per_token\": {}}}",
+          first ? "" : ", ", layerName(layer), t.allReduce, t.allGather, t.reduceScatter, t.tensors,
+          t.bytesPerToken);
       first = false;
     }
     s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}}}\n", total,
@@ -158,12 +162,12 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
   }
   fmt::print(
       "\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
-      "2(N-1)/N of it per device):\n\n");
-  fmt::print("| layer | all_reduce | all_gather | reduce_scatter | bytes/token |\n");
-  fmt::print("|-------|-----------:|-----------:|---------------:|------------:|\n");
+      "2(N-1)/N of it per device; tensors > collectives where one all-reduce carries a bucket):\n\n");
+  fmt::print("| layer | all_reduce | all_gather | reduce_scatter | tensors | bytes/token |\n");
+  fmt::print("|-------|-----------:|-----------:|---------------:|--------:|------------:|\n");
   for (auto &[layer, t] : traffic)
-    fmt::print("| {} | {} | {} | {} | {} |\n", layerName(layer), t.allReduce, t.allGather, t.reduceScatter,
-               t.bytesPerToken);
+    fmt::print("| {} | {} | {} | {} | {} | {} |\n", layerName(layer), t.allReduce, t.allGather,
+               t.reduceScatter, t.tensors, t.bytesPerToken);
   fmt::print("\ntotal: {} bytes per token{}\n", total, traffic.empty() ? " (no collectives)" : "");
 }
 
