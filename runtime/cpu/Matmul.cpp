@@ -66,6 +66,34 @@ void validate(const char *op, const Core &c) {
          "output row stride " + std::to_string(c.yRowStride) + " is smaller than n=" + std::to_string(c.n));
 }
 
+/// Converts rows xRows[i] (i when xRows is null) of x, i < m, into slot i of the group's shared scratch,
+/// as the dot kernels of weight type t take them (nullptr when they take the f32 rows); `bytes` gets the
+/// size of one converted row.
+uint8_t *convertActivations(const char *op, GGMLType t, int64_t k, const float *x, size_t xRowStride,
+                            const int32_t *xRows, int64_t m, ThreadGroup &group, size_t &bytes) {
+  bytes = static_cast<size_t>(activationRowBytes(t, k));
+  GGMLType actType = vecDotType(t);
+  if (actType == GGMLType::F32)
+    return nullptr;
+  size_t scratchBytes = 0;
+  if (__builtin_mul_overflow(bytes, static_cast<size_t>(m), &scratchBytes))
+    fail(op, "activation scratch for m=" + std::to_string(m) + " rows overflows");
+  QuantizeFn quantize = activationQuantizer(actType, activeIsa());
+  uint8_t *act = static_cast<uint8_t *>(group.sharedScratch(scratchBytes));
+  auto rows = [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const float *src = x + static_cast<size_t>(xRows ? xRows[i] : i) * xRowStride;
+      quantize(src, act + bytes * static_cast<size_t>(i), k);
+      completeActivationRow(t, act + bytes * static_cast<size_t>(i), k);
+    }
+  };
+  if (m == 1)
+    rows(0, 1, 0); // one row: not worth a hand-off
+  else
+    group.parallelFor(m, rows);
+  return act;
+}
+
 void run(const char *op, const Core &c, ThreadGroup &group) {
   validate(op, c);
   if (c.m == 0 || c.n == 0)
@@ -80,31 +108,13 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
   }
   VecDotFn dot = vecDotKernel(c.wType, activeIsa());
   VecDot4Fn dot4 = vecDot4Kernel(c.wType, activeIsa());
-  GGMLType actType = vecDotType(c.wType);
   const float *const x = c.x;
   auto xRow = [&](int64_t i) { return x + static_cast<size_t>(c.xRows ? c.xRows[i] : i) * c.xRowStride; };
   auto yRow = [&](int64_t i) { return c.y + static_cast<size_t>(c.yRows ? c.yRows[i] : i) * c.yRowStride; };
 
   // Activation rows in the dot kernel's type: the f32 rows themselves, or quantized copies.
-  size_t actBytes = static_cast<size_t>(activationRowBytes(c.wType, c.k));
-  uint8_t *act = nullptr;
-  size_t scratchBytes = 0;
-  if (__builtin_mul_overflow(actBytes, static_cast<size_t>(c.m), &scratchBytes))
-    fail(op, "activation scratch for m=" + std::to_string(c.m) + " rows overflows");
-  if (actType != GGMLType::F32) {
-    QuantizeFn quantize = activationQuantizer(actType, activeIsa());
-    act = static_cast<uint8_t *>(group.sharedScratch(scratchBytes));
-    auto quantizeRows = [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) {
-        quantize(xRow(i), act + actBytes * static_cast<size_t>(i), c.k);
-        completeActivationRow(c.wType, act + actBytes * static_cast<size_t>(i), c.k);
-      }
-    };
-    if (c.m == 1)
-      quantizeRows(0, 1, 0); // one row: not worth a hand-off
-    else
-      group.parallelFor(c.m, quantizeRows);
-  }
+  size_t actBytes = 0;
+  const uint8_t *act = convertActivations(op, c.wType, c.k, c.x, c.xRowStride, c.xRows, c.m, group, actBytes);
   auto actRow = [&](int64_t i) -> const void * {
     return act ? static_cast<const void *>(act + actBytes * static_cast<size_t>(i)) : xRow(i);
   };
@@ -162,32 +172,6 @@ void run(const char *op, const Core &c, ThreadGroup &group) {
   });
 }
 
-/// Converts rows [0, m) of x into the group's shared scratch for weights of type t (nullptr when the
-/// kernels take f32 rows); `bytes` gets the size of one converted row.
-uint8_t *convertActivations(const char *op, GGMLType t, int64_t k, const float *x, size_t xRowStride,
-                            int64_t m, ThreadGroup &group, size_t &bytes) {
-  bytes = static_cast<size_t>(activationRowBytes(t, k));
-  GGMLType actType = vecDotType(t);
-  if (actType == GGMLType::F32)
-    return nullptr;
-  size_t scratchBytes = 0;
-  if (__builtin_mul_overflow(bytes, static_cast<size_t>(m), &scratchBytes))
-    fail(op, "activation scratch for m=" + std::to_string(m) + " rows overflows");
-  QuantizeFn quantize = activationQuantizer(actType, activeIsa());
-  uint8_t *act = static_cast<uint8_t *>(group.sharedScratch(scratchBytes));
-  auto rows = [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      quantize(x + static_cast<size_t>(i) * xRowStride, act + bytes * static_cast<size_t>(i), k);
-      completeActivationRow(t, act + bytes * static_cast<size_t>(i), k);
-    }
-  };
-  if (m == 1)
-    rows(0, 1, 0); // one row: not worth a hand-off
-  else
-    group.parallelFor(m, rows);
-  return act;
-}
-
 } // namespace
 
 void matmulIdGrouped(const MatmulIdGroupedArgs &a, ThreadGroup &group) {
@@ -224,7 +208,8 @@ void matmulIdGrouped(const MatmulIdGroupedArgs &a, ThreadGroup &group) {
     if (__builtin_mul_overflow(static_cast<size_t>(a.experts[runs[r]]), a.wExpertStride, &offset))
       fail(op, "expert offset overflows");
   size_t actBytes = 0;
-  const uint8_t *act = convertActivations(op, a.wType, a.k, a.x, a.xRowStride, a.xRowCount, group, actBytes);
+  const uint8_t *act =
+      convertActivations(op, a.wType, a.k, a.x, a.xRowStride, nullptr, a.xRowCount, group, actBytes);
   VecDotFn dot = vecDotKernel(a.wType, activeIsa());
   const uint8_t *w = static_cast<const uint8_t *>(a.w);
   const int64_t nRuns = static_cast<int64_t>(runs.size()) - 1;
