@@ -8,6 +8,7 @@
 // without a GPU, without $TPC_CUDA_PLANS or without the shared fixtures.
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
+#include "test/common/FixtureReference.h"
 
 #include <dirent.h>
 
@@ -18,51 +19,8 @@ using namespace tpc::rt;
 
 namespace {
 
-struct Reference {
-  std::vector<int32_t> prompt, greedy;
-  std::vector<float> logits;
-  float tolMax = 0, tolRms = 0;
-};
-
-/// The few ref.json fields needed (integer arrays and two numbers), read with a tiny scanner.
-Reference readReference(const std::string &base) {
-  Reference r;
-  std::ifstream js(base + ".ref.json");
-  std::string text((std::istreambuf_iterator<char>(js)), {});
-  auto intArray = [&](const std::string &key) {
-    std::vector<int32_t> v;
-    size_t at = text.find("\"" + key + "\"");
-    if (at == std::string::npos)
-      return v;
-    size_t b = text.find('[', at), e = text.find(']', b);
-    std::string body = text.substr(b + 1, e - b - 1);
-    for (char *p = body.data(); *p;) {
-      char *end;
-      long x = std::strtol(p, &end, 10);
-      if (end == p) {
-        ++p;
-        continue;
-      }
-      v.push_back(static_cast<int32_t>(x));
-      p = end;
-    }
-    return v;
-  };
-  auto number = [&](const std::string &key) {
-    size_t at = text.find("\"" + key + "\"");
-    return at == std::string::npos ? 0.0f : std::strtof(text.c_str() + text.find(':', at) + 1, nullptr);
-  };
-  r.prompt = intArray("prompt_ids");
-  r.greedy = intArray("greedy_ids");
-  r.tolMax = number("tol_max_abs");
-  r.tolRms = number("tol_rms");
-  std::ifstream lf(base + ".logits.f32", std::ios::binary);
-  lf.seekg(0, std::ios::end);
-  r.logits.resize(static_cast<size_t>(std::max<std::streamoff>(0, lf.tellg())) / 4);
-  lf.seekg(0);
-  lf.read(reinterpret_cast<char *>(r.logits.data()), r.logits.size() * 4);
-  return r;
-}
+using Reference = tpc::test::FixtureReference;
+using tpc::test::readFixtureReference;
 
 /// Prompt in one call, then one call per greedy token: the rows the reference holds.
 template <typename S> Expected<std::vector<float>> teacherForced(S &s, const Reference &ref) {
@@ -119,7 +77,7 @@ TEST(CudaFixture, PlansMatchReferenceOnOneGpu) {
       continue;
     }
     SCOPED_TRACE(f);
-    Reference ref = readReference(base);
+    Reference ref = readFixtureReference(base);
     ASSERT_FALSE(ref.logits.empty());
     auto plan = loadPlan(std::string(dirEnv) + "/" + f);
     ASSERT_TRUE(plan) << plan.message();

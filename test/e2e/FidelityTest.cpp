@@ -12,6 +12,8 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/plan/PlanIO.h"
 
+#include "test/common/FixtureReference.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,54 +27,10 @@ using namespace tpc::rt;
 
 namespace {
 
-struct Reference {
-  std::vector<int32_t> prompt, greedy;
-  std::vector<float> logits;
-  float tolMax = 0, tolRms = 0;
-  int strictPrefix = 0;
-  bool f32 = false; ///< "weights": "F32"
-};
+using Reference = tpc::test::FixtureReference;
 
-/// The ref.json fields we need, read with a tiny scanner (integer arrays and numbers).
 Reference readReference(const std::string &dir, const std::string &name) {
-  Reference r;
-  std::ifstream js(dir + "/" + name + ".ref.json");
-  std::string text((std::istreambuf_iterator<char>(js)), {});
-  auto intArray = [&](const std::string &key) {
-    std::vector<int32_t> v;
-    size_t at = text.find("\"" + key + "\"");
-    if (at == std::string::npos)
-      return v;
-    size_t b = text.find('[', at), e = text.find(']', b);
-    std::string body = text.substr(b + 1, e - b - 1);
-    for (char *p = body.data(); *p;) {
-      char *end;
-      long x = std::strtol(p, &end, 10);
-      if (end == p) {
-        ++p;
-        continue;
-      }
-      v.push_back(static_cast<int32_t>(x));
-      p = end;
-    }
-    return v;
-  };
-  auto number = [&](const std::string &key) {
-    size_t at = text.find("\"" + key + "\"");
-    return at == std::string::npos ? NAN : std::strtof(text.c_str() + text.find(':', at) + 1, nullptr);
-  };
-  r.prompt = intArray("prompt_ids");
-  r.greedy = intArray("greedy_ids");
-  r.tolMax = number("tol_max_abs");
-  r.tolRms = number("tol_rms");
-  r.strictPrefix = static_cast<int>(number("greedy_strict_prefix"));
-  r.f32 = text.find("\"weights\": \"F32\"") != std::string::npos;
-  std::ifstream lf(dir + "/" + name + ".logits.f32", std::ios::binary);
-  lf.seekg(0, std::ios::end);
-  r.logits.resize(static_cast<size_t>(lf.tellg()) / 4);
-  lf.seekg(0);
-  lf.read(reinterpret_cast<char *>(r.logits.data()), r.logits.size() * 4);
-  return r;
+  return tpc::test::readFixtureReference(dir + "/" + name);
 }
 
 /// Runs a shell command; returns its exit status and combined output.

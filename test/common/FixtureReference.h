@@ -1,0 +1,83 @@
+//===- FixtureReference.h - the shared fixtures' reference data ---*- C++ -*-===//
+//
+// Reads NAME.ref.json and NAME.logits.f32 of ../shared/fixtures (see its README): the prompt, the greedy
+// ids, the tolerances and the reference logits rows. One reader for every test that compares against the
+// fixtures (executor, end-to-end, CUDA). The JSON is read with a small scanner for the few fields needed:
+// integer arrays and numbers at known keys.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_TEST_COMMON_FIXTUREREFERENCE_H
+#define TPC_TEST_COMMON_FIXTUREREFERENCE_H
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace tpc::test {
+
+struct FixtureReference {
+  std::vector<int32_t> prompt, greedy;
+  std::vector<float> logits; ///< rows x n_vocab: one row per prompt position, then one per decode step
+  float tolMax = NAN, tolRms = NAN;
+  int strictPrefix = 0;
+  bool f32 = false; ///< "weights": "F32"
+  bool ok = false;  ///< both files read and the prompt present
+};
+
+/// Reads `base`.ref.json and `base`.logits.f32 (base = fixtures dir + "/" + name).
+inline FixtureReference readFixtureReference(const std::string &base) {
+  FixtureReference r;
+  std::ifstream js(base + ".ref.json");
+  std::string text((std::istreambuf_iterator<char>(js)), {});
+  auto intArray = [&](const std::string &key) {
+    std::vector<int32_t> v;
+    size_t at = text.find("\"" + key + "\"");
+    if (at == std::string::npos)
+      return v;
+    size_t b = text.find('[', at), e = text.find(']', b);
+    if (b == std::string::npos || e == std::string::npos)
+      return v;
+    std::string body = text.substr(b + 1, e - b - 1);
+    for (char *p = body.data(); *p;) {
+      char *end;
+      long x = std::strtol(p, &end, 10);
+      if (end == p) {
+        ++p;
+        continue;
+      }
+      v.push_back(static_cast<int32_t>(x));
+      p = end;
+    }
+    return v;
+  };
+  auto number = [&](const std::string &key) {
+    size_t at = text.find("\"" + key + "\"");
+    if (at == std::string::npos)
+      return NAN;
+    size_t colon = text.find(':', at);
+    return colon == std::string::npos ? NAN : std::strtof(text.c_str() + colon + 1, nullptr);
+  };
+  r.prompt = intArray("prompt_ids");
+  r.greedy = intArray("greedy_ids");
+  r.tolMax = number("tol_max_abs");
+  r.tolRms = number("tol_rms");
+  float prefix = number("greedy_strict_prefix");
+  r.strictPrefix = std::isnan(prefix) ? 0 : static_cast<int>(prefix);
+  r.f32 = text.find("\"weights\": \"F32\"") != std::string::npos;
+  std::ifstream lf(base + ".logits.f32", std::ios::binary);
+  if (!lf)
+    return r;
+  lf.seekg(0, std::ios::end);
+  r.logits.resize(static_cast<size_t>(lf.tellg()) / 4);
+  lf.seekg(0);
+  lf.read(reinterpret_cast<char *>(r.logits.data()), static_cast<std::streamsize>(r.logits.size() * 4));
+  r.ok = !r.prompt.empty() && static_cast<bool>(lf);
+  return r;
+}
+
+} // namespace tpc::test
+
+#endif // TPC_TEST_COMMON_FIXTUREREFERENCE_H
