@@ -6,9 +6,9 @@
 //     returns) starts a *group*: a number of indivisible units (KV heads, Q heads for MQA, GLU
 //     intermediate elements, output rows) that devices share. The seed says which state each of its
 //     operands and its result need in terms of the group's per-device unit counts.
-//  2. Backward. A wanted state travels to a producer through `requirements` while the value has one
-//     consumer (a shared activation such as the residual stream stays mirrored; the collectives pass slices
-//     it for free). Weights take any state; a weight with several consumers was split into one op per use
+//  2. Backward. A wanted state travels to a producer through `requirements` while every consumer of the
+//     value wants that same layout (a shared activation such as the residual stream stays mirrored; the
+//     collectives pass slices it for free). Weights take any state; a weight with several consumers was split into one op per use
 //     first, so each consumer decides for its own copy.
 //  3. Forward. Every value not reached is computed by `transfer` in program order. A partial operand is
 //     read as mirrored (the collectives pass reduces it there and then sinks the reduction), so partial
@@ -56,6 +56,7 @@ public:
       distribute();
       st_.clear();
       groupOf_.clear();
+      pending_.clear();
       for (auto [i, g] : llvm::enumerate(groups_))
         applySeed(static_cast<int>(i));
       forward();
@@ -165,8 +166,18 @@ private:
     if (!def)
       return; // a function argument stays whole; a slice makes the part
     bool leaf = isa<WeightOp, KvCacheOp>(def);
-    if (!leaf && (!v.hasOneUse() || def->getNumResults() != 1))
+    if (!leaf && def->getNumResults() != 1)
       return;
+    if (!leaf && !v.hasOneUse()) {
+      // Shared: taken only once every consumer has asked for the same layout (K and V read from one
+      // projection). Where they disagree, or one never asks (the residual stream), it stays whole and each
+      // splitting consumer gets a slice, which moves no data, where a split value would need a gather.
+      SmallVector<StateAttr> &asked = pending_[v];
+      asked.push_back(s);
+      if (asked.size() < static_cast<size_t>(std::distance(v.use_begin(), v.use_end())) ||
+          llvm::any_of(asked, [&](StateAttr a) { return !sameLayout(a, s); }))
+        return;
+    }
     auto iface = dyn_cast<SplitStateInterface>(def);
     if (!iface)
       return;
@@ -372,6 +383,7 @@ private:
   std::vector<Group> groups_;
   DenseMap<Value, StateAttr> st_;
   DenseMap<Value, int> groupOf_;
+  DenseMap<Value, SmallVector<StateAttr>> pending_; ///< wants of shared values, until every use asked
 };
 
 /// Gives every use of a weight its own tpc.weight op, so that consumers with different needs (a tied

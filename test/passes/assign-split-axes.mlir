@@ -90,3 +90,50 @@ func.func @quant_blocks(%x: tensor<?x256xf32>, %ids: tensor<?x2xi32>) -> (tensor
   %f = tpc.glu silu %e : (tensor<?x2x128xf32>) -> tensor<?x2x64xf32>
   return %y, %f : tensor<?x256xf32>, tensor<?x2x64xf32>
 }
+
+// -----
+
+/// K = V (gemma4's global layers): one projection feeds both. Every consumer asks for the same KV-head split,
+/// so the projection itself is column parallel (no device computes all of K).
+// CHECK-LABEL: func.func @k_equals_v
+// CHECK: tpc.matmul {{.*}}tpc.state = [#tpc.state<split axis = 1, sizes = [8, 8], granule = 8{{.*}}-> tensor<?x16xf32>
+// CHECK: tpc.attention {{.*}}tpc.state = [#tpc.state<split axis = 1, sizes = [2, 2]
+func.func @k_equals_v(%x: tensor<?x16xf32>, %pos: tensor<?xi32>) -> tensor<?x16xf32> {
+  %wq = tpc.weight {ggml_type = "f32", name = "q"} : tensor<32x16xf32>
+  %wk = tpc.weight {ggml_type = "f32", name = "k"} : tensor<16x16xf32>
+  %wo = tpc.weight {ggml_type = "f32", name = "o"} : tensor<16x32xf32>
+  %q0 = tpc.matmul %x, %wq : (tensor<?x16xf32>, tensor<32x16xf32>) -> tensor<?x32xf32>
+  %q = tpc.reshape %q0 : tensor<?x32xf32> -> tensor<?x4x8xf32>
+  %k0 = tpc.matmul %x, %wk : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  %k = tpc.reshape %k0 : tensor<?x16xf32> -> tensor<?x2x8xf32>
+  %c = tpc.kv_cache {layer = 0, n_head_kv = 2, head_dim_k = 8, head_dim_v = 8} : !tpc.kv_cache<2x8x8>
+  %a = tpc.attention %q, %k, %k, %c, %pos {scale = 0.35 : f32} : (tensor<?x4x8xf32>, tensor<?x2x8xf32>, tensor<?x2x8xf32>, !tpc.kv_cache<2x8x8>, tensor<?xi32>) -> tensor<?x4x8xf32>
+  %a2 = tpc.reshape %a : tensor<?x4x8xf32> -> tensor<?x32xf32>
+  %o = tpc.matmul %a2, %wo : (tensor<?x32xf32>, tensor<16x32xf32>) -> tensor<?x16xf32>
+  %r = tpc.add %x, %o : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %r : tensor<?x16xf32>
+}
+
+// -----
+
+/// Consumers that disagree: the K projection is also read whole by another op, so it stays mirrored and the
+/// attention's split is a slice (no data moves) rather than a gather.
+// CHECK-LABEL: func.func @consumers_disagree
+// CHECK: %[[K:.*]] = tpc.reshape {{.*}}tpc.state = [#tpc.state<mirrored>]{{.*}}-> tensor<?x2x8xf32>
+// CHECK: tpc.softmax %[[K]] {tpc.state = [#tpc.state<mirrored>]}
+func.func @consumers_disagree(%x: tensor<?x16xf32>, %pos: tensor<?xi32>) -> (tensor<?x16xf32>, tensor<?x2x8xf32>) {
+  %wq = tpc.weight {ggml_type = "f32", name = "q"} : tensor<32x16xf32>
+  %wk = tpc.weight {ggml_type = "f32", name = "k"} : tensor<16x16xf32>
+  %wo = tpc.weight {ggml_type = "f32", name = "o"} : tensor<16x32xf32>
+  %q0 = tpc.matmul %x, %wq : (tensor<?x16xf32>, tensor<32x16xf32>) -> tensor<?x32xf32>
+  %q = tpc.reshape %q0 : tensor<?x32xf32> -> tensor<?x4x8xf32>
+  %k0 = tpc.matmul %x, %wk : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  %k = tpc.reshape %k0 : tensor<?x16xf32> -> tensor<?x2x8xf32>
+  %s = tpc.softmax %k : tensor<?x2x8xf32> -> tensor<?x2x8xf32>
+  %c = tpc.kv_cache {layer = 0, n_head_kv = 2, head_dim_k = 8, head_dim_v = 8} : !tpc.kv_cache<2x8x8>
+  %a = tpc.attention %q, %k, %k, %c, %pos {scale = 0.35 : f32} : (tensor<?x4x8xf32>, tensor<?x2x8xf32>, tensor<?x2x8xf32>, !tpc.kv_cache<2x8x8>, tensor<?xi32>) -> tensor<?x4x8xf32>
+  %a2 = tpc.reshape %a : tensor<?x4x8xf32> -> tensor<?x32xf32>
+  %o = tpc.matmul %a2, %wo : (tensor<?x32xf32>, tensor<16x32xf32>) -> tensor<?x16xf32>
+  %r = tpc.add %x, %o : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %r, %s : tensor<?x16xf32>, tensor<?x2x8xf32>
+}
