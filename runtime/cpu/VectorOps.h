@@ -2,9 +2,8 @@
 //
 // The f32 inner loops of the executor's ops that the compiler cannot vectorise well for baseline x86-64
 // (the library is built without -march): dot products and scaled adds, as in attention's score and
-// weighted-sum loops. Dispatched once to AVX2+FMA where the CPU has it (and TPC_CPU_ISA allows), else
-// portable loops. Results may differ from the portable loops in the last bits (FMA, summation order), but
-// one build on one CPU always gives the same bits.
+// weighted-sum loops. Dispatched once to AVX2 where the CPU has it (and TPC_CPU_ISA allows), else portable
+// loops; both do the same float operations in the same order, so they give the same bits.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_VECTOROPS_H
 #define TPC_RUNTIME_CPU_VECTOROPS_H
