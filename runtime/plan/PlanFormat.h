@@ -6,7 +6,9 @@
 //
 // Assumptions every consumer may rely on after loadPlan() succeeded (validatePlan() checks them):
 //  - a tensor's id equals its index in DevicePlan::tensors; step operands are valid ids;
-//  - only dim 0 of a shape may be -1 (the token dimension, sized per evaluate() call, <= maxBatch);
+//  - only dim 0 of a shape may be -1 (the token dimension, sized per evaluate() call, <= maxBatch); other
+//    dims are >= 0, and 0 is valid (a device's empty share of a split dimension, e.g. no attention heads:
+//    [T,0,D] activations, [0,K] / [N,0] weights of 0 bytes, KV caches with 0 heads);
 //  - activation and view offsets are multiples of the element size, weight slice offsets of 4;
 //  - every ACTIVATION tensor fits its device's activation arena for maxBatch tokens, every weight slice
 //    fits the weight arena and every weight piece lies inside the GGUF file (overflow-checked);
