@@ -87,12 +87,19 @@ private:
     });
   }
 
-  /// The last projection (logits): column-parallel when holding 1/N of its weight saves more than the
+  /// The last projection (logits, possibly soft-capped): column-parallel when holding 1/N of its weight saves more than the
   /// gather of its outputs costs. A gathered byte crosses a link ~16x slower than a weight byte streams
   /// from memory, so split when a weight row is larger than 16 output floats' worth.
   bool isFinalProjection(MatmulOp mm) {
     auto w = mm.getW().getDefiningOp<WeightOp>();
-    if (!w || !mm->hasOneUse() || !isa<func::ReturnOp>(*mm->user_begin()))
+    if (!w)
+      return false;
+    // The logits may pass through elementwise ops first (gemma's final soft-cap, a scale): each keeps a
+    // split of the vocabulary axis, so the gather can wait until the return.
+    Operation *cur = mm;
+    while (cur->hasOneUse() && isa<SoftcapOp, ScaleOp, UnaryOp>(*cur->user_begin()))
+      cur = *cur->user_begin();
+    if (!cur->hasOneUse() || !isa<func::ReturnOp>(*cur->user_begin()))
       return false;
     auto wt = w.getType();
     auto type = ::tpc::ggmlTypeFromName(w.getGgmlType().str());
