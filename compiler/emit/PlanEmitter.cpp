@@ -18,6 +18,7 @@
 #include "runtime/plan/PlanIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -146,6 +147,7 @@ public:
 
 private:
   LogicalResult emitOp(Operation *op);
+  MulOp normWeightMul(RmsNormOp norm);
   FailureOr<int32_t> operand(Value v, bool asTable = false);
   FailureOr<int32_t> weight(WeightOp w, bool asTable);
   FailureOr<int32_t> result(Value v, unsigned index);
@@ -161,8 +163,30 @@ private:
   DenseMap<Value, int32_t> tensors_;
   DenseMap<Value, int32_t> kv_;
   DenseMap<Operation *, int32_t> weights_, tables_;
+  llvm::DenseSet<Operation *> fused_; ///< ops already emitted as part of an earlier step
   int32_t logits_ = -1;
 };
+
+/// The `mul` by a norm weight that only consumes `norm`: the importer keeps ggml's rms_norm + mul, the
+/// plan's RmsNorm takes the weight, so the pair is one step (one kernel less per norm on every backend).
+MulOp DeviceEmitter::normWeightMul(RmsNormOp norm) {
+  if (!norm->hasOneUse())
+    return {};
+  auto mul = dyn_cast<MulOp>(*norm->user_begin());
+  if (!mul || mul.getLhs() != norm.getResult() || !runsOn(mul, device_) || mul->getBlock() != norm->getBlock())
+    return {};
+  auto w = mul.getRhs().getDefiningOp<WeightOp>();
+  if (!w || w.getGgmlType() != "f32" || w.getType().getRank() != 1)
+    return {};
+  StateAttr ws = getValueState(w.getResult());
+  if (ws && !ws.isMirrored())
+    return {};
+  SmallVector<int64_t> xs = getLocalShape(norm.getX(), device_);
+  if (xs.empty() || xs.back() != w.getType().getDimSize(0) ||
+      !sameLayout(getValueState(norm.getResult()), getValueState(mul.getResult())))
+    return {};
+  return mul;
+}
 
 std::string DeviceEmitter::stepName(Operation *op) const {
   std::string name = op->getName().stripDialect().str();
@@ -320,8 +344,8 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
 }
 
 LogicalResult DeviceEmitter::emitOp(Operation *op) {
-  if (isa<WeightOp>(op))
-    return success(); // sliced when first read
+  if (isa<WeightOp>(op) || fused_.contains(op))
+    return success(); // weights are sliced when first read; fused ops were emitted with their producer
   if (auto c = dyn_cast<KvCacheOp>(op)) {
     StateAttr s = getValueState(c.getResult());
     if (s && !s.isMirrored() && !(s.isSplit() && s.getAxis() == 0))
@@ -410,6 +434,16 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             kind = rt::OpKind::RmsNorm;
             floats = {o.getEps().convertToFloat()};
             ok = addIn(o.getX());
+            if (MulOp mul = normWeightMul(o); ok && mul) {
+              // The step writes the mul's result; the norm's own result has no other reader.
+              FailureOr<int32_t> t = result(mul.getResult(), 0);
+              if (failed(t))
+                return failure();
+              tensors_[mul.getResult()] = *t;
+              out = {*t};
+              ok = addIn(mul.getRhs());
+              fused_.insert(mul);
+            }
             return success();
           })
           .Case([&](MatmulOp o) -> LogicalResult {
