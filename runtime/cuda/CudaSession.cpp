@@ -19,6 +19,7 @@
 #include "runtime/cuda/Elementwise.cuh"
 #include "runtime/cuda/Matmul.cuh"
 #include "runtime/cuda/Nccl.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/exec/Ops.h"
 
 #include <cublas_v2.h>
@@ -1191,18 +1192,8 @@ Expected<std::vector<float>> CudaSession::evaluate(const std::vector<int32_t> &t
   const Plan &p = m.plan;
   if (!m.failure.empty())
     return E::error("execution failed earlier: " + m.failure + "; reopen the plan");
-  if (tokens.size() != positions.size() || tokens.empty())
-    return E::error(fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size()));
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= p.model.nVocab)
-      return E::error(
-          fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], p.model.nVocab - 1));
-    if (positions[i] < 0 || positions[i] >= m.ctx)
-      return E::error(
-          fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the "
-                      "model was trained with {})",
-                      positions[i], m.ctx, p.model.nCtxTrain));
-  }
+  if (std::string bad = checkEvaluateArgs(p, m.ctx, tokens, positions); !bad.empty())
+    return E::error(bad);
   const int64_t vocab = p.model.nVocab, total = static_cast<int64_t>(tokens.size());
   std::vector<float> logits(static_cast<size_t>(total * vocab));
   int32_t *hTok = static_cast<int32_t *>(m.hostIo.p), *hPos = hTok + p.model.maxBatch;

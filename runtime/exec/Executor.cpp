@@ -545,6 +545,21 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
   return E(std::move(s));
 }
 
+std::string checkEvaluateArgs(const Plan &plan, int64_t ctx, const std::vector<int32_t> &tokens,
+                              const std::vector<int32_t> &positions) {
+  if (tokens.size() != positions.size() || tokens.empty())
+    return fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= plan.model.nVocab)
+      return fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], plan.model.nVocab - 1);
+    if (positions[i] < 0 || positions[i] >= ctx)
+      return fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the model "
+                         "was trained with {})",
+                         positions[i], ctx, plan.model.nCtxTrain);
+  }
+  return "";
+}
+
 Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &tokens,
                                                const std::vector<int32_t> &positions) {
   using E = Expected<std::vector<float>>;
@@ -552,18 +567,8 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &token
   const Plan &p = m.plan;
   if (!m.failure.empty())
     return E::error("execution failed earlier: " + m.failure + "; reopen the plan");
-  if (tokens.size() != positions.size() || tokens.empty())
-    return E::error(fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size()));
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= p.model.nVocab)
-      return E::error(
-          fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], p.model.nVocab - 1));
-    if (positions[i] < 0 || positions[i] >= m.ctx)
-      return E::error(
-          fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the model "
-                      "was trained with {})",
-                      positions[i], m.ctx, p.model.nCtxTrain));
-  }
+  if (std::string bad = checkEvaluateArgs(p, m.ctx, tokens, positions); !bad.empty())
+    return E::error(bad);
   const int64_t vocab = p.model.nVocab, total = static_cast<int64_t>(tokens.size());
   std::vector<float> logits(static_cast<size_t>(total * vocab));
   for (int64_t at = 0; at < total; at += p.model.maxBatch) {

@@ -32,6 +32,12 @@ struct SessionOptions {
   uint64_t maxDeviceBytes = 0; ///< capacity per device (0: no limit); opening fails naming the device
 };
 
+/// The checks every backend's evaluate() makes before running: as many positions as tokens (at least one),
+/// token ids inside the vocabulary, positions inside the context of `ctx` tokens. Empty when fine, else one
+/// line naming the problem and what to do.
+std::string checkEvaluateArgs(const Plan &plan, int64_t ctx, const std::vector<int32_t> &tokens,
+                              const std::vector<int32_t> &positions);
+
 /// Time spent per step name, filled when profiling is on.
 struct StepProfile {
   std::string name;

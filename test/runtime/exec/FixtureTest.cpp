@@ -13,6 +13,8 @@
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/tokenizer/GGUFTokenizer.h"
 
+#include "test/common/FixtureReference.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -238,48 +240,10 @@ private:
   uint64_t used_ = 0, wUsed_ = 0;
 };
 
-struct Reference {
-  std::vector<int32_t> prompt, greedy;
-  std::vector<float> logits;
-  float tolMax = 0, tolRms = 0;
-};
+using Reference = tpc::test::FixtureReference;
 
-/// The few ref.json fields we need, read with a tiny scanner (integer arrays and two numbers).
 Reference readReference(const std::string &dir, const std::string &name) {
-  Reference r;
-  std::ifstream js(dir + "/" + name + ".ref.json");
-  std::string text((std::istreambuf_iterator<char>(js)), {});
-  auto intArray = [&](const std::string &key) {
-    std::vector<int32_t> v;
-    size_t at = text.find("\"" + key + "\"");
-    size_t b = text.find('[', at), e = text.find(']', b);
-    std::string body = text.substr(b + 1, e - b - 1);
-    for (char *p = body.data(); *p;) {
-      char *end;
-      long x = std::strtol(p, &end, 10);
-      if (end == p) {
-        ++p;
-        continue;
-      }
-      v.push_back(static_cast<int32_t>(x));
-      p = end;
-    }
-    return v;
-  };
-  auto number = [&](const std::string &key) {
-    size_t at = text.find("\"" + key + "\"");
-    return std::strtof(text.c_str() + text.find(':', at) + 1, nullptr);
-  };
-  r.prompt = intArray("prompt_ids");
-  r.greedy = intArray("greedy_ids");
-  r.tolMax = number("tol_max_abs");
-  r.tolRms = number("tol_rms");
-  std::ifstream lf(dir + "/" + name + ".logits.f32", std::ios::binary);
-  lf.seekg(0, std::ios::end);
-  r.logits.resize(static_cast<size_t>(lf.tellg()) / 4);
-  lf.seekg(0);
-  lf.read(reinterpret_cast<char *>(r.logits.data()), r.logits.size() * 4);
-  return r;
+  return tpc::test::readFixtureReference(dir + "/" + name);
 }
 
 void checkFixture(const std::string &name, const std::vector<std::vector<Share>> &splits) {
