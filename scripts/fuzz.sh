@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Bounded libFuzzer run of the GGUF reader (`make fuzz`; not part of `make check`).
+# Bounded libFuzzer runs of the GGUF reader and the plan loader (`make fuzz`; not part of `make check`).
 #   scripts/fuzz.sh [BUILD_DIR]          BUILD_DIR defaults to build-fuzz
 #   FUZZ_SECONDS=120 (default)           time budget per target
-# Configures a clang build with TPC_FUZZ=ON (no MLIR needed), builds tpc-fuzz-gguf, seeds a corpus from
-# the malformed-GGUF files, the demo model and (when present) the shared fixtures' headers, runs, and
-# prints the executions done. Crash inputs are left in BUILD_DIR/fuzz/ (the run then fails).
+# Configures a clang build with TPC_FUZZ=ON (no MLIR needed), builds tpc-fuzz-gguf and tpc-fuzz-plan,
+# seeds the GGUF corpus from the malformed-GGUF files, the demo model and (when present) the shared
+# fixtures' headers, and the plan corpus from plans the normal build's `tpc compile` writes (when
+# BUILD_DIR's sibling `build` has one), runs each, and prints the executions done. Crash inputs are left
+# in BUILD_DIR/fuzz/ (the run then fails).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build-fuzz}
@@ -16,11 +18,33 @@ command -v clang++-19 >/dev/null || { echo "fuzz.sh: clang++-19 is missing; run 
 
 CC=clang-19 CXX=clang++-19 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTPC_FUZZ=ON -DTPC_ENABLE_COMPILER=OFF -DTPC_ENABLE_TESTS=ON -DTPC_ENABLE_CUDA=OFF >/dev/null
-cmake --build "$build" --target tpc-fuzz-gguf -j "$(nproc)"
+cmake --build "$build" --target tpc-fuzz-gguf tpc-fuzz-plan -j "$(nproc)"
 
-work="$build/fuzz/gguf"
-corpus="$work/corpus"
-mkdir -p "$corpus" "$work/artifacts"
+# run_fuzzer NAME CORPUS MAXLEN: one bounded run; fails the script on any finding.
+run_fuzzer() {
+  local name=$1 corpus=$2 maxlen=$3 work="$build/fuzz/$1"
+  mkdir -p "$work/artifacts"
+  echo "fuzz.sh: tpc-fuzz-$name for ${seconds}s, corpus (seeds + earlier finds) $(ls "$corpus" | wc -l) files"
+  local log="$work/run.log" status
+  set +e
+  "$build/bin/tpc-fuzz-$name" "$corpus" -max_total_time="$seconds" -max_len="$maxlen" -timeout=10 \
+    -rss_limit_mb=2048 -artifact_prefix="$work/artifacts/" -print_final_stats=1 >"$log" 2>&1
+  status=$?
+  set -e
+  local execs
+  execs=$(grep -h "stat::number_of_executed_units" "$log" | awk '{s += $2} END {print s + 0}')
+  echo "fuzz.sh: tpc-fuzz-$name: $execs executions in ${seconds}s, exit status $status"
+  grep -h -E "^#[0-9]+ +DONE|cov:" "$log" | tail -1 || true
+  if [[ $status -ne 0 ]] || ls "$work"/artifacts/crash-* "$work"/artifacts/leak-* "$work"/artifacts/timeout-* >/dev/null 2>&1; then
+    echo "fuzz.sh: FINDINGS in $work/artifacts (log: $log):" >&2
+    ls "$work/artifacts" >&2
+    grep -m5 -E "ERROR|runtime error" "$log" >&2 || true
+    exit 1
+  fi
+}
+
+corpus="$build/fuzz/gguf/corpus"
+mkdir -p "$corpus"
 cp "$root"/test/gguf/malformed/*.gguf "$corpus"/ 2>/dev/null || true
 cp "$root"/examples/models/*.gguf "$corpus"/ 2>/dev/null || true
 # The fixtures are MBs; their first 64 KiB (header, metadata, tensor infos) are what the reader parses.
@@ -29,21 +53,17 @@ if [[ -d "$shared/fixtures" ]]; then
     head -c 65536 "$f" > "$corpus/fixture-head-$(basename "$f")"
   done
 fi
-echo "fuzz.sh: tpc-fuzz-gguf for ${seconds}s, corpus (seeds + earlier finds) $(ls "$corpus" | wc -l) files"
+run_fuzzer gguf "$corpus" 65536
 
-log="$work/run.log"
-set +e
-"$build/bin/tpc-fuzz-gguf" "$corpus" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-  -artifact_prefix="$work/artifacts/" -print_final_stats=1 >"$log" 2>&1
-status=$?
-set -e
-execs=$(grep -h "stat::number_of_executed_units" "$log" | awk '{s += $2} END {print s + 0}')
-echo "fuzz.sh: tpc-fuzz-gguf: $execs executions in ${seconds}s, exit status $status"
-grep -h -E "^#[0-9]+ +DONE|cov:" "$log" | tail -1 || true
-if [[ $status -ne 0 ]] || ls "$work"/artifacts/crash-* "$work"/artifacts/leak-* "$work"/artifacts/timeout-* >/dev/null 2>&1; then
-  echo "fuzz.sh: FINDINGS in $work/artifacts (log: $log):" >&2
-  ls "$work/artifacts" >&2
-  grep -m5 -E "ERROR|runtime error" "$log" >&2 || true
-  exit 1
+# Plan seeds: the demo model compiled for 1-3 devices by a normal build, when there is one.
+pcorpus="$build/fuzz/plan/corpus"
+mkdir -p "$pcorpus"
+tpc="$root/build/bin/tpc"
+if [[ -x "$tpc" ]]; then
+  for d in 1 2 3; do
+    "$tpc" compile "$root/examples/models/tiny-demo.gguf" --devices "$d" -o "$pcorpus/demo-d$d.plan" >/dev/null 2>&1 || true
+  done
 fi
+printf 'TPCPLAN1' > "$pcorpus/magic-only"
+run_fuzzer plan "$pcorpus" 262144
 echo "fuzz.sh: no findings"
