@@ -148,6 +148,9 @@ public:
 private:
   LogicalResult emitOp(Operation *op);
   MulOp normWeightMul(RmsNormOp norm);
+  void planAllReduceNorms(Block &body);
+  std::optional<std::pair<int64_t, int64_t>> arenaRange(Value v);
+  LogicalResult emitAllReduceNorm(AllReduceOp ar);
   FailureOr<int32_t> operand(Value v, bool asTable = false);
   FailureOr<int32_t> weight(WeightOp w, bool asTable);
   FailureOr<int32_t> result(Value v, unsigned index);
@@ -164,6 +167,14 @@ private:
   DenseMap<Value, int32_t> kv_;
   DenseMap<Operation *, int32_t> weights_, tables_;
   llvm::DenseSet<Operation *> fused_; ///< ops already emitted as part of an earlier step
+  /// An all-reduce emitted as AllReduceRmsNorm: the addend, the residual (when the on-device add folds in),
+  /// the norm, and the norm-weight mul (when there is one).
+  struct ArNorm {
+    Value x, r;
+    RmsNormOp norm;
+    MulOp mul;
+  };
+  DenseMap<Operation *, ArNorm> arNorms_;
   int32_t logits_ = -1;
 };
 
@@ -326,6 +337,7 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
   tensors_[body.getArgument(0)] = b_.io(rt::Storage::InputTokens, rt::DType::I32, {-1});
   tensors_[body.getArgument(1)] = b_.io(rt::Storage::InputPositions, rt::DType::I32, {-1});
   logits_ = b_.io(rt::Storage::OutputLogits, rt::DType::F32, {-1, nVocab});
+  planAllReduceNorms(body);
   for (Operation &op : body) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       if (ret.getNumOperands() != 1)
@@ -343,9 +355,109 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
   return success();
 }
 
+/// The next op after `op` that is not a weight (weights have no step), or null.
+static Operation *nextStep(Operation *op) {
+  for (Operation *n = op->getNextNode(); n; n = n->getNextNode())
+    if (!isa<WeightOp>(n))
+      return n;
+  return nullptr;
+}
+
+/// [begin, end) bytes of `v` in this device's activation arena (following aliases), or nullopt when `v`
+/// is not an arena value.
+std::optional<std::pair<int64_t, int64_t>> DeviceEmitter::arenaRange(Value v) {
+  for (int guard = 0; guard < 64; ++guard) {
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return std::nullopt;
+    Storage st = valueStorage(v, device_);
+    if (st == Storage::Alias) {
+      v = op->getOperand(0);
+      continue;
+    }
+    if (st != Storage::Buffer)
+      return std::nullopt;
+    auto offs = op->getAttrOfType<ArrayAttr>("tpc.offsets");
+    auto per = offs ? dyn_cast<DenseI64ArrayAttr>(offs[cast<OpResult>(v).getResultNumber()]) : nullptr;
+    if (!per || int64_t(per.size()) <= device_ || per[device_] < 0)
+      return std::nullopt;
+    auto maxBatch = m_->getAttrOfType<IntegerAttr>("tpc.max_batch");
+    int64_t bytes = localBytes(localShape(v, device_), maxBatch ? maxBatch.getInt() : 1);
+    return std::make_pair(per[device_], per[device_] + bytes);
+  }
+  return std::nullopt;
+}
+
+/// Finds the layer boundaries `[add{on_device}(p, r) ->] all_reduce -> rms_norm [-> mul by norm weight]`
+/// and records them as one AllReduceRmsNorm step each. The step runs where the all-reduce is and writes the
+/// norm's (or mul's) result there, so the norm and mul must follow it directly (no buffer of another value
+/// may be live in between); the add folds in only when it directly precedes the all-reduce and the residual's
+/// bytes overlap neither output.
+void DeviceEmitter::planAllReduceNorms(Block &body) {
+  auto disjoint = [&](Value a, Value b) {
+    auto ra = arenaRange(a), rb = arenaRange(b);
+    return ra && rb && (ra->second <= rb->first || rb->second <= ra->first);
+  };
+  auto same = [&](Value a, Value b) {
+    auto ra = arenaRange(a), rb = arenaRange(b);
+    return ra && rb && *ra == *rb;
+  };
+  for (Operation &op : body) {
+    auto ar = dyn_cast<AllReduceOp>(op);
+    if (!ar || ar.getNumOperands() != 1)
+      continue;
+    auto norm = dyn_cast_or_null<RmsNormOp>(nextStep(ar));
+    if (!norm || norm.getX() != ar.getResult(0))
+      continue;
+    ArNorm f{ar.getInputs()[0], Value(), norm, normWeightMul(norm)};
+    if (f.mul && nextStep(norm) != f.mul.getOperation())
+      f.mul = {};
+    if (auto add = f.x.getDefiningOp<AddOp>(); add && f.x.hasOneUse() && onDevice(add) == 0 &&
+                                                nextStep(add) == ar.getOperation() &&
+                                                add.getLhs().getType() == add.getRhs().getType()) {
+      Value r = add.getRhs();
+      if (disjoint(r, ar.getResult(0)) || same(r, ar.getResult(0))) {
+        f.x = add.getLhs();
+        f.r = r;
+        fused_.insert(add);
+      }
+    }
+    fused_.insert(norm);
+    if (f.mul)
+      fused_.insert(f.mul);
+    arNorms_[ar] = f;
+  }
+}
+
+LogicalResult DeviceEmitter::emitAllReduceNorm(AllReduceOp ar) {
+  ArNorm f = arNorms_.find(ar)->second;
+  std::vector<int32_t> in, out;
+  for (Value v : {f.x, f.r, f.mul ? f.mul.getRhs() : Value()}) {
+    if (!v)
+      continue;
+    FailureOr<int32_t> t = operand(v);
+    if (failed(t))
+      return failure();
+    in.push_back(*t);
+  }
+  Value y = ar.getResult(0), n = f.mul ? f.mul.getResult() : f.norm.getResult();
+  for (Value v : {y, n}) {
+    FailureOr<int32_t> t = result(v, cast<OpResult>(v).getResultNumber());
+    if (failed(t))
+      return failure();
+    tensors_[v] = *t;
+    out.push_back(*t);
+  }
+  b_.step(rt::OpKind::AllReduceRmsNorm, in, out, {f.r ? 1 : 0, f.mul ? 1 : 0},
+          {f.norm.getEps().convertToFloat()}, stepName(ar));
+  return success();
+}
+
 LogicalResult DeviceEmitter::emitOp(Operation *op) {
   if (isa<WeightOp>(op) || fused_.contains(op))
-    return success(); // weights are sliced when first read; fused ops were emitted with their producer
+    return success(); // weights are sliced when first read; fused ops are emitted with their all-reduce
+  if (auto ar = dyn_cast<AllReduceOp>(op); ar && arNorms_.count(op))
+    return emitAllReduceNorm(ar);
   if (auto c = dyn_cast<KvCacheOp>(op)) {
     StateAttr s = getValueState(c.getResult());
     if (s && !s.isMirrored() && !(s.isSplit() && s.getAxis() == 0))

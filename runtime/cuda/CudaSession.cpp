@@ -264,10 +264,11 @@ std::string CudaSession::Impl::checkAll(int64_t t) const {
       if (s.op != s0.op || s.ints != s0.ints || s.inputs.size() != s0.inputs.size())
         return fmt::format("collective {} ('{}'): device {} disagrees with device 0", k, s0.name, d);
       for (size_t i = 0; i < s.inputs.size(); ++i)
-        if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel() && s0.op == OpKind::AllReduce)
+        if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel() &&
+            (s0.op == OpKind::AllReduce || s0.op == OpKind::AllReduceRmsNorm))
           return fmt::format("collective {} ('{}'): tensor {} has a different size on device {}", k, s0.name,
                              i, d);
-      if (s0.op != OpKind::AllReduce) {
+      if (s0.op != OpKind::AllReduce && s0.op != OpKind::AllReduceRmsNorm) {
         const TensorRef x = bind(d, s.inputs[0], t), y = bind(d, s.outputs[0], t);
         const TensorRef &whole = s0.op == OpKind::AllGather ? y : x;
         const TensorRef &part = s0.op == OpKind::AllGather ? x : y;
@@ -277,7 +278,7 @@ std::string CudaSession::Impl::checkAll(int64_t t) const {
           return fmt::format("collective {} ('{}'): device {} has a different full size", k, s0.name, d);
       }
     }
-    if (s0.op != OpKind::AllReduce) {
+    if (s0.op != OpKind::AllReduce && s0.op != OpKind::AllReduceRmsNorm) {
       const TensorRef w0 = s0.op == OpKind::AllGather ? bind(0, s0.outputs[0], t) : bind(0, s0.inputs[0], t);
       if (parts != w0.shape[s0.ints[0]])
         return fmt::format("collective {} ('{}'): the parts add up to {} along axis {}, the whole has {}", k,
@@ -659,6 +660,7 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
   case OpKind::AllReduce:
   case OpKind::ReduceScatter:
   case OpKind::AllGather:
+  case OpKind::AllReduceRmsNorm:
     throw CudaError("collective reached runStep"); // runSteps hands them to collective()
   }
 }
@@ -712,6 +714,49 @@ void CudaSession::Impl::collective(const std::vector<size_t> &at, int64_t t) {
     const Step &s = plan.devices[d].steps[at[d]];
     xs.push_back(bind(d, s.inputs[0], t));
     ys.push_back(bind(d, s.outputs[0], t));
+  }
+  if (s0.op == OpKind::AllReduceRmsNorm) {
+    // y = x (+ r on device 0, so the sum holds the residual once), summed in place, then each device
+    // normalizes its copy of the sum.
+    for (size_t d = 0; d < n; ++d) {
+      const Step &s = plan.devices[d].steps[at[d]];
+      cudaSetDevice(devs[d].gpu);
+      if (s.ints[0] == 1 && d == 0) {
+        const TensorRef r = bind(d, s.inputs[1], t);
+        BinaryArgs a;
+        a.op = 0;
+        a.a = xs[d].f();
+        a.b = r.f();
+        a.y = ys[d].f();
+        a.rank = 1;
+        a.shape[0] = xs[d].numel();
+        a.bStride[0] = 1;
+        if (a.shape[0] > 0)
+          launchBinary(a, devs[d].stream);
+      } else if (xs[d].data != ys[d].data) {
+        copy(devs[d], xs[d], ys[d]);
+      }
+      in[d].push_back(ys[d].f());
+      out[d].push_back(ys[d].f());
+      if (d == 0)
+        counts.push_back(ys[d].numel());
+    }
+    allReduce(in, out, counts);
+    for (size_t d = 0; d < n; ++d) {
+      const Step &s = plan.devices[d].steps[at[d]];
+      cudaSetDevice(devs[d].gpu);
+      const TensorRef nrm = bind(d, s.outputs[1], t);
+      RmsNormArgs a;
+      a.x = ys[d].f();
+      a.w = s.ints[1] == 1 ? bind(d, s.inputs.back(), t).f() : nullptr;
+      a.y = nrm.f();
+      a.rows = ys[d].rows();
+      a.n = ys[d].inner();
+      a.eps = s.floats[0];
+      if (a.rows > 0 && a.n > 0)
+        launchRmsNorm(a, devs[d].stream);
+    }
+    return;
   }
   if (s0.op == OpKind::AllReduce) {
     for (size_t d = 0; d < n; ++d) {

@@ -256,7 +256,9 @@ std::string Session::Impl::checkCollectives(int64_t t) {
       if (s.inputs.size() != s0.inputs.size())
         return err(
             fmt::format("device {} reduces {} tensors, device 0 {}", d, s.inputs.size(), s0.inputs.size()));
-      if (s0.op == OpKind::AllReduce) {
+      if (s.op != s0.op)
+        return err(fmt::format("device {} runs {} here", d, opKindName(s.op)));
+      if (s0.op == OpKind::AllReduce || s0.op == OpKind::AllReduceRmsNorm) {
         for (size_t i = 0; i < s.inputs.size(); ++i)
           if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel())
             return err(fmt::format("tensor {} has a different size on device {}", i, d));
@@ -264,7 +266,7 @@ std::string Session::Impl::checkCollectives(int64_t t) {
       xs.push_back(bind(d, s.inputs[0], t));
       ys.push_back(bind(d, s.outputs[0], t));
     }
-    if (s0.op == OpKind::AllReduce)
+    if (s0.op == OpKind::AllReduce || s0.op == OpKind::AllReduceRmsNorm)
       continue;
     const int64_t axis = s0.ints[0];
     const std::vector<TensorRef> &parts = s0.op == OpKind::AllGather ? xs : ys;
@@ -374,6 +376,16 @@ void Session::Impl::runDevice(size_t d, int64_t t) {
         opCopy(in[i], out[i]);
       rv->allReduce(rank, out);
       break;
+    case OpKind::AllReduceRmsNorm: {
+      // The residual joins device 0's addend, so the sum holds it once (y may share r's bytes).
+      if (s.ints[0] == 1 && rank == 0)
+        opBinary(OpKind::Add, x, in[1], y, tg);
+      else
+        opCopy(x, y);
+      rv->allReduce(rank, {y});
+      opRmsNorm(y, s.ints[1] == 1 ? &in.back() : nullptr, out[1], s.floats[0], tg);
+      break;
+    }
     case OpKind::ReduceScatter:
       rv->reduceScatter(rank, x, y, s.ints[0]);
       break;

@@ -215,6 +215,17 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
         return bad(fmt::format("multiplier {} must be f32 [T,k]", i));
     return "";
   }
+  case OpKind::AllReduceRmsNorm: {
+    const bool hasR = s.ints[0] == 1, hasW = s.ints[1] == 1;
+    const TensorRef &n = out[1];
+    if (!isF32(x) || !isF32(y) || !isF32(n) || !sameShape(x, y) || !sameShape(x, n))
+      return bad("needs f32 x, y and n of the same shape");
+    if (hasR && (!isF32(in[1]) || !sameShape(in[1], x)))
+      return bad("the residual must be f32 with x's shape");
+    if (hasW && (!isF32(in.back()) || in.back().numel() != x.inner()))
+      return bad("the norm weight must be f32 of the row size");
+    return "";
+  }
   case OpKind::AllReduce:
     for (size_t i = 0; i < in.size(); ++i)
       if (!isF32(in[i]) || !isF32(out[i]) || in[i].numel() != out[i].numel())

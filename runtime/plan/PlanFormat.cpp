@@ -32,7 +32,7 @@ constexpr OpSig kSigs[kNumOpKinds] = {
     {"attention", 4, 5, 1, 1, 2, 2},    {"expert_combine", 2, -1, 1, 1, 0, 0},
     {"all_reduce", 1, -1, 1, -1, 0, 0}, {"reduce_scatter", 1, 1, 1, 1, 1, 0},
     {"all_gather", 1, 1, 1, 1, 1, 0},   {"slice", 1, 1, 1, 1, 3, 0},
-    {"copy", 1, 1, 1, 1, 0, 0},
+    {"copy", 1, 1, 1, 1, 0, 0},         {"all_reduce_rms_norm", 1, 3, 2, 2, 2, 1},
 };
 
 std::optional<uint64_t> mulChecked(uint64_t a, uint64_t b) {
@@ -73,7 +73,8 @@ const char *opKindName(OpKind op) {
 }
 
 bool isCollective(OpKind op) {
-  return op == OpKind::AllReduce || op == OpKind::ReduceScatter || op == OpKind::AllGather;
+  return op == OpKind::AllReduce || op == OpKind::ReduceScatter || op == OpKind::AllGather ||
+         op == OpKind::AllReduceRmsNorm;
 }
 
 const char *dtypeName(DType dt) {
@@ -314,6 +315,11 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       err(fmt::format("{}: {} outputs, expected {}..{}", where, st.outputs.size(), sig.minOut, sig.maxOut));
     if (st.op == OpKind::AllReduce && st.inputs.size() != st.outputs.size())
       err(fmt::format("{}: needs one output per input", where));
+    if (st.op == OpKind::AllReduceRmsNorm && st.ints.size() >= 2 &&
+        (st.ints[0] < 0 || st.ints[0] > 1 || st.ints[1] < 0 || st.ints[1] > 1 ||
+         st.inputs.size() != size_t(1 + st.ints[0] + st.ints[1])))
+      err(fmt::format("{}: ints (residual {}, weight {}) must be 0/1 and match the {} inputs", where, st.ints[0],
+                      st.ints[1], st.inputs.size()));
     if (st.ints.size() < size_t(sig.minInts) || st.floats.size() < size_t(sig.minFloats))
       err(fmt::format("{}: needs {} ints and {} floats", where, sig.minInts, sig.minFloats));
     for (int32_t id : st.inputs)

@@ -27,7 +27,7 @@
 namespace tpc::rt {
 
 /// The schema version this build writes and the newest it reads.
-inline constexpr uint32_t kPlanSchemaVersion = 1;
+inline constexpr uint32_t kPlanSchemaVersion = 2; ///< 2: AllReduceRmsNorm
 /// The 8 bytes every plan file starts with.
 inline constexpr char kPlanMagic[8] = {'T', 'P', 'C', 'P', 'L', 'A', 'N', '1'};
 
@@ -82,9 +82,14 @@ enum class OpKind : uint16_t {
   AllGather = 24,     ///< (x) -> concatenation of every device's x along ints[0] (sizes may differ)
   Slice = 25,         ///< (x) -> x narrowed like View (ints[0] axis, ints[1] offset, ints[2] size)
   Copy = 26,          ///< (x) -> y, a backend copy (device <-> host); a memcpy on the CPU backend
+  AllReduceRmsNorm = 27, ///< (x[T,N] [, r[T,N]] [, w[N]]) -> (y, n): y = sum over devices of x, with r added
+                         ///< on device 0 before the sum (the residual, once); n = rms_norm(y) (* w) over the
+                         ///< last axis; ints[0] = 1 with r, ints[1] = 1 with w; floats[0] = eps. A layer
+                         ///< boundary's residual add, all-reduce and norm as one step. y may be x or r (same
+                         ///< bytes), n overlaps neither x nor y.
 };
 /// Number of OpKind values.
-inline constexpr unsigned kNumOpKinds = 27;
+inline constexpr unsigned kNumOpKinds = 28;
 
 /// The elementwise functions of Unary and Glu.
 enum class UnaryFn : int64_t { Silu = 0, Gelu = 1, GeluTanh = 2, Tanh = 3, Relu = 4, Exp = 5, Sigmoid = 6 };

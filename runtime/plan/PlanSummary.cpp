@@ -26,7 +26,10 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
       if (!isCollective(st.op))
         continue;
       ++s.collectives;
-      for (int32_t id : st.outputs) {
+      // The fused all-reduce + norm moves only its first output (the norm is local).
+      const size_t moved = st.op == OpKind::AllReduceRmsNorm ? 1 : st.outputs.size();
+      for (size_t o = 0; o < moved && o < st.outputs.size(); ++o) {
+        const int32_t id = st.outputs[o];
         uint64_t n = 1;
         for (int64_t d : dev.tensors[id].shape)
           n *= d == -1 ? 1 : static_cast<uint64_t>(d);
