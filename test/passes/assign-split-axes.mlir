@@ -137,3 +137,30 @@ func.func @consumers_disagree(%x: tensor<?x16xf32>, %pos: tensor<?xi32>) -> (ten
   %r = tpc.add %x, %o : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
   return %r, %s : tensor<?x16xf32>, tensor<?x2x8xf32>
 }
+
+// -----
+
+/// Rounding does not drift to one device: three GLU units over two equal devices give [2, 1] in the first
+/// layer and, with the carried credit, [1, 2] in the next.
+// CHECK-LABEL: func.func @no_drift
+// CHECK: tpc.glu silu {{.*}}sizes = [2, 1]
+// CHECK: tpc.glu silu {{.*}}sizes = [1, 2]
+func.func @no_drift(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %g1 = tpc.weight {ggml_type = "f32", name = "g1"} : tensor<3x4xf32>
+  %u1 = tpc.weight {ggml_type = "f32", name = "u1"} : tensor<3x4xf32>
+  %d1 = tpc.weight {ggml_type = "f32", name = "d1"} : tensor<4x3xf32>
+  %g2 = tpc.weight {ggml_type = "f32", name = "g2"} : tensor<3x4xf32>
+  %u2 = tpc.weight {ggml_type = "f32", name = "u2"} : tensor<3x4xf32>
+  %d2 = tpc.weight {ggml_type = "f32", name = "d2"} : tensor<4x3xf32>
+  %a1 = tpc.matmul %x, %g1 : (tensor<?x4xf32>, tensor<3x4xf32>) -> tensor<?x3xf32>
+  %b1 = tpc.matmul %x, %u1 : (tensor<?x4xf32>, tensor<3x4xf32>) -> tensor<?x3xf32>
+  %h1 = tpc.glu silu %a1, %b1 : (tensor<?x3xf32>, tensor<?x3xf32>) -> tensor<?x3xf32>
+  %y1 = tpc.matmul %h1, %d1 : (tensor<?x3xf32>, tensor<4x3xf32>) -> tensor<?x4xf32>
+  %r1 = tpc.add %x, %y1 : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %a2 = tpc.matmul %r1, %g2 : (tensor<?x4xf32>, tensor<3x4xf32>) -> tensor<?x3xf32>
+  %b2 = tpc.matmul %r1, %u2 : (tensor<?x4xf32>, tensor<3x4xf32>) -> tensor<?x3xf32>
+  %h2 = tpc.glu silu %a2, %b2 : (tensor<?x3xf32>, tensor<?x3xf32>) -> tensor<?x3xf32>
+  %y2 = tpc.matmul %h2, %d2 : (tensor<?x3xf32>, tensor<4x3xf32>) -> tensor<?x4xf32>
+  %r2 = tpc.add %r1, %y2 : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %r2 : tensor<?x4xf32>
+}
