@@ -243,9 +243,12 @@ void runBench(Runner &s, const RunOptions &o) {
   }
   fmt::print("| model | size | devices | backend | threads | test | t/s |\n");
   fmt::print("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+  // GPU backends run no host worker threads: "-" rather than a misleading 0.
+  const std::string threads =
+      s.threadsPerDevice() > 0 ? std::to_string(s.threadsPerDevice() * devices) : std::string("-");
   for (const Result &r : results)
     fmt::print("| {} ({}) | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", model, file, size, devices, s.name(),
-               s.threadsPerDevice() * devices, r.test, r.mean, r.sd);
+               threads, r.test, r.mean, r.sd);
 }
 
 void runGenerate(Runner &s, const RunOptions &o) {
