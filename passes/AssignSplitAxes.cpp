@@ -2,9 +2,10 @@
 //
 // Gives every value of the forward function a split state, from op structure alone:
 //
-//  1. Seeds. Each attention op, GLU and the final projection (a matmul whose result the function
-//     returns) starts a *group*: a number of indivisible units (KV heads, Q heads for MQA, GLU
-//     intermediate elements, output rows) that devices share. The seed says which state each of its
+//  1. Seeds. Each attention op, GLU, the final projection (a matmul whose result the function
+//     returns) and a large lookup table (the token embedding, split by rows: the lookup is partial) starts a
+//     *group*: a number of indivisible units (KV heads, Q heads for MQA, GLU intermediate elements, output
+//     rows, table rows) that devices share. The seed says which state each of its
 //     operands and its result need in terms of the group's per-device unit counts.
 //  2. Backward. A wanted state travels to a producer through `requirements` while every consumer of the
 //     value wants that same layout (a shared activation such as the residual stream stays mirrored; the
@@ -83,6 +84,9 @@ private:
       } else if (auto mm = dyn_cast<MatmulOp>(op)) {
         if (isFinalProjection(mm))
           groups_.push_back({op, mm.getType().getDimSize(mm.getType().getRank() - 1)});
+      } else if (auto gr = dyn_cast<GetRowsOp>(op)) {
+        if (isVocabParallel(gr))
+          groups_.push_back({op, gr.getTable().getType().getDimSize(0)});
       }
     });
   }
@@ -107,6 +111,14 @@ private:
       return false;
     auto rowBytes = ::tpc::ggmlRowBytes(*type, wt.getDimSize(wt.getRank() - 1));
     return rowBytes && *rowBytes > 16 * 4;
+  }
+
+  /// A lookup table (the token embedding) split by rows: each device holds 1/N of it and the lookup
+  /// becomes partial, which costs one all-reduce of the looked-up rows per call. Worth it when every device
+  /// still holds at least 64 rows: below that the table is small and the reduce is not.
+  bool isVocabParallel(GetRowsOp gr) {
+    auto w = gr.getTable().getDefiningOp<WeightOp>();
+    return w && w.getType().getRank() == 2 && w.getType().getDimSize(0) >= 64 * n_;
   }
 
   /// A split of `axis` giving device d perDevice[d] units of `perUnit` elements (per segment). The granule
@@ -148,6 +160,11 @@ private:
         // [gate | up] in one operand: each device takes the same rows of both halves.
         want(glu.getGate(), split(g, last, 1, 2), g);
       }
+      return;
+    }
+    if (auto gr = dyn_cast<GetRowsOp>(op)) {
+      setResult(gr.getResult(), StateAttr::getPartial(ctx_), g);
+      want(gr.getTable(), split(g, 0, 1), g);
       return;
     }
     auto mm = cast<MatmulOp>(op);

@@ -257,6 +257,19 @@ FailureOr<int32_t> DeviceEmitter::weight(WeightOp w, bool asTable) {
     return w.emitError() << "plan emitter: weight '" << name << "' pieces hold " << slice.bytes
                          << " bytes on device " << device_ << ", its local shape needs "
                          << (localRowBytes ? localRows * *localRowBytes : 0) << " (a tpc bug)";
+  // The same part of the same tensor read by two ops (a tied embedding: the lookup and the output
+  // projection) is one slice: the bytes are loaded once.
+  for (auto [i, other] : llvm::enumerate(dev_.weights)) {
+    if (other.name == slice.name && other.shape == slice.shape && other.pieces.size() == pieces->size() &&
+        std::equal(other.pieces.begin(), other.pieces.end(), pieces->begin(), [](const auto &a, const auto &b) {
+          return a.fileOffset == b.fileOffset && a.rowStride == b.rowStride && a.rowBytes == b.rowBytes &&
+                 a.rows == b.rows;
+        })) {
+      int32_t id = b_.weight(static_cast<int32_t>(i));
+      cache[w] = id;
+      return id;
+    }
+  }
   slice.offset = dev_.weightBytes;
   slice.pieces = std::move(*pieces);
   dev_.weightBytes += (slice.bytes + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
@@ -533,6 +546,10 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           .Case([&](GetRowsOp o) -> LogicalResult {
             kind = rt::OpKind::GetRows;
             ok = addIn(o.getTable(), /*asTable=*/true) && addIn(o.getIds());
+            // A vocabulary-parallel table: this device holds rows [offset, offset + local rows); other ids
+            // read as zero rows (the result is partial).
+            if (StateAttr t = splitOf(o.getTable()); t && t.isSplit() && t.getAxis() == 0)
+              ints = {localOffset(t)};
             return success();
           })
           .Case([&](TakeAlongOp o) -> LogicalResult {

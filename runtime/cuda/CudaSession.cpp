@@ -424,6 +424,7 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
     a.rows = x.rows();
     a.k = x.inner();
     a.ids = in[1].i();
+    a.idOffset = s.ints.empty() ? 0 : s.ints[0];
     a.count = in[1].numel();
     a.y = y.f();
     launchGetRows(a, st);

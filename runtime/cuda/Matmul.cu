@@ -242,7 +242,7 @@ template <GGMLType T> __global__ void getRowsKernel(GetRowsArgs a) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / chunks, c = i % chunks;
-    const int32_t id = a.ids[r];
+    const int64_t id = int64_t(a.ids[r]) - a.idOffset; // a vocabulary-parallel share starts at idOffset
     float w[32];
     if (id >= 0 && id < a.rows)
       loadChunk<T>(static_cast<const uint8_t *>(a.table) + id * a.rowBytes, c, a.k, w);

@@ -72,6 +72,7 @@ struct GetRowsArgs {
   uint64_t rowBytes = 0;
   int64_t rows = 0, k = 0;
   const int32_t *ids = nullptr;
+  int64_t idOffset = 0; ///< the table's first row id (vocabulary-parallel share); other ids give zero rows
   int64_t count = 0;
   float *y = nullptr;
 };

@@ -302,7 +302,7 @@ void Session::Impl::runDevice(size_t d, int64_t t) {
     const TensorRef &y = out[0];
     switch (s.op) {
     case OpKind::GetRows:
-      opGetRows(x, in[1], y, tg);
+      opGetRows(x, in[1], y, s.ints.empty() ? 0 : s.ints[0], tg);
       break;
     case OpKind::TakeAlong:
       opTakeAlong(x, in[1], y, tg);

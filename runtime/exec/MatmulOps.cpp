@@ -35,13 +35,14 @@ void loadRow(const TensorRef &w, int64_t r, float *dst) {
     cpu::dequantizeRow(w.wtype, src, dst, n);
 }
 
-void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg) {
+void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y, int64_t firstId,
+               ThreadGroup &tg) {
   const int64_t n = table.inner(), rows = table.rows(), count = ids.numel();
   if (n == 0) // a [R,0] table (an empty share of a split row): nothing to copy
     return;
   tg.parallelFor(count, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
-      int32_t id = ids.i()[i];
+      const int64_t id = int64_t(ids.i()[i]) - firstId;
       if (id >= 0 && id < rows)
         loadRow(table, id, y.f() + i * n);
       else

@@ -105,7 +105,8 @@ void splitAxis(const std::vector<int64_t> &shape, int64_t axis, int64_t &outer, 
 // Matrix products and embedding lookups (MatmulOps.cpp).
 
 /// GET_ROWS: y[i] = table[ids[i]] as floats (out-of-range ids give zeros).
-void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg);
+void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y, int64_t firstId,
+               ThreadGroup &tg);
 /// MATMUL: y[m, n] = x[m, :] . w[n, :].
 void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg);
 /// MUL_MAT_ID: y[t, j] = w[ids[t, j]] . x[t, j] (or x[t] when x has no slot axis).

@@ -51,7 +51,9 @@ enum class Storage : uint8_t {
 /// The step vocabulary: the tpc dialect ops after localization. Semantics are per device on local shapes;
 /// "x[T,N]" means dim 0 is the token dimension. Parameters: ints[i] / floats[i] as listed.
 enum class OpKind : uint16_t {
-  GetRows = 0,        ///< (table[R,N] any ggml type, ids[T] i32) -> [T,N]; quantized rows are dequantized
+  GetRows = 0,        ///< (table[R,N] any ggml type, ids[T] i32) -> [T,N]; quantized rows are dequantized;
+                      ///< optional ints[0] = the table's first row id (a vocabulary-parallel share): ids
+                      ///< outside [ints[0], ints[0] + R) give zero rows
   TakeAlong = 1,      ///< (x[T,N], idx[T,k] i32) -> [T,k]: y[t,j] = x[t, idx[t,j]]
   RmsNorm = 2,        ///< (x[...,N] [, w[N]]) -> x/rms(x) (* w); floats[0] = eps
   Matmul = 3,         ///< (x[...,K], w[N,K]) -> [...,N]: y = x·wᵀ, w any ggml type or f32 tensor

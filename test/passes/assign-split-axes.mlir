@@ -9,7 +9,9 @@
 /// their weights split), the matmuls consuming them row parallel (reduction axis split, result partial).
 /// Q heads split in whole GQA groups (4 query heads per KV head), K/V and the cache by KV heads.
 // TWO: module attributes {{{.*}}tpc.devices = 2 : i64
-// TWO: name = "token_embd.weight", tpc.state = [#tpc.state<mirrored>]
+/// The token embedding is split by vocabulary rows: each device looks up the ids it holds (a partial sum).
+// TWO: name = "token_embd.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 256]
+// TWO: tpc.get_rows {{.*}}tpc.state = [#tpc.state<partial>]
 // TWO: name = "blk.0.attn_q.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [128, 128], granule = 128, segments = 1>]
 // TWO: name = "blk.0.attn_k.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [32, 32], granule = 32, segments = 1>]
 // TWO: name = "blk.0.attn_output.weight", tpc.state = [#tpc.state<split axis = 1, sizes = [128, 128], granule = 128, segments = 1>]
@@ -25,12 +27,14 @@
 // TWO: name = "output.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 256]
 // TWO: return
 
-/// 3,2,1: every size a multiple of its granule; two KV heads over three devices leave one without attention,
-/// the FFN's 768 rows split exactly, and the output's 512 rows carry the rounding credit (256, 170, 86).
-// THREE: name = "blk.0.attn_q.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [128, 128, 0], granule = 128
+/// 3,2,1: every size a multiple of its granule. The embedding's 512 rows go 256, 171, 85; the rounding
+/// credit that leaves then gives the two KV heads to devices 0 and 2 (device 1, owed the least, has no
+/// attention); the FFN's 768 rows split exactly; the output rows match the embedding's split.
+// THREE: name = "token_embd.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 171, 85]
+// THREE: name = "blk.0.attn_q.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [128, 0, 128], granule = 128
 // THREE: name = "blk.0.ffn_gate.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [384, 256, 128]
-// THREE: tpc.kv_cache {{.*}}sizes = [1, 1, 0]
-// THREE: name = "output.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 170, 86]
+// THREE: tpc.kv_cache {{.*}}sizes = [1, 0, 1]
+// THREE: name = "output.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 171, 85]
 
 // ONE: tpc.devices = 1
 // ONE-NOT: split

@@ -284,11 +284,20 @@ FailureOr<States> GetRowsOp::transfer(ArrayRef<StateAttr> s) {
   // Columns of a 2-D table split: each device gathers its columns.
   if (getTable().getType().getRank() == 2 && isSplitOn(table, 1))
     return States{onAxis(table, getType().getRank() - 1)};
+  // Rows split (a vocabulary-parallel embedding): each device looks up the ids it holds and zeros for the
+  // rest, an addend of the full lookup.
+  if (getTable().getType().getRank() == 2 && isSplitOn(table, 0))
+    return States{partial(*this)};
   return failure();
 }
-FailureOr<States> GetRowsOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
-  if (r.size() != 1 || !r[0] || r[0].isPartial())
+FailureOr<States> GetRowsOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr> ops) {
+  if (r.size() != 1 || !r[0])
     return failure();
+  if (r[0].isPartial()) {
+    if (getTable().getType().getRank() == 2 && !ops.empty() && isSplitOn(ops[0], 0))
+      return States{ops[0], mirrored(*this)};
+    return failure();
+  }
   if (isTrivial(r[0]))
     return States{r[0], r[0]};
   if (getTable().getType().getRank() == 2 && isSplitOn(r[0], getType().getRank() - 1))
