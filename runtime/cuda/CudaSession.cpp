@@ -182,27 +182,11 @@ struct CudaSession::Impl {
   }
 
   TensorRef bind(size_t d, int32_t id, int64_t t) const {
-    const TensorDesc &td = plan.devices[d].tensors[id];
-    TensorRef r;
-    r.data = devs[d].ptr[id];
-    r.dtype = td.dtype;
-    r.shape = td.shape;
-    if (!r.shape.empty() && r.shape[0] == -1)
-      r.shape[0] = t;
-    if (td.storage == Storage::Weight) {
-      r.isWeight = true;
-      r.wtype = plan.devices[d].weights[td.index].type;
-    }
-    return r;
+    return exec::bindTensor(plan.devices[d], devs[d].ptr, id, t);
   }
   void bindStep(size_t d, const Step &s, int64_t t, std::vector<TensorRef> &in,
                 std::vector<TensorRef> &out) const {
-    in.clear();
-    out.clear();
-    for (int32_t id : s.inputs)
-      in.push_back(bind(d, id, t));
-    for (int32_t id : s.outputs)
-      out.push_back(bind(d, id, t));
+    exec::bindOperands(plan.devices[d], devs[d].ptr, s, t, in, out);
   }
 
   std::string checkAll(int64_t t) const;
@@ -251,41 +235,10 @@ std::string CudaSession::Impl::checkAll(int64_t t) const {
     }
   // Collectives: the k-th of every device must agree in sizes (NCCL and the loopback kernel sum equal
   // counts; the gather/scatter offsets come from the peers' parts).
-  std::vector<std::vector<const Step *>> seq(n);
-  for (size_t d = 0; d < n; ++d)
-    for (const Step &s : plan.devices[d].steps)
-      if (isCollective(s.op))
-        seq[d].push_back(&s);
-  for (size_t k = 0; k < seq[0].size(); ++k) {
-    const Step &s0 = *seq[0][k];
-    int64_t parts = 0;
-    for (size_t d = 0; d < n; ++d) {
-      const Step &s = *seq[d][k];
-      if (s.op != s0.op || s.ints != s0.ints || s.inputs.size() != s0.inputs.size())
-        return fmt::format("collective {} ('{}'): device {} disagrees with device 0", k, s0.name, d);
-      for (size_t i = 0; i < s.inputs.size(); ++i)
-        if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel() &&
-            (s0.op == OpKind::AllReduce || s0.op == OpKind::AllReduceRmsNorm))
-          return fmt::format("collective {} ('{}'): tensor {} has a different size on device {}", k, s0.name,
-                             i, d);
-      if (s0.op != OpKind::AllReduce && s0.op != OpKind::AllReduceRmsNorm) {
-        const TensorRef x = bind(d, s.inputs[0], t), y = bind(d, s.outputs[0], t);
-        const TensorRef &whole = s0.op == OpKind::AllGather ? y : x;
-        const TensorRef &part = s0.op == OpKind::AllGather ? x : y;
-        parts += part.shape[s0.ints[0]];
-        if (whole.numel() !=
-            (s0.op == OpKind::AllGather ? bind(0, s0.outputs[0], t) : bind(0, s0.inputs[0], t)).numel())
-          return fmt::format("collective {} ('{}'): device {} has a different full size", k, s0.name, d);
-      }
-    }
-    if (s0.op != OpKind::AllReduce && s0.op != OpKind::AllReduceRmsNorm) {
-      const TensorRef w0 = s0.op == OpKind::AllGather ? bind(0, s0.outputs[0], t) : bind(0, s0.inputs[0], t);
-      if (parts != w0.shape[s0.ints[0]])
-        return fmt::format("collective {} ('{}'): the parts add up to {} along axis {}, the whole has {}", k,
-                           s0.name, parts, s0.ints[0], w0.shape[s0.ints[0]]);
-    }
-  }
-  return "";
+  std::vector<const std::vector<void *> *> ptrs;
+  for (const Device &dev : devs)
+    ptrs.push_back(&dev.ptr);
+  return exec::checkCollectives(plan, ptrs, t);
 }
 
 ScratchPlan CudaSession::Impl::scratchFor(size_t d) const {

@@ -100,28 +100,11 @@ struct Session::Impl {
   ~Impl() { stopDeviceThreads(); }
 
   TensorRef bind(size_t d, int32_t id, int64_t t) const {
-    const TensorDesc &td = plan.devices[d].tensors[id];
-    TensorRef r;
-    r.data = devs[d].ptr[id];
-    r.dtype = td.dtype;
-    r.shape = td.shape;
-    if (!r.shape.empty() && r.shape[0] == -1)
-      r.shape[0] = t;
-    if (td.storage == Storage::Weight) {
-      r.isWeight = true;
-      r.wtype = plan.devices[d].weights[td.index].type;
-    }
-    return r;
+    return bindTensor(plan.devices[d], devs[d].ptr, id, t);
   }
-
   void bindStep(size_t d, const Step &s, int64_t t, std::vector<TensorRef> &in,
                 std::vector<TensorRef> &out) const {
-    in.clear();
-    out.clear();
-    for (int32_t id : s.inputs)
-      in.push_back(bind(d, id, t));
-    for (int32_t id : s.outputs)
-      out.push_back(bind(d, id, t));
+    bindOperands(plan.devices[d], devs[d].ptr, s, t, in, out);
   }
 
   std::string checkAll(int64_t t);
@@ -237,55 +220,10 @@ std::string Session::Impl::checkAll(int64_t t) {
 }
 
 std::string Session::Impl::checkCollectives(int64_t t) {
-  const size_t n = devs.size();
-  std::vector<std::vector<const Step *>> seq(n);
-  for (size_t d = 0; d < n; ++d)
-    for (const Step &s : plan.devices[d].steps)
-      if (isCollective(s.op))
-        seq[d].push_back(&s);
-  for (size_t k = 0; k < seq[0].size(); ++k) {
-    const Step &s0 = *seq[0][k];
-    auto err = [&](const std::string &what) {
-      return fmt::format("collective {} ({} '{}', {} tokens): {}", k, opKindName(s0.op), s0.name, t, what);
-    };
-    std::vector<TensorRef> xs, ys;
-    for (size_t d = 0; d < n; ++d) {
-      const Step &s = *seq[d][k];
-      if (s.ints != s0.ints)
-        return err(fmt::format("device {} uses different parameters than device 0", d));
-      if (s.inputs.size() != s0.inputs.size())
-        return err(
-            fmt::format("device {} reduces {} tensors, device 0 {}", d, s.inputs.size(), s0.inputs.size()));
-      if (s.op != s0.op)
-        return err(fmt::format("device {} runs {} here", d, opKindName(s.op)));
-      if (s0.op == OpKind::AllReduce || s0.op == OpKind::AllReduceRmsNorm) {
-        for (size_t i = 0; i < s.inputs.size(); ++i)
-          if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel())
-            return err(fmt::format("tensor {} has a different size on device {}", i, d));
-      }
-      xs.push_back(bind(d, s.inputs[0], t));
-      ys.push_back(bind(d, s.outputs[0], t));
-    }
-    if (s0.op == OpKind::AllReduce || s0.op == OpKind::AllReduceRmsNorm)
-      continue;
-    const int64_t axis = s0.ints[0];
-    const std::vector<TensorRef> &parts = s0.op == OpKind::AllGather ? xs : ys;
-    const std::vector<TensorRef> &whole = s0.op == OpKind::AllGather ? ys : xs;
-    int64_t total = 0;
-    for (size_t d = 0; d < n; ++d) {
-      total += parts[d].shape[axis];
-      std::vector<int64_t> a = whole[d].shape, b = whole[0].shape, c = parts[d].shape;
-      a[axis] = b[axis] = c[axis] = 0;
-      if (a != b || a != c)
-        return err(fmt::format("device {} disagrees on the dims off axis {}", d, axis));
-      if (whole[d].shape[axis] != whole[0].shape[axis])
-        return err(fmt::format("device {} has a different full size along axis {}", d, axis));
-    }
-    if (total != whole[0].shape[axis])
-      return err(fmt::format("the devices' parts add up to {} along axis {}, the full tensor has {}", total,
-                             axis, whole[0].shape[axis]));
-  }
-  return "";
+  std::vector<const std::vector<void *> *> ptrs;
+  for (const Device &dev : devs)
+    ptrs.push_back(&dev.ptr);
+  return exec::checkCollectives(plan, ptrs, t);
 }
 
 void Session::Impl::runDevice(size_t d, int64_t t) {

@@ -131,6 +131,19 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
                  const TensorRef *sinks, KvBuffers &kv, const TensorRef &y, const AttentionParams &p,
                  ThreadGroup &tg);
 
+/// Tensor `id` of device plan `dp` at address ptrs[id], with the token dimension at `t` (what every backend
+/// hands its ops; the address may be host or device memory).
+TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int32_t id, int64_t t);
+/// bindTensor for every input and output of `s`.
+void bindOperands(const DevicePlan &dp, const std::vector<void *> &ptrs, const Step &s, int64_t t,
+                  std::vector<TensorRef> &in, std::vector<TensorRef> &out);
+
+/// The k-th collective of every device must agree with device 0's at `t` tokens: op, parameters, tensor
+/// count, equal sizes for all-reduces, and for gather/scatter parts that add up to one whole along the axis.
+/// `ptrs[d]` are device d's tensor addresses. "" when fine.
+std::string checkCollectives(const Plan &plan, const std::vector<const std::vector<void *> *> &ptrs,
+                             int64_t t);
+
 /// Checks that a step's bound operands fit its op (shapes, dtypes, parameters); "" when fine.
 std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
                       const std::vector<KvBuffers> &kv);

@@ -245,4 +245,85 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
   return bad("unknown op");
 }
 
+TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int32_t id, int64_t t) {
+  const TensorDesc &td = dp.tensors[id];
+  TensorRef r;
+  r.data = ptrs[id];
+  r.dtype = td.dtype;
+  r.shape = td.shape;
+  if (!r.shape.empty() && r.shape[0] == -1)
+    r.shape[0] = t;
+  if (td.storage == Storage::Weight) {
+    r.isWeight = true;
+    r.wtype = dp.weights[td.index].type;
+  }
+  return r;
+}
+
+void bindOperands(const DevicePlan &dp, const std::vector<void *> &ptrs, const Step &s, int64_t t,
+                  std::vector<TensorRef> &in, std::vector<TensorRef> &out) {
+  in.clear();
+  out.clear();
+  for (int32_t id : s.inputs)
+    in.push_back(bindTensor(dp, ptrs, id, t));
+  for (int32_t id : s.outputs)
+    out.push_back(bindTensor(dp, ptrs, id, t));
+}
+
+std::string checkCollectives(const Plan &plan, const std::vector<const std::vector<void *> *> &ptrs,
+                             int64_t t) {
+  const size_t n = plan.devices.size();
+  auto bind = [&](size_t d, int32_t id, int64_t tokens) {
+    return bindTensor(plan.devices[d], *ptrs[d], id, tokens);
+  };
+  std::vector<std::vector<const Step *>> seq(n);
+  for (size_t d = 0; d < n; ++d)
+    for (const Step &s : plan.devices[d].steps)
+      if (isCollective(s.op))
+        seq[d].push_back(&s);
+  for (size_t k = 0; k < seq[0].size(); ++k) {
+    const Step &s0 = *seq[0][k];
+    auto err = [&](const std::string &what) {
+      return fmt::format("collective {} ({} '{}', {} tokens): {}", k, opKindName(s0.op), s0.name, t, what);
+    };
+    std::vector<TensorRef> xs, ys;
+    for (size_t d = 0; d < n; ++d) {
+      const Step &s = *seq[d][k];
+      if (s.ints != s0.ints)
+        return err(fmt::format("device {} uses different parameters than device 0", d));
+      if (s.inputs.size() != s0.inputs.size())
+        return err(
+            fmt::format("device {} reduces {} tensors, device 0 {}", d, s.inputs.size(), s0.inputs.size()));
+      if (s.op != s0.op)
+        return err(fmt::format("device {} runs {} here", d, opKindName(s.op)));
+      if (s0.op == OpKind::AllReduce || s0.op == OpKind::AllReduceRmsNorm) {
+        for (size_t i = 0; i < s.inputs.size(); ++i)
+          if (bind(d, s.inputs[i], t).numel() != bind(0, s0.inputs[i], t).numel())
+            return err(fmt::format("tensor {} has a different size on device {}", i, d));
+      }
+      xs.push_back(bind(d, s.inputs[0], t));
+      ys.push_back(bind(d, s.outputs[0], t));
+    }
+    if (s0.op == OpKind::AllReduce || s0.op == OpKind::AllReduceRmsNorm)
+      continue;
+    const int64_t axis = s0.ints[0];
+    const std::vector<TensorRef> &parts = s0.op == OpKind::AllGather ? xs : ys;
+    const std::vector<TensorRef> &whole = s0.op == OpKind::AllGather ? ys : xs;
+    int64_t total = 0;
+    for (size_t d = 0; d < n; ++d) {
+      total += parts[d].shape[axis];
+      std::vector<int64_t> a = whole[d].shape, b = whole[0].shape, c = parts[d].shape;
+      a[axis] = b[axis] = c[axis] = 0;
+      if (a != b || a != c)
+        return err(fmt::format("device {} disagrees on the dims off axis {}", d, axis));
+      if (whole[d].shape[axis] != whole[0].shape[axis])
+        return err(fmt::format("device {} has a different full size along axis {}", d, axis));
+    }
+    if (total != whole[0].shape[axis])
+      return err(fmt::format("the devices' parts add up to {} along axis {}, the full tensor has {}", total,
+                             axis, whole[0].shape[axis]));
+  }
+  return "";
+}
+
 } // namespace tpc::rt::exec

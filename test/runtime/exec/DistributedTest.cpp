@@ -298,3 +298,38 @@ TEST(Robustness, FlippedPlansNeverCrashTheExecutor) {
 }
 
 } // namespace
+
+/// Sessions refuse plans whose devices disagree at a collective (sizes that do not add up), naming it.
+TEST(Collectives, DisagreeingDevicesAreRefusedAtOpen) {
+  struct Case {
+    OpKind op;
+    std::vector<int64_t> in0, in1, out0, out1;
+    const char *expect;
+  };
+  const Case cases[] = {
+      {OpKind::AllReduce, {2, 4}, {2, 3}, {2, 4}, {2, 3}, "tensor 0 has a different size on device 1"},
+      {OpKind::AllGather, {2, 2}, {2, 1}, {2, 4}, {2, 4}, "parts add up to 3 along axis 1"},
+      {OpKind::AllGather, {2, 2}, {2, 2}, {2, 4}, {2, 5}, "different full size along axis 1"},
+  };
+  for (const Case &c : cases) {
+    PlanMaker mk(2);
+    for (int d = 0; d < 2; ++d) {
+      const auto &in = d ? c.in1 : c.in0;
+      const auto &out = d ? c.out1 : c.out0;
+      int32_t x = mk.input(d, in, std::vector<float>(in[0] * in[1], 1.0f));
+      int32_t y = mk.act(d, out);
+      mk.b(d).step(c.op, {x}, {y}, c.op == OpKind::AllGather ? std::vector<int64_t>{1} : std::vector<int64_t>{},
+                   {}, "meet");
+    }
+    mk.plan.ggufSize = mk.gguf.size();
+    SessionOptions o;
+    o.threads = 2;
+    o.ctxSize = 8;
+    o.ggufData = mk.gguf.data();
+    o.ggufDataSize = mk.gguf.size();
+    auto s = Session::open(mk.plan, o);
+    ASSERT_FALSE(s) << c.expect;
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("'meet'"), std::string::npos) << s.message();
+  }
+}
