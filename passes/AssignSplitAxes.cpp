@@ -9,8 +9,8 @@
 //     operands and its result need in terms of the group's per-device unit counts.
 //  2. Backward. A wanted state travels to a producer through `requirements` while every consumer of the
 //     value wants that same layout (a shared activation such as the residual stream stays mirrored; the
-//     collectives pass slices it for free). Weights take any state; a weight with several consumers was split into one op per use
-//     first, so each consumer decides for its own copy.
+//     collectives pass slices it for free). Weights take any state; a weight with several consumers was split
+//     into one op per use first, so each consumer decides for its own copy.
 //  3. Forward. Every value not reached is computed by `transfer` in program order. A partial operand is
 //     read as mirrored (the collectives pass reduces it there and then sinks the reduction), so partial
 //     states only arise where an op creates them (a matmul over a split reduction axis).
@@ -39,8 +39,8 @@ namespace {
 /// What a seed asks for, per operand/result, given its group's per-device units.
 struct Group {
   Operation *seed = nullptr;
-  int64_t units = 0;     ///< indivisible units the devices share
-  int64_t multiple = 1;  ///< per-device unit counts are multiples of this (quant blocks)
+  int64_t units = 0;    ///< indivisible units the devices share
+  int64_t multiple = 1; ///< per-device unit counts are multiples of this (quant blocks)
   SmallVector<int64_t> perDevice;
 };
 
@@ -91,9 +91,9 @@ private:
     });
   }
 
-  /// The last projection (logits, possibly soft-capped): column-parallel when holding 1/N of its weight saves more than the
-  /// gather of its outputs costs. A gathered byte crosses a link ~16x slower than a weight byte streams
-  /// from memory, so split when a weight row is larger than 16 output floats' worth.
+  /// The last projection (logits, possibly soft-capped): column-parallel when holding 1/N of its weight saves
+  /// more than the gather of its outputs costs. A gathered byte crosses a link ~16x slower than a weight byte
+  /// streams from memory, so split when a weight row is larger than 16 output floats' worth.
   bool isFinalProjection(MatmulOp mm) {
     auto w = mm.getW().getDefiningOp<WeightOp>();
     if (!w)
@@ -221,12 +221,7 @@ private:
   StateAttr lookup(Value v) const {
     if (auto it = st_.find(v); it != st_.end())
       return it->second;
-    Operation *def = v.getDefiningOp();
-    if (def && isa<WeightOp, KvCacheOp>(def))
-      return {};
-    if (!def)
-      return StateAttr::getMirrored(ctx_);
-    return {};
+    return v.getDefiningOp() ? StateAttr() : StateAttr::getMirrored(ctx_);
   }
 
   // ---- forward -------------------------------------------------------------------------------------
@@ -287,7 +282,7 @@ private:
   /// For ops whose rule needs every operand known (elementwise with a weight): try the first known
   /// operand's state as the result and check the op can make it from the known operands.
   FailureOr<SmallVector<StateAttr>> guessThroughFreeOperands(SplitStateInterface iface,
-                                                            ArrayRef<StateAttr> in) {
+                                                             ArrayRef<StateAttr> in) {
     Operation *op = iface.getOperation();
     if (op->getNumResults() != 1 || llvm::none_of(in, [](StateAttr s) { return !s; }))
       return failure();
@@ -362,9 +357,8 @@ private:
       // The chunks the floors left go to the largest remainders (fewer than n_ of them).
       std::vector<int64_t> order(n_);
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-        return target[a] - got[a] > target[b] - got[b];
-      });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return target[a] - got[a] > target[b] - got[b]; });
       for (int64_t i = 0; given < chunks; ++i, ++given)
         ++got[order[i % n_]];
       g.perDevice.clear();
@@ -432,14 +426,15 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (devices < 1) {
-      module.emitError() << "tpc-assign-split-axes: devices must be at least 1, got " << static_cast<int64_t>(devices);
+      module.emitError() << "tpc-assign-split-axes: devices must be at least 1, got "
+                         << static_cast<int64_t>(devices);
       return signalPassFailure();
     }
     std::vector<double> ratios(tensorSplit.begin(), tensorSplit.end());
     if (!ratios.empty()) {
       if (static_cast<int64_t>(ratios.size()) != devices) {
-        module.emitError() << "tpc-assign-split-axes: tensor-split lists " << ratios.size()
-                           << " shares for " << static_cast<int64_t>(devices) << " devices (give one share per device)";
+        module.emitError() << "tpc-assign-split-axes: tensor-split lists " << ratios.size() << " shares for "
+                           << static_cast<int64_t>(devices) << " devices (give one share per device)";
         return signalPassFailure();
       }
       double sum = 0;
@@ -451,7 +446,8 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
         sum += r;
       }
       if (sum <= 0) {
-        module.emitError() << "tpc-assign-split-axes: tensor-split shares sum to 0 (give some device a share)";
+        module.emitError()
+            << "tpc-assign-split-axes: tensor-split shares sum to 0 (give some device a share)";
         return signalPassFailure();
       }
     }

@@ -11,6 +11,7 @@
 #include "passes/StateUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::tpc {
 #define GEN_PASS_DEF_TPCFUSEMOESCALECHAIN
@@ -45,15 +46,22 @@ bool fuse(SumOp sum) {
     return false;
   // Program order of the factors as written (innermost multiply first).
   std::reverse(factors.begin(), factors.end());
+  llvm::SetVector<Operation *> peeled; // a reshape may feed two links
   for (Value &f : factors)
-    if (auto r = f.getDefiningOp<ReshapeOp>(); r && r.getX().getType().getRank() == 2)
+    if (auto r = f.getDefiningOp<ReshapeOp>(); r && r.getX().getType().getRank() == 2) {
       f = r.getX();
+      peeled.insert(r);
+    }
   OpBuilder b(sum);
   auto combine = b.create<ExpertCombineOp>(sum.getLoc(), v, factors);
   sum.getResult().replaceAllUsesWith(combine.getResult());
   sum.erase();
   for (Operation *link : links)
     link->erase();
+  // The reshapes that only fed a fused multiply are dead now.
+  for (Operation *r : peeled)
+    if (r->use_empty())
+      r->erase();
   return true;
 }
 
@@ -63,14 +71,6 @@ struct FuseMoeScaleChainPass : impl::TpcFuseMoeScaleChainBase<FuseMoeScaleChainP
     getOperation().walk([&](SumOp s) { sums.push_back(s); });
     for (SumOp s : sums)
       fuse(s);
-    // Reshapes that only fed a fused multiply are dead now.
-    SmallVector<ReshapeOp> dead;
-    getOperation().walk([&](ReshapeOp r) {
-      if (r->use_empty())
-        dead.push_back(r);
-    });
-    for (ReshapeOp r : dead)
-      r.erase();
   }
 };
 

@@ -77,6 +77,19 @@ struct Symbol {
   size_t off, n;
 };
 
+/// `text` as a linked list of UTF-8 characters, the starting symbols of both merge algorithms (a truncated
+/// last sequence keeps the bytes it has).
+std::vector<Symbol> charSymbols(const std::string &text) {
+  std::vector<Symbol> sym;
+  for (size_t off = 0; off < text.size();) {
+    size_t len = std::min(unicode::utf8Len(static_cast<unsigned char>(text[off])), text.size() - off);
+    int idx = static_cast<int>(sym.size());
+    sym.push_back({idx - 1, off + len == text.size() ? -1 : idx + 1, off, len});
+    off += len;
+  }
+  return sym;
+}
+
 } // namespace
 
 void applyModelDefaults(TokenizerData &d) {
@@ -251,14 +264,7 @@ bool Tokenizer::isEog(TokenId id) const {
 }
 
 void Tokenizer::Impl::encodeSpm(const std::string &text, std::vector<TokenId> &out) const {
-  // Symbols start as UTF-8 characters (a truncated last sequence keeps the bytes it has).
-  std::vector<Symbol> sym;
-  for (size_t off = 0; off < text.size();) {
-    size_t len = std::min(unicode::utf8Len(static_cast<unsigned char>(text[off])), text.size() - off);
-    int idx = static_cast<int>(sym.size());
-    sym.push_back({idx - 1, off + len == text.size() ? -1 : idx + 1, off, len});
-    off += len;
-  }
+  std::vector<Symbol> sym = charSymbols(text);
   struct Bigram {
     int left, right;
     float score;
@@ -324,13 +330,7 @@ void Tokenizer::Impl::encodeBpe(std::string_view text, std::vector<TokenId> &out
         continue;
       }
     }
-    std::vector<Symbol> sym;
-    for (size_t off = 0; off < word.size();) {
-      size_t len = std::min(unicode::utf8Len(static_cast<unsigned char>(word[off])), word.size() - off);
-      int idx = static_cast<int>(sym.size());
-      sym.push_back({idx - 1, off + len == word.size() ? -1 : idx + 1, off, len});
-      off += len;
-    }
+    std::vector<Symbol> sym = charSymbols(word);
     struct Bigram {
       int left, right;
       int32_t rank;
