@@ -18,6 +18,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace tpc::rt::cuda {
@@ -341,6 +342,276 @@ __host__ __device__ __forceinline__ float dotChunk(const uint8_t *row, int64_t c
       sum = fmaf(w[i], xv[i], sum);
     return sum;
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Integer dot products (decode GEMV)
+//
+// Decode multiplies each weight once per token, so the GEMV is bound by instructions as much as by
+// bytes unless the inner loop is short. The activations are quantized once per row to 8 bits per
+// 32-element block (quantizeBlock32) and the quant nibbles are multiplied four at a time by dp4a: about
+// half an instruction per weight instead of three. The block's sums (halves of 16) carry the offset
+// terms (Q4_K's min, Q6_K's 32, Q4_0's 8). Every unit below is __host__ __device__ so the
+// CPU-side test checks the bit manipulation without a GPU.
+//===----------------------------------------------------------------------===//
+
+/// Scale and sums of one 32-element activation block: x ~= d * q; lo, hi = d * (sum of q over [0, 16),
+/// [16, 32)).
+struct XQBlock {
+  float d, lo, hi, pad;
+};
+
+/// Quantizes 32 floats to int8 the way the reference engine and the CPU backend (quantActivation) do:
+/// d = amax / 127 rounded to bf16, q = round-to-even(x / d) clamped to +-127, d kept as f16. The offset
+/// terms use the quantized sums, as theirs do; matching their rounding keeps the logits nearer theirs
+/// than exact f32 activations would (runtime/cpu/quant/Quant.h).
+__host__ __device__ __forceinline__ void quantizeBlock32(const float x[32], int8_t q[32], XQBlock &b) {
+  float amax = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i)
+    amax = fmaxf(amax, fabsf(x[i]));
+  const float d = __bfloat162float(__float2bfloat16_rn(amax / 127.0f)), id = d > 0 ? 1.0f / d : 0.0f;
+  int lo = 0, hi = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int v = static_cast<int>(fminf(fmaxf(rintf(x[i] * id), -127.0f), 127.0f));
+    q[i] = static_cast<int8_t>(v);
+    (i < 16 ? lo : hi) += v;
+  }
+  const float dh = __half2float(__float2half_rn(d));
+  b = XQBlock{dh, dh * float(lo), dh * float(hi), 0};
+}
+
+#ifdef __CUDACC__
+/// quantizeBlock32 by a warp whose lane i holds element i of the block (bit-identical to it): for the
+/// producers that write a GEMV's x and its quantized copy in one pass (rms_norm, glu).
+__device__ __forceinline__ void warpQuantize32(float v, int8_t *q, XQBlock *b) {
+  const int lane = threadIdx.x % 32;
+  float amax = fabsf(v);
+  for (int o = 16; o > 0; o >>= 1)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = __bfloat162float(__float2bfloat16_rn(amax / 127.0f)), id = d > 0 ? 1.0f / d : 0.0f;
+  const int qv = static_cast<int>(fminf(fmaxf(rintf(v * id), -127.0f), 127.0f));
+  q[lane] = static_cast<int8_t>(qv);
+  int sum = qv; // sums within each half-warp (elements 0..15, 16..31)
+  for (int o = 8; o > 0; o >>= 1)
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const int hi = __shfl_sync(0xffffffffu, sum, 16);
+  if (lane == 0) {
+    const float dh = __half2float(__float2half_rn(d));
+    *b = XQBlock{dh, dh * float(sum), dh * float(hi), 0};
+  }
+}
+#endif
+
+/// Sum of the four signed byte products plus c.
+__host__ __device__ __forceinline__ int dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+  return __dp4a(a, b, c);
+#else
+  for (int i = 0; i < 4; ++i)
+    c += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
+  return c;
+#endif
+}
+
+/// N words from a 2-byte aligned address: aligned word loads joined by funnel shifts (the 2-byte block
+/// formats Q8_0, Q4_0, Q6_K have no wider alignment). The word past the end is read only when the
+/// address is unaligned, and then it is the aligned word holding the last wanted byte (same page).
+template <int N> __host__ __device__ __forceinline__ void loadWords(const uint8_t *p, uint32_t out[N]) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint32_t *w = reinterpret_cast<const uint32_t *>(a & ~uintptr_t(3));
+  const uint32_t sh = uint32_t(a & 3) * 8;
+  uint32_t prev = w[0];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t next = (sh || i + 1 < N) ? w[i + 1] : 0;
+    out[i] = sh ? (prev >> sh) | (next << (32 - sh)) : prev;
+    prev = next;
+  }
+}
+
+/// Four words of 16 int8 activations (16-byte aligned).
+__host__ __device__ __forceinline__ void loadX16(const int8_t *p, int x[4]) {
+  const int4 v = *reinterpret_cast<const int4 *>(p);
+  x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+}
+
+/// Signed byte j of v.
+__host__ __device__ __forceinline__ int sbyte(uint32_t v, int j) { return int(int8_t(v >> (8 * j))); }
+
+/// Per-type unit of the integer decode GEMV: kUnit weights of a row, X the matching activation data a
+/// thread keeps in registers across rows, loadX/dot as the name says. `q` is the row's int8
+/// activations, `s` its block records.
+template <GGMLType T> struct IntDot;
+
+/// Q4_K/Q5_K: a unit is 16 quant bytes of one group pair (p = pair, h = which half of the 32 bytes): the
+/// low nibbles are elements [16h, 16h + 16) of group 2p, the high nibbles the same of group 2p + 1.
+template <GGMLType T> struct IntDotK45 {
+  static constexpr int kUnit = 32;
+  struct X {
+    int lo[4], hi[4];
+    float dlo, dhi, slo, shi;
+  };
+  __host__ __device__ static X loadX(const int8_t *q, const XQBlock *s, int64_t u) {
+    const int64_t sb = u >> 3;
+    const int i = int(u & 7), p = i >> 1, h = i & 1;
+    X x;
+    loadX16(q + sb * 256 + 64 * p + 16 * h, x.lo);
+    loadX16(q + sb * 256 + 64 * p + 32 + 16 * h, x.hi);
+    const XQBlock &a = s[sb * 8 + 2 * p], &b = s[sb * 8 + 2 * p + 1];
+    x.dlo = a.d, x.dhi = b.d, x.slo = h ? a.hi : a.lo, x.shi = h ? b.hi : b.lo;
+    return x;
+  }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    constexpr int kBytes = QuantTraits<T>::kBytes;
+    const uint8_t *b = row + (u >> 3) * kBytes;
+    const int i = int(u & 7), p = i >> 1, h = i & 1;
+    const uint4 hd = *reinterpret_cast<const uint4 *>(b); // d, dmin, 12 scale bytes
+    const uint4 qv = *reinterpret_cast<const uint4 *>(b + (T == GGMLType::Q4_K ? 16 : 48) + 32 * p + 16 * h);
+    const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
+    uint32_t hw[4] = {0, 0, 0, 0};
+    if constexpr (T == GGMLType::Q5_K) {
+      const uint4 v = *reinterpret_cast<const uint4 *>(b + 16 + 16 * h);
+      hw[0] = v.x, hw[1] = v.y, hw[2] = v.z, hw[3] = v.w;
+    }
+    int dl = 0, dh = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t l = qw[j] & 0x0F0F0F0Fu, hh = (qw[j] >> 4) & 0x0F0F0F0Fu;
+      if constexpr (T == GGMLType::Q5_K) {
+        l |= ((hw[j] >> (2 * p)) & 0x01010101u) << 4;
+        hh |= ((hw[j] >> (2 * p + 1)) & 0x01010101u) << 4;
+      }
+      dl = dp4a(int(l), x.lo[j], dl);
+      dh = dp4a(int(hh), x.hi[j], dh);
+    }
+    // Scales and mins of groups 2p, 2p + 1 (scaleMinK4), both encodings computed, one selected.
+    const int g = 2 * p & 3; // byte index of group 2p in its encoding
+    const uint32_t s0 = hd.y, s1 = hd.z, s2 = hd.w;
+    const bool low = p < 2;
+    const uint32_t sc0 = low ? byteOf(s0, g) & 63 : (byteOf(s2, g) & 0xf) | ((byteOf(s0, g) >> 6) << 4);
+    const uint32_t m0 = low ? byteOf(s1, g) & 63 : (byteOf(s2, g) >> 4) | ((byteOf(s1, g) >> 6) << 4);
+    const uint32_t sc1 =
+        low ? byteOf(s0, g + 1) & 63 : (byteOf(s2, g + 1) & 0xf) | ((byteOf(s0, g + 1) >> 6) << 4);
+    const uint32_t m1 =
+        low ? byteOf(s1, g + 1) & 63 : (byteOf(s2, g + 1) >> 4) | ((byteOf(s1, g + 1) >> 6) << 4);
+    const float d = halfBits(hd.x & 0xffff), dmin = halfBits(hd.x >> 16);
+    return d * (float(sc0) * x.dlo * float(dl) + float(sc1) * x.dhi * float(dh)) -
+           dmin * (float(m0) * x.slo + float(m1) * x.shi);
+  }
+};
+template <> struct IntDot<GGMLType::Q4_K> : IntDotK45<GGMLType::Q4_K> {};
+template <> struct IntDot<GGMLType::Q5_K> : IntDotK45<GGMLType::Q5_K> {};
+
+/// Q6_K: a unit is the 64 weights that share 16 ql bytes of each quarter pair and 16 qh bytes: elements
+/// 128H + 32qd + [e0, e0 + 16) for the four quadrants qd (u = 4 sb + 2H + e0 / 16).
+template <> struct IntDot<GGMLType::Q6_K> {
+  static constexpr int kUnit = 64;
+  struct X {
+    int q[4][4];
+    float d[4], s[4];
+  };
+  __host__ __device__ static X loadX(const int8_t *q, const XQBlock *s, int64_t u) {
+    const int64_t sb = u >> 2;
+    const int H = int(u >> 1) & 1, e0 = 16 * int(u & 1);
+    X x;
+#pragma unroll
+    for (int qd = 0; qd < 4; ++qd) {
+      loadX16(q + sb * 256 + 128 * H + 32 * qd + e0, x.q[qd]);
+      const XQBlock &b = s[sb * 8 + 4 * H + qd];
+      x.d[qd] = b.d;
+      x.s[qd] = e0 ? b.hi : b.lo;
+    }
+    return x;
+  }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    const uint8_t *b = row + (u >> 2) * 210;
+    const int H = int(u >> 1) & 1, e0 = 16 * int(u & 1);
+    uint32_t ql0[4], ql1[4], qh[4], sc[2];
+    loadWords<4>(b + 64 * H + e0, ql0);
+    loadWords<4>(b + 64 * H + 32 + e0, ql1);
+    loadWords<4>(b + 128 + 32 * H + e0, qh);
+    loadWords<2>(b + 192 + 8 * H, sc); // scales[8H .. 8H + 8)
+    int dq[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t h = qh[j];
+      dq[0] = dp4a(int((ql0[j] & 0x0F0F0F0Fu) | ((h << 4) & 0x30303030u)), x.q[0][j], dq[0]);
+      dq[1] = dp4a(int((ql1[j] & 0x0F0F0F0Fu) | ((h << 2) & 0x30303030u)), x.q[1][j], dq[1]);
+      dq[2] = dp4a(int(((ql0[j] >> 4) & 0x0F0F0F0Fu) | (h & 0x30303030u)), x.q[2][j], dq[2]);
+      dq[3] = dp4a(int(((ql1[j] >> 4) & 0x0F0F0F0Fu) | ((h >> 2) & 0x30303030u)), x.q[3][j], dq[3]);
+    }
+    const int e = e0 >> 4; // scale of quadrant qd: scales[8H + e + 2qd]
+    float sum = 0;
+#pragma unroll
+    for (int qd = 0; qd < 4; ++qd) {
+      const int idx = e + 2 * qd; // byte within sc[0..1]
+      sum += float(sbyte(sc[idx >> 2], idx & 3)) * (x.d[qd] * float(dq[qd]) - 32.0f * x.s[qd]);
+    }
+    return halfBits(ld16(b + 208)) * sum;
+  }
+};
+
+/// Q8_0: a unit is one block of 32.
+template <> struct IntDot<GGMLType::Q8_0> {
+  static constexpr int kUnit = 32;
+  struct X {
+    int q[8];
+    float d;
+  };
+  __host__ __device__ static X loadX(const int8_t *q, const XQBlock *s, int64_t u) {
+    X x;
+    loadX16(q + 32 * u, x.q);
+    loadX16(q + 32 * u + 16, x.q + 4);
+    x.d = s[u].d;
+    return x;
+  }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    const uint8_t *b = row + u * 34;
+    uint32_t w[8];
+    loadWords<8>(b + 2, w);
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      sum = dp4a(int(w[j]), x.q[j], sum);
+    return halfBits(ld16(b)) * x.d * float(sum);
+  }
+};
+
+/// Q4_0: a unit is one block of 32 (low nibbles elements 0..15, high nibbles 16..31, offset 8).
+template <> struct IntDot<GGMLType::Q4_0> {
+  static constexpr int kUnit = 32;
+  struct X {
+    int q[8];
+    float d, s;
+  };
+  __host__ __device__ static X loadX(const int8_t *q, const XQBlock *s, int64_t u) {
+    X x;
+    loadX16(q + 32 * u, x.q);
+    loadX16(q + 32 * u + 16, x.q + 4);
+    x.d = s[u].d;
+    x.s = s[u].lo + s[u].hi;
+    return x;
+  }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    const uint8_t *b = row + u * 18;
+    uint32_t w[4];
+    loadWords<4>(b + 2, w);
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      sum = dp4a(int(w[j] & 0x0F0F0F0Fu), x.q[j], sum);
+      sum = dp4a(int((w[j] >> 4) & 0x0F0F0F0Fu), x.q[j + 4], sum);
+    }
+    return halfBits(ld16(b)) * (x.d * float(sum) - 8.0f * x.s);
+  }
+};
+
+/// True for the types with an integer decode unit.
+constexpr bool hasIntDot(GGMLType t) {
+  return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q5_K ||
+         t == GGMLType::Q6_K;
 }
 
 /// Calls f.template operator()<T>() for a runtime type; returns false for an unsupported type.

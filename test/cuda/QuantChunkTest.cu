@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -87,6 +89,82 @@ TEST(CudaQuant, ChunksMatchCpuDequantizeEveryType) {
   checkType<GGMLType::Q4_K>(768);
   checkType<GGMLType::Q5_K>(768);
   checkType<GGMLType::Q6_K>(768);
+}
+
+/// The integer decode units (IntDot<T>) over whole rows against the double dot product of the
+/// dequantized weights. x is built exactly representable in 8 bits per block (x = d * q with |q| <= 127 and
+/// 127 reached), so quantizeBlock32 must give back q and the unit dots must match to float rounding: a
+/// wrong nibble, scale or quadrant mapping shows as a large error. A second pass with plain random x checks
+/// that 8-bit rounding of x stays within 1% of the exact product.
+template <GGMLType T> void checkIntDot(int64_t k) {
+  using U = rt::cuda::IntDot<T>;
+  std::mt19937 rng(static_cast<uint32_t>(T) + 99);
+  const GGMLTypeInfo &info = ggmlTypeInfo(T);
+  const uint64_t rb = *ggmlRowBytes(T, k);
+  const int64_t rows = 3;
+  std::vector<uint8_t> bytes(rows * rb + 16); // loadWords may read the aligned word holding the last byte
+  for (uint8_t &b : bytes)
+    b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  for (uint64_t blk = 0; blk < rows * rb / info.blockBytes; ++blk) {
+    std::vector<int> fields = {T == GGMLType::Q6_K ? 208 : 0};
+    if (T == GGMLType::Q4_K || T == GGMLType::Q5_K)
+      fields.push_back(2);
+    for (int off : fields) {
+      uint16_t h = rt::cpu::fp32ToFp16(scale(rng));
+      std::memcpy(&bytes[blk * info.blockBytes + off], &h, 2);
+    }
+  }
+  for (bool exact : {true, false}) {
+    std::vector<float> x(k);
+    std::vector<int> want(k);
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const float d = std::ldexp(1.0f, -int(rng() % 8)); // a power of two: d * q is exact
+      for (int i = 0; i < 32; ++i) {
+        want[b * 32 + i] = i == int(b % 32) ? (b % 2 ? 127 : -127) : int(rng() % 255) - 127;
+        x[b * 32 + i] = exact ? d * float(want[b * 32 + i]) : float(int(rng() % 20001) - 10000) / 1e4f;
+      }
+    }
+    std::vector<int8_t> xq(k);
+    std::vector<rt::cuda::XQBlock> xs(k / 32);
+    for (int64_t b = 0; b < k / 32; ++b) {
+      rt::cuda::quantizeBlock32(&x[b * 32], &xq[b * 32], xs[b]);
+      int lo = 0, hi = 0;
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) {
+        if (exact)
+          ASSERT_EQ(xq[b * 32 + i], want[b * 32 + i]) << ggmlTypeName(T) << " block " << b << " element " << i;
+        (i < 16 ? lo : hi) += xq[b * 32 + i];
+        amax = std::max(amax, std::fabs(x[b * 32 + i]));
+        // Each value within half a step (bf16 and f16 rounding of the scale aside).
+        ASSERT_NEAR(xs[b].d * xq[b * 32 + i], x[b * 32 + i], 0.51f * xs[b].d + 0.01f * amax);
+      }
+      ASSERT_FLOAT_EQ(xs[b].lo, xs[b].d * float(lo));
+      ASSERT_FLOAT_EQ(xs[b].hi, xs[b].d * float(hi));
+    }
+    std::vector<float> w(k);
+    for (int64_t r = 0; r < rows; ++r) {
+      rt::cpu::dequantizeRow(T, &bytes[r * rb], w.data(), k);
+      double ref = 0, mag = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        ref += double(w[i]) * x[i];
+        mag += std::fabs(double(w[i]) * x[i]);
+      }
+      double got = 0;
+      for (int64_t u = 0; u < k / U::kUnit; ++u)
+        got += U::dot(&bytes[r * rb], u, U::loadX(xq.data(), xs.data(), u));
+      EXPECT_NEAR(got, ref, (exact ? 1e-5 : 1e-2) * mag)
+          << ggmlTypeName(T) << " row " << r << (exact ? " (exact x)" : " (rounded x)");
+    }
+  }
+}
+
+TEST(CudaQuant, IntegerDecodeUnitsMatchTheExactDot) {
+  checkIntDot<GGMLType::Q4_0>(512);
+  checkIntDot<GGMLType::Q8_0>(512);
+  checkIntDot<GGMLType::Q4_K>(768);
+  checkIntDot<GGMLType::Q5_K>(768);
+  checkIntDot<GGMLType::Q6_K>(768);
 }
 
 /// A no-op per-type functor (member templates cannot live in a function-local class).
