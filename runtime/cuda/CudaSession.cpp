@@ -104,6 +104,7 @@ struct Mapping {
 struct ScratchPlan {
   uint64_t wTile = 0, xHalf = 0, route = 0, stage = 0;
   int64_t tileElems = 0; ///< elements of the f16 weight tile
+  int64_t xqElems = 0;   ///< activation elements the integer decode GEMV may quantize at once
 };
 
 struct Device {
@@ -122,6 +123,13 @@ struct Device {
   int32_t *route = nullptr;
   float *stage = nullptr;
   int64_t tileElems = 0;
+  // x quantized for the integer decode GEMV (launchQuantizeX), and which x it holds: the matmuls that
+  // follow on the same x (Q, K, V; gate, up) reuse it. Any other step forgets it (it may write x).
+  int8_t *xq = nullptr;
+  XQBlock *xs = nullptr;
+  int64_t xqElems = 0;
+  const float *xqOf = nullptr;
+  int64_t xqRows = 0, xqK = 0;
 };
 
 bool isWeightOperand(const Step &s, size_t i) {
@@ -191,8 +199,13 @@ struct CudaSession::Impl {
 
   std::string checkAll(int64_t t) const;
   ScratchPlan scratchFor(size_t d) const;
-  void runStep(size_t d, const Step &s, int64_t t);
+  void runStep(size_t d, size_t i, int64_t t);
+  size_t runFused(size_t d, size_t i, int64_t t);
+  size_t groupedMatmul(size_t d, size_t i, int64_t t);
+  bool quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t t, int8_t *&xq, XQBlock *&xs);
+  void primeQuantized(Device &dev, const TensorRef &y);
   void matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y, const void *wF16);
+  void quantizedX(Device &dev, GemvArgs &a, int64_t rows);
   void copy(Device &dev, const TensorRef &x, const TensorRef &y);
   void narrow(Device &dev, const void *x, void *y, const std::vector<int64_t> &xShape, int64_t ySize,
               int64_t axis, int64_t offset, size_t es, bool insert);
@@ -261,6 +274,14 @@ ScratchPlan CudaSession::Impl::scratchFor(size_t d) const {
     }
   }
   sp.wTile = uint64_t(sp.tileElems) * 2;
+  // The integer decode GEMV runs for one token, or mul_mat_id with at most kPairGridMax pairs (so at
+  // most that many tokens): its x at that many tokens bounds the quantized copy.
+  const int64_t tq = std::min<int64_t>(t, kPairGridMax);
+  for (const Step &s : plan.devices[d].steps)
+    if (s.op == OpKind::Matmul || s.op == OpKind::MulMatId) {
+      bindStep(d, s, tq, in, out);
+      sp.xqElems = std::max(sp.xqElems, in[0].numel());
+    }
   return sp;
 }
 
@@ -324,6 +345,7 @@ void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef 
     a.x = x.f();
     a.y = y.f();
     a.count = m;
+    quantizedX(dev, a, m);
     launchGemv(a, dev.stream);
     return;
   }
@@ -361,8 +383,140 @@ void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef 
   }
 }
 
-void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
+void CudaSession::Impl::quantizedX(Device &dev, GemvArgs &a, int64_t rows) {
+  if (!gemvUsesIntDot(a))
+    return;
+  if (dev.xqOf != a.x || dev.xqRows != rows || dev.xqK != a.k) {
+    TPC_CUDA_ASSERT(rows * a.k <= dev.xqElems, "quantized activations exceed their scratch");
+    launchQuantizeX(a.x, rows, a.k, dev.xq, dev.xs, dev.stream);
+    dev.xqOf = a.x;
+    dev.xqRows = rows;
+    dev.xqK = a.k;
+  }
+  a.xq = dev.xq;
+  a.xs = dev.xs;
+}
+
+/// Whether step i's output y (an rms_norm or glu row set) should also be written quantized: the next step
+/// is a matmul on y that runs the integer decode GEMV. Then xq/xs point at the device's copy.
+bool CudaSession::Impl::quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t t, int8_t *&xq,
+                                       XQBlock *&xs) {
+  const std::vector<Step> &steps = plan.devices[d].steps;
+  const Device &dev = devs[d];
+  if (!copts.fuse || i + 1 >= steps.size() || y.inner() % 32 != 0 || y.numel() > dev.xqElems)
+    return false;
+  const Step &nx = steps[i + 1];
+  if ((nx.op != OpKind::Matmul && nx.op != OpKind::MulMatId) || nx.inputs[0] != steps[i].outputs.back())
+    return false;
+  std::vector<TensorRef> in, out;
+  bindStep(d, nx, t, in, out);
+  GemvArgs probe;
+  probe.type = typeOf(in[1]);
+  probe.k = y.inner();
+  static const int32_t someIds = 0; // only "ids or not" matters to the probe
+  if (nx.op == OpKind::Matmul) {
+    probe.count = y.rows();
+    if (probe.count >= copts.cublasMinRows)
+      return false;
+  } else {
+    probe.count = in[2].numel();
+    probe.ids = probe.count <= kPairGridMax ? &someIds : nullptr;
+  }
+  if (!gemvUsesIntDot(probe))
+    return false;
+  xq = dev.xq;
+  xs = dev.xs;
+  return true;
+}
+
+/// Records that the device's quantized copy holds y (written by a fused producer).
+void CudaSession::Impl::primeQuantized(Device &dev, const TensorRef &y) {
+  dev.xqOf = y.f();
+  dev.xqRows = y.rows();
+  dev.xqK = y.inner();
+}
+
+/// Runs step i of device d, or steps i and i + 1 as one kernel where that is the same computation: an
+/// add whose sum is normalized next (residual add + rms_norm, written both). Returns the steps done.
+size_t CudaSession::Impl::runFused(size_t d, size_t i, int64_t t) {
+  const std::vector<Step> &steps = plan.devices[d].steps;
+  const Step &s = steps[i];
+  if (copts.fuse && s.op == OpKind::Add && i + 1 < steps.size() && steps[i + 1].op == OpKind::RmsNorm &&
+      steps[i + 1].inputs[0] == s.outputs[0]) {
+    std::vector<TensorRef> in, out, nin, nout;
+    bindStep(d, s, t, in, out);
+    bindStep(d, steps[i + 1], t, nin, nout);
+    if (in[0].shape == in[1].shape && in[0].shape == out[0].shape && nout[0].numel() == out[0].numel()) {
+      Device &dev = devs[d];
+      dev.xqOf = nullptr;
+      RmsNormArgs a;
+      a.x = in[0].f();
+      a.r = in[1].f();
+      a.sum = out[0].f();
+      a.w = nin.size() > 1 ? nin[1].f() : nullptr;
+      a.y = nout[0].f();
+      a.rows = nout[0].rows();
+      a.n = nout[0].inner();
+      a.eps = steps[i + 1].floats[0];
+      const bool q = quantizeOutput(d, i + 1, nout[0], t, a.xq, a.xs);
+      launchRmsNorm(a, dev.stream);
+      if (q)
+        primeQuantized(dev, nout[0]);
+      return 2;
+    }
+  }
+  if (copts.fuse && s.op == OpKind::Matmul)
+    if (const size_t n = groupedMatmul(d, i, t))
+      return n;
+  runStep(d, i, t);
+  return 1;
+}
+
+/// Decode matmuls i, i + 1, ... on the same x with weights of one type as one launch (GemvArgs parts).
+/// Returns the steps done, 0 where fewer than two qualify.
+size_t CudaSession::Impl::groupedMatmul(size_t d, size_t i, int64_t t) {
+  const std::vector<Step> &steps = plan.devices[d].steps;
+  std::vector<TensorRef> in, out;
+  bindStep(d, steps[i], t, in, out);
+  const TensorRef x = in[0];
+  GemvArgs a;
+  a.type = typeOf(in[1]);
+  a.rowBytes = rowBytesOf(in[1]);
+  a.k = x.inner();
+  a.x = x.f();
+  a.count = x.rows();
+  if (!gemvCanGroup(a) || a.count >= copts.cublasMinRows)
+    return 0;
+  size_t j = i;
+  for (; j < steps.size() && j - i < size_t(GemvArgs::kMaxParts); ++j) {
+    const Step &s = steps[j];
+    if (s.op != OpKind::Matmul || s.inputs[0] != steps[i].inputs[0])
+      break;
+    if (j > i)
+      bindStep(d, s, t, in, out);
+    if (typeOf(in[1]) != a.type || in[1].inner() != a.k || in[1].rows() == 0)
+      break;
+    a.wPart[j - i] = in[1].data;
+    a.yPart[j - i] = out[0].f();
+    a.nPart[j - i] = in[1].rows();
+  }
+  if (j - i < 2)
+    return 0;
   Device &dev = devs[d];
+  a.parts = static_cast<int>(j - i);
+  a.w = a.wPart[0];
+  a.y = a.yPart[0];
+  a.n = a.nPart[0];
+  quantizedX(dev, a, a.count);
+  launchGemv(a, dev.stream);
+  return j - i;
+}
+
+void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
+  Device &dev = devs[d];
+  const Step &s = plan.devices[d].steps[i];
+  if (s.op != OpKind::Matmul && s.op != OpKind::MulMatId)
+    dev.xqOf = nullptr;
   std::vector<TensorRef> in, out;
   bindStep(d, s, t, in, out);
   const TensorRef &x = in[0];
@@ -402,7 +556,10 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
     a.rows = x.rows();
     a.n = x.inner();
     a.eps = s.floats[0];
+    const bool q = quantizeOutput(d, i, y, t, a.xq, a.xs);
     launchRmsNorm(a, st);
+    if (q)
+      primeQuantized(dev, y);
     break;
   }
   case OpKind::Matmul: {
@@ -433,6 +590,7 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
     a.count = count;
     if (count <= kPairGridMax) { // decode: a block row per pair, no routing pass
       a.ids = ids.i();
+      quantizedX(dev, a, x.rows());
       launchGemv(a, st);
       break;
     }
@@ -494,7 +652,10 @@ void CudaSession::Impl::runStep(size_t d, const Step &s, int64_t t) {
     a.g = x.f();
     a.u = in.size() > 1 ? in[1].f() : x.f() + a.f;
     a.y = y.f();
+    const bool q = quantizeOutput(d, i, y, t, a.xq, a.xs);
     launchGlu(a, st);
+    if (q)
+      primeQuantized(dev, y);
     break;
   }
   case OpKind::Softmax: {
@@ -659,6 +820,8 @@ void CudaSession::Impl::allReduce(const std::vector<std::vector<const float *>> 
 
 void CudaSession::Impl::collective(const std::vector<size_t> &at, int64_t t) {
   const size_t n = devs.size();
+  for (Device &dev : devs)
+    dev.xqOf = nullptr; // the collective writes
   const Step &s0 = plan.devices[0].steps[at[0]];
   std::vector<std::vector<const float *>> in(n);
   std::vector<std::vector<float *>> out(n);
@@ -707,8 +870,12 @@ void CudaSession::Impl::collective(const std::vector<size_t> &at, int64_t t) {
       a.rows = ys[d].rows();
       a.n = ys[d].inner();
       a.eps = s.floats[0];
+      devs[d].xqOf = nullptr;
+      const bool q = a.rows > 0 && a.n > 0 && quantizeOutput(d, at[d], nrm, t, a.xq, a.xs);
       if (a.rows > 0 && a.n > 0)
         launchRmsNorm(a, devs[d].stream);
+      if (q)
+        primeQuantized(devs[d], nrm);
     }
     return;
   }
@@ -768,19 +935,21 @@ void CudaSession::Impl::collective(const std::vector<size_t> &at, int64_t t) {
 void CudaSession::Impl::runSteps(int64_t t) {
   const size_t n = devs.size();
   std::vector<size_t> at(n, 0);
+  for (Device &dev : devs)
+    dev.xqOf = nullptr;
   for (;;) {
     for (size_t d = 0; d < n; ++d) {
       const std::vector<Step> &steps = plan.devices[d].steps;
       TPC_CUDA_CHECK(cudaSetDevice(devs[d].gpu));
       while (at[d] < steps.size() && !isCollective(steps[at[d]].op)) {
         auto t0 = std::chrono::steady_clock::now();
-        runStep(d, steps[at[d]], t);
-        if (profiling && d == 0) {
+        const size_t done = runFused(d, at[d], t);
+        if (profiling && d == 0) { // a fused pair counts under its first step
           TPC_CUDA_CHECK(cudaStreamSynchronize(devs[0].stream));
           prof[at[d]].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           ++prof[at[d]].calls;
         }
-        ++at[d];
+        at[d] += done;
       }
     }
     if (at[0] >= plan.devices[0].steps.size())
@@ -955,7 +1124,8 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
           z.f16Offset[wd.index] = static_cast<int64_t>(z.f16);
           z.f16 += alignUp(uint64_t(elems) * 2);
         }
-      z.scratch = alignUp(z.sp.wTile) + alignUp(z.sp.xHalf) + alignUp(z.sp.route) + alignUp(z.sp.stage) + io;
+      z.scratch = alignUp(z.sp.wTile) + alignUp(z.sp.xHalf) + alignUp(z.sp.route) + alignUp(z.sp.stage) +
+                  alignUp(z.sp.xqElems) + alignUp(z.sp.xqElems / 32 * kXQBlockBytes) + io;
       if (opts.maxDeviceBytes && z.total() > opts.maxDeviceBytes)
         return E::error(
             fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}, "
@@ -1036,6 +1206,9 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       dev.xHalf = z.sp.xHalf ? take(z.sp.xHalf) : nullptr;
       dev.route = z.sp.route ? reinterpret_cast<int32_t *>(take(z.sp.route)) : nullptr;
       dev.stage = z.sp.stage ? reinterpret_cast<float *>(take(z.sp.stage)) : nullptr;
+      dev.xqElems = z.sp.xqElems;
+      dev.xq = reinterpret_cast<int8_t *>(take(z.sp.xqElems));
+      dev.xs = reinterpret_cast<XQBlock *>(take(z.sp.xqElems / 32 * kXQBlockBytes));
       dev.tokens = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
       dev.positions = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
       dev.logits = reinterpret_cast<float *>(take(p.model.maxBatch * p.model.nVocab * 4));

@@ -41,6 +41,9 @@ struct CudaOptions {
   /// Keep an f16 copy of every matmul weight for the cuBLAS path when the GPU has room (one more
   /// allocation per device), instead of dequantizing weight tiles on every prefill call.
   bool f16Cache = true;
+  /// Fuse where one kernel does the same work as two steps: residual add + rms_norm, and rms_norm / glu
+  /// writing the quantized activations of the integer decode GEMV that reads them next.
+  bool fuse = true;
 };
 
 /// Number of CUDA devices visible to this process (0 when there is no driver or GPU).

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Elementwise.cuh"
+#include "runtime/cuda/Quant.cuh"
 
 #include <cuda_fp16.h>
 
@@ -62,11 +63,15 @@ __global__ void mapKernel(MapArgs a) {
   }
 }
 
+/// With xq: the warp of 32 consecutive elements (f a multiple of 32) also writes their quantized block.
 __global__ void gluKernel(GluArgs a) {
   const int64_t n = a.rows * a.f;
   for (int64_t i = gridStart(); i < n; i += gridStep()) {
     const int64_t r = i / a.f, c = i % a.f;
-    a.y[i] = unaryFn(a.fn, a.g[r * a.gStride + c]) * a.u[r * a.gStride + c];
+    const float v = unaryFn(a.fn, a.g[r * a.gStride + c]) * a.u[r * a.gStride + c];
+    a.y[i] = v;
+    if (a.xq)
+      warpQuantize32(v, a.xq + (i & ~int64_t(31)), a.xs + i / 32);
   }
 }
 
@@ -99,18 +104,61 @@ __device__ float blockMax(float v, float *red) {
   return v;
 }
 
-__global__ void rmsNormKernel(RmsNormArgs a) {
+/// Optionally adds r first (writing the sum), and quantizes the output for the integer GEMV (n a
+/// multiple of 32, so each warp holds whole blocks). Rows of up to kNormCache elements per thread keep
+/// their values (and w) in registers between the two passes, so decode's one-row call makes one trip to
+/// memory instead of two; longer rows read them again. Every thread reads back only the elements it
+/// wrote, so y or sum may alias x or r.
+constexpr int kNormCache = 8;
+__global__ void __launch_bounds__(1024) rmsNormKernel(RmsNormArgs a) {
   __shared__ float red[32];
+  const int64_t bd = blockDim.x;
+  const bool cached = a.n <= kNormCache * bd;
   for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
-    const float *x = a.x + r * a.n;
-    float ss = 0;
-    for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
-      ss += x[c] * x[c];
+    const float *x = a.x + r * a.n, *res = a.r ? a.r + r * a.n : nullptr;
+    float *sum = a.sum ? a.sum + r * a.n : nullptr, *y = a.y + r * a.n;
+    auto in = [&](int64_t c) { return res ? x[c] + res[c] : x[c]; };
+    auto out = [&](int64_t c, float o) {
+      y[c] = o;
+      if (a.xq)
+        warpQuantize32(o, a.xq + r * a.n + (c & ~int64_t(31)), a.xs + (r * a.n + c) / 32);
+    };
+    float ss = 0, v[kNormCache], wv[kNormCache];
+    if (cached) {
+#pragma unroll
+      for (int j = 0; j < kNormCache; ++j) {
+        const int64_t c = threadIdx.x + j * bd;
+        if (c < a.n) {
+          v[j] = in(c);
+          wv[j] = a.w ? a.w[c] : 1.0f;
+          if (sum)
+            sum[c] = v[j];
+          ss += v[j] * v[j];
+        }
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < a.n; c += bd) {
+        const float u = in(c);
+        if (sum)
+          sum[c] = u;
+        ss += u * u;
+      }
+    }
     ss = blockSum(ss, red);
     const float k = rsqrtf(ss / float(a.n) + a.eps);
-    float *y = a.y + r * a.n;
-    for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
-      y[c] = a.w ? x[c] * k * a.w[c] : x[c] * k;
+    if (cached) {
+#pragma unroll
+      for (int j = 0; j < kNormCache; ++j) {
+        const int64_t c = threadIdx.x + j * bd;
+        if (c < a.n)
+          out(c, a.w ? v[j] * k * wv[j] : v[j] * k);
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < a.n; c += bd) {
+        const float u = sum ? sum[c] : in(c);
+        out(c, a.w ? u * k * a.w[c] : u * k);
+      }
+    }
   }
 }
 
@@ -265,6 +313,7 @@ void launchMap(const MapArgs &a, cudaStream_t s) {
 void launchGlu(const GluArgs &a, cudaStream_t s) {
   if (a.rows * a.f == 0)
     return;
+  TPC_CUDA_ASSERT(!a.xq || a.f % 32 == 0, "glu: quantized output needs rows of whole 32-blocks");
   gluKernel<<<blocksFor(a.rows * a.f), kThreads, 0, s>>>(a);
   done();
 }
@@ -273,6 +322,7 @@ void launchRmsNorm(const RmsNormArgs &a, cudaStream_t s) {
   if (a.rows == 0)
     return;
   TPC_CUDA_ASSERT(a.n > 0, "rms_norm: empty rows");
+  TPC_CUDA_ASSERT(!a.xq || a.n % 32 == 0, "rms_norm: quantized output needs rows of whole 32-blocks");
   rmsNormKernel<<<rowBlocks(a.rows), rowThreads(a.n), 0, s>>>(a);
   done();
 }

@@ -41,21 +41,30 @@ struct MapArgs {
 };
 void launchMap(const MapArgs &a, cudaStream_t s);
 
+struct XQBlock; // Quant.cuh: an activation block's scale and sums
+
 /// GLU: y[r, c] = fn(g[r * gStride + c]) * u[r * gStride + c] (u = g + f for the fused [gate | up] form).
+/// With xq (f a multiple of 32): y also quantized for the integer GEMV (launchQuantizeX's layout).
 struct GluArgs {
   int fn = 0;
   const float *g = nullptr, *u = nullptr;
   float *y = nullptr;
   int64_t rows = 0, f = 0, gStride = 0;
+  int8_t *xq = nullptr;
+  XQBlock *xs = nullptr;
 };
 void launchGlu(const GluArgs &a, cudaStream_t s);
 
-/// RMS_NORM over rows of n, times w when given.
+/// RMS_NORM over rows of n, times w when given. With r: the rows of x + r are normalized, and written to
+/// sum (a residual add fused in front). With xq (n a multiple of 32): y also quantized for the integer
+/// GEMV (launchQuantizeX's layout).
 struct RmsNormArgs {
-  const float *x = nullptr, *w = nullptr;
-  float *y = nullptr;
+  const float *x = nullptr, *w = nullptr, *r = nullptr;
+  float *y = nullptr, *sum = nullptr;
   int64_t rows = 0, n = 0;
   float eps = 0;
+  int8_t *xq = nullptr;
+  XQBlock *xs = nullptr;
 };
 void launchRmsNorm(const RmsNormArgs &a, cudaStream_t s);
 

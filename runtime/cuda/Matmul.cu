@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+static_assert(sizeof(tpc::rt::cuda::XQBlock) == tpc::rt::cuda::kXQBlockBytes);
+
 namespace tpc::rt::cuda {
 namespace {
 
@@ -117,54 +119,89 @@ __global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) 
   }
 }
 
-/// Decode GEMV with x held in registers: thread t owns chunks t, t + THREADS, ... (J of them) of the one
-/// x row, loaded once per block; the block then walks its rows four at a time, every thread dotting its
-/// chunks of each row, partial sums meeting in shared memory. x is read once per block instead of once
-/// per row (the L1 traffic of x is what bounded the row-per-warp kernel, at 92% L1 and 12% DRAM
-/// throughput in Nsight Compute).
-template <GGMLType T, int THREADS, int J>
+/// The activation side of the decode GEMV for weights of type T, one unit of kUnit weights at a time.
+/// FloatUnit: the 32 float x values of a chunk and their sums (dotChunk). IntUnit: the row quantized to
+/// 8 bits by launchQuantizeX, multiplied by dp4a (IntDot).
+template <GGMLType T> struct FloatUnit {
+  static constexpr int kUnit = 32;
+  struct X {
+    float v[32];
+    XSums s;
+  };
+  __device__ static X load(const GemvArgs &a, int64_t xrow, int64_t u, bool vec) {
+    X x;
+    loadX(a.x + xrow * a.k, u, a.k, vec, x.v);
+    x.s = xSums(x.v);
+    return x;
+  }
+  __device__ static float dot(const uint8_t *row, int64_t u, int64_t k, const X &x) {
+    return dotChunk<T>(row, u, k, x.v, x.s);
+  }
+};
+template <GGMLType T> struct IntUnit {
+  static constexpr int kUnit = IntDot<T>::kUnit;
+  using X = typename IntDot<T>::X;
+  __device__ static X load(const GemvArgs &a, int64_t xrow, int64_t u, bool) {
+    return IntDot<T>::loadX(a.xq + xrow * a.k, a.xs + xrow * (a.k / 32), u);
+  }
+  __device__ static float dot(const uint8_t *row, int64_t u, int64_t, const X &x) {
+    return IntDot<T>::dot(row, u, x);
+  }
+};
+
+/// Decode GEMV with x held in registers: thread t owns units t, t + THREADS, ... (J of them) of the one
+/// x row, loaded once per block; the block then walks its rows kRowStep at a time (their loads in
+/// flight together), every thread dotting its units of each row, partial sums meeting in shared memory.
+/// x is read once per block instead of once per row (the L1 traffic of x is what bounded the
+/// row-per-warp kernel, at 92% L1 and 12% DRAM throughput in Nsight Compute).
+template <class P, int THREADS, int J>
 __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec, int64_t rowsPerBlock) {
   constexpr int kW = THREADS / 32;
   __shared__ float part[kW][kRowStep];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int64_t row0 = int64_t(blockIdx.x) * rowsPerBlock, rowEnd = min(row0 + rowsPerBlock, a.n);
+  // The block's matrix: the one part whose block range holds blockIdx.x.
+  const void *W = a.w;
+  float *Y = a.y;
+  int64_t N = a.n, bx = blockIdx.x;
+  for (int q = 0; a.parts > 1 && q < a.parts; ++q) {
+    const int64_t blocks = (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
+    if (bx < blocks) {
+      W = a.wPart[q], Y = a.yPart[q], N = a.nPart[q];
+      break;
+    }
+    bx -= blocks;
+  }
+  const int64_t row0 = bx * rowsPerBlock, rowEnd = min(row0 + rowsPerBlock, N);
   int64_t p = 0, e = 0;
   if (a.ids) {
     p = blockIdx.y;
     e = a.ids[p];
     if (e < 0 || e >= a.experts) { // only a broken router gives this; keep the output defined
       for (int64_t r = row0 + tid; r < rowEnd; r += THREADS)
-        a.y[p * a.n + r] = 0.0f;
+        Y[p * N + r] = 0.0f;
       return;
     }
   }
-  const int64_t chunks = (a.k + 31) / 32;
-  const float *x = a.x + (p / a.xDiv) * a.k;
-  float xv[J][32];
-  XSums xs[J];
+  const int64_t units = (a.k + P::kUnit - 1) / P::kUnit;
+  typename P::X xv[J];
 #pragma unroll
   for (int j = 0; j < J; ++j) {
-    const int64_t c = tid + int64_t(THREADS) * j;
-    if (c < chunks)
-      loadX(x, c, a.k, vec, xv[j]);
-    else
-#pragma unroll
-      for (int i = 0; i < 32; ++i)
-        xv[j][i] = 0;
-    xs[j] = xSums(xv[j]);
+    const int64_t u = tid + int64_t(THREADS) * j;
+    if (u < units)
+      xv[j] = P::load(a, p / a.xDiv, u, vec);
   }
-  const uint8_t *wb = static_cast<const uint8_t *>(a.w) + e * a.expertStride;
+  const uint8_t *wb = static_cast<const uint8_t *>(W) + e * a.expertStride;
   for (int64_t r = row0; r < rowEnd; r += kRowStep) {
     float acc[kRowStep];
 #pragma unroll
     for (int q = 0; q < kRowStep; ++q) {
       acc[q] = 0;
-      const uint8_t *row = wb + min(r + q, a.n - 1) * a.rowBytes;
+      const uint8_t *row = wb + min(r + q, N - 1) * a.rowBytes;
 #pragma unroll
       for (int j = 0; j < J; ++j) {
-        const int64_t c = tid + int64_t(THREADS) * j;
-        if (c < chunks)
-          acc[q] += dotChunk<T>(row, c, a.k, xv[j], xs[j]);
+        const int64_t u = tid + int64_t(THREADS) * j;
+        if (u < units)
+          acc[q] += P::dot(row, u, a.k, xv[j]);
       }
     }
 #pragma unroll
@@ -181,10 +218,24 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
 #pragma unroll
       for (int w = 0; w < kW; ++w)
         v += part[w][tid];
-      a.y[p * a.n + r + tid] = v;
+      Y[p * N + r + tid] = v;
     }
     __syncthreads();
   }
+}
+
+/// One thread per 32-element block of the activation rows (k a multiple of 32).
+__global__ void quantizeXKernel(const float *x, int64_t blocks, bool vec, int8_t *xq, XQBlock *xs) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= blocks)
+    return;
+  float v[32];
+  loadX(x + 32 * i, 0, 32, vec, v);
+  int8_t q[32];
+  quantizeBlock32(v, q, xs[i]);
+  int4 *o = reinterpret_cast<int4 *>(xq + 32 * i);
+  o[0] = *reinterpret_cast<const int4 *>(q);
+  o[1] = *reinterpret_cast<const int4 *>(q + 16);
 }
 
 /// One block: counts per expert, offsets, then every valid pair placed in its expert's range (the order
@@ -269,6 +320,25 @@ unsigned blocksFor(int64_t n, int threads) {
 struct TypeProbe {
   template <GGMLType T> void operator()() {}
 };
+/// Thread shapes of the decode kernel by units per row: x in registers for up to 512 float units or
+/// 1024 integer units (above that the row-per-warp kernel runs).
+template <class P, bool kInt>
+bool launchDecode(const GemvArgs &a, dim3 grid, bool vec, cudaStream_t s, int64_t rowsPerBlock, int64_t units) {
+  if (units <= 64)
+    gemvDecodeKernel<P, 64, 1><<<grid, 64, 0, s>>>(a, vec, rowsPerBlock);
+  else if (units <= 128)
+    gemvDecodeKernel<P, 128, 1><<<grid, 128, 0, s>>>(a, vec, rowsPerBlock);
+  else if (units <= 512)
+    gemvDecodeKernel<P, 256, 2><<<grid, 256, 0, s>>>(a, vec, rowsPerBlock);
+  else if constexpr (kInt) {
+    if (units > 1024)
+      return false;
+    gemvDecodeKernel<P, 256, 4><<<grid, 256, 0, s>>>(a, vec, rowsPerBlock);
+  } else
+    return false;
+  return true;
+}
+
 struct GemvLaunch {
   const GemvArgs &a;
   dim3 grid;
@@ -277,14 +347,15 @@ struct GemvLaunch {
   bool decode;
   int64_t rowsPerBlock; ///< decode: rows per block (grid.x = ceil(n / rowsPerBlock))
   template <GGMLType T> void operator()() {
-    const int64_t chunks = (a.k + 31) / 32;
-    if (decode && chunks <= 64)
-      gemvDecodeKernel<T, 64, 1><<<grid, 64, 0, s>>>(a, vec, rowsPerBlock);
-    else if (decode && chunks <= 128)
-      gemvDecodeKernel<T, 128, 1><<<grid, 128, 0, s>>>(a, vec, rowsPerBlock);
-    else if (decode && chunks <= 512)
-      gemvDecodeKernel<T, 256, 2><<<grid, 256, 0, s>>>(a, vec, rowsPerBlock);
-    else if (decode)
+    if constexpr (hasIntDot(T))
+      if (a.xq) { // gemvUsesIntDot said so; it also checked the units fit
+        const bool ok = launchDecode<IntUnit<T>, true>(a, grid, vec, s, rowsPerBlock, a.k / IntDot<T>::kUnit);
+        TPC_CUDA_ASSERT(ok, "gemv: integer decode shape");
+        return;
+      }
+    if (decode && launchDecode<FloatUnit<T>, false>(a, grid, vec, s, rowsPerBlock, (a.k + 31) / 32))
+      return;
+    if (decode)
       gemvKernel<T, 1, 1><<<grid, kWarps * 32, 0, s>>>(a, vec);
     else
       gemvKernel<T, kRowsPerWarp, kTile><<<grid, kWarps * 32, 0, s>>>(a, vec);
@@ -322,11 +393,18 @@ void launchGemv(const GemvArgs &a, cudaStream_t s) {
     return;
   }
   const bool vec = (reinterpret_cast<uintptr_t>(a.x) % 16 == 0) && a.k % 4 == 0;
+  TPC_CUDA_ASSERT(!a.xq == !gemvUsesIntDot(a), "gemv: quantized activations given exactly when used");
+  TPC_CUDA_ASSERT(a.parts == 1 || (a.parts <= GemvArgs::kMaxParts && gemvCanGroup(a)), "gemv: parts");
   // Decode: one token, or one (token, slot) pair per expert on average (MoE decode).
   const bool decode = a.ids || a.count == 1;
-  const int64_t chunks = (a.k + 31) / 32;
   int64_t rowsPerBlock = kWarps * (decode ? 1 : kRowsPerWarp);
-  if (decode && chunks <= 512) {
+  int64_t rows = a.n; // over all parts
+  if (a.parts > 1) {
+    rows = 0;
+    for (int q = 0; q < a.parts; ++q)
+      rows += a.nPart[q];
+  }
+  if (a.xq || (decode && (a.k + 31) / 32 <= 512)) {
     // Rows per block: a few blocks per multiprocessor over all pairs. Fewer, longer blocks reload x less
     // often; more blocks hide more latency. TPC_CUDA_GEMV_BLOCKS_PER_SM overrides the default (tuning).
     static const int64_t perSm = [] {
@@ -338,13 +416,47 @@ void launchGemv(const GemvArgs &a, cudaStream_t s) {
     }();
     const int64_t blocks = std::max<int64_t>(1, perSm / (a.ids ? a.count : 1));
     rowsPerBlock = std::min<int64_t>(
-        256, std::max<int64_t>(kRowStep, (a.n / blocks + kRowStep - 1) / kRowStep * kRowStep));
+        256, std::max<int64_t>(kRowStep, (rows / blocks + kRowStep - 1) / kRowStep * kRowStep));
   }
-  const dim3 grid(static_cast<unsigned>((a.n + rowsPerBlock - 1) / rowsPerBlock),
+  int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
+  if (a.parts > 1) {
+    gridX = 0;
+    for (int q = 0; q < a.parts; ++q)
+      gridX += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
+  }
+  const dim3 grid(static_cast<unsigned>(gridX),
                   static_cast<unsigned>(a.ids ? a.count : a.experts));
   GemvLaunch launch{a, grid, vec, s, decode, rowsPerBlock};
   TPC_CUDA_ASSERT(dispatchType(a.type, launch),
                   std::string("gemv: unsupported type ") + ggmlTypeName(a.type));
+  TPC_CUDA_CHECK(cudaGetLastError());
+}
+
+bool gemvUsesIntDot(const GemvArgs &a) {
+  // TPC_CUDA_GEMV_FLOAT=1 keeps float activations (A/B benchmarks of the two decode paths).
+  static const bool off = [] {
+    const char *env = std::getenv("TPC_CUDA_GEMV_FLOAT");
+    return env && std::atoi(env) > 0;
+  }();
+  if (off || !hasIntDot(a.type) || a.k == 0 || a.k % 32 != 0 || !(a.ids || a.count == 1))
+    return false;
+  const int64_t unit = a.type == GGMLType::Q6_K ? 64 : 32;
+  return a.k / unit <= 1024;
+}
+
+bool gemvCanGroup(const GemvArgs &a) {
+  if (a.ids || a.list || a.count != 1 || a.k == 0)
+    return false;
+  return gemvUsesIntDot(a) || (a.k + 31) / 32 <= 512;
+}
+
+void launchQuantizeX(const float *x, int64_t rows, int64_t k, int8_t *xq, XQBlock *xs, cudaStream_t s) {
+  TPC_CUDA_ASSERT(k % 32 == 0, "quantize x: k must be a multiple of 32");
+  const int64_t blocks = rows * k / 32;
+  if (blocks == 0)
+    return;
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  quantizeXKernel<<<blocksFor(blocks, 128), 128, 0, s>>>(x, blocks, vec, xq, xs);
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,8 +1,10 @@
 //===- Matmul.cuh - launchers of the matmul, expert-matmul and row-lookup kernels -*- C++ -*-===//
 //
-// Weights stay in their ggml layout on the GPU. Decode and small batches run the own GEMV kernels (one
-// warp per two weight rows, 32-element chunks dequantized in registers and dotted with up to four token
-// rows at a time); larger batches dequantize weight row tiles to f16 and call cuBLAS (see Session).
+// Weights stay in their ggml layout on the GPU. Decode runs the own GEMV kernels with the activation row
+// held in registers: for q4_0, q8_0, q4_K, q5_K and q6_K the row is quantized to 8 bits first and the
+// dot products are integer (dp4a), the other types dot float chunks. Small batches run one warp per two
+// weight rows, 32-element chunks dequantized in registers and dotted with up to four token rows at a
+// time; larger batches dequantize weight row tiles to f16 and call cuBLAS (see Session).
 // MUL_MAT_ID groups its (token, slot) pairs by expert on the GPU (launchRouteExperts) and runs one grouped
 // GEMV over all experts, so nothing reads the router's choices back to the host.
 //
@@ -23,6 +25,9 @@ namespace tpc::rt::cuda {
 /// True for the weight types the CUDA kernels read.
 bool cudaSupportsType(GGMLType t);
 
+struct XQBlock; // Quant.cuh: an activation block's scale and sums
+constexpr uint64_t kXQBlockBytes = 16;
+
 /// Grouped GEMV: y[p] = W_e · x[xRow(p)] for the pairs p of each expert e. Without `list`, one expert
 /// (E = 1) and pairs 0..count-1 (a plain matmul of count rows). xRow(p) = p / xDiv.
 struct GemvArgs {
@@ -41,8 +46,31 @@ struct GemvArgs {
   /// Decode form of mul_mat_id (few pairs): one block row per pair, its expert read from ids[p]; no
   /// routing pass, and no blocks launched for the unused experts. Out-of-range ids give zero rows.
   const int32_t *ids = nullptr;
+  /// x quantized by launchQuantizeX (int8 rows of k, one XQBlock per 32): set exactly when
+  /// gemvUsesIntDot(*this), for the integer (dp4a) decode kernels.
+  const int8_t *xq = nullptr;
+  const XQBlock *xs = nullptr;
+  /// Decode of several matrices on one x (the same type and k; Q, K, V or gate, up) in one launch, so the
+  /// small ones do not each pay a launch and a partial wave: parts > 1 replaces w, y, n by the parts'.
+  static constexpr int kMaxParts = 4;
+  int parts = 1;
+  const void *wPart[kMaxParts] = {};
+  float *yPart[kMaxParts] = {};
+  int64_t nPart[kMaxParts] = {};
 };
 void launchGemv(const GemvArgs &a, cudaStream_t s);
+
+/// True where launchGemv can run a's matrices as parts of one launch (decode of one token, a row the
+/// decode kernel holds in registers).
+bool gemvCanGroup(const GemvArgs &a);
+
+/// True where launchGemv runs the integer decode kernel, which needs a.xq / a.xs: decode (one token, or
+/// ids), a weight type with an integer unit (q4_0, q8_0, q4_K, q5_K, q6_K) and a row that fits it.
+bool gemvUsesIntDot(const GemvArgs &a);
+
+/// xq[rows * k] and xs[rows * k / 32] from the f32 rows x (k a multiple of 32): per 32 elements, int8
+/// values rounded to nearest with the block's scale, and the block's float half sums.
+void launchQuantizeX(const float *x, int64_t rows, int64_t k, int8_t *xq, XQBlock *xs, cudaStream_t s);
 
 /// Groups pairs p = t * slots + j by ids[p] into offsets[experts + 1] and list[count]; pairs whose id is
 /// out of range get zero output rows (y rows of n).

@@ -374,6 +374,7 @@ std::unique_ptr<Runner> openRunner(Plan plan, const SessionOptions &so, const Ru
   if (o.backend == "cuda" || (o.backend == "auto" && cuda::cudaDeviceCount() > 0)) {
     cuda::CudaOptions co;
     co.progress = true;
+    co.fuse = !std::getenv("TPC_CUDA_NO_FUSE"); // A/B benchmarks of the fused kernels
     std::stringstream ss(o.gpus);
     for (std::string item; std::getline(ss, item, ',');) {
       char *end = nullptr;
