@@ -202,6 +202,7 @@ struct CudaSession::Impl {
   void runStep(size_t d, size_t i, int64_t t);
   size_t runFused(size_t d, size_t i, int64_t t);
   size_t groupedMatmul(size_t d, size_t i, int64_t t);
+  size_t routeChain(size_t d, size_t i, int64_t t);
   bool quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t t, int8_t *&xq, XQBlock *&xs);
   void primeQuantized(Device &dev, const TensorRef &y);
   void matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y, const void *wF16);
@@ -465,40 +466,96 @@ size_t CudaSession::Impl::runFused(size_t d, size_t i, int64_t t) {
       return 2;
     }
   }
-  if (copts.fuse && s.op == OpKind::Matmul)
+  if (copts.fuse && (s.op == OpKind::Matmul || s.op == OpKind::MulMatId))
     if (const size_t n = groupedMatmul(d, i, t))
+      return n;
+  if (copts.fuse && s.op == OpKind::Softmax)
+    if (const size_t n = routeChain(d, i, t))
       return n;
   runStep(d, i, t);
   return 1;
 }
 
-/// Decode matmuls i, i + 1, ... on the same x with weights of one type as one launch (GemvArgs parts).
+/// The MoE router chain softmax -> top_k -> take_along -> sum -> div (normalized weights) of steps i..i+4,
+/// wired exactly so, as one kernel. Returns 5, or 0 where the steps are not that chain.
+size_t CudaSession::Impl::routeChain(size_t d, size_t i, int64_t t) {
+  const std::vector<Step> &steps = plan.devices[d].steps;
+  if (i + 5 > steps.size())
+    return 0;
+  const Step &sm = steps[i], &tk = steps[i + 1], &ta = steps[i + 2], &su = steps[i + 3], &dv = steps[i + 4];
+  const int32_t p = sm.outputs[0];
+  if (tk.op != OpKind::TopK || ta.op != OpKind::TakeAlong || su.op != OpKind::Sum || dv.op != OpKind::Div ||
+      tk.inputs[0] != p || ta.inputs[0] != p || ta.inputs[1] != tk.outputs[0] || su.inputs[0] != ta.outputs[0] ||
+      dv.inputs[0] != ta.outputs[0] || dv.inputs[1] != su.outputs[0])
+    return 0;
+  const TensorRef x = bind(d, sm.inputs[0], t), pr = bind(d, p, t), ids = bind(d, tk.outputs[0], t),
+                  w = bind(d, ta.outputs[0], t), sum = bind(d, su.outputs[0], t), wn = bind(d, dv.outputs[0], t);
+  const int64_t rows = x.rows(), n = x.inner(), k = tk.ints[0];
+  // Rows of n logits; the sum over the last axis of [rows, k]; the div by a [rows, 1] column.
+  if (n > kRouteMaxExperts || k < 1 || k > n || ids.numel() != rows * k || w.numel() != rows * k ||
+      wn.numel() != rows * k || sum.numel() != rows || w.shape.size() != 2 ||
+      su.ints[0] != int64_t(w.shape.size()) - 1 || pr.numel() != rows * n)
+    return 0;
+  Device &dev = devs[d];
+  dev.xqOf = nullptr;
+  RouteTopKArgs a;
+  a.x = x.f();
+  a.p = pr.f();
+  a.ids = ids.i();
+  a.w = w.f();
+  a.s = sum.f();
+  a.wn = wn.f();
+  a.rows = rows;
+  a.n = n;
+  a.k = k;
+  launchRouteTopK(a, dev.stream);
+  return 5;
+}
+
+/// Decode matmuls i, i + 1, ... on the same x with weights of one type as one launch (GemvArgs parts);
+/// likewise mul_mat_id steps on the same x and ids with weights of one type and shape (gate, up).
 /// Returns the steps done, 0 where fewer than two qualify.
 size_t CudaSession::Impl::groupedMatmul(size_t d, size_t i, int64_t t) {
   const std::vector<Step> &steps = plan.devices[d].steps;
+  const Step &first = steps[i];
+  const bool ids = first.op == OpKind::MulMatId;
   std::vector<TensorRef> in, out;
-  bindStep(d, steps[i], t, in, out);
+  bindStep(d, first, t, in, out);
   const TensorRef x = in[0];
+  const std::vector<int64_t> wShape = in[1].shape;
   GemvArgs a;
   a.type = typeOf(in[1]);
   a.rowBytes = rowBytesOf(in[1]);
   a.k = x.inner();
   a.x = x.f();
-  a.count = x.rows();
-  if (!gemvCanGroup(a) || a.count >= copts.cublasMinRows)
+  if (ids) {
+    const TensorRef &id = in[2];
+    if (id.numel() == 0 || id.numel() > kPairGridMax || wShape.size() != 3)
+      return 0;
+    a.experts = wShape[0];
+    a.expertStride = a.rowBytes * wShape[1];
+    a.xDiv = x.shape.size() == 3 ? 1 : id.shape[1];
+    a.count = id.numel();
+    a.ids = id.i();
+  } else {
+    a.count = x.rows();
+    if (a.count >= copts.cublasMinRows)
+      return 0;
+  }
+  if (!gemvCanGroup(a))
     return 0;
   size_t j = i;
   for (; j < steps.size() && j - i < size_t(GemvArgs::kMaxParts); ++j) {
     const Step &s = steps[j];
-    if (s.op != OpKind::Matmul || s.inputs[0] != steps[i].inputs[0])
+    if (s.op != first.op || s.inputs[0] != first.inputs[0] || (ids && s.inputs[2] != first.inputs[2]))
       break;
     if (j > i)
       bindStep(d, s, t, in, out);
-    if (typeOf(in[1]) != a.type || in[1].inner() != a.k || in[1].rows() == 0)
+    if (typeOf(in[1]) != a.type || in[1].inner() != a.k || in[1].rows() == 0 || (ids && in[1].shape != wShape))
       break;
     a.wPart[j - i] = in[1].data;
     a.yPart[j - i] = out[0].f();
-    a.nPart[j - i] = in[1].rows();
+    a.nPart[j - i] = ids ? wShape[1] : in[1].rows();
   }
   if (j - i < 2)
     return 0;
@@ -507,7 +564,7 @@ size_t CudaSession::Impl::groupedMatmul(size_t d, size_t i, int64_t t) {
   a.w = a.wPart[0];
   a.y = a.yPart[0];
   a.n = a.nPart[0];
-  quantizedX(dev, a, a.count);
+  quantizedX(dev, a, x.rows());
   launchGemv(a, dev.stream);
   return j - i;
 }

@@ -214,6 +214,74 @@ __global__ void topKKernel(TopKArgs a) {
   }
 }
 
+/// softmaxKernel, topKKernel, takeAlongKernel, sumKernel and the div of binaryKernel on one row per
+/// warp, the row's values in registers (lane holds c = lane + 32 j).
+__global__ void routeTopKKernel(RouteTopKArgs a) {
+  constexpr int kJ = kRouteMaxExperts / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < a.rows; r += warps) {
+    const float *x = a.x + r * a.n;
+    float v[kJ];
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) {
+      const int64_t c = lane + 32 * j;
+      v[j] = c < a.n ? x[c] : -INFINITY;
+      m = fmaxf(m, v[j]);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0;
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) {
+      v[j] = lane + 32 * j < a.n ? expf(v[j] - m) : 0.0f;
+      sum += v[j];
+    }
+    for (int o = 16; o > 0; o >>= 1)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float inv = 1.0f / sum;
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) {
+      const int64_t c = lane + 32 * j;
+      v[j] *= inv;
+      if (c < a.n)
+        a.p[r * a.n + c] = v[j];
+    }
+    float prevV = INFINITY, total = 0;
+    int64_t prevI = -1;
+    for (int64_t t = 0; t < a.k; ++t) {
+      float bv = -INFINITY;
+      int64_t bi = -1;
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        const int64_t c = lane + 32 * j;
+        const bool after = v[j] < prevV || (v[j] == prevV && c > prevI); // not taken yet
+        if (c < a.n && after && (bi < 0 || v[j] > bv))
+          bv = v[j], bi = c;
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi)))
+          bv = ov, bi = oi;
+      }
+      const float w = bi < 0 ? 0.0f : bv;
+      if (lane == 0) {
+        a.ids[r * a.k + t] = static_cast<int32_t>(bi < 0 ? 0 : bi);
+        a.w[r * a.k + t] = w;
+      }
+      total += w;
+      prevV = bv, prevI = bi;
+    }
+    if (lane == 0) {
+      a.s[r] = total;
+      for (int64_t t = 0; t < a.k; ++t)
+        a.wn[r * a.k + t] = a.w[r * a.k + t] / total; // this lane wrote w: reading it back is ordered
+    }
+  }
+}
+
 __global__ void takeAlongKernel(TakeAlongArgs a) {
   const int64_t n = a.rows * a.k;
   for (int64_t i = gridStart(); i < n; i += gridStep()) {
@@ -331,6 +399,15 @@ void launchSoftmax(const SoftmaxArgs &a, cudaStream_t s) {
   if (a.rows == 0 || a.n == 0)
     return;
   softmaxKernel<<<rowBlocks(a.rows), rowThreads(a.n), 0, s>>>(a);
+  done();
+}
+
+void launchRouteTopK(const RouteTopKArgs &a, cudaStream_t s) {
+  if (a.rows == 0)
+    return;
+  TPC_CUDA_ASSERT(a.n > 0 && a.n <= kRouteMaxExperts && a.k >= 1 && a.k <= a.n, "route top-k: sizes");
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((a.rows + 3) / 4, 65535));
+  routeTopKKernel<<<blocks, 128, 0, s>>>(a);
   done();
 }
 

@@ -84,6 +84,18 @@ struct TopKArgs {
 };
 void launchTopK(const TopKArgs &a, cudaStream_t s);
 
+/// The MoE router chain as one kernel, one warp per row of n <= kRouteMaxExperts logits: p = softmax(x),
+/// ids = top_k(p, k) (descending, ties to the lower index), w = p[ids], s = sum(w), wn = w / s. Every
+/// output of the five steps is written (wn may alias w).
+constexpr int64_t kRouteMaxExperts = 256;
+struct RouteTopKArgs {
+  const float *x = nullptr;
+  float *p = nullptr, *w = nullptr, *s = nullptr, *wn = nullptr;
+  int32_t *ids = nullptr;
+  int64_t rows = 0, n = 0, k = 0;
+};
+void launchRouteTopK(const RouteTopKArgs &a, cudaStream_t s);
+
 /// TAKE_ALONG: y[r, j] = x[r, idx[r, j]] (0 when out of range).
 struct TakeAlongArgs {
   const float *x = nullptr;

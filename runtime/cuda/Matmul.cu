@@ -445,7 +445,7 @@ bool gemvUsesIntDot(const GemvArgs &a) {
 }
 
 bool gemvCanGroup(const GemvArgs &a) {
-  if (a.ids || a.list || a.count != 1 || a.k == 0)
+  if (a.list || !(a.ids || a.count == 1) || a.k == 0)
     return false;
   return gemvUsesIntDot(a) || (a.k + 31) / 32 <= 512;
 }

@@ -60,8 +60,8 @@ struct GemvArgs {
 };
 void launchGemv(const GemvArgs &a, cudaStream_t s);
 
-/// True where launchGemv can run a's matrices as parts of one launch (decode of one token, a row the
-/// decode kernel holds in registers).
+/// True where launchGemv can run a's matrices as parts of one launch (decode: one token, or mul_mat_id's
+/// per-pair form; a row the decode kernel holds in registers).
 bool gemvCanGroup(const GemvArgs &a);
 
 /// True where launchGemv runs the integer decode kernel, which needs a.xq / a.xs: decode (one token, or

@@ -184,6 +184,40 @@ TEST(CudaKernels, FusedResidualNormAndQuantizedProducers) {
   }
 }
 
+TEST(CudaKernels, FusedRouterChainAndGroupedExperts) {
+  TPC_REQUIRE_GPU();
+  // softmax -> top_k -> take_along -> sum -> div as one kernel, then gate and up mul_mat_id on the same
+  // x and ids as one launch (the MoE layer's decode). Against the CPU and against the plan run unfused.
+  const int64_t e = 40, k = 512, f = 64, slots = 6; // 40 experts: two lanes' worth per warp row
+  PlanMaker mk(1, 1, 1);
+  std::vector<float> deq;
+  int32_t logits = mk.input(0, {1, e}, randomFloats(e, 51, -3, 3)), x = mk.input(0, {1, k}, randomFloats(k, 52));
+  int32_t wg = mk.weightRaw(0, GGMLType::Q4_K, {e, f, k}, randomWeight(GGMLType::Q4_K, e * f, k, 53, deq));
+  int32_t wu = mk.weightRaw(0, GGMLType::Q4_K, {e, f, k}, randomWeight(GGMLType::Q4_K, e * f, k, 54, deq));
+  int32_t p = mk.act(0, {1, e}), ids = mk.act(0, {1, slots}, DType::I32), w = mk.act(0, {1, slots}),
+          sum = mk.act(0, {1, 1}), wn = mk.act(0, {1, slots});
+  int32_t g = mk.act(0, {1, slots, f}), u = mk.act(0, {1, slots, f});
+  mk.b(0).step(OpKind::Softmax, {logits}, {p});
+  mk.b(0).step(OpKind::TopK, {p}, {ids}, {slots});
+  mk.b(0).step(OpKind::TakeAlong, {p, ids}, {w});
+  mk.b(0).step(OpKind::Sum, {w}, {sum}, {1, 1});
+  mk.b(0).step(OpKind::Div, {w, sum}, {wn});
+  mk.b(0).step(OpKind::MulMatId, {x, wg, ids}, {g});
+  mk.b(0).step(OpKind::MulMatId, {x, wu, ids}, {u});
+  Pair fused = runBoth(mk, {{0, 1}});
+  cuda::CudaOptions plain;
+  plain.fuse = false;
+  Pair unfused = runBoth(mk, {{0, 1}}, 64, plain);
+  ASSERT_TRUE(fused.gpu && unfused.gpu);
+  expectClose(fused, 0, ids, 1, 0, "top_k ids");
+  for (int32_t id : {p, w, sum, wn})
+    expectClose(fused, 0, id, 1, 1e-6, "router output " + std::to_string(id));
+  for (int32_t id : {g, u}) {
+    expectClose(fused, 0, id, 1, 3e-2, "expert matmul " + std::to_string(id));
+    EXPECT_EQ(fused.gpu->tensorData(0, id, 1), unfused.gpu->tensorData(0, id, 1)) << "grouped vs alone " << id;
+  }
+}
+
 TEST(CudaKernels, MatmulEmptyReductionWritesZeros) {
   TPC_REQUIRE_GPU();
   // A device whose share of K is 0 holds a zero partial sum.
