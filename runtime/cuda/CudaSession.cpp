@@ -205,6 +205,7 @@ struct CudaSession::Impl {
   size_t routeChain(size_t d, size_t i, int64_t t);
   bool quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t t, int8_t *&xq, XQBlock *&xs);
   void primeQuantized(Device &dev, const TensorRef &y);
+  void forgetIfWritten(Device &dev, const std::vector<TensorRef> &outs);
   void matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y, const void *wF16);
   void quantizedX(Device &dev, GemvArgs &a, int64_t rows);
   void copy(Device &dev, const TensorRef &x, const TensorRef &y);
@@ -398,36 +399,54 @@ void CudaSession::Impl::quantizedX(Device &dev, GemvArgs &a, int64_t rows) {
   a.xs = dev.xs;
 }
 
-/// Whether step i's output y (an rms_norm or glu row set) should also be written quantized: the next step
-/// is a matmul on y that runs the integer decode GEMV. Then xq/xs point at the device's copy.
+/// Whether step i's output y (an rms_norm or glu row set) should also be written quantized: one of the
+/// next few steps is a matmul on y that runs the integer decode GEMV (a float one, such as an f32 router,
+/// may come first). Then xq/xs point at the device's copy.
 bool CudaSession::Impl::quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t t, int8_t *&xq,
                                        XQBlock *&xs) {
+  constexpr size_t kLookahead = 8;
   const std::vector<Step> &steps = plan.devices[d].steps;
   const Device &dev = devs[d];
-  if (!copts.fuse || i + 1 >= steps.size() || y.inner() % 32 != 0 || y.numel() > dev.xqElems)
-    return false;
-  const Step &nx = steps[i + 1];
-  if ((nx.op != OpKind::Matmul && nx.op != OpKind::MulMatId) || nx.inputs[0] != steps[i].outputs.back())
+  if (!copts.fuse || y.inner() % 32 != 0 || y.numel() > dev.xqElems)
     return false;
   std::vector<TensorRef> in, out;
-  bindStep(d, nx, t, in, out);
-  GemvArgs probe;
-  probe.type = typeOf(in[1]);
-  probe.k = y.inner();
-  static const int32_t someIds = 0; // only "ids or not" matters to the probe
-  if (nx.op == OpKind::Matmul) {
-    probe.count = y.rows();
-    if (probe.count >= copts.cublasMinRows)
-      return false;
-  } else {
-    probe.count = in[2].numel();
-    probe.ids = probe.count <= kPairGridMax ? &someIds : nullptr;
+  for (size_t j = i + 1; j < steps.size() && j <= i + kLookahead && !isCollective(steps[j].op); ++j) {
+    const Step &nx = steps[j];
+    if ((nx.op != OpKind::Matmul && nx.op != OpKind::MulMatId) || nx.inputs[0] != steps[i].outputs.back())
+      continue;
+    bindStep(d, nx, t, in, out);
+    GemvArgs probe;
+    probe.type = typeOf(in[1]);
+    probe.k = y.inner();
+    static const int32_t someIds = 0; // only "ids or not" matters to the probe
+    if (nx.op == OpKind::Matmul) {
+      probe.count = y.rows();
+      if (probe.count >= copts.cublasMinRows)
+        return false;
+    } else {
+      probe.count = in[2].numel();
+      probe.ids = probe.count <= kPairGridMax ? &someIds : nullptr;
+    }
+    if (gemvUsesIntDot(probe)) {
+      xq = dev.xq;
+      xs = dev.xs;
+      return true;
+    }
   }
-  if (!gemvUsesIntDot(probe))
-    return false;
-  xq = dev.xq;
-  xs = dev.xs;
-  return true;
+  return false;
+}
+
+/// Forgets the device's quantized x when a step writes over it (the matmuls that read an x again reuse
+/// its quantized copy until then).
+void CudaSession::Impl::forgetIfWritten(Device &dev, const std::vector<TensorRef> &outs) {
+  if (!dev.xqOf)
+    return;
+  const uint8_t *lo = reinterpret_cast<const uint8_t *>(dev.xqOf), *hi = lo + dev.xqRows * dev.xqK * 4;
+  for (const TensorRef &o : outs) {
+    const uint8_t *b = static_cast<const uint8_t *>(o.data), *e = b + o.numel() * dtypeBytes(o.dtype);
+    if (b < hi && lo < e)
+      dev.xqOf = nullptr;
+  }
 }
 
 /// Records that the device's quantized copy holds y (written by a fused producer).
@@ -449,7 +468,8 @@ size_t CudaSession::Impl::runFused(size_t d, size_t i, int64_t t) {
     bindStep(d, steps[i + 1], t, nin, nout);
     if (in[0].shape == in[1].shape && in[0].shape == out[0].shape && nout[0].numel() == out[0].numel()) {
       Device &dev = devs[d];
-      dev.xqOf = nullptr;
+      forgetIfWritten(dev, out);
+      forgetIfWritten(dev, nout);
       RmsNormArgs a;
       a.x = in[0].f();
       a.r = in[1].f();
@@ -497,7 +517,7 @@ size_t CudaSession::Impl::routeChain(size_t d, size_t i, int64_t t) {
       su.ints[0] != int64_t(w.shape.size()) - 1 || pr.numel() != rows * n)
     return 0;
   Device &dev = devs[d];
-  dev.xqOf = nullptr;
+  forgetIfWritten(dev, {pr, ids, w, sum, wn});
   RouteTopKArgs a;
   a.x = x.f();
   a.p = pr.f();
@@ -560,6 +580,8 @@ size_t CudaSession::Impl::groupedMatmul(size_t d, size_t i, int64_t t) {
   if (j - i < 2)
     return 0;
   Device &dev = devs[d];
+  for (int q = 0; q < int(j - i); ++q)
+    forgetIfWritten(dev, {bind(d, steps[i + q].outputs[0], t)});
   a.parts = static_cast<int>(j - i);
   a.w = a.wPart[0];
   a.y = a.yPart[0];
@@ -572,10 +594,9 @@ size_t CudaSession::Impl::groupedMatmul(size_t d, size_t i, int64_t t) {
 void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
   Device &dev = devs[d];
   const Step &s = plan.devices[d].steps[i];
-  if (s.op != OpKind::Matmul && s.op != OpKind::MulMatId)
-    dev.xqOf = nullptr;
   std::vector<TensorRef> in, out;
   bindStep(d, s, t, in, out);
+  forgetIfWritten(dev, out);
   const TensorRef &x = in[0];
   const TensorRef &y = out[0];
   cudaStream_t st = dev.stream;

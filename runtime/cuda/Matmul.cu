@@ -196,7 +196,9 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
 #pragma unroll
     for (int q = 0; q < kRowStep; ++q) {
       acc[q] = 0;
-      const uint8_t *row = wb + min(r + q, N - 1) * a.rowBytes;
+      // Rows past the block's end (a block of fewer than kRowStep rows) re-read its last row: loads
+      // without a branch stay batched across the kRowStep rows, which decode's speed depends on.
+      const uint8_t *row = wb + min(r + q, rowEnd - 1) * a.rowBytes;
 #pragma unroll
       for (int j = 0; j < J; ++j) {
         const int64_t u = tid + int64_t(THREADS) * j;
@@ -324,7 +326,9 @@ struct TypeProbe {
 /// 1024 integer units (above that the row-per-warp kernel runs).
 template <class P, bool kInt>
 bool launchDecode(const GemvArgs &a, dim3 grid, bool vec, cudaStream_t s, int64_t rowsPerBlock, int64_t units) {
-  if (units <= 64)
+  if (units <= 32) // short rows (an expert's down projection): one warp, so fewer threads sit idle
+    gemvDecodeKernel<P, 32, 1><<<grid, 32, 0, s>>>(a, vec, rowsPerBlock);
+  else if (units <= 64)
     gemvDecodeKernel<P, 64, 1><<<grid, 64, 0, s>>>(a, vec, rowsPerBlock);
   else if (units <= 128)
     gemvDecodeKernel<P, 128, 1><<<grid, 128, 0, s>>>(a, vec, rowsPerBlock);
@@ -407,16 +411,24 @@ void launchGemv(const GemvArgs &a, cudaStream_t s) {
   if (a.xq || (decode && (a.k + 31) / 32 <= 512)) {
     // Rows per block: a few blocks per multiprocessor over all pairs. Fewer, longer blocks reload x less
     // often; more blocks hide more latency. TPC_CUDA_GEMV_BLOCKS_PER_SM overrides the default (tuning).
-    static const int64_t perSm = [] {
+    static const int64_t sms = [] {
       int dev = 0, n = 132;
       cudaGetDevice(&dev);
       cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-      const char *env = std::getenv("TPC_CUDA_GEMV_BLOCKS_PER_SM");
-      return int64_t(n) * (env && std::atoi(env) > 0 ? std::atoi(env) : 8);
+      return int64_t(n);
     }();
-    const int64_t blocks = std::max<int64_t>(1, perSm / (a.ids ? a.count : 1));
+    static const int64_t perSm = [] {
+      const char *env = std::getenv("TPC_CUDA_GEMV_BLOCKS_PER_SM");
+      return sms * (env && std::atoi(env) > 0 ? std::atoi(env) : 8);
+    }();
+    const int64_t pairs = a.ids ? a.count : 1;
+    const int64_t blocks = std::max<int64_t>(1, perSm / pairs);
     rowsPerBlock = std::min<int64_t>(
         256, std::max<int64_t>(kRowStep, (rows / blocks + kRowStep - 1) / kRowStep * kRowStep));
+    // Too few rows for one block of kRowStep per multiprocessor (an MoE router): fewer rows per block
+    // rather than idle multiprocessors.
+    if (rows * pairs < kRowStep * sms)
+      rowsPerBlock = std::max<int64_t>(1, (rows * pairs + sms - 1) / sms);
   }
   int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
   if (a.parts > 1) {

@@ -31,6 +31,12 @@ __host__ __device__ __forceinline__ float bf16Bits(uint16_t h) {
   memcpy(&f, &u, 4);
   return f;
 }
+/// The float with bits u.
+__host__ __device__ __forceinline__ float floatOfBits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 /// float(q) - off for 0 <= q < 2^22, exactly: on the GPU one OR and one FADD (2^23 + q read as float)
 /// instead of the quarter-rate integer-to-float conversion, which otherwise bounds the GEMV kernels.
 __host__ __device__ __forceinline__ float qf(uint32_t q, float off = 0) {
@@ -88,6 +94,27 @@ template <GGMLType T>
 __host__ __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c, int64_t k, float w[32]) {
   if constexpr (T == GGMLType::F32 || T == GGMLType::F16 || T == GGMLType::BF16) {
     const int64_t base = c * 32;
+    constexpr int kEs = T == GGMLType::F32 ? 4 : 2;
+    const uint8_t *p = row + base * kEs;
+    if (base + 32 <= k && reinterpret_cast<uintptr_t>(p) % 16 == 0) { // whole chunk: 16-byte loads
+      const uint4 *v = reinterpret_cast<const uint4 *>(p);
+#pragma unroll
+      for (int i = 0; i < 8 * kEs / 4; ++i) {
+        const uint4 q = v[i];
+        const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if constexpr (T == GGMLType::F32) {
+            w[4 * i + j] = floatOfBits(u[j]);
+          } else {
+            const uint16_t lo = uint16_t(u[j] & 0xffff), hi = uint16_t(u[j] >> 16);
+            w[8 * i + 2 * j] = T == GGMLType::F16 ? halfBits(lo) : bf16Bits(lo);
+            w[8 * i + 2 * j + 1] = T == GGMLType::F16 ? halfBits(hi) : bf16Bits(hi);
+          }
+        }
+      }
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int64_t e = base + i;
