@@ -580,34 +580,8 @@ template <> struct IntDot<GGMLType::Q6_K> {
   }
 };
 
-/// Q8_0: a unit is one block of 32.
-template <> struct IntDot<GGMLType::Q8_0> {
-  static constexpr int kUnit = 32;
-  struct X {
-    int q[8];
-    float d;
-  };
-  __host__ __device__ static X loadX(const int8_t *q, const XQBlock *s, int64_t u) {
-    X x;
-    loadX16(q + 32 * u, x.q);
-    loadX16(q + 32 * u + 16, x.q + 4);
-    x.d = s[u].d;
-    return x;
-  }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
-    const uint8_t *b = row + u * 34;
-    uint32_t w[8];
-    loadWords<8>(b + 2, w);
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      sum = dp4a(int(w[j]), x.q[j], sum);
-    return halfBits(ld16(b)) * x.d * float(sum);
-  }
-};
-
-/// Q4_0: a unit is one block of 32 (low nibbles elements 0..15, high nibbles 16..31, offset 8).
-template <> struct IntDot<GGMLType::Q4_0> {
+/// The 32-element block formats: a unit is one block; X is its 32 activations, scale and sum.
+struct IntDotBlock32 {
   static constexpr int kUnit = 32;
   struct X {
     int q[8];
@@ -621,6 +595,24 @@ template <> struct IntDot<GGMLType::Q4_0> {
     x.s = s[u].lo + s[u].hi;
     return x;
   }
+};
+
+/// Q8_0: signed quants straight into dp4a.
+template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32 {
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    const uint8_t *b = row + u * 34;
+    uint32_t w[8];
+    loadWords<8>(b + 2, w);
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      sum = dp4a(int(w[j]), x.q[j], sum);
+    return halfBits(ld16(b)) * x.d * float(sum);
+  }
+};
+
+/// Q4_0: low nibbles are elements 0..15, high nibbles 16..31, offset 8.
+template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32 {
   __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
     const uint8_t *b = row + u * 18;
     uint32_t w[4];
