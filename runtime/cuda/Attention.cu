@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Attention.cuh"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Reduce.cuh"
 
 #include <cuda_fp16.h>
 
@@ -24,18 +25,31 @@ constexpr int kAttnWarps = 8;
 // kernels
 //===----------------------------------------------------------------------===//
 
+/// cos and sin of pair p's angle at position pos (in double, as the CPU reference computes it).
+__device__ __forceinline__ void ropeAngle(const RopeArgs &a, int64_t p, int32_t pos, float &c, float &s) {
+  double inv = double(a.freqScale) * pow(double(a.base), -2.0 * double(p) / double(a.nDims));
+  if (a.freqFactors)
+    inv /= double(a.freqFactors[p]);
+  double sn, cs;
+  sincos(double(pos) * inv, &sn, &cs);
+  c = static_cast<float>(cs), s = static_cast<float>(sn);
+}
+
+/// Indices of pair p: (p, p + n_dims / 2) for NEOX (mode 1), (2p, 2p + 1) otherwise.
+__device__ __forceinline__ void ropePair(const RopeArgs &a, int64_t p, int64_t &i0, int64_t &i1) {
+  i0 = a.mode == 1 ? p : 2 * p;
+  i1 = a.mode == 1 ? p + a.nDims / 2 : 2 * p + 1;
+}
+
 __global__ void ropeKernel(RopeArgs a) {
   const int64_t half = a.nDims / 2, n = a.t * a.h * half;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t p = i % half, th = i / half, ti = th / a.h;
-    double inv = double(a.freqScale) * pow(double(a.base), -2.0 * double(p) / double(a.nDims));
-    if (a.freqFactors)
-      inv /= double(a.freqFactors[p]);
-    double sn, cs;
-    sincos(double(a.pos[ti]) * inv, &sn, &cs);
-    const float c = static_cast<float>(cs), s = static_cast<float>(sn);
-    const int64_t i0 = a.mode == 1 ? p : 2 * p, i1 = a.mode == 1 ? p + half : 2 * p + 1;
+    float c, s;
+    ropeAngle(a, p, a.pos[ti], c, s);
+    int64_t i0, i1;
+    ropePair(a, p, i0, i1);
     const float *src = a.x + th * a.d;
     float *dst = a.y + th * a.d;
     const float x0 = src[i0], x1 = src[i1];
@@ -50,6 +64,42 @@ __global__ void ropeKernel(RopeArgs a) {
       const int64_t th = i / rest, c = a.nDims + i % rest;
       a.y[th * a.d + c] = a.x[th * a.d + c];
     }
+  }
+}
+
+/// One block (rowThreads(d) threads, one element each, as rmsNormKernel) per (part, token, head).
+__global__ void __launch_bounds__(1024) normRopeKernel(NormRopeArgs a) {
+  __shared__ float row[1024];
+  __shared__ float red[32];
+  const RopeArgs &r = a.rope;
+  int64_t th = blockIdx.x;
+  const bool second = th >= r.t * a.part[0].h;
+  const NormRopePart pt = second ? a.part[1] : a.part[0];
+  if (second)
+    th -= r.t * a.part[0].h;
+  const int64_t e = threadIdx.x, ti = th / pt.h;
+  float v = e < r.d ? pt.x[th * r.d + e] : 0.0f;
+  if (pt.norm) {
+    const float k = rsqrtf(blockSum(v * v, red) / float(r.d) + pt.eps);
+    if (e < r.d) {
+      v = pt.w ? v * k * pt.w[e] : v * k;
+      pt.normed[th * r.d + e] = v;
+    }
+  }
+  if (e < r.d)
+    row[e] = v;
+  __syncthreads(); // every read of x (which y may alias) is done
+  float *y = pt.y + th * r.d;
+  if (e < r.nDims / 2) {
+    float c, s;
+    ropeAngle(r, e, r.pos[ti], c, s);
+    int64_t i0, i1;
+    ropePair(r, e, i0, i1);
+    const float x0 = row[i0], x1 = row[i1];
+    y[i0] = x0 * c - x1 * s;
+    y[i1] = x0 * s + x1 * c;
+  } else if (e >= r.nDims && e < r.d) {
+    y[e] = row[e];
   }
 }
 
@@ -167,6 +217,18 @@ void launchRope(const RopeArgs &a, cudaStream_t s) {
   if (a.t * a.h == 0)
     return;
   ropeKernel<<<blocksFor(a.t * a.h * std::max<int64_t>(a.d / 2, 1)), 256, 0, s>>>(a);
+  TPC_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchNormRope(const NormRopeArgs &a, cudaStream_t s) {
+  const RopeArgs &r = a.rope;
+  TPC_CUDA_ASSERT(r.nDims % 2 == 0 && r.nDims <= r.d, "rope: n_dims must be even and at most the head dim");
+  TPC_CUDA_ASSERT(a.parts >= 1 && a.parts <= 2 && r.d >= 1 && r.d <= 1024, "norm + rope: 1..2 parts, d <= 1024");
+  const int64_t blocks = r.t * (a.part[0].h + (a.parts > 1 ? a.part[1].h : 0));
+  if (blocks == 0)
+    return;
+  TPC_CUDA_ASSERT(blocks <= 0x7fffffff, "norm + rope: too many rows");
+  normRopeKernel<<<static_cast<unsigned>(blocks), rowThreads(r.d), 0, s>>>(a);
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 

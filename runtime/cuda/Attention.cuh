@@ -27,6 +27,25 @@ struct RopeArgs {
 };
 void launchRope(const RopeArgs &a, cudaStream_t s);
 
+/// Up to two ROPE steps that share positions and frequencies (Q and K) in one launch, each optionally
+/// preceded by its per-head rms_norm (qwen3's q_norm / k_norm): one block per (tensor, token, head), the
+/// head's row in shared memory. Bit-identical to rms_norm then rope as separate kernels.
+struct NormRopePart {
+  const float *x = nullptr; ///< the rope's input, or the norm's when norm
+  bool norm = false;
+  const float *w = nullptr; ///< norm weight, may be null
+  float eps = 0;
+  float *normed = nullptr; ///< the norm's output (written; the rope reads it from shared memory)
+  float *y = nullptr;
+  int64_t h = 0;
+};
+struct NormRopeArgs {
+  RopeArgs rope; ///< positions, frequencies, t, d (at most 1024), nDims, mode; its x, y, h unused
+  NormRopePart part[2];
+  int parts = 0;
+};
+void launchNormRope(const NormRopeArgs &a, cudaStream_t s);
+
 /// ATTENTION of q[T, Hq, Dk] over a cache K[ctx, Hkv, Dk], V[ctx, Hkv, Dv] after appending k, v at pos.
 struct AttentionArgs {
   const float *q = nullptr, *k = nullptr, *v = nullptr;

@@ -203,6 +203,7 @@ struct CudaSession::Impl {
   size_t runFused(size_t d, size_t i, int64_t t);
   size_t groupedMatmul(size_t d, size_t i, int64_t t);
   size_t routeChain(size_t d, size_t i, int64_t t);
+  size_t normRope(size_t d, size_t i, int64_t t);
   bool quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t t, int8_t *&xq, XQBlock *&xs);
   void primeQuantized(Device &dev, const TensorRef &y);
   void forgetIfWritten(Device &dev, const std::vector<TensorRef> &outs);
@@ -492,8 +493,91 @@ size_t CudaSession::Impl::runFused(size_t d, size_t i, int64_t t) {
   if (copts.fuse && s.op == OpKind::Softmax)
     if (const size_t n = routeChain(d, i, t))
       return n;
+  if (copts.fuse && (s.op == OpKind::RmsNorm || s.op == OpKind::Rope))
+    if (const size_t n = normRope(d, i, t))
+      return n;
   runStep(d, i, t);
   return 1;
+}
+
+/// Up to two rope steps with the same positions and frequencies (Q, K), each optionally preceded by the
+/// per-head rms_norm that feeds it (steps: norm, norm, rope, rope; or rope, rope; or norm, rope), as one
+/// kernel. Returns the steps done, 0 where the steps are not that.
+size_t CudaSession::Impl::normRope(size_t d, size_t i, int64_t t) {
+  const std::vector<Step> &steps = plan.devices[d].steps;
+  size_t j = i;
+  std::vector<size_t> norms, ropes;
+  while (j < steps.size() && norms.size() < 2 && steps[j].op == OpKind::RmsNorm)
+    norms.push_back(j++);
+  while (j < steps.size() && ropes.size() < 2 && steps[j].op == OpKind::Rope)
+    ropes.push_back(j++);
+  if (ropes.empty() || (!norms.empty() && norms.size() != ropes.size()) || norms.size() + ropes.size() < 2)
+    return 0;
+  const Step &r0 = steps[ropes[0]];
+  NormRopeArgs a;
+  std::vector<TensorRef> in, out, nin, nout, written;
+  std::vector<std::vector<TensorRef>> reads(ropes.size()), writes(ropes.size());
+  for (size_t q = 0; q < ropes.size(); ++q) {
+    const Step &r = steps[ropes[q]];
+    bindStep(d, r, t, in, out);
+    if (in[0].shape.size() != 3 || r.inputs[1] != r0.inputs[1] || r.inputs.size() != r0.inputs.size() ||
+        (r.inputs.size() > 2 && r.inputs[2] != r0.inputs[2]) || r.ints != r0.ints || r.floats != r0.floats)
+      return 0;
+    if (q == 0) {
+      a.rope.pos = in[1].i();
+      a.rope.freqFactors = in.size() > 2 ? in[2].f() : nullptr;
+      a.rope.t = in[0].shape[0];
+      a.rope.d = in[0].shape[2];
+      a.rope.mode = static_cast<int>(r.ints[0]);
+      a.rope.nDims = r.ints[1];
+      a.rope.base = r.floats[0];
+      a.rope.freqScale = r.floats[1];
+    } else if (in[0].shape[0] != a.rope.t || in[0].shape[2] != a.rope.d) {
+      return 0;
+    }
+    NormRopePart &pt = a.part[q];
+    pt.x = in[0].f();
+    pt.y = out[0].f();
+    pt.h = in[0].shape[1];
+    written.push_back(out[0]);
+    reads[q].push_back(in[0]);
+    writes[q].push_back(out[0]);
+    if (!norms.empty()) {
+      const Step &nm = steps[norms[q]];
+      if (nm.outputs[0] != r.inputs[0])
+        return 0;
+      bindStep(d, nm, t, nin, nout);
+      if (nin[0].inner() != a.rope.d || nin[0].numel() != in[0].numel())
+        return 0;
+      pt.norm = true;
+      pt.x = nin[0].f();
+      pt.w = nin.size() > 1 ? nin[1].f() : nullptr;
+      pt.eps = nm.floats[0];
+      pt.normed = nout[0].f();
+      written.push_back(nout[0]);
+      reads[q].push_back(nin[0]);
+      writes[q].push_back(nout[0]);
+    }
+  }
+  // The parts run side by side: neither may write what the other reads (two steps in place on one x).
+  auto overlap = [](const TensorRef &u, const TensorRef &v) {
+    const uint8_t *a0 = static_cast<const uint8_t *>(u.data), *b0 = static_cast<const uint8_t *>(v.data);
+    return a0 < b0 + v.numel() * dtypeBytes(v.dtype) && b0 < a0 + u.numel() * dtypeBytes(u.dtype);
+  };
+  for (size_t p = 0; p < ropes.size(); ++p)
+    for (size_t q = 0; q < ropes.size(); ++q)
+      if (p != q)
+        for (const TensorRef &w : writes[p])
+          for (const TensorRef &r : reads[q])
+            if (overlap(w, r))
+              return 0;
+  if (a.rope.d > 1024 || a.rope.nDims % 2 != 0 || a.rope.nDims > a.rope.d)
+    return 0;
+  a.parts = static_cast<int>(ropes.size());
+  Device &dev = devs[d];
+  forgetIfWritten(dev, written);
+  launchNormRope(a, dev.stream);
+  return j - i;
 }
 
 /// The MoE router chain softmax -> top_k -> take_along -> sum -> div (normalized weights) of steps i..i+4,

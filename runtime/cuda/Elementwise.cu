@@ -8,6 +8,7 @@
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Elementwise.cuh"
 #include "runtime/cuda/Quant.cuh"
+#include "runtime/cuda/Reduce.cuh"
 
 #include <cuda_fp16.h>
 
@@ -73,21 +74,6 @@ __global__ void gluKernel(GluArgs a) {
     if (a.xq)
       warpQuantize32(v, a.xq + (i & ~int64_t(31)), a.xs + i / 32);
   }
-}
-
-/// Block-wide sum (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-__device__ float blockSum(float v, float *red) {
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads(); // red may still be read by a previous call
-  if (lane == 0)
-    red[warp] = v;
-  __syncthreads();
-  v = lane < warps ? red[lane] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
 }
 
 __device__ float blockMax(float v, float *red) {
@@ -350,10 +336,6 @@ unsigned blocksFor(int64_t n) {
 }
 unsigned rowBlocks(int64_t rows) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(rows, 65535)));
-}
-/// Threads for a block that reduces a row of n: a multiple of 32 up to 1024.
-unsigned rowThreads(int64_t n) {
-  return static_cast<unsigned>(std::min<int64_t>(1024, std::max<int64_t>(32, (n + 31) / 32 * 32)));
 }
 
 void done() { TPC_CUDA_CHECK(cudaGetLastError()); }

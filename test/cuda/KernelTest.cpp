@@ -218,6 +218,39 @@ TEST(CudaKernels, FusedRouterChainAndGroupedExperts) {
   }
 }
 
+TEST(CudaKernels, FusedHeadNormAndRope) {
+  TPC_REQUIRE_GPU();
+  // q_norm, k_norm, rope q, rope k as one kernel (bit-identical to the four steps), with dims past n_dims
+  // passing through, and two ropes without norms where the second runs in place on the first's input
+  // (a hazard: those must not run side by side).
+  const int64_t t = 3, d = 64;
+  for (int mode : {0, 1})
+    for (int64_t nDims : {int64_t(64), int64_t(32)}) {
+      SCOPED_TRACE("mode " + std::to_string(mode) + " n_dims " + std::to_string(nDims));
+      PlanMaker mk(1, t, 64);
+      int32_t q = mk.tokenInput(0, {4, d}, randomFloats(t * 4 * d, 61, -3, 3));
+      int32_t k = mk.tokenInput(0, {2, d}, randomFloats(t * 2 * d, 62, -3, 3));
+      int32_t qw = mk.weightF32(0, {d}, randomFloats(d, 63)), kw = mk.weightF32(0, {d}, randomFloats(d, 64));
+      int32_t qn = mk.act(0, {-1, 4, d}), kn = mk.act(0, {-1, 2, d}), qr = mk.act(0, {-1, 4, d}),
+              x2 = mk.act(0, {-1, 4, d});
+      mk.b(0).step(OpKind::RmsNorm, {q, qw}, {qn}, {}, {1e-6f});
+      mk.b(0).step(OpKind::RmsNorm, {k, kw}, {kn}, {}, {1e-6f});
+      mk.b(0).step(OpKind::Rope, {qn, mk.positions[0]}, {qr}, {mode, nDims}, {10000.0f, 1.0f});
+      mk.b(0).step(OpKind::Rope, {kn, mk.positions[0]}, {kn}, {mode, nDims}, {10000.0f, 1.0f}); // in place
+      mk.b(0).step(OpKind::Rope, {q, mk.positions[0]}, {x2}, {mode, nDims}, {10000.0f, 1.0f});
+      mk.b(0).step(OpKind::Rope, {q, mk.positions[0]}, {q}, {mode, nDims}, {10000.0f, 1.0f});
+      Pair fused = runBoth(mk, {{0, int32_t(t)}}, 64);
+      cuda::CudaOptions plain;
+      plain.fuse = false;
+      Pair unfused = runBoth(mk, {{0, int32_t(t)}}, 64, plain);
+      ASSERT_TRUE(fused.gpu && unfused.gpu);
+      for (int32_t id : {qn, qr, kn, x2, q}) {
+        expectClose(fused, 0, id, t, 1e-5, "tensor " + std::to_string(id));
+        EXPECT_EQ(fused.gpu->tensorData(0, id, t), unfused.gpu->tensorData(0, id, t)) << "fused vs unfused " << id;
+      }
+    }
+}
+
 TEST(CudaKernels, MatmulEmptyReductionWritesZeros) {
   TPC_REQUIRE_GPU();
   // A device whose share of K is 0 holds a zero partial sum.
