@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Attention.cuh"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Quant.cuh"
 #include "runtime/cuda/Reduce.cuh"
 
 #include <cuda_fp16.h>
@@ -198,7 +199,10 @@ template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attenti
     for (int w = 0; w < kAttnWarps; ++w)
       if (wm[w] > -INFINITY)
         o += wacc[w][c] * expf(wm[w] - mx);
-    a.y[(ti * a.hq + h) * a.dv + c] = o * inv;
+    const int64_t idx = (ti * a.hq + h) * a.dv + c;
+    a.y[idx] = o * inv;
+    if (a.xq) // dv % 32 == 0 and blockDim >= dv: every warp here holds whole blocks
+      warpQuantize32(o * inv, a.xq + (idx & ~int64_t(31)), a.xs + idx / 32);
   }
 }
 
@@ -238,6 +242,7 @@ void launchAttention(const AttentionArgs &a, cudaStream_t s) {
   TPC_CUDA_ASSERT(a.dk <= kMaxHeadDim && a.dv <= kMaxHeadDim, "attention: head dim above 256");
   TPC_CUDA_ASSERT(a.hkv > 0 && a.hq % a.hkv == 0, "attention: query heads not a multiple of KV heads");
   TPC_CUDA_ASSERT(a.t <= 65535, "attention: more than 65535 tokens in one call");
+  TPC_CUDA_ASSERT(!a.xq || a.dv % 32 == 0, "attention: quantized output needs head dims of whole 32-blocks");
   const int64_t n = a.t * a.hkv * (a.dk + a.dv);
   if (a.f16) {
     appendKernel<uint16_t><<<blocksFor(n), 256, 0, s>>>(a);

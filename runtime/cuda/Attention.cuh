@@ -15,6 +15,8 @@
 
 namespace tpc::rt::cuda {
 
+struct XQBlock; // Quant.cuh: an activation block's scale and sums
+
 /// ROPE over x[T, H, D] (y may alias x); mode 0 normal, 1 NEOX.
 struct RopeArgs {
   const float *x = nullptr;
@@ -57,6 +59,10 @@ struct AttentionArgs {
   float scale = 1, softcap = 0;
   int64_t window = 0;
   float *y = nullptr;
+  /// With xq (dv a multiple of 32): y also quantized for the integer GEMV that reads it next (the output
+  /// projection; launchQuantizeX's layout).
+  int8_t *xq = nullptr;
+  XQBlock *xs = nullptr;
 };
 void launchAttention(const AttentionArgs &a, cudaStream_t s);
 

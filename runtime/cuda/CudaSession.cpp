@@ -129,7 +129,7 @@ struct Device {
   XQBlock *xs = nullptr;
   int64_t xqElems = 0;
   const float *xqOf = nullptr;
-  int64_t xqRows = 0, xqK = 0;
+  int64_t xqHeld = 0; ///< elements of xqOf (whole 32-blocks in row-major order: any row length reads them)
 };
 
 bool isWeightOperand(const Step &s, size_t i) {
@@ -389,12 +389,11 @@ void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef 
 void CudaSession::Impl::quantizedX(Device &dev, GemvArgs &a, int64_t rows) {
   if (!gemvUsesIntDot(a))
     return;
-  if (dev.xqOf != a.x || dev.xqRows != rows || dev.xqK != a.k) {
+  if (dev.xqOf != a.x || dev.xqHeld != rows * a.k) {
     TPC_CUDA_ASSERT(rows * a.k <= dev.xqElems, "quantized activations exceed their scratch");
     launchQuantizeX(a.x, rows, a.k, dev.xq, dev.xs, dev.stream);
     dev.xqOf = a.x;
-    dev.xqRows = rows;
-    dev.xqK = a.k;
+    dev.xqHeld = rows * a.k;
   }
   a.xq = dev.xq;
   a.xs = dev.xs;
@@ -413,15 +412,18 @@ bool CudaSession::Impl::quantizeOutput(size_t d, size_t i, const TensorRef &y, i
   std::vector<TensorRef> in, out;
   for (size_t j = i + 1; j < steps.size() && j <= i + kLookahead && !isCollective(steps[j].op); ++j) {
     const Step &nx = steps[j];
-    if ((nx.op != OpKind::Matmul && nx.op != OpKind::MulMatId) || nx.inputs[0] != steps[i].outputs.back())
+    if (nx.op != OpKind::Matmul && nx.op != OpKind::MulMatId)
       continue;
     bindStep(d, nx, t, in, out);
+    // y itself or a view of it (the attention output reshaped to rows of heads x dims)
+    if (in[0].data != y.data || in[0].numel() != y.numel() || in[0].inner() % 32 != 0)
+      continue;
     GemvArgs probe;
     probe.type = typeOf(in[1]);
-    probe.k = y.inner();
+    probe.k = in[0].inner();
     static const int32_t someIds = 0; // only "ids or not" matters to the probe
     if (nx.op == OpKind::Matmul) {
-      probe.count = y.rows();
+      probe.count = in[0].rows();
       if (probe.count >= copts.cublasMinRows)
         return false;
     } else {
@@ -442,7 +444,7 @@ bool CudaSession::Impl::quantizeOutput(size_t d, size_t i, const TensorRef &y, i
 void CudaSession::Impl::forgetIfWritten(Device &dev, const std::vector<TensorRef> &outs) {
   if (!dev.xqOf)
     return;
-  const uint8_t *lo = reinterpret_cast<const uint8_t *>(dev.xqOf), *hi = lo + dev.xqRows * dev.xqK * 4;
+  const uint8_t *lo = reinterpret_cast<const uint8_t *>(dev.xqOf), *hi = lo + dev.xqHeld * 4;
   for (const TensorRef &o : outs) {
     const uint8_t *b = static_cast<const uint8_t *>(o.data), *e = b + o.numel() * dtypeBytes(o.dtype);
     if (b < hi && lo < e)
@@ -453,8 +455,7 @@ void CudaSession::Impl::forgetIfWritten(Device &dev, const std::vector<TensorRef
 /// Records that the device's quantized copy holds y (written by a fused producer).
 void CudaSession::Impl::primeQuantized(Device &dev, const TensorRef &y) {
   dev.xqOf = y.f();
-  dev.xqRows = y.rows();
-  dev.xqK = y.inner();
+  dev.xqHeld = y.numel();
 }
 
 /// Runs step i of device d, or steps i and i + 1 as one kernel where that is the same computation: an
@@ -680,7 +681,10 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
   const Step &s = plan.devices[d].steps[i];
   std::vector<TensorRef> in, out;
   bindStep(d, s, t, in, out);
-  forgetIfWritten(dev, out);
+  // A reshape or copy onto itself writes nothing (the attention output viewed as the o projection's x).
+  const bool noop = (s.op == OpKind::Reshape || s.op == OpKind::Copy) && in[0].data == out[0].data;
+  if (!noop)
+    forgetIfWritten(dev, out);
   const TensorRef &x = in[0];
   const TensorRef &y = out[0];
   cudaStream_t st = dev.stream;
@@ -918,7 +922,10 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     a.softcap = s.floats[1];
     a.window = s.ints[1];
     a.y = y.f();
+    const bool q = a.dv % 32 == 0 && quantizeOutput(d, i, y, t, a.xq, a.xs);
     launchAttention(a, st);
+    if (q)
+      primeQuantized(dev, y);
     break;
   }
   case OpKind::ExpertCombine: {

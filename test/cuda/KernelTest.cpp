@@ -494,6 +494,40 @@ TEST(CudaKernels, AttentionPrefillThenDecode) {
   }
 }
 
+TEST(CudaKernels, AttentionWritesTheOutputProjectionsQuantizedX) {
+  TPC_REQUIRE_GPU();
+  // attention -> reshape (a view of the same memory) -> q4_K matmul: the attention kernel writes the
+  // matmul's quantized x too. Decode steps (graphs) fused vs unfused are bit-equal, and match the CPU.
+  const int64_t hq = 4, hkv = 2, dh = 64, n = 48;
+  PlanMaker mk(1, 16, 64);
+  std::vector<float> deq;
+  int32_t qi = mk.tokenInput(0, {hq, dh}, randomFloats(40 * hq * dh, 71, -2, 2));
+  int32_t ki = mk.tokenInput(0, {hkv, dh}, randomFloats(40 * hkv * dh, 72, -2, 2));
+  int32_t vi = mk.tokenInput(0, {hkv, dh}, randomFloats(40 * hkv * dh, 73));
+  int32_t y = mk.act(0, {-1, hq, dh});
+  int32_t flat = mk.b(0).view(y, DType::F32, {-1, hq * dh});
+  int32_t w = mk.weightRaw(0, GGMLType::Q4_K, {n, hq * dh}, randomWeight(GGMLType::Q4_K, n, hq * dh, 74, deq));
+  int32_t o = mk.act(0, {-1, n});
+  int32_t kv = mk.b(0).addKv({0, int32_t(hkv), int32_t(dh), int32_t(dh), DType::F16, Placement::Device});
+  mk.b(0).step(OpKind::Attention, {qi, ki, vi, mk.positions[0]}, {y}, {kv, 0}, {0.125f, 0.0f});
+  mk.b(0).step(OpKind::Reshape, {y}, {flat});
+  mk.b(0).step(OpKind::Matmul, {flat, w}, {o});
+  Pair fused = runBoth(mk, {{0, 5}});
+  cuda::CudaOptions plain;
+  plain.fuse = false;
+  Pair unfused = runBoth(mk, {{0, 5}}, 64, plain);
+  ASSERT_TRUE(fused.gpu && unfused.gpu);
+  for (int32_t pos = 5; pos < 9; ++pos) {
+    for (Pair *p : {&fused, &unfused}) {
+      ASSERT_TRUE(p->cpu->evaluate({pos}, {pos}));
+      ASSERT_TRUE(p->gpu->evaluate({pos}, {pos}));
+    }
+    expectClose(fused, 0, o, 1, 3e-2, "o at " + std::to_string(pos));
+    EXPECT_EQ(fused.gpu->tensorData(0, o, 1), unfused.gpu->tensorData(0, o, 1)) << "fused vs unfused at " << pos;
+    EXPECT_EQ(fused.gpu->tensorData(0, y, 1), unfused.gpu->tensorData(0, y, 1)) << "attention at " << pos;
+  }
+}
+
 TEST(CudaKernels, LoopbackCollectivesOnTwoAndThreeDevices) {
   TPC_REQUIRE_GPU();
   for (int nd : {2, 3}) {
