@@ -43,21 +43,26 @@ struct MatmulArgs {
 /// y = x . W^T (see the file comment).
 void matmul(const MatmulArgs &args, ThreadGroup &group);
 
-/// Arguments of matmulId: one expert of a 3-D weight [nExperts][n][k] against a subset of the rows of x,
-/// so the executor can group the tokens routed to each expert (ggml's mul_mat_id).
-struct MatmulIdArgs {
+/// What matmulId and matmulIdGrouped share: a 3-D expert weight [nExperts][n][k] and the activation and
+/// output rows the routed entries index (ggml's mul_mat_id).
+struct ExpertMatmul {
   const void *w = nullptr;        ///< expert 0's first row
   GGMLType wType = GGMLType::F32; ///< element type
   int64_t n = 0, k = 0;           ///< rows per expert, row length
   size_t wRowStride = 0;          ///< bytes between rows of one expert
   size_t wExpertStride = 0;       ///< bytes between experts
   int64_t nExperts = 0;           ///< experts in w
-  int64_t expert = 0;             ///< the expert to use
   const float *x = nullptr;       ///< activation rows
   size_t xRowStride = 0;          ///< floats between x rows
-  const int32_t *xRows = nullptr; ///< for i < count: row xRows[i] of x is input i
   float *y = nullptr;             ///< output rows
   size_t yRowStride = 0;          ///< floats between y rows
+};
+
+/// Arguments of matmulId: one expert against a subset of the rows of x, so the executor can group the
+/// tokens routed to each expert.
+struct MatmulIdArgs : ExpertMatmul {
+  int64_t expert = 0;             ///< the expert to use
+  const int32_t *xRows = nullptr; ///< for i < count: row xRows[i] of x is input i
   const int32_t *yRows = nullptr; ///< for i < count: output i goes to row yRows[i] of y
   int64_t count = 0;              ///< number of rows routed to this expert
 };
@@ -67,18 +72,8 @@ void matmulId(const MatmulIdArgs &args, ThreadGroup &group);
 
 /// Arguments of matmulIdGrouped: every routed (expert, input row, output row) entry of a mul_mat_id at
 /// once, entries grouped by expert (each expert's entries contiguous).
-struct MatmulIdGroupedArgs {
-  const void *w = nullptr;          ///< expert 0's first row
-  GGMLType wType = GGMLType::F32;   ///< element type
-  int64_t n = 0, k = 0;             ///< rows per expert, row length
-  size_t wRowStride = 0;            ///< bytes between rows of one expert
-  size_t wExpertStride = 0;         ///< bytes between experts
-  int64_t nExperts = 0;             ///< experts in w
-  const float *x = nullptr;         ///< activation rows
-  size_t xRowStride = 0;            ///< floats between x rows
+struct MatmulIdGroupedArgs : ExpertMatmul {
   int64_t xRowCount = 0;            ///< rows of x (each is converted once, whatever uses it)
-  float *y = nullptr;               ///< output rows
-  size_t yRowStride = 0;            ///< floats between y rows
   const int32_t *experts = nullptr; ///< for i < count: the expert of entry i (grouped)
   const int32_t *xRows = nullptr;   ///< input row of entry i (< xRowCount)
   const int32_t *yRows = nullptr;   ///< output row of entry i

@@ -29,10 +29,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fcntl.h>
 #include <set>
-#include <sys/mman.h>
-#include <unistd.h>
 
 namespace tpc::rt::cuda {
 
@@ -87,16 +84,6 @@ struct HostAlloc {
   ~HostAlloc() {
     if (p)
       cudaFreeHost(p);
-  }
-};
-
-/// A read-only mapping of the GGUF.
-struct Mapping {
-  const uint8_t *data = nullptr;
-  uint64_t size = 0;
-  ~Mapping() {
-    if (data)
-      ::munmap(const_cast<uint8_t *>(data), size);
   }
 };
 
@@ -407,7 +394,9 @@ bool CudaSession::Impl::quantizeOutput(size_t d, size_t i, const TensorRef &y, i
   constexpr size_t kLookahead = 8;
   const std::vector<Step> &steps = plan.devices[d].steps;
   const Device &dev = devs[d];
-  if (!copts.fuse || y.inner() % 32 != 0 || y.numel() > dev.xqElems)
+  // The integer GEMV runs for at most kPairGridMax tokens (mul_mat_id's per-pair form; plain matmuls
+  // only for one): past that, do not look.
+  if (!copts.fuse || t > kPairGridMax || y.inner() % 32 != 0 || y.numel() > dev.xqElems)
     return false;
   std::vector<TensorRef> in, out;
   for (size_t j = i + 1; j < steps.size() && j <= i + kLookahead && !isCollective(steps[j].op); ++j) {
@@ -458,8 +447,9 @@ void CudaSession::Impl::primeQuantized(Device &dev, const TensorRef &y) {
   dev.xqHeld = y.numel();
 }
 
-/// Runs step i of device d, or steps i and i + 1 as one kernel where that is the same computation: an
-/// add whose sum is normalized next (residual add + rms_norm, written both). Returns the steps done.
+/// Runs step i of device d, or steps i, i + 1, ... as one kernel where that is the same computation (see
+/// docs/architecture.md, "Fusion at run time"): residual add + rms_norm here, and the groups that
+/// groupedMatmul, routeChain and normRope recognise. Returns the steps done.
 size_t CudaSession::Impl::runFused(size_t d, size_t i, int64_t t) {
   const std::vector<Step> &steps = plan.devices[d].steps;
   const Step &s = steps[i];
@@ -1228,33 +1218,10 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
     if (std::string e = m.checkAll(t); !e.empty())
       return E::error("plan does not fit its ops: " + e);
 
-  // The weights' source.
-  Mapping map;
-  const uint8_t *src = opts.ggufData;
-  if (src) {
-    if (opts.ggufDataSize < p.ggufSize)
-      return E::error(fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}",
-                                  opts.ggufDataSize, p.ggufSize));
-  } else {
-    auto checked = checkPlanGguf(p, opts.ggufPath);
-    if (!checked)
-      return E::error(checked.message());
-    int fd = ::open(checked->c_str(), O_RDONLY);
-    if (fd < 0)
-      return E::error(fmt::format("cannot open GGUF '{}': {}", *checked, std::strerror(errno)));
-    if (p.ggufSize > 0) {
-      void *addr = ::mmap(nullptr, p.ggufSize, PROT_READ, MAP_PRIVATE, fd, 0);
-      ::close(fd);
-      if (addr == MAP_FAILED)
-        return E::error(fmt::format("cannot mmap GGUF '{}': {}", *checked, std::strerror(errno)));
-      map.data = static_cast<const uint8_t *>(addr);
-      map.size = p.ggufSize;
-      ::madvise(addr, p.ggufSize, MADV_SEQUENTIAL);
-    } else {
-      ::close(fd);
-    }
-    src = map.data;
-  }
+  auto weights = openWeightSource(p, opts);
+  if (!weights)
+    return E::error(weights.message());
+  const uint8_t *src = weights->data;
 
   try {
     // Sizes per logical device, then capacity per GPU (several logical devices may share one).
@@ -1381,35 +1348,17 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       dev.tokens = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
       dev.positions = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
       dev.logits = reinterpret_cast<float *>(take(p.model.maxBatch * p.model.nVocab * 4));
-      for (size_t i = 0; i < dp.tensors.size(); ++i) {
-        const TensorDesc &t = dp.tensors[i];
-        switch (t.storage) {
-        case Storage::Activation:
-          dev.ptr[i] = dev.acts.p + t.offset;
-          break;
-        case Storage::Weight:
-          dev.ptr[i] = dev.weights.p + dev.sliceOffset[t.index];
-          break;
-        case Storage::Kv:
-          dev.ptr[i] = dev.kv[t.index].k;
-          break;
-        case Storage::InputTokens:
-          dev.ptr[i] = dev.tokens;
-          break;
-        case Storage::InputPositions:
-          dev.ptr[i] = dev.positions;
-          break;
-        case Storage::OutputLogits:
-          dev.ptr[i] = dev.logits;
-          if (d == 0 && m.logitsTensor < 0)
-            m.logitsTensor = static_cast<int32_t>(i);
-          break;
-        case Storage::View:
-          dev.ptr[i] = static_cast<uint8_t *>(dev.ptr[t.index]) + t.offset;
-          break;
-        }
-      }
+      exec::StorageBases bases;
+      bases.acts = dev.acts.p;
+      for (uint64_t off : dev.sliceOffset)
+        bases.weights.push_back(dev.weights.p + off);
+      bases.kv = &dev.kv;
+      bases.tokens = dev.tokens;
+      bases.positions = dev.positions;
+      bases.logits = dev.logits;
+      dev.ptr = exec::resolveTensors(dp, bases);
     }
+    m.logitsTensor = exec::logitsTensorOf(p.devices[0]);
     if (m.logitsTensor < 0)
       return E::error("device 0 has no OUTPUT_LOGITS tensor; recompile the plan");
 

@@ -58,15 +58,17 @@ __host__ __device__ __forceinline__ uint32_t ld32h(const uint8_t *p) {
 }
 __host__ __device__ __forceinline__ uint32_t byteOf(uint32_t v, int i) { return (v >> (8 * i)) & 0xff; }
 
-/// The (scale, min) of group j of a Q4_K/Q5_K super-block (Blocks.h scaleMinK4).
-__host__ __device__ __forceinline__ void scaleMinK4(int j, const uint8_t *q, int &sc, int &m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
+/// The (scale, min) of group g of a Q4_K/Q5_K super-block (Blocks.h scaleMinK4) from its three scale
+/// words, with shifts only and both encodings computed, one selected: lanes of a warp hold different
+/// groups, and a byte array indexed by g would live in local memory.
+__host__ __device__ __forceinline__ void scaleMinK4(uint32_t s0, uint32_t s1, uint32_t s2, int g, uint32_t &sc,
+                                                    uint32_t &mn) {
+  const int g4 = g & 3;
+  const uint32_t scLo = byteOf(s0, g4) & 63, mnLo = byteOf(s1, g4) & 63;
+  const uint32_t scHi = (byteOf(s2, g4) & 0xf) | ((byteOf(s0, g4) >> 6) << 4);
+  const uint32_t mnHi = (byteOf(s2, g4) >> 4) | ((byteOf(s1, g4) >> 6) << 4);
+  sc = g < 4 ? scLo : scHi;
+  mn = g < 4 ? mnLo : mnHi;
 }
 
 /// Element count of a type's block.
@@ -88,6 +90,59 @@ TPC_QUANT_TRAITS(Q4_K, 256, 144, false)
 TPC_QUANT_TRAITS(Q5_K, 256, 176, false)
 TPC_QUANT_TRAITS(Q6_K, 256, 210, false)
 #undef TPC_QUANT_TRAITS
+
+/// Chunk c (group c % 8 of super-block c / 8) of a Q4_K/Q5_K row: its scale d * sc and offset dmin * m,
+/// and its 32 quants as the bytes of q[8] (element 4i + j is byte j of q[i]; Q5_K's fifth bit included).
+struct KGroup {
+  float d, m;
+  uint32_t q[8];
+};
+template <GGMLType T> __host__ __device__ __forceinline__ KGroup k45Group(const uint8_t *row, int64_t c) {
+  const uint8_t *b = row + (c >> 3) * QuantTraits<T>::kBytes;
+  const int g = int(c & 7), shift = 4 * (g & 1);
+  const uint32_t dm = ld32(b);
+  uint32_t sc, mn;
+  scaleMinK4(ld32(b + 4), ld32(b + 8), ld32(b + 12), g, sc, mn);
+  KGroup r;
+  r.d = halfBits(dm & 0xffff) * float(sc);
+  r.m = halfBits(dm >> 16) * float(mn);
+  const uint4 *qs = reinterpret_cast<const uint4 *>(b + (T == GGMLType::Q4_K ? 16 : 48) + 32 * (g >> 1));
+  const uint4 q0 = qs[0], q1 = qs[1];
+  const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+  uint32_t hw[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if constexpr (T == GGMLType::Q5_K) {
+    const uint4 h0 = reinterpret_cast<const uint4 *>(b + 16)[0], h1 = reinterpret_cast<const uint4 *>(b + 16)[1];
+    hw[0] = h0.x, hw[1] = h0.y, hw[2] = h0.z, hw[3] = h0.w, hw[4] = h1.x, hw[5] = h1.y, hw[6] = h1.z, hw[7] = h1.w;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    r.q[i] = ((qw[i] >> shift) & 0x0F0F0F0Fu) | (((hw[i] >> g) & 0x01010101u) << 4);
+  return r;
+}
+
+/// Chunk c of a Q6_K row: d times the scales of its two halves of 16, and its 32 six-bit quants
+/// (unsigned, 32 = zero) as the bytes of q[8].
+struct Q6Group {
+  float d0, d1;
+  int8_t sc0, sc1;
+  float d;
+  uint32_t q[8];
+};
+__host__ __device__ __forceinline__ Q6Group q6Group(const uint8_t *row, int64_t c) {
+  const uint8_t *b = row + (c >> 3) * 210;
+  const int g = int(c & 7), half = g >> 2, p = g & 3;
+  const uint8_t *ql = b + 64 * half + 32 * (p & 1), *qh = b + 128 + 32 * half;
+  const int lshift = 4 * (p >> 1), hshift = 2 * p;
+  const int8_t *scales = reinterpret_cast<const int8_t *>(b + 192) + 8 * half + 2 * p;
+  Q6Group r;
+  r.d = halfBits(ld16(b + 208));
+  r.sc0 = scales[0], r.sc1 = scales[1];
+  r.d0 = r.d * float(r.sc0), r.d1 = r.d * float(r.sc1);
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    r.q[i] = ((ld32h(ql + 4 * i) >> lshift) & 0x0F0F0F0Fu) | (((ld32h(qh + 4 * i) >> hshift) & 0x03030303u) << 4);
+  return r;
+}
 
 /// Elements [32c, 32c + 32) of a row of k elements of type T, as floats.
 template <GGMLType T>
@@ -194,58 +249,19 @@ __host__ __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c
         w[4 * i + j] = d * qf(byteOf(q, j) ^ 0x80, 128); // int8 + 128, unsigned
     }
   } else if constexpr (T == GGMLType::Q4_K || T == GGMLType::Q5_K) {
-    constexpr int kBytes = QuantTraits<T>::kBytes;
-    const uint8_t *b = row + (c >> 3) * kBytes;
-    const int g = int(c & 7), pair = g >> 1, shift = 4 * (g & 1);
-    const uint32_t dm = ld32(b);
-    // scaleMinK4 on the three scale words with shifts only (a byte array indexed by g would live in
-    // local memory).
-    const uint32_t s0 = ld32(b + 4), s1 = ld32(b + 8), s2 = ld32(b + 12);
-    int sc, mn;
-    if (g < 4) {
-      sc = byteOf(s0, g) & 63;
-      mn = byteOf(s1, g) & 63;
-    } else {
-      sc = (byteOf(s2, g - 4) & 0xf) | ((byteOf(s0, g - 4) >> 6) << 4);
-      mn = (byteOf(s2, g - 4) >> 4) | ((byteOf(s1, g - 4) >> 6) << 4);
-    }
-    const float d = halfBits(dm & 0xffff) * float(sc), m = halfBits(dm >> 16) * float(mn);
-    const uint8_t *qs = b + (T == GGMLType::Q4_K ? 16 : 48) + 32 * pair;
-    const uint4 q0 = reinterpret_cast<const uint4 *>(qs)[0], q1 = reinterpret_cast<const uint4 *>(qs)[1];
-    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-    uint32_t hw[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if constexpr (T == GGMLType::Q5_K) {
-      const uint4 h0 = reinterpret_cast<const uint4 *>(b + 16)[0],
-                  h1 = reinterpret_cast<const uint4 *>(b + 16)[1];
-      hw[0] = h0.x, hw[1] = h0.y, hw[2] = h0.z, hw[3] = h0.w, hw[4] = h1.x, hw[5] = h1.y, hw[6] = h1.z,
-      hw[7] = h1.w;
-    }
+    const KGroup k = k45Group<T>(row, c);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        uint32_t q = (byteOf(qw[i], j) >> shift) & 0xf;
-        if constexpr (T == GGMLType::Q5_K)
-          q |= ((byteOf(hw[i], j) >> g) & 1) << 4;
-        w[4 * i + j] = fmaf(d, qf(q), -m);
-      }
+      for (int j = 0; j < 4; ++j)
+        w[4 * i + j] = fmaf(k.d, qf(byteOf(k.q[i], j)), -k.m);
   } else if constexpr (T == GGMLType::Q6_K) {
-    const uint8_t *b = row + (c >> 3) * 210;
-    const int g = int(c & 7), half = g >> 2, p = g & 3;
-    const uint8_t *ql = b + 64 * half + 32 * (p & 1), *qh = b + 128 + 32 * half;
-    const int lshift = 4 * (p >> 1), hshift = 2 * p;
-    const float d = halfBits(ld16(b + 208));
-    const int8_t *scales = reinterpret_cast<const int8_t *>(b + 192) + 8 * half + 2 * p;
-    const float d0 = d * float(scales[0]), d1 = d * float(scales[1]);
+    const Q6Group k = q6Group(row, c);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t l4 = ld32h(ql + 4 * i), h4 = ld32h(qh + 4 * i);
+    for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t q = ((byteOf(l4, j) >> lshift) & 0xf) | (((byteOf(h4, j) >> hshift) & 3) << 4);
-        w[4 * i + j] = (i < 4 ? d0 : d1) * qf(q, 32);
-      }
-    }
+      for (int j = 0; j < 4; ++j)
+        w[4 * i + j] = (i < 4 ? k.d0 : k.d1) * qf(byteOf(k.q[i], j), 32);
   }
 }
 
@@ -282,58 +298,27 @@ template <GGMLType T>
 __host__ __device__ __forceinline__ float dotChunk(const uint8_t *row, int64_t c, int64_t k,
                                                    const float xv[32], const XSums &xs) {
   if constexpr (T == GGMLType::Q4_K || T == GGMLType::Q5_K) {
-    constexpr int kBytes = QuantTraits<T>::kBytes;
-    const uint8_t *b = row + (c >> 3) * kBytes;
-    const int g = int(c & 7), pair = g >> 1, shift = 4 * (g & 1), g4 = g & 3;
-    const uint32_t dm = ld32(b), s0 = ld32(b + 4), s1 = ld32(b + 8), s2 = ld32(b + 12);
-    // Both scale encodings, selected without a branch (lanes of a warp hold different groups).
-    const uint32_t scLo = byteOf(s0, g4) & 63, mnLo = byteOf(s1, g4) & 63;
-    const uint32_t scHi = (byteOf(s2, g4) & 0xf) | ((byteOf(s0, g4) >> 6) << 4);
-    const uint32_t mnHi = (byteOf(s2, g4) >> 4) | ((byteOf(s1, g4) >> 6) << 4);
-    const float d = halfBits(dm & 0xffff) * float(g < 4 ? scLo : scHi);
-    const float m = halfBits(dm >> 16) * float(g < 4 ? mnLo : mnHi);
-    const uint8_t *qs = b + (T == GGMLType::Q4_K ? 16 : 48) + 32 * pair;
-    const uint4 q0 = reinterpret_cast<const uint4 *>(qs)[0], q1 = reinterpret_cast<const uint4 *>(qs)[1];
-    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-    uint32_t hw[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if constexpr (T == GGMLType::Q5_K) {
-      const uint4 h0 = reinterpret_cast<const uint4 *>(b + 16)[0],
-                  h1 = reinterpret_cast<const uint4 *>(b + 16)[1];
-      hw[0] = h0.x, hw[1] = h0.y, hw[2] = h0.z, hw[3] = h0.w, hw[4] = h1.x, hw[5] = h1.y, hw[6] = h1.z,
-      hw[7] = h1.w;
-    }
+    const KGroup k = k45Group<T>(row, c);
     float sum = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      uint32_t v = (qw[i] >> shift) & 0x0F0F0F0Fu;
-      if constexpr (T == GGMLType::Q5_K)
-        v |= ((hw[i] >> g) & 0x01010101u) << 4;
+    for (int i = 0; i < 8; ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        sum = fmaf(byteF(v, j), xv[4 * i + j], sum);
-    }
-    return d * sum - m * xs.all;
+        sum = fmaf(byteF(k.q[i], j), xv[4 * i + j], sum);
+    return k.d * sum - k.m * xs.all;
   } else if constexpr (T == GGMLType::Q6_K) {
-    const uint8_t *b = row + (c >> 3) * 210;
-    const int g = int(c & 7), half = g >> 2, p = g & 3;
-    const uint8_t *ql = b + 64 * half + 32 * (p & 1), *qh = b + 128 + 32 * half;
-    const int lshift = 4 * (p >> 1), hshift = 2 * p;
-    const float d = halfBits(ld16(b + 208));
-    const int8_t *scales = reinterpret_cast<const int8_t *>(b + 192) + 8 * half + 2 * p;
+    const Q6Group k = q6Group(row, c);
     float lo = 0, hi = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t v = ((ld32h(ql + 4 * i) >> lshift) & 0x0F0F0F0Fu) |
-                         (((ld32h(qh + 4 * i) >> hshift) & 0x03030303u) << 4);
+    for (int i = 0; i < 8; ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (i < 4)
-          lo = fmaf(byteF(v, j), xv[4 * i + j], lo);
+          lo = fmaf(byteF(k.q[i], j), xv[4 * i + j], lo);
         else
-          hi = fmaf(byteF(v, j), xv[4 * i + j], hi);
+          hi = fmaf(byteF(k.q[i], j), xv[4 * i + j], hi);
       }
-    }
-    return d * (float(scales[0]) * (lo - 32 * xs.lo) + float(scales[1]) * (hi - 32 * (xs.all - xs.lo)));
+    return k.d * (float(k.sc0) * (lo - 32 * xs.lo) + float(k.sc1) * (hi - 32 * (xs.all - xs.lo)));
   } else if constexpr (T == GGMLType::Q8_0) {
     const uint8_t *b = row + c * 34;
     const float d = halfBits(ld16(b));
@@ -513,16 +498,9 @@ template <GGMLType T> struct IntDotK45 {
       dl = dp4a(int(l), x.lo[j], dl);
       dh = dp4a(int(hh), x.hi[j], dh);
     }
-    // Scales and mins of groups 2p, 2p + 1 (scaleMinK4), both encodings computed, one selected.
-    const int g = 2 * p & 3; // byte index of group 2p in its encoding
-    const uint32_t s0 = hd.y, s1 = hd.z, s2 = hd.w;
-    const bool low = p < 2;
-    const uint32_t sc0 = low ? byteOf(s0, g) & 63 : (byteOf(s2, g) & 0xf) | ((byteOf(s0, g) >> 6) << 4);
-    const uint32_t m0 = low ? byteOf(s1, g) & 63 : (byteOf(s2, g) >> 4) | ((byteOf(s1, g) >> 6) << 4);
-    const uint32_t sc1 =
-        low ? byteOf(s0, g + 1) & 63 : (byteOf(s2, g + 1) & 0xf) | ((byteOf(s0, g + 1) >> 6) << 4);
-    const uint32_t m1 =
-        low ? byteOf(s1, g + 1) & 63 : (byteOf(s2, g + 1) >> 4) | ((byteOf(s1, g + 1) >> 6) << 4);
+    uint32_t sc0, m0, sc1, m1;
+    scaleMinK4(hd.y, hd.z, hd.w, 2 * p, sc0, m0);
+    scaleMinK4(hd.y, hd.z, hd.w, 2 * p + 1, sc1, m1);
     const float d = halfBits(hd.x & 0xffff), dmin = halfBits(hd.x >> 16);
     return d * (float(sc0) * x.dlo * float(dl) + float(sc1) * x.dhi * float(dh)) -
            dmin * (float(m0) * x.slo + float(m1) * x.shi);

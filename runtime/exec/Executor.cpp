@@ -18,10 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <fcntl.h>
 #include <mutex>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -45,16 +42,6 @@ struct Arena {
     return data != nullptr;
   }
   ~Arena() { std::free(data); }
-};
-
-/// A read-only mapping of the GGUF.
-struct Mapping {
-  const uint8_t *data = nullptr;
-  uint64_t size = 0;
-  ~Mapping() {
-    if (data)
-      ::munmap(const_cast<uint8_t *>(data), size);
-  }
 };
 
 struct Device {
@@ -358,31 +345,10 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
   m.threadsPerDevice = std::max(1, threads / static_cast<int>(n));
 
   // The weights' source: memory (tests) or the GGUF checked against the plan and mmapped.
-  Mapping map;
-  const uint8_t *src = opts.ggufData;
-  if (src) {
-    if (opts.ggufDataSize < p.ggufSize)
-      return E::error(fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}",
-                                  opts.ggufDataSize, p.ggufSize));
-  } else {
-    auto checked = checkPlanGguf(p, opts.ggufPath);
-    if (!checked)
-      return E::error(checked.message());
-    int fd = ::open(checked->c_str(), O_RDONLY);
-    if (fd < 0)
-      return E::error(fmt::format("cannot open GGUF '{}': {}", *checked, std::strerror(errno)));
-    if (p.ggufSize > 0) {
-      void *addr = ::mmap(nullptr, p.ggufSize, PROT_READ, MAP_PRIVATE, fd, 0);
-      ::close(fd);
-      if (addr == MAP_FAILED)
-        return E::error(fmt::format("cannot mmap GGUF '{}': {}", *checked, std::strerror(errno)));
-      map.data = static_cast<const uint8_t *>(addr);
-      map.size = p.ggufSize;
-    } else {
-      ::close(fd);
-    }
-    src = map.data;
-  }
+  auto weights = openWeightSource(p, opts);
+  if (!weights)
+    return E::error(weights.message());
+  const uint8_t *src = weights->data;
 
   // Capacity: every CPU "device" lives in host memory, so all arenas together must fit in RAM.
   {
@@ -438,38 +404,18 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
     dev.tokens.assign(p.model.maxBatch, 0);
     dev.positions.assign(p.model.maxBatch, 0);
     dev.tg = std::make_unique<ThreadGroup>(m.threadsPerDevice);
-    // Resolve every tensor's address (views come after their bases; validatePlan checked the order).
-    dev.ptr.assign(dp.tensors.size(), nullptr);
-    for (size_t i = 0; i < dp.tensors.size(); ++i) {
-      const TensorDesc &t = dp.tensors[i];
-      switch (t.storage) {
-      case Storage::Activation:
-        dev.ptr[i] = dev.acts.data + t.offset;
-        break;
-      case Storage::Weight:
-        dev.ptr[i] = dev.weights.data + dp.weights[t.index].offset;
-        break;
-      case Storage::Kv:
-        dev.ptr[i] = dev.kv[t.index].k;
-        break;
-      case Storage::InputTokens:
-        dev.ptr[i] = dev.tokens.data();
-        break;
-      case Storage::InputPositions:
-        dev.ptr[i] = dev.positions.data();
-        break;
-      case Storage::OutputLogits:
-        if (dev.logits.empty())
-          dev.logits.assign(static_cast<size_t>(p.model.maxBatch * p.model.nVocab), 0.0f);
-        dev.ptr[i] = dev.logits.data();
-        if (d == 0 && m.logitsTensor < 0)
-          m.logitsTensor = static_cast<int32_t>(i);
-        break;
-      case Storage::View:
-        dev.ptr[i] = static_cast<uint8_t *>(dev.ptr[t.index]) + t.offset;
-        break;
-      }
+    StorageBases bases;
+    bases.acts = dev.acts.data;
+    for (const WeightSlice &w : dp.weights)
+      bases.weights.push_back(dev.weights.data + w.offset);
+    bases.kv = &dev.kv;
+    bases.tokens = dev.tokens.data();
+    bases.positions = dev.positions.data();
+    if (logitsTensorOf(dp) >= 0) {
+      dev.logits.assign(static_cast<size_t>(p.model.maxBatch * p.model.nVocab), 0.0f);
+      bases.logits = dev.logits.data();
     }
+    dev.ptr = resolveTensors(dp, bases);
     // Copy the weight slices, piece by piece, rows in order.
     const std::vector<WeightSlice> &ws = dp.weights;
     uint8_t *base = dev.weights.data;
@@ -482,6 +428,7 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
       }
     });
   }
+  m.logitsTensor = logitsTensorOf(p.devices[0]);
   if (m.logitsTensor < 0)
     return E::error("device 0 has no OUTPUT_LOGITS tensor; recompile the plan");
   for (int64_t t : {int64_t(1), p.model.maxBatch})

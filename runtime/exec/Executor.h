@@ -32,6 +32,15 @@ struct SessionOptions {
   uint64_t maxDeviceBytes = 0; ///< capacity per device (0: no limit); opening fails naming the device
 };
 
+/// The bytes a session copies weight slices from (the pieces' file offsets index them): SessionOptions::
+/// ggufData, or the plan's GGUF, checked against the plan and mapped read-only until the last copy of
+/// `mapping` goes.
+struct WeightSource {
+  const uint8_t *data = nullptr;
+  std::shared_ptr<const void> mapping;
+};
+Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &opts);
+
 /// The checks every backend's evaluate() makes before running: as many positions as tokens (at least one),
 /// token ids inside the vocabulary, positions inside the context of `ctx` tokens. Empty when fine, else one
 /// line naming the problem and what to do.

@@ -82,6 +82,18 @@ void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, co
       xRows[ex].push_back(static_cast<int32_t>(perSlot ? ti * slots + j : ti));
       yRows[ex].push_back(static_cast<int32_t>(ti * slots + j));
     }
+  cpu::ExpertMatmul base;
+  base.w = w.data;
+  base.wType = typeOf(w);
+  base.n = n;
+  base.k = k;
+  base.wRowStride = rowBytesOf(w);
+  base.wExpertStride = base.wRowStride * static_cast<size_t>(n);
+  base.nExperts = e;
+  base.x = x.f();
+  base.xRowStride = static_cast<size_t>(k);
+  base.y = y.f();
+  base.yRowStride = static_cast<size_t>(n);
   if (t <= 4) {
     // Decode: every used expert in one parallel job (per-expert jobs would be a few rows each).
     std::vector<int32_t> experts, xr, yr;
@@ -91,18 +103,8 @@ void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, co
       yr.insert(yr.end(), yRows[ex].begin(), yRows[ex].end());
     }
     cpu::MatmulIdGroupedArgs g;
-    g.w = w.data;
-    g.wType = typeOf(w);
-    g.n = n;
-    g.k = k;
-    g.wRowStride = rowBytesOf(w);
-    g.wExpertStride = g.wRowStride * static_cast<size_t>(n);
-    g.nExperts = e;
-    g.x = x.f();
-    g.xRowStride = static_cast<size_t>(k);
+    static_cast<cpu::ExpertMatmul &>(g) = base;
     g.xRowCount = x.rows();
-    g.y = y.f();
-    g.yRowStride = static_cast<size_t>(n);
     g.experts = experts.data();
     g.xRows = xr.data();
     g.yRows = yr.data();
@@ -111,17 +113,7 @@ void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, co
     return;
   }
   cpu::MatmulIdArgs a;
-  a.w = w.data;
-  a.wType = typeOf(w);
-  a.n = n;
-  a.k = k;
-  a.wRowStride = rowBytesOf(w);
-  a.wExpertStride = a.wRowStride * static_cast<size_t>(n);
-  a.nExperts = e;
-  a.x = x.f();
-  a.xRowStride = static_cast<size_t>(k);
-  a.y = y.f();
-  a.yRowStride = static_cast<size_t>(n);
+  static_cast<cpu::ExpertMatmul &>(a) = base;
   for (int64_t ex = 0; ex < e; ++ex) {
     if (xRows[ex].empty())
       continue;

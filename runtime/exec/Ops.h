@@ -134,6 +134,19 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
 /// Tensor `id` of device plan `dp` at address ptrs[id], with the token dimension at `t` (what every backend
 /// hands its ops; the address may be host or device memory).
 TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int32_t id, int64_t t);
+/// Where a device's storage kinds start (host or device memory); resolveTensors derives each tensor's
+/// address from them, for every backend.
+struct StorageBases {
+  uint8_t *acts = nullptr;
+  std::vector<uint8_t *> weights; ///< one per weight slice
+  const std::vector<KvBuffers> *kv = nullptr;
+  void *tokens = nullptr, *positions = nullptr, *logits = nullptr;
+};
+/// The address of every tensor of `dp` (views after their bases, which validatePlan checked).
+std::vector<void *> resolveTensors(const DevicePlan &dp, const StorageBases &b);
+/// The index of dp's OUTPUT_LOGITS tensor, or -1.
+int32_t logitsTensorOf(const DevicePlan &dp);
+
 /// bindTensor for every input and output of `s`.
 void bindOperands(const DevicePlan &dp, const std::vector<void *> &ptrs, const Step &s, int64_t t,
                   std::vector<TensorRef> &in, std::vector<TensorRef> &out);

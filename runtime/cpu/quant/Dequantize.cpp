@@ -8,6 +8,7 @@
 #include "runtime/cpu/quant/Quant.h"
 
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 
 namespace tpc::rt::cpu {
@@ -138,8 +139,9 @@ void dequantQ3_K(const BlockQ3_K *b, float *y, int64_t nb) {
   }
 }
 
-/// Dequantizes nb Q4_K blocks into y.
-void dequantQ4_K(const BlockQ4_K *b, float *y, int64_t nb) {
+/// Dequantizes nb Q4_K or Q5_K blocks into y (Q5_K: group j takes its fifth bit from bit j of qh[l]).
+template <typename Block> void dequantK45(const Block *b, float *y, int64_t nb) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
   for (int64_t i = 0; i < nb; ++i) {
     float d = fp16ToFp32(b[i].d), dmin = fp16ToFp32(b[i].dmin);
     const uint8_t *q = b[i].qs;
@@ -148,29 +150,18 @@ void dequantQ4_K(const BlockQ4_K *b, float *y, int64_t nb) {
       scaleMinK4(j, b[i].scales, sc0, m0);
       scaleMinK4(j + 1, b[i].scales, sc1, m1);
       float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
-      for (int l = 0; l < 32; ++l)
-        *y++ = d0 * (q[l] & 0xf) - mm0;
-      for (int l = 0; l < 32; ++l)
-        *y++ = d1 * (q[l] >> 4) - mm1;
-    }
-  }
-}
-
-/// Dequantizes nb Q5_K blocks into y.
-void dequantQ5_K(const BlockQ5_K *b, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i) {
-    float d = fp16ToFp32(b[i].d), dmin = fp16ToFp32(b[i].dmin);
-    const uint8_t *q = b[i].qs;
-    for (int j = 0; j < 8; j += 2, q += 32) {
-      uint8_t sc0, m0, sc1, m1;
-      scaleMinK4(j, b[i].scales, sc0, m0);
-      scaleMinK4(j + 1, b[i].scales, sc1, m1);
-      float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
-      // Group j takes its fifth bit from bit j of qh[l].
-      for (int l = 0; l < 32; ++l)
-        *y++ = d0 * ((q[l] & 0xf) + (((b[i].qh[l] >> j) & 1) << 4)) - mm0;
-      for (int l = 0; l < 32; ++l)
-        *y++ = d1 * ((q[l] >> 4) + (((b[i].qh[l] >> (j + 1)) & 1) << 4)) - mm1;
+      for (int l = 0; l < 32; ++l) {
+        int v = q[l] & 0xf;
+        if constexpr (kQ5)
+          v += ((b[i].qh[l] >> j) & 1) << 4;
+        *y++ = d0 * v - mm0;
+      }
+      for (int l = 0; l < 32; ++l) {
+        int v = q[l] >> 4;
+        if constexpr (kQ5)
+          v += ((b[i].qh[l] >> (j + 1)) & 1) << 4;
+        *y++ = d1 * v - mm1;
+      }
     }
   }
 }
@@ -281,9 +272,9 @@ void dequantizeRow(GGMLType t, const void *src, float *dst, int64_t n) {
   case GGMLType::Q3_K:
     return dequantQ3_K(static_cast<const BlockQ3_K *>(src), dst, nb);
   case GGMLType::Q4_K:
-    return dequantQ4_K(static_cast<const BlockQ4_K *>(src), dst, nb);
+    return dequantK45(static_cast<const BlockQ4_K *>(src), dst, nb);
   case GGMLType::Q5_K:
-    return dequantQ5_K(static_cast<const BlockQ5_K *>(src), dst, nb);
+    return dequantK45(static_cast<const BlockQ5_K *>(src), dst, nb);
   case GGMLType::Q6_K:
     return dequantQ6_K(static_cast<const BlockQ6_K *>(src), dst, nb);
   case GGMLType::Q8_K:
