@@ -11,6 +11,7 @@
 #include "runtime/cpu/quant/Blocks.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/cuda/Matmul.cuh"
+#include "test/common/TestSupport.h"
 
 #include <chrono>
 #include <cstring>
@@ -73,19 +74,6 @@ std::vector<uint8_t> randomWeight(GGMLType t, int64_t rows, int64_t k, uint32_t 
   return bytes;
 }
 
-std::vector<float> exactMatmul(const std::vector<float> &x, const std::vector<float> &w, int64_t m, int64_t n,
-                               int64_t k) {
-  std::vector<float> y(m * n);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t c = 0; c < k; ++c)
-        s += double(x[i * k + c]) * w[j * k + c];
-      y[i * n + j] = static_cast<float>(s);
-    }
-  return y;
-}
-
 const GGMLType kTypes[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0,
                            GGMLType::Q4_1, GGMLType::Q5_0, GGMLType::Q5_1, GGMLType::Q8_0,
                            GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
@@ -106,7 +94,7 @@ TEST(CudaKernels, MatmulEveryTypeGemvAndCublas) {
       Pair p = runBoth(mk, {{0, 1}});
       ASSERT_TRUE(p.gpu);
       auto got = p.gpu->tensorData(0, y, 1);
-      auto want = exactMatmul(xv, deq, m, n, k);
+      auto want = tpc::test::refMatmul(xv, deq, m, n, k);
       // f32 GEMV accumulation vs f16 operands on the cuBLAS path; the integer decode path rounds x to
       // 8 bits like the CPU backend (hence its tolerance).
       cuda::GemvArgs probe;
@@ -140,7 +128,7 @@ TEST(CudaKernels, MatmulDecodeWideRowsEveryThreadShape) {
       ASSERT_TRUE(p.gpu);
       cuda::GemvArgs probe;
       probe.type = type, probe.k = k, probe.count = 1;
-      EXPECT_LE(relErr(exactMatmul(xv, deq, 1, n, k), p.gpu->tensorData(0, y, 1)),
+      EXPECT_LE(relErr(tpc::test::refMatmul(xv, deq, 1, n, k), p.gpu->tensorData(0, y, 1)),
                 cuda::gemvUsesIntDot(probe) ? 3e-2 : 1e-5);
     }
 }

@@ -13,6 +13,7 @@
 #include "runtime/plan/PlanIO.h"
 
 #include "test/common/FixtureReference.h"
+#include "test/common/TestSupport.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace tpc::rt;
@@ -31,20 +31,6 @@ using Reference = tpc::test::FixtureReference;
 
 Reference readReference(const std::string &dir, const std::string &name) {
   return tpc::test::readFixtureReference(dir + "/" + name);
-}
-
-/// Runs a shell command; returns its exit status and combined output.
-std::pair<int, std::string> shell(const std::string &cmd) {
-  std::string out;
-  FILE *p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p)
-    return {-1, out};
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
-    out.append(buf, n);
-  int rc = ::pclose(p);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
 }
 
 const std::string kTpc = std::string(TPC_BINARY_DIR) + "/bin/tpc";
@@ -59,7 +45,7 @@ std::string compile(const std::string &gguf, int devices, const std::string &spl
     cmd += " --tensor-split " + split;
   if (!flags.empty())
     cmd += " " + flags;
-  auto [rc, out] = shell(cmd);
+  auto [rc, out] = tpc::test::runShell(cmd + " 2>&1");
   EXPECT_EQ(rc, 0) << cmd << "\n" << out;
   return rc == 0 ? plan : "";
 }
@@ -190,7 +176,8 @@ TEST_P(Fidelity, MatchesReference) {
       want += (k ? "," : "") + std::to_string(ref.greedy[k]);
     const std::string dump = plan + ".f32";
     auto [rc, out] =
-        shell(kTpc + " run " + plan + " --prompt-ids " + ids + " --greedy -n 16 -t 2 --dump-logits " + dump);
+        tpc::test::runShell(kTpc + " run " + plan + " --prompt-ids " + ids + " --greedy -n 16 -t 2 --dump-logits " + dump +
+                       " 2>&1");
     ASSERT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("generated ids: " + want), std::string::npos) << out;
     std::ifstream lf(dump, std::ios::binary);

@@ -14,13 +14,13 @@
 #include "compiler/tokenizer/GGUFTokenizer.h"
 
 #include "test/common/FixtureReference.h"
+#include "test/common/TestSupport.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace tpc;
@@ -336,20 +336,6 @@ TEST(Fixture, TinyQwen3MoeQ8_0OnOneAndThreeDevices) {
 
 namespace {
 
-/// Runs a shell command, returning its exit status and stdout.
-std::pair<int, std::string> shell(const std::string &cmd) {
-  std::string out;
-  FILE *p = ::popen(cmd.c_str(), "r");
-  if (!p)
-    return {-1, out};
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
-    out.append(buf, n);
-  int rc = ::pclose(p);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
-}
-
 TEST(TpcRun, GreedyDumpMatchesReferenceOnTwoDevices) {
   const char *shared = std::getenv("TPC_SHARED_DIR");
   std::string dir = shared ? std::string(shared) + "/fixtures" : "";
@@ -368,7 +354,7 @@ TEST(TpcRun, GreedyDumpMatchesReferenceOnTwoDevices) {
   for (size_t i = 0; i < ref.prompt.size(); ++i)
     ids += (i ? "," : "") + std::to_string(ref.prompt[i]);
   // max_batch 8 < 12 prompt tokens: the prompt runs in two chunks.
-  auto [rc, out] = shell(tpc + " run " + base + ".plan --prompt-ids " + ids +
+  auto [rc, out] = tpc::test::runShell(tpc + " run " + base + ".plan --prompt-ids " + ids +
                          " --greedy -n 16 -t 2 --dump-logits " + base + ".f32 2>/dev/null");
   ASSERT_EQ(rc, 0) << out;
   std::string want;
@@ -385,22 +371,22 @@ TEST(TpcRun, GreedyDumpMatchesReferenceOnTwoDevices) {
   EXPECT_LE(maxAbs, ref.tolMax);
 
   // Text in, text out, and the bench table.
-  auto [rc2, text] = shell(tpc + " run " + base + ".plan -p 'Once upon a time' -n 4 --greedy -t 2 2>&1");
+  auto [rc2, text] = tpc::test::runShell(tpc + " run " + base + ".plan -p 'Once upon a time' -n 4 --greedy -t 2 2>&1");
   EXPECT_EQ(rc2, 0) << text;
   EXPECT_NE(text.find("Once upon a time"), std::string::npos) << text;
-  auto [rc3, bench] = shell(tpc + " run " + base + ".plan --bench -pp 16 -tg 4 -r 2 -t 2 2>&1");
+  auto [rc3, bench] = tpc::test::runShell(tpc + " run " + base + ".plan --bench -pp 16 -tg 4 -r 2 -t 2 2>&1");
   EXPECT_EQ(rc3, 0) << bench;
   EXPECT_NE(bench.find("| pp16 |"), std::string::npos) << bench;
   EXPECT_NE(bench.find("| tg4 |"), std::string::npos) << bench;
 
   // One-line errors naming the flag or file.
-  auto [rc4, err] = shell(tpc + " run " + base + ".plan --prompt-ids 1,x,3 2>&1");
+  auto [rc4, err] = tpc::test::runShell(tpc + " run " + base + ".plan --prompt-ids 1,x,3 2>&1");
   EXPECT_EQ(rc4, 1);
   EXPECT_NE(err.find("--prompt-ids: 'x'"), std::string::npos) << err;
-  auto [rc5, err2] = shell(tpc + " run " + base + ".plan --prompt-ids 1,2 -n 100 --ctx-size 50 2>&1");
+  auto [rc5, err2] = tpc::test::runShell(tpc + " run " + base + ".plan --prompt-ids 1,2 -n 100 --ctx-size 50 2>&1");
   EXPECT_EQ(rc5, 1);
   EXPECT_NE(err2.find("--ctx-size"), std::string::npos) << err2;
-  auto [rc6, err3] = shell(tpc + " run " + base + ".missing --prompt-ids 1 2>&1");
+  auto [rc6, err3] = tpc::test::runShell(tpc + " run " + base + ".missing --prompt-ids 1 2>&1");
   EXPECT_EQ(rc6, 1);
   EXPECT_NE(err3.find(base + ".missing"), std::string::npos) << err3;
   std::remove((base + ".plan").c_str());

@@ -7,6 +7,7 @@
 
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/exec/Ops.h"
+#include "test/common/TestSupport.h"
 
 #include <algorithm>
 #include <cmath>
@@ -206,20 +207,6 @@ TEST(Ops, SumPermuteViewConcat) {
         EXPECT_EQ(gs[(i * 4 + j) * 2 + k], X(i, j, k + 3));
 }
 
-/// Naive y = x·wᵀ with w given as dequantized floats.
-std::vector<float> refMatmul(const std::vector<float> &x, const std::vector<float> &w, int64_t m, int64_t n,
-                             int64_t k) {
-  std::vector<float> y(m * n);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t c = 0; c < k; ++c)
-        s += double(x[i * k + c]) * w[j * k + c];
-      y[i * n + j] = static_cast<float>(s);
-    }
-  return y;
-}
-
 /// Rows of `type` quantized from floats, and their dequantized values.
 std::vector<uint8_t> quantized(GGMLType type, const std::vector<float> &v, int64_t k,
                                std::vector<float> &deq) {
@@ -254,7 +241,7 @@ TEST(Ops, MatmulAndGetRowsEveryWeightKind) {
     auto s = mk.run(1, 3);
     ASSERT_TRUE(s);
     auto got = s->tensorData(0, y, 1);
-    auto want = refMatmul(xv, deq, m, n, k);
+    auto want = tpc::test::refMatmul(xv, deq, m, n, k);
     // Quantized types quantize the activations to 8 bits too (as the reference engine does).
     float tol = type == GGMLType::F32 ? 1e-4f : type == GGMLType::F16 ? 2e-3f : 0.15f;
     EXPECT_LT(maxAbsDiff(got, want), tol) << ggmlTypeName(type);
@@ -272,7 +259,7 @@ TEST(Ops, MatmulAndGetRowsEveryWeightKind) {
   mk.b(0).step(OpKind::Matmul, {x, w}, {y});
   auto s = mk.run();
   EXPECT_LT(maxAbsDiff(s->tensorData(0, y, 1),
-                       refMatmul(randomFloats(m * 64, 10), randomFloats(7 * 64, 11), m, 7, 64)),
+                       tpc::test::refMatmul(randomFloats(m * 64, 10), randomFloats(7 * 64, 11), m, 7, 64)),
             1e-4f);
 }
 
