@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Attention.cuh"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Launch.cuh"
 #include "runtime/cuda/Quant.cuh"
 #include "runtime/cuda/Reduce.cuh"
 
@@ -43,6 +44,7 @@ __device__ __forceinline__ void ropePair(const RopeArgs &a, int64_t p, int64_t &
 }
 
 __global__ void ropeKernel(RopeArgs a) {
+  pdlEnter();
   const int64_t half = a.nDims / 2, n = a.t * a.h * half;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -70,6 +72,7 @@ __global__ void ropeKernel(RopeArgs a) {
 
 /// One block (rowThreads(d) threads, one element each, as rmsNormKernel) per (part, token, head).
 __global__ void __launch_bounds__(1024) normRopeKernel(NormRopeArgs a) {
+  pdlEnter();
   __shared__ float row[1024];
   __shared__ float red[32];
   const RopeArgs &r = a.rope;
@@ -112,6 +115,7 @@ template <typename C> __device__ __forceinline__ float cacheLoad(const C *p) {
 }
 
 template <typename C> __global__ void appendKernel(AttentionArgs a) {
+  pdlEnter();
   const int64_t kn = a.hkv * a.dk, vn = a.hkv * a.dv, n = a.t * (kn + vn);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -134,6 +138,7 @@ template <typename C> __global__ void appendKernel(AttentionArgs a) {
 }
 
 template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attentionKernel(AttentionArgs a) {
+  pdlEnter();
   __shared__ float qs[kMaxHeadDim];
   __shared__ float wm[kAttnWarps], wl[kAttnWarps];
   __shared__ float wacc[kAttnWarps][kMaxHeadDim];
@@ -220,7 +225,7 @@ void launchRope(const RopeArgs &a, cudaStream_t s) {
   TPC_CUDA_ASSERT(a.nDims % 2 == 0 && a.nDims <= a.d, "rope: n_dims must be even and at most the head dim");
   if (a.t * a.h == 0)
     return;
-  ropeKernel<<<blocksFor(a.t * a.h * std::max<int64_t>(a.d / 2, 1)), 256, 0, s>>>(a);
+  launchKernel(ropeKernel, blocksFor(a.t * a.h * std::max<int64_t>(a.d / 2, 1)), 256, 0, s, a);
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -232,7 +237,7 @@ void launchNormRope(const NormRopeArgs &a, cudaStream_t s) {
   if (blocks == 0)
     return;
   TPC_CUDA_ASSERT(blocks <= 0x7fffffff, "norm + rope: too many rows");
-  normRopeKernel<<<static_cast<unsigned>(blocks), rowThreads(r.d), 0, s>>>(a);
+  launchKernel(normRopeKernel, static_cast<unsigned>(blocks), rowThreads(r.d), 0, s, a);
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -245,11 +250,11 @@ void launchAttention(const AttentionArgs &a, cudaStream_t s) {
   TPC_CUDA_ASSERT(!a.xq || a.dv % 32 == 0, "attention: quantized output needs head dims of whole 32-blocks");
   const int64_t n = a.t * a.hkv * (a.dk + a.dv);
   if (a.f16) {
-    appendKernel<uint16_t><<<blocksFor(n), 256, 0, s>>>(a);
-    attentionKernel<uint16_t><<<dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s>>>(a);
+    launchKernel(appendKernel<uint16_t>, blocksFor(n), 256, 0, s, a);
+    launchKernel(attentionKernel<uint16_t>, dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s, a);
   } else {
-    appendKernel<float><<<blocksFor(n), 256, 0, s>>>(a);
-    attentionKernel<float><<<dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s>>>(a);
+    launchKernel(appendKernel<float>, blocksFor(n), 256, 0, s, a);
+    launchKernel(attentionKernel<float>, dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s, a);
   }
   TPC_CUDA_CHECK(cudaGetLastError());
 }

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Collective.cuh"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Launch.cuh"
 
 #include <algorithm>
 
@@ -11,6 +12,7 @@ namespace tpc::rt::cuda {
 namespace {
 
 __global__ void loopbackKernel(LoopbackArgs a) {
+  pdlEnter();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.count;
        i += int64_t(gridDim.x) * blockDim.x) {
     float s = 0;
@@ -28,7 +30,7 @@ void launchLoopbackAllReduce(const LoopbackArgs &a, cudaStream_t s) {
   if (a.count == 0)
     return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((a.count + 255) / 256, 4096));
-  loopbackKernel<<<blocks, 256, 0, s>>>(a);
+  launchKernel(loopbackKernel, blocks, 256, 0, s, a);
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -6,6 +6,7 @@
 // reduced by one block each (rms_norm, softmax) with a shared-memory tree.
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Launch.cuh"
 #include "runtime/cuda/Elementwise.cuh"
 #include "runtime/cuda/Quant.cuh"
 #include "runtime/cuda/Reduce.cuh"
@@ -46,6 +47,7 @@ __device__ __forceinline__ int64_t gridStart() { return int64_t(blockIdx.x) * bl
 __device__ __forceinline__ int64_t gridStep() { return int64_t(gridDim.x) * blockDim.x; }
 
 __global__ void binaryKernel(BinaryArgs a, int64_t n) {
+  pdlEnter();
   for (int64_t i = gridStart(); i < n; i += gridStep()) {
     int64_t rem = i, bo = 0;
     for (int d = a.rank - 1; d >= 0; --d) {
@@ -58,6 +60,7 @@ __global__ void binaryKernel(BinaryArgs a, int64_t n) {
 }
 
 __global__ void mapKernel(MapArgs a) {
+  pdlEnter();
   for (int64_t i = gridStart(); i < a.n; i += gridStep()) {
     const float x = a.x[i];
     a.y[i] = a.kind == 0 ? x * a.v : a.kind == 1 ? a.v * tanhf(x / a.v) : unaryFn(a.fn, x);
@@ -66,6 +69,7 @@ __global__ void mapKernel(MapArgs a) {
 
 /// With xq: the warp of 32 consecutive elements (f a multiple of 32) also writes their quantized block.
 __global__ void gluKernel(GluArgs a) {
+  pdlEnter();
   const int64_t n = a.rows * a.f;
   for (int64_t i = gridStart(); i < n; i += gridStep()) {
     const int64_t r = i / a.f, c = i % a.f;
@@ -97,6 +101,7 @@ __device__ float blockMax(float v, float *red) {
 /// wrote, so y or sum may alias x or r.
 constexpr int kNormCache = 8;
 __global__ void __launch_bounds__(1024) rmsNormKernel(RmsNormArgs a) {
+  pdlEnter();
   __shared__ float red[32];
   const int64_t bd = blockDim.x;
   const bool cached = a.n <= kNormCache * bd;
@@ -149,6 +154,7 @@ __global__ void __launch_bounds__(1024) rmsNormKernel(RmsNormArgs a) {
 }
 
 __global__ void softmaxKernel(SoftmaxArgs a) {
+  pdlEnter();
   __shared__ float red[32];
   for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const float *x = a.x + r * a.n;
@@ -172,6 +178,7 @@ __global__ void softmaxKernel(SoftmaxArgs a) {
 /// One warp per row: k passes of "largest value not yet taken" (ties to the lower index), each a warp
 /// arg-max reduction; k (experts per token) is small.
 __global__ void topKKernel(TopKArgs a) {
+  pdlEnter();
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < a.rows; r += warps) {
@@ -203,6 +210,7 @@ __global__ void topKKernel(TopKArgs a) {
 /// softmaxKernel, topKKernel, takeAlongKernel, sumKernel and the div of binaryKernel on one row per
 /// warp, the row's values in registers (lane holds c = lane + 32 j).
 __global__ void routeTopKKernel(RouteTopKArgs a) {
+  pdlEnter();
   constexpr int kJ = kRouteMaxExperts / 32;
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -269,6 +277,7 @@ __global__ void routeTopKKernel(RouteTopKArgs a) {
 }
 
 __global__ void takeAlongKernel(TakeAlongArgs a) {
+  pdlEnter();
   const int64_t n = a.rows * a.k;
   for (int64_t i = gridStart(); i < n; i += gridStep()) {
     const int64_t r = i / a.k;
@@ -278,6 +287,7 @@ __global__ void takeAlongKernel(TakeAlongArgs a) {
 }
 
 __global__ void sumKernel(SumArgs a) {
+  pdlEnter();
   const int64_t n = a.outer * a.inner;
   for (int64_t i = gridStart(); i < n; i += gridStep()) {
     const int64_t o = i / a.inner, c = i % a.inner;
@@ -289,6 +299,7 @@ __global__ void sumKernel(SumArgs a) {
 }
 
 __global__ void expertCombineKernel(ExpertCombineArgs a) {
+  pdlEnter();
   const int64_t n = a.t * a.n;
   for (int64_t i = gridStart(); i < n; i += gridStep()) {
     const int64_t r = i / a.n, c = i % a.n;
@@ -304,6 +315,7 @@ __global__ void expertCombineKernel(ExpertCombineArgs a) {
 }
 
 __global__ void convertKernel(ConvertArgs a) {
+  pdlEnter();
   for (int64_t i = gridStart(); i < a.n; i += gridStep()) {
     if (a.toHalf)
       static_cast<__half *>(a.y)[i] = __float2half_rn(static_cast<const float *>(a.x)[i]);
@@ -313,6 +325,7 @@ __global__ void convertKernel(ConvertArgs a) {
 }
 
 template <typename T> __global__ void permuteKernel(PermuteArgs a, int64_t n) {
+  pdlEnter();
   const T *x = static_cast<const T *>(a.x);
   T *y = static_cast<T *>(a.y);
   for (int64_t i = gridStart(); i < n; i += gridStep()) {
@@ -349,14 +362,14 @@ void launchBinary(const BinaryArgs &a, cudaStream_t s) {
     n *= a.shape[i];
   if (n == 0)
     return;
-  binaryKernel<<<blocksFor(n), kThreads, 0, s>>>(a, n);
+  launchKernel(binaryKernel, blocksFor(n), kThreads, 0, s, a, n);
   done();
 }
 
 void launchMap(const MapArgs &a, cudaStream_t s) {
   if (a.n == 0)
     return;
-  mapKernel<<<blocksFor(a.n), kThreads, 0, s>>>(a);
+  launchKernel(mapKernel, blocksFor(a.n), kThreads, 0, s, a);
   done();
 }
 
@@ -364,7 +377,7 @@ void launchGlu(const GluArgs &a, cudaStream_t s) {
   if (a.rows * a.f == 0)
     return;
   TPC_CUDA_ASSERT(!a.xq || a.f % 32 == 0, "glu: quantized output needs rows of whole 32-blocks");
-  gluKernel<<<blocksFor(a.rows * a.f), kThreads, 0, s>>>(a);
+  launchKernel(gluKernel, blocksFor(a.rows * a.f), kThreads, 0, s, a);
   done();
 }
 
@@ -373,14 +386,14 @@ void launchRmsNorm(const RmsNormArgs &a, cudaStream_t s) {
     return;
   TPC_CUDA_ASSERT(a.n > 0, "rms_norm: empty rows");
   TPC_CUDA_ASSERT(!a.xq || a.n % 32 == 0, "rms_norm: quantized output needs rows of whole 32-blocks");
-  rmsNormKernel<<<rowBlocks(a.rows), rowThreads(a.n), 0, s>>>(a);
+  launchKernel(rmsNormKernel, rowBlocks(a.rows), rowThreads(a.n), 0, s, a);
   done();
 }
 
 void launchSoftmax(const SoftmaxArgs &a, cudaStream_t s) {
   if (a.rows == 0 || a.n == 0)
     return;
-  softmaxKernel<<<rowBlocks(a.rows), rowThreads(a.n), 0, s>>>(a);
+  launchKernel(softmaxKernel, rowBlocks(a.rows), rowThreads(a.n), 0, s, a);
   done();
 }
 
@@ -389,7 +402,7 @@ void launchRouteTopK(const RouteTopKArgs &a, cudaStream_t s) {
     return;
   TPC_CUDA_ASSERT(a.n > 0 && a.n <= kRouteMaxExperts && a.k >= 1 && a.k <= a.n, "route top-k: sizes");
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((a.rows + 3) / 4, 65535));
-  routeTopKKernel<<<blocks, 128, 0, s>>>(a);
+  launchKernel(routeTopKKernel, blocks, 128, 0, s, a);
   done();
 }
 
@@ -397,21 +410,21 @@ void launchTopK(const TopKArgs &a, cudaStream_t s) {
   if (a.rows == 0 || a.k == 0)
     return;
   TPC_CUDA_ASSERT(a.k <= a.n, "top_k: k larger than the row");
-  topKKernel<<<blocksFor(a.rows * 32), kThreads, 0, s>>>(a);
+  launchKernel(topKKernel, blocksFor(a.rows * 32), kThreads, 0, s, a);
   done();
 }
 
 void launchTakeAlong(const TakeAlongArgs &a, cudaStream_t s) {
   if (a.rows * a.k == 0)
     return;
-  takeAlongKernel<<<blocksFor(a.rows * a.k), kThreads, 0, s>>>(a);
+  launchKernel(takeAlongKernel, blocksFor(a.rows * a.k), kThreads, 0, s, a);
   done();
 }
 
 void launchSum(const SumArgs &a, cudaStream_t s) {
   if (a.outer * a.inner == 0)
     return;
-  sumKernel<<<blocksFor(a.outer * a.inner), kThreads, 0, s>>>(a);
+  launchKernel(sumKernel, blocksFor(a.outer * a.inner), kThreads, 0, s, a);
   done();
 }
 
@@ -419,14 +432,14 @@ void launchExpertCombine(const ExpertCombineArgs &a, cudaStream_t s) {
   TPC_CUDA_ASSERT(a.nm >= 0 && a.nm <= 4, "expert_combine: more than 4 multipliers");
   if (a.t * a.n == 0)
     return;
-  expertCombineKernel<<<blocksFor(a.t * a.n), kThreads, 0, s>>>(a);
+  launchKernel(expertCombineKernel, blocksFor(a.t * a.n), kThreads, 0, s, a);
   done();
 }
 
 void launchConvert(const ConvertArgs &a, cudaStream_t s) {
   if (a.n == 0)
     return;
-  convertKernel<<<blocksFor(a.n), kThreads, 0, s>>>(a);
+  launchKernel(convertKernel, blocksFor(a.n), kThreads, 0, s, a);
   done();
 }
 
@@ -439,9 +452,9 @@ void launchPermute(const PermuteArgs &a, cudaStream_t s) {
   if (n == 0)
     return;
   if (a.elemBytes == 4)
-    permuteKernel<uint32_t><<<blocksFor(n), kThreads, 0, s>>>(a, n);
+    launchKernel(permuteKernel<uint32_t>, blocksFor(n), kThreads, 0, s, a, n);
   else
-    permuteKernel<uint16_t><<<blocksFor(n), kThreads, 0, s>>>(a, n);
+    launchKernel(permuteKernel<uint16_t>, blocksFor(n), kThreads, 0, s, a, n);
   done();
 }
 

@@ -8,6 +8,7 @@
 // launch serves every expert and a capture of it in a CUDA graph stays valid for any routing.
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/Launch.cuh"
 #include "runtime/cuda/Matmul.cuh"
 #include "runtime/cuda/Quant.cuh"
 
@@ -49,6 +50,7 @@ __device__ __forceinline__ void loadX(const float *xr, int64_t c, int64_t k, boo
 /// token) uses R = NT = 1: fewest registers, so the most warps keep loads in flight.
 template <GGMLType T, int R, int NT>
 __global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) {
+  pdlEnter();
   int64_t e = blockIdx.y, begin = 0, end = a.count;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
@@ -121,12 +123,17 @@ __global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) 
 
 /// The activation side of the decode GEMV for weights of type T, one unit of kUnit weights at a time.
 /// FloatUnit: the 32 float x values of a chunk and their sums (dotChunk). IntUnit: the row quantized to
-/// 8 bits by launchQuantizeX, multiplied by dp4a (IntDot).
+/// 8 bits by launchQuantizeX, multiplied by dp4a (IntDot). fetch() issues a unit's weight loads, dot()
+/// uses them: the kernel fetches kFetchRows rows before the first dot, so their loads are in flight
+/// together (the float units load inside dot; their Raw is the row).
 template <GGMLType T> struct FloatUnit {
-  static constexpr int kUnit = 32;
+  static constexpr int kUnit = 32, kFetchRows = 8, kMinThreadsPerSm = 1; // float rows need their registers
   struct X {
     float v[32];
     XSums s;
+  };
+  struct Raw {
+    const uint8_t *row;
   };
   __device__ static X load(const GemvArgs &a, int64_t xrow, int64_t u, bool vec) {
     X x;
@@ -134,29 +141,37 @@ template <GGMLType T> struct FloatUnit {
     x.s = xSums(x.v);
     return x;
   }
-  __device__ static float dot(const uint8_t *row, int64_t u, int64_t k, const X &x) {
-    return dotChunk<T>(row, u, k, x.v, x.s);
+  __device__ static Raw fetch(const uint8_t *row, int64_t) { return {row}; }
+  __device__ static float dot(const Raw &r, int64_t u, int64_t k, const X &x) {
+    return dotChunk<T>(r.row, u, k, x.v, x.s);
   }
 };
 template <GGMLType T> struct IntUnit {
-  static constexpr int kUnit = IntDot<T>::kUnit;
+  static constexpr int kUnit = IntDot<T>::kUnit, kFetchRows = IntDot<T>::kFetchRows;
+  static constexpr int kMinThreadsPerSm = 512; // at most 128 registers: 16 warps keep loads in flight
   using X = typename IntDot<T>::X;
+  using Raw = typename IntDot<T>::Raw;
   __device__ static X load(const GemvArgs &a, int64_t xrow, int64_t u, bool) {
     return IntDot<T>::loadX(a.xq + xrow * a.k, a.xs + xrow * (a.k / 32), u);
   }
-  __device__ static float dot(const uint8_t *row, int64_t u, int64_t, const X &x) {
-    return IntDot<T>::dot(row, u, x);
-  }
+  __device__ static Raw fetch(const uint8_t *row, int64_t u) { return IntDot<T>::fetch(row, u); }
+  __device__ static float dot(const Raw &r, int64_t u, int64_t, const X &x) { return IntDot<T>::dot(r, u, x); }
 };
 
 /// Decode GEMV with x held in registers: thread t owns units t, t + THREADS, ... (J of them) of the one
-/// x row, loaded once per block; the block then walks its rows kRowStep at a time (their loads in
-/// flight together), every thread dotting its units of each row, partial sums meeting in shared memory.
-/// x is read once per block instead of once per row (the L1 traffic of x is what bounded the
-/// row-per-warp kernel, at 92% L1 and 12% DRAM throughput in Nsight Compute).
+/// x row, loaded once per block; the block then walks its rows kRowStep at a time, every thread dotting
+/// its units of each row, partial sums meeting in shared memory. A thread fetches kFetchRows rows' units
+/// before dotting them (their loads in flight together). x is read once per block instead of once per
+/// row (the L1 traffic of x is what bounded the row-per-warp kernel, at 92% L1 and 12% DRAM throughput in
+/// Nsight Compute). The first fetch is issued before pdlWait(): weights never change, so the block's first
+/// loads overlap the previous kernel's tail (launchKernel); the expert of a routed call is known only
+/// after the wait.
 template <class P, int THREADS, int J>
-__global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec, int64_t rowsPerBlock) {
-  constexpr int kW = THREADS / 32;
+__global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
+    gemvDecodeKernel(GemvArgs a, bool vec, int64_t rowsPerBlock) {
+  // kB rows fetched at once; units per thread (J) share the registers.
+  constexpr int kW = THREADS / 32, kB = P::kFetchRows / J > 0 ? P::kFetchRows / J : 1;
+  static_assert(kRowStep % kB == 0, "row step in whole fetches");
   __shared__ float part[kW][kRowStep];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   // The block's matrix: the one part whose block range holds blockIdx.x.
@@ -172,17 +187,32 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
     bx -= blocks;
   }
   const int64_t row0 = bx * rowsPerBlock, rowEnd = min(row0 + rowsPerBlock, N);
-  int64_t p = 0, e = 0;
+  const int64_t units = (a.k + P::kUnit - 1) / P::kUnit;
+  const uint8_t *wb = static_cast<const uint8_t *>(W);
+  // kB rows' unit j from row r on. Rows past the block's end (a block of fewer than kRowStep rows)
+  // re-read its last row: loads without a branch stay batched, which decode's speed depends on.
+  typename P::Raw raw[kB];
+  auto fetch = [&](int64_t r, int j) {
+    const int64_t u = min(tid + int64_t(THREADS) * j, units - 1);
+#pragma unroll
+    for (int q = 0; q < kB; ++q)
+      raw[q] = P::fetch(wb + min(r + q, rowEnd - 1) * a.rowBytes, u);
+  };
+  if (!a.ids)
+    fetch(row0, 0);
+  pdlWait(); // the next kernel is let in only after the row loop: see the trigger below
+  int64_t p = 0;
   if (a.ids) {
     p = blockIdx.y;
-    e = a.ids[p];
+    const int64_t e = a.ids[p];
     if (e < 0 || e >= a.experts) { // only a broken router gives this; keep the output defined
       for (int64_t r = row0 + tid; r < rowEnd; r += THREADS)
         Y[p * N + r] = 0.0f;
       return;
     }
+    wb += e * a.expertStride;
+    fetch(row0, 0);
   }
-  const int64_t units = (a.k + P::kUnit - 1) / P::kUnit;
   typename P::X xv[J];
 #pragma unroll
   for (int j = 0; j < J; ++j) {
@@ -190,22 +220,23 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
     if (u < units)
       xv[j] = P::load(a, p / a.xDiv, u, vec);
   }
-  const uint8_t *wb = static_cast<const uint8_t *>(W) + e * a.expertStride;
   for (int64_t r = row0; r < rowEnd; r += kRowStep) {
     float acc[kRowStep];
 #pragma unroll
-    for (int q = 0; q < kRowStep; ++q) {
+    for (int q = 0; q < kRowStep; ++q)
       acc[q] = 0;
-      // Rows past the block's end (a block of fewer than kRowStep rows) re-read its last row: loads
-      // without a branch stay batched across the kRowStep rows, which decode's speed depends on.
-      const uint8_t *row = wb + min(r + q, rowEnd - 1) * a.rowBytes;
+#pragma unroll
+    for (int b = 0; b < kRowStep; b += kB)
 #pragma unroll
       for (int j = 0; j < J; ++j) {
+        if (b + j > 0 || r > row0) // the block's first fetch was issued above
+          fetch(r + b, j);
         const int64_t u = tid + int64_t(THREADS) * j;
         if (u < units)
-          acc[q] += P::dot(row, u, a.k, xv[j]);
+#pragma unroll
+          for (int q = 0; q < kB; ++q)
+            acc[b + q] += P::dot(raw[q], u, a.k, xv[j]);
       }
-    }
 #pragma unroll
     for (int q = 0; q < kRowStep; ++q) {
       float v = acc[q];
@@ -224,10 +255,15 @@ __global__ void __launch_bounds__(THREADS) gemvDecodeKernel(GemvArgs a, bool vec
     }
     __syncthreads();
   }
+  // Late: the next kernel's blocks take the slots these blocks free, spread like them. Triggered at the
+  // start, a chain of waiting kernels filled the GPU ahead of time, unevenly, and one-token decode of
+  // qwen3-30b-a3b lost 17% (llama3-8b 3%).
+  pdlTrigger();
 }
 
 /// One thread per 32-element block of the activation rows (k a multiple of 32).
 __global__ void quantizeXKernel(const float *x, int64_t blocks, bool vec, int8_t *xq, XQBlock *xs) {
+  pdlEnter();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= blocks)
     return;
@@ -243,6 +279,7 @@ __global__ void quantizeXKernel(const float *x, int64_t blocks, bool vec, int8_t
 /// One block: counts per expert, offsets, then every valid pair placed in its expert's range (the order
 /// inside a range does not matter: each pair's result is computed on its own).
 __global__ void routeKernel(RouteArgs a) {
+  pdlEnter();
   extern __shared__ int cursor[];
   for (int64_t e = threadIdx.x; e < a.experts; e += blockDim.x)
     cursor[e] = 0;
@@ -275,6 +312,7 @@ __global__ void routeKernel(RouteArgs a) {
 }
 
 template <GGMLType T> __global__ void dequantF16Kernel(DequantArgs a) {
+  pdlEnter();
   const int64_t chunks = (a.k + 31) / 32, n = a.rows * chunks;
   __half *out = static_cast<__half *>(a.out);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -291,6 +329,7 @@ template <GGMLType T> __global__ void dequantF16Kernel(DequantArgs a) {
 }
 
 template <GGMLType T> __global__ void getRowsKernel(GetRowsArgs a) {
+  pdlEnter();
   const int64_t chunks = (a.k + 31) / 32, n = a.count * chunks;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -322,22 +361,77 @@ unsigned blocksFor(int64_t n, int threads) {
 struct TypeProbe {
   template <GGMLType T> void operator()() {}
 };
+/// Multiprocessors of the current GPU.
+int64_t smCount() {
+  static const int64_t sms = [] {
+    int dev = 0, n = 132;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return int64_t(n);
+  }();
+  return sms;
+}
+
+/// Rows per block of a decode launch whose kernel keeps `resident` blocks per multiprocessor: one wave
+/// over all parts and pairs (fewer, longer blocks reload x less often; a second wave would run on a
+/// mostly idle GPU). TPC_CUDA_GEMV_BLOCKS_PER_SM caps the blocks per multiprocessor (tuning; 8 default).
+int64_t decodeRowsPerBlock(const GemvArgs &a, int resident) {
+  static const int cap = [] {
+    const char *env = std::getenv("TPC_CUDA_GEMV_BLOCKS_PER_SM");
+    return env && std::atoi(env) > 0 ? std::atoi(env) : 8;
+  }();
+  const int64_t sms = smCount();
+  int64_t rows = a.n; // over all parts
+  if (a.parts > 1) {
+    rows = 0;
+    for (int q = 0; q < a.parts; ++q)
+      rows += a.nPart[q];
+  }
+  const int64_t pairs = a.ids ? a.count : 1;
+  const int64_t blocks = std::max<int64_t>(1, sms * std::min(resident, cap) / pairs);
+  // Too few rows for one block of kRowStep per multiprocessor (an MoE router): fewer rows per block
+  // rather than idle multiprocessors.
+  if (rows * pairs < kRowStep * sms)
+    return std::max<int64_t>(1, (rows * pairs + sms - 1) / sms);
+  const int64_t steps = ((rows + blocks - 1) / blocks + kRowStep - 1) / kRowStep; // kRowStep rows each
+  return std::clamp<int64_t>(steps * kRowStep, kRowStep, 256);
+}
+
+/// Launches one thread shape of the decode kernel, sized by its occupancy.
+template <class P, int THREADS, int J> void launchDecodeShape(const GemvArgs &a, bool vec, cudaStream_t s) {
+  static const int resident = [] {
+    int n = 0;
+    TPC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemvDecodeKernel<P, THREADS, J>, THREADS, 0));
+    return std::max(1, n);
+  }();
+  const int64_t rowsPerBlock = decodeRowsPerBlock(a, resident);
+  int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
+  if (a.parts > 1) {
+    gridX = 0;
+    for (int q = 0; q < a.parts; ++q)
+      gridX += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
+  }
+  const dim3 grid(static_cast<unsigned>(gridX), static_cast<unsigned>(a.ids ? a.count : 1));
+  launchKernel(gemvDecodeKernel<P, THREADS, J>, grid, THREADS, 0, s, a, vec, rowsPerBlock);
+}
+
 /// Thread shapes of the decode kernel by units per row: x in registers for up to 512 float units or
 /// 1024 integer units (above that the row-per-warp kernel runs).
-template <class P, bool kInt>
-bool launchDecode(const GemvArgs &a, dim3 grid, bool vec, cudaStream_t s, int64_t rowsPerBlock, int64_t units) {
+template <class P, bool kInt> bool launchDecode(const GemvArgs &a, bool vec, cudaStream_t s, int64_t units) {
   if (units <= 32) // short rows (an expert's down projection): one warp, so fewer threads sit idle
-    gemvDecodeKernel<P, 32, 1><<<grid, 32, 0, s>>>(a, vec, rowsPerBlock);
+    launchDecodeShape<P, 32, 1>(a, vec, s);
   else if (units <= 64)
-    gemvDecodeKernel<P, 64, 1><<<grid, 64, 0, s>>>(a, vec, rowsPerBlock);
+    launchDecodeShape<P, 64, 1>(a, vec, s);
   else if (units <= 128)
-    gemvDecodeKernel<P, 128, 1><<<grid, 128, 0, s>>>(a, vec, rowsPerBlock);
+    launchDecodeShape<P, 128, 1>(a, vec, s);
+  else if (units <= 256)
+    launchDecodeShape<P, 256, 1>(a, vec, s);
   else if (units <= 512)
-    gemvDecodeKernel<P, 256, 2><<<grid, 256, 0, s>>>(a, vec, rowsPerBlock);
+    launchDecodeShape<P, 256, 2>(a, vec, s);
   else if constexpr (kInt) {
     if (units > 1024)
       return false;
-    gemvDecodeKernel<P, 256, 4><<<grid, 256, 0, s>>>(a, vec, rowsPerBlock);
+    launchDecodeShape<P, 256, 4>(a, vec, s);
   } else
     return false;
   return true;
@@ -345,37 +439,39 @@ bool launchDecode(const GemvArgs &a, dim3 grid, bool vec, cudaStream_t s, int64_
 
 struct GemvLaunch {
   const GemvArgs &a;
-  dim3 grid;
   bool vec;
   cudaStream_t s;
   bool decode;
-  int64_t rowsPerBlock; ///< decode: rows per block (grid.x = ceil(n / rowsPerBlock))
   template <GGMLType T> void operator()() {
     if constexpr (hasIntDot(T))
       if (a.xq) { // gemvUsesIntDot said so; it also checked the units fit
-        const bool ok = launchDecode<IntUnit<T>, true>(a, grid, vec, s, rowsPerBlock, a.k / IntDot<T>::kUnit);
+        const bool ok = launchDecode<IntUnit<T>, true>(a, vec, s, a.k / IntDot<T>::kUnit);
         TPC_CUDA_ASSERT(ok, "gemv: integer decode shape");
         return;
       }
-    if (decode && launchDecode<FloatUnit<T>, false>(a, grid, vec, s, rowsPerBlock, (a.k + 31) / 32))
+    if (decode && launchDecode<FloatUnit<T>, false>(a, vec, s, (a.k + 31) / 32))
       return;
+    // Row-per-warp kernel: kWarps warps of R rows per block.
+    const int64_t rowsPerBlock = kWarps * (decode ? 1 : kRowsPerWarp);
+    const dim3 grid(static_cast<unsigned>((a.n + rowsPerBlock - 1) / rowsPerBlock),
+                    static_cast<unsigned>(a.ids ? a.count : a.experts));
     if (decode)
-      gemvKernel<T, 1, 1><<<grid, kWarps * 32, 0, s>>>(a, vec);
+      launchKernel(gemvKernel<T, 1, 1>, grid, kWarps * 32, 0, s, a, vec);
     else
-      gemvKernel<T, kRowsPerWarp, kTile><<<grid, kWarps * 32, 0, s>>>(a, vec);
+      launchKernel(gemvKernel<T, kRowsPerWarp, kTile>, grid, kWarps * 32, 0, s, a, vec);
   }
 };
 struct DequantLaunch {
   const DequantArgs &a;
   int64_t n;
   cudaStream_t s;
-  template <GGMLType T> void operator()() { dequantF16Kernel<T><<<blocksFor(n, 256), 256, 0, s>>>(a); }
+  template <GGMLType T> void operator()() { launchKernel(dequantF16Kernel<T>, blocksFor(n, 256), 256, 0, s, a); }
 };
 struct GetRowsLaunch {
   const GetRowsArgs &a;
   int64_t n;
   cudaStream_t s;
-  template <GGMLType T> void operator()() { getRowsKernel<T><<<blocksFor(n, 256), 256, 0, s>>>(a); }
+  template <GGMLType T> void operator()() { launchKernel(getRowsKernel<T>, blocksFor(n, 256), 256, 0, s, a); }
 };
 
 } // namespace
@@ -401,44 +497,7 @@ void launchGemv(const GemvArgs &a, cudaStream_t s) {
   TPC_CUDA_ASSERT(a.parts == 1 || (a.parts <= GemvArgs::kMaxParts && gemvCanGroup(a)), "gemv: parts");
   // Decode: one token, or one (token, slot) pair per expert on average (MoE decode).
   const bool decode = a.ids || a.count == 1;
-  int64_t rowsPerBlock = kWarps * (decode ? 1 : kRowsPerWarp);
-  int64_t rows = a.n; // over all parts
-  if (a.parts > 1) {
-    rows = 0;
-    for (int q = 0; q < a.parts; ++q)
-      rows += a.nPart[q];
-  }
-  if (a.xq || (decode && (a.k + 31) / 32 <= 512)) {
-    // Rows per block: a few blocks per multiprocessor over all pairs. Fewer, longer blocks reload x less
-    // often; more blocks hide more latency. TPC_CUDA_GEMV_BLOCKS_PER_SM overrides the default (tuning).
-    static const int64_t sms = [] {
-      int dev = 0, n = 132;
-      cudaGetDevice(&dev);
-      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-      return int64_t(n);
-    }();
-    static const int64_t perSm = [] {
-      const char *env = std::getenv("TPC_CUDA_GEMV_BLOCKS_PER_SM");
-      return sms * (env && std::atoi(env) > 0 ? std::atoi(env) : 8);
-    }();
-    const int64_t pairs = a.ids ? a.count : 1;
-    const int64_t blocks = std::max<int64_t>(1, perSm / pairs);
-    rowsPerBlock = std::min<int64_t>(
-        256, std::max<int64_t>(kRowStep, (rows / blocks + kRowStep - 1) / kRowStep * kRowStep));
-    // Too few rows for one block of kRowStep per multiprocessor (an MoE router): fewer rows per block
-    // rather than idle multiprocessors.
-    if (rows * pairs < kRowStep * sms)
-      rowsPerBlock = std::max<int64_t>(1, (rows * pairs + sms - 1) / sms);
-  }
-  int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
-  if (a.parts > 1) {
-    gridX = 0;
-    for (int q = 0; q < a.parts; ++q)
-      gridX += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
-  }
-  const dim3 grid(static_cast<unsigned>(gridX),
-                  static_cast<unsigned>(a.ids ? a.count : a.experts));
-  GemvLaunch launch{a, grid, vec, s, decode, rowsPerBlock};
+  GemvLaunch launch{a, vec, s, decode};
   TPC_CUDA_ASSERT(dispatchType(a.type, launch),
                   std::string("gemv: unsupported type ") + ggmlTypeName(a.type));
   TPC_CUDA_CHECK(cudaGetLastError());
@@ -468,13 +527,13 @@ void launchQuantizeX(const float *x, int64_t rows, int64_t k, int8_t *xq, XQBloc
   if (blocks == 0)
     return;
   const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  quantizeXKernel<<<blocksFor(blocks, 128), 128, 0, s>>>(x, blocks, vec, xq, xs);
+  launchKernel(quantizeXKernel, blocksFor(blocks, 128), 128, 0, s, x, blocks, vec, xq, xs);
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 
 void launchRouteExperts(const RouteArgs &a, cudaStream_t s) {
   TPC_CUDA_ASSERT(a.experts >= 1 && a.experts <= 8192, "mul_mat_id: experts must be 1..8192");
-  routeKernel<<<1, 1024, a.experts * sizeof(int), s>>>(a);
+  launchKernel(routeKernel, 1, 1024, a.experts * sizeof(int), s, a);
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 

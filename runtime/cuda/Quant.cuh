@@ -475,18 +475,26 @@ template <GGMLType T> struct IntDotK45 {
     x.dlo = a.d, x.dhi = b.d, x.slo = h ? a.hi : a.lo, x.shi = h ? b.hi : b.lo;
     return x;
   }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+  /// The unit's weight bytes: the super-block head (d, dmin, 12 scale bytes), its 16 quant bytes (and
+  /// Q5_K's 16 high-bit bytes). fetch/dot are split so the GEMV can issue many rows' loads at once.
+  struct Raw {
+    uint4 hd, qv, hv;
+  };
+  static constexpr int kFetchRows = T == GGMLType::Q4_K ? 8 : 4; // rows of Raw a thread keeps in flight
+  __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) {
     constexpr int kBytes = QuantTraits<T>::kBytes;
     const uint8_t *b = row + (u >> 3) * kBytes;
     const int i = int(u & 7), p = i >> 1, h = i & 1;
-    const uint4 hd = *reinterpret_cast<const uint4 *>(b); // d, dmin, 12 scale bytes
-    const uint4 qv = *reinterpret_cast<const uint4 *>(b + (T == GGMLType::Q4_K ? 16 : 48) + 32 * p + 16 * h);
-    const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
-    uint32_t hw[4] = {0, 0, 0, 0};
-    if constexpr (T == GGMLType::Q5_K) {
-      const uint4 v = *reinterpret_cast<const uint4 *>(b + 16 + 16 * h);
-      hw[0] = v.x, hw[1] = v.y, hw[2] = v.z, hw[3] = v.w;
-    }
+    Raw r;
+    r.hd = *reinterpret_cast<const uint4 *>(b);
+    r.qv = *reinterpret_cast<const uint4 *>(b + (T == GGMLType::Q4_K ? 16 : 48) + 32 * p + 16 * h);
+    r.hv = T == GGMLType::Q5_K ? *reinterpret_cast<const uint4 *>(b + 16 + 16 * h) : uint4{0, 0, 0, 0};
+    return r;
+  }
+  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) {
+    const int i = int(u & 7), p = i >> 1;
+    const uint32_t qw[4] = {r.qv.x, r.qv.y, r.qv.z, r.qv.w};
+    const uint32_t hw[4] = {r.hv.x, r.hv.y, r.hv.z, r.hv.w};
     int dl = 0, dh = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -499,12 +507,13 @@ template <GGMLType T> struct IntDotK45 {
       dh = dp4a(int(hh), x.hi[j], dh);
     }
     uint32_t sc0, m0, sc1, m1;
-    scaleMinK4(hd.y, hd.z, hd.w, 2 * p, sc0, m0);
-    scaleMinK4(hd.y, hd.z, hd.w, 2 * p + 1, sc1, m1);
-    const float d = halfBits(hd.x & 0xffff), dmin = halfBits(hd.x >> 16);
+    scaleMinK4(r.hd.y, r.hd.z, r.hd.w, 2 * p, sc0, m0);
+    scaleMinK4(r.hd.y, r.hd.z, r.hd.w, 2 * p + 1, sc1, m1);
+    const float d = halfBits(r.hd.x & 0xffff), dmin = halfBits(r.hd.x >> 16);
     return d * (float(sc0) * x.dlo * float(dl) + float(sc1) * x.dhi * float(dh)) -
            dmin * (float(m0) * x.slo + float(m1) * x.shi);
   }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 template <> struct IntDot<GGMLType::Q4_K> : IntDotK45<GGMLType::Q4_K> {};
 template <> struct IntDot<GGMLType::Q5_K> : IntDotK45<GGMLType::Q5_K> {};
@@ -530,32 +539,44 @@ template <> struct IntDot<GGMLType::Q6_K> {
     }
     return x;
   }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+  /// The unit's bytes: ql of two quarter pairs, qh, the 8 scales of its half and d.
+  struct Raw {
+    uint32_t ql0[4], ql1[4], qh[4], sc[2];
+    uint16_t d;
+  };
+  static constexpr int kFetchRows = 4;
+  __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) {
     const uint8_t *b = row + (u >> 2) * 210;
     const int H = int(u >> 1) & 1, e0 = 16 * int(u & 1);
-    uint32_t ql0[4], ql1[4], qh[4], sc[2];
-    loadWords<4>(b + 64 * H + e0, ql0);
-    loadWords<4>(b + 64 * H + 32 + e0, ql1);
-    loadWords<4>(b + 128 + 32 * H + e0, qh);
-    loadWords<2>(b + 192 + 8 * H, sc); // scales[8H .. 8H + 8)
+    Raw r;
+    loadWords<4>(b + 64 * H + e0, r.ql0);
+    loadWords<4>(b + 64 * H + 32 + e0, r.ql1);
+    loadWords<4>(b + 128 + 32 * H + e0, r.qh);
+    loadWords<2>(b + 192 + 8 * H, r.sc); // scales[8H .. 8H + 8)
+    r.d = ld16(b + 208);
+    return r;
+  }
+  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) {
+    const int e0 = 16 * int(u & 1);
     int dq[4] = {0, 0, 0, 0};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint32_t h = qh[j];
-      dq[0] = dp4a(int((ql0[j] & 0x0F0F0F0Fu) | ((h << 4) & 0x30303030u)), x.q[0][j], dq[0]);
-      dq[1] = dp4a(int((ql1[j] & 0x0F0F0F0Fu) | ((h << 2) & 0x30303030u)), x.q[1][j], dq[1]);
-      dq[2] = dp4a(int(((ql0[j] >> 4) & 0x0F0F0F0Fu) | (h & 0x30303030u)), x.q[2][j], dq[2]);
-      dq[3] = dp4a(int(((ql1[j] >> 4) & 0x0F0F0F0Fu) | ((h >> 2) & 0x30303030u)), x.q[3][j], dq[3]);
+      const uint32_t h = r.qh[j];
+      dq[0] = dp4a(int((r.ql0[j] & 0x0F0F0F0Fu) | ((h << 4) & 0x30303030u)), x.q[0][j], dq[0]);
+      dq[1] = dp4a(int((r.ql1[j] & 0x0F0F0F0Fu) | ((h << 2) & 0x30303030u)), x.q[1][j], dq[1]);
+      dq[2] = dp4a(int(((r.ql0[j] >> 4) & 0x0F0F0F0Fu) | (h & 0x30303030u)), x.q[2][j], dq[2]);
+      dq[3] = dp4a(int(((r.ql1[j] >> 4) & 0x0F0F0F0Fu) | ((h >> 2) & 0x30303030u)), x.q[3][j], dq[3]);
     }
     const int e = e0 >> 4; // scale of quadrant qd: scales[8H + e + 2qd]
     float sum = 0;
 #pragma unroll
     for (int qd = 0; qd < 4; ++qd) {
       const int idx = e + 2 * qd; // byte within sc[0..1]
-      sum += float(sbyte(sc[idx >> 2], idx & 3)) * (x.d[qd] * float(dq[qd]) - 32.0f * x.s[qd]);
+      sum += float(sbyte(r.sc[idx >> 2], idx & 3)) * (x.d[qd] * float(dq[qd]) - 32.0f * x.s[qd]);
     }
-    return halfBits(ld16(b + 208)) * sum;
+    return halfBits(r.d) * sum;
   }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 
 /// The 32-element block formats: a unit is one block; X is its 32 activations, scale and sum.
@@ -577,32 +598,52 @@ struct IntDotBlock32 {
 
 /// Q8_0: signed quants straight into dp4a.
 template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32 {
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
-    const uint8_t *b = row + u * 34;
+  struct Raw {
     uint32_t w[8];
-    loadWords<8>(b + 2, w);
+    uint16_t d;
+  };
+  static constexpr int kFetchRows = 4;
+  __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) {
+    const uint8_t *b = row + u * 34;
+    Raw r;
+    loadWords<8>(b + 2, r.w);
+    r.d = ld16(b);
+    return r;
+  }
+  __host__ __device__ static float dot(const Raw &r, int64_t, const X &x) {
     int sum = 0;
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      sum = dp4a(int(w[j]), x.q[j], sum);
-    return halfBits(ld16(b)) * x.d * float(sum);
+      sum = dp4a(int(r.w[j]), x.q[j], sum);
+    return halfBits(r.d) * x.d * float(sum);
   }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 
 /// Q4_0: low nibbles are elements 0..15, high nibbles 16..31, offset 8.
 template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32 {
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
-    const uint8_t *b = row + u * 18;
+  struct Raw {
     uint32_t w[4];
-    loadWords<4>(b + 2, w);
+    uint16_t d;
+  };
+  static constexpr int kFetchRows = 8;
+  __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) {
+    const uint8_t *b = row + u * 18;
+    Raw r;
+    loadWords<4>(b + 2, r.w);
+    r.d = ld16(b);
+    return r;
+  }
+  __host__ __device__ static float dot(const Raw &r, int64_t, const X &x) {
     int sum = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      sum = dp4a(int(w[j] & 0x0F0F0F0Fu), x.q[j], sum);
-      sum = dp4a(int((w[j] >> 4) & 0x0F0F0F0Fu), x.q[j + 4], sum);
+      sum = dp4a(int(r.w[j] & 0x0F0F0F0Fu), x.q[j], sum);
+      sum = dp4a(int((r.w[j] >> 4) & 0x0F0F0F0Fu), x.q[j + 4], sum);
     }
-    return halfBits(ld16(b)) * (x.d * float(sum) - 8.0f * x.s);
+    return halfBits(r.d) * (x.d * float(sum) - 8.0f * x.s);
   }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 
 /// True for the types with an integer decode unit.
