@@ -5,6 +5,8 @@
 // (`tpc.placement = "host"`), and every activation crossing between a host op and a device op goes through
 // an explicit tpc.backend_copy {from, to}. A copy has the state of its source, so each device copies its
 // own part: a split KV cache on the host stays split per device, and so does the attention reading it.
+// Collectives always stay on the device: one reading a pinned tensor directly is an error naming it (the
+// pipeline never produces one; every other collective gets copies around it like any device op).
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "passes/StateUtils.h"
@@ -70,11 +72,21 @@ struct InsertBackendCopiesPass : impl::TpcInsertBackendCopiesBase<InsertBackendC
         leaves.push_back(op);
       }
     });
-    // Every consumer of a pinned tensor runs where the tensor is.
+    // Every consumer of a pinned tensor runs where the tensor is, except a collective: collectives run on
+    // the device (NCCL reads device memory), so a pinned tensor a collective reads is an error naming it.
     SetVector<Operation *> hostOps;
     for (Operation *leaf : leaves)
-      for (Operation *user : leaf->getUsers())
+      for (Operation *user : leaf->getUsers()) {
+        if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(user)) {
+          auto w = dyn_cast<WeightOp>(leaf);
+          user->emitError() << (w ? "--override-tensor: weight '" + w.getName().str() + "'"
+                                  : std::string("--no-kv-offload: the kv cache"))
+                            << " is read by " << user->getName()
+                            << ", a collective, which runs on the device; it cannot stay on the host";
+          return signalPassFailure();
+        }
         hostOps.insert(user);
+      }
     for (Operation *op : hostOps)
       op->setAttr(TpcDialect::kPlacementAttrName, b.getStringAttr(kHost));
 

@@ -9,6 +9,9 @@
 //  - a value returned by @forward is the OutputLogits tensor; other values are arena activations at the
 //    offset tpc-plan-memory chose, or Views of the value they alias (reshapes; ops pinned to another
 //    device with tpc.on_device, whose result there is their first operand).
+// Placement (tpc-insert-backend-copies) carries over: a step runs where its op's `tpc.placement` says (a
+// backend_copy where its `to` says), an activation lives on its producer's side, a view on its base's, a
+// weight slice on its weight op's side. Inputs and logits stay on the device.
 // Assumes a verified module after tpc-plan-memory (tpc.offsets present on every op with tensor results).
 //===----------------------------------------------------------------------===//
 #include "compiler/emit/PlanEmitter.h"
@@ -123,6 +126,32 @@ rt::DType dtypeOf(Value v) {
   return t.getElementType().isInteger(32) ? rt::DType::I32 : rt::DType::F32;
 }
 
+/// Where result `index` of `op` lives: a backend_copy's `to`, else `tpc.placement` (one string for the op or
+/// one per result); device when absent.
+rt::Placement resultPlacement(Operation *op, unsigned index) {
+  auto side = [](StringRef s) { return s == "host" ? rt::Placement::Host : rt::Placement::Device; };
+  if (auto copy = dyn_cast<BackendCopyOp>(op))
+    return side(copy.getTo());
+  Attribute a = op->getAttr(TpcDialect::kPlacementAttrName);
+  if (auto s = dyn_cast_or_null<StringAttr>(a))
+    return side(s.getValue());
+  if (auto arr = dyn_cast_or_null<ArrayAttr>(a); arr && index < arr.size())
+    if (auto s = dyn_cast<StringAttr>(arr[index]))
+      return side(s.getValue());
+  return rt::Placement::Device;
+}
+
+/// Where the step of `op` runs: the placement of its results, which must agree (a plan step runs on one
+/// side). Fails on `op` naming the disagreement.
+FailureOr<rt::Placement> stepPlacement(Operation *op) {
+  rt::Placement p = resultPlacement(op, 0);
+  for (unsigned i = 1; i < op->getNumResults(); ++i)
+    if (resultPlacement(op, i) != p)
+      return op->emitError("plan emitter: the results of one op are placed on different sides (host and "
+                           "device); a plan step runs on one side");
+  return p;
+}
+
 /// ggml UnaryFn of a tpc.glu function (the enums differ in order).
 int64_t gluFn(GluFn fn) {
   switch (fn) {
@@ -149,7 +178,7 @@ private:
   LogicalResult emitOp(Operation *op);
   MulOp normWeightMul(RmsNormOp norm);
   void planAllReduceNorms(Block &body);
-  std::optional<std::pair<int64_t, int64_t>> arenaRange(Value v);
+  std::optional<std::pair<int64_t, int64_t>> arenaRange(Value v, int64_t device);
   LogicalResult emitAllReduceNorm(AllReduceOp ar);
   FailureOr<int32_t> operand(Value v, bool asTable = false);
   FailureOr<int32_t> weight(WeightOp w, bool asTable);
@@ -184,7 +213,8 @@ MulOp DeviceEmitter::normWeightMul(RmsNormOp norm) {
   if (!norm->hasOneUse())
     return {};
   auto mul = dyn_cast<MulOp>(*norm->user_begin());
-  if (!mul || mul.getLhs() != norm.getResult() || !runsOn(mul, device_) || mul->getBlock() != norm->getBlock())
+  if (!mul || mul.getLhs() != norm.getResult() || !runsOn(mul, device_) ||
+      mul->getBlock() != norm->getBlock() || resultPlacement(mul, 0) != resultPlacement(norm, 0))
     return {};
   auto w = mul.getRhs().getDefiningOp<WeightOp>();
   if (!w || w.getGgmlType() != "f32" || w.getType().getRank() != 1)
@@ -243,6 +273,7 @@ FailureOr<int32_t> DeviceEmitter::weight(WeightOp w, bool asTable) {
   rt::WeightSlice slice;
   slice.name = name;
   slice.type = info->type;
+  slice.placement = resultPlacement(w, 0); // a host weight stays in host memory
   slice.shape.assign(local.begin(), local.end());
   if (asTable && slice.shape.size() == 1)
     slice.shape.push_back(1); // a 1-D table gathered by id: one element per row
@@ -258,13 +289,16 @@ FailureOr<int32_t> DeviceEmitter::weight(WeightOp w, bool asTable) {
                          << " bytes on device " << device_ << ", its local shape needs "
                          << (localRowBytes ? localRows * *localRowBytes : 0) << " (a tpc bug)";
   // The same part of the same tensor read by two ops (a tied embedding: the lookup and the output
-  // projection) is one slice: the bytes are loaded once.
+  // projection) is one slice: the bytes are loaded once. A host use and a device use stay two slices (each
+  // side reads its own memory).
   for (auto [i, other] : llvm::enumerate(dev_.weights)) {
-    if (other.name == slice.name && other.shape == slice.shape && other.pieces.size() == pieces->size() &&
-        std::equal(other.pieces.begin(), other.pieces.end(), pieces->begin(), [](const auto &a, const auto &b) {
-          return a.fileOffset == b.fileOffset && a.rowStride == b.rowStride && a.rowBytes == b.rowBytes &&
-                 a.rows == b.rows;
-        })) {
+    if (other.name == slice.name && other.placement == slice.placement && other.shape == slice.shape &&
+        other.pieces.size() == pieces->size() &&
+        std::equal(other.pieces.begin(), other.pieces.end(), pieces->begin(),
+                   [](const auto &a, const auto &b) {
+                     return a.fileOffset == b.fileOffset && a.rowStride == b.rowStride &&
+                            a.rowBytes == b.rowBytes && a.rows == b.rows;
+                   })) {
       int32_t id = b_.weight(static_cast<int32_t>(i));
       cache[w] = id;
       return id;
@@ -336,7 +370,7 @@ FailureOr<int32_t> DeviceEmitter::result(Value v, unsigned index) {
     if (!per || int64_t(per.size()) <= device_ || per[device_] < 0)
       return op->emitError() << "plan emitter: tpc.offsets has no slot for result " << index << " on device "
                              << device_;
-    return b_.activation(dtypeOf(v), s, per[device_]);
+    return b_.activation(dtypeOf(v), s, per[device_], resultPlacement(op, index));
   }
   default:
     return op->emitError() << "plan emitter: unexpected result storage";
@@ -358,8 +392,8 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
       FailureOr<int32_t> t = operand(ret.getOperand(0));
       if (failed(t))
         return failure();
-      if (*t != logits_) // the logits are an alias or an input here: copy them out
-        b_.step(rt::OpKind::Copy, {*t}, {logits_}, {}, {}, "output.copy");
+      if (*t != logits_) // the logits are an alias or an input here: copy them out (on the device side)
+        b_.step(rt::OpKind::Copy, {*t}, {logits_}, {}, {}, "output.copy", rt::Placement::Device);
       continue;
     }
     if (failed(emitOp(&op)))
@@ -376,14 +410,14 @@ static Operation *nextStep(Operation *op) {
   return nullptr;
 }
 
-/// [begin, end) bytes of `v` in this device's activation arena (following aliases), or nullopt when `v`
+/// [begin, end) bytes of `v` in the activation arena of `device` (following aliases), or nullopt when `v`
 /// is not an arena value.
-std::optional<std::pair<int64_t, int64_t>> DeviceEmitter::arenaRange(Value v) {
+std::optional<std::pair<int64_t, int64_t>> DeviceEmitter::arenaRange(Value v, int64_t device) {
   for (int guard = 0; guard < 64; ++guard) {
     Operation *op = v.getDefiningOp();
     if (!op)
       return std::nullopt;
-    Storage st = valueStorage(v, device_);
+    Storage st = valueStorage(v, device);
     if (st == Storage::Alias) {
       v = op->getOperand(0);
       continue;
@@ -392,11 +426,11 @@ std::optional<std::pair<int64_t, int64_t>> DeviceEmitter::arenaRange(Value v) {
       return std::nullopt;
     auto offs = op->getAttrOfType<ArrayAttr>("tpc.offsets");
     auto per = offs ? dyn_cast<DenseI64ArrayAttr>(offs[cast<OpResult>(v).getResultNumber()]) : nullptr;
-    if (!per || int64_t(per.size()) <= device_ || per[device_] < 0)
+    if (!per || int64_t(per.size()) <= device || per[device] < 0)
       return std::nullopt;
     auto maxBatch = m_->getAttrOfType<IntegerAttr>("tpc.max_batch");
-    int64_t bytes = localBytes(localShape(v, device_), maxBatch ? maxBatch.getInt() : 1);
-    return std::make_pair(per[device_], per[device_] + bytes);
+    int64_t bytes = localBytes(localShape(v, device), maxBatch ? maxBatch.getInt() : 1);
+    return std::make_pair(per[device], per[device] + bytes);
   }
   return std::nullopt;
 }
@@ -407,29 +441,32 @@ std::optional<std::pair<int64_t, int64_t>> DeviceEmitter::arenaRange(Value v) {
 /// may be live in between); the add folds in only when it directly precedes the all-reduce and the residual's
 /// bytes overlap neither output.
 void DeviceEmitter::planAllReduceNorms(Block &body) {
-  auto disjoint = [&](Value a, Value b) {
-    auto ra = arenaRange(a), rb = arenaRange(b);
-    return ra && rb && (ra->second <= rb->first || rb->second <= ra->first);
-  };
-  auto same = [&](Value a, Value b) {
-    auto ra = arenaRange(a), rb = arenaRange(b);
-    return ra && rb && *ra == *rb;
+  // The step is a collective, so its parameters (whether the residual folds in) must be the same on every
+  // device: the arenas differ per device (placement copies, uneven splits), so the test covers them all.
+  auto foldable = [&](Value r, Value sum) {
+    for (int64_t d = 0, n = numDevices(m_); d < n; ++d) {
+      auto ra = arenaRange(r, d), rb = arenaRange(sum, d);
+      if (!ra || !rb || !(ra->second <= rb->first || rb->second <= ra->first || *ra == *rb))
+        return false;
+    }
+    return true;
   };
   for (Operation &op : body) {
     auto ar = dyn_cast<AllReduceOp>(op);
     if (!ar || ar.getNumOperands() != 1)
       continue;
     auto norm = dyn_cast_or_null<RmsNormOp>(nextStep(ar));
-    if (!norm || norm.getX() != ar.getResult(0))
+    if (!norm || norm.getX() != ar.getResult(0) || resultPlacement(norm, 0) != rt::Placement::Device)
       continue;
     ArNorm f{ar.getInputs()[0], Value(), norm, normWeightMul(norm)};
     if (f.mul && nextStep(norm) != f.mul.getOperation())
       f.mul = {};
     if (auto add = f.x.getDefiningOp<AddOp>(); add && f.x.hasOneUse() && onDevice(add) == 0 &&
-                                                nextStep(add) == ar.getOperation() &&
-                                                add.getLhs().getType() == add.getRhs().getType()) {
+                                               nextStep(add) == ar.getOperation() &&
+                                               resultPlacement(add, 0) == rt::Placement::Device &&
+                                               add.getLhs().getType() == add.getRhs().getType()) {
       Value r = add.getRhs();
-      if (disjoint(r, ar.getResult(0)) || same(r, ar.getResult(0))) {
+      if (foldable(r, ar.getResult(0))) {
         f.x = add.getLhs();
         f.r = r;
         fused_.insert(add);
@@ -462,7 +499,7 @@ LogicalResult DeviceEmitter::emitAllReduceNorm(AllReduceOp ar) {
     out.push_back(*t);
   }
   b_.step(rt::OpKind::AllReduceRmsNorm, in, out, {f.r ? 1 : 0, f.mul ? 1 : 0},
-          {f.norm.getEps().convertToFloat()}, stepName(ar));
+          {f.norm.getEps().convertToFloat()}, stepName(ar), rt::Placement::Device);
   return success();
 }
 
@@ -732,7 +769,10 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           });
   if (failed(res) || !ok)
     return failure();
-  b_.step(kind, std::move(in), std::move(out), std::move(ints), std::move(floats), stepName(op));
+  FailureOr<rt::Placement> where = stepPlacement(op);
+  if (failed(where))
+    return failure();
+  b_.step(kind, std::move(in), std::move(out), std::move(ints), std::move(floats), stepName(op), *where);
   return success();
 }
 

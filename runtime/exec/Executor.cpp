@@ -1,11 +1,12 @@
 //===- Executor.cpp - sessions: arenas, weight loading, the step loop -------===//
 //
 // Tensor addresses are resolved once at open (arena base + offset, views after their bases); per call only
-// the token dimension changes, so binding a step's operands is a shape substitution. The step loop is a
-// flat switch on the op kind. Devices 1..N-1 run on persistent threads started at open() and woken per
-// evaluate() chunk (threads created per call, with sleeping barriers, made a 2-device tiny-llama decode
-// step ~0.65 ms instead of ~0.25 ms); device 0 runs on the caller. All of them meet at each collective in
-// the shared Rendezvous.
+// the token dimension changes, so binding a step's operands is a shape substitution. The step loop runs the
+// collectives itself and every other step through runLocalStep (LocalStep.cpp, shared with other backends).
+// Placement does not matter here: every "device" of the CPU backend is host memory, one arena per kind.
+// Devices 1..N-1 run on persistent threads started at open() and woken per evaluate() chunk (threads
+// created per call, with sleeping barriers, made a 2-device tiny-llama decode step ~0.65 ms instead of
+// ~0.25 ms); device 0 runs on the caller. All of them meet at each collective in the shared Rendezvous.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Executor.h"
 
@@ -225,77 +226,8 @@ void Session::Impl::runDevice(size_t d, int64_t t) {
     bindStep(d, s, t, in, out);
     const TensorRef &x = in[0];
     const TensorRef &y = out[0];
+    // Collectives meet the other devices here; every other op is the shared host implementation.
     switch (s.op) {
-    case OpKind::GetRows:
-      opGetRows(x, in[1], y, s.ints.empty() ? 0 : s.ints[0], tg);
-      break;
-    case OpKind::TakeAlong:
-      opTakeAlong(x, in[1], y, tg);
-      break;
-    case OpKind::RmsNorm:
-      opRmsNorm(x, in.size() > 1 ? &in[1] : nullptr, y, s.floats[0], tg);
-      break;
-    case OpKind::Matmul:
-      opMatmul(x, in[1], y, tg);
-      break;
-    case OpKind::MulMatId:
-      opMulMatId(x, in[1], in[2], y, tg);
-      break;
-    case OpKind::Add:
-    case OpKind::Mul:
-    case OpKind::Div:
-      opBinary(s.op, x, in[1], y, tg);
-      break;
-    case OpKind::Scale:
-      opScale(x, y, s.floats[0], tg);
-      break;
-    case OpKind::Unary:
-      opUnary(static_cast<UnaryFn>(s.ints[0]), x, y, tg);
-      break;
-    case OpKind::Glu:
-      opGlu(static_cast<UnaryFn>(s.ints[0]), x, in.size() > 1 ? &in[1] : nullptr, y, tg);
-      break;
-    case OpKind::Softmax:
-      opSoftmax(x, y, tg);
-      break;
-    case OpKind::TopK:
-      opTopK(x, y, s.ints[0], tg);
-      break;
-    case OpKind::Sum:
-      opSum(x, y, s.ints[0], tg);
-      break;
-    case OpKind::Reshape:
-    case OpKind::Copy:
-      opCopy(x, y);
-      break;
-    case OpKind::Permute:
-      opPermute(x, y, s.ints, tg);
-      break;
-    case OpKind::View:
-    case OpKind::Slice:
-      opNarrow(x, y, s.ints[0], s.ints[1]);
-      break;
-    case OpKind::Concat:
-      opConcat(in, y, s.ints[0]);
-      break;
-    case OpKind::Rope:
-      opRope(x, in[1], in.size() > 2 ? &in[2] : nullptr, y, s.ints[0], s.ints[1], s.floats[0], s.floats[1],
-             tg);
-      break;
-    case OpKind::Softcap:
-      opSoftcap(x, y, s.floats[0], tg);
-      break;
-    case OpKind::Attention: {
-      AttentionParams p;
-      p.scale = s.floats[0];
-      p.softcap = s.floats[1];
-      p.window = s.ints[1];
-      opAttention(x, in[1], in[2], in[3], in.size() > 4 ? &in[4] : nullptr, dev.kv[s.ints[0]], y, p, tg);
-      break;
-    }
-    case OpKind::ExpertCombine:
-      opExpertCombine(x, std::vector<TensorRef>(in.begin() + 1, in.end()), y, tg);
-      break;
     case OpKind::AllReduce:
       for (size_t i = 0; i < in.size(); ++i)
         opCopy(in[i], out[i]);
@@ -316,6 +248,9 @@ void Session::Impl::runDevice(size_t d, int64_t t) {
       break;
     case OpKind::AllGather:
       rv->allGather(rank, x, y, s.ints[0]);
+      break;
+    default:
+      runLocalStep(s, in, out, dev.kv, tg);
       break;
     }
     if (profiling && d == 0) {

@@ -3,8 +3,9 @@
 // A Session owns everything one loaded plan needs: per device one weight, one activation and one KV
 // allocation (no allocation while running), the weights copied from the GGUF (mmapped) piece by piece,
 // and a ThreadGroup per device. evaluate() binds the tokens and positions, runs every device's step list
-// as a flat loop with a switch on the op kind (devices on their own threads, meeting at collectives) and
-// returns the logits rows of device 0. Prompts longer than the plan's max_batch run in chunks.
+// as a flat loop (devices on their own threads, meeting at collectives; every other step through
+// exec::runLocalStep) and returns the logits rows of device 0. Prompts longer than the plan's max_batch run
+// in chunks. Host placement changes nothing here: all of a CPU "device" is host memory.
 //
 // Opening checks, in order: the GGUF is the one the plan was compiled from (size + fingerprint), each
 // device's arenas fit the memory the user allows, every step's operands fit its op for 1 and max_batch

@@ -131,6 +131,16 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
                  const TensorRef *sinks, KvBuffers &kv, const TensorRef &y, const AttentionParams &p,
                  ThreadGroup &tg);
 
+/// Runs one step that is not a collective on bound operands in host memory (the CPU kernels above), with
+/// `kv` the device's caches (Attention reads kv[s.ints[0]], host pointers): the CPU session's per-step
+/// switch, and what an accelerator backend calls for the steps its plan places on the host, e.g.
+///   bindOperands(dp, ptrs, s, t, in, out);   // ptrs from resolveTensors with StorageBases::hostActs set
+///   runLocalStep(s, in, out, hostKv, tg);
+/// Copy and Reshape are host memcpys. Throws std::invalid_argument for a collective (AllReduce,
+/// ReduceScatter, AllGather, AllReduceRmsNorm): sessions run those themselves.
+void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
+                  std::vector<KvBuffers> &kv, ThreadGroup &tg);
+
 /// Tensor `id` of device plan `dp` at address ptrs[id], with the token dimension at `t` (what every backend
 /// hands its ops; the address may be host or device memory).
 TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int32_t id, int64_t t);
@@ -138,7 +148,10 @@ TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int3
 /// address from them, for every backend.
 struct StorageBases {
   uint8_t *acts = nullptr;
-  std::vector<uint8_t *> weights; ///< one per weight slice
+  /// Where host-placed activations start (Placement::Host, same offsets as `acts`: host and device share
+  /// one offset space). Null: they are in `acts` too (the CPU backend's one arena). Views follow their base.
+  uint8_t *hostActs = nullptr;
+  std::vector<uint8_t *> weights; ///< one per weight slice (a host slice's in host memory)
   const std::vector<KvBuffers> *kv = nullptr;
   void *tokens = nullptr, *positions = nullptr, *logits = nullptr;
 };

@@ -8,6 +8,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <functional>
 #include <optional>
 
 namespace tpc::rt {
@@ -89,13 +91,44 @@ const char *dtypeName(DType dt) {
   return "unknown-dtype";
 }
 
-int32_t DevicePlanBuilder::activation(DType dt, std::vector<int64_t> shape, uint64_t offset) {
+const char *placementName(Placement p) {
+  switch (p) {
+  case Placement::Device:
+    return "device";
+  case Placement::Host:
+    return "host";
+  }
+  return "unknown-placement";
+}
+
+Placement tensorPlacement(const DevicePlan &dev, int32_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= dev.tensors.size())
+    return Placement::Device;
+  const TensorDesc &t = dev.tensors[id];
+  switch (t.storage) {
+  case Storage::Activation:
+  case Storage::View: // validatePlan checks that a view's placement is its base's
+    return t.placement;
+  case Storage::Weight:
+    return t.index >= 0 && static_cast<size_t>(t.index) < dev.weights.size() ? dev.weights[t.index].placement
+                                                                             : Placement::Device;
+  case Storage::Kv:
+    return t.index >= 0 && static_cast<size_t>(t.index) < dev.kv.size() ? dev.kv[t.index].placement
+                                                                        : Placement::Device;
+  default:
+    return Placement::Device; // tokens, positions and logits are bound by the caller in device memory
+  }
+}
+
+int32_t DevicePlanBuilder::activation(DType dt, std::vector<int64_t> shape, uint64_t offset,
+                                      Placement where) {
   TensorDesc t;
   t.id = static_cast<int32_t>(dev_.tensors.size());
   t.dtype = dt;
   t.shape = std::move(shape);
   t.storage = Storage::Activation;
   t.offset = offset;
+  t.placement = where;
   dev_.tensors.push_back(std::move(t));
   return dev_.tensors.back().id;
 }
@@ -140,14 +173,17 @@ int32_t DevicePlanBuilder::view(int32_t base, DType dt, std::vector<int64_t> sha
   t.storage = Storage::View;
   t.index = base;
   t.offset = offset;
+  t.placement = tensorPlacement(dev_, base);
   dev_.tensors.push_back(std::move(t));
   return dev_.tensors.back().id;
 }
 
 void DevicePlanBuilder::step(OpKind op, std::vector<int32_t> in, std::vector<int32_t> out,
-                             std::vector<int64_t> ints, std::vector<float> floats, std::string name) {
+                             std::vector<int64_t> ints, std::vector<float> floats, std::string name,
+                             Placement where) {
   Step s;
   s.op = op;
+  s.placement = where;
   s.inputs = std::move(in);
   s.outputs = std::move(out);
   s.ints = std::move(ints);
@@ -157,6 +193,89 @@ void DevicePlanBuilder::step(OpKind op, std::vector<int32_t> in, std::vector<int
 }
 
 namespace {
+bool knownPlacement(Placement p) { return p == Placement::Device || p == Placement::Host; }
+
+const char *storageName(Storage s) {
+  switch (s) {
+  case Storage::Activation:
+    return "activation";
+  case Storage::Weight:
+    return "weight";
+  case Storage::Kv:
+    return "kv";
+  case Storage::InputTokens:
+    return "input tokens";
+  case Storage::InputPositions:
+    return "input positions";
+  case Storage::OutputLogits:
+    return "output logits";
+  case Storage::View:
+    return "view";
+  }
+  return "unknown storage";
+}
+
+/// The placement rules of one step whose operand ids and KV index are valid (one error line each):
+///  - a collective runs on the device, on device-side tensors;
+///  - a Copy writes its own side (its placement is its destination) and reads either side;
+///  - every other step reads and writes tensors of its own side: activations, views, inputs and logits
+///    (device-side), weight slices; a host step's KV cache is host-placed, while a device step may read a
+///    host-placed one (--no-kv-offload: mapped host memory).
+void checkStepPlacement(const DevicePlan &dev, size_t si, const std::function<void(std::string)> &err) {
+  const Step &st = dev.steps[si];
+  const Placement side = st.placement;
+  const auto where =
+      fmt::format("step {} '{}' ({}) on the {}", si, st.name, opKindName(st.op), placementName(side));
+  auto operandName = [&](int32_t id) {
+    const TensorDesc &t = dev.tensors[id];
+    if (t.storage == Storage::Weight)
+      return fmt::format("tensor {} (weight '{}')", id, dev.weights[t.index].name);
+    return fmt::format("tensor {} ({})", id, storageName(t.storage));
+  };
+  auto kvCheck = [&](int32_t k) {
+    if (side == Placement::Host && dev.kv[k].placement != Placement::Host)
+      err(fmt::format("{}: kv cache {} (layer {}) is device-placed; a host step needs a host-placed cache",
+                      where, k, dev.kv[k].layer));
+  };
+  if (isCollective(st.op)) {
+    if (side != Placement::Device)
+      err(fmt::format("{}: collectives run on the device", where));
+    for (const std::vector<int32_t> *ids : {&st.inputs, &st.outputs})
+      for (int32_t id : *ids)
+        if (tensorPlacement(dev, id) != Placement::Device)
+          err(fmt::format("{}: {} is on the host; collectives run on device-placed tensors", where,
+                          operandName(id)));
+    return;
+  }
+  if (st.op == OpKind::Copy) {
+    for (int32_t id : st.outputs)
+      if (tensorPlacement(dev, id) != side)
+        err(fmt::format("{}: writes {} on the {}; a copy writes its own side", where, operandName(id),
+                        placementName(tensorPlacement(dev, id))));
+    return;
+  }
+  auto check = [&](int32_t id, const char *role) {
+    const TensorDesc &t = dev.tensors[id];
+    if (t.storage == Storage::Kv)
+      return kvCheck(t.index);
+    const Placement p = tensorPlacement(dev, id);
+    if (p == side)
+      return;
+    if (t.storage == Storage::Weight)
+      err(fmt::format("{}: {} is a {} slice; a {} step reads {} slices", where, operandName(id),
+                      placementName(p), placementName(side), placementName(side)));
+    else
+      err(fmt::format("{}: {} {} is on the {}; a step's operands are on its side (a copy moves them)", where,
+                      role, operandName(id), placementName(p)));
+  };
+  for (int32_t id : st.inputs)
+    check(id, "input");
+  for (int32_t id : st.outputs)
+    check(id, "output");
+  if (st.op == OpKind::Attention)
+    kvCheck(static_cast<int32_t>(st.ints[0]));
+}
+
 void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) {
   const DevicePlan &dev = plan.devices[d];
   auto err = [&](std::string msg) { errs.push_back(fmt::format("device {}: {}", d, msg)); };
@@ -166,6 +285,8 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
   for (size_t w = 0; w < dev.weights.size(); ++w) {
     const WeightSlice &s = dev.weights[w];
     auto where = fmt::format("weight {} '{}'", w, s.name);
+    if (!knownPlacement(s.placement))
+      err(fmt::format("{}: unknown placement {}", where, static_cast<int>(s.placement)));
     if (!ggmlTypeInfo(static_cast<uint32_t>(s.type))) {
       err(fmt::format("{}: unknown ggml type {}", where, static_cast<uint32_t>(s.type)));
       continue;
@@ -212,6 +333,9 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
   uint64_t kvPerToken = 0;
   for (size_t k = 0; k < dev.kv.size(); ++k) {
     const KvCache &c = dev.kv[k];
+    if (!knownPlacement(c.placement))
+      err(fmt::format("kv cache {} (layer {}): unknown placement {}", k, c.layer,
+                      static_cast<int>(c.placement)));
     // 0 heads is a device's empty share of split KV heads.
     if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.dtype == DType::I32) {
       err(fmt::format("kv cache {} (layer {}): bad heads/dims/dtype", k, c.layer));
@@ -235,6 +359,10 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
     }
     if (static_cast<uint8_t>(t.dtype) > 2) {
       err(fmt::format("{}: unknown dtype", where));
+      continue;
+    }
+    if (!knownPlacement(t.placement)) {
+      err(fmt::format("{}: unknown placement {}", where, static_cast<int>(t.placement)));
       continue;
     }
     auto elems = elemsOf(t.shape, maxBatch);
@@ -291,6 +419,9 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       if (!end || *end > bytesAtMax[t.index])
         err(fmt::format("{}: view [{}, +{}) exceeds its base tensor {} ({} bytes)", where, t.offset, *bytes,
                         t.index, bytesAtMax[t.index]));
+      if (t.placement != tensorPlacement(dev, t.index))
+        err(fmt::format("{}: view on the {} of tensor {} on the {}; a view is on its base's side", where,
+                        placementName(t.placement), t.index, placementName(tensorPlacement(dev, t.index))));
       break;
     }
     default:
@@ -333,9 +464,34 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
                dev.tensors[id].storage == Storage::InputPositions)
         err(fmt::format("{}: writes read-only tensor {}", where, id));
     }
+    bool kvOk = true;
     if (st.op == OpKind::Attention && !st.ints.empty() &&
-        (st.ints[0] < 0 || static_cast<size_t>(st.ints[0]) >= dev.kv.size()))
+        (st.ints[0] < 0 || static_cast<size_t>(st.ints[0]) >= dev.kv.size())) {
       err(fmt::format("{}: kv cache index {} out of range", where, st.ints[0]));
+      kvOk = false;
+    }
+    if (!knownPlacement(st.placement)) {
+      err(fmt::format("{}: unknown placement {}", where, static_cast<int>(st.placement)));
+      continue;
+    }
+    // Placement, once every id it looks at is known to be valid.
+    auto idOk = [&](int32_t id) {
+      if (id < 0 || static_cast<size_t>(id) >= dev.tensors.size())
+        return false;
+      const TensorDesc &t = dev.tensors[id];
+      if (!knownPlacement(t.placement))
+        return false;
+      if (t.storage == Storage::Weight)
+        return t.index >= 0 && static_cast<size_t>(t.index) < dev.weights.size() &&
+               knownPlacement(dev.weights[t.index].placement);
+      if (t.storage == Storage::Kv)
+        return t.index >= 0 && static_cast<size_t>(t.index) < dev.kv.size();
+      return true;
+    };
+    if (kvOk && (st.op != OpKind::Attention || !st.ints.empty()) &&
+        std::all_of(st.inputs.begin(), st.inputs.end(), idOk) &&
+        std::all_of(st.outputs.begin(), st.outputs.end(), idOk))
+      checkStepPlacement(dev, s, err);
   }
 }
 } // namespace

@@ -13,7 +13,9 @@
 //  - every ACTIVATION tensor fits its device's activation arena for maxBatch tokens, every weight slice
 //    fits the weight arena and every weight piece lies inside the GGUF file (overflow-checked);
 //  - every step has the operand counts its op requires, and every device has the same sequence of
-//    collective ops (the k-th collective of each device meets the k-th of every other).
+//    collective ops (the k-th collective of each device meets the k-th of every other);
+//  - placement is consistent: a non-Copy step's operands are on its side (weights too), a Copy writes
+//    its side, collectives run on device-placed tensors, a host step's KV cache is host-placed.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_PLAN_PLANFORMAT_H
 #define TPC_RUNTIME_PLAN_PLANFORMAT_H
@@ -27,14 +29,17 @@
 namespace tpc::rt {
 
 /// The schema version this build writes and the newest it reads.
-inline constexpr uint32_t kPlanSchemaVersion = 2; ///< 2: AllReduceRmsNorm
+/// 2: AllReduceRmsNorm; 3: step, tensor and weight placement. Older versions still load (fields default).
+inline constexpr uint32_t kPlanSchemaVersion = 3;
 /// The 8 bytes every plan file starts with.
 inline constexpr char kPlanMagic[8] = {'T', 'P', 'C', 'P', 'L', 'A', 'N', '1'};
 
 /// Element type of a plan tensor or KV cache.
 enum class DType : uint8_t { F32 = 0, I32 = 1, F16 = 2 };
 
-/// Where a KV cache lives.
+/// Which side of a device holds a tensor's bytes or runs a step: its accelerator (the default) or the host
+/// (`--override-tensor REGEX=cpu`, `--no-kv-offload`). The CPU backend is all host, so there it changes
+/// nothing; an accelerator backend runs host steps on host memory and Copy steps across.
 enum class Placement : uint8_t { Device = 0, Host = 1 };
 
 /// Where a tensor's bytes live.
@@ -117,6 +122,7 @@ struct WeightSlice {
   uint64_t offset = 0;             ///< byte offset in the weight arena
   uint64_t bytes = 0;              ///< packed size (= sum of pieces' rows * rowBytes)
   std::vector<WeightPiece> pieces; ///< copy order
+  Placement placement = Placement::Device; ///< Host: kept in host memory, read by host steps only
 };
 
 /// One layer's KV cache on one device, sized at run time from the context size.
@@ -126,7 +132,7 @@ struct KvCache {
   int32_t headDimK = 0;
   int32_t headDimV = 0;
   DType dtype = DType::F16; ///< F16 or F32
-  Placement placement = Placement::Device;
+  Placement placement = Placement::Device; ///< Host: --no-kv-offload (device steps may read it, mapped)
 };
 
 /// A tensor a step reads or writes.
@@ -137,6 +143,10 @@ struct TensorDesc {
   Storage storage = Storage::Activation;
   uint64_t offset = 0; ///< Activation: arena byte offset; View: byte offset into the base
   int32_t index = -1;  ///< Weight: slice; Kv: cache; View: base tensor id
+  /// Activation: which side's arena holds the bytes (both sides share one offset space, so the compiler's
+  /// liveness plan holds for either); View: its base's (validated equal). Unused for the other storage
+  /// kinds: weights and KV caches carry their own, inputs and logits are device-side.
+  Placement placement = Placement::Device;
 };
 
 /// One operation of a device's program.
@@ -147,6 +157,8 @@ struct Step {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::string name; ///< for profiles
+  /// Where the step runs; for a Copy, its destination side (the IR's backend_copy `to`).
+  Placement placement = Placement::Device;
 };
 
 /// Everything one device runs.
@@ -202,8 +214,9 @@ struct Plan {
 class DevicePlanBuilder {
 public:
   explicit DevicePlanBuilder(DevicePlan &dev) : dev_(dev) {}
-  /// An activation tensor at `offset` in the activation arena; returns its id.
-  int32_t activation(DType dt, std::vector<int64_t> shape, uint64_t offset);
+  /// An activation tensor at `offset` in the activation arena (of side `where`); returns its id.
+  int32_t activation(DType dt, std::vector<int64_t> shape, uint64_t offset,
+                     Placement where = Placement::Device);
   /// A tensor bound to weight slice `slice`.
   int32_t weight(int32_t slice);
   /// Adds a weight slice; returns its index.
@@ -212,11 +225,11 @@ public:
   int32_t addKv(KvCache c);
   /// An input/output tensor (InputTokens, InputPositions, OutputLogits).
   int32_t io(Storage kind, DType dt, std::vector<int64_t> shape);
-  /// A view of `base` at byte `offset` with its own shape.
+  /// A view of `base` at byte `offset` with its own shape (and its base's placement).
   int32_t view(int32_t base, DType dt, std::vector<int64_t> shape, uint64_t offset = 0);
-  /// Appends a step.
+  /// Appends a step running on side `where`.
   void step(OpKind op, std::vector<int32_t> in, std::vector<int32_t> out, std::vector<int64_t> ints = {},
-            std::vector<float> floats = {}, std::string name = {});
+            std::vector<float> floats = {}, std::string name = {}, Placement where = Placement::Device);
 
 private:
   DevicePlan &dev_;
@@ -226,6 +239,12 @@ private:
 inline uint64_t dtypeBytes(DType dt) { return dt == DType::F16 ? 2 : 4; }
 /// Name of a dtype ("f32").
 const char *dtypeName(DType dt);
+/// "device" or "host".
+const char *placementName(Placement p);
+
+/// The side holding tensor `id` of `dev` (an id validatePlan accepted): an activation's or view's own
+/// placement, a weight's slice's, a KV cache's; inputs and logits are device-side.
+Placement tensorPlacement(const DevicePlan &dev, int32_t id);
 
 /// Problems found by validatePlan(), one line each ("device 1: step 7 (matmul): input 3 ...").
 std::vector<std::string> validatePlan(const Plan &plan);

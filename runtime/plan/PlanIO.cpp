@@ -52,9 +52,9 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
       std::vector<flatbuffers::Offset<fbs::WeightPiece>> pieces;
       for (const WeightPiece &p : w.pieces)
         pieces.push_back(fbs::CreateWeightPiece(b, p.fileOffset, p.rowStride, p.rowBytes, p.rows));
-      weights.push_back(fbs::CreateWeightSlice(b, b.CreateString(w.name), static_cast<uint32_t>(w.type),
-                                               b.CreateVector(w.shape), w.offset, w.bytes,
-                                               b.CreateVector(pieces)));
+      weights.push_back(fbs::CreateWeightSlice(
+          b, b.CreateString(w.name), static_cast<uint32_t>(w.type), b.CreateVector(w.shape), w.offset,
+          w.bytes, b.CreateVector(pieces), static_cast<fbs::Placement>(w.placement)));
     }
     std::vector<flatbuffers::Offset<fbs::KvCache>> kv;
     for (const KvCache &c : dev.kv)
@@ -64,12 +64,14 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     std::vector<flatbuffers::Offset<fbs::Tensor>> tensors;
     for (const TensorDesc &t : dev.tensors)
       tensors.push_back(fbs::CreateTensor(b, t.id, static_cast<fbs::DType>(t.dtype), b.CreateVector(t.shape),
-                                          static_cast<fbs::Storage>(t.storage), t.offset, t.index));
+                                          static_cast<fbs::Storage>(t.storage), t.offset, t.index,
+                                          static_cast<fbs::Placement>(t.placement)));
     std::vector<flatbuffers::Offset<fbs::Step>> steps;
     for (const Step &s : dev.steps)
       steps.push_back(fbs::CreateStep(b, static_cast<uint16_t>(s.op), b.CreateVector(s.inputs),
                                       b.CreateVector(s.outputs), b.CreateVector(s.ints),
-                                      b.CreateVector(s.floats), b.CreateString(s.name)));
+                                      b.CreateVector(s.floats), b.CreateString(s.name),
+                                      static_cast<fbs::Placement>(s.placement)));
     devices.push_back(fbs::CreateDevice(b, b.CreateString(dev.kind), dev.ordinal, dev.weightBytes,
                                         dev.activationBytes, dev.kvBytesPerToken, b.CreateVector(weights),
                                         b.CreateVector(kv), b.CreateVector(tensors), b.CreateVector(steps)));
@@ -182,6 +184,7 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
           if (w->pieces())
             for (const fbs::WeightPiece *pc : *w->pieces())
               s.pieces.push_back({pc->file_offset(), pc->row_stride(), pc->row_bytes(), pc->rows()});
+          s.placement = static_cast<Placement>(w->placement());
           dev.weights.push_back(std::move(s));
         }
       if (d->kv())
@@ -197,6 +200,7 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
           td.storage = static_cast<Storage>(t->storage());
           td.offset = t->offset();
           td.index = t->index();
+          td.placement = static_cast<Placement>(t->placement());
           dev.tensors.push_back(std::move(td));
         }
       if (d->steps())
@@ -208,6 +212,7 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
           st.ints = vec(s->ints());
           st.floats = vec(s->floats());
           st.name = str(s->name());
+          st.placement = static_cast<Placement>(s->placement());
           dev.steps.push_back(std::move(st));
         }
       plan.devices.push_back(std::move(dev));

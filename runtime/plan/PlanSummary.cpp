@@ -2,6 +2,7 @@
 //
 // Collective traffic counts the elements of each collective's output per token (token-dim tensors) or in
 // total (fixed-shape tensors), times 4 bytes: what a device sends or receives, not the algorithm's cost.
+// Memory is split by placement (see DeviceSummary).
 //===----------------------------------------------------------------------===//
 #include "runtime/plan/PlanSummary.h"
 
@@ -16,13 +17,29 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
   std::vector<DeviceSummary> out;
   for (const DevicePlan &dev : plan.devices) {
     DeviceSummary s;
-    s.weightBytes = dev.weightBytes;
-    s.activationBytes = dev.activationBytes;
-    s.kvBytesPerToken = dev.kvBytesPerToken;
+    auto host = [](Placement p) { return p == Placement::Host; };
+    for (const WeightSlice &w : dev.weights)
+      (host(w.placement) ? s.hostWeightBytes : s.weightBytes) += w.bytes;
+    for (const TensorDesc &t : dev.tensors) {
+      if (t.storage != Storage::Activation)
+        continue;
+      // No overflow: validatePlan checked that the arena holds every activation at max_batch tokens.
+      uint64_t bytes = dtypeBytes(t.dtype);
+      for (int64_t d : t.shape)
+        bytes *= d == -1 ? static_cast<uint64_t>(plan.model.maxBatch) : static_cast<uint64_t>(d);
+      const uint64_t end = t.offset + bytes;
+      uint64_t &extent = host(t.placement) ? s.hostActivationBytes : s.activationBytes;
+      extent = std::max(extent, end);
+    }
+    for (const KvCache &c : dev.kv)
+      (host(c.placement) ? s.hostKvBytesPerToken : s.kvBytesPerToken) +=
+          static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
     s.steps = dev.steps.size();
     std::map<std::string, size_t> counts;
     for (const Step &st : dev.steps) {
       ++counts[opKindName(st.op)];
+      if (host(st.placement))
+        ++s.hostSteps;
       if (!isCollective(st.op))
         continue;
       ++s.collectives;
@@ -75,6 +92,11 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
                        plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes),
                        bytesStr(s.kvBytesPerToken), bytesStr(s.kvBytesPerToken * static_cast<uint64_t>(ctx)),
                        ctx);
+    if (s.hostSteps || s.hostWeightBytes || s.hostActivationBytes || s.hostKvBytesPerToken)
+      out += fmt::format(
+          "  host: weights {}, activations {}, KV {} per token = {} for ctx {}; {} host steps\n",
+          bytesStr(s.hostWeightBytes), bytesStr(s.hostActivationBytes), bytesStr(s.hostKvBytesPerToken),
+          bytesStr(s.hostKvBytesPerToken * static_cast<uint64_t>(ctx)), ctx, s.hostSteps);
     out += fmt::format("  {} steps, {} collectives moving {} per token\n  ops:", s.steps, s.collectives,
                        bytesStr(s.collectiveBytesPerToken));
     for (const auto &[name, n] : s.opCounts)

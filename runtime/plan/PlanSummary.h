@@ -1,8 +1,9 @@
 //===- PlanSummary.h - human-readable facts about a plan ----------*- C++ -*-===//
 //
 // What `tpc inspect plan.bin` shows: the header, and per device its memory (weights, activations, KV per
-// token and for a given context), its op histogram and its collectives with the bytes they move for one
-// token. Pure functions over a validated Plan, so the CLI and tests share them.
+// token and for a given context) on the device side and, where the plan places anything there
+// (--override-tensor, --no-kv-offload), on the host side, its op histogram and its collectives with the
+// bytes they move for one token. Pure functions over a validated Plan, so the CLI and tests share them.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_PLAN_PLANSUMMARY_H
 #define TPC_RUNTIME_PLAN_PLANSUMMARY_H
@@ -14,9 +15,14 @@
 
 namespace tpc::rt {
 
-/// Per-device figures of a plan.
+/// Per-device figures of a plan, split by side. Weights are the bytes of the side's slices, activations the
+/// extent of the side's activation tensors for max_batch tokens (host and device activations share one
+/// offset space, so a backend that keeps them apart needs an arena of that extent on each side), KV the
+/// bytes per token of the side's caches. Without host placement the device figures are the whole device.
 struct DeviceSummary {
-  uint64_t weightBytes = 0, activationBytes = 0, kvBytesPerToken = 0;
+  uint64_t weightBytes = 0, activationBytes = 0, kvBytesPerToken = 0; ///< device side
+  uint64_t hostWeightBytes = 0, hostActivationBytes = 0, hostKvBytesPerToken = 0;
+  size_t hostSteps = 0; ///< steps placed on the host (copies to the host included)
   size_t steps = 0, collectives = 0;
   uint64_t collectiveBytesPerToken = 0; ///< f32 payload of this device's collectives for one token
   std::vector<std::pair<std::string, size_t>> opCounts; ///< op name -> steps, most frequent first

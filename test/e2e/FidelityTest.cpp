@@ -221,6 +221,12 @@ std::vector<Case> cases() {
   all.push_back({"tiny-gemma4moe", 4, "4,3,2,1", false});
   // Placement: the KV cache and the experts on the host (explicit copies in the plan) change nothing.
   all.push_back({"tiny-qwen3moe", 2, "", false, "--no-kv-offload --override-tensor 'ffn_.*_exps=cpu'"});
+  // The tied embedding on the host: lookup and output projection on one host slice, the token ids copied
+  // there, the partial rows and the split logits copied back for their collectives.
+  all.push_back({"tiny-qwen3", 2, "", false, "--override-tensor 'token_embd=cpu'"});
+  // The output head on the host (output_norm and output, quantized): the host projection's copy back is
+  // the step that writes the logits.
+  all.push_back({"tiny-llama-Q4_K_M", 1, "", false, "--override-tensor '^output=cpu'"});
   return all;
 }
 

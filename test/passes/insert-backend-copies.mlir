@@ -3,6 +3,7 @@
 // RUN: tpc-opt %S/Inputs/llama-layer.mlir --tpc-assign-split-axes=devices=2 --tpc-insert-backend-copies | FileCheck %s --check-prefix=NONE
 // RUN: not tpc-opt %S/Inputs/llama-layer.mlir '--tpc-insert-backend-copies=override-tensor=ffn=gpu7' 2>&1 | FileCheck %s --check-prefix=BADTARGET
 // RUN: not tpc-opt %S/Inputs/llama-layer.mlir '--tpc-insert-backend-copies=override-tensor=*ffn=cpu' 2>&1 | FileCheck %s --check-prefix=BADREGEX
+// RUN: not tpc-opt %S/Inputs/collective-reads-weight.mlir '--tpc-insert-backend-copies=override-tensor=token_embd=cpu' 2>&1 | FileCheck %s --check-prefix=COLLECTIVE
 
 /// --no-kv-offload: the cache lives on the host and stays split per device (each device's host part holds its
 /// KV heads); the attention reading it runs on the host, and every copy carries its source's split state, so
@@ -29,3 +30,5 @@
 // NONE-NOT: tpc.placement
 // BADTARGET: --override-tensor 'ffn=gpu7': unknown target 'gpu7'
 // BADREGEX: --override-tensor '*ffn=cpu': bad regular expression
+/// A collective runs on the device: a pinned weight it reads directly is an error naming the weight.
+// COLLECTIVE: error: --override-tensor: weight 'token_embd.weight' is read by tpc.all_gather, a collective, which runs on the device; it cannot stay on the host

@@ -2,7 +2,8 @@
 //
 // `tpc inspect FILE [--json] [--metadata]`: what a file holds. The file kind is decided by its magic in
 // one place (detectFileKind): a GGUF model or a device plan; anything else gets one error line.
-// For a plan: its header (source GGUF, fingerprint, compiler), model facts and per device the memory,
+// For a plan: its header (source GGUF, fingerprint, compiler), model facts and per device the memory (device
+// side, and the host side where the plan places anything there),
 // steps, collectives and their bytes per token (describePlan); --json gives the same figures.
 // For a GGUF: architecture, the hyperparameters the importers read (whichever are present), a tokenizer
 // summary, the tensor table and totals per ggml type; --json prints the same as one JSON object and
@@ -475,6 +476,14 @@ void inspectPlan(const InspectOptions &opts) {
     j.number(static_cast<int64_t>(d.activationBytes));
     j.key("kv_bytes_per_token");
     j.number(static_cast<int64_t>(d.kvBytesPerToken));
+    j.key("host_weight_bytes");
+    j.number(static_cast<int64_t>(d.hostWeightBytes));
+    j.key("host_activation_bytes");
+    j.number(static_cast<int64_t>(d.hostActivationBytes));
+    j.key("host_kv_bytes_per_token");
+    j.number(static_cast<int64_t>(d.hostKvBytesPerToken));
+    j.key("host_steps");
+    j.number(static_cast<int64_t>(d.hostSteps));
     j.key("steps");
     j.number(static_cast<int64_t>(d.steps));
     j.key("collectives");

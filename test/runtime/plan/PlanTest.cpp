@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <unistd.h>
 
@@ -336,6 +337,191 @@ TEST_F(PlanTest, SummaryCountsMemoryOpsAndTraffic) {
   EXPECT_NE(text.find("device 1 (cpu): weights 128 B"), std::string::npos) << text;
   EXPECT_NE(text.find("KV 16 B per token = 1.6 KiB for ctx 100"), std::string::npos) << text;
   EXPECT_NE(text.find("all_gather 1"), std::string::npos) << text;
+}
+
+} // namespace
+
+namespace {
+
+/// `plan` with host placement on every device: the KV cache on the host, a second slice of "w" kept in host
+/// memory, and a host matmul between two copies (device -> host, host -> device), plus a host view.
+/// Returns the ids of the host activation, the host view and the host weight tensor of device 0.
+struct HostIds {
+  int32_t h, hv, wh, yh, back;
+};
+HostIds addHostPart(Plan &p) {
+  HostIds ids{};
+  for (DevicePlan &dev : p.devices) {
+    DevicePlanBuilder b(dev);
+    WeightSlice w = dev.weights[0];
+    w.offset = dev.weightBytes;
+    w.placement = Placement::Host;
+    dev.weightBytes += w.bytes;
+    const int32_t wh = b.weight(b.addWeight(w));
+    const uint64_t at = dev.activationBytes;
+    const int32_t h = b.activation(DType::F32, {-1, 8}, at, Placement::Host);
+    const int32_t hv = b.view(h, DType::F32, {-1, 2, 4});
+    const int32_t yh = b.activation(DType::F32, {-1, 4}, at + 4 * 8 * 4, Placement::Host);
+    const int32_t back = b.activation(DType::F32, {-1, 4}, at + 4 * 8 * 4 + 4 * 4 * 4);
+    dev.activationBytes = at + 4 * 8 * 4 + 2 * 4 * 4 * 4;
+    dev.kv[0].placement = Placement::Host;
+    b.step(OpKind::Copy, {2}, {h}, {}, {}, "to_host", Placement::Host);
+    b.step(OpKind::Matmul, {h, wh}, {yh}, {}, {}, "host_matmul", Placement::Host);
+    b.step(OpKind::Copy, {yh}, {back}, {}, {}, "to_device", Placement::Device);
+    ids = {h, hv, wh, yh, back};
+  }
+  return ids;
+}
+
+/// Every problem validatePlan() finds, joined, for substring checks.
+std::string allErrors(const Plan &p) {
+  std::string all;
+  for (const std::string &e : validatePlan(p))
+    all += e + "\n";
+  return all;
+}
+
+TEST_F(PlanTest, RoundTripKeepsPlacement) {
+  HostIds ids = addHostPart(plan);
+  ASSERT_TRUE(validatePlan(plan).empty()) << allErrors(plan);
+  ASSERT_TRUE(writePlan(plan, planPath));
+  auto r = loadPlan(planPath);
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->schemaVersion, 3u);
+  for (const DevicePlan &d : r->devices) {
+    ASSERT_EQ(d.weights.size(), 2u);
+    EXPECT_EQ(d.weights[0].placement, Placement::Device);
+    EXPECT_EQ(d.weights[1].placement, Placement::Host);
+    EXPECT_EQ(d.kv[0].placement, Placement::Host);
+    EXPECT_EQ(d.tensors[ids.h].placement, Placement::Host);
+    EXPECT_EQ(d.tensors[ids.hv].placement, Placement::Host); // a view inherits its base's side
+    EXPECT_EQ(d.tensors[ids.back].placement, Placement::Device);
+    EXPECT_EQ(tensorPlacement(d, ids.wh), Placement::Host);
+    EXPECT_EQ(tensorPlacement(d, 0), Placement::Device);
+    ASSERT_EQ(d.steps.size(), 6u);
+    EXPECT_EQ(d.steps[1].placement, Placement::Device);
+    EXPECT_EQ(d.steps[3].placement, Placement::Host); // the copy to the host runs on (writes) the host
+    EXPECT_EQ(d.steps[4].placement, Placement::Host);
+    EXPECT_EQ(d.steps[5].placement, Placement::Device);
+  }
+  EXPECT_EQ(serializePlan(*r), serializePlan(plan));
+}
+
+TEST_F(PlanTest, SchemaV2PlansStillLoadWithDevicePlacement) {
+  // A v2 file has no step/tensor/weight placement (the fields are absent, FlatBuffers reads the default);
+  // a v2 plan compiled with --no-kv-offload has only the cache on the host, read by device steps.
+  plan.schemaVersion = 2;
+  plan.devices[0].kv[0].placement = Placement::Host;
+  auto r = parsePlan(serializePlan(plan).data(), serializePlan(plan).size(), "v2.plan");
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->schemaVersion, 2u);
+  EXPECT_EQ(r->devices[0].kv[0].placement, Placement::Host);
+  for (const DevicePlan &d : r->devices) {
+    for (const Step &s : d.steps)
+      EXPECT_EQ(s.placement, Placement::Device);
+    for (const TensorDesc &t : d.tensors)
+      EXPECT_EQ(t.placement, Placement::Device);
+    EXPECT_EQ(d.weights[0].placement, Placement::Device);
+  }
+  // Default placements add no bytes: the v3 writer writes such a plan exactly as v2 did, but for the
+  // version number.
+  Plan v3 = plan;
+  v3.schemaVersion = 3;
+  EXPECT_EQ(serializePlan(v3).size(), serializePlan(plan).size());
+}
+
+TEST_F(PlanTest, PlacementErrorsNameTheStepAndTensor) {
+  HostIds ids = addHostPart(plan);
+  ASSERT_TRUE(validatePlan(plan).empty()) << allErrors(plan);
+  struct Case {
+    const char *expect;
+    std::function<void(Plan &)> edit;
+  };
+  const Case cases[] = {
+      {"device 0: step 1 'matmul' (matmul) on the host: input tensor 2 (activation) is on the device; a "
+       "step's "
+       "operands are on its side (a copy moves them)",
+       [](Plan &p) { p.devices[0].steps[1].placement = Placement::Host; }},
+      {"device 0: step 1 'matmul' (matmul) on the host: tensor 0 (weight 'w') is a device slice; a host step "
+       "reads host slices",
+       [](Plan &p) { p.devices[0].steps[1].placement = Placement::Host; }},
+      {"device 1: step 4 'host_matmul' (matmul) on the device: tensor 5 (weight 'w') is a host slice; a "
+       "device "
+       "step reads device slices",
+       [](Plan &p) { p.devices[1].steps[4].placement = Placement::Device; }},
+      {"device 0: step 2 'all_gather' (all_gather) on the host: collectives run on the device",
+       [](Plan &p) { p.devices[0].steps[2].placement = Placement::Host; }},
+      {"device 1: step 2 'all_gather' (all_gather) on the device: tensor 3 (activation) is on the host; "
+       "collectives run on device-placed tensors",
+       [](Plan &p) { p.devices[1].tensors[3].placement = Placement::Host; }},
+      {"device 0: step 3 'to_host' (copy) on the host: writes tensor 2 (activation) on the device; a copy "
+       "writes its own side",
+       [](Plan &p) { p.devices[0].steps[3].outputs = {2}; }},
+      {"device 0: tensor 7: view on the device of tensor 6 on the host; a view is on its base's side",
+       [](Plan &p) { p.devices[0].tensors[7].placement = Placement::Device; }},
+      {"device 1: step 6 'host_attention' (attention) on the host: kv cache 0 (layer 0) is device-placed; a "
+       "host "
+       "step needs a host-placed cache",
+       [](Plan &p) {
+         p.devices[1].kv[0].placement = Placement::Device;
+         DevicePlanBuilder(p.devices[1])
+             .step(OpKind::Attention, {6, 6, 6, 6}, {8}, {0, 0}, {1, 0}, "host_attention", Placement::Host);
+       }},
+      {"device 0: step 0 (get_rows): unknown placement 7",
+       [](Plan &p) { p.devices[0].steps[0].placement = static_cast<Placement>(7); }},
+      {"device 0: weight 1 'w': unknown placement 2",
+       [](Plan &p) { p.devices[0].weights[1].placement = static_cast<Placement>(2); }},
+  };
+  ASSERT_EQ(ids.wh, 5);
+  ASSERT_EQ(ids.h, 6);
+  ASSERT_EQ(ids.hv, 7);
+  for (const Case &c : cases) {
+    Plan p = plan;
+    c.edit(p);
+    std::string all = allErrors(p);
+    EXPECT_NE(all.find(std::string(c.expect) + "\n"), std::string::npos)
+        << "expected '" << c.expect << "', got:\n"
+        << all;
+    std::string e = loadError(p); // the loader reports the first problem on one line
+    EXPECT_NE(e.find("x.plan"), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  // A device step may read a host-placed cache (--no-kv-offload: mapped host memory).
+  Plan ok = plan;
+  DevicePlanBuilder(ok.devices[0])
+      .step(OpKind::Attention, {2, 2, 2, 2}, {3}, {0, 0}, {1, 0}, "dev_attention");
+  EXPECT_EQ(allErrors(ok), "");
+}
+
+TEST_F(PlanTest, SummarySeparatesHostBytesAndSteps) {
+  addHostPart(plan);
+  std::vector<DeviceSummary> s = summarizeDevices(plan);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].weightBytes, 128u);     // the device slice of w
+  EXPECT_EQ(s[0].hostWeightBytes, 128u); // its host slice
+  // One offset space: h [4,8] at 192 and yh [4,4] at 320 are host, the copy back [4,4] at 384 is device,
+  // so the device extent runs past the host tensors.
+  EXPECT_EQ(s[0].activationBytes, 448u);
+  EXPECT_EQ(s[0].hostActivationBytes, 384u);
+  EXPECT_EQ(s[0].kvBytesPerToken, 0u);
+  EXPECT_EQ(s[0].hostKvBytesPerToken, 16u);
+  EXPECT_EQ(s[0].hostSteps, 2u);
+  std::string text = describePlan(plan, 100);
+  EXPECT_NE(text.find("device 0 (cpu): weights 128 B, activations 448 B, KV 0 B per token = 0 B for ctx 100\n"
+                      "  host: weights 128 B, activations 384 B, KV 16 B per token = 1.6 KiB for ctx 100; "
+                      "2 host steps\n"),
+            std::string::npos)
+      << text;
+  // Without host placement there is no host line.
+  Plan device = plan;
+  for (DevicePlan &d : device.devices) {
+    d.steps.resize(3);
+    d.weights.resize(1);
+    d.tensors.resize(5);
+    d.kv[0].placement = Placement::Device;
+  }
+  ASSERT_TRUE(validatePlan(device).empty()) << allErrors(device);
+  EXPECT_EQ(describePlan(device, 100).find("host:"), std::string::npos);
 }
 
 } // namespace
