@@ -7,6 +7,12 @@
 // them, ordered by events (loopback) or by the streams (NCCL). Data movement (views, slices, concats,
 // same-dtype copies) is cudaMemcpy2DAsync.
 //
+// Host placement (`--override-tensor REGEX=cpu`, `--no-kv-offload`): host weight slices stay in host
+// memory, host activations live in a pinned host arena at the plan's offsets, host KV caches in mapped
+// pinned memory (device attention reads them over the bus). Host steps run on the CPU kernels
+// (exec::runLocalStep) after the device stream has drained the copies they read; copies across are
+// cudaMemcpyAsync. A plan with host steps runs without CUDA graphs, and no fusion reaches across a host step.
+//
 // Scratch per device (one allocation with the I/O buffers): the f16 weight tile and f16 activations of
 // the cuBLAS path, the expert routing lists of MUL_MAT_ID and the staging buffer of the reduce-scatter /
 // all-gather collectives, each sized from the plan's steps at max_batch.
@@ -30,6 +36,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <thread>
 
 namespace tpc::rt::cuda {
 
@@ -81,6 +88,7 @@ struct HostAlloc {
   HostAlloc() = default;
   HostAlloc(const HostAlloc &) = delete;
   HostAlloc &operator=(const HostAlloc &) = delete;
+  HostAlloc(HostAlloc &&o) noexcept : p(o.p) { o.p = nullptr; }
   ~HostAlloc() {
     if (p)
       cudaFreeHost(p);
@@ -117,7 +125,21 @@ struct Device {
   int64_t xqElems = 0;
   const float *xqOf = nullptr;
   int64_t xqHeld = 0; ///< elements of xqOf (whole 32-blocks in row-major order: any row length reads them)
+  // Host placement (see the file comment).
+  HostAlloc hostActs, hostKv;         ///< pinned; hostKv also mapped into the device's address space
+  std::unique_ptr<uint8_t[]> hostWeights;
+  std::vector<uint8_t> hostNear;      ///< per step: a host-side step within the fusion lookahead
+  bool hostSync = false;              ///< the stream has copies touching host memory since the last sync
 };
+
+/// Steps a fused group may span from its first step (the quantized-output lookahead is the longest).
+constexpr size_t kFuseReach = 9;
+
+/// True for a step that runs on the host or copies from or to host memory.
+bool touchesHost(const DevicePlan &dp, const Step &s) {
+  return s.placement == Placement::Host ||
+         (s.op == OpKind::Copy && !s.inputs.empty() && tensorPlacement(dp, s.inputs[0]) == Placement::Host);
+}
 
 bool isWeightOperand(const Step &s, size_t i) {
   return (s.op == OpKind::Matmul || s.op == OpKind::MulMatId) ? i == 1 : (s.op == OpKind::GetRows && i == 0);
@@ -184,6 +206,8 @@ struct CudaSession::Impl {
     exec::bindOperands(plan.devices[d], devs[d].ptr, s, t, in, out);
   }
 
+  std::unique_ptr<cpu::ThreadGroup> hostThreads; ///< for host-placed steps (null: the plan has none)
+
   std::string checkAll(int64_t t) const;
   ScratchPlan scratchFor(size_t d) const;
   void runStep(size_t d, size_t i, int64_t t);
@@ -204,6 +228,7 @@ struct CudaSession::Impl {
   void collective(const std::vector<size_t> &at, int64_t t);
   void runSteps(int64_t t);
   void runChunk(int64_t t);
+  void runHostStep(size_t d, size_t i, int64_t t);
 };
 
 std::string CudaSession::Impl::checkAll(int64_t t) const {
@@ -218,6 +243,11 @@ std::string CudaSession::Impl::checkAll(int64_t t) const {
       };
       if (std::string e = exec::checkStep(s, in, out, devs[d].kv); !e.empty())
         return err(e);
+      if (touchesHost(plan.devices[d], s)) { // the CPU kernels run it, or a copy across
+        if (s.op == OpKind::Copy && in[0].dtype != out[0].dtype)
+          return err("a copy between host and device must keep its dtype; recompile the plan");
+        continue;
+      }
       // What the CPU backend allows but these kernels do not.
       for (size_t i = 0; i < in.size(); ++i)
         if (isWeightOperand(s, i) && in[i].isWeight && !cudaSupportsType(in[i].wtype))
@@ -251,6 +281,8 @@ ScratchPlan CudaSession::Impl::scratchFor(size_t d) const {
   // The f16 weight tile holds up to 16 Mi elements (32 MiB) of rows, at least 64 rows.
   constexpr int64_t kTileElems = int64_t(16) << 20;
   for (const Step &s : plan.devices[d].steps) {
+    if (touchesHost(plan.devices[d], s))
+      continue;
     bindStep(d, s, t, in, out);
     if (s.op == OpKind::Matmul && t >= copts.cublasMinRows && in[0].inner() > 0) {
       const int64_t k = in[0].inner(), n = in[1].rows();
@@ -268,7 +300,7 @@ ScratchPlan CudaSession::Impl::scratchFor(size_t d) const {
   // most that many tokens): its x at that many tokens bounds the quantized copy.
   const int64_t tq = std::min<int64_t>(t, kPairGridMax);
   for (const Step &s : plan.devices[d].steps)
-    if (s.op == OpKind::Matmul || s.op == OpKind::MulMatId) {
+    if ((s.op == OpKind::Matmul || s.op == OpKind::MulMatId) && !touchesHost(plan.devices[d], s)) {
       bindStep(d, s, tq, in, out);
       sp.xqElems = std::max(sp.xqElems, in[0].numel());
     }
@@ -396,7 +428,7 @@ bool CudaSession::Impl::quantizeOutput(size_t d, size_t i, const TensorRef &y, i
   const Device &dev = devs[d];
   // The integer GEMV runs for at most kPairGridMax tokens (mul_mat_id's per-pair form; plain matmuls
   // only for one): past that, do not look.
-  if (!copts.fuse || t > kPairGridMax || y.inner() % 32 != 0 || y.numel() > dev.xqElems)
+  if (!copts.fuse || dev.hostNear[i] || t > kPairGridMax || y.inner() % 32 != 0 || y.numel() > dev.xqElems)
     return false;
   std::vector<TensorRef> in, out;
   for (size_t j = i + 1; j < steps.size() && j <= i + kLookahead && !isCollective(steps[j].op); ++j) {
@@ -453,6 +485,10 @@ void CudaSession::Impl::primeQuantized(Device &dev, const TensorRef &y) {
 size_t CudaSession::Impl::runFused(size_t d, size_t i, int64_t t) {
   const std::vector<Step> &steps = plan.devices[d].steps;
   const Step &s = steps[i];
+  if (devs[d].hostNear[i]) { // a fused group must not take a host step onto the GPU
+    runStep(d, i, t);
+    return 1;
+  }
   if (copts.fuse && s.op == OpKind::Add && i + 1 < steps.size() && steps[i + 1].op == OpKind::RmsNorm &&
       steps[i + 1].inputs[0] == s.outputs[0]) {
     std::vector<TensorRef> in, out, nin, nout;
@@ -1102,7 +1138,11 @@ void CudaSession::Impl::runSteps(int64_t t) {
       TPC_CUDA_CHECK(cudaSetDevice(devs[d].gpu));
       while (at[d] < steps.size() && !isCollective(steps[at[d]].op)) {
         auto t0 = std::chrono::steady_clock::now();
-        const size_t done = runFused(d, at[d], t);
+        size_t done = 1;
+        if (touchesHost(plan.devices[d], steps[at[d]]))
+          runHostStep(d, at[d], t);
+        else
+          done = runFused(d, at[d], t);
         if (profiling && d == 0) { // a fused pair counts under its first step
           TPC_CUDA_CHECK(cudaStreamSynchronize(devs[0].stream));
           prof[at[d]].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -1119,10 +1159,37 @@ void CudaSession::Impl::runSteps(int64_t t) {
   }
 }
 
+/// A host-placed step (the CPU kernels, on host memory), or a copy between host and device memory.
+void CudaSession::Impl::runHostStep(size_t d, size_t i, int64_t t) {
+  const DevicePlan &dp = plan.devices[d];
+  const Step &s = dp.steps[i];
+  Device &dev = devs[d];
+  std::vector<TensorRef> in, out;
+  bindStep(d, s, t, in, out);
+  const bool fromHost = tensorPlacement(dp, s.inputs[0]) == Placement::Host;
+  if (s.op == OpKind::Copy && (!fromHost || s.placement == Placement::Device)) {
+    // Device -> host or host -> device, in stream order. The host arena is pinned, so both are
+    // asynchronous; a host step that reads (or overwrites) these bytes first waits for the stream.
+    const uint64_t bytes = uint64_t(in[0].numel()) * dtypeBytes(in[0].dtype);
+    if (bytes && in[0].data != out[0].data)
+      TPC_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, bytes,
+                                     fromHost ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, dev.stream));
+    dev.hostSync = true;
+    forgetIfWritten(dev, out);
+    return;
+  }
+  if (dev.hostSync) {
+    TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+    dev.hostSync = false;
+  }
+  exec::runLocalStep(s, in, out, dev.kv, *hostThreads);
+}
+
 void CudaSession::Impl::runChunk(int64_t t) {
   const size_t n = devs.size();
   Device &d0 = devs[0];
-  const bool useGraph = copts.graphs && loopback && t == 1 && !profiling;
+  // Host steps run on this thread between launches: such a plan cannot be one graph.
+  const bool useGraph = copts.graphs && loopback && t == 1 && !profiling && !hostThreads;
   if (!useGraph) {
     runSteps(t);
     return;
@@ -1227,6 +1294,7 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
     // Sizes per logical device, then capacity per GPU (several logical devices may share one).
     struct Sizes {
       uint64_t weights = 0, acts = 0, kv = 0, scratch = 0, f16 = 0;
+      uint64_t hostWeights = 0, hostActs = 0, hostKv = 0; ///< host placement (not counted against the GPU)
       ScratchPlan sp;
       std::vector<uint64_t> sliceOffset;
       std::vector<int64_t> f16Offset;
@@ -1238,17 +1306,29 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       const DevicePlan &dp = p.devices[d];
       Sizes &z = sizes[d];
       for (const WeightSlice &w : dp.weights) {
-        z.sliceOffset.push_back(z.weights);
-        z.weights += alignUp(w.bytes);
+        uint64_t &arena = w.placement == Placement::Host ? z.hostWeights : z.weights;
+        z.sliceOffset.push_back(arena);
+        arena += alignUp(w.bytes);
       }
       z.acts = dp.activationBytes;
-      z.kv = m.ctx * dp.kvBytesPerToken + dp.kv.size() * 2 * kAlign;
+      // Host activations share the plan's offsets: the host arena reaches the last host tensor's end.
+      for (const TensorDesc &td : dp.tensors)
+        if (td.storage == Storage::Activation && td.placement == Placement::Host) {
+          uint64_t elems = 1;
+          for (int64_t v : td.shape)
+            elems *= uint64_t(v < 0 ? p.model.maxBatch : v);
+          z.hostActs = std::max(z.hostActs, td.offset + elems * dtypeBytes(td.dtype));
+        }
+      for (const KvCache &c : dp.kv)
+        (c.placement == Placement::Host ? z.hostKv : z.kv) +=
+            alignUp(m.ctx * c.nHeadKv * c.headDimK * dtypeBytes(c.dtype)) +
+            alignUp(m.ctx * c.nHeadKv * c.headDimV * dtypeBytes(c.dtype));
       z.sp = m.scratchFor(d);
       // f16 copies of the matmul weights the cuBLAS path reads (decided per GPU below).
       z.f16Offset.assign(dp.weights.size(), -1);
       if (copts.f16Cache && p.model.maxBatch >= copts.cublasMinRows)
         for (const Step &st : dp.steps) {
-          if (st.op != OpKind::Matmul)
+          if (st.op != OpKind::Matmul || touchesHost(dp, st))
             continue;
           const TensorDesc &wd = dp.tensors[st.inputs[1]];
           if (wd.storage != Storage::Weight || z.f16Offset[wd.index] >= 0)
@@ -1311,6 +1391,20 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
                                       bytes, what, cudaGetErrorString(e)));
       };
       alloc(dev.weights, z.weights, "weights");
+      auto hostAlloc = [&](HostAlloc &a, uint64_t bytes, unsigned flags, const char *what) {
+        if (bytes == 0)
+          return;
+        cudaError_t e = cudaHostAlloc(&a.p, bytes, flags);
+        if (e != cudaSuccess)
+          throw CudaError(fmt::format("device {}: cannot allocate {} bytes of pinned host memory for the host-"
+                                      "placed {}: {}",
+                                      d, bytes, what, cudaGetErrorString(e)));
+        std::memset(a.p, 0, bytes);
+      };
+      hostAlloc(dev.hostActs, z.hostActs, cudaHostAllocPortable, "activations");
+      hostAlloc(dev.hostKv, z.hostKv, cudaHostAllocPortable | cudaHostAllocMapped, "KV cache");
+      if (z.hostWeights)
+        dev.hostWeights.reset(new uint8_t[z.hostWeights]);
       alloc(dev.acts, z.acts, "activations");
       alloc(dev.kvMem, z.kv, "KV cache");
       alloc(dev.scratch, z.scratch, "scratch");
@@ -1323,13 +1417,24 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       TPC_CUDA_CHECK(cudaMemsetAsync(dev.acts.p, 0, std::max<uint64_t>(z.acts, 1), dev.stream));
       TPC_CUDA_CHECK(cudaMemsetAsync(dev.kvMem.p, 0, std::max<uint64_t>(z.kv, 1), dev.stream));
       dev.sliceOffset = z.sliceOffset;
-      uint64_t at = 0;
+      uint64_t at = 0, hostAt = 0;
+      uint8_t *hostKv = nullptr; // the device's address of the mapped host caches (the same under UVA)
+      if (dev.hostKv.p) {
+        void *mapped = nullptr;
+        TPC_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, dev.hostKv.p, 0));
+        if (mapped != dev.hostKv.p)
+          throw CudaError("--no-kv-offload needs unified addressing (host and device pointers equal)");
+        hostKv = static_cast<uint8_t *>(mapped);
+      }
       for (KvBuffers &b : dev.kv) {
         const uint64_t eb = dtypeBytes(b.desc.dtype);
-        b.k = dev.kvMem.p + at;
-        at = alignUp(at + m.ctx * b.desc.nHeadKv * b.desc.headDimK * eb);
-        b.v = dev.kvMem.p + at;
-        at = alignUp(at + m.ctx * b.desc.nHeadKv * b.desc.headDimV * eb);
+        const bool host = b.desc.placement == Placement::Host;
+        uint8_t *base = host ? hostKv : dev.kvMem.p;
+        uint64_t &off = host ? hostAt : at;
+        b.k = base + off;
+        off += alignUp(m.ctx * b.desc.nHeadKv * b.desc.headDimK * eb);
+        b.v = base + off;
+        off += alignUp(m.ctx * b.desc.nHeadKv * b.desc.headDimV * eb);
       }
       uint8_t *sc = dev.scratch.p;
       auto take = [&](uint64_t bytes) {
@@ -1350,13 +1455,23 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       dev.logits = reinterpret_cast<float *>(take(p.model.maxBatch * p.model.nVocab * 4));
       exec::StorageBases bases;
       bases.acts = dev.acts.p;
-      for (uint64_t off : dev.sliceOffset)
-        bases.weights.push_back(dev.weights.p + off);
+      bases.hostActs = static_cast<uint8_t *>(dev.hostActs.p);
+      for (size_t w = 0; w < dp.weights.size(); ++w)
+        bases.weights.push_back((dp.weights[w].placement == Placement::Host ? dev.hostWeights.get() : dev.weights.p) +
+                                dev.sliceOffset[w]);
       bases.kv = &dev.kv;
       bases.tokens = dev.tokens;
       bases.positions = dev.positions;
       bases.logits = dev.logits;
       dev.ptr = exec::resolveTensors(dp, bases);
+      dev.hostNear.assign(dp.steps.size(), 0);
+      for (size_t i = 0; i < dp.steps.size(); ++i)
+        if (touchesHost(dp, dp.steps[i]))
+          for (size_t j = i >= kFuseReach - 1 ? i - (kFuseReach - 1) : 0; j <= i; ++j)
+            dev.hostNear[j] = 1;
+      if (!m.hostThreads && std::count(dev.hostNear.begin(), dev.hostNear.end(), 1))
+        m.hostThreads =
+            std::make_unique<cpu::ThreadGroup>(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
     }
     m.logitsTensor = exec::logitsTensorOf(p.devices[0]);
     if (m.logitsTensor < 0)
@@ -1415,6 +1530,15 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       };
       for (size_t w = 0; w < dp.weights.size(); ++w) {
         flush();
+        if (dp.weights[w].placement == Placement::Host) { // stays in host memory
+          uint8_t *h = dev.hostWeights.get() + dev.sliceOffset[w];
+          for (const WeightPiece &pc : dp.weights[w].pieces)
+            for (uint64_t r = 0; r < pc.rows; ++r, h += pc.rowBytes)
+              std::memcpy(h, src + pc.fileOffset + r * pc.rowStride, pc.rowBytes);
+          doneBytes += dp.weights[w].bytes;
+          progress(false);
+          continue;
+        }
         dst = dev.weights.p + dev.sliceOffset[w];
         for (const WeightPiece &pc : dp.weights[w].pieces)
           for (uint64_t r = 0; r < pc.rows; ++r) {
@@ -1542,7 +1666,7 @@ std::vector<float> CudaSession::tensorData(size_t device, int32_t id, int64_t to
   const size_t n = static_cast<size_t>(r.numel()), es = dtypeBytes(r.dtype);
   std::vector<uint8_t> raw(n * es);
   cudaSetDevice(m.devs[device].gpu);
-  if (n && cudaMemcpy(raw.data(), r.data, raw.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+  if (n && cudaMemcpy(raw.data(), r.data, raw.size(), cudaMemcpyDefault) != cudaSuccess) // host or device
     return {};
   std::vector<float> out(n);
   for (size_t i = 0; i < n; ++i) {

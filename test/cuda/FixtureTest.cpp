@@ -1,7 +1,8 @@
 //===- FixtureTest.cpp - fixture fidelity on CUDA ----------------------------===//
 //
-// For every `<fixture>-d<N>.plan` in $TPC_CUDA_PLANS (hand-built plans of the shared fixtures, e.g. from
-// `TPC_KEEP_PLANS=DIR tpc-exec-tests --gtest_filter=TpcRun.KeepPlansForBench`, or `tpc compile`), runs
+// For every `<fixture>-d<N>[-tag].plan` in $TPC_CUDA_PLANS (hand-built plans of the shared fixtures, e.g.
+// from `TPC_KEEP_PLANS=DIR tpc-exec-tests --gtest_filter=TpcRun.KeepPlansForBench`, or `tpc compile`; a tag
+// such as `-host` names a variant: `tpc compile ... --override-tensor 'ffn_.*_exps=cpu'`), runs
 // the fixture's prompt teacher-forced on CUDA (all logical devices on GPU 0: loopback collectives, decode
 // steps replayed from a CUDA graph) and compares the logits with the reference engine's within the
 // fixture's tolerances (fixtures/README.md), and with the CPU backend on the same plan. Skips visibly
