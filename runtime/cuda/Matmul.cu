@@ -372,14 +372,16 @@ int64_t smCount() {
   return sms;
 }
 
-/// Rows per block of a decode launch whose kernel keeps `resident` blocks per multiprocessor: one wave
-/// over all parts and pairs (fewer, longer blocks reload x less often; a second wave would run on a
-/// mostly idle GPU). TPC_CUDA_GEMV_BLOCKS_PER_SM caps the blocks per multiprocessor (tuning; 8 default).
-int64_t decodeRowsPerBlock(const GemvArgs &a, int resident) {
-  static const int cap = [] {
-    const char *env = std::getenv("TPC_CUDA_GEMV_BLOCKS_PER_SM");
-    return env && std::atoi(env) > 0 ? std::atoi(env) : 8;
+/// Rows per block of a decode launch whose kernel of `threads` keeps `resident` blocks per multiprocessor:
+/// one wave over all parts and pairs (fewer, longer blocks reload x less often; a second wave would run on
+/// a mostly idle GPU), at most 32 warps per multiprocessor (8 blocks of 128 threads, 32 one-warp blocks of
+/// a short expert row). TPC_CUDA_GEMV_BLOCKS_PER_SM caps the blocks per multiprocessor instead (tuning).
+int64_t decodeRowsPerBlock(const GemvArgs &a, int resident, int threads) {
+  static const int env = [] {
+    const char *e = std::getenv("TPC_CUDA_GEMV_BLOCKS_PER_SM");
+    return e && std::atoi(e) > 0 ? std::atoi(e) : 0;
   }();
+  const int cap = env ? env : std::max(1, 1024 / threads);
   const int64_t sms = smCount();
   int64_t rows = a.n; // over all parts
   if (a.parts > 1) {
@@ -404,7 +406,7 @@ template <class P, int THREADS, int J> void launchDecodeShape(const GemvArgs &a,
     TPC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemvDecodeKernel<P, THREADS, J>, THREADS, 0));
     return std::max(1, n);
   }();
-  const int64_t rowsPerBlock = decodeRowsPerBlock(a, resident);
+  const int64_t rowsPerBlock = decodeRowsPerBlock(a, resident, THREADS);
   int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
   if (a.parts > 1) {
     gridX = 0;
