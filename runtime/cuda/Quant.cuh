@@ -579,12 +579,17 @@ template <> struct IntDot<GGMLType::Q6_K> {
   __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 
-/// The 32-element block formats: a unit is one block; X is its 32 activations, scale and sum.
-struct IntDotBlock32 {
-  static constexpr int kUnit = 32;
+/// The 32-element block formats: a unit is one block (an f16 scale, then kWords words of quants); X is its
+/// 32 activations, scale and sum. D supplies dot(Raw, u, X) (CRTP).
+template <class D, int kWords, int kRows> struct IntDotBlock32 {
+  static constexpr int kUnit = 32, kFetchRows = kRows;
   struct X {
     int q[8];
     float d, s;
+  };
+  struct Raw {
+    uint32_t w[kWords];
+    uint16_t d;
   };
   __host__ __device__ static X loadX(const int8_t *q, const XQBlock *s, int64_t u) {
     X x;
@@ -594,22 +599,21 @@ struct IntDotBlock32 {
     x.s = s[u].lo + s[u].hi;
     return x;
   }
-};
-
-/// Q8_0: signed quants straight into dp4a.
-template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32 {
-  struct Raw {
-    uint32_t w[8];
-    uint16_t d;
-  };
-  static constexpr int kFetchRows = 4;
   __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) {
-    const uint8_t *b = row + u * 34;
+    const uint8_t *b = row + u * (2 + 4 * kWords);
     Raw r;
-    loadWords<8>(b + 2, r.w);
+    loadWords<kWords>(b + 2, r.w);
     r.d = ld16(b);
     return r;
   }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    return D::dot(fetch(row, u), u, x);
+  }
+};
+
+/// Q8_0: signed quants straight into dp4a.
+template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32<IntDot<GGMLType::Q8_0>, 8, 4> {
+  using IntDotBlock32::dot;
   __host__ __device__ static float dot(const Raw &r, int64_t, const X &x) {
     int sum = 0;
 #pragma unroll
@@ -617,23 +621,11 @@ template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32 {
       sum = dp4a(int(r.w[j]), x.q[j], sum);
     return halfBits(r.d) * x.d * float(sum);
   }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 
 /// Q4_0: low nibbles are elements 0..15, high nibbles 16..31, offset 8.
-template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32 {
-  struct Raw {
-    uint32_t w[4];
-    uint16_t d;
-  };
-  static constexpr int kFetchRows = 8;
-  __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) {
-    const uint8_t *b = row + u * 18;
-    Raw r;
-    loadWords<4>(b + 2, r.w);
-    r.d = ld16(b);
-    return r;
-  }
+template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32<IntDot<GGMLType::Q4_0>, 4, 8> {
+  using IntDotBlock32::dot;
   __host__ __device__ static float dot(const Raw &r, int64_t, const X &x) {
     int sum = 0;
 #pragma unroll
@@ -643,7 +635,6 @@ template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32 {
     }
     return halfBits(r.d) * (x.d * float(sum) - 8.0f * x.s);
   }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 
 /// True for the types with an integer decode unit.
