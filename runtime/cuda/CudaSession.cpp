@@ -1469,9 +1469,9 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
         if (touchesHost(dp, dp.steps[i]))
           for (size_t j = i >= kFuseReach - 1 ? i - (kFuseReach - 1) : 0; j <= i; ++j)
             dev.hostNear[j] = 1;
-      if (!m.hostThreads && std::count(dev.hostNear.begin(), dev.hostNear.end(), 1))
-        m.hostThreads =
-            std::make_unique<cpu::ThreadGroup>(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+      if (!m.hostThreads && std::count(dev.hostNear.begin(), dev.hostNear.end(), 1)) // --threads, else all
+        m.hostThreads = std::make_unique<cpu::ThreadGroup>(
+            opts.threads > 0 ? opts.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
     }
     m.logitsTensor = exec::logitsTensorOf(p.devices[0]);
     if (m.logitsTensor < 0)
