@@ -27,6 +27,7 @@
 #include "runtime/cuda/Nccl.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Ops.h"
+#include "runtime/plan/PlanSummary.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -128,6 +129,7 @@ struct Device {
   // Host placement (see the file comment).
   HostAlloc hostActs, hostKv;         ///< pinned; hostKv also mapped into the device's address space
   std::unique_ptr<uint8_t[]> hostWeights;
+  std::vector<uint8_t> hostStep;      ///< per step: touchesHost (runs on the host or copies across)
   std::vector<uint8_t> hostNear;      ///< per step: a host-side step within the fusion lookahead
   bool hostSync = false;              ///< the stream has copies touching host memory since the last sync
 };
@@ -1139,7 +1141,7 @@ void CudaSession::Impl::runSteps(int64_t t) {
       while (at[d] < steps.size() && !isCollective(steps[at[d]].op)) {
         auto t0 = std::chrono::steady_clock::now();
         size_t done = 1;
-        if (touchesHost(plan.devices[d], steps[at[d]]))
+        if (devs[d].hostStep[at[d]])
           runHostStep(d, at[d], t);
         else
           done = runFused(d, at[d], t);
@@ -1171,7 +1173,7 @@ void CudaSession::Impl::runHostStep(size_t d, size_t i, int64_t t) {
     // Device -> host or host -> device, in stream order. The host arena is pinned, so both are
     // asynchronous; a host step that reads (or overwrites) these bytes first waits for the stream.
     const uint64_t bytes = uint64_t(in[0].numel()) * dtypeBytes(in[0].dtype);
-    if (bytes && in[0].data != out[0].data)
+    if (bytes)
       TPC_CUDA_CHECK(cudaMemcpyAsync(out[0].data, in[0].data, bytes,
                                      fromHost ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, dev.stream));
     dev.hostSync = true;
@@ -1301,6 +1303,7 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       uint64_t total() const { return weights + acts + kv + scratch; }
     };
     std::vector<Sizes> sizes(n);
+    const std::vector<DeviceSummary> summaries = summarizeDevices(p);
     const uint64_t io = alignUp(p.model.maxBatch * 4) * 2 + alignUp(p.model.maxBatch * p.model.nVocab * 4);
     for (size_t d = 0; d < n; ++d) {
       const DevicePlan &dp = p.devices[d];
@@ -1312,13 +1315,7 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       }
       z.acts = dp.activationBytes;
       // Host activations share the plan's offsets: the host arena reaches the last host tensor's end.
-      for (const TensorDesc &td : dp.tensors)
-        if (td.storage == Storage::Activation && td.placement == Placement::Host) {
-          uint64_t elems = 1;
-          for (int64_t v : td.shape)
-            elems *= uint64_t(v < 0 ? p.model.maxBatch : v);
-          z.hostActs = std::max(z.hostActs, td.offset + elems * dtypeBytes(td.dtype));
-        }
+      z.hostActs = summaries[d].hostActivationBytes;
       for (const KvCache &c : dp.kv)
         (c.placement == Placement::Host ? z.hostKv : z.kv) +=
             alignUp(m.ctx * c.nHeadKv * c.headDimK * dtypeBytes(c.dtype)) +
@@ -1464,12 +1461,13 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       bases.positions = dev.positions;
       bases.logits = dev.logits;
       dev.ptr = exec::resolveTensors(dp, bases);
+      dev.hostStep.assign(dp.steps.size(), 0);
       dev.hostNear.assign(dp.steps.size(), 0);
       for (size_t i = 0; i < dp.steps.size(); ++i)
-        if (touchesHost(dp, dp.steps[i]))
+        if ((dev.hostStep[i] = touchesHost(dp, dp.steps[i])))
           for (size_t j = i >= kFuseReach - 1 ? i - (kFuseReach - 1) : 0; j <= i; ++j)
             dev.hostNear[j] = 1;
-      if (!m.hostThreads && std::count(dev.hostNear.begin(), dev.hostNear.end(), 1)) // --threads, else all
+      if (!m.hostThreads && std::count(dev.hostStep.begin(), dev.hostStep.end(), 1)) // --threads, else all
         m.hostThreads = std::make_unique<cpu::ThreadGroup>(
             opts.threads > 0 ? opts.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
     }

@@ -35,12 +35,7 @@ struct Pair {
 inline Pair runBoth(PlanMaker &m, const std::vector<std::pair<int32_t, int32_t>> &calls, int64_t ctx = 64,
                     cuda::CudaOptions co = {}) {
   Pair p;
-  m.plan.ggufSize = m.gguf.size();
-  SessionOptions o;
-  o.threads = 2;
-  o.ctxSize = ctx;
-  o.ggufData = m.gguf.data();
-  o.ggufDataSize = m.gguf.size();
+  SessionOptions o = m.options(2, ctx);
   auto c = Session::open(m.plan, o);
   EXPECT_TRUE(c) << (c ? "" : c.message());
   if (co.gpus.empty())

@@ -601,10 +601,7 @@ TEST(CudaKernels, OpenRefusesWhatTheKernelsCannotRead) {
   int32_t w = mk.weightRaw(0, GGMLType::Q2_K, {3, 256}, q2);
   int32_t x = mk.input(0, {1, 256}, randomFloats(256, 1)), y = mk.act(0, {1, 3});
   mk.b(0).step(OpKind::Matmul, {x, w}, {y}, {}, {}, "blk.0.attn_q");
-  mk.plan.ggufSize = mk.gguf.size();
-  SessionOptions o;
-  o.ggufData = mk.gguf.data();
-  o.ggufDataSize = mk.gguf.size();
+  SessionOptions o = mk.options();
   auto s = cuda::CudaSession::open(mk.plan, o);
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("q2_K"), std::string::npos) << s.message();
@@ -625,10 +622,7 @@ TEST(CudaKernels, GemvBandwidth) {
     int32_t x = mk.tokenInput(0, {k}, randomFloats(2 * k, 1)), y = mk.act(0, {-1, n});
     for (int rep = 0; rep < 20; ++rep)
       mk.b(0).step(OpKind::Matmul, {x, w}, {y});
-    mk.plan.ggufSize = mk.gguf.size();
-    SessionOptions o;
-    o.ggufData = mk.gguf.data();
-    o.ggufDataSize = mk.gguf.size();
+    SessionOptions o = mk.options();
     cuda::CudaOptions co;
     co.gpus = {0};
     auto s = cuda::CudaSession::open(mk.plan, o, co);

@@ -129,11 +129,7 @@ TEST(Attention, PositionPastContextIsAClearError) {
   AttnCase c{2, 1, 8, 8, 0, 0, false, DType::F16};
   PlanMaker mk(1, 4, 4);
   buildAttention(mk, c, 4, randomFloats(4 * 16, 1), randomFloats(4 * 8, 2), randomFloats(4 * 8, 3), {});
-  mk.plan.ggufSize = mk.gguf.size();
-  SessionOptions o;
-  o.ggufData = mk.gguf.data();
-  o.ggufDataSize = mk.gguf.size();
-  o.ctxSize = 3;
+  SessionOptions o = mk.options(0, 3);
   auto s = Session::open(mk.plan, o);
   ASSERT_TRUE(s) << s.message();
   auto r = (*s)->evaluate({0, 1, 2, 3}, {0, 1, 2, 3});
@@ -149,11 +145,7 @@ TEST(Attention, CapacityCheckNamesDeviceAndBytes) {
   AttnCase c{2, 1, 8, 8, 0, 0, false, DType::F16};
   PlanMaker mk(1, 4, 4);
   buildAttention(mk, c, 4, randomFloats(4 * 16, 1), randomFloats(4 * 8, 2), randomFloats(4 * 8, 3), {});
-  mk.plan.ggufSize = mk.gguf.size();
-  SessionOptions o;
-  o.ggufData = mk.gguf.data();
-  o.ggufDataSize = mk.gguf.size();
-  o.ctxSize = 1000;
+  SessionOptions o = mk.options(0, 1000);
   o.maxDeviceBytes = 4096;
   auto s = Session::open(mk.plan, o);
   ASSERT_FALSE(s);

@@ -114,10 +114,7 @@ TEST(Collectives, MismatchedPartsAreRejectedAtOpen) {
     int32_t y = mk.act(d, {4, 5}); // 2 + 2 != 5
     mk.b(d).step(OpKind::AllGather, {x}, {y}, {1}, {}, "gather-h");
   }
-  mk.plan.ggufSize = mk.gguf.size();
-  SessionOptions o;
-  o.ggufData = mk.gguf.data();
-  o.ggufDataSize = mk.gguf.size();
+  SessionOptions o = mk.options();
   auto s = Session::open(mk.plan, o);
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("gather-h"), std::string::npos) << s.message();
@@ -279,12 +276,7 @@ TEST(Robustness, FlippedPlansNeverCrashTheExecutor) {
     if (!p)
       continue;
     ++loaded;
-    SessionOptions o;
-    o.threads = 2;
-    o.ctxSize = 16;
-    o.ggufData = mk.gguf.data();
-    o.ggufDataSize = mk.gguf.size();
-    auto s = Session::open(std::move(*p), o);
+    auto s = Session::open(std::move(*p), mk.options(2, 16));
     if (!s) {
       EXPECT_EQ(s.message().find('\n'), std::string::npos);
       continue;
@@ -321,12 +313,7 @@ TEST(Collectives, DisagreeingDevicesAreRefusedAtOpen) {
       mk.b(d).step(c.op, {x}, {y}, c.op == OpKind::AllGather ? std::vector<int64_t>{1} : std::vector<int64_t>{},
                    {}, "meet");
     }
-    mk.plan.ggufSize = mk.gguf.size();
-    SessionOptions o;
-    o.threads = 2;
-    o.ctxSize = 8;
-    o.ggufData = mk.gguf.data();
-    o.ggufDataSize = mk.gguf.size();
+    SessionOptions o = mk.options(2, 8);
     auto s = Session::open(mk.plan, o);
     ASSERT_FALSE(s) << c.expect;
     EXPECT_NE(s.message().find(c.expect), std::string::npos) << s.message();

@@ -127,15 +127,20 @@ public:
     shape.insert(shape.end(), inner.begin(), inner.end());
     return b(d).view(flat, DType::F32, shape);
   }
-  /// Opens a session (weights from memory).
-  std::unique_ptr<Session> open(int threads = 2, int64_t ctx = 64) {
+  /// Options reading the weights from this maker's memory (and the plan's GGUF size set to match), with
+  /// `threads` in total (0: the session's default) and context `ctx` (0: the plan's default).
+  SessionOptions options(int threads = 0, int64_t ctx = 0) {
     plan.ggufSize = gguf.size();
     SessionOptions o;
-    o.threads = threads * static_cast<int>(plan.devices.size());
+    o.threads = threads;
     o.ctxSize = ctx;
     o.ggufData = gguf.data();
     o.ggufDataSize = gguf.size();
-    auto s = Session::open(plan, o);
+    return o;
+  }
+  /// Opens a session (weights from memory).
+  std::unique_ptr<Session> open(int threads = 2, int64_t ctx = 64) {
+    auto s = Session::open(plan, options(threads * static_cast<int>(plan.devices.size()), ctx));
     EXPECT_TRUE(s) << (s ? "" : s.message());
     return s ? std::move(*s) : nullptr;
   }

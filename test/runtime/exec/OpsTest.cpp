@@ -373,10 +373,7 @@ TEST(Ops, BadOperandsAreOneLineErrorsAtOpen) {
   int32_t x = mk.input(0, {3, 5}, randomFloats(15, 1)), w = mk.input(0, {4, 6}, randomFloats(24, 2));
   int32_t y = mk.act(0, {3, 4});
   mk.b(0).step(OpKind::Matmul, {x, w}, {y}, {}, {}, "blk.0.attn_q");
-  mk.plan.ggufSize = mk.gguf.size();
-  SessionOptions o;
-  o.ggufData = mk.gguf.data();
-  o.ggufDataSize = mk.gguf.size();
+  SessionOptions o = mk.options();
   auto s = Session::open(mk.plan, o);
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("blk.0.attn_q"), std::string::npos) << s.message();

@@ -116,10 +116,7 @@ TEST(Placement, MisplacedStepFailsAtOpenNamingStepAndTensor) {
   const int32_t x = m.tokenInput(0, {4}, randomFloats(3 * 4, 13));
   const int32_t y = m.act(0, {-1, 4});
   m.b(0).step(OpKind::Scale, {x}, {y}, {}, {2.0f}, "host_scale", Placement::Host);
-  m.plan.ggufSize = m.gguf.size();
-  SessionOptions o;
-  o.ggufData = m.gguf.data();
-  o.ggufDataSize = m.gguf.size();
+  SessionOptions o = m.options();
   auto s = Session::open(m.plan, o);
   ASSERT_FALSE(s);
   EXPECT_NE(

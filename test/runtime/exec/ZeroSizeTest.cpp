@@ -222,10 +222,7 @@ TEST(ZeroSize, NegativeDimsAndMismatchedEmptyHeadsAreStillErrors) {
   int32_t cache = mk.b(0).addKv({0, 0, 8, 8, DType::F16, Placement::Device});
   int32_t y = mk.act(0, {-1, 2, 8});
   mk.b(0).step(OpKind::Attention, {q, k, v, mk.positions[0]}, {y}, {cache, 0}, {0.3f, 0.0f});
-  mk.plan.ggufSize = mk.gguf.size();
-  SessionOptions o;
-  o.ggufData = mk.gguf.data();
-  o.ggufDataSize = mk.gguf.size();
+  SessionOptions o = mk.options();
   auto s = Session::open(mk.plan, o);
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("attention"), std::string::npos) << s.message();
