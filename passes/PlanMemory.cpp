@@ -7,10 +7,14 @@
 // set (plus fragmentation), not the sum of all activations. An elementwise op whose first operand dies
 // at it writes in place (inPlaceOperand). Sizes are local shapes for `max-batch` tokens,
 // rounded up to 64 bytes (kernels load whole cache lines; the plan requires element alignment only).
+// Host-placed buffers (resultOnHost: --override-tensor, --no-kv-offload readers) are packed into a second
+// arena of their own, so neither side's arena reserves room for the other's tensors: the device arena is
+// what the GPU allocates, the host arena what is pinned in host memory.
 //
 // Writes, per op with tensor results, `tpc.offsets`: an ArrayAttr with one DenseI64ArrayAttr per result
 // holding one byte offset per device (-1: no arena bytes there: weights, the returned logits, aliases of
-// non-arena values). On the module: `tpc.activation_bytes`, `tpc.weight_bytes` (local slice bytes of every
+// non-arena values; a host value's offset is in the host arena). On the module: `tpc.activation_bytes`,
+// `tpc.host_activation_bytes`, `tpc.weight_bytes` (local slice bytes of every
 // weight some op on that device reads, 64-byte aligned like the emitter lays them out),
 // `tpc.kv_bytes_per_token` (f16 K and V of the local KV heads) as DenseI64ArrayAttr per device, and
 // `tpc.max_batch`.
@@ -83,10 +87,10 @@ private:
   int64_t peak_ = 0;
 };
 
-/// Arena plan of one device: offset per value (-1: none) and the peak.
+/// Arena plan of one device: offset per value (-1: none, else in its side's arena) and each arena's peak.
 struct DeviceMemory {
   DenseMap<Value, int64_t> offset;
-  int64_t peak = 0;
+  int64_t peak = 0, hostPeak = 0;
 };
 
 /// The value whose buffer `v` shares on `device` (itself for a buffer, null for no arena bytes).
@@ -130,7 +134,11 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
             last = std::max(last, index[top]);
       }
   DeviceMemory mem;
-  Arena arena;
+  Arena deviceArena, hostArena;
+  auto arenaOf = [&](Value root) -> Arena & {
+    auto r = cast<OpResult>(root);
+    return resultOnHost(r.getOwner(), r.getResultNumber()) ? hostArena : deviceArena;
+  };
   DenseMap<Value, std::pair<int64_t, int64_t>> slot; ///< buffer root -> (offset, size)
   std::multimap<int64_t, Value> dying;               ///< last use -> buffer root
   for (Operation &op : body) {
@@ -138,7 +146,7 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
     // Values whose last reader came before this op are free; this op's operands are still live.
     while (!dying.empty() && dying.begin()->first < i) {
       auto [off, size] = slot.lookup(dying.begin()->second);
-      arena.release(off, size);
+      arenaOf(dying.begin()->second).release(off, size);
       dying.erase(dying.begin());
     }
     for (Value r : op.getResults()) {
@@ -151,10 +159,11 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
       }
       int64_t size = alignUp(localBytes(localShape(r, device), maxBatch));
       int64_t off = size ? -1 : 0;
-      // In place: an elementwise op whose first operand dies here and has exactly this size takes over
-      // its slot (the CPU kernels read each element, or each row, before writing it).
+      // In place: an elementwise op whose first operand dies here, has exactly this size and lives in the
+      // same arena takes over its slot (the CPU kernels read each element, or each row, before writing it).
       if (Value in = inPlaceOperand(op, device); size && in && lastUse.lookup(in) == i &&
-                                                 slot.lookup(in).second == size) {
+                                                 slot.lookup(in).second == size &&
+                                                 &arenaOf(in) == &arenaOf(r)) {
         for (auto it = dying.lower_bound(i); it != dying.end() && it->first == i; ++it)
           if (it->second == in) {
             dying.erase(it);
@@ -162,7 +171,7 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
           }
         off = slot.lookup(in).first;
       } else if (size) {
-        off = arena.allocate(size);
+        off = arenaOf(r).allocate(size);
       }
       mem.offset[r] = off;
       if (size) {
@@ -171,7 +180,8 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
       }
     }
   }
-  mem.peak = arena.peak();
+  mem.peak = deviceArena.peak();
+  mem.hostPeak = hostArena.peak();
   return mem;
 }
 
@@ -206,9 +216,11 @@ struct PlanMemoryPass : impl::TpcPlanMemoryBase<PlanMemoryPass> {
     for (int64_t d = 0; d < n; ++d)
       mems.push_back(planDevice(fn.getBody().front(), d, maxBatch));
     annotate(fn, mems);
-    SmallVector<int64_t> act, weights(n, 0), kv(n, 0);
-    for (const DeviceMemory &mem : mems)
+    SmallVector<int64_t> act, hostAct, weights(n, 0), kv(n, 0);
+    for (const DeviceMemory &mem : mems) {
       act.push_back(mem.peak);
+      hostAct.push_back(mem.hostPeak);
+    }
     fn.walk([&](Operation *op) {
       for (int64_t d = 0; d < n; ++d) {
         if (auto w = dyn_cast<WeightOp>(op))
@@ -222,6 +234,7 @@ struct PlanMemoryPass : impl::TpcPlanMemoryBase<PlanMemoryPass> {
     });
     Builder b(m.getContext());
     m->setAttr("tpc.activation_bytes", b.getDenseI64ArrayAttr(act));
+    m->setAttr("tpc.host_activation_bytes", b.getDenseI64ArrayAttr(hostAct));
     m->setAttr("tpc.weight_bytes", b.getDenseI64ArrayAttr(weights));
     m->setAttr("tpc.kv_bytes_per_token", b.getDenseI64ArrayAttr(kv));
     m->setAttr("tpc.max_batch", b.getI64IntegerAttr(maxBatch));

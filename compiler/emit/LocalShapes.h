@@ -3,12 +3,14 @@
 // What tpc-plan-memory and the plan emitter must agree on, in one header so they cannot drift: the local
 // shape of a value on device d (its global shape with the split axis replaced by sizes[d]), which values
 // own an activation buffer, and which only alias another value (a reshape of a buffer, the result of an
-// op pinned to another device with `tpc.on_device`). Header-only and dependent on the tpc dialect alone,
+// op pinned to another device with `tpc.on_device`), and which side (host or device) holds a result.
+// Header-only and dependent on the tpc dialect alone,
 // so passes/ can include it without linking the compiler.
 //
 //   int64_t n = mlir::tpc::numDevices(module);
 //   SmallVector<int64_t> s = mlir::tpc::localShape(value, d);   // -1 = the token dimension
 //   mlir::tpc::Storage k = mlir::tpc::valueStorage(value, d);   // Buffer, Alias, Weight, ...
+//   bool h = mlir::tpc::resultOnHost(op, i);                     // host arena or device arena
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_EMIT_LOCALSHAPES_H
 #define TPC_COMPILER_EMIT_LOCALSHAPES_H
@@ -93,6 +95,21 @@ inline Storage valueStorage(Value v, int64_t device) {
       return Storage::Alias;
   }
   return Storage::Buffer;
+}
+
+/// True when result `index` of `op` lives on the host: a backend_copy's `to`, else `tpc.placement` (one
+/// string for the op or one per result); device when absent. tpc-plan-memory packs host and device
+/// buffers into separate arenas by this, and the emitter places tensors and steps by it.
+inline bool resultOnHost(Operation *op, unsigned index) {
+  if (auto copy = dyn_cast<BackendCopyOp>(op))
+    return copy.getTo() == "host";
+  Attribute a = op->getAttr(TpcDialect::kPlacementAttrName);
+  if (auto s = dyn_cast_or_null<StringAttr>(a))
+    return s.getValue() == "host";
+  if (auto arr = dyn_cast_or_null<ArrayAttr>(a); arr && index < arr.size())
+    if (auto s = dyn_cast<StringAttr>(arr[index]))
+      return s.getValue() == "host";
+  return false;
 }
 
 /// True when `op` executes on `device` (ops without `tpc.on_device` run everywhere).

@@ -126,19 +126,9 @@ rt::DType dtypeOf(Value v) {
   return t.getElementType().isInteger(32) ? rt::DType::I32 : rt::DType::F32;
 }
 
-/// Where result `index` of `op` lives: a backend_copy's `to`, else `tpc.placement` (one string for the op or
-/// one per result); device when absent.
+/// Where result `index` of `op` lives (resultOnHost).
 rt::Placement resultPlacement(Operation *op, unsigned index) {
-  auto side = [](StringRef s) { return s == "host" ? rt::Placement::Host : rt::Placement::Device; };
-  if (auto copy = dyn_cast<BackendCopyOp>(op))
-    return side(copy.getTo());
-  Attribute a = op->getAttr(TpcDialect::kPlacementAttrName);
-  if (auto s = dyn_cast_or_null<StringAttr>(a))
-    return side(s.getValue());
-  if (auto arr = dyn_cast_or_null<ArrayAttr>(a); arr && index < arr.size())
-    if (auto s = dyn_cast<StringAttr>(arr[index]))
-      return side(s.getValue());
-  return rt::Placement::Device;
+  return resultOnHost(op, index) ? rt::Placement::Host : rt::Placement::Device;
 }
 
 /// Where the step of `op` runs: the placement of its results, which must agree (a plan step runs on one
@@ -843,10 +833,12 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
     return a ? a.getInt() : 0;
   };
   auto activation = module->getAttrOfType<DenseI64ArrayAttr>("tpc.activation_bytes");
+  auto hostActivation = module->getAttrOfType<DenseI64ArrayAttr>("tpc.host_activation_bytes");
   const int64_t n = numDevices(module), maxBatch = intAttr("tpc.max_batch");
-  if (!activation || int64_t(activation.size()) != n || maxBatch < 1)
-    return module.emitError("plan emitter: no tpc.activation_bytes / tpc.max_batch for every device (run "
-                            "tpc-plan-memory first)");
+  if (!activation || int64_t(activation.size()) != n || !hostActivation ||
+      int64_t(hostActivation.size()) != n || maxBatch < 1)
+    return module.emitError("plan emitter: no tpc.activation_bytes / tpc.host_activation_bytes / "
+                            "tpc.max_batch for every device (run tpc-plan-memory first)");
   rt::Plan plan;
   plan.compilerVersion = options.compilerVersion;
   // Absolute, so the plan runs from any working directory (tpc run --gguf overrides it).
@@ -878,6 +870,7 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
     dev.kind = "cpu";
     dev.ordinal = int32_t(d);
     dev.activationBytes = uint64_t(activation[d]);
+    dev.hostActivationBytes = uint64_t(hostActivation[d]);
     DeviceEmitter e(module, file, d, dev, layers);
     if (failed(e.run(fn, plan.model.nVocab)))
       return failure();

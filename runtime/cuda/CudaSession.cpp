@@ -27,7 +27,6 @@
 #include "runtime/cuda/Nccl.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Ops.h"
-#include "runtime/plan/PlanSummary.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -1303,7 +1302,6 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       uint64_t total() const { return weights + acts + kv + scratch; }
     };
     std::vector<Sizes> sizes(n);
-    const std::vector<DeviceSummary> summaries = summarizeDevices(p);
     const uint64_t io = alignUp(p.model.maxBatch * 4) * 2 + alignUp(p.model.maxBatch * p.model.nVocab * 4);
     for (size_t d = 0; d < n; ++d) {
       const DevicePlan &dp = p.devices[d];
@@ -1314,8 +1312,7 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
         arena += alignUp(w.bytes);
       }
       z.acts = dp.activationBytes;
-      // Host activations share the plan's offsets: the host arena reaches the last host tensor's end.
-      z.hostActs = summaries[d].hostActivationBytes;
+      z.hostActs = dp.hostActivationBytes; // the plan's host arena (v3 plans: as large as the device's)
       for (const KvCache &c : dp.kv)
         (c.placement == Placement::Host ? z.hostKv : z.kv) +=
             alignUp(m.ctx * c.nHeadKv * c.headDimK * dtypeBytes(c.dtype)) +

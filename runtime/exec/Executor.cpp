@@ -46,7 +46,7 @@ struct Arena {
 };
 
 struct Device {
-  Arena weights, acts, kvMem;
+  Arena weights, acts, hostActs, kvMem; ///< hostActs: the plan's host-placed activations
   std::vector<KvBuffers> kv;
   std::vector<void *> ptr; ///< resolved address of every tensor
   std::vector<int32_t> tokens, positions;
@@ -290,7 +290,8 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
     uint64_t need = 0;
     for (const DevicePlan &dp : p.devices) {
       auto kv = mulAdd(static_cast<uint64_t>(m.ctx), dp.kvBytesPerToken, dp.weightBytes);
-      auto all = kv ? mulAdd(1, *kv, dp.activationBytes) : std::nullopt;
+      auto acts = mulAdd(1, dp.activationBytes, dp.hostActivationBytes);
+      auto all = kv && acts ? mulAdd(1, *kv, *acts) : std::nullopt;
       auto sum = all ? mulAdd(1, need, *all) : std::nullopt;
       if (!sum)
         return E::error("the plan's memory size overflows");
@@ -311,15 +312,17 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
     auto kvBytes = mulAdd(static_cast<uint64_t>(m.ctx), dp.kvBytesPerToken, 0);
     auto total = kvBytes ? mulAdd(1, dp.weightBytes, *kvBytes) : std::nullopt;
     total = total ? mulAdd(1, *total, dp.activationBytes) : std::nullopt;
+    total = total ? mulAdd(1, *total, dp.hostActivationBytes) : std::nullopt;
     if (!total)
       return E::error(fmt::format("device {}: memory size overflows", d));
     if (opts.maxDeviceBytes && *total > opts.maxDeviceBytes)
       return E::error(
           fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}) "
                       "but has {}; use more devices or a smaller --ctx-size",
-                      d, *total, dp.weightBytes, dp.activationBytes, *kvBytes, m.ctx, opts.maxDeviceBytes));
+                      d, *total, dp.weightBytes, dp.activationBytes + dp.hostActivationBytes, *kvBytes,
+                      m.ctx, opts.maxDeviceBytes));
     if (!dev.weights.allocate(dp.weightBytes) || !dev.acts.allocate(dp.activationBytes) ||
-        !dev.kvMem.allocate(*kvBytes))
+        !dev.hostActs.allocate(dp.hostActivationBytes) || !dev.kvMem.allocate(*kvBytes))
       return E::error(
           fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
                       "{}); use more devices or a smaller --ctx-size",
@@ -341,6 +344,7 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
     dev.tg = std::make_unique<ThreadGroup>(m.threadsPerDevice);
     StorageBases bases;
     bases.acts = dev.acts.data;
+    bases.hostActs = dev.hostActs.data; // both arenas are host memory here, but each has its own offsets
     for (const WeightSlice &w : dp.weights)
       bases.weights.push_back(dev.weights.data + w.offset);
     bases.kv = &dev.kv;
@@ -424,7 +428,7 @@ int Session::threadsPerDevice() const { return impl_->threadsPerDevice; }
 std::vector<uint64_t> Session::deviceBytes() const {
   std::vector<uint64_t> out;
   for (const Device &d : impl_->devs)
-    out.push_back(d.weights.size + d.acts.size + d.kvMem.size);
+    out.push_back(d.weights.size + d.acts.size + d.hostActs.size + d.kvMem.size);
   return out;
 }
 std::vector<float> Session::tensorData(size_t device, int32_t id, int64_t tokens) const {

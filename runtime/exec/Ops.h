@@ -148,8 +148,8 @@ TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int3
 /// address from them, for every backend.
 struct StorageBases {
   uint8_t *acts = nullptr;
-  /// Where host-placed activations start (Placement::Host, same offsets as `acts`: host and device share
-  /// one offset space). Null: they are in `acts` too (the CPU backend's one arena). Views follow their base.
+  /// Where the host activation arena starts (DevicePlan::hostActivationBytes; host-placed activations
+  /// have offsets of their own there). Views follow their base.
   uint8_t *hostActs = nullptr;
   std::vector<uint8_t *> weights; ///< one per weight slice (a host slice's in host memory)
   const std::vector<KvBuffers> *kv = nullptr;

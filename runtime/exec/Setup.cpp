@@ -55,7 +55,7 @@ std::vector<void *> resolveTensors(const DevicePlan &dp, const StorageBases &b) 
     const TensorDesc &t = dp.tensors[i];
     switch (t.storage) {
     case Storage::Activation:
-      ptr[i] = (t.placement == Placement::Host && b.hostActs ? b.hostActs : b.acts) + t.offset;
+      ptr[i] = (t.placement == Placement::Host ? b.hostActs : b.acts) + t.offset;
       break;
     case Storage::Weight:
       ptr[i] = b.weights[t.index];

@@ -377,10 +377,12 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       if (t.offset % dtypeBytes(t.dtype) != 0)
         err(fmt::format("{}: offset {} is not aligned to its {} elements", where, t.offset,
                         dtypeName(t.dtype)));
+      const bool host = t.placement == Placement::Host;
+      const uint64_t arena = host ? dev.hostActivationBytes : dev.activationBytes;
       auto end = addChecked(t.offset, *bytes);
-      if (!end || *end > dev.activationBytes)
-        err(fmt::format("{}: [{}, +{}) lies outside the activation arena ({} bytes) for max_batch {}", where,
-                        t.offset, *bytes, dev.activationBytes, maxBatch));
+      if (!end || *end > arena)
+        err(fmt::format("{}: [{}, +{}) lies outside the {} activation arena ({} bytes) for max_batch {}", where,
+                        t.offset, *bytes, host ? "host" : "device", arena, maxBatch));
       break;
     }
     case Storage::Weight:

@@ -29,8 +29,9 @@
 namespace tpc::rt {
 
 /// The schema version this build writes and the newest it reads.
-/// 2: AllReduceRmsNorm; 3: step, tensor and weight placement. Older versions still load (fields default).
-inline constexpr uint32_t kPlanSchemaVersion = 3;
+/// 2: AllReduceRmsNorm; 3: step, tensor and weight placement; 4: a host activation arena of its own
+/// (DevicePlan::hostActivationBytes). Older versions still load (fields default; see parsePlan for v3).
+inline constexpr uint32_t kPlanSchemaVersion = 4;
 /// The 8 bytes every plan file starts with.
 inline constexpr char kPlanMagic[8] = {'T', 'P', 'C', 'P', 'L', 'A', 'N', '1'};
 
@@ -141,10 +142,10 @@ struct TensorDesc {
   DType dtype = DType::F32;
   std::vector<int64_t> shape; ///< -1 in dim 0 = token dimension
   Storage storage = Storage::Activation;
-  uint64_t offset = 0; ///< Activation: arena byte offset; View: byte offset into the base
+  uint64_t offset = 0; ///< Activation: byte offset in its side's arena; View: byte offset into the base
   int32_t index = -1;  ///< Weight: slice; Kv: cache; View: base tensor id
-  /// Activation: which side's arena holds the bytes (both sides share one offset space, so the compiler's
-  /// liveness plan holds for either); View: its base's (validated equal). Unused for the other storage
+  /// Activation: which side's arena holds the bytes (the device arena of activationBytes or the host
+  /// arena of hostActivationBytes); View: its base's (validated equal). Unused for the other storage
   /// kinds: weights and KV caches carry their own, inputs and logits are device-side.
   Placement placement = Placement::Device;
 };
@@ -166,8 +167,9 @@ struct DevicePlan {
   std::string kind = "cpu"; ///< backend hint
   int32_t ordinal = 0;
   uint64_t weightBytes = 0;
-  uint64_t activationBytes = 0;
+  uint64_t activationBytes = 0;     ///< the device-side activation arena
   uint64_t kvBytesPerToken = 0;
+  uint64_t hostActivationBytes = 0; ///< the host-side activation arena (host-placed activations only)
   std::vector<WeightSlice> weights;
   std::vector<KvCache> kv;
   std::vector<TensorDesc> tensors;
@@ -214,7 +216,7 @@ struct Plan {
 class DevicePlanBuilder {
 public:
   explicit DevicePlanBuilder(DevicePlan &dev) : dev_(dev) {}
-  /// An activation tensor at `offset` in the activation arena (of side `where`); returns its id.
+  /// An activation tensor at `offset` in side `where`'s activation arena; returns its id.
   int32_t activation(DType dt, std::vector<int64_t> shape, uint64_t offset,
                      Placement where = Placement::Device);
   /// A tensor bound to weight slice `slice`.

@@ -74,7 +74,8 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
                                       static_cast<fbs::Placement>(s.placement)));
     devices.push_back(fbs::CreateDevice(b, b.CreateString(dev.kind), dev.ordinal, dev.weightBytes,
                                         dev.activationBytes, dev.kvBytesPerToken, b.CreateVector(weights),
-                                        b.CreateVector(kv), b.CreateVector(tensors), b.CreateVector(steps)));
+                                        b.CreateVector(kv), b.CreateVector(tensors), b.CreateVector(steps),
+                                        dev.hostActivationBytes));
   }
   auto root = fbs::CreatePlan(b, plan.schemaVersion, b.CreateString(plan.compilerVersion),
                               b.CreateString(plan.ggufPath), plan.ggufSize, plan.ggufFingerprint, model,
@@ -173,6 +174,7 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
       dev.weightBytes = d->weight_bytes();
       dev.activationBytes = d->activation_bytes();
       dev.kvBytesPerToken = d->kv_bytes_per_token();
+      dev.hostActivationBytes = d->host_activation_bytes();
       if (d->weights())
         for (const fbs::WeightSlice *w : *d->weights()) {
           WeightSlice s;
@@ -215,6 +217,12 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
           st.placement = static_cast<Placement>(s->placement());
           dev.steps.push_back(std::move(st));
         }
+      // v3 put host activations in the device arena's offset space: a host arena as large as the device's
+      // holds them at the same offsets (and no host arena where no activation is host-placed).
+      if (plan.schemaVersion < 4)
+        for (const TensorDesc &t : dev.tensors)
+          if (t.storage == Storage::Activation && t.placement == Placement::Host)
+            dev.hostActivationBytes = dev.activationBytes;
       plan.devices.push_back(std::move(dev));
     }
   }

@@ -20,17 +20,8 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
     auto host = [](Placement p) { return p == Placement::Host; };
     for (const WeightSlice &w : dev.weights)
       (host(w.placement) ? s.hostWeightBytes : s.weightBytes) += w.bytes;
-    for (const TensorDesc &t : dev.tensors) {
-      if (t.storage != Storage::Activation)
-        continue;
-      // No overflow: validatePlan checked that the arena holds every activation at max_batch tokens.
-      uint64_t bytes = dtypeBytes(t.dtype);
-      for (int64_t d : t.shape)
-        bytes *= d == -1 ? static_cast<uint64_t>(plan.model.maxBatch) : static_cast<uint64_t>(d);
-      const uint64_t end = t.offset + bytes;
-      uint64_t &extent = host(t.placement) ? s.hostActivationBytes : s.activationBytes;
-      extent = std::max(extent, end);
-    }
+    s.activationBytes = dev.activationBytes; // the arenas a backend allocates, as the compiler sized them
+    s.hostActivationBytes = dev.hostActivationBytes;
     for (const KvCache &c : dev.kv)
       (host(c.placement) ? s.hostKvBytesPerToken : s.kvBytesPerToken) +=
           static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);

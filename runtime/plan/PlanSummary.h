@@ -16,9 +16,8 @@
 namespace tpc::rt {
 
 /// Per-device figures of a plan, split by side. Weights are the bytes of the side's slices, activations the
-/// extent of the side's activation tensors for max_batch tokens (host and device activations share one
-/// offset space, so a backend that keeps them apart needs an arena of that extent on each side), KV the
-/// bytes per token of the side's caches. Without host placement the device figures are the whole device.
+/// size of the side's activation arena for max_batch tokens (what a backend allocates), KV the bytes per
+/// token of the side's caches. Without host placement the device figures are the whole device.
 struct DeviceSummary {
   uint64_t weightBytes = 0, activationBytes = 0, kvBytesPerToken = 0; ///< device side
   uint64_t hostWeightBytes = 0, hostActivationBytes = 0, hostKvBytesPerToken = 0;

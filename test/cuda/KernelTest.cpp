@@ -221,9 +221,11 @@ TEST(CudaKernels, HostPlacedStepsRunOnTheHost) {
     int32_t w = mk.weightRaw(0, GGMLType::Q4_K, {n, k}, randomWeight(GGMLType::Q4_K, n, k, 73, deq));
     DevicePlan &dp = mk.plan.devices[0];
     dp.weights[dp.tensors[w].index].placement = where;
-    int32_t xn = mk.act(0, {-1, k}), xh = mk.act(0, {-1, k}), yh = mk.act(0, {-1, n}), y = mk.act(0, {-1, n}),
+    auto side = [&](std::vector<int64_t> shape) {
+      return where == Placement::Host ? mk.hostAct(0, shape) : mk.act(0, shape);
+    };
+    int32_t xn = mk.act(0, {-1, k}), xh = side({-1, k}), yh = side({-1, n}), y = mk.act(0, {-1, n}),
             z = mk.act(0, {-1, n});
-    dp.tensors[xh].placement = dp.tensors[yh].placement = where;
     mk.b(0).step(OpKind::RmsNorm, {x, nw}, {xn}, {}, {1e-5f});
     mk.b(0).step(OpKind::Copy, {xn}, {xh}, {}, {}, "to host", where);
     mk.b(0).step(OpKind::Matmul, {xh, w}, {yh}, {}, {}, "host matmul", where);

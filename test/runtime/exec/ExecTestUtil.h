@@ -41,6 +41,7 @@ public:
     plan.model = {"test", nVocab, 4096, maxBatch, 64};
     plan.devices.resize(devices);
     used.assign(devices, 0);
+    hostUsed.assign(devices, 0);
     wUsed.assign(devices, 0);
     gguf.resize(64, 0); // nothing at offset 0, like a header
     for (int d = 0; d < devices; ++d) {
@@ -92,13 +93,15 @@ public:
   }
   /// A fresh activation (token dim allowed in shape[0]).
   int32_t act(int d, std::vector<int64_t> shape, DType dt = DType::F32) {
-    int64_t n = 1;
-    for (size_t i = 0; i < shape.size(); ++i)
-      n *= (i == 0 && shape[i] == -1) ? plan.model.maxBatch : shape[i];
-    uint64_t off = used[d];
-    used[d] += (n * dtypeBytes(dt) + 63) / 64 * 64;
+    uint64_t off = place(shape, dt, used[d]);
     plan.devices[d].activationBytes = used[d];
     return b(d).activation(dt, std::move(shape), off);
+  }
+  /// A host-placed activation, in the host arena (its own offsets).
+  int32_t hostAct(int d, std::vector<int64_t> shape, DType dt = DType::F32) {
+    uint64_t off = place(shape, dt, hostUsed[d]);
+    plan.devices[d].hostActivationBytes = hostUsed[d];
+    return b(d).activation(dt, std::move(shape), off, Placement::Host);
   }
   /// A constant f32 activation (weight + COPY).
   int32_t input(int d, std::vector<int64_t> shape, const std::vector<float> &v) {
@@ -159,7 +162,20 @@ public:
 
   Plan plan;
   std::vector<uint8_t> gguf;
-  std::vector<uint64_t> used, wUsed;
+  std::vector<uint64_t> used, hostUsed, wUsed; ///< arena bytes handed out per device
+
+private:
+  /// The next 64-byte aligned slot of an arena whose used bytes are `end`; advances `end`.
+  uint64_t place(const std::vector<int64_t> &shape, DType dt, uint64_t &end) const {
+    int64_t n = 1;
+    for (size_t i = 0; i < shape.size(); ++i)
+      n *= (i == 0 && shape[i] == -1) ? plan.model.maxBatch : shape[i];
+    uint64_t off = end;
+    end += (n * dtypeBytes(dt) + 63) / 64 * 64;
+    return off;
+  }
+
+public:
   std::vector<int32_t> tokens, positions, logits;
 };
 

@@ -1,7 +1,8 @@
 //===- PlacementTest.cpp - host placement on the CPU backend and runLocalStep ----===//
 //
-// Host placement changes nothing for the CPU session (all of it is host memory): a plan whose matmul runs on
-// the host between two copies gives the all-device result. The public pieces another backend uses for its
+// Host placement changes no result on the CPU session (all of it is host memory; the host activations get
+// their own arena, as the plan sizes it): a plan whose matmul runs on the host between two copies gives the
+// all-device result. The public pieces another backend uses for its
 // host steps work on their own: resolveTensors puts host activations (and their views) at
 // StorageBases::hostActs, bindOperands + runLocalStep run a host step there, and runLocalStep refuses
 // collectives. A misplaced plan fails at open with one line naming the step and the tensor.
@@ -29,8 +30,10 @@ TEST(Placement, HostStepsRunOnTheCpuBackendLikeDeviceSteps) {
   const int32_t wh = m.weightF32(0, {7, 16}, wv);
   DevicePlan &dev = m.plan.devices[0];
   dev.weights[dev.tensors[wh].index].placement = Placement::Host;
-  const int32_t h = m.act(0, {-1, 16}), yh = m.act(0, {-1, 7}), back = m.act(0, {-1, 7});
-  dev.tensors[h].placement = dev.tensors[yh].placement = Placement::Host;
+  const int32_t h = m.hostAct(0, {-1, 16}), yh = m.hostAct(0, {-1, 7}), back = m.act(0, {-1, 7});
+  // Each arena has its own offsets: the host tensors start at 0 like the device's first.
+  EXPECT_EQ(dev.tensors[h].offset, 0u);
+  EXPECT_EQ(dev.hostActivationBytes, 192u + 128u); // [3,16] and [3,7] f32, 64-byte aligned
   m.b(0).step(OpKind::Copy, {x}, {h}, {}, {}, "to_host", Placement::Host);
   m.b(0).step(OpKind::Matmul, {h, wh}, {yh}, {}, {}, "host_matmul", Placement::Host);
   m.b(0).step(OpKind::Copy, {yh}, {back}, {}, {}, "to_device", Placement::Device);
@@ -59,15 +62,16 @@ TEST(Placement, RunLocalStepRunsAHostStepOnBoundHostTensors) {
   const int32_t h = b.activation(DType::F32, {-1, 3}, 64, Placement::Host);
   const int32_t hv = b.view(h, DType::F32, {-1, 3});
   const int32_t y = b.activation(DType::F32, {-1, 2}, 128, Placement::Host);
+  dev.hostActivationBytes = 192;
   b.step(OpKind::Copy, {a}, {h}, {}, {}, "to_host", Placement::Host);
   b.step(OpKind::Matmul, {hv, w}, {y}, {}, {}, "host_matmul", Placement::Host);
   b.step(OpKind::AllReduce, {a}, {a}, {}, {}, "all_reduce");
   dev.weightBytes = 64;
-  dev.activationBytes = 192;
+  dev.activationBytes = 64;
   ASSERT_TRUE(validatePlan(p).empty()) << validatePlan(p)[0];
   EXPECT_EQ(dev.tensors[hv].placement, Placement::Host);
 
-  // Two separate arenas, as an accelerator backend would have them; here both are host memory.
+  // Two separate arenas, as every backend has them (here both are host memory).
   std::vector<float> deviceArena(48, 0), hostArena(48, -1), weights = {1, 2, 3, -1, 0, 2};
   exec::StorageBases bases;
   bases.acts = reinterpret_cast<uint8_t *>(deviceArena.data());
@@ -80,10 +84,6 @@ TEST(Placement, RunLocalStepRunsAHostStepOnBoundHostTensors) {
   EXPECT_EQ(ptrs[hv], hostArena.data() + 16);
   EXPECT_EQ(ptrs[y], hostArena.data() + 32);
   EXPECT_EQ(ptrs[w], weights.data());
-  // Without hostActs every activation is in the one arena (the CPU session).
-  exec::StorageBases one = bases;
-  one.hostActs = nullptr;
-  EXPECT_EQ(exec::resolveTensors(dev, one)[h], deviceArena.data() + 16);
 
   const float x[6] = {1, 0, 2, -3, 1, 1};
   std::copy(x, x + 6, deviceArena.begin());

@@ -209,8 +209,11 @@ TEST_F(PlanTest, SemanticErrorsAreCaught) {
   };
   const Case cases[] = {
       {"input tensor 99 out of range", [](Plan &p) { p.devices[0].steps[1].inputs[0] = 99; }},
-      {"outside the activation arena", [](Plan &p) { p.devices[0].tensors[2].offset = 1000; }},
-      {"outside the activation arena", [](Plan &p) { p.devices[0].tensors[2].offset = ~0ull - 3; }},
+      {"outside the device activation arena", [](Plan &p) { p.devices[0].tensors[2].offset = 1000; }},
+      {"outside the device activation arena", [](Plan &p) { p.devices[0].tensors[2].offset = ~0ull - 3; }},
+      // A host-placed activation is checked against the host arena, which this plan does not have.
+      {"outside the host activation arena (0 bytes)",
+       [](Plan &p) { p.devices[0].tensors[2].placement = Placement::Host; }},
       {"reads past the end of the GGUF",
        [](Plan &p) { p.devices[1].weights[0].pieces[0].fileOffset += 4096; }},
       {"reads past the end of the GGUF",
@@ -358,12 +361,13 @@ HostIds addHostPart(Plan &p) {
     w.placement = Placement::Host;
     dev.weightBytes += w.bytes;
     const int32_t wh = b.weight(b.addWeight(w));
-    const uint64_t at = dev.activationBytes;
-    const int32_t h = b.activation(DType::F32, {-1, 8}, at, Placement::Host);
+    // The host tensors have offsets of their own, in the host arena.
+    const int32_t h = b.activation(DType::F32, {-1, 8}, 0, Placement::Host);
     const int32_t hv = b.view(h, DType::F32, {-1, 2, 4});
-    const int32_t yh = b.activation(DType::F32, {-1, 4}, at + 4 * 8 * 4, Placement::Host);
-    const int32_t back = b.activation(DType::F32, {-1, 4}, at + 4 * 8 * 4 + 4 * 4 * 4);
-    dev.activationBytes = at + 4 * 8 * 4 + 2 * 4 * 4 * 4;
+    const int32_t yh = b.activation(DType::F32, {-1, 4}, 4 * 8 * 4, Placement::Host);
+    dev.hostActivationBytes = 4 * 8 * 4 + 4 * 4 * 4;
+    const int32_t back = b.activation(DType::F32, {-1, 4}, dev.activationBytes);
+    dev.activationBytes += 4 * 4 * 4;
     dev.kv[0].placement = Placement::Host;
     b.step(OpKind::Copy, {2}, {h}, {}, {}, "to_host", Placement::Host);
     b.step(OpKind::Matmul, {h, wh}, {yh}, {}, {}, "host_matmul", Placement::Host);
@@ -387,8 +391,9 @@ TEST_F(PlanTest, RoundTripKeepsPlacement) {
   ASSERT_TRUE(writePlan(plan, planPath));
   auto r = loadPlan(planPath);
   ASSERT_TRUE(r) << r.message();
-  EXPECT_EQ(r->schemaVersion, 3u);
+  EXPECT_EQ(r->schemaVersion, 4u);
   for (const DevicePlan &d : r->devices) {
+    EXPECT_EQ(d.hostActivationBytes, 192u);
     ASSERT_EQ(d.weights.size(), 2u);
     EXPECT_EQ(d.weights[0].placement, Placement::Device);
     EXPECT_EQ(d.weights[1].placement, Placement::Host);
@@ -428,6 +433,45 @@ TEST_F(PlanTest, SchemaV2PlansStillLoadWithDevicePlacement) {
   Plan v3 = plan;
   v3.schemaVersion = 3;
   EXPECT_EQ(serializePlan(v3).size(), serializePlan(plan).size());
+}
+
+TEST_F(PlanTest, SchemaV3HostActivationsShareTheDeviceOffsetSpace) {
+  // v3 had no host arena of its own: host activations sat at offsets of the one shared space, so the loader
+  // gives such a plan a host arena as large as the device's, which holds them where they are.
+  Plan plain = plan;
+  HostIds ids = addHostPart(plan);
+  Plan v3 = plan;
+  v3.schemaVersion = 3;
+  for (DevicePlan &d : v3.devices) {
+    const uint64_t shift = d.activationBytes; // host tensors after the device's, as the v3 compiler left them
+    for (TensorDesc &t : d.tensors)
+      if (t.storage == Storage::Activation && t.placement == Placement::Host)
+        t.offset += shift;
+    d.activationBytes += d.hostActivationBytes;
+    d.hostActivationBytes = 0; // not written: a v3 file has no such field
+  }
+  std::vector<uint8_t> bytes = serializePlan(v3);
+  auto r = parsePlan(bytes.data(), bytes.size(), "v3.plan");
+  ASSERT_TRUE(r) << r.message();
+  for (const DevicePlan &d : r->devices) {
+    EXPECT_EQ(d.activationBytes, 448u);
+    EXPECT_EQ(d.hostActivationBytes, 448u);
+    EXPECT_EQ(d.tensors[ids.yh].offset, 256u + 128u);
+  }
+  // A v3 plan with no host activation gets no host arena.
+  plain.schemaVersion = 3;
+  plain.devices[0].kv[0].placement = Placement::Host; // --no-kv-offload alone: a cache, no activation
+  bytes = serializePlan(plain);
+  r = parsePlan(bytes.data(), bytes.size(), "v3.plan");
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->devices[0].hostActivationBytes, 0u);
+  // A v4 plan states its host arena; one too small for its host tensors is refused, naming the tensor.
+  Plan small = plan;
+  small.devices[1].hostActivationBytes = 128;
+  EXPECT_NE(allErrors(small).find("device 1: tensor " + std::to_string(ids.yh) +
+                                  ": [128, +64) lies outside the host activation arena (128 bytes)"),
+            std::string::npos)
+      << allErrors(small);
 }
 
 TEST_F(PlanTest, PlacementErrorsNameTheStepAndTensor) {
@@ -499,16 +543,16 @@ TEST_F(PlanTest, SummarySeparatesHostBytesAndSteps) {
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].weightBytes, 128u);     // the device slice of w
   EXPECT_EQ(s[0].hostWeightBytes, 128u); // its host slice
-  // One offset space: h [4,8] at 192 and yh [4,4] at 320 are host, the copy back [4,4] at 384 is device,
-  // so the device extent runs past the host tensors.
-  EXPECT_EQ(s[0].activationBytes, 448u);
-  EXPECT_EQ(s[0].hostActivationBytes, 384u);
+  // The arenas as the plan sizes them: 192 bytes of device activations plus the copy back [4,4]; the host
+  // arena holds h [4,8] and yh [4,4].
+  EXPECT_EQ(s[0].activationBytes, 256u);
+  EXPECT_EQ(s[0].hostActivationBytes, 192u);
   EXPECT_EQ(s[0].kvBytesPerToken, 0u);
   EXPECT_EQ(s[0].hostKvBytesPerToken, 16u);
   EXPECT_EQ(s[0].hostSteps, 2u);
   std::string text = describePlan(plan, 100);
-  EXPECT_NE(text.find("device 0 (cpu): weights 128 B, activations 448 B, KV 0 B per token = 0 B for ctx 100\n"
-                      "  host: weights 128 B, activations 384 B, KV 16 B per token = 1.6 KiB for ctx 100; "
+  EXPECT_NE(text.find("device 0 (cpu): weights 128 B, activations 256 B, KV 0 B per token = 0 B for ctx 100\n"
+                      "  host: weights 128 B, activations 192 B, KV 16 B per token = 1.6 KiB for ctx 100; "
                       "2 host steps\n"),
             std::string::npos)
       << text;
@@ -519,6 +563,7 @@ TEST_F(PlanTest, SummarySeparatesHostBytesAndSteps) {
     d.weights.resize(1);
     d.tensors.resize(5);
     d.kv[0].placement = Placement::Device;
+    d.hostActivationBytes = 0;
   }
   ASSERT_TRUE(validatePlan(device).empty()) << allErrors(device);
   EXPECT_EQ(describePlan(device, 100).find("host:"), std::string::npos);
