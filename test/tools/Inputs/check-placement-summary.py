@@ -1,5 +1,6 @@
 """Compares `tpc inspect --json` of a plan compiled with host placement against the same model compiled
-without it: usage check-placement-summary.py PLAIN.json HOST.json (weights|kv).
+without it: usage check-placement-summary.py PLAIN.json HOST.json (weights|kv); or two host-placed plans
+of one model: check-placement-summary.py OLD.json NEW.json arenas.
 
 weights (--override-tensor): per device, device + host weight bytes equal the plain plan's weights, some
 weights and steps are on the host. kv (--no-kv-offload): no KV bytes stay on the device, the host holds the
@@ -11,6 +12,16 @@ import sys
 plain, host = (json.load(open(p))["devices"] for p in sys.argv[1:3])
 mode = sys.argv[3]
 assert len(plain) == len(host), (len(plain), len(host))
+if mode == "arenas":
+    # arenas: NEW (schema v4, a host arena of its own) needs no more activation memory on either side than
+    # OLD (schema v3, host tensors in the device arena's offset space, loaded with a host arena as large as
+    # the device's), and less in all.
+    for d, (o, n) in enumerate(zip(plain, host)):
+        assert 0 < n["host_activation_bytes"] <= o["host_activation_bytes"], (d, o, n)
+        assert n["activation_bytes"] <= o["activation_bytes"], (d, o, n)
+        assert n["host_activation_bytes"] + n["activation_bytes"] < o["host_activation_bytes"] + o["activation_bytes"]
+    print("PLACEMENT-OK")
+    sys.exit(0)
 for d, (p, h) in enumerate(zip(plain, host)):
     assert p["host_weight_bytes"] == p["host_kv_bytes_per_token"] == p["host_steps"] == 0, (d, p)
     assert p["host_activation_bytes"] == 0, (d, p)
