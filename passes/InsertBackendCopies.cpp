@@ -36,6 +36,7 @@ struct InsertBackendCopiesPass : impl::TpcInsertBackendCopiesBase<InsertBackendC
     ModuleOp module = getOperation();
     // Parse REGEX=target entries first: a bad flag fails before anything changes.
     std::vector<llvm::Regex> pinned;
+    std::vector<std::string> entries;
     for (const std::string &entry : overrideTensor) {
       size_t eq = entry.rfind('=');
       if (eq == std::string::npos || eq == 0) {
@@ -55,23 +56,33 @@ struct InsertBackendCopiesPass : impl::TpcInsertBackendCopiesBase<InsertBackendC
         return signalPassFailure();
       }
       pinned.push_back(std::move(re));
+      entries.push_back(entry);
     }
     if (pinned.empty() && !noKvOffload)
       return;
 
     Builder b(module.getContext());
     SmallVector<Operation *> leaves;
+    std::vector<bool> matched(pinned.size(), false);
     module.walk([&](Operation *op) {
       bool pin = false;
-      if (auto w = dyn_cast<WeightOp>(op))
-        pin = llvm::any_of(pinned, [&](llvm::Regex &re) { return re.match(w.getName()); });
-      else if (isa<KvCacheOp>(op))
+      if (auto w = dyn_cast<WeightOp>(op)) {
+        for (size_t i = 0; i < pinned.size(); ++i)
+          if (pinned[i].match(w.getName()))
+            pin = matched[i] = true;
+      } else if (isa<KvCacheOp>(op))
         pin = noKvOffload;
       if (pin) {
         op->setAttr(TpcDialect::kPlacementAttrName, b.getStringAttr(kHost));
         leaves.push_back(op);
       }
     });
+    // A pattern that matches nothing is most likely a typo or another architecture's names: say so, since
+    // the plan would silently keep those weights on the devices.
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (!matched[i])
+        module.emitWarning() << "--override-tensor '" << entries[i]
+                             << "' matches no weight of this model; it places nothing on the host";
     // Every consumer of a pinned tensor runs where the tensor is, except a collective: collectives run on
     // the device (NCCL reads device memory), so a pinned tensor a collective reads is an error naming it.
     SetVector<Operation *> hostOps;

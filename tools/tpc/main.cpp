@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,12 +34,17 @@ int main(int argc, char **argv) {
   for (auto &[order, fn] : commands)
     fn(app);
   try {
-    // llama-bench's two-letter flags (`tpc run --bench -pp 512 -tg 128`): CLI11 only declares one-letter
-    // short names, so these two spellings become --pp/--tg (see RunCommand.cpp).
+    // llama.cpp's multi-letter flags (`tpc run --bench -pp 512 -tg 128`, `tpc compile -ot X=CPU -nkvo
+    // -ts 3,1`): CLI11 only declares one-letter short names, so these spellings become the long options.
+    static const std::map<std::string, std::string> kLlamaFlags = {{"-pp", "--pp"},
+                                                                  {"-tg", "--tg"},
+                                                                  {"-ot", "--override-tensor"},
+                                                                  {"-nkvo", "--no-kv-offload"},
+                                                                  {"-ts", "--tensor-split"}};
     std::vector<std::string> args(argv + 1, argv + argc);
     for (std::string &a : args)
-      if (a == "-pp" || a == "-tg")
-        a = "-" + a;
+      if (auto it = kLlamaFlags.find(a); it != kLlamaFlags.end())
+        a = it->second;
     std::reverse(args.begin(), args.end()); // CLI11 parses a reversed vector
     app.parse(args);
   } catch (const CLI::ParseError &e) {

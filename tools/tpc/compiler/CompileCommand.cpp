@@ -5,7 +5,8 @@
 // builder tpc-opt's --tpc-pipeline uses) and write the device plan. `--emit=mlir [--stop-after STAGE]`
 // prints the IR instead (after `import` or any pipeline stage); `--report [--json]` prints memory per
 // device and the collectives per layer. MLIR diagnostics are collected and reported as one error line
-// naming the model.
+// naming the model; warnings are printed as they come. llama.cpp's spellings work too: `-ot`, `-nkvo`,
+// `-ts` (main.cpp), a comma-separated list in one --override-tensor, and the target `CPU`.
 //===----------------------------------------------------------------------===//
 #include "compiler/emit/PlanEmitter.h"
 #include "compiler/gguf/GGUFFile.h"
@@ -24,6 +25,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -35,6 +38,7 @@ namespace {
 struct CompileOptions {
   std::string model;
   int64_t devices = 1;
+  bool devicesGiven = false; ///< --devices on the command line (else --tensor-split's count sets it)
   std::string tensorSplit;
   std::vector<std::string> overrideTensor;
   bool noKvOffload = false;
@@ -47,7 +51,7 @@ struct CompileOptions {
   bool json = false;
 };
 
-/// "3,2,1" -> {3, 2, 1}: one positive share per device.
+/// "3,2,1" -> {3, 2, 1}: one positive share per device (devices < 0: as many devices as shares, up to 64).
 std::vector<double> parseTensorSplit(const std::string &text, int64_t devices) {
   std::vector<double> shares;
   std::stringstream ss(text);
@@ -59,7 +63,9 @@ std::vector<double> parseTensorSplit(const std::string &text, int64_t devices) {
       throw Failure(fmt::format("--tensor-split: '{}' is not a positive number (expected e.g. 3,2,1)", item));
     shares.push_back(v);
   }
-  if (int64_t(shares.size()) != devices)
+  if (devices < 0 && shares.size() > 64)
+    throw Failure(fmt::format("--tensor-split: {} shares, but at most 64 devices", shares.size()));
+  if (devices >= 0 && int64_t(shares.size()) != devices)
     throw Failure(fmt::format("--tensor-split: {} shares given for --devices {} (one per device)",
                               shares.size(), devices));
   return shares;
@@ -103,6 +109,44 @@ int64_t perToken(mlir::Value v) {
   for (int64_t d : llvm::cast<mlir::ShapedType>(v.getType()).getShape())
     n *= mlir::ShapedType::isDynamic(d) ? 1 : d;
   return n;
+}
+
+/// The entries of every --override-tensor value, each `REGEX=cpu` with the target lower-cased. A value may
+/// be a comma-separated list, as llama.cpp's -ot takes it; a comma inside a regex (`[0-9]{1,3}`) stays,
+/// because an entry ends only at a comma that follows `=WORD`. Throws naming the entry that is not REGEX=cpu.
+std::vector<std::string> overrideEntries(const std::vector<std::string> &values) {
+  auto endsInTarget = [](const std::string &e) {
+    size_t eq = e.rfind('=');
+    return eq != std::string::npos && eq + 1 < e.size() &&
+           std::all_of(e.begin() + eq + 1, e.end(), [](char c) { return std::isalnum(uint8_t(c)) || c == '_'; });
+  };
+  std::vector<std::string> entries;
+  for (const std::string &v : values) {
+    std::string cur;
+    std::istringstream in(v);
+    for (std::string piece; std::getline(in, piece, ',');) {
+      cur = cur.empty() ? piece : cur + "," + piece;
+      if (endsInTarget(cur)) {
+        entries.push_back(cur);
+        cur.clear();
+      }
+    }
+    if (!cur.empty() || v.empty() || v.back() == ',')
+      entries.push_back(cur); // an incomplete entry: refused below, by name
+  }
+  for (std::string &e : entries) {
+    size_t eq = e.rfind('=');
+    std::string target = eq == std::string::npos ? "" : e.substr(eq + 1);
+    std::transform(target.begin(), target.end(), target.begin(), [](char c) { return std::tolower(uint8_t(c)); });
+    if (eq == std::string::npos || eq == 0)
+      throw Failure(fmt::format("--override-tensor: '{}' must be REGEX=cpu", e));
+    if (target != "cpu")
+      throw Failure(fmt::format("--override-tensor: '{}': the only target is cpu (host memory); weights not "
+                                "named stay on the devices the plan splits them over",
+                                e));
+    e = e.substr(0, eq + 1) + target;
+  }
+  return entries;
 }
 
 void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &plan) {
@@ -189,14 +233,12 @@ void runCompile(const CompileOptions &opts) {
     throw Failure("--report describes the plan; it cannot be combined with --emit=" + opts.emit);
   mlir::tpc::PipelineOptions pipe;
   pipe.devices = opts.devices;
-  if (!opts.tensorSplit.empty())
-    pipe.tensorSplit = parseTensorSplit(opts.tensorSplit, opts.devices);
-  for (const std::string &o : opts.overrideTensor) {
-    size_t eq = o.rfind('=');
-    if (eq == std::string::npos || eq == 0 || o.substr(eq + 1) != "cpu")
-      throw Failure(fmt::format("--override-tensor: '{}' must be REGEX=cpu", o));
+  if (!opts.tensorSplit.empty()) {
+    // As with llama.cpp's -ts, the shares alone say how many devices there are.
+    pipe.tensorSplit = parseTensorSplit(opts.tensorSplit, opts.devicesGiven ? opts.devices : -1);
+    pipe.devices = int64_t(pipe.tensorSplit.size());
   }
-  pipe.overrideTensor = opts.overrideTensor;
+  pipe.overrideTensor = overrideEntries(opts.overrideTensor);
   pipe.noKvOffload = opts.noKvOffload;
   pipe.maxBatch = opts.maxBatch;
 
@@ -208,6 +250,8 @@ void runCompile(const CompileOptions &opts) {
   ctx.disableMultithreading(); // module passes only; and IR printing needs it
   std::string diagnostics;
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Warning)
+      fmt::print(stderr, "tpc compile: warning: {}\n", d.str());
     if (d.getSeverity() != mlir::DiagnosticSeverity::Error)
       return mlir::success();
     if (!diagnostics.empty())
@@ -230,7 +274,7 @@ void runCompile(const CompileOptions &opts) {
                           [](mlir::Pass *, mlir::Operation *) { return true; },
                           /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
     if (mlir::failed(pm.run(*module)))
-      throw Failure(fmt::format("{}: compiling for {} device(s) failed: {}", opts.model, opts.devices,
+      throw Failure(fmt::format("{}: compiling for {} device(s) failed: {}", opts.model, pipe.devices,
                                 diagnostics.empty() ? "a pass failed without a message" : diagnostics));
   }
   if (opts.emit == "mlir") {
@@ -258,12 +302,15 @@ void registerCompile(CLI::App &app) {
   auto opts = std::make_shared<CompileOptions>();
   CLI::App *cmd = app.add_subcommand("compile", "Compile a GGUF model into a device plan (or tpc IR)");
   cmd->add_option("model", opts->model, "GGUF model file")->required();
-  cmd->add_option("--devices", opts->devices, "Number of devices to split the model over")
-      ->check(CLI::Range(int64_t(1), int64_t(64)));
-  cmd->add_option("--tensor-split", opts->tensorSplit, "Relative share of each device, e.g. 3,2,1");
+  CLI::Option *devices =
+      cmd->add_option("--devices", opts->devices, "Number of devices to split the model over (default: 1, or "
+                                                  "one per --tensor-split share)")
+          ->check(CLI::Range(int64_t(1), int64_t(64)));
+  cmd->add_option("--tensor-split", opts->tensorSplit, "Relative share of each device, e.g. 3,2,1 (also -ts)");
   cmd->add_option("--override-tensor", opts->overrideTensor,
-                  "REGEX=cpu: keep the weights whose GGUF name matches on the host (repeatable)");
-  cmd->add_flag("--no-kv-offload", opts->noKvOffload, "Keep the KV cache in host memory");
+                  "REGEX=cpu[,REGEX=cpu...]: keep the weights whose GGUF name matches on the host (repeatable; "
+                  "also -ot)");
+  cmd->add_flag("--no-kv-offload", opts->noKvOffload, "Keep the KV cache in host memory (also -nkvo)");
   cmd->add_option("--max-batch", opts->maxBatch, "Tokens per evaluation the activation arenas hold")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd->add_option("-o,--output", opts->output,
@@ -276,7 +323,10 @@ void registerCompile(CLI::App &app) {
   cmd->add_flag("--report", opts->report,
                 "Print memory per device and collectives per layer (writes the plan only with -o)");
   cmd->add_flag("--json", opts->json, "With --report: JSON instead of tables");
-  cmd->callback([opts] { runCompile(*opts); });
+  cmd->callback([opts, devices] {
+    opts->devicesGiven = devices->count() > 0;
+    runCompile(*opts);
+  });
 }
 
 } // namespace
