@@ -13,6 +13,7 @@
 #include "compiler/import/Importer.h"
 #include "passes/Pipelines.h"
 #include "runtime/plan/PlanIO.h"
+#include "runtime/plan/PlanSummary.h"
 #include "tools/tpc/Command.h"
 
 #include "dialects/tpc/IR/TpcOps.h"
@@ -171,14 +172,21 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
   for (auto &[layer, t] : traffic)
     total += t.bytesPerToken;
   const size_t n = plan.devices.size();
+  // Memory split by side (what each GPU allocates vs what stays in host memory), as `tpc inspect` shows it.
+  const std::vector<rt::DeviceSummary> mem = rt::summarizeDevices(plan);
+  const bool anyHost = std::any_of(mem.begin(), mem.end(), [](const rt::DeviceSummary &m) {
+    return m.hostWeightBytes || m.hostActivationBytes || m.hostKvBytesPerToken;
+  });
   if (opts.json) {
     std::string s =
         fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"devices\": [", opts.model, plan.model.arch);
     for (size_t d = 0; d < n; ++d) {
-      const rt::DevicePlan &dev = plan.devices[d];
+      const rt::DeviceSummary &m = mem[d];
       s += fmt::format("{}{{\"device\": {}, \"weight_bytes\": {}, \"kv_bytes_per_1k_tokens\": {}, "
-                       "\"activation_bytes\": {}}}",
-                       d ? ", " : "", d, dev.weightBytes, dev.kvBytesPerToken * 1024, dev.activationBytes);
+                       "\"activation_bytes\": {}, \"host_weight_bytes\": {}, \"host_kv_bytes_per_1k_tokens\": {}, "
+                       "\"host_activation_bytes\": {}}}",
+                       d ? ", " : "", d, m.weightBytes, m.kvBytesPerToken * 1024, m.activationBytes,
+                       m.hostWeightBytes, m.hostKvBytesPerToken * 1024, m.hostActivationBytes);
     }
     s += "], \"collectives\": [";
     bool first = true;
@@ -197,12 +205,19 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
   }
   fmt::print("{} ({}) on {} device(s), max batch {}\n\n", opts.model, plan.model.arch, n,
              plan.model.maxBatch);
-  fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |\n");
-  fmt::print("|-------:|--------------:|-----------------------:|------------------:|\n");
+  const double MiB = 1048576.0;
+  fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |{}\n",
+             anyHost ? " host weights (MiB) | host KV per 1k tokens (MiB) | host activations (MiB) |" : "");
+  fmt::print("|-------:|--------------:|-----------------------:|------------------:|{}\n",
+             anyHost ? "-------------------:|----------------------------:|-----------------------:|" : "");
   for (size_t d = 0; d < n; ++d) {
-    const rt::DevicePlan &dev = plan.devices[d];
-    fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |\n", d, dev.weightBytes / 1048576.0,
-               dev.kvBytesPerToken * 1024 / 1048576.0, dev.activationBytes / 1048576.0);
+    const rt::DeviceSummary &m = mem[d];
+    fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |", d, m.weightBytes / MiB,
+               m.kvBytesPerToken * 1024 / MiB, m.activationBytes / MiB);
+    if (anyHost)
+      fmt::print(" {:>18.3f} | {:>27.3f} | {:>22.3f} |", m.hostWeightBytes / MiB,
+                 m.hostKvBytesPerToken * 1024 / MiB, m.hostActivationBytes / MiB);
+    fmt::print("\n");
   }
   fmt::print(
       "\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
