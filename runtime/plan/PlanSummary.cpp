@@ -13,6 +13,26 @@
 
 namespace tpc::rt {
 
+namespace {
+/// Elements per token of tensor `t` (the token dimension counts 1).
+uint64_t perToken(const TensorDesc &t) {
+  uint64_t n = 1;
+  for (int64_t d : t.shape)
+    n *= d == -1 ? 1 : static_cast<uint64_t>(d);
+  return n;
+}
+
+/// Bytes of weight slice operand `w` that step `s` of `dev` reads for one token (see DeviceSummary).
+uint64_t decodeBytes(const DevicePlan &dev, const Step &s, size_t operand, const WeightSlice &w) {
+  const uint64_t outer = w.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(w.shape[0], 1));
+  if (s.op == OpKind::GetRows && operand == 0 && s.inputs.size() > 1) // ids[T] or ids[T,k]: those rows
+    return w.bytes / outer * std::min(outer, perToken(dev.tensors[s.inputs[1]]));
+  if (s.op == OpKind::MulMatId && operand == 1 && s.inputs.size() > 2) // ids[T,k]: k of the E experts
+    return w.bytes / outer * std::min(outer, perToken(dev.tensors[s.inputs[2]]));
+  return w.bytes;
+}
+} // namespace
+
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
   std::vector<DeviceSummary> out;
   for (const DevicePlan &dev : plan.devices) {
@@ -25,6 +45,14 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
     for (const KvCache &c : dev.kv)
       (host(c.placement) ? s.hostKvBytesPerToken : s.kvBytesPerToken) +=
           static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
+    for (const Step &st : dev.steps)
+      for (size_t i = 0; i < st.inputs.size(); ++i) {
+        const TensorDesc &t = dev.tensors[st.inputs[i]];
+        if (t.storage != Storage::Weight)
+          continue;
+        const WeightSlice &w = dev.weights[t.index];
+        (host(st.placement) ? s.hostDecodeWeightBytes : s.decodeWeightBytes) += decodeBytes(dev, st, i, w);
+      }
     s.steps = dev.steps.size();
     std::map<std::string, size_t> counts;
     for (const Step &st : dev.steps) {
@@ -36,13 +64,8 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
       ++s.collectives;
       // The fused all-reduce + norm moves only its first output (the norm is local).
       const size_t moved = st.op == OpKind::AllReduceRmsNorm ? 1 : st.outputs.size();
-      for (size_t o = 0; o < moved && o < st.outputs.size(); ++o) {
-        const int32_t id = st.outputs[o];
-        uint64_t n = 1;
-        for (int64_t d : dev.tensors[id].shape)
-          n *= d == -1 ? 1 : static_cast<uint64_t>(d);
-        s.collectiveBytesPerToken += n * 4;
-      }
+      for (size_t o = 0; o < moved && o < st.outputs.size(); ++o)
+        s.collectiveBytesPerToken += perToken(dev.tensors[st.outputs[o]]) * 4;
     }
     s.opCounts.assign(counts.begin(), counts.end());
     std::stable_sort(s.opCounts.begin(), s.opCounts.end(),
@@ -52,7 +75,6 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
   return out;
 }
 
-namespace {
 std::string bytesStr(uint64_t b) {
   if (b >= (1ull << 30))
     return fmt::format("{:.2f} GiB", b / double(1ull << 30));
@@ -62,7 +84,6 @@ std::string bytesStr(uint64_t b) {
     return fmt::format("{:.1f} KiB", b / 1024.0);
   return fmt::format("{} B", b);
 }
-} // namespace
 
 std::string describePlan(const Plan &plan, int64_t ctx) {
   if (ctx <= 0)
@@ -88,8 +109,11 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
           "  host: weights {}, activations {}, KV {} per token = {} for ctx {}; {} host steps\n",
           bytesStr(s.hostWeightBytes), bytesStr(s.hostActivationBytes), bytesStr(s.hostKvBytesPerToken),
           bytesStr(s.hostKvBytesPerToken * static_cast<uint64_t>(ctx)), ctx, s.hostSteps);
-    out += fmt::format("  {} steps, {} collectives moving {} per token\n  ops:", s.steps, s.collectives,
-                       bytesStr(s.collectiveBytesPerToken));
+    out += fmt::format("  {} steps, {} collectives moving {} per token; a decoded token reads {} of weights{}\n"
+                       "  ops:",
+                       s.steps, s.collectives, bytesStr(s.collectiveBytesPerToken), bytesStr(s.decodeWeightBytes),
+                       s.hostDecodeWeightBytes ? " (+ " + bytesStr(s.hostDecodeWeightBytes) + " on the host)"
+                                               : std::string());
     for (const auto &[name, n] : s.opCounts)
       out += fmt::format(" {} {}", name, n);
     out += "\n";

@@ -2,8 +2,8 @@
 //
 // What `tpc inspect plan.bin` shows: the header, and per device its memory (weights, activations, KV per
 // token and for a given context) on the device side and, where the plan places anything there
-// (--override-tensor, --no-kv-offload), on the host side, its op histogram and its collectives with the
-// bytes they move for one token. Pure functions over a validated Plan, so the CLI and tests share them.
+// (--override-tensor, --no-kv-offload), on the host side, the weight bytes one decoded token reads, its op
+// histogram and its collectives with the bytes they move for one token. Pure functions over a validated Plan, so the CLI and tests share them.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_PLAN_PLANSUMMARY_H
 #define TPC_RUNTIME_PLAN_PLANSUMMARY_H
@@ -22,6 +22,11 @@ struct DeviceSummary {
   uint64_t weightBytes = 0, activationBytes = 0, kvBytesPerToken = 0; ///< device side
   uint64_t hostWeightBytes = 0, hostActivationBytes = 0, hostKvBytesPerToken = 0;
   size_t hostSteps = 0; ///< steps placed on the host (copies to the host included)
+  /// Weight bytes the side's steps read to decode one token: each weight operand once per step reading it,
+  /// except a get_rows table (only the looked-up rows) and mul_mat_id experts (k of E experts per token).
+  /// The numerator of the decode roofline (`tpc run --bench`); KV reads, which grow with the context, are
+  /// not in it.
+  uint64_t decodeWeightBytes = 0, hostDecodeWeightBytes = 0;
   size_t steps = 0, collectives = 0;
   uint64_t collectiveBytesPerToken = 0; ///< f32 payload of this device's collectives for one token
   std::vector<std::pair<std::string, size_t>> opCounts; ///< op name -> steps, most frequent first
@@ -29,6 +34,9 @@ struct DeviceSummary {
 
 /// The figures of every device, in rank order.
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan);
+
+/// "512 B", "10.5 KiB", "3.66 MiB", "4.31 GiB".
+std::string bytesStr(uint64_t b);
 
 /// A multi-line text report (header, then one block per device) for a context of `ctx` tokens
 /// (0: the plan's default).

@@ -490,6 +490,10 @@ void inspectPlan(const InspectOptions &opts) {
     j.number(static_cast<int64_t>(d.collectives));
     j.key("collective_bytes_per_token");
     j.number(static_cast<int64_t>(d.collectiveBytesPerToken));
+    j.key("decode_weight_bytes_per_token");
+    j.number(static_cast<int64_t>(d.decodeWeightBytes));
+    j.key("host_decode_weight_bytes_per_token");
+    j.number(static_cast<int64_t>(d.hostDecodeWeightBytes));
     j.endObject();
   }
   j.endArray();

@@ -12,6 +12,7 @@
 #include "tools/tpc/Command.h"
 
 #include "runtime/exec/Executor.h"
+#include "runtime/plan/PlanSummary.h"
 #ifdef TPC_HAVE_CUDA
 #include "runtime/cuda/CudaSession.h"
 #endif
@@ -27,6 +28,10 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <type_traits>
+#include <cstring>
+#include <map>
+#include <thread>
 
 namespace {
 
@@ -72,7 +77,37 @@ public:
   virtual std::vector<StepProfile> profile() const = 0;
   /// "CPU" or "CUDA" (bench tables).
   virtual const char *name() const = 0;
+  /// The memory each logical device's weights live in (a GPU ordinal; 0 for the CPU's one host memory).
+  virtual std::vector<int> memoryOf() const = 0;
+  /// Copy bandwidth of memory `m` in bytes per second, read + write counted; 0 when unknown.
+  virtual double copyBandwidth(int m) const = 0;
+  /// "GPU 0" or "host memory" (bench notes).
+  virtual std::string memoryName(int m) const = 0;
 };
+
+/// Copy bandwidth of host memory with `threads` threads, each copying its share of two 256 MiB buffers:
+/// the best of 3 copies after a warm-up, read + write counted (the CPU's decode roofline denominator).
+double hostCopyBandwidth(int threads) {
+  const size_t bytes = size_t(256) << 20;
+  std::vector<uint8_t> a(bytes, 1), b(bytes, 0);
+  threads = std::max(1, threads);
+  double best = 0;
+  for (int r = 0; r < 4; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i)
+      pool.emplace_back([&, i] {
+        const size_t lo = bytes * i / threads, hi = bytes * (i + 1) / threads;
+        std::memcpy(b.data() + lo, a.data() + lo, hi - lo);
+      });
+    for (std::thread &t : pool)
+      t.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0 && s > 0)
+      best = std::max(best, 2.0 * double(bytes) / s);
+  }
+  return best;
+}
 
 /// Forwards Runner to a session type S.
 template <typename S> class SessionRunner : public Runner {
@@ -87,6 +122,25 @@ public:
   void setProfiling(bool on) override { s_->setProfiling(on); }
   std::vector<StepProfile> profile() const override { return s_->profile(); }
   const char *name() const override { return name_; }
+  std::vector<int> memoryOf() const override {
+    if constexpr (std::is_same_v<S, Session>)
+      return std::vector<int>(s_->plan().devices.size(), 0);
+#ifdef TPC_HAVE_CUDA
+    else
+      return s_->gpuOf();
+#endif
+  }
+  double copyBandwidth(int m) const override {
+    if constexpr (std::is_same_v<S, Session>)
+      return hostCopyBandwidth(threads_ * static_cast<int>(s_->plan().devices.size()));
+#ifdef TPC_HAVE_CUDA
+    else
+      return s_->copyBandwidth(m);
+#endif
+  }
+  std::string memoryName(int m) const override {
+    return std::is_same_v<S, Session> ? std::string("host memory") : fmt::format("GPU {}", m);
+  }
 
 private:
   std::unique_ptr<S> s_;
@@ -178,6 +232,40 @@ std::pair<double, double> meanStd(const std::vector<double> &v) {
   return {m, v.size() > 1 ? std::sqrt(s / (v.size() - 1)) : 0.0};
 }
 
+/// The decode roofline: tokens per second if decode were bound by reading the weights once per token at
+/// the measured copy bandwidth. Logical devices on one memory share it, so the slowest memory (most bytes
+/// per bandwidth) bounds the token; host-placed steps on a GPU backend read host memory and are left out.
+struct Roofline {
+  uint64_t bytes = 0, hostBytes = 0; ///< weight bytes per token on the bounding memory; host-placed reads
+  double bandwidth = 0, ts = 0;      ///< that memory's bytes/s; tokens/s (0: unknown)
+  int memory = 0;
+};
+Roofline decodeRoofline(const Runner &s) {
+  const std::vector<DeviceSummary> sum = summarizeDevices(s.plan());
+  const std::vector<int> mem = s.memoryOf();
+  const bool cpu = std::string(s.name()) == "CPU"; // host steps read the same memory there
+  std::map<int, uint64_t> bytes;
+  uint64_t hostBytes = 0;
+  for (size_t d = 0; d < sum.size() && d < mem.size(); ++d) {
+    bytes[mem[d]] += sum[d].decodeWeightBytes + (cpu ? sum[d].hostDecodeWeightBytes : 0);
+    hostBytes += cpu ? 0 : sum[d].hostDecodeWeightBytes;
+  }
+  Roofline best;
+  best.hostBytes = hostBytes;
+  for (const auto &[m, b] : bytes) {
+    if (b == 0)
+      continue; // a memory that holds no weights bounds nothing
+    const double bw = s.copyBandwidth(m);
+    if (bw <= 0) { // unknown: say which memory
+      best.bytes = b, best.bandwidth = 0, best.ts = 0, best.memory = m;
+      return best;
+    }
+    if (best.ts == 0 || bw / double(b) < best.ts)
+      best.bytes = b, best.bandwidth = bw, best.ts = bw / double(b), best.memory = m;
+  }
+  return best;
+}
+
 void runBench(Runner &s, const RunOptions &o) {
   const Plan &p = s.plan();
   if (o.pp < 0 || o.tg < 0 || (o.pp == 0 && o.tg == 0))
@@ -222,6 +310,7 @@ void runBench(Runner &s, const RunOptions &o) {
   uint64_t weightBytes = 0;
   for (const DevicePlan &d : p.devices)
     weightBytes += d.weightBytes;
+  const Roofline roof = decodeRoofline(s);
   std::string model = p.model.arch;
   std::string file = p.ggufPath.substr(p.ggufPath.find_last_of('/') + 1);
   const int devices = static_cast<int>(p.devices.size());
@@ -235,9 +324,10 @@ void runBench(Runner &s, const RunOptions &o) {
           "  {{\"model\": \"{}\", \"file\": \"{}\", \"size_bytes\": {}, \"devices\": {}, \"backend\": "
           "\"{}\", "
           "\"threads_per_device\": {}, \"test\": \"{}\", \"n_tokens\": {}, \"reps\": {}, \"avg_ts\": {:.4f}, "
-          "\"stddev_ts\": {:.4f}}}{}\n",
+          "\"stddev_ts\": {:.4f}, \"decode_weight_bytes_per_token\": {}, \"copy_bandwidth_bytes_per_s\": {:.0f}, "
+          "\"roofline_ts\": {:.4f}}}{}\n",
           model, file, weightBytes, devices, s.name(), s.threadsPerDevice(), results[i].test, results[i].tokens, o.reps,
-          results[i].mean, results[i].sd, i + 1 < results.size() ? "," : "");
+          results[i].mean, results[i].sd, roof.bytes, roof.bandwidth, roof.ts, i + 1 < results.size() ? "," : "");
     fmt::print("]\n");
     return;
   }
@@ -249,6 +339,19 @@ void runBench(Runner &s, const RunOptions &o) {
   for (const Result &r : results)
     fmt::print("| {} ({}) | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", model, file, size, devices, s.name(),
                threads, r.test, r.mean, r.sd);
+  if (roof.ts <= 0) {
+    fmt::print("\ndecode roofline: unknown (the copy bandwidth of {} could not be measured)\n",
+               s.memoryName(roof.memory));
+    return;
+  }
+  fmt::print("\ndecode roofline: {} of weights per token on {} at {:.0f} GB/s (copy, read + write) = {:.1f} "
+             "t/s{}\n",
+             bytesStr(roof.bytes), s.memoryName(roof.memory), roof.bandwidth / 1e9, roof.ts,
+             roof.hostBytes ? fmt::format(" (host-placed steps read {} more from host memory)", bytesStr(roof.hostBytes))
+                            : std::string());
+  for (const Result &r : results)
+    if (r.test.rfind("tg", 0) == 0)
+      fmt::print("{}: {:.1f}% of the roofline\n", r.test, 100.0 * r.mean / roof.ts);
 }
 
 void runGenerate(Runner &s, const RunOptions &o) {

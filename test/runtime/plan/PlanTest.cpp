@@ -537,6 +537,32 @@ TEST_F(PlanTest, PlacementErrorsNameTheStepAndTensor) {
   EXPECT_EQ(allErrors(ok), "");
 }
 
+TEST_F(PlanTest, SummaryCountsTheWeightBytesOfOneDecodedToken) {
+  // get_rows reads the row of the one token (32 of w's 128 bytes), the matmul all of w.
+  EXPECT_EQ(summarizeDevices(plan)[0].decodeWeightBytes, 32u + 128u);
+  // mul_mat_id with ids [T, 2] reads 2 of the 4 experts (each [2, 8] f32 = 64 bytes); a get_rows of a
+  // per-expert table with those ids reads 2 of its 4 rows.
+  DevicePlan &dev = plan.devices[1];
+  DevicePlanBuilder b(dev);
+  const int32_t experts = b.weight(b.addWeight({"e", GGMLType::F32, {4, 2, 8}, 0, 4 * 2 * 8 * 4, {}}));
+  const int32_t scales = b.weight(b.addWeight({"s", GGMLType::F32, {4, 1}, 0, 4 * 4, {}}));
+  const int32_t ids = b.activation(DType::I32, {-1, 2}, 0), x = b.activation(DType::F32, {-1, 8}, 0);
+  const int32_t y = b.activation(DType::F32, {-1, 2, 2}, 0), sc = b.activation(DType::F32, {-1, 2, 1}, 0);
+  b.step(OpKind::MulMatId, {x, experts, ids}, {y});
+  b.step(OpKind::GetRows, {scales, ids}, {sc});
+  std::vector<DeviceSummary> s = summarizeDevices(plan);
+  EXPECT_EQ(s[1].decodeWeightBytes, 32u + 128u + 2 * 64u + 2 * 4u);
+  EXPECT_EQ(s[1].hostDecodeWeightBytes, 0u);
+  // A host step's weights count on the host side.
+  addHostPart(plan);
+  s = summarizeDevices(plan);
+  EXPECT_EQ(s[0].decodeWeightBytes, 32u + 128u);
+  EXPECT_EQ(s[0].hostDecodeWeightBytes, 128u);
+  EXPECT_NE(describePlan(plan).find("a decoded token reads 160 B of weights (+ 128 B on the host)\n"),
+            std::string::npos)
+      << describePlan(plan);
+}
+
 TEST_F(PlanTest, SummarySeparatesHostBytesAndSteps) {
   addHostPart(plan);
   std::vector<DeviceSummary> s = summarizeDevices(plan);
