@@ -9,21 +9,16 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/gguf/GGUFWriter.h"
-
-#include <cstring>
+#include "test/fuzz/FuzzCheck.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 using namespace tpc;
 using namespace tpc::gguf;
 
 namespace {
-#define FUZZ_CHECK(cond)                                                                                     \
-  do {                                                                                                       \
-    if (!(cond))                                                                                             \
-      __builtin_trap();                                                                                      \
-  } while (0)
 
 volatile uint64_t gSink;
 

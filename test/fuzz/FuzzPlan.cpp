@@ -8,17 +8,14 @@
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
 
+#include "test/fuzz/FuzzCheck.h"
+
 #include <cstddef>
 #include <cstdint>
 
 using namespace tpc::rt;
 
 namespace {
-#define FUZZ_CHECK(cond)                                                                                     \
-  do {                                                                                                       \
-    if (!(cond))                                                                                             \
-      __builtin_trap();                                                                                      \
-  } while (0)
 volatile size_t gSink;
 } // namespace
 

@@ -83,6 +83,9 @@ public:
   virtual double copyBandwidth(int m) const = 0;
   /// "GPU 0" or "host memory" (bench notes).
   virtual std::string memoryName(int m) const = 0;
+  /// The memory of memoryOf() that host-placed weights live in, or -1 when it is none of them (a GPU
+  /// backend: host memory is not measured, so host-placed reads are reported apart).
+  virtual int hostMemory() const = 0;
 };
 
 /// Copy bandwidth of host memory with `threads` threads, each copying its share of two 256 MiB buffers:
@@ -141,6 +144,7 @@ public:
   std::string memoryName(int m) const override {
     return std::is_same_v<S, Session> ? std::string("host memory") : fmt::format("GPU {}", m);
   }
+  int hostMemory() const override { return std::is_same_v<S, Session> ? 0 : -1; }
 
 private:
   std::unique_ptr<S> s_;
@@ -243,12 +247,12 @@ struct Roofline {
 Roofline decodeRoofline(const Runner &s) {
   const std::vector<DeviceSummary> sum = summarizeDevices(s.plan());
   const std::vector<int> mem = s.memoryOf();
-  const bool cpu = std::string(s.name()) == "CPU"; // host steps read the same memory there
+  const int host = s.hostMemory();
   std::map<int, uint64_t> bytes;
   uint64_t hostBytes = 0;
   for (size_t d = 0; d < sum.size() && d < mem.size(); ++d) {
-    bytes[mem[d]] += sum[d].decodeWeightBytes + (cpu ? sum[d].hostDecodeWeightBytes : 0);
-    hostBytes += cpu ? 0 : sum[d].hostDecodeWeightBytes;
+    bytes[mem[d]] += sum[d].decodeWeightBytes;
+    (host >= 0 ? bytes[host] : hostBytes) += sum[d].hostDecodeWeightBytes;
   }
   Roofline best;
   best.hostBytes = hostBytes;
