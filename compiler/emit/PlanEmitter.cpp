@@ -772,7 +772,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
 LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, rt::PlanTokenizer &pt) {
   auto tok = ::tpc::tokenizerFromGGUF(file);
   if (!tok)
-    return module.emitError() << tok.error();
+    return module.emitError() << tok.message();
   const rt::TokenizerData &t = *tok;
   pt.model = t.model;
   pt.pre = t.pre;

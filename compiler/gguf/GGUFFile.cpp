@@ -687,7 +687,7 @@ template <typename T> std::optional<std::string> convert(const Value &v, T &out)
   Expected<T> GGUFFile::get##Name(std::string_view key) const {                                              \
     Expected<const Value *> v = require(key);                                                                \
     if (!v)                                                                                                  \
-      return Error{v.error()};                                                                               \
+      return Error{v.message()};                                                                               \
     T out{};                                                                                                 \
     if (std::optional<std::string> e = convert(**v, out))                                                    \
       return keyError(key, *e);                                                                              \
@@ -711,7 +711,7 @@ TPC_GGUF_SCALAR_GETTER(String, std::string)
   Expected<std::vector<T>> GGUFFile::get##Name##Array(std::string_view key) const {                          \
     Expected<const Value *> v = require(key);                                                                \
     if (!v)                                                                                                  \
-      return Error{v.error()};                                                                               \
+      return Error{v.message()};                                                                               \
     if (!(*v)->isArray())                                                                                    \
       return keyError(key, fmt::format("has type {}, expected an array", valueTypeName((*v)->type())));      \
     std::vector<T> out((*v)->elems().size());                                                                \

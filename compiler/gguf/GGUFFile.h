@@ -44,7 +44,7 @@
 //
 // Usage:
 //   Expected<std::unique_ptr<GGUFFile>> f = GGUFFile::open("model.gguf");
-//   if (!f) { report(f.error()); return; }
+//   if (!f) { report(f.message()); return; }
 //   Expected<uint32_t> layers = (*f)->getU32("llama.block_count");
 //   const TensorInfo *t = (*f)->findTensor("token_embd.weight");
 //   const uint8_t *bytes = (*f)->tensorData(*t);   // t->nbytes bytes, valid while the file lives
@@ -52,7 +52,7 @@
 #ifndef TPC_COMPILER_GGUF_GGUFFILE_H
 #define TPC_COMPILER_GGUF_GGUFFILE_H
 
-#include "compiler/gguf/Expected.h"
+#include "runtime/support/Expected.h"
 #include "runtime/ggml/GGMLTypes.h"
 
 #include <cstddef>
@@ -64,6 +64,9 @@
 #include <vector>
 
 namespace tpc::gguf {
+
+using tpc::Error;
+using tpc::Expected;
 
 /// Metadata value type ids as written in the file.
 enum class ValueType : uint32_t {

@@ -245,18 +245,18 @@ Expected<void> GGUFWriter::serialize(uint8_t *dst, const Layout &layout, const F
 Expected<std::vector<uint8_t>> GGUFWriter::writeToBuffer(const FillFn &fill, unsigned threads) const {
   Expected<Layout> l = layout();
   if (!l)
-    return Error{l.error()};
+    return Error{l.message()};
   std::vector<uint8_t> buf(l->fileSize, 0);
   Expected<void> ok = serialize(buf.data(), *l, fill, threads);
   if (!ok)
-    return Error{ok.error()};
+    return Error{ok.message()};
   return buf;
 }
 
 Expected<void> GGUFWriter::write(const std::string &path, const FillFn &fill, unsigned threads) const {
   Expected<Layout> l = layout();
   if (!l)
-    return Error{fmt::format("{}: {}", path, l.error())};
+    return Error{fmt::format("{}: {}", path, l.message())};
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)

@@ -24,9 +24,9 @@ namespace mlir::tpc {
 
 Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
   const gguf::GGUFFile &f = mb.gguf();
-  auto read = [&](gguf::Expected<uint32_t> v, uint32_t &dst) {
+  auto read = [&](::tpc::Expected<uint32_t> v, uint32_t &dst) {
     if (!v)
-      mb.error(v.error());
+      mb.error(v.message());
     else
       dst = *v;
   };
@@ -36,7 +36,7 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
   if (auto base = f.getF32Or("gemma4.rope.freq_base_swa", 10000.f))
     hp.ropeBaseSwa = *base;
   else
-    mb.error(base.error());
+    mb.error(base.message());
   if (auto pattern = f.getBoolArray("gemma4.attention.sliding_window_pattern")) {
     if (pattern->size() != hp.nLayer)
       mb.error("gemma4.attention.sliding_window_pattern has " + Twine(pattern->size()) +
@@ -44,7 +44,7 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     else
       hp.swaLayers.assign(pattern->begin(), pattern->end());
   } else {
-    mb.error(pattern.error());
+    mb.error(pattern.message());
   }
   if (hp.nExpert == 0 || hp.nExpertUsed == 0 || hp.nExpertUsed > hp.nExpert || hp.nFFExp == 0)
     mb.error("gemma4 needs expert_count, expert_used_count (<= expert_count) and expert_feed_forward_length");

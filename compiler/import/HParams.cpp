@@ -3,7 +3,7 @@
 
 namespace mlir::tpc {
 
-gguf::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std::string &arch) {
+::tpc::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std::string &arch) {
   HParams hp;
   hp.arch = arch;
   auto key = [&](const char *k) { return arch + "." + k; };
@@ -11,7 +11,7 @@ gguf::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std:
   {                                                                                                       \
     auto v = (expr);                                                                                      \
     if (!v)                                                                                               \
-      return gguf::Error{v.error()};                                                              \
+      return ::tpc::Error{v.message()};                                                              \
     dst = *v;                                                                                             \
   }
   TPC_READ(hp.nLayer, file.getU32(key("block_count")));
@@ -27,10 +27,10 @@ gguf::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std:
   TPC_READ(hp.slidingWindow, file.getU32Or(key("attention.sliding_window"), 0));
   TPC_READ(hp.finalSoftcap, file.getF32Or(key("final_logit_softcapping"), 0.f));
   if (hp.nLayer == 0 || hp.nLayer > 4096)
-    return gguf::Error{file.path() + ": " + key("block_count") + " = " + std::to_string(hp.nLayer) +
+    return ::tpc::Error{file.path() + ": " + key("block_count") + " = " + std::to_string(hp.nLayer) +
                        " is out of range (1..4096)"};
   if (hp.nHead == 0 || hp.nEmbd == 0)
-    return gguf::Error{file.path() + ": " + key("attention.head_count") + " and " + key("embedding_length") +
+    return ::tpc::Error{file.path() + ": " + key("attention.head_count") + " and " + key("embedding_length") +
                        " must be positive"};
 
   // head_count_kv: a scalar (all layers) or an array with one entry per layer; absent means MHA.
@@ -38,7 +38,7 @@ gguf::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std:
   if (const gguf::Value *v = file.find(kvKey); v && v->type() == gguf::ValueType::Array) {
     TPC_READ(hp.nHeadKv, file.getU32Array(kvKey));
     if (hp.nHeadKv.size() != hp.nLayer)
-      return gguf::Error{file.path() + ": " + kvKey + " has " + std::to_string(hp.nHeadKv.size()) +
+      return ::tpc::Error{file.path() + ": " + kvKey + " has " + std::to_string(hp.nHeadKv.size()) +
                          " entries, expected one per layer (" + std::to_string(hp.nLayer) + ")"};
   } else {
     uint32_t n = 0;
@@ -47,7 +47,7 @@ gguf::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std:
   }
   for (unsigned il = 0; il < hp.nLayer; ++il)
     if (hp.nHeadKv[il] == 0 || hp.nHead % hp.nHeadKv[il] != 0)
-      return gguf::Error{file.path() + ": layer " + std::to_string(il) + ": head_count " +
+      return ::tpc::Error{file.path() + ": layer " + std::to_string(il) + ": head_count " +
                          std::to_string(hp.nHead) + " is not a multiple of head_count_kv " +
                          std::to_string(hp.nHeadKv[il])};
 
@@ -56,7 +56,7 @@ gguf::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std:
   TPC_READ(hp.headDimV, file.getU32Or(key("attention.value_length"), hp.headDimK));
   TPC_READ(hp.nRot, file.getU32Or(key("rope.dimension_count"), hp.headDimK));
   if (hp.nRot > hp.headDimK || hp.nRot % 2 != 0)
-    return gguf::Error{file.path() + ": " + key("rope.dimension_count") + " = " + std::to_string(hp.nRot) +
+    return ::tpc::Error{file.path() + ": " + key("rope.dimension_count") + " = " + std::to_string(hp.nRot) +
                        " must be even and at most the head dimension " + std::to_string(hp.headDimK)};
   hp.swaLayers.assign(hp.nLayer, false);
 #undef TPC_READ

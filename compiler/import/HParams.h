@@ -38,7 +38,7 @@ struct HParams {
 };
 
 /// Reads the common `<arch>.*` keys; architecture-specific fields are filled by the importer.
-gguf::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std::string &arch);
+::tpc::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std::string &arch);
 
 } // namespace mlir::tpc
 

@@ -72,9 +72,9 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) 
     return OwningOpRef<ModuleOp>();
   };
 
-  gguf::Expected<std::string> arch = file.getString("general.architecture");
+  ::tpc::Expected<std::string> arch = file.getString("general.architecture");
   if (!arch)
-    return emitError(loc) << arch.error(), OwningOpRef<ModuleOp>();
+    return emitError(loc) << arch.message(), OwningOpRef<ModuleOp>();
   const ArchEntry *entry = nullptr;
   for (const ArchEntry &a : kArchitectures)
     if (*arch == a.name)
@@ -85,9 +85,9 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) 
       list += std::string(list.empty() ? "" : ", ") + a.name;
     return fail("unsupported architecture '" + *arch + "' (general.architecture); supported: " + list);
   }
-  gguf::Expected<HParams> hp = readCommonHParams(file, *arch);
+  ::tpc::Expected<HParams> hp = readCommonHParams(file, *arch);
   if (!hp)
-    return emitError(loc) << hp.error(), OwningOpRef<ModuleOp>();
+    return emitError(loc) << hp.message(), OwningOpRef<ModuleOp>();
 
   // n_vocab is the embedding table's row count (vocab_size metadata is optional in GGUF).
   const gguf::TensorInfo *embd = file.findTensor("token_embd.weight");

@@ -7,17 +7,14 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/synth/Fill.h"
 
-#include "runtime/cpu/quant/Blocks.h"
-#include "runtime/cpu/quant/Quant.h"
+#include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/Quant.h"
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 namespace tpc::synth {
-
-using rt::cpu::fp32ToBf16;
-using rt::cpu::fp32ToFp16;
 
 uint64_t mixSeed(uint64_t a, uint64_t b) {
   uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
@@ -82,15 +79,15 @@ template <typename Block> void fillQ4K(Block *b, uint64_t nb, float sigma, Rng &
     float d = jitter(rng, base);
     uint16_t dh = fp32ToFp16(d);
     b[i].d = dh;
-    b[i].dmin = fp32ToFp16(rt::cpu::fp16ToFp32(dh) * centre);
+    b[i].dmin = fp32ToFp16(fp16ToFp32(dh) * centre);
     packScalesK4(rng, b[i].scales);
     randomBytes(rng, b[i].qs, sizeof b[i].qs);
-    if constexpr (sizeof(Block) == sizeof(rt::cpu::BlockQ5_K))
+    if constexpr (sizeof(Block) == sizeof(BlockQ5_K))
       randomBytes(rng, b[i].qh, sizeof b[i].qh);
   }
 }
 
-void fillQ6K(rt::cpu::BlockQ6_K *b, uint64_t nb, float sigma, Rng &rng) {
+void fillQ6K(BlockQ6_K *b, uint64_t nb, float sigma, Rng &rng) {
   float base = sigma / (kRmsQ6 * kRmsSc8);
   for (uint64_t i = 0; i < nb; ++i) {
     randomBytes(rng, b[i].ql, sizeof b[i].ql);
@@ -105,7 +102,7 @@ void fillQ6K(rt::cpu::BlockQ6_K *b, uint64_t nb, float sigma, Rng &rng) {
   }
 }
 
-void fillQ8_0(rt::cpu::BlockQ8_0 *b, uint64_t nb, float sigma, Rng &rng) {
+void fillQ8_0(BlockQ8_0 *b, uint64_t nb, float sigma, Rng &rng) {
   float base = sigma / kRmsQ8;
   for (uint64_t i = 0; i < nb; ++i) {
     b[i].d = fp32ToFp16(jitter(rng, base));
@@ -123,7 +120,7 @@ template <typename Block> void fillQ4_0(Block *b, uint64_t nb, float sigma, Rng 
     float d = jitter(rng, base);
     b[i].d = fp32ToFp16(rng.next() & 1 ? -d : d);
     randomBytes(rng, b[i].qs, sizeof b[i].qs);
-    if constexpr (sizeof(Block) == sizeof(rt::cpu::BlockQ5_0))
+    if constexpr (sizeof(Block) == sizeof(BlockQ5_0))
       randomBytes(rng, b[i].qh, sizeof b[i].qh);
   }
 }
@@ -188,17 +185,17 @@ void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_
     float sigma = init.b;
     switch (t) {
     case GGMLType::Q4_K:
-      return fillQ4K(reinterpret_cast<rt::cpu::BlockQ4_K *>(dst), nb, sigma, rng, false);
+      return fillQ4K(reinterpret_cast<BlockQ4_K *>(dst), nb, sigma, rng, false);
     case GGMLType::Q5_K:
-      return fillQ4K(reinterpret_cast<rt::cpu::BlockQ5_K *>(dst), nb, sigma, rng, true);
+      return fillQ4K(reinterpret_cast<BlockQ5_K *>(dst), nb, sigma, rng, true);
     case GGMLType::Q6_K:
-      return fillQ6K(reinterpret_cast<rt::cpu::BlockQ6_K *>(dst), nb, sigma, rng);
+      return fillQ6K(reinterpret_cast<BlockQ6_K *>(dst), nb, sigma, rng);
     case GGMLType::Q8_0:
-      return fillQ8_0(reinterpret_cast<rt::cpu::BlockQ8_0 *>(dst), nb, sigma, rng);
+      return fillQ8_0(reinterpret_cast<BlockQ8_0 *>(dst), nb, sigma, rng);
     case GGMLType::Q4_0:
-      return fillQ4_0(reinterpret_cast<rt::cpu::BlockQ4_0 *>(dst), nb, sigma, rng, false);
+      return fillQ4_0(reinterpret_cast<BlockQ4_0 *>(dst), nb, sigma, rng, false);
     case GGMLType::Q5_0:
-      return fillQ4_0(reinterpret_cast<rt::cpu::BlockQ5_0 *>(dst), nb, sigma, rng, true);
+      return fillQ4_0(reinterpret_cast<BlockQ5_0 *>(dst), nb, sigma, rng, true);
     default:
       break;
     }
@@ -209,7 +206,7 @@ void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_
   for (uint64_t r = 0; r < rows; ++r) {
     for (uint64_t i = 0; i < rowElems; ++i)
       row[i] = sample(init, firstElem + r * rowElems + i, rng);
-    rt::cpu::quantizeRow(t, row.data(), dst + r * rowBytes, static_cast<int64_t>(rowElems));
+    quantizeRow(t, row.data(), dst + r * rowBytes, static_cast<int64_t>(rowElems));
   }
 }
 

@@ -165,9 +165,9 @@ std::string presetNames() {
   return out;
 }
 
-gguf::Expected<ModelSpec> withLayers(const ModelSpec &spec, uint32_t layers) {
+Expected<ModelSpec> withLayers(const ModelSpec &spec, uint32_t layers) {
   if (layers == 0 || layers > spec.nLayer)
-    return gguf::Error{"--layers " + std::to_string(layers) + ": preset '" + spec.preset + "' has " +
+    return Error{"--layers " + std::to_string(layers) + ": preset '" + spec.preset + "' has " +
                        std::to_string(spec.nLayer) + " layers; give 1.." + std::to_string(spec.nLayer)};
   ModelSpec s = spec;
   s.nLayer = layers;

@@ -8,12 +8,12 @@
 //
 // Usage:
 //   const tpc::synth::ModelSpec *s = tpc::synth::findPreset("qwen3-30b-a3b");   // nullptr if unknown
-//   tpc::gguf::Expected<tpc::synth::ModelSpec> short4 = tpc::synth::withLayers(*s, 4);
+//   Expected<tpc::synth::ModelSpec> short4 = tpc::synth::withLayers(*s, 4);
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_SYNTH_PRESETS_H
 #define TPC_COMPILER_SYNTH_PRESETS_H
 
-#include "compiler/gguf/Expected.h"
+#include "runtime/support/Expected.h"
 
 #include <cstdint>
 #include <string>
@@ -66,7 +66,7 @@ const ModelSpec *findPreset(const std::string &name);
 /// "llama3-8b, qwen3-8b, ..." for error messages.
 std::string presetNames();
 /// `spec` with `layers` layers (1..spec.nLayer); an error names the flag and the valid range.
-gguf::Expected<ModelSpec> withLayers(const ModelSpec &spec, uint32_t layers);
+Expected<ModelSpec> withLayers(const ModelSpec &spec, uint32_t layers);
 
 } // namespace tpc::synth
 

@@ -36,14 +36,14 @@ GGMLType fitRow(GGMLType t, uint64_t ne0) {
 
 } // namespace
 
-gguf::Expected<WeightType> parseWeightType(const std::string &name) {
+Expected<WeightType> parseWeightType(const std::string &name) {
   std::string upper;
   for (char c : name)
     upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const TypeName &t : kTypes)
     if (upper == t.name)
       return WeightType{t.name, t.base, t.mix, t.fileType};
-  return gguf::Error{"--type '" + name + "' is not a weight type tpc synth writes; use one of " +
+  return Error{"--type '" + name + "' is not a weight type tpc synth writes; use one of " +
                      weightTypeNames()};
 }
 

@@ -21,7 +21,7 @@
 #ifndef TPC_COMPILER_SYNTH_RECIPE_H
 #define TPC_COMPILER_SYNTH_RECIPE_H
 
-#include "compiler/gguf/Expected.h"
+#include "runtime/support/Expected.h"
 #include "runtime/ggml/GGMLTypes.h"
 
 #include <cstdint>
@@ -39,7 +39,7 @@ struct WeightType {
 };
 
 /// Parses --type (case-insensitive); the error lists the accepted names.
-gguf::Expected<WeightType> parseWeightType(const std::string &name);
+Expected<WeightType> parseWeightType(const std::string &name);
 /// "F32, F16, ..., Q4_K_M".
 std::string weightTypeNames();
 

@@ -177,20 +177,20 @@ void writeHParams(gguf::GGUFWriter &w, const ModelSpec &s) {
 
 } // namespace
 
-gguf::Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
+Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
   const ModelSpec *preset = findPreset(opts.preset);
   if (!preset)
-    return gguf::Error{"--preset '" + opts.preset + "' is not a preset; use one of " + presetNames() +
+    return Error{"--preset '" + opts.preset + "' is not a preset; use one of " + presetNames() +
                        " (tpc synth --list describes them)"};
   if (!opts.arch.empty() && opts.arch != preset->arch)
-    return gguf::Error{"--arch " + opts.arch + " does not match --preset " + preset->preset +
+    return Error{"--arch " + opts.arch + " does not match --preset " + preset->preset +
                        ", which is a " + preset->arch + " model"};
-  gguf::Expected<WeightType> wt = parseWeightType(opts.type);
+  Expected<WeightType> wt = parseWeightType(opts.type);
   if (!wt)
-    return gguf::Error{wt.error()};
-  gguf::Expected<ModelSpec> spec = withLayers(*preset, opts.layers ? opts.layers : preset->nLayer);
+    return Error{wt.message()};
+  Expected<ModelSpec> spec = withLayers(*preset, opts.layers ? opts.layers : preset->nLayer);
   if (!spec)
-    return gguf::Error{spec.error()};
+    return Error{spec.message()};
 
   Synthesizer s;
   s.spec_ = spec.take();
@@ -235,9 +235,9 @@ gguf::Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
   w.setString("tpc.synth.preset", m.preset);
   w.setU64("tpc.synth.seed", s.seed_);
   for (const TensorPlan &t : s.tensors_) {
-    gguf::Expected<size_t> idx = w.addTensor(t.name, t.type, t.ne);
+    Expected<size_t> idx = w.addTensor(t.name, t.type, t.ne);
     if (!idx)
-      return gguf::Error{"internal error planning " + m.preset + ": " + idx.error()};
+      return Error{"internal error planning " + m.preset + ": " + idx.message()};
     s.nameHash_.push_back(hashName(t.name));
   }
   return s;
@@ -251,7 +251,7 @@ uint64_t Synthesizer::parameterCount() const {
 }
 
 uint64_t Synthesizer::fileSize() const {
-  gguf::Expected<gguf::GGUFWriter::Layout> l = writer_.layout();
+  Expected<gguf::GGUFWriter::Layout> l = writer_.layout();
   return l ? l->fileSize : 0;
 }
 
@@ -269,12 +269,12 @@ void Synthesizer::fill(size_t index, uint8_t *dst, size_t nbytes) const {
   }
 }
 
-gguf::Expected<void> Synthesizer::write(const std::string &path, unsigned threads) const {
+Expected<void> Synthesizer::write(const std::string &path, unsigned threads) const {
   return writer_.write(
       path, [this](size_t i, uint8_t *dst, size_t n) { fill(i, dst, n); }, threads);
 }
 
-gguf::Expected<std::vector<uint8_t>> Synthesizer::writeToBuffer(unsigned threads) const {
+Expected<std::vector<uint8_t>> Synthesizer::writeToBuffer(unsigned threads) const {
   return writer_.writeToBuffer([this](size_t i, uint8_t *dst, size_t n) { fill(i, dst, n); }, threads);
 }
 

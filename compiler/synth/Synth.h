@@ -20,7 +20,7 @@
 // Usage:
 //   tpc::synth::SynthOptions o;  o.preset = "llama3-8b";  o.type = "Q4_K_M";  o.seed = 1;
 //   auto s = tpc::synth::Synthesizer::create(o);           // errors name the flag
-//   if (!s) fail(s.error());
+//   if (!s) fail(s.message());
 //   auto ok = s->write("model.gguf", /*threads=*/0);
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_SYNTH_SYNTH_H
@@ -54,7 +54,7 @@ struct TensorPlan {
 class Synthesizer {
 public:
   /// Plans the model; errors name the flag (--preset, --arch, --type, --layers).
-  static gguf::Expected<Synthesizer> create(const SynthOptions &opts);
+  static Expected<Synthesizer> create(const SynthOptions &opts);
 
   const ModelSpec &spec() const { return spec_; }
   const WeightType &weightType() const { return wtype_; }
@@ -64,9 +64,9 @@ public:
   uint64_t fileSize() const;
 
   /// Writes the file with `threads` fill workers (0 = all cores).
-  gguf::Expected<void> write(const std::string &path, unsigned threads) const;
+  Expected<void> write(const std::string &path, unsigned threads) const;
   /// Writes into memory (tests).
-  gguf::Expected<std::vector<uint8_t>> writeToBuffer(unsigned threads) const;
+  Expected<std::vector<uint8_t>> writeToBuffer(unsigned threads) const;
 
 private:
   Synthesizer() = default;

@@ -10,24 +10,24 @@
 
 namespace tpc {
 
-gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) {
+Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) {
   const std::string &path = file.path();
-  auto fail = [&](const std::string &msg) { return gguf::Error{path + ": " + msg}; };
+  auto fail = [&](const std::string &msg) { return Error{path + ": " + msg}; };
   rt::TokenizerData d;
 
   auto model = file.getString("tokenizer.ggml.model");
   if (!model)
-    return gguf::Error{model.error() + " (the file has no tokenizer; tpc needs tokenizer.ggml.*)"};
+    return Error{model.message() + " (the file has no tokenizer; tpc needs tokenizer.ggml.*)"};
   d.model = *model;
   auto pre = file.getStringOr("tokenizer.ggml.pre", "default");
   if (!pre)
-    return gguf::Error{pre.error()};
+    return Error{pre.message()};
   d.pre = *pre;
   rt::applyModelDefaults(d);
 
   auto tokens = file.getStringArray("tokenizer.ggml.tokens");
   if (!tokens)
-    return gguf::Error{tokens.error()};
+    return Error{tokens.message()};
   d.tokens = tokens.take();
   if (d.tokens.empty())
     return fail("tokenizer.ggml.tokens is empty");
@@ -38,7 +38,7 @@ gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) 
   if (file.find("tokenizer.ggml.scores")) {
     auto scores = file.getF32Array("tokenizer.ggml.scores");
     if (!scores)
-      return gguf::Error{scores.error()};
+      return Error{scores.message()};
     d.scores = scores.take();
     if (d.scores.size() != n)
       return fail("tokenizer.ggml.scores has " + std::to_string(d.scores.size()) + " entries but " +
@@ -47,7 +47,7 @@ gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) 
   if (file.find("tokenizer.ggml.token_type")) {
     auto types = file.getI64Array("tokenizer.ggml.token_type");
     if (!types)
-      return gguf::Error{types.error()};
+      return Error{types.message()};
     if (types->size() != n)
       return fail("tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries but " +
                   "tokenizer.ggml.tokens has " + std::to_string(n));
@@ -63,7 +63,7 @@ gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) 
   if (file.find("tokenizer.ggml.merges")) {
     auto merges = file.getStringArray("tokenizer.ggml.merges");
     if (!merges)
-      return gguf::Error{merges.error()};
+      return Error{merges.message()};
     d.merges = merges.take();
   }
 
@@ -81,7 +81,7 @@ gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) 
       continue;
     auto v = file.getI64(k.key);
     if (!v)
-      return gguf::Error{v.error()};
+      return Error{v.message()};
     // Some converters write -1 (or UINT32_MAX) for "none".
     if (*v == -1 || *v == static_cast<int64_t>(std::numeric_limits<uint32_t>::max())) {
       *k.dst = -1;
@@ -106,7 +106,7 @@ gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) 
   for (const FlagKey &k : flags) {
     auto v = file.getBoolOr(k.key, *k.dst);
     if (!v)
-      return gguf::Error{v.error()};
+      return Error{v.message()};
     *k.dst = *v;
   }
 
@@ -136,7 +136,7 @@ gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) 
   // </s> swallow the whitespace after them, except <unk>, <s> and <|endoftext|>.
   auto name = file.getStringOr("general.name", "");
   if (!name)
-    return gguf::Error{name.error()};
+    return Error{name.message()};
   std::string lower = *name;
   for (char &c : lower)
     c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -8,20 +8,20 @@
 //
 // Usage:
 //   auto file = tpc::gguf::GGUFFile::open(path);
-//   tpc::gguf::Expected<tpc::rt::TokenizerData> data = tpc::tokenizerFromGGUF(**file);
-//   if (!data) report(data.error());
+//   Expected<tpc::rt::TokenizerData> data = tpc::tokenizerFromGGUF(**file);
+//   if (!data) report(data.message());
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_TOKENIZER_GGUFTOKENIZER_H
 #define TPC_COMPILER_TOKENIZER_GGUFTOKENIZER_H
 
-#include "compiler/gguf/Expected.h"
+#include "runtime/support/Expected.h"
 #include "compiler/gguf/GGUFFile.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
 namespace tpc {
 
 /// The tokenizer data of `file`, or an error naming the file and the offending key.
-gguf::Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file);
+Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file);
 
 } // namespace tpc
 

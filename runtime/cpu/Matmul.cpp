@@ -41,7 +41,7 @@ struct Core {
 }
 
 void validate(const char *op, const Core &c) {
-  if (!supportsType(c.wType))
+  if (!supportsDequantize(c.wType))
     fail(op, std::string("weight type ") + ggmlTypeName(c.wType) +
                  " is not supported by the CPU backend (supported: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
                  "q8_0, q2_K..q8_K, iq4_nl, mxfp4)");

@@ -1235,7 +1235,7 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
                                                          const CudaOptions &copts) {
   using E = Expected<std::unique_ptr<CudaSession>>;
   if (auto errs = validatePlan(plan); !errs.empty())
-    return E::error("invalid plan: " + errs[0]);
+    return Error{"invalid plan: " + errs[0]};
   std::unique_ptr<CudaSession> s(new CudaSession());
   Impl &m = *s->impl_;
   m.plan = std::move(plan);
@@ -1244,19 +1244,19 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
   const size_t n = p.devices.size();
   m.ctx = opts.ctxSize > 0 ? opts.ctxSize : p.model.defaultCtx;
   if (m.ctx > (int64_t(1) << 26))
-    return E::error(fmt::format("--ctx-size {} is too large", m.ctx));
+    return Error{fmt::format("--ctx-size {} is too large", m.ctx)};
 
   // GPUs: logical device d on gpus[d % count].
   const int visible = cudaDeviceCount();
   if (visible == 0)
-    return E::error("no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES); use --backend cpu");
+    return Error{"no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES); use --backend cpu"};
   std::vector<int> gpus = copts.gpus;
   if (gpus.empty())
     for (int g = 0; g < visible; ++g)
       gpus.push_back(g);
   for (int g : gpus)
     if (g < 0 || g >= visible)
-      return E::error(fmt::format("--gpus: GPU {} does not exist ({} visible)", g, visible));
+      return Error{fmt::format("--gpus: GPU {} does not exist ({} visible)", g, visible)};
   std::set<int> used;
   m.devs.resize(n);
   for (size_t d = 0; d < n; ++d) {
@@ -1265,12 +1265,12 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
   }
   m.loopback = used.size() == 1;
   if (!m.loopback && used.size() != n)
-    return E::error(
+    return Error{
         fmt::format("the plan's {} devices would share {} GPUs unevenly; give --gpus either one GPU "
                     "(loopback collectives) or {} distinct GPUs (NCCL)",
-                    n, used.size(), n));
+                    n, used.size(), n)};
   if (m.loopback && n > size_t(kMaxLoopback))
-    return E::error(fmt::format("{} logical devices on one GPU; at most {} are supported", n, kMaxLoopback));
+    return Error{fmt::format("{} logical devices on one GPU; at most {} are supported", n, kMaxLoopback)};
 
   // KV descriptors first (checkStep reads them), then the plan checks, before touching GPU memory.
   for (size_t d = 0; d < n; ++d)
@@ -1284,11 +1284,11 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
     m.devs[d].ptr.assign(p.devices[d].tensors.size(), nullptr);
   for (int64_t t : {int64_t(1), p.model.maxBatch})
     if (std::string e = m.checkAll(t); !e.empty())
-      return E::error("plan does not fit its ops: " + e);
+      return Error{"plan does not fit its ops: " + e};
 
   auto weights = openWeightSource(p, opts);
   if (!weights)
-    return E::error(weights.message());
+    return Error{weights.message()};
   const uint8_t *src = weights->data;
 
   try {
@@ -1337,10 +1337,10 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
       z.scratch = alignUp(z.sp.wTile) + alignUp(z.sp.xHalf) + alignUp(z.sp.route) + alignUp(z.sp.stage) +
                   alignUp(z.sp.xqElems) + alignUp(z.sp.xqElems / 32 * kXQBlockBytes) + io;
       if (opts.maxDeviceBytes && z.total() > opts.maxDeviceBytes)
-        return E::error(
+        return Error{
             fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}, "
                         "scratch {}) but has {}; use more devices or a smaller --ctx-size",
-                        d, z.total(), z.weights, z.acts, z.kv, m.ctx, z.scratch, opts.maxDeviceBytes));
+                        d, z.total(), z.weights, z.acts, z.kv, m.ctx, z.scratch, opts.maxDeviceBytes)};
     }
     for (int g : used) {
       uint64_t need = 0;
@@ -1362,10 +1362,10 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
             sizes[d].f16Offset.assign(sizes[d].f16Offset.size(), -1);
           }
       if (need + (uint64_t(256) << 20) > freeB) // leave room for cuBLAS workspaces and the CUDA context
-        return E::error(
+        return Error{
             fmt::format("GPU {} ({}) has {:.2f} GiB free but the plan's devices on it need {:.2f} GiB "
                         "for --ctx-size {}; use more GPUs or a smaller --ctx-size",
-                        g, cudaDeviceName(g), freeB / double(1ull << 30), need / double(1ull << 30), m.ctx));
+                        g, cudaDeviceName(g), freeB / double(1ull << 30), need / double(1ull << 30), m.ctx)};
     }
 
     // Allocate, resolve addresses, create streams and handles.
@@ -1470,7 +1470,7 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
     }
     m.logitsTensor = exec::logitsTensorOf(p.devices[0]);
     if (m.logitsTensor < 0)
-      return E::error("device 0 has no OUTPUT_LOGITS tensor; recompile the plan");
+      return Error{"device 0 has no OUTPUT_LOGITS tensor; recompile the plan"};
 
     // Upload the weights slice by slice through two pinned staging buffers (copy of one overlaps the
     // packing of the other).
@@ -1580,13 +1580,13 @@ Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const Sessio
         order.push_back(d.gpu);
       auto comms = NcclComms::create(order);
       if (!comms)
-        return E::error(comms.message());
+        return Error{comms.message()};
       m.nccl = std::move(*comms);
     }
     const uint64_t hostBytes = p.model.maxBatch * 8 + p.model.maxBatch * p.model.nVocab * 4;
     TPC_CUDA_CHECK(cudaMallocHost(&m.hostIo.p, hostBytes));
   } catch (const CudaError &e) {
-    return E::error(e.what());
+    return Error{e.what()};
   }
   m.prof.resize(p.devices[0].steps.size());
   for (size_t i = 0; i < m.prof.size(); ++i)
@@ -1600,9 +1600,9 @@ Expected<std::vector<float>> CudaSession::evaluate(const std::vector<int32_t> &t
   Impl &m = *impl_;
   const Plan &p = m.plan;
   if (!m.failure.empty())
-    return E::error("execution failed earlier: " + m.failure + "; reopen the plan");
+    return Error{"execution failed earlier: " + m.failure + "; reopen the plan"};
   if (std::string bad = checkEvaluateArgs(p, m.ctx, tokens, positions); !bad.empty())
-    return E::error(bad);
+    return Error{bad};
   const int64_t vocab = p.model.nVocab, total = static_cast<int64_t>(tokens.size());
   std::vector<float> logits(static_cast<size_t>(total * vocab));
   int32_t *hTok = static_cast<int32_t *>(m.hostIo.p), *hPos = hTok + p.model.maxBatch;
@@ -1630,7 +1630,7 @@ Expected<std::vector<float>> CudaSession::evaluate(const std::vector<int32_t> &t
     }
   } catch (const CudaError &e) {
     m.failure = e.what();
-    return E::error("execution failed: " + m.failure + "; reopen the plan");
+    return Error{"execution failed: " + m.failure + "; reopen the plan"};
   }
   return logits;
 }

@@ -37,9 +37,9 @@ Expected<std::unique_ptr<NcclComms>> NcclComms::create(const std::vector<int> &g
     if ((a.lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL)))
       break;
   if (!a.lib)
-    return E::error(std::string("the plan's devices sit on ") + std::to_string(gpus.size()) +
+    return Error{std::string("the plan's devices sit on ") + std::to_string(gpus.size()) +
                     " GPUs and need NCCL, but libnccl.so.2 cannot be loaded (" + ::dlerror() +
-                    "); add its folder to LD_LIBRARY_PATH");
+                    "); add its folder to LD_LIBRARY_PATH"};
   auto sym = [&](auto &fn, const char *name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(a.lib, name));
     return fn != nullptr;
@@ -47,11 +47,11 @@ Expected<std::unique_ptr<NcclComms>> NcclComms::create(const std::vector<int> &g
   if (!sym(a.commInitAll, "ncclCommInitAll") || !sym(a.commDestroy, "ncclCommDestroy") ||
       !sym(a.allReduce, "ncclAllReduce") || !sym(a.groupStart, "ncclGroupStart") ||
       !sym(a.groupEnd, "ncclGroupEnd") || !sym(a.errorString, "ncclGetErrorString"))
-    return E::error("libnccl.so.2 lacks the NCCL 2 API (ncclCommInitAll, ncclAllReduce, ...)");
+    return Error{"libnccl.so.2 lacks the NCCL 2 API (ncclCommInitAll, ncclAllReduce, ...)"};
   std::vector<ncclComm_t> comms(gpus.size());
   ncclResult_t r = a.commInitAll(comms.data(), static_cast<int>(gpus.size()), gpus.data());
   if (r != ncclSuccess)
-    return E::error(std::string("ncclCommInitAll: ") + a.errorString(r));
+    return Error{std::string("ncclCommInitAll: ") + a.errorString(r)};
   for (ncclComm_t cm : comms)
     c->comms_.push_back(cm);
   return E(std::move(c));

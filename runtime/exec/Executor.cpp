@@ -266,7 +266,7 @@ Session::~Session() = default;
 Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions &opts) {
   using E = Expected<std::unique_ptr<Session>>;
   if (auto errs = validatePlan(plan); !errs.empty())
-    return E::error("invalid plan: " + errs[0]);
+    return Error{"invalid plan: " + errs[0]};
   std::unique_ptr<Session> s(new Session());
   Impl &m = *s->impl_;
   m.plan = std::move(plan);
@@ -274,7 +274,7 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
   const size_t n = p.devices.size();
   m.ctx = opts.ctxSize > 0 ? opts.ctxSize : p.model.defaultCtx;
   if (m.ctx > (int64_t(1) << 26))
-    return E::error(fmt::format("--ctx-size {} is too large", m.ctx));
+    return Error{fmt::format("--ctx-size {} is too large", m.ctx)};
   int threads =
       opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   m.threadsPerDevice = std::max(1, threads / static_cast<int>(n));
@@ -282,7 +282,7 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
   // The weights' source: memory (tests) or the GGUF checked against the plan and mmapped.
   auto weights = openWeightSource(p, opts);
   if (!weights)
-    return E::error(weights.message());
+    return Error{weights.message()};
   const uint8_t *src = weights->data;
 
   // Capacity: every CPU "device" lives in host memory, so all arenas together must fit in RAM.
@@ -294,16 +294,16 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
       auto all = kv && acts ? mulAdd(1, *kv, *acts) : std::nullopt;
       auto sum = all ? mulAdd(1, need, *all) : std::nullopt;
       if (!sum)
-        return E::error("the plan's memory size overflows");
+        return Error{"the plan's memory size overflows"};
       need = *sum;
     }
     const uint64_t ram =
         static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
     if (ram > 0 && need > ram)
-      return E::error(
+      return Error{
           fmt::format("the plan needs {:.2f} GiB of host memory for --ctx-size {} but the machine has "
                       "{:.2f} GiB; use a smaller --ctx-size",
-                      need / double(1ull << 30), m.ctx, ram / double(1ull << 30)));
+                      need / double(1ull << 30), m.ctx, ram / double(1ull << 30))};
   }
   m.devs.resize(n);
   for (size_t d = 0; d < n; ++d) {
@@ -314,19 +314,19 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
     total = total ? mulAdd(1, *total, dp.activationBytes) : std::nullopt;
     total = total ? mulAdd(1, *total, dp.hostActivationBytes) : std::nullopt;
     if (!total)
-      return E::error(fmt::format("device {}: memory size overflows", d));
+      return Error{fmt::format("device {}: memory size overflows", d)};
     if (opts.maxDeviceBytes && *total > opts.maxDeviceBytes)
-      return E::error(
+      return Error{
           fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}) "
                       "but has {}; use more devices or a smaller --ctx-size",
                       d, *total, dp.weightBytes, dp.activationBytes + dp.hostActivationBytes, *kvBytes,
-                      m.ctx, opts.maxDeviceBytes));
+                      m.ctx, opts.maxDeviceBytes)};
     if (!dev.weights.allocate(dp.weightBytes) || !dev.acts.allocate(dp.activationBytes) ||
         !dev.hostActs.allocate(dp.hostActivationBytes) || !dev.kvMem.allocate(*kvBytes))
-      return E::error(
+      return Error{
           fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
                       "{}); use more devices or a smaller --ctx-size",
-                      d, *total, m.ctx));
+                      d, *total, m.ctx)};
     uint64_t at = 0;
     for (const KvCache &c : dp.kv) {
       KvBuffers b;
@@ -369,10 +369,10 @@ Expected<std::unique_ptr<Session>> Session::open(Plan plan, const SessionOptions
   }
   m.logitsTensor = logitsTensorOf(p.devices[0]);
   if (m.logitsTensor < 0)
-    return E::error("device 0 has no OUTPUT_LOGITS tensor; recompile the plan");
+    return Error{"device 0 has no OUTPUT_LOGITS tensor; recompile the plan"};
   for (int64_t t : {int64_t(1), p.model.maxBatch})
     if (std::string e = m.checkAll(t); !e.empty())
-      return E::error("plan does not fit its ops: " + e);
+      return Error{"plan does not fit its ops: " + e};
   m.rv = std::make_unique<Rendezvous>(static_cast<int>(n));
   m.prof.resize(p.devices[0].steps.size());
   for (size_t i = 0; i < m.prof.size(); ++i)
@@ -402,9 +402,9 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &token
   Impl &m = *impl_;
   const Plan &p = m.plan;
   if (!m.failure.empty())
-    return E::error("execution failed earlier: " + m.failure + "; reopen the plan");
+    return Error{"execution failed earlier: " + m.failure + "; reopen the plan"};
   if (std::string bad = checkEvaluateArgs(p, m.ctx, tokens, positions); !bad.empty())
-    return E::error(bad);
+    return Error{bad};
   const int64_t vocab = p.model.nVocab, total = static_cast<int64_t>(tokens.size());
   std::vector<float> logits(static_cast<size_t>(total * vocab));
   for (int64_t at = 0; at < total; at += p.model.maxBatch) {
@@ -415,7 +415,7 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &token
     }
     m.runAll(t);
     if (!m.failure.empty())
-      return E::error("execution failed: " + m.failure + "; reopen the plan");
+      return Error{"execution failed: " + m.failure + "; reopen the plan"};
     std::memcpy(logits.data() + at * vocab, m.devs[0].ptr[m.logitsTensor], t * vocab * sizeof(float));
   }
   return logits;

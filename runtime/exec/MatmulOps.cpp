@@ -32,7 +32,7 @@ void loadRow(const TensorRef &w, int64_t r, float *dst) {
   if (typeOf(w) == GGMLType::F32)
     std::memcpy(dst, src, n * 4);
   else
-    cpu::dequantizeRow(w.wtype, src, dst, n);
+    dequantizeRow(w.wtype, src, dst, n);
 }
 
 void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y, int64_t firstId,

@@ -21,17 +21,17 @@ Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &
   WeightSource w;
   if (opts.ggufData) {
     if (opts.ggufDataSize < plan.ggufSize)
-      return E::error(fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}",
-                                  opts.ggufDataSize, plan.ggufSize));
+      return Error{fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}",
+                                  opts.ggufDataSize, plan.ggufSize)};
     w.data = opts.ggufData;
     return E(std::move(w));
   }
   auto checked = checkPlanGguf(plan, opts.ggufPath);
   if (!checked)
-    return E::error(checked.message());
+    return Error{checked.message()};
   const int fd = ::open(checked->c_str(), O_RDONLY);
   if (fd < 0)
-    return E::error(fmt::format("cannot open GGUF '{}': {}", *checked, std::strerror(errno)));
+    return Error{fmt::format("cannot open GGUF '{}': {}", *checked, std::strerror(errno))};
   if (plan.ggufSize == 0) {
     ::close(fd);
     return E(std::move(w));
@@ -39,7 +39,7 @@ Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &
   void *addr = ::mmap(nullptr, plan.ggufSize, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (addr == MAP_FAILED)
-    return E::error(fmt::format("cannot mmap GGUF '{}': {}", *checked, std::strerror(errno)));
+    return Error{fmt::format("cannot mmap GGUF '{}': {}", *checked, std::strerror(errno))};
   ::madvise(addr, plan.ggufSize, MADV_SEQUENTIAL); // the slices are read once, in file order
   const uint64_t size = plan.ggufSize;
   w.data = static_cast<const uint8_t *>(addr);

@@ -20,7 +20,7 @@ std::string shapeStr(const TensorRef &t) { return fmt::format("[{}]", fmt::join(
 bool isF32(const TensorRef &t) { return t.dtype == DType::F32 && (!t.isWeight || t.wtype == GGMLType::F32); }
 bool isI32(const TensorRef &t) { return t.dtype == DType::I32 && (!t.isWeight || t.wtype == GGMLType::I32); }
 /// Readable as f32 rows: an f32 tensor or a weight of a type the CPU backend dequantizes.
-bool isRows(const TensorRef &t) { return isF32(t) || (t.isWeight && cpu::supportsType(t.wtype)); }
+bool isRows(const TensorRef &t) { return isF32(t) || (t.isWeight && supportsDequantize(t.wtype)); }
 
 /// A weight whose ggml type is the tensor's own dtype, so its bytes can be copied as is.
 bool plainWeight(const TensorRef &t) {

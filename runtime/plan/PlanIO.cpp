@@ -90,19 +90,19 @@ Expected<bool> writePlan(const Plan &plan, const std::string &path) {
   std::vector<uint8_t> bytes = serializePlan(plan);
   FILE *f = std::fopen(path.c_str(), "wb");
   if (!f)
-    return Expected<bool>::error(fmt::format("cannot write plan '{}': {}", path, std::strerror(errno)));
+    return Error{fmt::format("cannot write plan '{}': {}", path, std::strerror(errno))};
   bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   ok = (std::fclose(f) == 0) && ok;
   if (!ok)
-    return Expected<bool>::error(fmt::format("cannot write plan '{}': disk full or I/O error", path));
+    return Error{fmt::format("cannot write plan '{}': disk full or I/O error", path)};
   return true;
 }
 
 Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &what) {
   using E = Expected<Plan>;
   if (size < sizeof(kPlanMagic) || std::memcmp(data, kPlanMagic, sizeof(kPlanMagic)) != 0)
-    return E::error(
-        fmt::format("'{}' is not a tpc plan (no TPCPLAN1 magic); produce one with `tpc compile`", what));
+    return Error{
+        fmt::format("'{}' is not a tpc plan (no TPCPLAN1 magic); produce one with `tpc compile`", what)};
   const uint8_t *fb = data + sizeof(kPlanMagic);
   size_t fbSize = size - sizeof(kPlanMagic);
   // FlatBuffers needs an aligned buffer; the 8-byte magic keeps it aligned when `data` is.
@@ -115,18 +115,18 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
   opts.max_tables = 1u << 28;
   flatbuffers::Verifier verifier(fb, fbSize, opts);
   if (fbSize < 8 || !verifier.VerifyBuffer<fbs::Plan>(nullptr))
-    return E::error(fmt::format("plan '{}' is truncated or corrupted (FlatBuffers verification failed); "
+    return Error{fmt::format("plan '{}' is truncated or corrupted (FlatBuffers verification failed); "
                                 "recompile it with `tpc compile`",
-                                what));
+                                what)};
   const fbs::Plan *p = fbs::GetPlan(fb);
   if (p->schema_version() > kPlanSchemaVersion)
-    return E::error(
+    return Error{
         fmt::format("plan '{}': plan schema v{} is newer than this tpc (v{}); recompile with this "
                     "tpc or update",
-                    what, p->schema_version(), kPlanSchemaVersion));
+                    what, p->schema_version(), kPlanSchemaVersion)};
   if (p->schema_version() < 1)
-    return E::error(fmt::format("plan '{}': schema version {} is invalid; recompile with `tpc compile`", what,
-                                p->schema_version()));
+    return Error{fmt::format("plan '{}': schema version {} is invalid; recompile with `tpc compile`", what,
+                                p->schema_version())};
   Plan plan;
   plan.schemaVersion = p->schema_version();
   plan.compilerVersion = str(p->compiler_version());
@@ -228,9 +228,9 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
   }
   std::vector<std::string> errs = validatePlan(plan);
   if (!errs.empty())
-    return E::error(
+    return Error{
         fmt::format("plan '{}' is invalid: {}{}; recompile it with `tpc compile`", what, errs[0],
-                    errs.size() > 1 ? fmt::format(" (and {} more problems)", errs.size() - 1) : ""));
+                    errs.size() > 1 ? fmt::format(" (and {} more problems)", errs.size() - 1) : "")};
   return plan;
 }
 
@@ -240,11 +240,11 @@ Expected<std::vector<uint8_t>> readFile(const std::string &path, const char *wha
   using E = Expected<std::vector<uint8_t>>;
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
-    return E::error(fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno)));
+    return Error{fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno))};
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return E::error(fmt::format("{} '{}' is not a regular file", what, path));
+    return Error{fmt::format("{} '{}' is not a regular file", what, path)};
   }
   std::vector<uint8_t> buf(static_cast<size_t>(st.st_size));
   size_t got = 0;
@@ -252,8 +252,8 @@ Expected<std::vector<uint8_t>> readFile(const std::string &path, const char *wha
     ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(got));
     if (n <= 0) {
       ::close(fd);
-      return E::error(
-          fmt::format("cannot read {} '{}': {}", what, path, n < 0 ? std::strerror(errno) : "short read"));
+      return Error{
+          fmt::format("cannot read {} '{}': {}", what, path, n < 0 ? std::strerror(errno) : "short read")};
     }
     got += static_cast<size_t>(n);
   }
@@ -359,11 +359,11 @@ Expected<uint64_t> ggufFingerprint(const std::string &path) {
   using E = Expected<uint64_t>;
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
-    return E::error(fmt::format("cannot open GGUF '{}': {}", path, std::strerror(errno)));
+    return Error{fmt::format("cannot open GGUF '{}': {}", path, std::strerror(errno))};
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return E::error(fmt::format("GGUF '{}' is not a regular file", path));
+    return Error{fmt::format("GGUF '{}' is not a regular file", path)};
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   auto readAt = [&](uint64_t off, size_t len, std::vector<uint8_t> &buf) {
@@ -386,7 +386,7 @@ Expected<uint64_t> ggufFingerprint(const std::string &path) {
   for (;;) {
     if (!readAt(0, window, buf)) {
       ::close(fd);
-      return E::error(fmt::format("cannot read GGUF '{}'", path));
+      return Error{fmt::format("cannot read GGUF '{}'", path)};
     }
     headerEnd = ggufHeaderEnd(buf.data(), buf.size());
     if (headerEnd || window == size)
@@ -404,7 +404,7 @@ Expected<uint64_t> ggufFingerprint(const std::string &path) {
     uint64_t off = headerEnd + (dataLen - len) * i / 15;
     if (!readAt(off, static_cast<size_t>(len), buf)) {
       ::close(fd);
-      return E::error(fmt::format("cannot read GGUF '{}'", path));
+      return Error{fmt::format("cannot read GGUF '{}'", path)};
     }
     h.bytes(buf.data(), buf.size());
   }
@@ -415,7 +415,7 @@ Expected<uint64_t> ggufFingerprint(const std::string &path) {
 Expected<Plan> loadPlan(const std::string &path) {
   auto bytes = readFile(path, "plan");
   if (!bytes)
-    return Expected<Plan>::error(bytes.message());
+    return Error{bytes.message()};
   return parsePlan(bytes->data(), bytes->size(), path);
 }
 
@@ -424,21 +424,21 @@ Expected<std::string> checkPlanGguf(const Plan &plan, const std::string &ggufPat
   std::string path = ggufPath.empty() ? plan.ggufPath : ggufPath;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
-    return E::error(fmt::format("GGUF '{}' the plan was compiled from is missing ({}); pass its new location "
+    return Error{fmt::format("GGUF '{}' the plan was compiled from is missing ({}); pass its new location "
                                 "with --gguf or recompile",
-                                path, std::strerror(errno)));
+                                path, std::strerror(errno))};
   if (static_cast<uint64_t>(st.st_size) != plan.ggufSize)
-    return E::error(
+    return Error{
         fmt::format("GGUF '{}' changed since the plan was compiled (size {} != {}); recompile the "
                     "plan with `tpc compile`",
-                    path, st.st_size, plan.ggufSize));
+                    path, st.st_size, plan.ggufSize)};
   auto fp = ggufFingerprint(path);
   if (!fp)
-    return E::error(fp.message());
+    return Error{fp.message()};
   if (*fp != plan.ggufFingerprint)
-    return E::error(fmt::format("GGUF '{}' changed since the plan was compiled (fingerprint {:016x} != "
+    return Error{fmt::format("GGUF '{}' changed since the plan was compiled (fingerprint {:016x} != "
                                 "{:016x}); recompile the plan with `tpc compile`",
-                                path, *fp, plan.ggufFingerprint));
+                                path, *fp, plan.ggufFingerprint)};
   return path;
 }
 

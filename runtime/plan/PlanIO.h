@@ -4,42 +4,23 @@
 // as untrusted input: magic, FlatBuffers verifier, schema version, then validatePlan()'s semantic checks.
 // ggufFingerprint() is the function the compiler stores in the plan and the runtime recomputes to notice a
 // GGUF that changed since compilation; it reads the header region and 16 samples of 64 KiB, so it is fast
-// even for a 30 GB file. The runtime does not depend on compiler/, so the small Expected lives here.
+// even for a 30 GB file. Results are tpc::Expected (runtime/support), the one result type of runtime and compiler.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_PLAN_PLANIO_H
 #define TPC_RUNTIME_PLAN_PLANIO_H
 
 #include "runtime/plan/PlanFormat.h"
+#include "runtime/support/Expected.h"
 
 #include <cstdint>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
 namespace tpc::rt {
 
-/// A value or a one-line error message.
-template <typename T> class Expected {
-public:
-  Expected(T value) : v_(std::move(value)) {}
-  /// An error (use Expected<T>::error("...")).
-  static Expected error(std::string msg) { return Expected(Err{std::move(msg)}); }
-  explicit operator bool() const { return v_.index() == 0; }
-  T &operator*() { return std::get<0>(v_); }
-  const T &operator*() const { return std::get<0>(v_); }
-  T *operator->() { return &std::get<0>(v_); }
-  const T *operator->() const { return &std::get<0>(v_); }
-  /// The message; only when !*this.
-  const std::string &message() const { return std::get<1>(v_).msg; }
-
-private:
-  struct Err {
-    std::string msg;
-  };
-  explicit Expected(Err e) : v_(std::move(e)) {}
-  std::variant<T, Err> v_;
-};
+using tpc::Error;
+using tpc::Expected;
 
 /// The plan file bytes: magic + FlatBuffer.
 std::vector<uint8_t> serializePlan(const Plan &plan);

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 
-#include "runtime/cpu/quant/Blocks.h"
+#include "runtime/ggml/Blocks.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/cuda/Matmul.cuh"
 #include "test/common/TestSupport.h"
@@ -54,7 +54,7 @@ std::vector<uint8_t> randomWeight(GGMLType t, int64_t rows, int64_t k, uint32_t 
       if (t == GGMLType::F32)
         std::memcpy(&bytes[i * 4], &v[i], 4);
       else {
-        uint16_t h = t == GGMLType::F16 ? cpu::fp32ToFp16(v[i]) : cpu::fp32ToBf16(v[i]);
+        uint16_t h = t == GGMLType::F16 ? fp32ToFp16(v[i]) : fp32ToBf16(v[i]);
         std::memcpy(&bytes[i * 2], &h, 2);
       }
     }
@@ -65,13 +65,13 @@ std::vector<uint8_t> randomWeight(GGMLType t, int64_t rows, int64_t k, uint32_t 
     std::uniform_real_distribution<float> sc(0.001f, 0.02f);
     for (uint64_t b = 0; b < bytes.size() / info.blockBytes; ++b)
       for (int off : halfFields(t)) {
-        uint16_t h = cpu::fp32ToFp16(sc(rng));
+        uint16_t h = fp32ToFp16(sc(rng));
         std::memcpy(&bytes[b * info.blockBytes + off], &h, 2);
       }
   }
   deq.assign(rows * k, 0);
   for (int64_t r = 0; r < rows; ++r)
-    cpu::dequantizeRow(t, &bytes[r * rb], &deq[r * k], k);
+    dequantizeRow(t, &bytes[r * rb], &deq[r * k], k);
   return bytes;
 }
 

@@ -4,8 +4,8 @@
 // against the CPU backend's dequantizeRow on random blocks of every type, bit for bit, on any machine
 // (no GPU needed; this is the part of the CUDA backend that CI without a GPU exercises).
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/quant/Blocks.h"
-#include "runtime/cpu/quant/Quant.h"
+#include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/Quant.h"
 #include "runtime/cuda/Quant.cuh"
 
 #include <gtest/gtest.h>
@@ -37,7 +37,7 @@ template <GGMLType T> void checkType(int64_t k) {
     if (T == GGMLType::Q4_1 || T == GGMLType::Q5_1 || T == GGMLType::Q4_K || T == GGMLType::Q5_K)
       fields.push_back(2);
     for (int off : fields) {
-      uint16_t h = rt::cpu::fp32ToFp16(scale(rng));
+      uint16_t h = fp32ToFp16(scale(rng));
       std::memcpy(&bytes[blk * info.blockBytes + off], &h, 2);
     }
   }
@@ -47,13 +47,13 @@ template <GGMLType T> void checkType(int64_t k) {
       if (T == GGMLType::F32)
         std::memcpy(&bytes[i * 4], &v, 4);
       else {
-        uint16_t h = rt::cpu::fp32ToFp16(v);
+        uint16_t h = fp32ToFp16(v);
         std::memcpy(&bytes[i * 2], &h, 2);
       }
     }
   std::vector<float> want(k);
   for (int64_t r = 0; r < rows; ++r) {
-    rt::cpu::dequantizeRow(T, &bytes[r * rb], want.data(), k);
+    dequantizeRow(T, &bytes[r * rb], want.data(), k);
     for (int64_t c = 0; c < (k + 31) / 32; ++c) {
       float got[32];
       rt::cuda::loadChunk<T>(&bytes[r * rb], c, k, got);
@@ -111,7 +111,7 @@ template <GGMLType T> void checkIntDot(int64_t k) {
     if (T == GGMLType::Q4_K || T == GGMLType::Q5_K)
       fields.push_back(2);
     for (int off : fields) {
-      uint16_t h = rt::cpu::fp32ToFp16(scale(rng));
+      uint16_t h = fp32ToFp16(scale(rng));
       std::memcpy(&bytes[blk * info.blockBytes + off], &h, 2);
     }
   }
@@ -144,7 +144,7 @@ template <GGMLType T> void checkIntDot(int64_t k) {
     }
     std::vector<float> w(k);
     for (int64_t r = 0; r < rows; ++r) {
-      rt::cpu::dequantizeRow(T, &bytes[r * rb], w.data(), k);
+      dequantizeRow(T, &bytes[r * rb], w.data(), k);
       double ref = 0, mag = 0;
       for (int64_t i = 0; i < k; ++i) {
         ref += double(w[i]) * x[i];

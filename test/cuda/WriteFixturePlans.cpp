@@ -35,7 +35,7 @@ int writeAll(const std::string &out) {
   for (const Job &j : jobs) {
     auto file = gguf::GGUFFile::open(std::string(shared) + "/fixtures/" + j.name + ".gguf");
     if (!file) {
-      std::fprintf(stderr, "tpc-cuda-fixture-plans: %s\n", file.error().c_str());
+      std::fprintf(stderr, "tpc-cuda-fixture-plans: %s\n", file.message().c_str());
       return 1;
     }
     for (const std::vector<Share> *shares : {j.one, j.two}) {
@@ -71,7 +71,7 @@ std::vector<Share> evenShares(const gguf::GGUFFile &f, int n) {
 int writeOne(const std::string &path, int n, const std::string &out) {
   auto file = gguf::GGUFFile::open(path);
   if (!file) {
-    std::fprintf(stderr, "tpc-cuda-fixture-plans: %s\n", file.error().c_str());
+    std::fprintf(stderr, "tpc-cuda-fixture-plans: %s\n", file.message().c_str());
     return 1;
   }
   if (n != 1 && n != 2) {

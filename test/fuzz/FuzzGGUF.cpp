@@ -81,8 +81,8 @@ void roundTrip(const GGUFFile &f) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Expected<std::unique_ptr<GGUFFile>> r = GGUFFile::openBuffer(data, size, "fuzz.gguf");
   if (!r) {
-    FUZZ_CHECK(!r.error().empty());
-    FUZZ_CHECK(r.error().find('\n') == std::string::npos || r.error().find("fuzz.gguf") == 0);
+    FUZZ_CHECK(!r.message().empty());
+    FUZZ_CHECK(r.message().find('\n') == std::string::npos || r.message().find("fuzz.gguf") == 0);
     return 0;
   }
   const GGUFFile &f = **r;

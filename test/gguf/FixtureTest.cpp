@@ -49,7 +49,7 @@ const std::vector<Fixture> &fixtures() {
   if (dir_##var.empty())                                                                                     \
     GTEST_SKIP() << "TPC_SHARED_DIR has no fixtures/ (set it to the shared folder to run this test)";        \
   Expected<std::unique_ptr<GGUFFile>> open_##var = GGUFFile::open(dir_##var + "/" + (name) + ".gguf");       \
-  ASSERT_TRUE(open_##var) << open_##var.error();                                                             \
+  ASSERT_TRUE(open_##var) << open_##var.message();                                                             \
   GGUFFile &var = **open_##var
 
 std::vector<uint64_t> shape(const GGUFFile &f, const std::string &tensor) {

@@ -60,7 +60,7 @@ TEST_P(GGUFMalformedFile, GivesItsSpecificError) {
   std::string path = corpusDir() + "/" + c.file;
   Expected<std::unique_ptr<GGUFFile>> f = GGUFFile::open(path);
   ASSERT_FALSE(f) << c.file << " parsed without error";
-  const std::string &e = f.error();
+  const std::string &e = f.message();
   EXPECT_NE(e.find(c.expected), std::string::npos) << "expected '" << c.expected << "' in: " << e;
   EXPECT_EQ(e.rfind(path + ": ", 0), 0u) << "error must start with the path: " << e;
   EXPECT_EQ(e.find('\n'), std::string::npos);
@@ -73,7 +73,7 @@ TEST_P(GGUFMalformedFile, GivesItsSpecificError) {
   Expected<std::unique_ptr<GGUFFile>> b = GGUFFile::openBuffer(bytes.data(), bytes.size(), c.file);
   ASSERT_FALSE(b);
   if (!bytes.empty())
-    EXPECT_NE(b.error().find(c.expected), std::string::npos) << b.error();
+    EXPECT_NE(b.message().find(c.expected), std::string::npos) << b.message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, GGUFMalformedFile, ::testing::ValuesIn(loadCases()),
@@ -88,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(Corpus, GGUFMalformedFile, ::testing::ValuesIn(loadCase
 TEST(GGUFMalformed, DemoModelIsValid) {
   std::string path = std::string(TPC_SOURCE_DIR) + "/examples/models/tiny-demo.gguf";
   Expected<std::unique_ptr<GGUFFile>> f = GGUFFile::open(path);
-  ASSERT_TRUE(f) << f.error();
+  ASSERT_TRUE(f) << f.message();
   EXPECT_EQ(*(*f)->getString("general.architecture"), "llama");
   EXPECT_EQ(*(*f)->getU32("llama.block_count"), 1u);
   EXPECT_EQ((*f)->tensors().size(), 12u);

@@ -37,7 +37,7 @@ std::vector<uint8_t> sampleFile() {
   EXPECT_TRUE(w.addTensor("a", GGMLType::F32, {4, 2}));
   EXPECT_TRUE(w.addTensor("b", GGMLType::Q8_0, {64, 3}));
   Expected<std::vector<uint8_t>> bytes = w.writeToBuffer([](size_t, uint8_t *, size_t) {});
-  EXPECT_TRUE(bytes) << bytes.error();
+  EXPECT_TRUE(bytes) << bytes.message();
   return bytes.take();
 }
 } // namespace
@@ -65,14 +65,14 @@ TEST(GGUFReader, GetterErrorsNameFileKeyAndTypes) {
   ASSERT_TRUE(f);
   Expected<uint32_t> missing = f->getU32("llama.block_count");
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error(), "s.gguf: metadata key 'llama.block_count' is missing");
+  EXPECT_EQ(missing.message(), "s.gguf: metadata key 'llama.block_count' is missing");
   Expected<uint32_t> wrongType = f->getU32("general.architecture");
   ASSERT_FALSE(wrongType);
-  EXPECT_EQ(wrongType.error(),
+  EXPECT_EQ(wrongType.message(),
             "s.gguf: metadata key 'general.architecture' has type string, expected uint32");
   Expected<uint32_t> negative = f->getU32("k.i32");
   ASSERT_FALSE(negative);
-  EXPECT_EQ(negative.error(), "s.gguf: metadata key 'k.i32' value -7 does not fit in uint32");
+  EXPECT_EQ(negative.message(), "s.gguf: metadata key 'k.i32' value -7 does not fit in uint32");
   EXPECT_FALSE(f->getU32("k.u64"));
   EXPECT_FALSE(f->getU64("k.i64"));
   EXPECT_FALSE(f->getF32("k.u32"));
@@ -80,10 +80,10 @@ TEST(GGUFReader, GetterErrorsNameFileKeyAndTypes) {
   EXPECT_FALSE(f->getString("k.strs"));
   Expected<std::vector<uint32_t>> notArray = f->getU32Array("k.u32");
   ASSERT_FALSE(notArray);
-  EXPECT_NE(notArray.error().find("has type uint32, expected an array"), std::string::npos);
+  EXPECT_NE(notArray.message().find("has type uint32, expected an array"), std::string::npos);
   Expected<std::vector<uint32_t>> negElem = f->getU32Array("k.i32s");
   ASSERT_FALSE(negElem);
-  EXPECT_NE(negElem.error().find("element 1 value -1 does not fit in uint32"), std::string::npos);
+  EXPECT_NE(negElem.message().find("element 1 value -1 does not fit in uint32"), std::string::npos);
 }
 
 TEST(GGUFReader, OrVariantsDefaultOnlyWhenAbsent) {
@@ -144,16 +144,16 @@ TEST(GGUFReader, OpenMapsFileAndNamesPath) {
     out.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   }
   Expected<std::unique_ptr<GGUFFile>> f = GGUFFile::open(path);
-  ASSERT_TRUE(f) << f.error();
+  ASSERT_TRUE(f) << f.message();
   EXPECT_EQ((*f)->path(), path);
   EXPECT_EQ((*f)->fileSize(), bytes.size());
   EXPECT_EQ(std::memcmp((*f)->data(), bytes.data(), bytes.size()), 0);
   Expected<std::unique_ptr<GGUFFile>> missing = GGUFFile::open(path + ".nope");
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().find(path + ".nope: cannot open: No such file"), std::string::npos);
+  EXPECT_NE(missing.message().find(path + ".nope: cannot open: No such file"), std::string::npos);
   Expected<std::unique_ptr<GGUFFile>> dir = GGUFFile::open(::testing::TempDir());
   ASSERT_FALSE(dir);
-  EXPECT_NE(dir.error().find("not a regular file"), std::string::npos);
+  EXPECT_NE(dir.message().find("not a regular file"), std::string::npos);
 }
 
 TEST(GGUFReader, Version2IsRead) {
@@ -176,12 +176,12 @@ TEST(GGUFReader, EveryTruncationIsAnError) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     Expected<std::unique_ptr<GGUFFile>> f = GGUFFile::openBuffer(bytes.data(), n, "cut.gguf");
     if (n >= needed) {
-      EXPECT_TRUE(f) << f.error();
+      EXPECT_TRUE(f) << f.message();
       continue;
     }
     ASSERT_FALSE(f) << "prefix of " << n << " bytes parsed";
-    EXPECT_EQ(f.error().rfind("cut.gguf: offset ", 0), 0u) << f.error();
-    EXPECT_EQ(f.error().find('\n'), std::string::npos);
+    EXPECT_EQ(f.message().rfind("cut.gguf: offset ", 0), 0u) << f.message();
+    EXPECT_EQ(f.message().find('\n'), std::string::npos);
   }
 }
 
@@ -196,7 +196,7 @@ TEST(GGUFReader, CorruptedBytesNeverCrash) {
       Expected<std::unique_ptr<GGUFFile>> f = GGUFFile::openBuffer(c.data(), c.size(), "bad.gguf");
       if (!f) {
         ++errors;
-        EXPECT_EQ(f.error().rfind("bad.gguf: ", 0), 0u) << f.error();
+        EXPECT_EQ(f.message().rfind("bad.gguf: ", 0), 0u) << f.message();
       }
     }
   EXPECT_GT(errors, 100u);

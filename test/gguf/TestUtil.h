@@ -38,7 +38,7 @@ inline std::vector<uint8_t> readBytes(const std::string &path) {
 inline std::unique_ptr<GGUFFile> parseOrFail(const std::vector<uint8_t> &bytes,
                                              const char *name = "test.gguf") {
   Expected<std::unique_ptr<GGUFFile>> f = GGUFFile::openBuffer(bytes.data(), bytes.size(), name);
-  EXPECT_TRUE(f) << f.error();
+  EXPECT_TRUE(f) << f.message();
   return f ? f.take() : nullptr;
 }
 

@@ -34,7 +34,7 @@ TEST(GGUFWriter, BytesMatchTheFormat) {
     EXPECT_EQ(n, 6u);
     std::memset(dst, 0xab, n);
   });
-  ASSERT_TRUE(b) << b.error();
+  ASSERT_TRUE(b) << b.message();
   // header 24 | key: 8 + 1, type 4, u32 4 -> 41 | tensor: 8 + 1, n_dims 4, ne 8, type 4, offset 8 -> 74
   // | pad to 96 | data 6 bytes | pad to 128.
   ASSERT_EQ(b->size(), 128u);
@@ -130,7 +130,7 @@ TEST(GGUFWriter, NestedArraysRoundTripUpToTheDepthLimit) {
   tooDeep.set("deep", Value::array(ValueType::Array, {v}));
   Expected<std::vector<uint8_t>> b = tooDeep.writeToBuffer(nullptr);
   ASSERT_FALSE(b);
-  EXPECT_NE(b.error().find("metadata 'deep'"), std::string::npos);
+  EXPECT_NE(b.message().find("metadata 'deep'"), std::string::npos);
   GGUFWriter mismatch;
   mismatch.set("m", Value::array(ValueType::UInt32, {Value::u8(1)}));
   EXPECT_FALSE(mismatch.writeToBuffer(nullptr));
@@ -206,12 +206,12 @@ TEST(GGUFWriter, MultiThreadedFillToFile) {
   };
   std::string path = ::testing::TempDir() + "writer-mt.gguf";
   Expected<void> ok = w.write(path, fill, kThreads);
-  ASSERT_TRUE(ok) << ok.error();
+  ASSERT_TRUE(ok) << ok.message();
   EXPECT_EQ(calls.load(), kTensors);
   EXPECT_GT(threads.size(), 1u) << "fills ran on more than one thread";
   EXPECT_LE(threads.size(), kThreads);
   Expected<std::unique_ptr<GGUFFile>> f = GGUFFile::open(path);
-  ASSERT_TRUE(f) << f.error();
+  ASSERT_TRUE(f) << f.message();
   ASSERT_EQ((*f)->tensors().size(), kTensors);
   for (size_t i = 0; i < kTensors; ++i) {
     const TensorInfo &t = (*f)->tensors()[i];
@@ -228,9 +228,9 @@ TEST(GGUFWriter, BadInputIsRefusedWithNamedErrors) {
   GGUFWriter w;
   Expected<size_t> q = w.addTensor("blk.0.attn_q.weight", GGMLType::Q4_K, {100, 2});
   ASSERT_FALSE(q);
-  EXPECT_NE(q.error().find("tensor 'blk.0.attn_q.weight': ne[0] = 100 is not a whole number of q4_K blocks"),
+  EXPECT_NE(q.message().find("tensor 'blk.0.attn_q.weight': ne[0] = 100 is not a whole number of q4_K blocks"),
             std::string::npos)
-      << q.error();
+      << q.message();
   EXPECT_FALSE(w.addTensor("z", GGMLType::F32, {0}));
   EXPECT_FALSE(w.addTensor("five", GGMLType::F32, {1, 1, 1, 1, 1}));
   EXPECT_FALSE(w.addTensor("none", GGMLType::F32, {}));
@@ -243,5 +243,5 @@ TEST(GGUFWriter, BadInputIsRefusedWithNamedErrors) {
   EXPECT_FALSE(w.setAlignment(48));
   Expected<void> bad = w.write("/nonexistent-dir/x.gguf", nullptr);
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().find("/nonexistent-dir/x.gguf.tmp: cannot create"), std::string::npos) << bad.error();
+  EXPECT_NE(bad.message().find("/nonexistent-dir/x.gguf.tmp: cannot create"), std::string::npos) << bad.message();
 }

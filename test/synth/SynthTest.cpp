@@ -11,7 +11,7 @@
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/synth/Vocab.h"
 #include "compiler/tokenizer/GGUFTokenizer.h"
-#include "runtime/cpu/quant/Quant.h"
+#include "runtime/ggml/Quant.h"
 
 #include <gtest/gtest.h>
 
@@ -37,13 +37,13 @@ Synthesizer make(const std::string &preset, const std::string &type, uint64_t se
   o.seed = seed;
   o.layers = layers;
   auto s = Synthesizer::create(o);
-  EXPECT_TRUE(bool(s)) << s.error();
+  EXPECT_TRUE(bool(s)) << s.message();
   return s.take();
 }
 
 std::unique_ptr<gguf::GGUFFile> open(const std::vector<uint8_t> &buf, const std::string &name) {
   auto f = gguf::GGUFFile::openBuffer(buf.data(), buf.size(), name);
-  EXPECT_TRUE(bool(f)) << f.error();
+  EXPECT_TRUE(bool(f)) << f.message();
   return f ? f.take() : nullptr;
 }
 
@@ -53,7 +53,7 @@ std::vector<float> dequantize(const gguf::GGUFFile &f, const gguf::TensorInfo &t
   uint64_t rowBytes = *ggmlRowBytes(t.type, t.ne[0]);
   const uint8_t *p = f.tensorData(t);
   for (uint64_t r = 0; r < t.nelements / t.ne[0]; ++r)
-    rt::cpu::dequantizeRow(t.type, p + r * rowBytes, out.data() + r * t.ne[0], static_cast<int64_t>(t.ne[0]));
+    dequantizeRow(t.type, p + r * rowBytes, out.data() + r * t.ne[0], static_cast<int64_t>(t.ne[0]));
   return out;
 }
 
@@ -83,7 +83,7 @@ TEST(Synth, RoundTripEveryPresetAndType) {
       SCOPED_TRACE(std::string(preset) + " " + type);
       Synthesizer s = make(preset, type);
       auto buf = s.writeToBuffer(2);
-      ASSERT_TRUE(bool(buf)) << buf.error();
+      ASSERT_TRUE(bool(buf)) << buf.message();
       EXPECT_EQ(buf->size(), s.fileSize());
       auto f = open(*buf, preset);
       ASSERT_TRUE(f);
@@ -98,7 +98,7 @@ TEST(Synth, RoundTripEveryPresetAndType) {
         EXPECT_EQ(f->tensors()[i].ne, s.tensors()[i].ne) << s.tensors()[i].name;
       }
       auto tok = tokenizerFromGGUF(*f);
-      EXPECT_TRUE(bool(tok)) << tok.error();
+      EXPECT_TRUE(bool(tok)) << tok.message();
     }
 }
 
@@ -151,7 +151,7 @@ TEST(Synth, FullSizeLayerValues) {
       fillRows(p.type, p.init, raw.data(), rows, p.ne[0], 0, rng);
       std::vector<float> v(rows * p.ne[0]);
       for (uint64_t r = 0; r < rows; ++r)
-        rt::cpu::dequantizeRow(p.type, raw.data() + r * rowBytes, v.data() + r * p.ne[0],
+        dequantizeRow(p.type, raw.data() + r * rowBytes, v.data() + r * p.ne[0],
                                static_cast<int64_t>(p.ne[0]));
       Moments m = moments(v);
       EXPECT_TRUE(m.finite) << p.name;
@@ -169,7 +169,7 @@ std::vector<float> matvec(const gguf::GGUFFile &f, const std::string &name, cons
   uint64_t rowBytes = *ggmlRowBytes(t->type, t->ne[0]);
   std::vector<float> row(t->ne[0]), y(t->ne[1]);
   for (uint64_t r = 0; r < t->ne[1]; ++r) {
-    rt::cpu::dequantizeRow(t->type, f.tensorData(*t) + r * rowBytes, row.data(),
+    dequantizeRow(t->type, f.tensorData(*t) + r * rowBytes, row.data(),
                            static_cast<int64_t>(t->ne[0]));
     double acc = 0;
     for (size_t i = 0; i < x.size(); ++i)
@@ -209,7 +209,7 @@ TEST(Synth, ForwardPassStaysFinite) {
   const gguf::TensorInfo *embd = f->findTensor("token_embd.weight");
   uint64_t rowBytes = *ggmlRowBytes(embd->type, m.nEmbd);
   std::vector<float> x(m.nEmbd);
-  rt::cpu::dequantizeRow(embd->type, f->tensorData(*embd) + 42 * rowBytes, x.data(), m.nEmbd);
+  dequantizeRow(embd->type, f->tensorData(*embd) + 42 * rowBytes, x.data(), m.nEmbd);
   for (uint32_t il = 0; il < m.nLayer; ++il) {
     std::string b = "blk." + std::to_string(il) + ".";
     std::vector<float> h = rmsNorm(x, vec(b + "attn_norm.weight"));
@@ -271,7 +271,7 @@ TEST(Synth, BadFlagsNameTheFlag) {
   auto err = [](SynthOptions o) {
     auto s = Synthesizer::create(o);
     EXPECT_FALSE(bool(s));
-    return s ? std::string() : s.error();
+    return s ? std::string() : s.message();
   };
   SynthOptions o;
   o.preset = "llama-9000";
@@ -297,7 +297,7 @@ TEST(Synth, BadFlagsNameTheFlag) {
   Synthesizer s = make("tiny-llama", "F16");
   auto w = s.write("/nonexistent-dir/x.gguf", 1);
   ASSERT_FALSE(bool(w));
-  EXPECT_NE(w.error().find("/nonexistent-dir/x.gguf"), std::string::npos) << w.error();
+  EXPECT_NE(w.message().find("/nonexistent-dir/x.gguf"), std::string::npos) << w.message();
 }
 
 // The benchmark presets have the sizes the CPU benchmark issue fixes (Q4_K_M: ~414 and ~249 MiB).
@@ -319,7 +319,7 @@ TEST(Synth, RecipeMatchesFixtureQ4KM) {
   for (const char *name : {"tiny-llama-Q4_K_M.gguf", "tiny-qwen3moe-Q4_K_M.gguf"}) {
     SCOPED_TRACE(name);
     auto f = gguf::GGUFFile::open(dir + name);
-    ASSERT_TRUE(bool(f)) << f.error();
+    ASSERT_TRUE(bool(f)) << f.message();
     std::string arch = *(*f)->getString("general.architecture");
     RecipeContext ctx;
     ctx.nLayer = *(*f)->getU32(arch + ".block_count");
@@ -359,11 +359,11 @@ TEST(Synth, RealSizeVocabulariesTokenize) {
     w.setString("general.architecture", "llama");
     writeVocab(w, v);
     auto buf = w.writeToBuffer(nullptr);
-    ASSERT_TRUE(bool(buf)) << buf.error();
+    ASSERT_TRUE(bool(buf)) << buf.message();
     auto f = open(*buf, "vocab");
     ASSERT_TRUE(f);
     auto data = tokenizerFromGGUF(*f);
-    ASSERT_TRUE(bool(data)) << data.error();
+    ASSERT_TRUE(bool(data)) << data.message();
     rt::Tokenizer tok(data.take());
     const std::string text = "Once upon a time, the little girl said hello to the world 42 times!";
     std::vector<rt::TokenId> ids = tok.encode(text, false);

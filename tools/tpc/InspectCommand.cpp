@@ -429,9 +429,9 @@ std::string printJson(const gguf::GGUFFile &f, const Summary &s, bool allMetadat
 
 /// Opens the GGUF (reader errors become the one-line failure) and prints the report.
 void inspectGGUF(const InspectOptions &opts) {
-  gguf::Expected<std::unique_ptr<gguf::GGUFFile>> f = gguf::GGUFFile::open(opts.file);
+  Expected<std::unique_ptr<gguf::GGUFFile>> f = gguf::GGUFFile::open(opts.file);
   if (!f)
-    throw Failure(f.error());
+    throw Failure(f.message());
   Summary s = summarize(**f);
   std::string out = opts.json ? printJson(**f, s, opts.metadata) : printText(**f, s, opts.metadata);
   fmt::print("{}", out);
@@ -439,7 +439,7 @@ void inspectGGUF(const InspectOptions &opts) {
 
 /// Loads a plan (every loader check applies: a damaged plan is one error line) and prints its summary.
 void inspectPlan(const InspectOptions &opts) {
-  rt::Expected<rt::Plan> plan = rt::loadPlan(opts.file);
+  Expected<rt::Plan> plan = rt::loadPlan(opts.file);
   if (!plan)
     throw Failure(plan.message());
   if (!opts.json) {

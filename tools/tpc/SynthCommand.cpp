@@ -44,12 +44,12 @@ void runSynth(const SynthCliOptions &o) {
     throw tpc::cli::Failure("-o/--output is required (the GGUF file to write)");
   auto s = tpc::synth::Synthesizer::create(o.synth);
   if (!s)
-    throw tpc::cli::Failure(s.error());
+    throw tpc::cli::Failure(s.message());
   unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   auto start = std::chrono::steady_clock::now();
   auto ok = s->write(o.output, threads);
   if (!ok)
-    throw tpc::cli::Failure(ok.error());
+    throw tpc::cli::Failure(ok.message());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const tpc::synth::ModelSpec &m = s->spec();
   double gib = static_cast<double>(s->fileSize()) / (1024.0 * 1024 * 1024);

@@ -60,10 +60,10 @@ std::string escapePiece(const std::string &s) {
 void runTokenize(const TokenizeOptions &o) {
   auto file = tpc::gguf::GGUFFile::open(o.model);
   if (!file)
-    throw tpc::cli::Failure(file.error());
+    throw tpc::cli::Failure(file.message());
   auto data = tpc::tokenizerFromGGUF(**file);
   if (!data)
-    throw tpc::cli::Failure(data.error());
+    throw tpc::cli::Failure(data.message());
   tpc::rt::Tokenizer tok(data.take());
   std::vector<tpc::rt::TokenId> ids = tok.encode(o.text, !o.noSpecial, o.parseSpecial);
   if (o.pieces) {

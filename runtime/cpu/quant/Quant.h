@@ -1,7 +1,7 @@
 //===- Quant.h - row dequantization, quantization and dot kernels -*- C++ -*-===//
 //
-// The CPU backend's view of the ggml element types: which it supports, how to turn a row into floats and
-// back, and the dot-product kernels matmul uses. Dot products follow ggml's CPU backend: the activation row
+// The CPU backend's dot-product kernels and activation formats (the reference row conversions are the
+// format layer's, runtime/ggml/Quant.h, included here). Dot products follow ggml's CPU backend: the activation row
 // is quantized once per matmul to the weight type's activation type (Q8_0, Q8_1 or Q8_K; f32 for the float
 // weight types), then each weight row is dotted with integer arithmetic per block. That mirrors the
 // reference engine's 8-bit activation rounding, which is what keeps our logits close to its logits.
@@ -12,25 +12,12 @@
 #ifndef TPC_RUNTIME_CPU_QUANT_QUANT_H
 #define TPC_RUNTIME_CPU_QUANT_QUANT_H
 
-#include "runtime/ggml/GGMLTypes.h"
+#include "runtime/ggml/Quant.h"
 
 #include <cstddef>
 #include <cstdint>
 
 namespace tpc::rt::cpu {
-
-/// True when dequantizeRow and the matmul kernels handle `t`.
-bool supportsType(GGMLType t);
-/// True when quantizeRow can produce `t`.
-bool supportsQuantize(GGMLType t);
-
-/// Writes the n values of a row of type `t` to dst as floats. Throws std::invalid_argument for an
-/// unsupported type or an n that is not a whole number of blocks.
-void dequantizeRow(GGMLType t, const void *src, float *dst, int64_t n);
-
-/// Quantizes n floats into a row of type `t` (reference quantizers: valid blocks, finite scales). Throws
-/// std::invalid_argument for a type without a quantizer or an n that is not a whole number of blocks.
-void quantizeRow(GGMLType t, const float *src, void *dst, int64_t n);
 
 /// The type activations are converted to before a dot product with weights of type `t` (F32 for the
 /// float weight types).

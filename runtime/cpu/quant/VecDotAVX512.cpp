@@ -4,7 +4,7 @@
 // 256-bit vectors (no maddubs saturation, half the instructions). Only called when
 // isaAvailable(Isa::AVX512); the target is set by pragma so the library needs no -march flag.
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/quant/Blocks.h"
+#include "runtime/ggml/Blocks.h"
 #include "runtime/cpu/quant/VecDotTables.h"
 
 #include <algorithm>

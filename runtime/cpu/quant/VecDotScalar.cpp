@@ -5,7 +5,7 @@
 // VecDotAVX2.cpp / VecDotAVX512.cpp, compiled with per-function target attributes so the library needs no
 // -march flag and runs on any x86-64.
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/quant/Blocks.h"
+#include "runtime/ggml/Blocks.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/cpu/quant/VecDotTables.h"
 
@@ -390,22 +390,5 @@ QuantizeFn activationQuantizer(GGMLType t, Isa isa) {
   }
 }
 
-void fp16ToFp32Row(const uint16_t *src, float *dst, int64_t n) {
-#if defined(__x86_64__)
-  if (isaAvailable(Isa::AVX2))
-    return fp16ToFp32RowF16C(src, dst, n);
-#endif
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] = fp16ToFp32(src[i]);
-}
-
-void fp32ToFp16Row(const float *src, uint16_t *dst, int64_t n) {
-#if defined(__x86_64__)
-  if (isaAvailable(Isa::AVX2))
-    return fp32ToFp16RowF16C(src, dst, n);
-#endif
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] = fp32ToFp16(src[i]);
-}
 
 } // namespace tpc::rt::cpu

@@ -46,10 +46,6 @@ VecDotTable scalarVecDotTable();
 VecDotTable avx2VecDotTable(const VecDotTable &base);
 /// AVX-512 (F, BW, VL, VNNI) kernels over `base`. Call only when isaAvailable(Isa::AVX512).
 VecDotTable avx512VecDotTable(const VecDotTable &base);
-/// F16C row conversions. Call only when isaAvailable(Isa::AVX2).
-void fp16ToFp32RowF16C(const uint16_t *src, float *dst, int64_t n);
-/// F16C row conversions (round to nearest even). Call only when isaAvailable(Isa::AVX2).
-void fp32ToFp16RowF16C(const float *src, uint16_t *dst, int64_t n);
 
 } // namespace tpc::rt::cpu
 

@@ -35,7 +35,7 @@ std::string fixture(const std::string &name) {
 std::unique_ptr<gguf::GGUFFile> openOrFail(const std::string &path) {
   auto f = gguf::GGUFFile::open(path);
   if (!f) {
-    ADD_FAILURE() << f.error();
+    ADD_FAILURE() << f.message();
     return nullptr;
   }
   return f.take();

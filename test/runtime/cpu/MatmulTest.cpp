@@ -6,7 +6,7 @@
 // thread count, m = 1, 4, 7, 64 and 70: decode with one and four tokens, prefill, a second token tile).
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Matmul.h"
-#include "runtime/cpu/quant/Blocks.h"
+#include "runtime/ggml/Blocks.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "test/runtime/cpu/TestUtil.h"
 

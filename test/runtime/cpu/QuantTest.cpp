@@ -4,7 +4,7 @@
 // blocks; quantizers by round-trip error on Gaussian rows, with bounds per type.
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/quant/Quant.h"
-#include "runtime/cpu/quant/Blocks.h"
+#include "runtime/ggml/Blocks.h"
 #include "test/runtime/cpu/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -205,8 +205,8 @@ TEST(Quantize, Q8KBlockSumsMatchQuants) {
 }
 
 TEST(Errors, UnsupportedTypesAreReportedNotCrashed) {
-  EXPECT_FALSE(supportsType(GGMLType::IQ2_XXS));
-  EXPECT_FALSE(supportsType(GGMLType::I32));
+  EXPECT_FALSE(supportsDequantize(GGMLType::IQ2_XXS));
+  EXPECT_FALSE(supportsDequantize(GGMLType::I32));
   float y[256];
   uint8_t buf[1024] = {};
   try {
@@ -223,7 +223,7 @@ TEST(Errors, UnsupportedTypesAreReportedNotCrashed) {
 
 TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
   for (GGMLType t : supportedTypes()) {
-    EXPECT_TRUE(supportsType(t)) << ggmlTypeName(t);
+    EXPECT_TRUE(supportsDequantize(t)) << ggmlTypeName(t);
     for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512})
       EXPECT_NE(vecDotKernel(t, isa), nullptr) << ggmlTypeName(t) << " " << isaName(isa);
     GGMLType a = vecDotType(t);

@@ -5,7 +5,7 @@
 // the summation order; that isolates the integer part (unpacking, signs, saturation), which is where
 // SIMD kernels go wrong. Float weight types are compared with a tight tolerance instead.
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/quant/Blocks.h"
+#include "runtime/ggml/Blocks.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "test/runtime/cpu/TestUtil.h"
 

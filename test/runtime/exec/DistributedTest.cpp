@@ -147,8 +147,8 @@ struct Mlp {
       if (type == GGMLType::F32)
         std::memcpy(out.data() + r * rb, &v[r * k], rb);
       else
-        cpu::quantizeRow(type, &v[r * k], out.data() + r * rb, k);
-      cpu::dequantizeRow(type, out.data() + r * rb, &deq[r * k], k);
+        quantizeRow(type, &v[r * k], out.data() + r * rb, k);
+      dequantizeRow(type, out.data() + r * rb, &deq[r * k], k);
     }
     return out;
   }

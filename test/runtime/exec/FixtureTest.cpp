@@ -252,7 +252,7 @@ void checkFixture(const std::string &name, const std::vector<std::vector<Share>>
   if (!shared || !std::ifstream(dir + "/" + name + ".gguf"))
     GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << name << ".gguf not found; set TPC_SHARED_DIR to ../shared";
   auto file = gguf::GGUFFile::open(dir + "/" + name + ".gguf");
-  ASSERT_TRUE(file) << file.error();
+  ASSERT_TRUE(file) << file.message();
   Reference ref = readReference(dir, name);
   ASSERT_EQ(ref.logits.size(), (ref.prompt.size() + ref.greedy.size()) * 512);
   for (const auto &shares : splits) {

@@ -215,8 +215,8 @@ std::vector<uint8_t> quantized(GGMLType type, const std::vector<float> &v, int64
   std::vector<uint8_t> out(rows * rb);
   deq.resize(v.size());
   for (int64_t r = 0; r < rows; ++r) {
-    cpu::quantizeRow(type, &v[r * k], out.data() + r * rb, k);
-    cpu::dequantizeRow(type, out.data() + r * rb, &deq[r * k], k);
+    quantizeRow(type, &v[r * k], out.data() + r * rb, k);
+    dequantizeRow(type, out.data() + r * rb, &deq[r * k], k);
   }
   return out;
 }

@@ -25,7 +25,7 @@ std::vector<uint8_t> q4kRows(int64_t rows, uint32_t seed) {
   const uint64_t rb = *ggmlRowBytes(GGMLType::Q4_K, kH);
   std::vector<uint8_t> out(rows * rb);
   for (int64_t r = 0; r < rows; ++r)
-    cpu::quantizeRow(GGMLType::Q4_K, f.data() + r * kH, out.data() + r * rb, kH);
+    quantizeRow(GGMLType::Q4_K, f.data() + r * kH, out.data() + r * rb, kH);
   return out;
 }
 

@@ -43,12 +43,12 @@ std::string readFile(const std::string &path) {
 std::unique_ptr<rt::Tokenizer> load(const std::string &path) {
   auto file = gguf::GGUFFile::open(path);
   if (!file) {
-    ADD_FAILURE() << file.error();
+    ADD_FAILURE() << file.message();
     return nullptr;
   }
   auto data = tokenizerFromGGUF(**file);
   if (!data) {
-    ADD_FAILURE() << data.error();
+    ADD_FAILURE() << data.message();
     return nullptr;
   }
   return std::make_unique<rt::Tokenizer>(data.take());
@@ -314,7 +314,7 @@ TEST(SharedVocab, FixtureTokensJson) {
 }
 
 /// A vocabulary-only GGUF in memory built from `edit`ed metadata, read back through tokenizerFromGGUF.
-gguf::Expected<rt::TokenizerData> fromMetadata(const std::function<void(gguf::GGUFWriter &)> &edit) {
+Expected<rt::TokenizerData> fromMetadata(const std::function<void(gguf::GGUFWriter &)> &edit) {
   gguf::GGUFWriter w;
   w.setString("general.architecture", "llama");
   w.setString("tokenizer.ggml.model", "llama");
@@ -326,18 +326,18 @@ gguf::Expected<rt::TokenizerData> fromMetadata(const std::function<void(gguf::GG
   edit(w);
   auto buf = w.writeToBuffer([](size_t, uint8_t *, size_t) {});
   if (!buf)
-    return gguf::Error{buf.error()};
+    return Error{buf.message()};
   static std::vector<std::vector<uint8_t>> keep; // the file object may refer to the buffer
   keep.push_back(buf.take());
   auto file = gguf::GGUFFile::openBuffer(keep.back().data(), keep.back().size(), "mem.gguf");
   if (!file)
-    return gguf::Error{file.error()};
+    return Error{file.message()};
   return tokenizerFromGGUF(**file);
 }
 
 TEST(GGUFTokenizer, ReadsMetadataAndDefaults) {
   auto d = fromMetadata([](gguf::GGUFWriter &) {});
-  ASSERT_TRUE(d) << d.error();
+  ASSERT_TRUE(d) << d.message();
   EXPECT_EQ(d->tokens.size(), 5u);
   EXPECT_EQ(d->bos, 1);
   EXPECT_TRUE(d->addBos);         // SPM default
@@ -347,7 +347,7 @@ TEST(GGUFTokenizer, ReadsMetadataAndDefaults) {
     w.setBool("tokenizer.ggml.add_bos_token", false);
     w.setBool("tokenizer.ggml.add_space_prefix", false);
   });
-  ASSERT_TRUE(off) << off.error();
+  ASSERT_TRUE(off) << off.message();
   EXPECT_FALSE(off->addBos);
   EXPECT_FALSE(off->addSpacePrefix);
   rt::Tokenizer tok(off.take());
@@ -358,8 +358,8 @@ TEST(GGUFTokenizer, ErrorsNameFileAndKey) {
   auto expectError = [](const std::function<void(gguf::GGUFWriter &)> &edit, const char *needle) {
     auto d = fromMetadata(edit);
     ASSERT_FALSE(d) << "expected an error mentioning " << needle;
-    EXPECT_NE(d.error().find(needle), std::string::npos) << d.error();
-    EXPECT_NE(d.error().find("mem.gguf"), std::string::npos) << d.error();
+    EXPECT_NE(d.message().find(needle), std::string::npos) << d.message();
+    EXPECT_NE(d.message().find("mem.gguf"), std::string::npos) << d.message();
   };
   expectError(
       [](gguf::GGUFWriter &w) {
@@ -383,12 +383,12 @@ TEST(GGUFTokenizer, MissingTokenizerIsAnError) {
   gguf::GGUFWriter w;
   w.setString("general.architecture", "llama");
   auto buf = w.writeToBuffer([](size_t, uint8_t *, size_t) {});
-  ASSERT_TRUE(buf) << buf.error();
+  ASSERT_TRUE(buf) << buf.message();
   auto file = gguf::GGUFFile::openBuffer(buf->data(), buf->size(), "empty.gguf");
-  ASSERT_TRUE(file) << file.error();
+  ASSERT_TRUE(file) << file.message();
   auto d = tokenizerFromGGUF(**file);
   ASSERT_FALSE(d);
-  EXPECT_NE(d.error().find("tokenizer.ggml.model"), std::string::npos) << d.error();
+  EXPECT_NE(d.message().find("tokenizer.ggml.model"), std::string::npos) << d.message();
 }
 
 } // namespace

@@ -259,7 +259,7 @@ void runCompile(const CompileOptions &opts) {
 
   auto file = gguf::GGUFFile::open(opts.model);
   if (!file)
-    throw Failure(file.error());
+    throw Failure(file.message());
 
   mlir::MLIRContext ctx;
   ctx.disableMultithreading(); // module passes only; and IR printing needs it

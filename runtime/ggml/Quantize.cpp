@@ -3,11 +3,11 @@
 // Reference quantizers. The 32-element formats follow ggml's reference rounding (so activations quantized
 // here round like the reference engine's); the K-quants use a plain min/max fit per group followed by
 // quantizing the group scales, which gives valid blocks with finite scales and errors close to (not equal
-// to) ggml's iterative search. `tpc synth` writes random models with these; matmul quantizes activations
-// to Q8_0 / Q8_1 / Q8_K with them.
+// to) ggml's iterative search. `tpc synth` writes random models with these; the CPU backend's activation
+// quantizers (runtime/cpu/quant/Activation.cpp) round like quantQ8_0 but with a bf16-rounded scale.
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/quant/Blocks.h"
-#include "runtime/cpu/quant/Quant.h"
+#include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/Quant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,18 +15,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace tpc::rt::cpu {
+namespace tpc {
 namespace {
 
-/// Round half to even, like the reference engine's SIMD activation quantizers. Adding and subtracting
-/// 1.5 * 2^23 rounds in the FPU (exact for |x| < 2^22, and callers clamp far below that); std::nearbyint is
-/// a library call on baseline x86-64, which made activation quantization cost as much as small matmuls.
-inline int roundEven(float x) {
-  if (!(std::fabs(x) < 4194304.0f))
-    return x > 0 ? 4194304 : -4194304; // also maps NaN to a large negative value, clamped by callers
-  const float magic = 12582912.0f;     // IEEE arithmetic: the compiler may not fold (x + m) - m into x
-  return static_cast<int>((x + magic) - magic);
-}
 
 /// The element with the largest magnitude, sign kept (first one on ties).
 float signedAbsMax(const float *x, int n) {
@@ -107,26 +98,6 @@ void quantQ8_0(const float *x, BlockQ8_0 *y, int64_t nb) {
     y[i].d = fp32ToFp16(d);
     for (int j = 0; j < kQK; ++j)
       y[i].qs[j] = static_cast<int8_t>(std::clamp(roundEven(x[j] * id), -127, 127));
-  }
-}
-
-/// Quantizes nb blocks of Q8_1 from x.
-/// Activation version of Q8_0 / Q8_1 (see activationScale): what matmul feeds the 32-block kernels.
-template <typename Block, bool Sum> void quantActivation(const float *x, Block *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    float amax = 0;
-    for (int j = 0; j < kQK; ++j)
-      amax = std::max(amax, std::fabs(x[j]));
-    float d = activationScale(amax);
-    float id = d > 0 ? 1.0f / d : 0.0f;
-    int sum = 0;
-    for (int j = 0; j < kQK; ++j) {
-      y[i].qs[j] = static_cast<int8_t>(std::clamp(roundEven(x[j] * id), -127, 127));
-      sum += y[i].qs[j];
-    }
-    y[i].d = fp32ToFp16(d);
-    if constexpr (Sum)
-      y[i].s = fp32ToFp16(d * static_cast<float>(sum));
   }
 }
 
@@ -407,47 +378,6 @@ void quantQ6_K(const float *x, BlockQ6_K *y, int64_t nb) {
 
 } // namespace
 
-void quantizeActivationRow(GGMLType t, const float *src, void *dst, int64_t n) {
-  if (n < 0 || n % kQK != 0)
-    throw std::invalid_argument("quantize activations: row of " + std::to_string(n) +
-                                " elements is not a whole number of 32-element blocks");
-  switch (t) {
-  case GGMLType::Q8_0:
-    return quantActivation<BlockQ8_0, false>(src, static_cast<BlockQ8_0 *>(dst), n / kQK);
-  case GGMLType::Q8_1:
-    return quantActivation<BlockQ8_1, true>(src, static_cast<BlockQ8_1 *>(dst), n / kQK);
-  default:
-    return quantizeRow(t, src, dst, n);
-  }
-}
-
-uint64_t activationRowBytes(GGMLType wType, int64_t k) {
-  const uint64_t base = ggmlRowBytes(vecDotType(wType), static_cast<uint64_t>(k)).value_or(0);
-  if (wType == GGMLType::Q4_K || wType == GGMLType::Q5_K)
-    return base + static_cast<uint64_t>(k / kQKK) * 16 * sizeof(float);
-  return base;
-}
-
-void completeActivationRow(GGMLType wType, void *row, int64_t k) {
-  if (wType != GGMLType::Q4_K && wType != GGMLType::Q5_K)
-    return;
-  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(row);
-  // The trailer follows the blocks; its floats are read unaligned by the kernels.
-  uint8_t *trailer = static_cast<uint8_t *>(row) + static_cast<size_t>(k / kQK) * sizeof(BlockQ8_1);
-  for (int64_t i = 0; i < k / kQKK; ++i) {
-    float f[16];
-    for (int g = 0; g < 8; ++g) {
-      const BlockQ8_1 &b = y[8 * i + g];
-      int sum = 0;
-      for (int8_t q : b.qs)
-        sum += q;
-      f[g] = fp16ToFp32(b.d);
-      f[8 + g] = f[g] * static_cast<float>(sum);
-    }
-    std::memcpy(trailer + static_cast<size_t>(i) * sizeof(f), f, sizeof(f));
-  }
-}
-
 bool supportsQuantize(GGMLType t) {
   switch (t) {
   case GGMLType::F32:
@@ -523,4 +453,4 @@ void quantizeRow(GGMLType t, const float *src, void *dst, int64_t n) {
   }
 }
 
-} // namespace tpc::rt::cpu
+} // namespace tpc

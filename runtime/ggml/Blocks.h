@@ -1,19 +1,21 @@
 //===- Blocks.h - ggml quantization block layouts and half floats -*- C++ -*-===//
 //
-// The on-disk block structs of the ggml quantization formats the CPU backend reads and writes (the layout
+// The on-disk block structs of the ggml quantization formats that the compiler, `tpc synth` and both
+// backends read and write (the layout
 // of ggml-common.h, re-derived: field order and sizes must match byte for byte because GGUF tensors are
 // used in place), plus exact fp16 <-> fp32 and bf16 <-> fp32 conversion.
 //
 // Assumes a little-endian host (as GGUF does). The scalar conversions are exact (round to nearest even);
-// the row conversions use F16C when the CPU has it and give identical results.
+// the row conversions use F16C when the CPU has it (Half.cpp) and give identical results.
 //===----------------------------------------------------------------------===//
-#ifndef TPC_RUNTIME_CPU_QUANT_BLOCKS_H
-#define TPC_RUNTIME_CPU_QUANT_BLOCKS_H
+#ifndef TPC_RUNTIME_GGML_BLOCKS_H
+#define TPC_RUNTIME_GGML_BLOCKS_H
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
-namespace tpc::rt::cpu {
+namespace tpc {
 
 /// Elements per block of the 32-element formats.
 constexpr int kQK = 32;
@@ -207,11 +209,21 @@ inline void unpackScalesQ3K(const uint8_t *s, int8_t out[16]) {
 /// agree with the rounded scale. bf16 values are exact in the fp16 field of a Q8_0 block.
 inline float activationScale(float amax) { return bf16ToFp32(fp32ToBf16(amax / 127)); }
 
+/// Round half to even, like the reference engine's SIMD activation quantizers. Adding and subtracting
+/// 1.5 * 2^23 rounds in the FPU (exact for |x| < 2^22, and callers clamp far below that); std::nearbyint is
+/// a library call on baseline x86-64, which made activation quantization cost as much as small matmuls.
+inline int roundEven(float x) {
+  if (!(std::fabs(x) < 4194304.0f))
+    return x > 0 ? 4194304 : -4194304; // also maps NaN to a large negative value, clamped by callers
+  const float magic = 12582912.0f;     // IEEE arithmetic: the compiler may not fold (x + m) - m into x
+  return static_cast<int>((x + magic) - magic);
+}
+
 /// Converts n halves to floats (F16C when available).
 void fp16ToFp32Row(const uint16_t *src, float *dst, int64_t n);
 /// Converts n floats to halves, round to nearest even (F16C when available).
 void fp32ToFp16Row(const float *src, uint16_t *dst, int64_t n);
 
-} // namespace tpc::rt::cpu
+} // namespace tpc
 
-#endif // TPC_RUNTIME_CPU_QUANT_BLOCKS_H
+#endif // TPC_RUNTIME_GGML_BLOCKS_H

@@ -4,14 +4,14 @@
 // definitions the SIMD dot kernels are tested against, so they favour clarity over speed (the hot path is
 // the dot kernels, which never dequantize to floats).
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/quant/Blocks.h"
-#include "runtime/cpu/quant/Quant.h"
+#include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/Quant.h"
 
 #include <stdexcept>
 #include <type_traits>
 #include <string>
 
-namespace tpc::rt::cpu {
+namespace tpc {
 namespace {
 
 /// Throws unless n is a whole number of blocks of t.
@@ -210,7 +210,7 @@ void dequantTable4(const Block *b, float *y, int64_t nb, const int8_t *table, Sc
 
 } // namespace
 
-bool supportsType(GGMLType t) {
+bool supportsDequantize(GGMLType t) {
   switch (t) {
   case GGMLType::F32:
   case GGMLType::F16:
@@ -236,7 +236,7 @@ bool supportsType(GGMLType t) {
 
 void dequantizeRow(GGMLType t, const void *src, float *dst, int64_t n) {
   // Q8_1 is only an activation type, but dequantizing it helps tests; it is not advertised by supportsType.
-  if (!supportsType(t) && t != GGMLType::Q8_1)
+  if (!supportsDequantize(t) && t != GGMLType::Q8_1)
     throw std::invalid_argument(std::string("dequantize: unsupported ggml type ") + ggmlTypeName(t) +
                                 " (the CPU backend handles f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
                                 "q2_K..q8_K, iq4_nl, mxfp4; requantize the model)");
@@ -290,27 +290,5 @@ void dequantizeRow(GGMLType t, const void *src, float *dst, int64_t n) {
   }
 }
 
-GGMLType vecDotType(GGMLType t) {
-  switch (t) {
-  case GGMLType::Q4_0:
-  case GGMLType::Q5_0:
-  case GGMLType::Q8_0:
-  case GGMLType::IQ4_NL:
-  case GGMLType::MXFP4:
-    return GGMLType::Q8_0;
-  case GGMLType::Q4_1:
-  case GGMLType::Q5_1:
-  case GGMLType::Q4_K: // 32-block activations like the reference engine (its Q8_2), not Q8_K
-  case GGMLType::Q5_K:
-    return GGMLType::Q8_1;
-  case GGMLType::Q2_K:
-  case GGMLType::Q3_K:
-  case GGMLType::Q6_K:
-  case GGMLType::Q8_K:
-    return GGMLType::Q8_K;
-  default:
-    return GGMLType::F32;
-  }
-}
 
-} // namespace tpc::rt::cpu
+} // namespace tpc
