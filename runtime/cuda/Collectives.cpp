@@ -78,7 +78,7 @@ void CudaSession::Impl::collective(const std::vector<size_t> &at, int64_t t) {
       if (s.ints[0] == 1 && d == 0) {
         const TensorRef r = bind(d, s.inputs[1], t);
         BinaryArgs a;
-        a.op = 0;
+        a.op = BinaryOp::Add;
         a.a = xs[d].f();
         a.b = r.f();
         a.y = ys[d].f();

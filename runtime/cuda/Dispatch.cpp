@@ -163,7 +163,7 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
   case OpKind::Div: {
     const TensorRef &b = in[1];
     BinaryArgs a;
-    a.op = s.op == OpKind::Add ? 0 : s.op == OpKind::Mul ? 1 : 2;
+    a.op = s.op == OpKind::Add ? BinaryOp::Add : s.op == OpKind::Mul ? BinaryOp::Mul : BinaryOp::Div;
     a.a = x.f();
     a.b = b.f();
     a.y = y.f();
@@ -184,8 +184,10 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
   case OpKind::Unary:
   case OpKind::Softcap: {
     MapArgs a;
-    a.kind = s.op == OpKind::Scale ? 0 : s.op == OpKind::Softcap ? 1 : 2;
-    a.fn = s.op == OpKind::Unary ? static_cast<int>(s.ints[0]) : 0;
+    a.kind = s.op == OpKind::Scale     ? MapKind::Scale
+             : s.op == OpKind::Softcap ? MapKind::Softcap
+                                       : MapKind::Unary;
+    a.fn = s.op == OpKind::Unary ? static_cast<UnaryFn>(s.ints[0]) : UnaryFn::Silu;
     a.v = s.op == OpKind::Unary ? 0.0f : s.floats[0];
     a.x = x.f();
     a.y = y.f();
@@ -195,7 +197,7 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
   }
   case OpKind::Glu: {
     GluArgs a;
-    a.fn = static_cast<int>(s.ints[0]);
+    a.fn = static_cast<UnaryFn>(s.ints[0]);
     a.f = y.inner();
     a.rows = y.rows();
     a.gStride = in.size() > 1 ? a.f : 2 * a.f;
@@ -278,7 +280,7 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     a.t = x.shape[0];
     a.h = x.shape[1];
     a.d = x.shape[2];
-    a.mode = static_cast<int>(s.ints[0]);
+    a.mode = static_cast<RopeMode>(s.ints[0]);
     a.nDims = s.ints[1];
     a.base = s.floats[0];
     a.freqScale = s.floats[1];

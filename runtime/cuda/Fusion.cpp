@@ -198,7 +198,7 @@ size_t CudaSession::Impl::normRope(size_t d, size_t i, int64_t t) {
       a.rope.freqFactors = in.size() > 2 ? in[2].f() : nullptr;
       a.rope.t = in[0].shape[0];
       a.rope.d = in[0].shape[2];
-      a.rope.mode = static_cast<int>(r.ints[0]);
+      a.rope.mode = static_cast<RopeMode>(r.ints[0]);
       a.rope.nDims = r.ints[1];
       a.rope.base = r.floats[0];
       a.rope.freqScale = r.floats[1];
