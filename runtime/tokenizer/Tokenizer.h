@@ -76,6 +76,10 @@ struct TokenizerError : std::runtime_error {
 /// add_bos_token/add_eos_token/add_space_prefix keys, which override these.
 void applyModelDefaults(TokenizerData &data);
 
+/// Adds the end-of-generation tokens llama.cpp finds by their text (<|eot_id|>, <|im_end|>, <end_of_turn>,
+/// ...) to data.eog; the first one also becomes eot (or eom for <|eom_id|>) when none is set.
+void addEndOfGenerationTokens(TokenizerData &data);
+
 /// An encoder/decoder built from validated TokenizerData.
 class Tokenizer {
 public:
