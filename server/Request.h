@@ -107,7 +107,8 @@ private:
 /// Token ids -> client text, with stop strings (see the file comment).
 class TextStream {
 public:
-  TextStream(const rt::Tokenizer &tok, std::vector<std::string> stop) : decoder_(tok), stop_(std::move(stop)) {}
+  TextStream(const rt::Tokenizer &tok, std::vector<std::string> stop)
+      : decoder_(tok, /*continuation=*/true), stop_(std::move(stop)) {}
   /// Adds token `id`; returns the text that can be released now. Sets stopped() when a stop string
   /// appeared (the text before it is released, the rest dropped).
   std::string push(int32_t id);

@@ -29,9 +29,9 @@ rt::Tokenizer letters() {
 
 struct Fixture {
   rt::Tokenizer tok = letters();
-  Api api{tok, *ChatTemplate::fromFlag("chatml"), "", "tiny", 16, static_cast<int64_t>(tok.size())};
+  Api api{tok, *ChatTemplate::fromFlag("chatml"), "", "tiny", 32, static_cast<int64_t>(tok.size())};
   Api bare{tok, std::nullopt, "plan 'p.bin' has no chat template; start tpc serve with --chat-template NAME|FILE",
-           "tiny", 16, static_cast<int64_t>(tok.size())};
+           "tiny", 32, static_cast<int64_t>(tok.size())};
 };
 
 std::optional<ApiError> parse(const Api &api, const std::string &body, bool chat, CompletionRequest *out = nullptr) {
@@ -48,8 +48,9 @@ void expectError(const Api &api, const std::string &body, bool chat, int status,
   ASSERT_TRUE(e) << body;
   EXPECT_EQ(e->status, status) << body << ": " << e->message;
   EXPECT_EQ(e->param, param) << body << ": " << e->message;
-  if (!code.empty())
+  if (!code.empty()) {
     EXPECT_EQ(e->code, code) << body;
+  }
   json j = json::parse(errorBody(*e));
   EXPECT_TRUE(j["error"]["message"].is_string());
   EXPECT_TRUE(j["error"].contains("type") && j["error"].contains("param") && j["error"].contains("code"));
@@ -77,8 +78,8 @@ TEST(Api, MalformedRequestsGetOpenAIErrors) {
   expectError(a, R"({"prompt": "ab", "max_tokens": 18446744073709551615})", false, 400, "max_tokens");
   expectError(a, R"({"prompt": "ab", "max_tokens": "5"})", false, 400, "max_tokens");
   expectError(a, R"({"prompt": "ab", "max_tokens": 2.5})", false, 400, "max_tokens");
-  expectError(a, R"({"prompt": "ab", "max_tokens": 14})", false, 400, "max_tokens", "context_length_exceeded");
-  expectError(a, R"({"prompt": "abcdefghijklmnopq"})", false, 400, "prompt", "context_length_exceeded");
+  expectError(a, R"({"prompt": "ab", "max_tokens": 30})", false, 400, "max_tokens", "context_length_exceeded");
+  expectError(a, R"({"prompt": "abcdefghijklmnopqrstuvwxyzabcdefghij"})", false, 400, "prompt", "context_length_exceeded");
   expectError(a, R"({"prompt": 5})", false, 400, "prompt");
   expectError(a, R"({"prompt": [1, 999]})", false, 400, "prompt");
   expectError(a, R"({"prompt": ["a", "b"]})", false, 400, "prompt");
@@ -112,7 +113,7 @@ TEST(Api, ValidRequestsBecomePromptAndSettings) {
   CompletionRequest r;
   ASSERT_FALSE(parse(f.api, R"({"prompt": "abc", "model": "tiny"})", false, &r));
   EXPECT_EQ(r.prompt, (std::vector<int32_t>{1, 5, 6, 7})); // BOS + a b c
-  EXPECT_EQ(r.gen.maxTokens, 12);                          // the rest of the context
+  EXPECT_EQ(r.gen.maxTokens, 28);                          // the rest of the context
   EXPECT_FLOAT_EQ(r.gen.sampling.temperature, 0.8f);
   EXPECT_EQ(r.gen.sampling.topK, 40);
   ASSERT_FALSE(parse(f.api,

@@ -191,9 +191,9 @@ std::string sharedDir() {
   return d && std::ifstream(std::string(d) + "/tokenizer-tests/README.md") ? d : "";
 }
 
-/// A shared vocabulary with `specials` appended as control tokens.
+/// A shared vocabulary with `specials` appended as control tokens (the first one is the BOS when `bosFirst`).
 std::unique_ptr<rt::Tokenizer> vocabWith(const std::string &file, const std::vector<std::string> &specials,
-                                         bool spaceFree) {
+                                         bool spaceFree, bool bosFirst = false) {
   auto f = gguf::GGUFFile::open(sharedDir() + "/tokenizer-tests/" + file);
   if (!f) {
     ADD_FAILURE() << f.message();
@@ -213,6 +213,8 @@ std::unique_ptr<rt::Tokenizer> vocabWith(const std::string &file, const std::vec
   }
   if (spaceFree)
     d->addSpacePrefix = false;
+  if (bosFirst)
+    d->bos = static_cast<rt::TokenId>(d->tokens.size() - specials.size()), d->addBos = true;
   return std::make_unique<rt::Tokenizer>(d.take());
 }
 
@@ -236,7 +238,8 @@ TEST(ChatTemplate, ExactIdsBpeFamilies) {
     GTEST_SKIP() << "TPC_SHARED_DIR is not set or lacks tokenizer-tests/ (set it to the shared folder)";
   // gpt-2 has 50257 tokens: the appended specials get ids 50257 onwards.
   auto llama = vocabWith("ggml-vocab-gpt-2.gguf",
-                         {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, false);
+                         {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, false,
+                         /*bosFirst=*/true);
   ASSERT_TRUE(llama);
   const int32_t BOT = 50257, SH = 50258, EH = 50259, EOT = 50260;
   // "system" 10057, "user" 7220, "assistant" 562 10167; "\n" 198 twice ("\n\n" before a letter splits as
@@ -267,11 +270,19 @@ TEST(ChatTemplate, ExactIdsSpmFamilies) {
                          {"<start_of_turn>", "<end_of_turn>", "<|turn>", "<turn|>", "<|channel>", "<channel|>"}, true);
   ASSERT_TRUE(gemma);
   const int32_t SOT = 32000, EOT = 32001, TO = 32002, TC = 32003, CO = 32004, CC = 32005;
-  const std::vector<int32_t> gemma3 = GEMMA3_IDS;
+  // "user" 1792, "model" 4299, "system" 5205, "\n" 13 (<0x0A>); without a space prefix "Hello" is 10994,
+  // and " world" 3186, " World" 2787, "," 29892, "!" 29991 are the .out file's ("Hello, world!" = 15043
+  // 29892 3186 29991 there, 15043 being the space-prefixed "Hello").
+  const std::vector<int32_t> gemma3 = {1,     SOT, 1792, 13,  10994, 3186, 13,  13,   10994, 29892,
+                                       3186,  29991, EOT, 13, SOT,   4299, 13,  10994, 2787, EOT,
+                                       13,    SOT, 1792, 13,  10994, EOT,  13,  SOT,  4299, 13};
   EXPECT_EQ(gemma->encode(kGemma3Text, false, true), gemma3);
   EXPECT_EQ(promptIds(*gemma, "gemma3"), gemma3);
-  const std::vector<int32_t> gemma4 = GEMMA4_IDS;
+  // ... and "thought" = 386 1774 inside the empty thought channel.
+  const std::vector<int32_t> gemma4 = {1,  TO,  5205,  13,   10994, 3186, TC,  13,    TO,   1792, 13,  10994,
+                                       29892, 3186, 29991, TC, 13,    TO,   4299, 13,    10994, 2787, TC, 13,
+                                       TO, 1792, 13,    10994, TC,    13,   TO,  4299,  13,   CO,   386, 1774,
+                                       13, CC};
   EXPECT_EQ(gemma->encode(kGemma4Text, false, true), gemma4);
   EXPECT_EQ(promptIds(*gemma, "gemma4"), gemma4);
-  (void)SOT, (void)EOT, (void)TO, (void)TC, (void)CO, (void)CC;
 }

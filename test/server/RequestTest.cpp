@@ -34,9 +34,9 @@ TEST(TextStream, StopStringAcrossTokens) {
   rt::Tokenizer tok = vocab();
   TextStream t(tok, {"world"});
   EXPECT_EQ(t.push(5), " hello");
-  EXPECT_EQ(t.push(6), ""); // " wor" may start "world": held
+  EXPECT_EQ(t.push(6), " "); // "wor" may start "world": held back
   EXPECT_FALSE(t.stopped());
-  EXPECT_EQ(t.push(7), " "); // "world" found: the text before it goes out, the rest is dropped
+  EXPECT_EQ(t.push(7), ""); // "world" found: nothing before it is left, the rest is dropped
   EXPECT_TRUE(t.stopped());
   EXPECT_EQ(t.push(8), "");
   EXPECT_EQ(t.flush(), "");
