@@ -157,7 +157,7 @@ class ServeDrain(unittest.TestCase):
 
             def client():
                 events.extend(server.stream("/v1/completions", {"prompt": [1, 5, 9], "max_tokens": 300,
-                                                                "temperature": 0, "ignore_eos": True}))
+                                                                "temperature": 0, "ignore_eos": True, "stream": True}))
                 done.set()
 
             t = threading.Thread(target=client)

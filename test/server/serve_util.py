@@ -39,7 +39,7 @@ def compile_plan(gguf, name, devices=1):
     if not os.path.exists(plan):
         tmp = f"{plan}.{os.getpid()}.tmp"
         subprocess.run([TPC, "compile", gguf, "--devices", str(devices), "-o", tmp], check=True,
-                       stdout=subprocess.DEVNULL, timeout=300)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
         os.replace(tmp, plan)
     return plan
 
@@ -56,7 +56,7 @@ def test_plan():
 def run_greedy(plan, prompt, n):
     """Token ids `tpc run --greedy` generates for `prompt`."""
     out = subprocess.run([TPC, "run", plan, "-p", prompt, "-n", str(n), "--greedy", "-t", "1"], check=True,
-                         capture_output=True, text=True, timeout=300).stdout
+                         capture_output=True, timeout=300).stdout.decode("utf-8", "replace")
     m = re.search(r"generated ids: ([0-9,]*)", out)
     assert m, out
     return [int(x) for x in m.group(1).split(",") if x]
