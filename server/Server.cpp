@@ -319,22 +319,24 @@ std::string Server::metricsText() const {
     fin += fmt::format("tpc_requests_finished_total{{reason=\"{}\"}} {}\n", finishReasonName(FinishReason(r)),
                        s.finished[r]);
   metric("tpc_requests_finished_total", "counter", "Generations finished, by reason.", fin);
-  metric("tpc_prompt_tokens_total", "counter", "Prompt tokens evaluated.",
-         fmt::format("tpc_prompt_tokens_total {}\n", s.promptTokens));
-  metric("tpc_generated_tokens_total", "counter", "Tokens generated and sent.",
-         fmt::format("tpc_generated_tokens_total {}\n", s.generatedTokens));
-  metric("tpc_steps_total", "counter", "Engine evaluations (one batch each).",
-         fmt::format("tpc_steps_total {}\n", s.steps));
-  metric("tpc_batch_tokens_total", "counter", "Tokens in all batches.",
-         fmt::format("tpc_batch_tokens_total {}\n", s.batchTokens));
-  metric("tpc_slots_total", "gauge", "Parallel sequences (-np).", fmt::format("tpc_slots_total {}\n", s.slotsTotal));
-  metric("tpc_slots_busy", "gauge", "Slots holding a request.", fmt::format("tpc_slots_busy {}\n", s.slotsBusy));
-  metric("tpc_requests_queued", "gauge", "Requests waiting for a slot.",
-         fmt::format("tpc_requests_queued {}\n", s.queued));
-  metric("tpc_decode_tokens_per_second", "gauge", "Generated tokens per second of evaluation, last ~10 s.",
-         fmt::format("tpc_decode_tokens_per_second {:.3f}\n", s.decodeTokensPerSecond));
-  metric("tpc_prompt_tokens_per_second", "gauge", "Prompt tokens per second of evaluation, last ~10 s.",
-         fmt::format("tpc_prompt_tokens_per_second {:.3f}\n", s.promptTokensPerSecond));
+  // Unlabelled metrics: one sample each.
+  struct One {
+    const char *name, *type, *help;
+    double value;
+  } const ones[] = {
+      {"tpc_prompt_tokens_total", "counter", "Prompt tokens evaluated.", double(s.promptTokens)},
+      {"tpc_generated_tokens_total", "counter", "Tokens generated and sent.", double(s.generatedTokens)},
+      {"tpc_steps_total", "counter", "Engine evaluations (one batch each).", double(s.steps)},
+      {"tpc_batch_tokens_total", "counter", "Tokens in all batches.", double(s.batchTokens)},
+      {"tpc_slots_total", "gauge", "Parallel sequences (-np).", double(s.slotsTotal)},
+      {"tpc_slots_busy", "gauge", "Slots holding a request.", double(s.slotsBusy)},
+      {"tpc_requests_queued", "gauge", "Requests waiting for a slot.", double(s.queued)},
+      {"tpc_decode_tokens_per_second", "gauge", "Generated tokens per second of evaluation, last ~10 s.",
+       s.decodeTokensPerSecond},
+      {"tpc_prompt_tokens_per_second", "gauge", "Prompt tokens per second of evaluation, last ~10 s.",
+       s.promptTokensPerSecond}};
+  for (const One &m : ones)
+    metric(m.name, m.type, m.help, fmt::format("{} {}\n", m.name, m.value));
   return out;
 }
 
