@@ -25,8 +25,10 @@ import urllib.parse
 
 def one_request(host, port, prompt, max_tokens, model):
     conn = http.client.HTTPConnection(host, port, timeout=600)
+    # return_tokens: tpc sends a chunk for every token (also those whose text is held back: a partial UTF-8
+    # character), so each chunk stamps one token; llama-server streams one chunk per token anyway.
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "stream": True,
-            "n_predict": max_tokens, "cache_prompt": False}
+            "n_predict": max_tokens, "cache_prompt": False, "return_tokens": True}
     if model:
         body["model"] = model
     t0 = time.perf_counter()
