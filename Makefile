@@ -18,9 +18,10 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# Every test: unit tests, lit suites and end-to-end fidelity, all registered with ctest.
+# Every test: unit tests, lit suites and end-to-end fidelity, all registered with ctest. A build that
+# registered no tests is an error, not an empty pass.
 check: build
-	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	@ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j $(JOBS)
 
 # The main job on a model the repository writes itself (never needs ../shared).
 demo: build

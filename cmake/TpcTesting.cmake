@@ -12,3 +12,17 @@ function(tpc_add_gtest name)
     DISCOVERY_MODE PRE_TEST
     PROPERTIES ENVIRONMENT "TPC_SHARED_DIR=${TPC_SHARED_DIR}" SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 endfunction()
+
+# tpc_add_shared_test(NAME [WHAT text] [COMMAND cmd args...])
+# A ctest test that needs ../shared (TPC_SHARED_DIR): checked when the test runs, so ctest reports it as
+# Skipped (with a line saying what is skipped) when the fixtures are absent, and runs COMMAND otherwise
+# (test/check-shared.cmake; without COMMAND the test only reports whether the fixtures are there).
+function(tpc_add_shared_test name)
+  cmake_parse_arguments(ARG "" "WHAT" "COMMAND" ${ARGN})
+  set(cmd ${CMAKE_COMMAND} -DDIR=${TPC_SHARED_DIR} "-DWHAT=${ARG_WHAT}" -P ${CMAKE_SOURCE_DIR}/test/check-shared.cmake)
+  if(ARG_COMMAND)
+    list(APPEND cmd -- ${ARG_COMMAND})
+  endif()
+  add_test(NAME ${name} COMMAND ${cmd})
+  set_tests_properties(${name} PROPERTIES SKIP_REGULAR_EXPRESSION "tpc-shared-skip:")
+endfunction()

@@ -1,5 +1,6 @@
 # lit configuration for tpc: FileCheck tests over tpc-opt and the tpc CLI.
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -18,10 +19,18 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shared", config.tpc_shared_dir))
 config.substitutions.append(("%fixtures", os.path.join(config.tpc_shared_dir, "fixtures")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# Two `tpc run --dump-logits` runs of one model in two variants: same ids, logits within a tolerance.
+config.substitutions.append(
+    ("%{compare-runs}", sys.executable + " " + os.path.join(config.test_source_root, "common", "compare-runs.py")))
 
-# Tests over ../shared say `REQUIRES: shared`; without it lit reports them UNSUPPORTED (visible).
-if config.tpc_have_shared:
+# Tests over ../shared say `REQUIRES: shared`; without it lit reports them UNSUPPORTED, and ctest runs
+# them as lit-<folder>-shared, reported Skipped (test/CMakeLists.txt). Looked up when lit runs, as the
+# GoogleTest suites do.
+if os.path.isfile(os.path.join(config.tpc_shared_dir, "fixtures", "README.md")):
     config.available_features.add("shared")
+elif lit_config.params.get("require_shared"):
+    # lit-<folder>-shared found the fixtures before starting lit: all UNSUPPORTED would be a silent pass.
+    lit_config.fatal(f"{config.tpc_shared_dir}/fixtures/README.md not found (require_shared)")
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

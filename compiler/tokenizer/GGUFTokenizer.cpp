@@ -110,27 +110,7 @@ Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) {
     *k.dst = *v;
   }
 
-  // End-of-generation tokens by text, as llama.cpp does: chat templates end turns with these even when
-  // the file names only eos. The first one found also becomes eot when the file has none.
-  static const char *const eotTexts[] = {"<|eot_id|>",         "<|im_end|>", "<|end|>",  "<end_of_turn>",
-                                         "<|endoftext|>",      "<EOT>",      "_<EOT>",   "<|end_of_text|>",
-                                         "<end_of_utterance>", "<|return|>", "<|call|>", "<|eom_id|>"};
-  for (size_t i = 0; i < n; ++i) {
-    for (const char *t : eotTexts) {
-      if (d.tokens[i] != t)
-        continue;
-      rt::TokenId id = static_cast<rt::TokenId>(i);
-      d.eog.push_back(id);
-      std::string_view tv = t;
-      if (tv == "<|eom_id|>") {
-        if (d.eom < 0)
-          d.eom = id;
-      } else if (d.eot < 0 && tv != "<|return|>" && tv != "<|call|>" && tv != "<|end_of_text|>" &&
-                 tv != "<end_of_utterance>") {
-        d.eot = id;
-      }
-    }
-  }
+  rt::addEndOfGenerationTokens(d);
 
   // llama.cpp's per-model token attributes: Phi-3's special tokens (control, user-defined, unknown) and
   // </s> swallow the whitespace after them, except <unk>, <s> and <|endoftext|>.

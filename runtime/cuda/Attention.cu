@@ -37,10 +37,11 @@ __device__ __forceinline__ void ropeAngle(const RopeArgs &a, int64_t p, int32_t 
   c = static_cast<float>(cs), s = static_cast<float>(sn);
 }
 
-/// Indices of pair p: (p, p + n_dims / 2) for NEOX (mode 1), (2p, 2p + 1) otherwise.
+/// Indices of pair p: (p, p + n_dims / 2) for NEOX, (2p, 2p + 1) otherwise.
 __device__ __forceinline__ void ropePair(const RopeArgs &a, int64_t p, int64_t &i0, int64_t &i1) {
-  i0 = a.mode == 1 ? p : 2 * p;
-  i1 = a.mode == 1 ? p + a.nDims / 2 : 2 * p + 1;
+  const bool neox = a.mode == RopeMode::Neox;
+  i0 = neox ? p : 2 * p;
+  i1 = neox ? p + a.nDims / 2 : 2 * p + 1;
 }
 
 __global__ void ropeKernel(RopeArgs a) {

@@ -17,14 +17,20 @@ namespace tpc::rt::cuda {
 
 struct XQBlock; // Quant.cuh: an activation block's scale and sums
 
-/// ROPE over x[T, H, D] (y may alias x); mode 0 normal, 1 NEOX.
+/// Which elements of a head ROPE rotates together (the plan's Rope ints[0]).
+enum class RopeMode : int {
+  Normal = 0, ///< adjacent pairs (2i, 2i + 1)
+  Neox = 1,   ///< halves (i, i + n_dims / 2)
+};
+
+/// ROPE over x[T, H, D] (y may alias x).
 struct RopeArgs {
   const float *x = nullptr;
   float *y = nullptr;
   const int32_t *pos = nullptr;
   const float *freqFactors = nullptr;
   int64_t t = 0, h = 0, d = 0, nDims = 0;
-  int mode = 0;
+  RopeMode mode = RopeMode::Normal;
   float base = 10000, freqScale = 1;
 };
 void launchRope(const RopeArgs &a, cudaStream_t s);

@@ -22,22 +22,23 @@ namespace {
 // kernels
 //===----------------------------------------------------------------------===//
 
-/// The UnaryFn values of PlanFormat.h (Silu 0, Gelu 1, GeluTanh 2, Tanh 3, Relu 4, Exp 5, Sigmoid 6).
-__device__ __forceinline__ float unaryFn(int fn, float x) {
+/// The UnaryFn functions of PlanFormat.h (a value outside the enum passes x through; open() refuses such
+/// plans).
+__device__ __forceinline__ float unaryFn(UnaryFn fn, float x) {
   switch (fn) {
-  case 0:
+  case UnaryFn::Silu:
     return x / (1.0f + expf(-x));
-  case 1:
+  case UnaryFn::Gelu:
     return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-  case 2:
+  case UnaryFn::GeluTanh:
     return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-  case 3:
+  case UnaryFn::Tanh:
     return tanhf(x);
-  case 4:
+  case UnaryFn::Relu:
     return x > 0 ? x : 0.0f;
-  case 5:
+  case UnaryFn::Exp:
     return expf(x);
-  case 6:
+  case UnaryFn::Sigmoid:
     return 1.0f / (1.0f + expf(-x));
   }
   return x;
@@ -55,7 +56,17 @@ __global__ void binaryKernel(BinaryArgs a, int64_t n) {
       rem /= a.shape[d];
     }
     const float x = a.a[i], v = a.b[bo];
-    a.y[i] = a.op == 0 ? x + v : a.op == 1 ? x * v : x / v;
+    switch (a.op) {
+    case BinaryOp::Add:
+      a.y[i] = x + v;
+      break;
+    case BinaryOp::Mul:
+      a.y[i] = x * v;
+      break;
+    case BinaryOp::Div:
+      a.y[i] = x / v;
+      break;
+    }
   }
 }
 
@@ -63,7 +74,17 @@ __global__ void mapKernel(MapArgs a) {
   pdlEnter();
   for (int64_t i = gridStart(); i < a.n; i += gridStep()) {
     const float x = a.x[i];
-    a.y[i] = a.kind == 0 ? x * a.v : a.kind == 1 ? a.v * tanhf(x / a.v) : unaryFn(a.fn, x);
+    switch (a.kind) {
+    case MapKind::Scale:
+      a.y[i] = x * a.v;
+      break;
+    case MapKind::Softcap:
+      a.y[i] = a.v * tanhf(x / a.v);
+      break;
+    case MapKind::Unary:
+      a.y[i] = unaryFn(a.fn, x);
+      break;
+    }
   }
 }
 

@@ -9,6 +9,8 @@
 #ifndef TPC_RUNTIME_CUDA_ELEMENTWISE_CUH
 #define TPC_RUNTIME_CUDA_ELEMENTWISE_CUH
 
+#include "runtime/plan/PlanFormat.h" // UnaryFn: the plan's code is the kernels' code
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -18,10 +20,20 @@ namespace tpc::rt::cuda {
 /// Most dims an elementwise/permute launcher handles.
 inline constexpr int kMaxRank = 8;
 
+/// The operation of BinaryArgs.
+enum class BinaryOp : int { Add, Mul, Div };
+
+/// What MapArgs computes per element.
+enum class MapKind : int {
+  Scale,   ///< y = x * v
+  Softcap, ///< y = v * tanh(x / v)
+  Unary,   ///< y = fn(x)
+};
+
 /// ADD/MUL/DIV with b broadcast right-aligned: bStride[i] is b's element stride for a's dim i (0 where b
 /// broadcasts).
 struct BinaryArgs {
-  int op = 0; ///< 0 add, 1 mul, 2 div
+  BinaryOp op = BinaryOp::Add;
   const float *a = nullptr, *b = nullptr;
   float *y = nullptr;
   int rank = 0;
@@ -30,10 +42,10 @@ struct BinaryArgs {
 };
 void launchBinary(const BinaryArgs &a, cudaStream_t s);
 
-/// Map ops: kind 0 scale (y = x * v), 1 softcap (v * tanh(x / v)), 2 unary fn (`fn` = UnaryFn value).
+/// Map ops (MapKind): scale and softcap by v, or the unary function fn.
 struct MapArgs {
-  int kind = 0;
-  int fn = 0;
+  MapKind kind = MapKind::Scale;
+  UnaryFn fn = UnaryFn::Silu; ///< for MapKind::Unary
   float v = 1;
   const float *x = nullptr;
   float *y = nullptr;
@@ -46,7 +58,7 @@ struct XQBlock; // Quant.cuh: an activation block's scale and sums
 /// GLU: y[r, c] = fn(g[r * gStride + c]) * u[r * gStride + c] (u = g + f for the fused [gate | up] form).
 /// With xq (f a multiple of 32): y also quantized for the integer GEMV (launchQuantizeX's layout).
 struct GluArgs {
-  int fn = 0;
+  UnaryFn fn = UnaryFn::Silu;
   const float *g = nullptr, *u = nullptr;
   float *y = nullptr;
   int64_t rows = 0, f = 0, gStride = 0;

@@ -110,6 +110,30 @@ void applyModelDefaults(TokenizerData &d) {
   }
 }
 
+void addEndOfGenerationTokens(TokenizerData &d) {
+  // Chat templates end turns with these even when the file names only eos (llama.cpp's list).
+  static const char *const eotTexts[] = {"<|eot_id|>",         "<|im_end|>", "<|end|>",  "<end_of_turn>",
+                                         "<|endoftext|>",      "<EOT>",      "_<EOT>",   "<|end_of_text|>",
+                                         "<end_of_utterance>", "<|return|>", "<|call|>", "<|eom_id|>"};
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    for (const char *t : eotTexts) {
+      if (d.tokens[i] != t)
+        continue;
+      TokenId id = static_cast<TokenId>(i);
+      if (std::find(d.eog.begin(), d.eog.end(), id) == d.eog.end())
+        d.eog.push_back(id);
+      std::string_view tv = t;
+      if (tv == "<|eom_id|>") {
+        if (d.eom < 0)
+          d.eom = id;
+      } else if (d.eot < 0 && tv != "<|return|>" && tv != "<|call|>" && tv != "<|end_of_text|>" &&
+                 tv != "<end_of_utterance>") {
+        d.eot = id;
+      }
+    }
+  }
+}
+
 struct Tokenizer::Impl {
   TokenizerData d;
   bool spm = true;

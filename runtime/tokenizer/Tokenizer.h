@@ -76,6 +76,10 @@ struct TokenizerError : std::runtime_error {
 /// add_bos_token/add_eos_token/add_space_prefix keys, which override these.
 void applyModelDefaults(TokenizerData &data);
 
+/// Adds the end-of-generation tokens llama.cpp finds by their text (<|eot_id|>, <|im_end|>, <end_of_turn>,
+/// ...) to data.eog; the first one also becomes eot (or eom for <|eom_id|>) when none is set.
+void addEndOfGenerationTokens(TokenizerData &data);
+
 /// An encoder/decoder built from validated TokenizerData.
 class Tokenizer {
 public:
@@ -116,7 +120,9 @@ private:
 /// multi-byte character until the next piece completes it (byte tokens split characters).
 class StreamDecoder {
 public:
-  explicit StreamDecoder(const Tokenizer &tok) : tok(tok) {}
+  /// `continuation`: the text continues earlier text (a generated answer after its prompt), so the first
+  /// piece keeps its leading space even where encode() adds a space prefix.
+  explicit StreamDecoder(const Tokenizer &tok, bool continuation = false) : tok(tok), first(!continuation) {}
   /// Text that became complete after adding `id`.
   std::string push(TokenId id);
   /// Whatever is still held back (an incomplete sequence at the end of generation), as is.
@@ -125,7 +131,7 @@ public:
 private:
   const Tokenizer &tok;
   std::string pending;
-  bool first = true;
+  bool first;
 };
 
 /// Code point classes used by the pre-tokenizers (from the generated UnicodeTables.inc).

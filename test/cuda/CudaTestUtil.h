@@ -2,18 +2,23 @@
 //
 // The kernel tests build one-op plans with PlanMaker (test/runtime/exec/ExecTestUtil.h: weights in
 // memory, random inputs through GET_ROWS/COPY), open the same plan on the CPU backend (the reference)
-// and on CUDA, run both and compare chosen tensors with a tolerance. Every test skips with a visible
-// message where no GPU is present.
+// and on CUDA, run both and compare chosen tensors with a tolerance. Random weights of every type the
+// kernels read come with their exact dequantized values. Every test skips with a visible message where no
+// GPU is present.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_TEST_CUDA_CUDATESTUTIL_H
 #define TPC_TEST_CUDA_CUDATESTUTIL_H
 
 #include "runtime/cuda/CudaSession.h"
+#include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/Quant.h"
 #include "test/runtime/exec/ExecTestUtil.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <random>
 
 /// Skips the current test when this machine has no CUDA GPU.
 #define TPC_REQUIRE_GPU()                                                                                    \
@@ -23,6 +28,63 @@
   } while (0)
 
 namespace tpc::rt::test {
+
+/// Byte offsets of the f16 scale fields inside one block of `t` (random bytes there could be inf/NaN).
+inline std::vector<int> halfFields(GGMLType t) {
+  switch (t) {
+  case GGMLType::Q4_0:
+  case GGMLType::Q5_0:
+  case GGMLType::Q8_0:
+    return {0};
+  case GGMLType::Q4_1:
+  case GGMLType::Q5_1:
+  case GGMLType::Q4_K:
+  case GGMLType::Q5_K:
+    return {0, 2};
+  case GGMLType::Q6_K:
+    return {208};
+  default:
+    return {};
+  }
+}
+
+/// Random rows of type t (every quant bit pattern, sane scales); `deq` gets their exact values.
+inline std::vector<uint8_t> randomWeight(GGMLType t, int64_t rows, int64_t k, uint32_t seed,
+                                         std::vector<float> &deq) {
+  std::mt19937 rng(seed);
+  const uint64_t rb = *ggmlRowBytes(t, k);
+  std::vector<uint8_t> bytes(rows * rb);
+  if (t == GGMLType::F32 || t == GGMLType::F16 || t == GGMLType::BF16) {
+    auto v = randomFloats(rows * k, seed);
+    for (int64_t i = 0; i < rows * k; ++i) {
+      if (t == GGMLType::F32)
+        std::memcpy(&bytes[i * 4], &v[i], 4);
+      else {
+        uint16_t h = t == GGMLType::F16 ? fp32ToFp16(v[i]) : fp32ToBf16(v[i]);
+        std::memcpy(&bytes[i * 2], &h, 2);
+      }
+    }
+  } else {
+    for (uint8_t &b : bytes)
+      b = static_cast<uint8_t>(rng());
+    const auto &info = ggmlTypeInfo(t);
+    std::uniform_real_distribution<float> sc(0.001f, 0.02f);
+    for (uint64_t b = 0; b < bytes.size() / info.blockBytes; ++b)
+      for (int off : halfFields(t)) {
+        uint16_t h = fp32ToFp16(sc(rng));
+        std::memcpy(&bytes[b * info.blockBytes + off], &h, 2);
+      }
+  }
+  deq.assign(rows * k, 0);
+  for (int64_t r = 0; r < rows; ++r)
+    dequantizeRow(t, &bytes[r * rb], &deq[r * k], k);
+  return bytes;
+}
+
+/// Every weight type the CUDA kernels read (cudaSupportsType).
+inline constexpr GGMLType kCudaWeightTypes[] = {
+    GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
+    GGMLType::Q5_1, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
 
 /// Both backends on one plan, after evaluating the same calls.
 struct Pair {

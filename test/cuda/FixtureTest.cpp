@@ -1,19 +1,36 @@
 //===- FixtureTest.cpp - fixture fidelity on CUDA ----------------------------===//
 //
-// For every `<fixture>-d<N>[-tag].plan` in $TPC_CUDA_PLANS (hand-built plans of the shared fixtures, e.g.
-// from `TPC_KEEP_PLANS=DIR tpc-exec-tests --gtest_filter=TpcRun.KeepPlansForBench`, or `tpc compile`; a tag
-// such as `-host` names a variant: `tpc compile ... --override-tensor 'ffn_.*_exps=cpu'`), runs
-// the fixture's prompt teacher-forced on CUDA (all logical devices on GPU 0: loopback collectives, decode
-// steps replayed from a CUDA graph) and compares the logits with the reference engine's within the
-// fixture's tolerances (fixtures/README.md), and with the CPU backend on the same plan. Skips visibly
-// without a GPU, without $TPC_CUDA_PLANS or without the shared fixtures.
+// Writes the shared fixtures' hand-built plans into a temporary folder itself (tpc-cuda-fixture-plans:
+// the CPU fixture test's builder; tiny-llama F32 / Q8_0 / Q4_K_M, tiny-qwen3moe F32 / Q8_0 / Q4_K_M and
+// tiny-gemma3, at 1 and 2 devices where the split keeps quant blocks whole), or reads
+// `<fixture>-d<N>[-tag].plan` files from $TPC_CUDA_PLANS when that is set (e.g. `tpc compile` plans; a
+// tag such as `-host` names a variant: `--override-tensor 'ffn_.*_exps=cpu'`). Each plan runs the
+// fixture's prompt teacher-forced on CUDA (all logical devices on GPU 0: loopback collectives, decode
+// steps replayed from a CUDA graph) and on the CPU backend, and must pass:
+//   - reference logits: CUDA against the reference engine within the fixture's tolerances (tol_max_abs,
+//     tol_rms; fixtures/README.md);
+//   - greedy ids: the argmax of each row that predicts a reference greedy token is that token, for the
+//     first greedy_strict_prefix tokens (past them the reference's own top-2 margin is too small to
+//     demand it);
+//   - CUDA against CPU on the same plan within the same tolerances: two backends of this engine must
+//     agree at least as closely as each must agree with an independent engine.
+// At least one plan must be compared. Skips visibly without a GPU, without the shared fixtures, or where
+// tpc-cuda-fixture-plans was not built (no GGUF reader in this build).
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 #include "test/common/FixtureReference.h"
+#include "test/common/TestSupport.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+
+#ifndef TPC_CUDA_FIXTURE_PLANS_TOOL
+#define TPC_CUDA_FIXTURE_PLANS_TOOL "" // set by test/cuda/CMakeLists.txt where the tool is built
+#endif
 
 using namespace tpc;
 using namespace tpc::rt;
@@ -52,35 +69,69 @@ void stats(const std::vector<float> &a, const std::vector<float> &b, double &max
   rms = std::sqrt(sq / std::max<size_t>(1, a.size()));
 }
 
-TEST(CudaFixture, PlansMatchReferenceOnOneGpu) {
-  TPC_REQUIRE_GPU();
-  const char *dirEnv = std::getenv("TPC_CUDA_PLANS"), *shared = std::getenv("TPC_SHARED_DIR");
-  if (!dirEnv || !shared)
-    GTEST_SKIP()
-        << "set TPC_CUDA_PLANS to a folder of <fixture>-d<N>.plan files and TPC_SHARED_DIR to ../shared";
+/// The `<fixture>-d<N>[-tag].plan` files of `dir`, sorted.
+std::vector<std::string> planFiles(const std::string &dir) {
   std::vector<std::string> plans;
-  if (DIR *dir = ::opendir(dirEnv)) {
-    while (dirent *e = ::readdir(dir)) {
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (dirent *e = ::readdir(d)) {
       std::string f = e->d_name;
       if (f.size() > 5 && f.compare(f.size() - 5, 5, ".plan") == 0 && f.find("-d") != std::string::npos)
         plans.push_back(f);
     }
-    ::closedir(dir);
+    ::closedir(d);
   }
   std::sort(plans.begin(), plans.end());
-  if (plans.empty())
-    GTEST_SKIP() << "no <fixture>-d<N>.plan files in " << dirEnv;
+  return plans;
+}
+
+/// A temporary folder of plan files, removed with its files at the end of the test.
+struct TempPlanDir {
+  std::string path;
+  TempPlanDir() : path(::testing::TempDir() + "tpc-cuda-plans-" + std::to_string(::getpid())) {
+    ::mkdir(path.c_str(), 0755);
+  }
+  ~TempPlanDir() {
+    for (const std::string &f : planFiles(path))
+      std::remove((path + "/" + f).c_str());
+    ::rmdir(path.c_str());
+  }
+};
+
+TEST(CudaFixture, PlansMatchReferenceOnOneGpu) {
+  TPC_REQUIRE_GPU();
+  const char *sharedEnv = std::getenv("TPC_SHARED_DIR");
+  const std::string shared = sharedEnv ? sharedEnv : "";
+  struct stat st {};
+  if (shared.empty() || ::stat((shared + "/fixtures").c_str(), &st) != 0)
+    GTEST_SKIP() << "no shared fixtures: set TPC_SHARED_DIR to ../shared (its fixtures/ folder is missing)";
+  const char *plansEnv = std::getenv("TPC_CUDA_PLANS");
+  TempPlanDir temp;
+  std::string dir = plansEnv ? plansEnv : "";
+  if (dir.empty()) {
+    const std::string tool = TPC_CUDA_FIXTURE_PLANS_TOOL;
+    if (tool.empty())
+      GTEST_SKIP() << "tpc-cuda-fixture-plans is not built here (no GGUF reader) and TPC_CUDA_PLANS is unset";
+    auto [rc, out] =
+        tpc::test::runShell("TPC_SHARED_DIR='" + shared + "' '" + tool + "' '" + temp.path + "' 2>&1");
+    ASSERT_EQ(rc, 0) << "tpc-cuda-fixture-plans failed:\n" << out;
+    dir = temp.path;
+  }
+  const std::vector<std::string> plans = planFiles(dir);
+  int compared = 0;
   for (const std::string &f : plans) {
     const std::string name = f.substr(0, f.rfind("-d"));
-    const std::string base = std::string(shared) + "/fixtures/" + name;
+    const std::string base = shared + "/fixtures/" + name;
     if (!std::ifstream(base + ".gguf")) {
       std::printf("[ fixture  ] %s: no %s.gguf, skipped\n", f.c_str(), base.c_str());
       continue;
     }
     SCOPED_TRACE(f);
     Reference ref = readFixtureReference(base);
-    ASSERT_FALSE(ref.logits.empty());
-    auto plan = loadPlan(std::string(dirEnv) + "/" + f);
+    ASSERT_TRUE(ref.ok) << "cannot read " << base << ".ref.json / .logits.f32";
+    const size_t rows = ref.prompt.size() + ref.greedy.size();
+    ASSERT_EQ(ref.logits.size() % rows, 0u);
+    const size_t vocab = ref.logits.size() / rows;
+    auto plan = loadPlan(dir + "/" + f);
     ASSERT_TRUE(plan) << plan.message();
     SessionOptions o;
     o.threads = 4;
@@ -97,17 +148,34 @@ TEST(CudaFixture, PlansMatchReferenceOnOneGpu) {
     auto want = teacherForced(**cpu, ref);
     ASSERT_TRUE(want) << want.message();
     ASSERT_EQ(got->size(), ref.logits.size());
+    ASSERT_EQ(want->size(), ref.logits.size());
+
     double maxAbs, rms, cpuMax, cpuRms, vsCpuMax, vsCpuRms;
     stats(*got, ref.logits, maxAbs, rms);
     stats(*want, ref.logits, cpuMax, cpuRms);
     stats(*got, *want, vsCpuMax, vsCpuRms);
-    EXPECT_LE(maxAbs, ref.tolMax);
-    EXPECT_LE(rms, ref.tolRms);
+    EXPECT_LE(maxAbs, ref.tolMax) << "CUDA vs reference, max |d|";
+    EXPECT_LE(rms, ref.tolRms) << "CUDA vs reference, rms";
+    EXPECT_LE(vsCpuMax, ref.tolMax) << "CUDA vs CPU on the same plan, max |d|";
+    EXPECT_LE(vsCpuRms, ref.tolRms) << "CUDA vs CPU on the same plan, rms";
+
+    // Row prompt - 1 + k predicts greedy token k.
+    ASSERT_GT(ref.strictPrefix, 0) << "the reference names no strictly comparable greedy tokens";
+    const size_t strict = std::min<size_t>(ref.strictPrefix, ref.greedy.size());
+    for (size_t k = 0; k < strict; ++k) {
+      const float *row = got->data() + (ref.prompt.size() - 1 + k) * vocab;
+      const int32_t id = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+      EXPECT_EQ(id, ref.greedy[k]) << "greedy token " << k;
+    }
+    ++compared;
     std::printf(
         "[ fixture  ] %s devices=%zu cuda: max|d|=%.5f rms=%.6f  cpu: max|d|=%.5f rms=%.6f  cuda-cpu: "
-        "max|d|=%.5f (tol %.3g / %.3g)\n",
-        f.c_str(), plan->devices.size(), maxAbs, rms, cpuMax, cpuRms, vsCpuMax, ref.tolMax, ref.tolRms);
+        "max|d|=%.5f rms=%.6f (tol %.3g / %.3g), %zu greedy ids checked\n",
+        f.c_str(), plan->devices.size(), maxAbs, rms, cpuMax, cpuRms, vsCpuMax, vsCpuRms, ref.tolMax,
+        ref.tolRms, strict);
   }
+  EXPECT_GT(compared, 0) << "no fixture plan was compared (" << plans.size() << " plan files in " << dir
+                         << ")";
 }
 
 } // namespace

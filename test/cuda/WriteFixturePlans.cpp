@@ -1,8 +1,9 @@
 //===- WriteFixturePlans.cpp - hand-built fixture plans as files, for GPU machines ---===//
 //
 // `tpc-cuda-fixture-plans OUT_DIR` writes `<fixture>-d<N>.plan` for the shared fixtures at 1 and 2 devices,
-// built by the CPU fixture test's LlamaPlanBuilder (the same plans the CPU backend is checked with), so
-// CudaFixture.PlansMatchReferenceOnOneGpu can run them where there is a GPU but no MLIR compiler.
+// built by the CPU fixture test's LlamaPlanBuilder (the same plans the CPU backend is checked with):
+// CudaFixture.PlansMatchReferenceOnOneGpu runs it into a temporary folder and checks every plan on CUDA,
+// so a GPU machine needs no MLIR compiler for that test.
 // `tpc-cuda-fixture-plans --gguf MODEL.gguf --devices N OUT.plan` builds the same kind of plan for any
 // llama/qwen3moe GGUF (e.g. a `tpc synth` model for benchmarks), heads and FFN split evenly (FFN in
 // multiples of 256, so K-quant blocks stay whole), max_batch 64 (the builder's activation limit).

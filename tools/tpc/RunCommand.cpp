@@ -16,6 +16,7 @@
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/sampler/Sampler.h"
+#include "runtime/tokenizer/PlanVocab.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
 #include <fmt/core.h>
@@ -79,29 +80,6 @@ std::vector<int32_t> parseIds(const std::string &s, int64_t vocab) {
   if (ids.empty())
     throw Failure("--prompt-ids: no ids given (expected e.g. 1,2,3)");
   return ids;
-}
-
-TokenizerData tokenizerData(const PlanTokenizer &t) {
-  TokenizerData d;
-  d.model = t.model;
-  d.pre = t.pre.empty() ? "default" : t.pre;
-  d.tokens = t.tokens;
-  d.scores = t.scores;
-  d.tokenTypes = t.tokenTypes;
-  d.merges = t.merges;
-  d.bos = t.bosId;
-  d.eos = t.eosId;
-  d.unk = t.unkId;
-  d.pad = t.padId;
-  d.eot = t.eotId;
-  d.sep = t.sepId;
-  d.eom = t.eomId;
-  d.addBos = t.addBos;
-  d.addEos = t.addEos;
-  d.addSpacePrefix = t.addSpacePrefix;
-  d.ignoreMerges = t.ignoreMerges;
-  d.cleanSpaces = t.cleanSpaces;
-  return d;
 }
 
 /// Appends logits rows to the dump file.
@@ -275,7 +253,7 @@ void runGenerate(Session &s, const RunOptions &o) {
   std::unique_ptr<Tokenizer> tok;
   if (!p.tokenizer.tokens.empty()) {
     try {
-      tok = std::make_unique<Tokenizer>(tokenizerData(p.tokenizer));
+      tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(p.tokenizer));
     } catch (const std::exception &e) {
       throw Failure(fmt::format("plan '{}': tokenizer: {}", o.plan, e.what()));
     }

@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
                                                                   {"-tg", "--tg"},
                                                                   {"-ot", "--override-tensor"},
                                                                   {"-nkvo", "--no-kv-offload"},
-                                                                  {"-ts", "--tensor-split"}};
+                                                                  {"-ts", "--tensor-split"},
+                                                                  {"-np", "--parallel"}};
     std::vector<std::string> args(argv + 1, argv + argc);
     for (std::string &a : args)
       if (auto it = kLlamaFlags.find(a); it != kLlamaFlags.end())

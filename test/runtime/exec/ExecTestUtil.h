@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -179,12 +180,17 @@ public:
   std::vector<int32_t> tokens, positions, logits;
 };
 
-/// max |a - b|, and fails when sizes differ.
+/// max |a - b|, and fails when sizes differ. NaN when any difference is NaN, so `EXPECT_LT(maxAbsDiff(..),
+/// tol)` fails on it (std::max would skip it).
 inline float maxAbsDiff(const std::vector<float> &a, const std::vector<float> &b) {
   EXPECT_EQ(a.size(), b.size());
   float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    m = std::max(m, std::fabs(a[i] - b[i]));
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const float d = std::fabs(a[i] - b[i]);
+    if (std::isnan(d))
+      return d;
+    m = std::max(m, d);
+  }
   return m;
 }
 

@@ -5,16 +5,16 @@
 // split in whole GQA sub-groups, KV heads given to every device that needs them, FFN and experts split
 // unevenly, two all-reduces per layer, weights read through strided pieces). The plan is written to a
 // file, loaded with loadPlan (GGUF fingerprint checked) and evaluated teacher-forced as the README
-// describes; the 28 rows must match the reference within the fixture's tolerances. `tpc run` is driven on
-// such a plan too. Skips with a message when the shared fixtures are absent.
+// describes; the 28 rows must match the reference within the fixture's tolerances and give its greedy ids
+// (test/common/FixtureCheck.h, the check the e2e tests use). `tpc run` is driven on such a plan too.
+// Skips with a message when the shared fixtures are absent.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Executor.h"
 
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/tokenizer/GGUFTokenizer.h"
 
-#include "test/common/FixtureReference.h"
-#include "test/common/TestSupport.h"
+#include "test/common/FixtureCheck.h"
 
 #include <gtest/gtest.h>
 
@@ -254,7 +254,7 @@ void checkFixture(const std::string &name, const std::vector<std::vector<Share>>
   auto file = gguf::GGUFFile::open(dir + "/" + name + ".gguf");
   ASSERT_TRUE(file) << file.message();
   Reference ref = readReference(dir, name);
-  ASSERT_EQ(ref.logits.size(), (ref.prompt.size() + ref.greedy.size()) * 512);
+  ASSERT_TRUE(ref.ok) << ref.error;
   for (const auto &shares : splits) {
     SCOPED_TRACE(name + " on " + std::to_string(shares.size()) + " devices");
     LlamaPlanBuilder builder(**file);
@@ -269,28 +269,11 @@ void checkFixture(const std::string &name, const std::vector<std::vector<Share>>
     o.ctxSize = 64;
     auto s = Session::open(std::move(*loaded), o);
     ASSERT_TRUE(s) << s.message();
-    std::vector<int32_t> pos(ref.prompt.size());
-    for (size_t i = 0; i < pos.size(); ++i)
-      pos[i] = static_cast<int32_t>(i);
-    auto rows = (*s)->evaluate(ref.prompt, pos);
-    ASSERT_TRUE(rows) << rows.message();
-    std::vector<float> got = *rows;
-    for (size_t k = 0; k < ref.greedy.size(); ++k) {
-      auto r = (*s)->evaluate({ref.greedy[k]}, {static_cast<int32_t>(ref.prompt.size() + k)});
-      ASSERT_TRUE(r) << r.message();
-      got.insert(got.end(), r->begin(), r->end());
-    }
-    double maxAbs = 0, sq = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      double dlt = std::fabs(got[i] - ref.logits[i]);
-      maxAbs = std::max(maxAbs, dlt);
-      sq += dlt * dlt;
-    }
-    double rms = std::sqrt(sq / got.size());
-    EXPECT_LE(maxAbs, ref.tolMax);
-    EXPECT_LE(rms, ref.tolRms);
-    std::printf("[ fixture  ] %s devices=%zu max|d|=%.5f rms=%.6f (tol %.3g / %.3g)\n", name.c_str(),
-                shares.size(), maxAbs, rms, ref.tolMax, ref.tolRms);
+    auto got = tpc::test::teacherForced(**s, ref);
+    ASSERT_TRUE(got) << got.message();
+    ::testing::AssertionResult r = tpc::test::matchesReference(*got, ref);
+    EXPECT_TRUE(r);
+    std::printf("[ fixture  ] %s devices=%zu %s\n", name.c_str(), shares.size(), r.message());
   }
 }
 
@@ -347,28 +330,12 @@ TEST(TpcRun, GreedyDumpMatchesReferenceOnTwoDevices) {
   auto file = gguf::GGUFFile::open(dir + "/tiny-llama.gguf");
   ASSERT_TRUE(file);
   Reference ref = readReference(dir, "tiny-llama");
+  ASSERT_TRUE(ref.ok) << ref.error;
   LlamaPlanBuilder builder(**file);
   const std::string base = ::testing::TempDir() + "tpc-run-" + std::to_string(::getpid());
   ASSERT_TRUE(writePlan(builder.build(kTwo, 8), base + ".plan"));
-  std::string ids;
-  for (size_t i = 0; i < ref.prompt.size(); ++i)
-    ids += (i ? "," : "") + std::to_string(ref.prompt[i]);
   // max_batch 8 < 12 prompt tokens: the prompt runs in two chunks.
-  auto [rc, out] = tpc::test::runShell(tpc + " run " + base + ".plan --prompt-ids " + ids +
-                         " --greedy -n 16 -t 2 --dump-logits " + base + ".f32 2>/dev/null");
-  ASSERT_EQ(rc, 0) << out;
-  std::string want;
-  for (size_t i = 0; i < ref.greedy.size(); ++i)
-    want += (i ? "," : "") + std::to_string(ref.greedy[i]);
-  EXPECT_NE(out.find("generated ids: " + want), std::string::npos) << out;
-  std::ifstream lf(base + ".f32", std::ios::binary);
-  std::vector<float> got(ref.logits.size());
-  lf.read(reinterpret_cast<char *>(got.data()), got.size() * 4);
-  EXPECT_EQ(lf.gcount(), static_cast<std::streamsize>(got.size() * 4));
-  float maxAbs = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    maxAbs = std::max(maxAbs, std::fabs(got[i] - ref.logits[i]));
-  EXPECT_LE(maxAbs, ref.tolMax);
+  EXPECT_TRUE(tpc::test::cliMatchesReference(tpc, base + ".plan", ref, "-t 2"));
 
   // Text in, text out, and the bench table.
   auto [rc2, text] = tpc::test::runShell(tpc + " run " + base + ".plan -p 'Once upon a time' -n 4 --greedy -t 2 2>&1");
@@ -390,7 +357,6 @@ TEST(TpcRun, GreedyDumpMatchesReferenceOnTwoDevices) {
   EXPECT_EQ(rc6, 1);
   EXPECT_NE(err3.find(base + ".missing"), std::string::npos) << err3;
   std::remove((base + ".plan").c_str());
-  std::remove((base + ".f32").c_str());
 }
 
 /// Not a check: with TPC_KEEP_PLANS=DIR, writes the hand-built tiny-llama plans (F32, Q8_0; 1, 2 and 3

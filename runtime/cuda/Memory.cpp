@@ -1,0 +1,341 @@
+//===- Memory.cpp - arenas, scratch and weight upload of the CUDA session ---===//
+//
+// Memory planning happened at compile time (the plan's arena sizes and offsets); this file turns it into
+// allocations, in open's order:
+//   sizeDevices     per logical device: weight arena (every slice re-aligned to 256 bytes so the K-quant
+//                   kernels can use 16-byte loads), activations, KV (at --ctx-size), scratch + I/O, the
+//                   f16 weight cache, and the host-placed parts (host weights, pinned host activations,
+//                   mapped pinned host KV), checked against --max-device-bytes
+//   fitGpus         capacity per GPU (logical devices sharing one add up); the f16 cache only where
+//                   everything fits with 1 GiB to spare
+//   allocateDevice  one cudaMalloc per arena (GpuAlloc, freed on its GPU), stream, event, cuBLAS handle,
+//                   the scratch carved into its parts, every tensor's address (exec::resolveTensors)
+//   uploadWeights   slice by slice from the mmapped GGUF through two 64 MiB pinned staging buffers (the
+//                   copy of one overlaps the packing of the other), host slices copied into host memory,
+//                   then the f16 cache dequantized once on the GPU
+//
+// Scratch per device (one allocation with the I/O buffers): the f16 weight tile and f16 activations of
+// the cuBLAS path, the expert routing lists of MUL_MAT_ID, the staging buffer of the reduce-scatter /
+// all-gather collectives and the quantized x of the integer decode GEMV, each sized from the plan's steps
+// at max_batch (scratchFor).
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/SessionImpl.h"
+
+#include "runtime/cuda/Matmul.cuh"
+
+#include <fmt/core.h>
+
+#include <cstring>
+
+namespace tpc::rt::cuda {
+
+using exec::KvBuffers;
+using exec::TensorRef;
+
+ScratchPlan CudaSession::Impl::scratchFor(size_t d) const {
+  ScratchPlan sp;
+  const int64_t t = plan.model.maxBatch;
+  std::vector<TensorRef> in, out;
+  // The f16 weight tile holds up to 16 Mi elements (32 MiB) of rows, at least 64 rows.
+  constexpr int64_t kTileElems = int64_t(16) << 20;
+  for (const Step &s : plan.devices[d].steps) {
+    if (touchesHost(plan.devices[d], s))
+      continue;
+    bindStep(d, s, t, in, out);
+    if (s.op == OpKind::Matmul && t >= copts.cublasMinRows && in[0].inner() > 0) {
+      const int64_t k = in[0].inner(), n = in[1].rows();
+      const int64_t rows = std::min<int64_t>(n, std::max<int64_t>(64, kTileElems / k));
+      sp.tileElems = std::max(sp.tileElems, rows * k);
+      sp.xHalf = std::max<uint64_t>(sp.xHalf, uint64_t(in[0].numel()) * 2);
+    } else if (s.op == OpKind::MulMatId) {
+      sp.route = std::max<uint64_t>(sp.route, uint64_t(in[1].shape[0] + 1 + in[2].numel()) * 4);
+    } else if (s.op == OpKind::ReduceScatter || s.op == OpKind::AllGather) {
+      sp.stage = std::max<uint64_t>(sp.stage, uint64_t(in[0].numel()) * 4);
+    }
+  }
+  sp.wTile = uint64_t(sp.tileElems) * 2;
+  // The integer decode GEMV runs for one token, or mul_mat_id with at most kPairGridMax pairs (so at
+  // most that many tokens): its x at that many tokens bounds the quantized copy.
+  const int64_t tq = std::min<int64_t>(t, kPairGridMax);
+  for (const Step &s : plan.devices[d].steps)
+    if ((s.op == OpKind::Matmul || s.op == OpKind::MulMatId) && !touchesHost(plan.devices[d], s)) {
+      bindStep(d, s, tq, in, out);
+      sp.xqElems = std::max(sp.xqElems, in[0].numel());
+    }
+  return sp;
+}
+
+std::string CudaSession::Impl::sizeDevices(const SessionOptions &opts,
+                                           std::vector<DeviceSizes> &sizes) const {
+  const Plan &p = plan;
+  const size_t n = p.devices.size();
+  sizes.assign(n, DeviceSizes());
+  const uint64_t io = alignUp(p.model.maxBatch * 4) * 2 + alignUp(p.model.maxBatch * p.model.nVocab * 4);
+  for (size_t d = 0; d < n; ++d) {
+    const DevicePlan &dp = p.devices[d];
+    DeviceSizes &z = sizes[d];
+    for (const WeightSlice &w : dp.weights) {
+      uint64_t &arena = w.placement == Placement::Host ? z.hostWeights : z.weights;
+      z.sliceOffset.push_back(arena);
+      arena += alignUp(w.bytes);
+    }
+    z.acts = dp.activationBytes;
+    z.hostActs = dp.hostActivationBytes; // the plan's host arena (v3 plans: as large as the device's)
+    for (const KvCache &c : dp.kv)
+      (c.placement == Placement::Host ? z.hostKv : z.kv) +=
+          alignUp(ctx * c.nHeadKv * c.headDimK * dtypeBytes(c.dtype)) +
+          alignUp(ctx * c.nHeadKv * c.headDimV * dtypeBytes(c.dtype));
+    z.sp = scratchFor(d);
+    // f16 copies of the matmul weights the cuBLAS path reads (decided per GPU below).
+    z.f16Offset.assign(dp.weights.size(), -1);
+    if (copts.f16Cache && p.model.maxBatch >= copts.cublasMinRows)
+      for (const Step &st : dp.steps) {
+        if (st.op != OpKind::Matmul || touchesHost(dp, st))
+          continue;
+        const TensorDesc &wd = dp.tensors[st.inputs[1]];
+        if (wd.storage != Storage::Weight || z.f16Offset[wd.index] >= 0)
+          continue;
+        const WeightSlice &ws = dp.weights[wd.index];
+        int64_t elems = 1;
+        for (int64_t v : ws.shape)
+          elems *= v;
+        z.f16Offset[wd.index] = static_cast<int64_t>(z.f16);
+        z.f16 += alignUp(uint64_t(elems) * 2);
+      }
+    z.scratch = alignUp(z.sp.wTile) + alignUp(z.sp.xHalf) + alignUp(z.sp.route) + alignUp(z.sp.stage) +
+                alignUp(z.sp.xqElems) + alignUp(z.sp.xqElems / 32 * kXQBlockBytes) + io;
+    if (opts.maxDeviceBytes && z.total() > opts.maxDeviceBytes)
+      return fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}, "
+                         "scratch {}) but has {}; use more devices or a smaller --ctx-size",
+                         d, z.total(), z.weights, z.acts, z.kv, ctx, z.scratch, opts.maxDeviceBytes);
+  }
+  return "";
+}
+
+std::string CudaSession::Impl::fitGpus(const std::set<int> &used, std::vector<DeviceSizes> &sizes) const {
+  const size_t n = devs.size();
+  for (int g : used) {
+    uint64_t need = 0;
+    for (size_t d = 0; d < n; ++d)
+      if (devs[d].gpu == g)
+        need += sizes[d].total();
+    size_t freeB = 0, totalB = 0;
+    TPC_CUDA_CHECK(cudaSetDevice(g));
+    TPC_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+    // The f16 weight cache only where everything fits with 1 GiB to spare; otherwise tiles.
+    uint64_t cache = 0;
+    for (size_t d = 0; d < n; ++d)
+      if (devs[d].gpu == g)
+        cache += sizes[d].f16;
+    if (cache && need + cache + (uint64_t(1) << 30) > freeB)
+      for (size_t d = 0; d < n; ++d)
+        if (devs[d].gpu == g) {
+          sizes[d].f16 = 0;
+          sizes[d].f16Offset.assign(sizes[d].f16Offset.size(), -1);
+        }
+    if (need + (uint64_t(256) << 20) > freeB) // leave room for cuBLAS workspaces and the CUDA context
+      return fmt::format("GPU {} ({}) has {:.2f} GiB free but the plan's devices on it need {:.2f} GiB "
+                         "for --ctx-size {}; use more GPUs or a smaller --ctx-size",
+                         g, cudaDeviceName(g), freeB / double(1ull << 30), need / double(1ull << 30), ctx);
+  }
+  return "";
+}
+
+void CudaSession::Impl::allocateDevice(size_t d, const DeviceSizes &z) {
+  const Plan &p = plan;
+  const DevicePlan &dp = p.devices[d];
+  Device &dev = devs[d];
+  TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
+  TPC_CUDA_CHECK(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking));
+  TPC_CUDA_CHECK(cudaEventCreateWithFlags(&dev.ev, cudaEventDisableTiming));
+  TPC_CUBLAS_CHECK(cublasCreate(&dev.blas));
+  TPC_CUBLAS_CHECK(cublasSetStream(dev.blas, dev.stream));
+  auto alloc = [&](GpuAlloc &a, uint64_t bytes, const char *what) {
+    cudaError_t e = a.allocate(dev.gpu, bytes);
+    if (e != cudaSuccess)
+      throw CudaError(fmt::format("device {} (GPU {}): cannot allocate {} bytes of {}: {}", d, dev.gpu, bytes,
+                                  what, cudaGetErrorString(e)));
+  };
+  alloc(dev.weights, z.weights, "weights");
+  auto hostAlloc = [&](HostAlloc &a, uint64_t bytes, unsigned flags, const char *what) {
+    if (bytes == 0)
+      return;
+    cudaError_t e = cudaHostAlloc(&a.p, bytes, flags);
+    if (e != cudaSuccess)
+      throw CudaError(fmt::format("device {}: cannot allocate {} bytes of pinned host memory for the host-"
+                                  "placed {}: {}",
+                                  d, bytes, what, cudaGetErrorString(e)));
+    std::memset(a.p, 0, bytes);
+  };
+  hostAlloc(dev.hostActs, z.hostActs, cudaHostAllocPortable, "activations");
+  hostAlloc(dev.hostKv, z.hostKv, cudaHostAllocPortable | cudaHostAllocMapped, "KV cache");
+  if (z.hostWeights)
+    dev.hostWeights.reset(new uint8_t[z.hostWeights]);
+  alloc(dev.acts, z.acts, "activations");
+  alloc(dev.kvMem, z.kv, "KV cache");
+  alloc(dev.scratch, z.scratch, "scratch");
+  if (z.f16)
+    alloc(dev.f16, z.f16, "f16 weight cache");
+  dev.f16Of.assign(dp.weights.size(), nullptr);
+  for (size_t w = 0; w < dp.weights.size(); ++w)
+    if (z.f16Offset[w] >= 0)
+      dev.f16Of[w] = dev.f16.p + z.f16Offset[w];
+  TPC_CUDA_CHECK(cudaMemsetAsync(dev.acts.p, 0, std::max<uint64_t>(z.acts, 1), dev.stream));
+  TPC_CUDA_CHECK(cudaMemsetAsync(dev.kvMem.p, 0, std::max<uint64_t>(z.kv, 1), dev.stream));
+  dev.sliceOffset = z.sliceOffset;
+  uint64_t at = 0, hostAt = 0;
+  uint8_t *hostKv = nullptr; // the device's address of the mapped host caches (the same under UVA)
+  if (dev.hostKv.p) {
+    void *mapped = nullptr;
+    TPC_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, dev.hostKv.p, 0));
+    if (mapped != dev.hostKv.p)
+      throw CudaError("--no-kv-offload needs unified addressing (host and device pointers equal)");
+    hostKv = static_cast<uint8_t *>(mapped);
+  }
+  for (KvBuffers &b : dev.kv) {
+    const uint64_t eb = dtypeBytes(b.desc.dtype);
+    const bool host = b.desc.placement == Placement::Host;
+    uint8_t *base = host ? hostKv : dev.kvMem.p;
+    uint64_t &off = host ? hostAt : at;
+    b.k = base + off;
+    off += alignUp(ctx * b.desc.nHeadKv * b.desc.headDimK * eb);
+    b.v = base + off;
+    off += alignUp(ctx * b.desc.nHeadKv * b.desc.headDimV * eb);
+  }
+  uint8_t *sc = dev.scratch.p;
+  auto take = [&](uint64_t bytes) {
+    uint8_t *r = sc;
+    sc += alignUp(bytes);
+    return r;
+  };
+  dev.wTile = z.sp.wTile ? take(z.sp.wTile) : nullptr;
+  dev.tileElems = z.sp.tileElems;
+  dev.xHalf = z.sp.xHalf ? take(z.sp.xHalf) : nullptr;
+  dev.route = z.sp.route ? reinterpret_cast<int32_t *>(take(z.sp.route)) : nullptr;
+  dev.stage = z.sp.stage ? reinterpret_cast<float *>(take(z.sp.stage)) : nullptr;
+  dev.xqElems = z.sp.xqElems;
+  dev.xq = reinterpret_cast<int8_t *>(take(z.sp.xqElems));
+  dev.xs = reinterpret_cast<XQBlock *>(take(z.sp.xqElems / 32 * kXQBlockBytes));
+  dev.tokens = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
+  dev.positions = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
+  dev.logits = reinterpret_cast<float *>(take(p.model.maxBatch * p.model.nVocab * 4));
+  exec::StorageBases bases;
+  bases.acts = dev.acts.p;
+  bases.hostActs = static_cast<uint8_t *>(dev.hostActs.p);
+  for (size_t w = 0; w < dp.weights.size(); ++w)
+    bases.weights.push_back(
+        (dp.weights[w].placement == Placement::Host ? dev.hostWeights.get() : dev.weights.p) +
+        dev.sliceOffset[w]);
+  bases.kv = &dev.kv;
+  bases.tokens = dev.tokens;
+  bases.positions = dev.positions;
+  bases.logits = dev.logits;
+  dev.ptr = exec::resolveTensors(dp, bases);
+}
+
+void CudaSession::Impl::uploadWeights(const uint8_t *src) {
+  const Plan &p = plan;
+  const size_t n = devs.size();
+  // Upload the weights slice by slice through two pinned staging buffers (copy of one overlaps the
+  // packing of the other).
+  constexpr uint64_t kStage = uint64_t(64) << 20;
+  HostAlloc stage[2];
+  cudaEvent_t staged[2] = {nullptr, nullptr};
+  TPC_CUDA_CHECK(cudaMallocHost(&stage[0].p, kStage));
+  TPC_CUDA_CHECK(cudaMallocHost(&stage[1].p, kStage));
+  uint64_t totalBytes = 0, doneBytes = 0;
+  for (const DevicePlan &dp : p.devices)
+    for (const WeightSlice &w : dp.weights)
+      totalBytes += w.bytes;
+  int lastPct = -1;
+  auto progress = [&](bool end) {
+    if (!copts.progress || totalBytes == 0)
+      return;
+    const int pct = static_cast<int>(doneBytes * 100 / totalBytes);
+    if (pct == lastPct && !end)
+      return;
+    lastPct = pct;
+    const int bar = pct / 4;
+    fmt::print(stderr, "\rloading weights [{:<25}] {:3d}% {:.2f}/{:.2f} GiB", std::string(bar, '#'), pct,
+               doneBytes / double(1ull << 30), totalBytes / double(1ull << 30));
+    if (end)
+      fmt::print(stderr, "\n");
+  };
+  for (size_t d = 0; d < n; ++d) {
+    Device &dev = devs[d];
+    const DevicePlan &dp = p.devices[d];
+    TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
+    for (cudaEvent_t &e : staged) {
+      if (e)
+        cudaEventDestroy(e);
+      e = nullptr;
+      TPC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      TPC_CUDA_CHECK(cudaEventRecord(e, dev.stream));
+    }
+    int buf = 0;
+    uint64_t fill = 0;
+    uint8_t *dst = nullptr;
+    auto flush = [&]() {
+      if (fill == 0)
+        return;
+      TPC_CUDA_CHECK(cudaMemcpyAsync(dst, stage[buf].p, fill, cudaMemcpyHostToDevice, dev.stream));
+      TPC_CUDA_CHECK(cudaEventRecord(staged[buf], dev.stream));
+      dst += fill;
+      doneBytes += fill;
+      fill = 0;
+      buf ^= 1;
+      TPC_CUDA_CHECK(cudaEventSynchronize(staged[buf])); // the other buffer's copy is done
+      progress(false);
+    };
+    for (size_t w = 0; w < dp.weights.size(); ++w) {
+      flush();
+      if (dp.weights[w].placement == Placement::Host) { // stays in host memory
+        uint8_t *h = dev.hostWeights.get() + dev.sliceOffset[w];
+        for (const WeightPiece &pc : dp.weights[w].pieces)
+          for (uint64_t r = 0; r < pc.rows; ++r, h += pc.rowBytes)
+            std::memcpy(h, src + pc.fileOffset + r * pc.rowStride, pc.rowBytes);
+        doneBytes += dp.weights[w].bytes;
+        progress(false);
+        continue;
+      }
+      dst = dev.weights.p + dev.sliceOffset[w];
+      for (const WeightPiece &pc : dp.weights[w].pieces)
+        for (uint64_t r = 0; r < pc.rows; ++r) {
+          const uint8_t *row = src + pc.fileOffset + r * pc.rowStride;
+          uint64_t left = pc.rowBytes;
+          while (left > 0) {
+            const uint64_t take = std::min(left, kStage - fill);
+            std::memcpy(static_cast<uint8_t *>(stage[buf].p) + fill, row, take);
+            fill += take;
+            row += take;
+            left -= take;
+            if (fill == kStage)
+              flush();
+          }
+        }
+    }
+    flush();
+    // The f16 cache, dequantized once from the uploaded slices.
+    for (size_t w = 0; w < dp.weights.size(); ++w) {
+      if (!dev.f16Of[w])
+        continue;
+      const WeightSlice &ws = dp.weights[w];
+      const int64_t k = ws.shape.back();
+      DequantArgs dq;
+      dq.type = ws.type;
+      dq.w = dev.weights.p + dev.sliceOffset[w];
+      dq.rowBytes = ws.type == GGMLType::F32 ? k * 4 : *ggmlRowBytes(ws.type, static_cast<uint64_t>(k));
+      dq.rows = k ? static_cast<int64_t>(ws.bytes / dq.rowBytes) : 0;
+      dq.k = k;
+      dq.out = dev.f16Of[w];
+      launchDequantF16(dq, dev.stream);
+    }
+    TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+  }
+  for (cudaEvent_t e : staged)
+    if (e)
+      cudaEventDestroy(e);
+  progress(true);
+}
+
+} // namespace tpc::rt::cuda

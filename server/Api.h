@@ -1,0 +1,105 @@
+//===- Api.h - OpenAI request parsing and response shapes ---------*- C++ -*-===//
+//
+// Everything that knows OpenAI's JSON: parsing and validating /v1/completions and /v1/chat/completions
+// bodies into a prompt (token ids) and GenerationParams, and writing the response objects, the streamed
+// chunks and the error object {"error": {"message", "type", "param", "code"}}. A malformed request is an
+// ApiError (status + message naming the field), never an exception that escapes and never a state change.
+//
+// Defaults follow llama-server where OpenAI has none of its own: temperature 0.8, top_k 40, top_p 0.95,
+// min_p 0.05, max_tokens = what is left of the context, a random seed. temperature 0 is greedy.
+// Extensions accepted as in llama-server: top_k, min_p, n_probs (top log-probabilities), ignore_eos,
+// return_tokens (choices[0].tokens: the generated ids), chat_template_kwargs.enable_thinking.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_SERVER_API_H
+#define TPC_SERVER_API_H
+
+#include "server/ChatTemplate.h"
+#include "server/Request.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpc::server {
+
+/// A 4xx/5xx answer in OpenAI's error shape.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param; ///< the offending field, if one
+  std::string code;  ///< e.g. "model_not_found", "context_length_exceeded", "invalid_api_key"
+};
+/// {"error": {...}} for `e`.
+std::string errorBody(const ApiError &e);
+
+/// A validated completion request.
+struct CompletionRequest {
+  bool chat = false;
+  bool stream = false;
+  bool includeUsage = false; ///< stream_options.include_usage
+  bool returnTokens = false;
+  std::vector<int32_t> prompt;
+  GenerationParams gen;
+};
+
+/// What a finished request produced (the non-streamed response is built from it).
+struct CompletionResult {
+  std::string text;
+  std::vector<TokenOut> tokens;
+  Finish finish;
+};
+
+/// Request parsing and response writing for one served model.
+class Api {
+public:
+  /// `tmpl` empty: the model has no usable chat template (chat requests get a 400 naming the flag).
+  Api(const rt::Tokenizer &tok, std::optional<ChatTemplate> tmpl, std::string noTemplateReason,
+      std::string modelId, int64_t ctxSize, int64_t nVocab);
+
+  /// Parses a /v1/completions (chat = false) or /v1/chat/completions body.
+  std::optional<ApiError> parseCompletion(const std::string &body, bool chat, CompletionRequest &out) const;
+  /// The chat prompt for `messages` (template, special tokens, one BOS where the vocabulary wants it).
+  std::optional<ApiError> chatPrompt(const std::vector<ChatMessage> &messages, const ChatOptions &opts,
+                                     std::vector<int32_t> &ids) const;
+
+  /// The non-streamed response object.
+  nlohmann::json response(const CompletionRequest &req, const CompletionResult &r, const std::string &id,
+                          int64_t created) const;
+  /// One streamed chunk carrying `text` (and `tok` for log-probabilities when non-null), or the final one
+  /// when `finish` is given. `first`: a chat stream's first chunk also carries the role.
+  nlohmann::json chunk(const CompletionRequest &req, const std::string &id, int64_t created,
+                       const std::string &text, const TokenOut *tok, const Finish *finish, bool first) const;
+  /// The usage object (prompt, completion and total tokens).
+  static nlohmann::json usage(const Finish &f);
+
+  /// POST /tokenize and /detokenize bodies.
+  std::optional<ApiError> tokenize(const std::string &body, nlohmann::json &out) const;
+  std::optional<ApiError> detokenize(const std::string &body, nlohmann::json &out) const;
+
+  /// GET /v1/models.
+  nlohmann::json models(int64_t created) const;
+  const std::string &modelId() const { return modelId_; }
+  const std::optional<ChatTemplate> &chatTemplate() const { return tmpl_; }
+
+private:
+  nlohmann::json logprobsOf(const CompletionRequest &req, const std::vector<TokenOut> &toks,
+                            size_t textOffset) const;
+  std::string piece(int32_t id) const;
+
+  const rt::Tokenizer &tok_;
+  std::optional<ChatTemplate> tmpl_;
+  std::string noTemplateReason_;
+  std::string modelId_;
+  int64_t ctx_, vocab_;
+  std::vector<int32_t> endOfTurn_; ///< the template's end-of-turn token, when the vocabulary has it
+};
+
+/// Serializes with invalid UTF-8 replaced (a token may end inside a character).
+std::string dumpJson(const nlohmann::json &j);
+
+} // namespace tpc::server
+
+#endif // TPC_SERVER_API_H

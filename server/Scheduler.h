@@ -1,0 +1,111 @@
+//===- Scheduler.h - slots and continuous batching over an Engine -*- C++ -*-===//
+//
+// The scheduler owns the Engine's sequences as slots. Requests wait in a FIFO queue until a slot is free;
+// each step then builds one batch from
+//   1. the next decode token of every generating slot (one entry each, logits asked), then
+//   2. chunks of pending prompts, within a prompt budget of max(1, batchSize - decode entries) tokens,
+//      split evenly over the slots still reading their prompt (the remainder to the first ones in a
+//      rotating order, and what a short prompt leaves over to the others),
+// so a long prompt is read over several steps while the other slots keep decoding. Only the last token
+// of a prompt asks for logits. After the step each slot that got a row samples with its own Sampler
+// (its own seed), and its token goes through EOG, stop strings, max_tokens and the context limit.
+//
+// Cancellation (a client that went away) and new requests take effect at the start of the next step: a
+// cancelled slot is freed and its sequence forgotten before the batch is built. drain() refuses new
+// requests and lets the running ones finish (SIGTERM).
+//
+// Threading: start() runs the loop on its own thread; submit(), stats() and drain() may be called from
+// any thread. Tests call runStep() directly instead of start(), which makes every step deterministic.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_SERVER_SCHEDULER_H
+#define TPC_SERVER_SCHEDULER_H
+
+#include "server/Engine.h"
+#include "server/Request.h"
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace tpc::server {
+
+/// Counters for /metrics and /health.
+struct SchedulerStats {
+  int32_t slotsTotal = 0, slotsBusy = 0, queued = 0;
+  uint64_t promptTokens = 0;    ///< prompt tokens evaluated
+  uint64_t generatedTokens = 0; ///< tokens sampled and sent
+  uint64_t steps = 0, batchTokens = 0;
+  uint64_t finished[4] = {0, 0, 0, 0}; ///< by FinishReason
+  double decodeTokensPerSecond = 0;    ///< generated tokens / wall time over the last ~10 s of steps
+  double promptTokensPerSecond = 0;
+  bool draining = false;
+};
+
+/// Where one batch entry came from (for tests and debugging).
+struct BatchSource {
+  int32_t slot = 0;
+  bool prompt = false; ///< a prompt token (else a decode token)
+};
+
+/// Slots + continuous batching (see the file comment).
+class Scheduler {
+public:
+  struct Options {
+    int32_t batchSize = 256; ///< tokens per step at most, unless the decode tokens alone are more
+  };
+  Scheduler(Engine &engine, const rt::Tokenizer &tok, Options opts);
+  ~Scheduler();
+
+  /// Queues a generation; errors (one line) when draining, the prompt is empty or longer than the
+  /// context, or a sampling parameter is out of range.
+  Expected<std::shared_ptr<Request>> submit(std::vector<int32_t> prompt, GenerationParams params);
+
+  /// Runs the loop on a thread of its own until the destructor.
+  void start();
+  /// One step: cancellations, slot assignment, one batch, sampling. Returns false when there was nothing
+  /// to do. Not to be mixed with start().
+  bool runStep();
+
+  /// Refuses new requests from now on; in-flight ones run to the end.
+  void drain();
+  /// Blocks until no request is queued or running.
+  void waitIdle();
+  SchedulerStats stats() const;
+  /// The last batch and where each entry came from.
+  std::vector<BatchEntry> lastBatch() const;
+  std::vector<BatchSource> lastSources() const;
+
+private:
+  struct Slot;
+  bool hasWork() const;
+  void admit();
+  void buildBatch(std::vector<BatchEntry> &batch, std::vector<BatchSource> &src);
+  void onToken(Slot &s, int32_t slotIndex, const float *row);
+  void finish(Slot &s, int32_t slotIndex, FinishReason r, std::string error = {});
+  void loop();
+
+  Engine &engine_;
+  const rt::Tokenizer &tok_;
+  Options opts_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_, idleCv_;
+  std::deque<std::shared_ptr<Request>> queue_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<BatchEntry> lastBatch_;
+  std::vector<BatchSource> lastSources_;
+  size_t rotate_ = 0;
+  bool stop_ = false, draining_ = false;
+  SchedulerStats stats_;
+  struct Tick {
+    double t;
+    uint64_t gen, prompt;
+  };
+  std::deque<Tick> window_;
+  std::thread thread_;
+};
+
+} // namespace tpc::server
+
+#endif // TPC_SERVER_SCHEDULER_H

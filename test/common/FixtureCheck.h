@@ -1,0 +1,183 @@
+//===- FixtureCheck.h - the reference check of the shared fixtures -*- C++ -*-===//
+//
+// One implementation of fixtures/README.md "How to compare" for every test that runs a fixture (hand-built
+// executor plans, `tpc compile` plans, `tpc run --dump-logits`, CUDA): teacher-forced evaluation, the
+// logits against the reference, the greedy ids on the strict prefix. Every comparison first asserts the
+// sizes (a short or truncated vector is a failure, never a shorter comparison) and counts the elements
+// that are not within the tolerance, so NaN (which fails every `<=`) is a failure too, where a running
+// max would skip it.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_TEST_COMMON_FIXTURECHECK_H
+#define TPC_TEST_COMMON_FIXTURECHECK_H
+
+#include "runtime/support/Expected.h"
+#include "test/common/FixtureReference.h"
+#include "test/common/TestSupport.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tpc::test {
+
+/// The prompt as one batch, then every greedy id at its position: the rows NAME.logits.f32 holds. `S` is
+/// any session with `evaluate(tokens, positions) -> Expected<std::vector<float>>` (CPU or CUDA).
+template <typename S> Expected<std::vector<float>> teacherForced(S &s, const FixtureReference &ref) {
+  std::vector<int32_t> pos(ref.prompt.size());
+  for (size_t i = 0; i < pos.size(); ++i)
+    pos[i] = static_cast<int32_t>(i);
+  auto rows = s.evaluate(ref.prompt, pos);
+  if (!rows)
+    return rows;
+  std::vector<float> got = *rows;
+  for (size_t k = 0; k < ref.greedy.size(); ++k) {
+    auto r = s.evaluate({ref.greedy[k]}, {static_cast<int32_t>(ref.prompt.size() + k)});
+    if (!r)
+      return r;
+    got.insert(got.end(), r->begin(), r->end());
+  }
+  return got;
+}
+
+/// a and b have the same size and every |a[i] - b[i]| <= tol (NaN anywhere fails). The message (also on
+/// success) gives the largest difference and, on failure, the number and the first of the bad elements.
+inline ::testing::AssertionResult allWithin(const std::vector<float> &a, const std::vector<float> &b,
+                                            double tol) {
+  if (a.size() != b.size())
+    return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
+  size_t bad = 0, first = 0;
+  double maxAbs = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    if (!(d <= tol) && bad++ == 0)
+      first = i;
+    if (d > maxAbs)
+      maxAbs = d;
+  }
+  std::ostringstream os;
+  os << "max|d|=" << maxAbs << " over " << a.size() << " values (tol " << tol << ")";
+  if (bad)
+    return ::testing::AssertionFailure() << os.str() << "; " << bad << " not within tol, first at " << first
+                                         << ": " << a[first] << " vs " << b[first];
+  return ::testing::AssertionSuccess() << os.str();
+}
+
+/// Index of the largest value of a row (the lowest id on ties, as the reference engine picks).
+inline int32_t argmaxRow(const float *row, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (row[i] > row[best])
+      best = i;
+  return static_cast<int32_t>(best);
+}
+
+/// `got` in the reference layout (all ref.rows() rows, exactly) against the reference: over the first
+/// `rows` rows (0: all) every |d| <= tol_max_abs and rms(d) <= tol_rms; the argmax of every greedy row
+/// among them equal to the reference greedy id for the fixture's strict prefix. The message (also on
+/// success) gives max|d| and rms.
+inline ::testing::AssertionResult matchesReference(const std::vector<float> &got, const FixtureReference &ref,
+                                                   size_t rows = 0) {
+  if (!ref.ok)
+    return ::testing::AssertionFailure() << "bad reference: " << ref.error;
+  if (got.size() != ref.logits.size())
+    return ::testing::AssertionFailure() << got.size() << " logits, the reference has " << ref.rows()
+                                         << " rows x " << ref.nVocab << " = " << ref.logits.size();
+  if (rows == 0 || rows > ref.rows())
+    rows = ref.rows();
+  const size_t n = rows * ref.nVocab;
+  size_t bad = 0, first = 0;
+  double maxAbs = 0, sq = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = std::fabs(double(got[i]) - double(ref.logits[i]));
+    if (!(d <= ref.tolMax) && bad++ == 0)
+      first = i;
+    if (d > maxAbs)
+      maxAbs = d;
+    sq += d * d;
+  }
+  const double rms = std::sqrt(sq / double(n));
+  std::ostringstream os;
+  os << rows << " rows: max|d|=" << maxAbs << " rms=" << rms << " (tol " << ref.tolMax << " / " << ref.tolRms
+     << ")";
+  if (bad)
+    return ::testing::AssertionFailure() << os.str() << "; " << bad << " logits not within tol_max_abs, first row "
+                                         << first / ref.nVocab << " id " << first % ref.nVocab << ": "
+                                         << got[first] << " vs " << ref.logits[first];
+  if (!(rms <= ref.tolRms))
+    return ::testing::AssertionFailure() << os.str() << "; rms above tol_rms";
+  for (int k = 0; k < ref.strictPrefix; ++k) {
+    const size_t row = ref.prompt.size() - 1 + size_t(k);
+    if (row >= rows)
+      break;
+    const int32_t id = argmaxRow(&got[row * ref.nVocab], ref.nVocab);
+    if (id != ref.greedy[k])
+      return ::testing::AssertionFailure() << os.str() << "; greedy token " << k << " (argmax of row " << row
+                                           << ") is " << id << ", the reference's is " << ref.greedy[k];
+  }
+  return ::testing::AssertionSuccess() << os.str();
+}
+
+/// The ids of the "generated ids: 1,2,3" line of `tpc run`'s output (empty when there is none).
+inline std::vector<int32_t> generatedIds(const std::string &out) {
+  std::vector<int32_t> ids;
+  const std::string key = "generated ids: ";
+  size_t at = out.find(key);
+  if (at == std::string::npos)
+    return ids;
+  std::istringstream line(out.substr(at + key.size(), out.find('\n', at) - at - key.size()));
+  for (std::string id; std::getline(line, id, ',');)
+    ids.push_back(static_cast<int32_t>(std::strtol(id.c_str(), nullptr, 10)));
+  return ids;
+}
+
+/// Reads a raw float32 file (a --dump-logits file) whole.
+inline std::vector<float> readFloats(const std::string &path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::vector<float> v(in ? static_cast<size_t>(in.tellg()) / 4 : 0);
+  in.seekg(0);
+  in.read(reinterpret_cast<char *>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  return v;
+}
+
+/// `tpc run PLAN --prompt-ids <prompt> --greedy -n <n_gen> --dump-logits DUMP` (plus `flags`) against the
+/// reference: exactly n_gen generated ids, the strict prefix equal to the reference's; the dump exactly
+/// ref.rows() rows, and the rows up to the end of the strict prefix (later rows may follow another token)
+/// within the tolerances.
+inline ::testing::AssertionResult cliMatchesReference(const std::string &tpc, const std::string &plan,
+                                                      const FixtureReference &ref, const std::string &flags) {
+  if (!ref.ok)
+    return ::testing::AssertionFailure() << "bad reference: " << ref.error;
+  std::string ids;
+  for (size_t i = 0; i < ref.prompt.size(); ++i)
+    ids += (i ? "," : "") + std::to_string(ref.prompt[i]);
+  const std::string dump = plan + ".dump.f32";
+  const std::string cmd = tpc + " run " + plan + " --prompt-ids " + ids + " --greedy -n " +
+                          std::to_string(ref.greedy.size()) + " --dump-logits " + dump + " " + flags;
+  auto [rc, out] = runShell(cmd + " 2>&1");
+  std::vector<float> logits = readFloats(dump);
+  std::remove(dump.c_str());
+  if (rc != 0)
+    return ::testing::AssertionFailure() << cmd << " failed (exit " << rc << "):\n" << out;
+  std::vector<int32_t> gen = generatedIds(out);
+  if (gen.size() != ref.greedy.size())
+    return ::testing::AssertionFailure() << gen.size() << " generated ids, asked for " << ref.greedy.size()
+                                         << ":\n" << out;
+  for (int k = 0; k < ref.strictPrefix; ++k)
+    if (gen[k] != ref.greedy[k])
+      return ::testing::AssertionFailure() << "generated id " << k << " is " << gen[k] << ", the reference's is "
+                                           << ref.greedy[k] << ":\n" << out;
+  ::testing::AssertionResult r = matchesReference(logits, ref, ref.prompt.size() + size_t(ref.strictPrefix));
+  if (!r)
+    return ::testing::AssertionFailure() << "--dump-logits " << dump << ": " << r.message();
+  return r;
+}
+
+} // namespace tpc::test
+
+#endif // TPC_TEST_COMMON_FIXTURECHECK_H

@@ -1,0 +1,75 @@
+//===- AttentionTest.cpp - RoPE and attention on CUDA ---------------------------===//
+//
+// RoPE in both modes, partial n_dims, with frequency factors, in place and out of place; attention over
+// the KV cache (GQA, MQA, sliding window, soft-cap, sinks, f16 and f32 caches, head dims up to 256) across
+// a chunked prefill and single-token decode steps (replayed CUDA graphs), each against the CPU backend.
+// Skips visibly without a GPU.
+//===----------------------------------------------------------------------===//
+#include "CudaTestUtil.h"
+
+using namespace tpc;
+using namespace tpc::rt;
+using namespace tpc::rt::test;
+
+namespace {
+
+TEST(CudaKernels, RopeNormalNeoxPartialAndFreqFactors) {
+  TPC_REQUIRE_GPU();
+  const int64_t t = 7, hh = 3, d = 16;
+  for (int mode : {0, 1})
+    for (int64_t nDims : {int64_t(16), int64_t(8)})
+      for (bool ff : {false, true}) {
+        PlanMaker mk(1, t, 64);
+        int32_t x = mk.tokenInput(0, {hh, d}, randomFloats(t * hh * d, 12)), y = mk.act(0, {-1, hh, d});
+        std::vector<int32_t> in = {x, mk.positions[0]};
+        if (ff)
+          in.push_back(mk.weightF32(0, {nDims / 2}, randomFloats(nDims / 2, 13, 1, 4)));
+        mk.b(0).step(OpKind::Rope, in, {y}, {mode, nDims}, {10000.0f, 0.5f});
+        // In place too (dims past n_dims stay as they are).
+        mk.b(0).step(OpKind::Rope, in, {x}, {mode, nDims}, {10000.0f, 0.5f});
+        Pair p = runBoth(mk, {{0, int32_t(t)}}, 64);
+        expectClose(p, 0, y, t, 1e-5, "rope out of place");
+        expectClose(p, 0, x, t, 1e-5, "rope in place");
+      }
+}
+
+struct AttnCase {
+  int64_t hq, hkv, dk, dv, window;
+  float softcap;
+  bool sinks;
+  DType cache;
+};
+
+TEST(CudaKernels, AttentionPrefillThenDecode) {
+  TPC_REQUIRE_GPU();
+  const AttnCase cases[] = {
+      {4, 2, 32, 32, 0, 0, false, DType::F16},    {8, 1, 64, 64, 0, 0, false, DType::F16},
+      {6, 3, 128, 96, 5, 0, false, DType::F32},   {4, 4, 256, 256, 0, 30.0f, true, DType::F16},
+      {2, 1, 80, 80, 3, 20.0f, true, DType::F32},
+  };
+  const int64_t maxT = 40;
+  for (const AttnCase &c : cases) {
+    SCOPED_TRACE("hq " + std::to_string(c.hq) + " hkv " + std::to_string(c.hkv) + " dk " +
+                 std::to_string(c.dk));
+    PlanMaker mk(1, 16, 64);
+    int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, randomFloats(maxT * c.hq * c.dk, 1, -2, 2));
+    int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(maxT * c.hkv * c.dk, 2, -2, 2));
+    int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(maxT * c.hkv * c.dv, 3));
+    int32_t y = mk.act(0, {-1, c.hq, c.dv});
+    int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, Placement::Device});
+    std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
+    if (c.sinks)
+      in.push_back(mk.input(0, {c.hq}, randomFloats(c.hq, 4)));
+    mk.b(0).step(OpKind::Attention, in, {y}, {kv, c.window}, {0.3f, c.softcap});
+    // Prefill 13 (one chunk), then 16 + 3 in chunks of 16, then single-token decode steps (graphs).
+    Pair p = runBoth(mk, {{0, 13}, {13, 19}});
+    expectClose(p, 0, y, 3, 1e-4, "prefill tail");
+    for (int32_t pos = 32; pos < 36; ++pos) {
+      ASSERT_TRUE(p.cpu->evaluate({pos}, {pos}));
+      ASSERT_TRUE(p.gpu->evaluate({pos}, {pos}));
+      expectClose(p, 0, y, 1, 1e-4, "decode at " + std::to_string(pos));
+    }
+  }
+}
+
+} // namespace

@@ -1,0 +1,199 @@
+//===- MatmulTest.cpp - matmul, mul_mat_id and get_rows on CUDA -----------------===//
+//
+// Every weight type through each matmul path against an exact double-precision product of the dequantized
+// weights and against the CPU backend (which quantizes activations to 8 bits for quantized weights, as the
+// integer decode GEMV does): the decode GEMV (one token), the small-batch GEMV (2..8 tokens) and cuBLAS
+// (from 9), wide rows for every thread shape of the decode kernel, mul_mat_id in its decode and grouped
+// forms, get_rows of every type, and what open() refuses (a weight type no kernel reads). GemvBandwidth
+// prints the decode GEMV's bandwidth (not a correctness check). Skips visibly without a GPU.
+//===----------------------------------------------------------------------===//
+#include "CudaTestUtil.h"
+#include "runtime/cuda/Matmul.cuh"
+#include "test/common/TestSupport.h"
+
+#include <chrono>
+
+using namespace tpc;
+using namespace tpc::rt;
+using namespace tpc::rt::test;
+
+namespace {
+
+TEST(CudaKernels, MatmulEveryTypeGemvAndCublas) {
+  TPC_REQUIRE_GPU();
+  const int64_t n = 67, k = 512; // odd row count: the last warp has one row
+  for (GGMLType type : kCudaWeightTypes) {
+    for (int64_t m : {int64_t(1), int64_t(3), int64_t(6), int64_t(24)}) { // 24 >= cublasMinRows: cuBLAS
+      SCOPED_TRACE(std::string(ggmlTypeName(type)) + " m=" + std::to_string(m));
+      PlanMaker mk(1, m, 1);
+      std::vector<float> deq;
+      auto wb = randomWeight(type, n, k, 7, deq);
+      auto xv = randomFloats(m * k, 8);
+      int32_t w = mk.weightRaw(0, type, {n, k}, wb);
+      int32_t x = mk.input(0, {m, k}, xv), y = mk.act(0, {m, n});
+      mk.b(0).step(OpKind::Matmul, {x, w}, {y});
+      Pair p = runBoth(mk, {{0, 1}});
+      ASSERT_TRUE(p.gpu);
+      auto got = p.gpu->tensorData(0, y, 1);
+      auto want = tpc::test::refMatmul(xv, deq, m, n, k);
+      // f32 GEMV accumulation vs f16 operands on the cuBLAS path; the integer decode path rounds x to
+      // 8 bits like the CPU backend (hence its tolerance).
+      cuda::GemvArgs probe;
+      probe.type = type, probe.k = k, probe.count = m;
+      EXPECT_LE(relErr(want, got), m >= 9 ? 5e-3 : cuda::gemvUsesIntDot(probe) ? 3e-2 : 1e-5) << "vs exact";
+      // The CPU backend rounds activations to 8 bits for quantized weights.
+      const double plain = type == GGMLType::F32                             ? 1e-5
+                           : type == GGMLType::F16 || type == GGMLType::BF16 ? 5e-3
+                                                                             : 3e-2;
+      expectClose(p, 0, y, 1, m >= 9 ? std::max(plain, 5e-3) : plain, "vs CPU");
+    }
+  }
+}
+
+TEST(CudaKernels, MatmulDecodeWideRowsEveryThreadShape) {
+  TPC_REQUIRE_GPU();
+  // Row lengths that take each thread shape of the decode kernel (units per row 64 .. 1024 and past it,
+  // where the row-per-warp kernel runs), the integer and the float activation paths.
+  const int64_t n = 37;
+  for (GGMLType type : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q8_0, GGMLType::F16})
+    for (int64_t k : {int64_t(2048), int64_t(4096), int64_t(14336), int64_t(20480), int64_t(40960)}) {
+      SCOPED_TRACE(std::string(ggmlTypeName(type)) + " k=" + std::to_string(k));
+      PlanMaker mk(1, 1, 1);
+      std::vector<float> deq;
+      auto wb = randomWeight(type, n, k, 31, deq);
+      auto xv = randomFloats(k, 32);
+      int32_t w = mk.weightRaw(0, type, {n, k}, wb);
+      int32_t x = mk.input(0, {1, k}, xv), y = mk.act(0, {1, n});
+      mk.b(0).step(OpKind::Matmul, {x, w}, {y});
+      Pair p = runBoth(mk, {{0, 1}});
+      ASSERT_TRUE(p.gpu);
+      cuda::GemvArgs probe;
+      probe.type = type, probe.k = k, probe.count = 1;
+      EXPECT_LE(relErr(tpc::test::refMatmul(xv, deq, 1, n, k), p.gpu->tensorData(0, y, 1)),
+                cuda::gemvUsesIntDot(probe) ? 3e-2 : 1e-5);
+    }
+}
+
+TEST(CudaKernels, MatmulEmptyReductionWritesZeros) {
+  TPC_REQUIRE_GPU();
+  // A device whose share of K is 0 holds a zero partial sum.
+  PlanMaker mk(1, 2, 1);
+  int32_t x = mk.act(0, {2, 0}), w = mk.act(0, {5, 0}), y = mk.act(0, {2, 5});
+  int32_t junk = mk.input(0, {2, 5}, randomFloats(10, 3));
+  mk.b(0).step(OpKind::Copy, {junk}, {y}); // garbage first, so a missing write shows
+  mk.b(0).step(OpKind::Matmul, {x, w}, {y});
+  Pair p = runBoth(mk, {{0, 1}});
+  ASSERT_TRUE(p.gpu);
+  for (float v : p.gpu->tensorData(0, y, 1))
+    EXPECT_EQ(v, 0.0f);
+}
+
+TEST(CudaKernels, GetRowsEveryType) {
+  TPC_REQUIRE_GPU();
+  const int64_t rows = 19, k = 256;
+  for (GGMLType type : kCudaWeightTypes) {
+    SCOPED_TRACE(ggmlTypeName(type));
+    PlanMaker mk(1, 4, 1);
+    std::vector<float> deq;
+    int32_t w = mk.weightRaw(0, type, {rows, k}, randomWeight(type, rows, k, 11, deq));
+    int32_t ids = mk.inputI32(0, {5}, {18, 0, 5, 5, 99}), out = mk.act(0, {5, k});
+    mk.b(0).step(OpKind::GetRows, {w, ids}, {out});
+    Pair p = runBoth(mk, {{0, 1}});
+    ASSERT_TRUE(p.gpu);
+    auto got = p.gpu->tensorData(0, out, 1);
+    const int want[5] = {18, 0, 5, 5, -1};
+    for (int i = 0; i < 5; ++i)
+      for (int64_t c = 0; c < k; ++c)
+        ASSERT_NEAR(got[i * k + c], want[i] < 0 ? 0.0f : deq[want[i] * k + c], 1e-6f)
+            << "row " << i << " col " << c;
+  }
+}
+
+TEST(CudaKernels, MulMatIdGroupedDecodeAndPrefill) {
+  TPC_REQUIRE_GPU();
+  const int64_t e = 6, n = 45, k = 256, kk = 2;
+  for (GGMLType type : {GGMLType::F32, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K})
+    for (int64_t t : {int64_t(1), int64_t(3), int64_t(13)})
+      for (bool perSlot : {false, true}) {
+        SCOPED_TRACE(std::string(ggmlTypeName(type)) + " t=" + std::to_string(t) +
+                     (perSlot ? " per-slot" : ""));
+        PlanMaker mk(1, 1, 1);
+        std::vector<float> deq;
+        int32_t w = mk.weightRaw(0, type, {e, n, k}, randomWeight(type, e * n, k, 21, deq));
+        std::mt19937 rng(5);
+        std::vector<int32_t> ids(t * kk);
+        for (int32_t &v : ids)
+          v = static_cast<int32_t>(rng() % e);
+        if (t > 1)
+          ids[3] = -1; // a broken router: zeros, like the CPU
+        auto xv = randomFloats((perSlot ? t * kk : t) * k, 22);
+        int32_t x = perSlot ? mk.input(0, {t, kk, k}, xv) : mk.input(0, {t, k}, xv);
+        int32_t id = mk.inputI32(0, {t, kk}, ids), y = mk.act(0, {t, kk, n});
+        mk.b(0).step(OpKind::MulMatId, {x, w, id}, {y});
+        Pair p = runBoth(mk, {{0, 1}});
+        ASSERT_TRUE(p.gpu);
+        auto got = p.gpu->tensorData(0, y, 1);
+        std::vector<float> want(t * kk * n, 0.0f);
+        for (int64_t i = 0; i < t * kk; ++i) {
+          if (ids[i] < 0)
+            continue;
+          for (int64_t r = 0; r < n; ++r) {
+            double s = 0;
+            for (int64_t c = 0; c < k; ++c)
+              s += double(xv[(perSlot ? i : i / kk) * k + c]) * deq[(ids[i] * n + r) * k + c];
+            want[i * n + r] = float(s);
+          }
+        }
+        cuda::GemvArgs probe; // t * kk <= 16 pairs: the decode form, integer for the quantized types
+        probe.type = type, probe.k = k, probe.count = t * kk, probe.ids = ids.data();
+        EXPECT_LE(relErr(want, got), t * kk <= 16 && cuda::gemvUsesIntDot(probe) ? 3e-2 : 1e-5);
+        expectClose(p, 0, y, 1, type == GGMLType::F32 ? 1e-5 : 3e-2, "vs CPU");
+      }
+}
+
+TEST(CudaKernels, OpenRefusesWhatTheKernelsCannotRead) {
+  TPC_REQUIRE_GPU();
+  PlanMaker mk(1, 1, 1);
+  std::vector<uint8_t> q2(*ggmlRowBytes(GGMLType::Q2_K, 256) * 3, 0);
+  int32_t w = mk.weightRaw(0, GGMLType::Q2_K, {3, 256}, q2);
+  int32_t x = mk.input(0, {1, 256}, randomFloats(256, 1)), y = mk.act(0, {1, 3});
+  mk.b(0).step(OpKind::Matmul, {x, w}, {y}, {}, {}, "blk.0.attn_q");
+  SessionOptions o = mk.options();
+  auto s = cuda::CudaSession::open(mk.plan, o);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("q2_K"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("blk.0.attn_q"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+}
+
+/// Not a correctness check: decode GEMV bandwidth on a llama3-8b sized FFN matrix per type (printed).
+TEST(CudaKernels, GemvBandwidth) {
+  TPC_REQUIRE_GPU();
+  const int64_t n = 14336, k = 4096;
+  for (GGMLType type :
+       {GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K}) {
+    PlanMaker mk(1, 1, 1);
+    const uint64_t rb = *ggmlRowBytes(type, k);
+    std::vector<uint8_t> bytes(n * rb, 0x11);
+    int32_t w = mk.weightRaw(0, type, {n, k}, bytes);
+    int32_t x = mk.tokenInput(0, {k}, randomFloats(2 * k, 1)), y = mk.act(0, {-1, n});
+    for (int rep = 0; rep < 20; ++rep)
+      mk.b(0).step(OpKind::Matmul, {x, w}, {y});
+    SessionOptions o = mk.options();
+    cuda::CudaOptions co;
+    co.gpus = {0};
+    auto s = cuda::CudaSession::open(mk.plan, o, co);
+    ASSERT_TRUE(s) << s.message();
+    ASSERT_TRUE((*s)->evaluate({0}, {0})); // capture + warm-up
+    const int iters = 20;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i)
+      ASSERT_TRUE((*s)->evaluate({0}, {0}));
+    const double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters / 20;
+    std::printf("[ gemv     ] %-5s %lldx%lld: %.1f us, %.0f GB/s\n", ggmlTypeName(type), (long long)n,
+                (long long)k, sec * 1e6, n * rb / sec / 1e9);
+  }
+}
+
+} // namespace

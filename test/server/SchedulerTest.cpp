@@ -1,0 +1,468 @@
+//===- SchedulerTest.cpp - the scheduler against a deterministic fake engine -===//
+//
+// FakeEngine checks the Engine contract on every step (checkBatch: positions continue each sequence),
+// records each batch, and answers every entry with a logits row whose argmax is next(token), so greedy
+// generation from a prompt is known in advance. The vocabulary: <unk> <s> </s>, then 'a'..'z' (ids 3..28),
+// so generated text spells the alphabet from the prompt's last letter on.
+//===----------------------------------------------------------------------===//
+#include "server/Scheduler.h"
+#include "server/SessionEngine.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <set>
+
+using namespace tpc;
+using namespace tpc::server;
+
+namespace {
+
+constexpr int32_t kVocab = 29;
+constexpr int32_t kEos = 2;
+
+rt::Tokenizer letters() {
+  rt::TokenizerData d;
+  d.model = "llama";
+  d.tokens = {"<unk>", "<s>", "</s>"};
+  d.tokenTypes = {2, 3, 3};
+  for (char c = 'a'; c <= 'z'; ++c)
+    d.tokens.emplace_back(1, c), d.tokenTypes.push_back(1);
+  d.unk = 0, d.bos = 1, d.eos = kEos;
+  return rt::Tokenizer(d);
+}
+
+/// 'a'..'z' -> the next letter ('z' wraps to 'a').
+int32_t nextLetter(int32_t t) { return t >= 28 ? 3 : t + 1; }
+
+class FakeEngine : public Engine {
+public:
+  FakeEngine(int32_t seqs, int64_t ctx) : lengths_(static_cast<size_t>(seqs), 0), ctx_(ctx) {}
+  std::function<int32_t(int32_t)> next = nextLetter;
+  std::vector<std::vector<BatchEntry>> batches;
+  std::vector<int32_t> forgotten;
+  bool fail = false;
+
+  Expected<std::vector<float>> step(const std::vector<BatchEntry> &batch) override {
+    if (fail)
+      return Error{"injected engine failure"};
+    if (std::string err = checkBatch(batch, lengths_, ctx_, kVocab); !err.empty())
+      return Error{err};
+    batches.push_back(batch);
+    std::vector<float> rows;
+    for (const BatchEntry &e : batch)
+      if (e.logits) {
+        std::vector<float> row(kVocab, 0.0f);
+        row[static_cast<size_t>(next(e.token))] = 10.0f;
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+    return rows;
+  }
+  void forget(int32_t seq) override {
+    forgotten.push_back(seq);
+    lengths_[static_cast<size_t>(seq)] = 0;
+  }
+  int32_t maxSequences() const override { return static_cast<int32_t>(lengths_.size()); }
+  int64_t ctxSize() const override { return ctx_; }
+  int64_t nVocab() const override { return kVocab; }
+
+private:
+  std::vector<int64_t> lengths_;
+  int64_t ctx_;
+};
+
+GenerationParams greedy(int32_t maxTokens) {
+  GenerationParams p;
+  p.sampling.temperature = 0; // argmax
+  p.maxTokens = maxTokens;
+  return p;
+}
+
+std::vector<int32_t> prompt(int32_t first, int32_t n) {
+  std::vector<int32_t> p;
+  for (int32_t i = 0; i < n; ++i)
+    p.push_back(3 + (first - 3 + i) % 26);
+  return p;
+}
+
+/// Every event a request has received so far.
+struct Collected {
+  std::string text;
+  std::vector<int32_t> ids;
+  std::optional<Finish> finish;
+};
+Collected drain(Request &r) {
+  Collected c;
+  for (Event e; r.next(e, std::chrono::milliseconds(0));) {
+    if (e.kind == Event::Kind::Token) {
+      c.text += e.token.text;
+      c.ids.push_back(e.token.id);
+    } else {
+      c.text += e.finish.trailingText;
+      c.finish = e.finish;
+    }
+  }
+  return c;
+}
+
+std::shared_ptr<Request> submitOk(Scheduler &s, std::vector<int32_t> p, GenerationParams g) {
+  auto r = s.submit(std::move(p), std::move(g));
+  EXPECT_TRUE(r) << r.message();
+  return r ? r.take() : nullptr;
+}
+
+void runAll(Scheduler &s, int maxSteps = 1000) {
+  for (int i = 0; i < maxSteps && s.runStep(); ++i) {
+  }
+}
+
+} // namespace
+
+TEST(Scheduler, GreedyTokensTextAndUsage) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 64);
+  Scheduler s(eng, tok, {});
+  auto r = submitOk(s, prompt(3, 3), greedy(4)); // "abc"
+  runAll(s);
+  Collected c = drain(*r);
+  EXPECT_EQ(c.ids, (std::vector<int32_t>{6, 7, 8, 9}));
+  EXPECT_EQ(c.text, "defg");
+  ASSERT_TRUE(c.finish);
+  EXPECT_EQ(c.finish->reason, FinishReason::Length);
+  EXPECT_EQ(c.finish->promptTokens, 3);
+  EXPECT_EQ(c.finish->completionTokens, 4);
+  // The prompt in one step, then one decode step per token but the last (it is never evaluated).
+  EXPECT_EQ(eng.batches.size(), 4u);
+  EXPECT_EQ(eng.forgotten, (std::vector<int32_t>{0}));
+}
+
+TEST(Scheduler, BatchHoldsDecodesFirstThenEvenPromptChunks) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(4, 256);
+  Scheduler s(eng, tok, Scheduler::Options{8});
+  auto a = submitOk(s, prompt(3, 10), greedy(5));
+  auto b = submitOk(s, prompt(10, 3), greedy(5));
+  ASSERT_TRUE(s.runStep());
+  // Budget 8 over two prompts: 4 each, b needs only 3, so a gets the one left over (5).
+  std::vector<BatchSource> src = s.lastSources();
+  std::vector<BatchEntry> bat = s.lastBatch();
+  ASSERT_EQ(bat.size(), 8u);
+  int fromA = 0, fromB = 0, logits = 0;
+  for (size_t i = 0; i < bat.size(); ++i) {
+    EXPECT_TRUE(src[i].prompt);
+    (src[i].slot == 0 ? fromA : fromB) += 1;
+    logits += bat[i].logits;
+  }
+  EXPECT_EQ(fromA, 5);
+  EXPECT_EQ(fromB, 3);
+  EXPECT_EQ(logits, 1); // only b's prompt is complete
+  ASSERT_TRUE(s.runStep());
+  bat = s.lastBatch();
+  src = s.lastSources();
+  // b decodes (first entry, at position 3) while a reads its last 5 prompt tokens.
+  ASSERT_EQ(bat.size(), 6u);
+  EXPECT_FALSE(src[0].prompt);
+  EXPECT_EQ(src[0].slot, 1);
+  EXPECT_EQ(bat[0].pos, 3);
+  EXPECT_TRUE(bat[0].logits);
+  for (size_t i = 1; i < bat.size(); ++i) {
+    EXPECT_TRUE(src[i].prompt);
+    EXPECT_EQ(bat[i].seq, 0);
+    EXPECT_EQ(bat[i].pos, static_cast<int32_t>(4 + i));
+  }
+  EXPECT_TRUE(bat.back().logits);
+  runAll(s);
+  EXPECT_EQ(drain(*a).text, "klmno");
+  EXPECT_EQ(drain(*b).text, "klmno"); // "hij" continues with k as well
+}
+
+TEST(Scheduler, LongPromptIsChunkedWhileOthersDecode) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 512);
+  Scheduler s(eng, tok, Scheduler::Options{16});
+  auto shortReq = submitOk(s, prompt(3, 2), greedy(20));
+  ASSERT_TRUE(s.runStep()); // short prompt read; it decodes from now on
+  auto longReq = submitOk(s, prompt(3, 100), greedy(2));
+  size_t before = drain(*shortReq).ids.size();
+  int steps = 0;
+  while (!drain(*longReq).finish && steps < 50) {
+    ASSERT_TRUE(s.runStep());
+    ++steps;
+    const std::vector<BatchEntry> bat = s.lastBatch();
+    EXPECT_LE(bat.size(), 16u);
+    if (steps <= 6) { // while the long prompt is read, the short request decodes every step
+      const size_t now = before + drain(*shortReq).ids.size();
+      EXPECT_EQ(now, before + 1) << "step " << steps;
+      before = now;
+      EXPECT_EQ(bat[0].seq, 0);
+      EXPECT_FALSE(s.lastSources()[0].prompt);
+    }
+  }
+  // 100 prompt tokens at 15 per step: 7 steps, then one decode step for the second token.
+  EXPECT_EQ(steps, 8);
+}
+
+TEST(Scheduler, PromptBudgetRemainderRotates) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(3, 512);
+  Scheduler s(eng, tok, Scheduler::Options{10});
+  for (int i = 0; i < 3; ++i)
+    submitOk(s, prompt(3, 100), greedy(1));
+  std::vector<std::vector<int>> counts;
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(s.runStep());
+    std::vector<int> n(3, 0);
+    for (const BatchSource &b : s.lastSources())
+      ++n[static_cast<size_t>(b.slot)];
+    counts.push_back(n);
+  }
+  // 10 tokens over 3 prompts: 4 + 3 + 3, the extra token moving to the next slot each step.
+  EXPECT_EQ(counts[0], (std::vector<int>{4, 3, 3}));
+  EXPECT_EQ(counts[1], (std::vector<int>{3, 4, 3}));
+  EXPECT_EQ(counts[2], (std::vector<int>{3, 3, 4}));
+}
+
+TEST(Scheduler, EndOfGenerationStopsWithoutEmittingIt) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 64);
+  eng.next = [](int32_t t) { return t == 5 ? kEos : nextLetter(t); }; // 'c' -> </s>
+  Scheduler s(eng, tok, {});
+  auto r = submitOk(s, prompt(3, 1), greedy(10));
+  runAll(s);
+  Collected c = drain(*r);
+  EXPECT_EQ(c.text, "bc");
+  ASSERT_TRUE(c.finish);
+  EXPECT_EQ(c.finish->reason, FinishReason::Stop);
+  EXPECT_EQ(c.finish->completionTokens, 2);
+
+  GenerationParams g = greedy(4);
+  g.ignoreEos = true;
+  auto r2 = submitOk(s, prompt(3, 1), g);
+  runAll(s);
+  EXPECT_EQ(drain(*r2).ids, (std::vector<int32_t>{4, 5, kEos, 3}));
+}
+
+TEST(Scheduler, StopStringIsHeldBackAndCut) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 64);
+  Scheduler s(eng, tok, {});
+  GenerationParams g = greedy(10);
+  g.stop = {"fg", "xyz"};
+  auto r = submitOk(s, prompt(3, 3), g);
+  std::vector<std::string> released;
+  while (s.runStep())
+    for (Event e; r->next(e, std::chrono::milliseconds(0));)
+      released.push_back(e.kind == Event::Kind::Token ? e.token.text : "|" + std::string(finishReasonName(e.finish.reason)));
+  // 'f' is held back (it may start "fg"); "fg" then ends the generation and is not sent.
+  EXPECT_EQ(released, (std::vector<std::string>{"d", "e", "", "", "|stop"}));
+}
+
+TEST(Scheduler, StopTokenOfTheChatTemplateEndsTheTurn) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 64);
+  Scheduler s(eng, tok, {});
+  GenerationParams g = greedy(10);
+  g.stopTokens = {7}; // 'e'
+  auto r = submitOk(s, prompt(3, 1), g);
+  runAll(s);
+  Collected c = drain(*r);
+  EXPECT_EQ(c.text, "bcd");
+  EXPECT_EQ(c.finish->reason, FinishReason::Stop);
+}
+
+TEST(Scheduler, ContextLimitEndsWithLength) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 8);
+  Scheduler s(eng, tok, {});
+  auto r = submitOk(s, prompt(3, 5), greedy(100));
+  runAll(s);
+  Collected c = drain(*r);
+  // Positions 0..7: 5 prompt tokens, 3 generated tokens evaluated, and a 4th sampled from the last row.
+  EXPECT_EQ(c.ids.size(), 4u);
+  EXPECT_EQ(c.finish->reason, FinishReason::Length);
+  EXPECT_FALSE(s.submit(prompt(3, 9), greedy(1))); // longer than the context
+}
+
+TEST(Scheduler, CancelFreesTheSlotAtTheNextStep) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 256);
+  Scheduler s(eng, tok, {});
+  auto a = submitOk(s, prompt(3, 2), greedy(100));
+  auto b = submitOk(s, prompt(10, 2), greedy(2));
+  ASSERT_TRUE(s.runStep());
+  ASSERT_TRUE(s.runStep());
+  EXPECT_EQ(s.stats().slotsBusy, 1);
+  EXPECT_EQ(s.stats().queued, 1);
+  a->cancel();
+  ASSERT_TRUE(s.runStep());
+  // a's slot was freed and forgotten before this step's batch, which is b's prompt.
+  EXPECT_EQ(eng.forgotten, (std::vector<int32_t>{0}));
+  for (const BatchSource &src : s.lastSources())
+    EXPECT_TRUE(src.prompt);
+  EXPECT_EQ(s.lastBatch().front().token, 10);
+  EXPECT_EQ(s.lastBatch().front().pos, 0);
+  Collected ca = drain(*a);
+  ASSERT_TRUE(ca.finish);
+  EXPECT_EQ(ca.finish->reason, FinishReason::Cancelled);
+  runAll(s);
+  EXPECT_EQ(drain(*b).text, "jk");
+  EXPECT_EQ(s.stats().slotsBusy, 0);
+  EXPECT_EQ(s.stats().finished[static_cast<int>(FinishReason::Cancelled)], 1u);
+}
+
+TEST(Scheduler, CancelledWhileQueuedNeverTakesASlot) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 64);
+  Scheduler s(eng, tok, {});
+  auto a = submitOk(s, prompt(3, 2), greedy(3));
+  auto b = submitOk(s, prompt(3, 2), greedy(3));
+  b->cancel();
+  runAll(s);
+  EXPECT_EQ(drain(*b).finish->reason, FinishReason::Cancelled);
+  EXPECT_EQ(drain(*a).finish->reason, FinishReason::Length);
+  for (const auto &batch : eng.batches)
+    for (const BatchEntry &e : batch)
+      EXPECT_EQ(e.seq, 0);
+  EXPECT_EQ(eng.batches.size(), 3u); // a alone
+}
+
+TEST(Scheduler, SlotsRunRequestsConcurrentlyAndQueueTheRest) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 64);
+  Scheduler s(eng, tok, {});
+  std::vector<std::shared_ptr<Request>> reqs;
+  for (int i = 0; i < 3; ++i)
+    reqs.push_back(submitOk(s, prompt(3 + i, 2), greedy(3)));
+  ASSERT_TRUE(s.runStep());
+  EXPECT_EQ(s.stats().slotsBusy, 2);
+  EXPECT_EQ(s.stats().queued, 1);
+  ASSERT_TRUE(s.runStep());
+  EXPECT_EQ(s.lastBatch().size(), 2u); // both slots decode in one batch
+  runAll(s);
+  EXPECT_EQ(drain(*reqs[0]).text, "cde");
+  EXPECT_EQ(drain(*reqs[1]).text, "def");
+  EXPECT_EQ(drain(*reqs[2]).text, "efg");
+  EXPECT_EQ(s.stats().generatedTokens, 9u);
+  EXPECT_EQ(s.stats().promptTokens, 6u);
+}
+
+TEST(Scheduler, SeededSamplingIsPerSlot) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 256);
+  eng.next = [](int32_t) { return 3; };
+  Scheduler s(eng, tok, {});
+  GenerationParams g = greedy(30);
+  g.sampling.temperature = 5.0f; // nearly uniform over the flat logits
+  g.sampling.topK = 0;
+  g.sampling.topP = 1.0f;
+  g.sampling.seed = 7;
+  auto a = submitOk(s, prompt(3, 2), g);
+  auto b = submitOk(s, prompt(3, 2), g);
+  runAll(s);
+  const Collected ca = drain(*a), cb = drain(*b);
+  // Same seed in two slots running side by side: the same tokens, each from its own sampler.
+  EXPECT_EQ(ca.ids, cb.ids);
+  EXPECT_GT(std::set<int32_t>(ca.ids.begin(), ca.ids.end()).size(), 3u);
+}
+
+TEST(Scheduler, DrainRefusesNewRequestsAndFinishesRunningOnes) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 64);
+  Scheduler s(eng, tok, {});
+  auto a = submitOk(s, prompt(3, 2), greedy(3));
+  s.drain();
+  auto refused = s.submit(prompt(3, 2), greedy(3));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.message().find("shutting down"), std::string::npos);
+  runAll(s);
+  EXPECT_EQ(drain(*a).finish->reason, FinishReason::Length);
+  EXPECT_TRUE(s.stats().draining);
+}
+
+TEST(Scheduler, EngineErrorFailsTheRequestsOfThatBatch) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 64);
+  Scheduler s(eng, tok, {});
+  auto a = submitOk(s, prompt(3, 2), greedy(3));
+  ASSERT_TRUE(s.runStep());
+  eng.fail = true;
+  ASSERT_TRUE(s.runStep());
+  Collected c = drain(*a);
+  ASSERT_TRUE(c.finish);
+  EXPECT_EQ(c.finish->reason, FinishReason::Error);
+  EXPECT_NE(c.finish->error.find("injected"), std::string::npos);
+  EXPECT_EQ(s.stats().slotsBusy, 0);
+  eng.fail = false;
+  auto b = submitOk(s, prompt(3, 2), greedy(2)); // the engine's next request works again
+  runAll(s);
+  EXPECT_EQ(drain(*b).text, "cd");
+}
+
+TEST(Scheduler, SubmitRejectsWhatCannotRun) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 64);
+  Scheduler s(eng, tok, {});
+  GenerationParams g = greedy(3);
+  g.sampling.topP = 2.0f; // the sampler refuses it
+  EXPECT_FALSE(s.submit(prompt(3, 2), g));
+  EXPECT_FALSE(s.submit({}, greedy(3)));
+  EXPECT_FALSE(s.submit(prompt(3, 2), greedy(0)));
+  EXPECT_EQ(s.stats().queued, 0);
+}
+
+TEST(Scheduler, ThreadedLoopServesRequests) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 64);
+  Scheduler s(eng, tok, {});
+  s.start();
+  auto r = submitOk(s, prompt(3, 2), greedy(3));
+  std::string text;
+  for (Event e; r->next(e, std::chrono::seconds(10));) {
+    if (e.kind == Event::Kind::Finish)
+      break;
+    text += e.token.text;
+  }
+  EXPECT_EQ(text, "cde");
+  s.waitIdle();
+}
+
+TEST(CheckBatch, PositionsMustContinueEachSequence) {
+  std::vector<int64_t> lengths = {2, 0};
+  EXPECT_EQ(checkBatch({{5, 2, 0, true}, {6, 0, 1, false}, {7, 1, 1, true}}, lengths, 16, 29), "");
+  EXPECT_EQ(lengths, (std::vector<int64_t>{3, 2}));
+  std::string err = checkBatch({{5, 1, 0, true}}, lengths, 16, 29);
+  EXPECT_NE(err.find("next position is 3"), std::string::npos) << err;
+  EXPECT_NE(checkBatch({{5, 3, 2, true}}, lengths, 16, 29).find("sequence 2"), std::string::npos);
+  EXPECT_NE(checkBatch({{40, 3, 0, true}}, lengths, 16, 29).find("token 40"), std::string::npos);
+  EXPECT_NE(checkBatch({{5, 16, 0, true}}, lengths, 16, 29).find("context"), std::string::npos);
+  EXPECT_EQ(lengths, (std::vector<int64_t>{3, 2})); // failed checks change nothing
+}
+
+TEST(SessionEngine, OneEvaluationPerSequenceRowsInBatchOrder) {
+  // Each fake session answers rows holding (sequence, token, position) in their first three logits.
+  std::vector<std::vector<std::vector<int32_t>>> calls(2);
+  std::vector<EvaluateFn> fns;
+  for (int s = 0; s < 2; ++s)
+    fns.push_back([s, &calls](const std::vector<int32_t> &t, const std::vector<int32_t> &p) {
+      calls[static_cast<size_t>(s)].push_back(t);
+      std::vector<float> rows;
+      for (size_t i = 0; i < t.size(); ++i) {
+        rows.insert(rows.end(), {float(s), float(t[i]), float(p[i])});
+        rows.resize(rows.size() + 13, 0.f); // 16 logits per row
+      }
+      return Expected<std::vector<float>>(rows);
+    });
+  SessionEngine eng(std::move(fns), 16, 16);
+  auto rows = eng.step({{7, 0, 1, false}, {8, 0, 0, true}, {9, 1, 1, true}, {10, 1, 0, false}});
+  ASSERT_TRUE(rows) << rows.message();
+  ASSERT_EQ(rows->size(), 32u);
+  EXPECT_EQ(std::vector<float>(rows->begin(), rows->begin() + 3), (std::vector<float>{0, 8, 0}));
+  EXPECT_EQ(std::vector<float>(rows->begin() + 16, rows->begin() + 19), (std::vector<float>{1, 9, 1}));
+  EXPECT_EQ(calls[0], (std::vector<std::vector<int32_t>>{{8, 10}}));
+  EXPECT_EQ(calls[1], (std::vector<std::vector<int32_t>>{{7, 9}}));
+  auto bad = eng.step({{1, 0, 0, true}}); // sequence 1 holds one token: position 0 is taken
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find("next position is 2"), std::string::npos) << bad.message();
+  eng.forget(1);
+  EXPECT_TRUE(eng.step({{1, 0, 1, true}}));
+}

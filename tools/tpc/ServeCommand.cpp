@@ -1,0 +1,194 @@
+//===- ServeCommand.cpp - `tpc serve` ---------------------------------------===//
+//
+// `tpc serve plan.bin [--host 127.0.0.1] [--port 8080] [-np 4] [-c CTX] [--api-key KEY]
+// [--chat-template NAME|FILE]` loads a plan, opens one engine with -np sequences (server/SessionEngine.h:
+// today one CPU session per slot), and serves the OpenAI-compatible API (server/Server.h) until SIGTERM
+// or SIGINT, which drain the running requests; a second signal exits at once. Once listening it prints
+// "tpc serve: listening on http://HOST:PORT" on stderr (with --port 0 the port is any free one, which
+// tests use). -c is the context of each sequence (llama-server divides its -c among the slots).
+//
+// The chat template comes from --chat-template or the plan's GGUF template; an unrecognised template is
+// refused here, naming the flag. A plan without any template still serves /v1/completions, and chat
+// requests are answered with a 400 that names the flag.
+//===----------------------------------------------------------------------===//
+#include "tools/tpc/Command.h"
+
+#include "runtime/tokenizer/PlanVocab.h"
+#include "server/Scheduler.h"
+#include "server/Server.h"
+#include "server/SessionEngine.h"
+
+#include <fmt/core.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <pthread.h>
+#include <thread>
+
+namespace {
+
+using tpc::cli::Failure;
+using namespace tpc;
+
+struct ServeOptions {
+  std::string plan;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int parallel = 4;
+  int64_t ctxSize = 0;
+  std::string apiKey;
+  std::string chatTemplate;
+  std::string alias;
+  std::string gguf;
+  int threads = 0;
+  int batchSize = 256;
+  int httpThreads = 64;
+  size_t maxBodyBytes = 8u << 20;
+};
+
+/// The id clients name in "model": --alias, else the GGUF's file name without ".gguf".
+std::string modelId(const ServeOptions &o, const rt::Plan &plan) {
+  if (!o.alias.empty())
+    return o.alias;
+  std::string name = plan.ggufPath.substr(plan.ggufPath.find_last_of('/') + 1);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0)
+    name.resize(name.size() - 5);
+  return name.empty() ? "tpc" : name;
+}
+
+void runServe(ServeOptions o) {
+  // Every thread started from here on (sessions, scheduler, HTTP pool) inherits this mask, so only the
+  // watcher below receives SIGTERM/SIGINT.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN); // a client that went away is a failed write, not a dead server
+
+  if (o.parallel < 1 || o.parallel > 256)
+    throw Failure(fmt::format("-np: {} slots is not in 1..256", o.parallel));
+  if (o.ctxSize < 0)
+    throw Failure("-c: the context size must be > 0 (or omitted for the plan's default)");
+  if (o.port < 0 || o.port > 65535)
+    throw Failure(fmt::format("--port: {} is not in 0..65535", o.port));
+  if (o.batchSize < 1)
+    throw Failure("-b: the batch size must be >= 1");
+  if (o.threads < 0)
+    throw Failure("-t: threads must be >= 0");
+  if (o.httpThreads < 2)
+    throw Failure("--threads-http: give at least 2");
+  if (o.apiKey.empty())
+    if (const char *k = std::getenv("TPC_API_KEY"))
+      o.apiKey = k;
+
+  auto plan = rt::loadPlan(o.plan);
+  if (!plan)
+    throw Failure(plan.message());
+  if (plan->tokenizer.tokens.empty())
+    throw Failure(fmt::format("plan '{}' has no tokenizer; tpc serve needs one (recompile from a GGUF with "
+                              "tokenizer.ggml.*)",
+                              o.plan));
+  std::unique_ptr<rt::Tokenizer> tok;
+  try {
+    tok = std::make_unique<rt::Tokenizer>(rt::tokenizerDataFromPlan(plan->tokenizer));
+  } catch (const std::exception &e) {
+    throw Failure(fmt::format("plan '{}': tokenizer: {}", o.plan, e.what()));
+  }
+
+  std::optional<server::ChatTemplate> tmpl;
+  std::string noTemplate;
+  if (!o.chatTemplate.empty()) {
+    auto t = server::ChatTemplate::fromFlag(o.chatTemplate);
+    if (!t)
+      throw Failure(t.message());
+    tmpl = *t;
+  } else {
+    auto t = server::ChatTemplate::recognise(plan->tokenizer.chatTemplate, fmt::format("plan '{}'", o.plan));
+    if (t)
+      tmpl = *t;
+    else if (!plan->tokenizer.chatTemplate.empty())
+      throw Failure(t.message());
+    else
+      noTemplate = t.message();
+  }
+
+  rt::SessionOptions so;
+  so.threads = o.threads;
+  so.ctxSize = o.ctxSize;
+  so.ggufPath = o.gguf;
+  auto engine = server::SessionEngine::openCpu(*plan, o.parallel, so);
+  if (!engine)
+    throw Failure(engine.message());
+
+  server::Scheduler::Options schedOpts;
+  schedOpts.batchSize = o.batchSize;
+  server::Scheduler sched(**engine, *tok, schedOpts);
+  server::Api api(*tok, tmpl, noTemplate, modelId(o, *plan), (*engine)->ctxSize(), (*engine)->nVocab());
+  server::ServerOptions so2;
+  so2.host = o.host;
+  so2.port = o.port;
+  so2.apiKey = o.apiKey;
+  so2.maxBodyBytes = o.maxBodyBytes;
+  so2.httpThreads = o.httpThreads;
+  server::Server http(sched, api, so2);
+  auto port = http.bind();
+  if (!port)
+    throw Failure(port.message());
+  sched.start();
+
+  std::atomic<bool> finished{false};
+  std::thread shutdownThread;
+  std::thread watcher([&] {
+    int received = 0;
+    const timespec poll = {0, 200 * 1000 * 1000};
+    while (!finished.load()) {
+      const int sig = sigtimedwait(&signals, nullptr, &poll);
+      if (sig < 0)
+        continue;
+      if (++received > 1) {
+        fmt::print(stderr, "tpc serve: second signal, exiting now\n");
+        std::_Exit(130);
+      }
+      fmt::print(stderr, "tpc serve: {} received, finishing the running requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      shutdownThread = std::thread([&] { http.shutdown(); });
+    }
+  });
+
+  fmt::print(stderr, "tpc serve: {} slot(s) x {} tokens of context, chat template {}\n", o.parallel,
+             (*engine)->ctxSize(), tmpl ? tmpl->name() : std::string("none (chat requests need --chat-template)"));
+  fmt::print(stderr, "tpc serve: listening on http://{}:{}\n", o.host, *port);
+  std::fflush(stderr);
+  http.serve();
+  finished = true;
+  watcher.join();
+  if (shutdownThread.joinable())
+    shutdownThread.join();
+  fmt::print(stderr, "tpc serve: stopped\n");
+}
+
+void registerServe(CLI::App &app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App *cmd = app.add_subcommand("serve", "Serve a plan over an OpenAI-compatible HTTP API");
+  cmd->add_option("plan", o->plan, "plan file written by `tpc compile`")->required();
+  cmd->add_option("--host", o->host, "address to listen on (default: loopback only)")->capture_default_str();
+  cmd->add_option("--port", o->port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--parallel", o->parallel, "slots: sequences served at once (also -np)")->capture_default_str();
+  cmd->add_option("-c,--ctx-size", o->ctxSize, "context of each slot in tokens (default: the plan's)");
+  cmd->add_option("--api-key", o->apiKey, "require 'Authorization: Bearer KEY' (also $TPC_API_KEY)");
+  cmd->add_option("--chat-template", o->chatTemplate,
+                  "llama3, llama3.1, chatml, qwen3, gemma3, gemma4 or a template file (default: the GGUF's)");
+  cmd->add_option("--alias", o->alias, "model id clients send (default: the GGUF's file name)");
+  cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
+  cmd->add_option("-t,--threads", o->threads, "CPU threads per slot's session (0 = all cores)");
+  cmd->add_option("-b,--batch-size", o->batchSize, "tokens per evaluation step at most (decode + prompt chunks)")
+      ->capture_default_str();
+  cmd->add_option("--threads-http", o->httpThreads, "HTTP connection threads")->capture_default_str();
+  cmd->add_option("--max-body-bytes", o->maxBodyBytes, "largest request body accepted")->capture_default_str();
+  cmd->callback([o] { runServe(*o); });
+}
+
+} // namespace
+
+TPC_REGISTER_COMMAND(25, registerServe);
