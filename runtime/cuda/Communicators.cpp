@@ -91,16 +91,9 @@ public:
 
   Expected<void> allGather(const std::vector<comm::AllGatherEntry> &local, const AxisParts &layout,
                            ElemType type) override {
-    auto es = ordered("all-gather", local);
+    auto es = orderedParts("all-gather", local, layout, type, [](const auto &e) { return e.part.count; });
     if (!es)
       return Error{es.message()};
-    if (type != ElemType::F32)
-      return fail(fmt::format("all-gather: {} is not supported (f32 only: it is built on the sum)",
-                              elemTypeName(type)));
-    for (const comm::AllGatherEntry &e : *es)
-      if (std::string bad = checkLayout(layout, e.rank, e.part.count, e.whole.count, e.part.count);
-          !bad.empty())
-        return fail("all-gather: " + bad);
     const int64_t total = layout.total(), inner = layout.inner;
     return guarded("all-gather", [&] {
       std::vector<SumEntry> sums;
@@ -126,15 +119,10 @@ public:
 
   Expected<void> reduceScatter(const std::vector<comm::ReduceScatterEntry> &local, const AxisParts &layout,
                                ElemType type) override {
-    auto es = ordered("reduce-scatter", local);
+    auto es =
+        orderedParts("reduce-scatter", local, layout, type, [](const auto &e) { return e.whole.count; });
     if (!es)
       return Error{es.message()};
-    if (type != ElemType::F32)
-      return fail(fmt::format("reduce-scatter: sums of {} are not supported (f32 only)", elemTypeName(type)));
-    for (const comm::ReduceScatterEntry &e : *es)
-      if (std::string bad = checkLayout(layout, e.rank, e.part.count, e.whole.count, e.whole.count);
-          !bad.empty())
-        return fail("reduce-scatter: " + bad);
     const int64_t total = layout.total(), inner = layout.inner;
     return guarded("reduce-scatter", [&] {
       std::vector<SumEntry> sums;
@@ -252,6 +240,23 @@ private:
       return fail(fmt::format("{}: one call must cover every rank 0..{} once (the CUDA backend drives all of "
                               "them from one thread); got {} entries",
                               what, size() - 1, local.size()));
+    return es;
+  }
+
+  /// ordered(), then the checks of a gather / scatter: f32 only (both are built on the sum), the layout,
+  /// and room in each rank's staging buffer for `staged(entry)` elements.
+  template <typename E, typename S>
+  Expected<std::vector<E>> orderedParts(const char *what, const std::vector<E> &local,
+                                        const AxisParts &layout, ElemType type, S staged) {
+    auto es = ordered(what, local);
+    if (!es)
+      return es;
+    if (type != ElemType::F32)
+      return fail(fmt::format("{}: {} is not supported (f32 only: it is built on the sum)", what,
+                              elemTypeName(type)));
+    for (const E &e : *es)
+      if (std::string bad = checkLayout(layout, e.rank, e.part.count, e.whole.count, staged(e)); !bad.empty())
+        return fail(fmt::format("{}: {}", what, bad));
     return es;
   }
 
