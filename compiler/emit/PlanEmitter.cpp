@@ -19,6 +19,7 @@
 #include "compiler/emit/LocalShapes.h"
 #include "compiler/tokenizer/GGUFTokenizer.h"
 #include "runtime/plan/PlanIO.h"
+#include "runtime/plan/StepParams.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
@@ -488,8 +489,8 @@ LogicalResult DeviceEmitter::emitAllReduceNorm(AllReduceOp ar) {
     tensors_[v] = *t;
     out.push_back(*t);
   }
-  b_.step(rt::OpKind::AllReduceRmsNorm, in, out, {f.r ? 1 : 0, f.mul ? 1 : 0},
-          {f.norm.getEps().convertToFloat()}, stepName(ar), rt::Placement::Device);
+  auto p = rt::AllReduceRmsNormParams{bool(f.r), bool(f.mul), f.norm.getEps().convertToFloat()}.pack();
+  b_.step(rt::OpKind::AllReduceRmsNorm, in, out, p.ints, p.floats, stepName(ar), rt::Placement::Device);
   return success();
 }
 
@@ -556,8 +557,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
     tensors_[r] = *t;
     out.push_back(*t);
   }
-  std::vector<int64_t> ints;
-  std::vector<float> floats;
+  rt::PackedParams params;
   rt::OpKind kind;
   auto splitOf = [&](Value v) { return getValueState(v); };
   // Offset of this device's part along a split axis (whole segments only).
@@ -576,7 +576,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             // A vocabulary-parallel table: this device holds rows [offset, offset + local rows); other ids
             // read as zero rows (the result is partial).
             if (StateAttr t = splitOf(o.getTable()); t && t.isSplit() && t.getAxis() == 0)
-              ints = {localOffset(t)};
+              params = rt::GetRowsParams{localOffset(t)}.pack();
             return success();
           })
           .Case([&](TakeAlongOp o) -> LogicalResult {
@@ -588,7 +588,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           })
           .Case([&](RmsNormOp o) -> LogicalResult {
             kind = rt::OpKind::RmsNorm;
-            floats = {o.getEps().convertToFloat()};
+            params = rt::RmsNormParams{o.getEps().convertToFloat()}.pack();
             ok = addIn(o.getX());
             if (MulOp mul = normWeightMul(o); ok && mul) {
               // The step writes the mul's result; the norm's own result has no other reader.
@@ -619,19 +619,19 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           })
           .Case([&](ScaleOp o) -> LogicalResult {
             kind = rt::OpKind::Scale;
-            floats = {o.getValue().convertToFloat()};
+            params = rt::ScaleParams{o.getValue().convertToFloat()}.pack();
             ok = addIn(o.getX());
             return success();
           })
           .Case([&](UnaryOp o) -> LogicalResult {
             kind = rt::OpKind::Unary;
-            ints = {int64_t(o.getFn())}; // tpc.unary's enum has the runtime's order
+            params = rt::UnaryParams{rt::UnaryFn(o.getFn())}.pack(); // tpc.unary's order is the runtime's
             ok = addIn(o.getX());
             return success();
           })
           .Case([&](GluOp o) -> LogicalResult {
             kind = rt::OpKind::Glu;
-            ints = {gluFn(o.getFn())};
+            params = rt::GluParams{rt::UnaryFn(gluFn(o.getFn()))}.pack();
             ok = addIn(o.getGate()) && (!o.getUp() || addIn(o.getUp()));
             return success();
           })
@@ -642,13 +642,13 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           })
           .Case([&](TopKOp o) -> LogicalResult {
             kind = rt::OpKind::TopK;
-            ints = {o.getK()};
+            params = rt::TopKParams{int64_t(o.getK())}.pack();
             ok = addIn(o.getX());
             return success();
           })
           .Case([&](SumOp o) -> LogicalResult {
             kind = rt::OpKind::Sum;
-            ints = {o.getAxis(), o.getKeepDim() ? 1 : 0};
+            params = rt::SumParams{int64_t(o.getAxis()), o.getKeepDim()}.pack();
             ok = addIn(o.getX());
             return success();
           })
@@ -659,7 +659,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           })
           .Case([&](PermuteOp o) -> LogicalResult {
             kind = rt::OpKind::Permute;
-            ints.assign(o.getPerm().begin(), o.getPerm().end());
+            params = rt::PermuteParams{{o.getPerm().begin(), o.getPerm().end()}}.pack();
             ok = addIn(o.getX());
             return success();
           })
@@ -668,7 +668,8 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             StateAttr s = splitOf(o.getX());
             if (s && s.isSplit() && s.getAxis() == int64_t(o.getAxis()))
               return o.emitError("plan emitter: a view along the split axis of its operand is not supported");
-            ints = {int64_t(o.getAxis()), int64_t(o.getOffset()), int64_t(o.getSize())};
+            params =
+                rt::NarrowParams{int64_t(o.getAxis()), int64_t(o.getOffset()), int64_t(o.getSize())}.pack();
             ok = addIn(o.getX());
             return success();
           })
@@ -678,21 +679,23 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             if (s && s.isSplit() && s.getAxis() == int64_t(o.getAxis()))
               return o.emitError(
                   "plan emitter: a concat along the split axis of its result is not supported");
-            ints = {int64_t(o.getAxis())};
+            params = rt::AxisParams{int64_t(o.getAxis())}.pack();
             for (Value v : o.getInputs())
               ok = ok && addIn(v);
             return success();
           })
           .Case([&](RopeOp o) -> LogicalResult {
             kind = rt::OpKind::Rope;
-            ints = {o.getMode() == RopeMode::neox ? 1 : 0, int64_t(o.getNDims())};
-            floats = {o.getBase().convertToFloat(), o.getFreqScale().convertToFloat()};
+            params = rt::RopeParams{o.getMode() == RopeMode::neox ? rt::RopeMode::Neox : rt::RopeMode::Normal,
+                                    int64_t(o.getNDims()), o.getBase().convertToFloat(),
+                                    o.getFreqScale().convertToFloat()}
+                         .pack();
             ok = addIn(o.getX()) && addIn(o.getPos()) && (!o.getFreqFactors() || addIn(o.getFreqFactors()));
             return success();
           })
           .Case([&](SoftcapOp o) -> LogicalResult {
             kind = rt::OpKind::Softcap;
-            floats = {o.getCap().convertToFloat()};
+            params = rt::SoftcapParams{o.getCap().convertToFloat()}.pack();
             ok = addIn(o.getX());
             return success();
           })
@@ -701,8 +704,9 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             auto it = kv_.find(o.getCache());
             if (it == kv_.end())
               return o.emitError("plan emitter: attention's cache is not a tpc.kv_cache");
-            ints = {it->second, int64_t(o.getSlidingWindow())};
-            floats = {o.getScale().convertToFloat(), o.getSoftcap().convertToFloat()};
+            params = rt::AttentionParams{it->second, int64_t(o.getSlidingWindow()),
+                                         o.getScale().convertToFloat(), o.getSoftcap().convertToFloat()}
+                         .pack();
             ok = addIn(o.getQ()) && addIn(o.getK()) && addIn(o.getV()) && addIn(o.getPos()) &&
                  (!o.getSinks() || addIn(o.getSinks()));
             return success();
@@ -725,7 +729,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             StateAttr s = splitOf(o.getResult());
             if (s && s.getSegments() > 1)
               return o.emitError("plan emitter: reduce_scatter into a segmented split is not supported");
-            ints = {int64_t(o.getAxis())};
+            params = rt::AxisParams{int64_t(o.getAxis())}.pack();
             ok = addIn(o.getX());
             return success();
           })
@@ -734,7 +738,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             StateAttr s = splitOf(o.getX());
             if (s && s.getSegments() > 1)
               return o.emitError("plan emitter: all_gather of a segmented split is not supported");
-            ints = {int64_t(o.getAxis())};
+            params = rt::AxisParams{int64_t(o.getAxis())}.pack();
             ok = addIn(o.getX());
             return success();
           })
@@ -745,7 +749,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
               return o.emitError("plan emitter: slice result must be split");
             if (s.getSegments() > 1)
               return o.emitError("plan emitter: slice into a segmented split is not supported");
-            ints = {int64_t(o.getAxis()), localOffset(s), s.getSizes()[device_]};
+            params = rt::NarrowParams{int64_t(o.getAxis()), localOffset(s), s.getSizes()[device_]}.pack();
             ok = addIn(o.getX());
             return success();
           })
@@ -762,7 +766,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
   FailureOr<rt::Placement> where = stepPlacement(op);
   if (failed(where))
     return failure();
-  b_.step(kind, std::move(in), std::move(out), std::move(ints), std::move(floats), stepName(op), *where);
+  b_.step(kind, std::move(in), std::move(out), params.ints, params.floats, stepName(op), *where);
   return success();
 }
 

@@ -1,122 +1,120 @@
-//===- Collectives.cpp - shared-memory all-reduce, all-gather, reduce-scatter ===//
+//===- Collectives.cpp - collective steps from a communicator and three kernels ===//
 //
-// All-reduce: device r owns elements [n·r/N, n·(r+1)/N) of each tensor; it sums them over all devices (in
-// rank order) into its scratch, and after a barrier writes the sums back into every device's buffer.
-// All-gather and reduce-scatter read the peers' buffers between two barriers.
+// The compositions of Collectives.h. Parameters are read through StepParams.h; shapes come from the
+// plan (for the peers) and from the bound operands (for the local devices), which checkCollectives made
+// agree at open.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Collectives.h"
+
+#include "runtime/exec/Binding.h"
+#include "runtime/plan/StepParams.h"
+
+#include <fmt/core.h>
 
 namespace tpc::rt::exec {
 
 namespace {
-/// Spin iterations before a device waiting at a barrier sleeps (~20 us: PAUSE takes ~70 ns on the VMs).
-constexpr int kBarrierSpin = 300;
+comm::Buffer bufferOf(const TensorRef &t) { return {t.data, t.numel()}; }
 } // namespace
 
-Rendezvous::Rendezvous(int n) : n_(n), bufs_(n), x_(n), y_(n), scratch_(n) {}
-
-void Rendezvous::abort() {
-  std::lock_guard<std::mutex> lock(mu_);
-  aborted_ = true;
-  cv_.notify_all();
+CollectiveRunner::CollectiveRunner(const Plan &plan, comm::Communicator &comm, CollectiveKernels &kernels)
+    : plan_(plan), comm_(comm), kernels_(kernels), steps_(plan.devices.size()),
+      ordinal_(plan.devices.size()) {
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const std::vector<Step> &steps = plan.devices[d].steps;
+    ordinal_[d].assign(steps.size(), -1);
+    for (size_t si = 0; si < steps.size(); ++si)
+      if (isCollective(steps[si].op)) {
+        ordinal_[d][si] = static_cast<int>(steps_[d].size());
+        steps_[d].push_back(si);
+      }
+  }
 }
 
-void Rendezvous::barrier() {
-  if (aborted_.load())
-    return;
-  const uint64_t gen = generation_.load(std::memory_order_acquire);
-  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
-    arrived_.store(0, std::memory_order_relaxed); // nobody re-enters before the bump below
-    {
-      std::lock_guard<std::mutex> lock(mu_); // orders the bump against a sleeper's predicate check
-      generation_.fetch_add(1, std::memory_order_release);
+comm::AxisParts CollectiveRunner::partsOf(size_t k, int rank, int64_t axis, int64_t t) const {
+  comm::AxisParts layout;
+  for (size_t d = 0; d < plan_.devices.size(); ++d) {
+    const DevicePlan &dp = plan_.devices[d];
+    const Step &s = dp.steps[steps_[d][k]];
+    const int32_t part = s.op == OpKind::AllGather ? s.inputs[0] : s.outputs[0];
+    layout.parts.push_back(bindTensor(dp, {}, part, t).shape[axis]);
+  }
+  const DevicePlan &dp = plan_.devices[rank];
+  const Step &s = dp.steps[steps_[rank][k]];
+  const TensorRef whole = bindTensor(dp, {}, s.op == OpKind::AllGather ? s.outputs[0] : s.inputs[0], t);
+  int64_t dim = 0;
+  splitAxis(whole.shape, axis, layout.outer, dim, layout.inner);
+  return layout;
+}
+
+Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, int64_t t) {
+  if (calls.empty())
+    return {};
+  auto stepOf = [&](const CollectiveCall &c) -> const Step & { return plan_.devices[c.rank].steps[c.step]; };
+  const Step &s0 = stepOf(calls[0]);
+  const int k = ordinal_[calls[0].rank][calls[0].step];
+  for (const CollectiveCall &c : calls)
+    if (k < 0 || ordinal_[c.rank][c.step] != k) {
+      // A caller bug; the peers must not wait for these devices.
+      const std::string why =
+          fmt::format("collective '{}': device {} is at step {} '{}', not at collective {} of "
+                      "device {}",
+                      s0.name, c.rank, c.step, stepOf(c).name, k, calls[0].rank);
+      comm_.abort(why);
+      return Error{why};
     }
-    cv_.notify_all();
-    return;
-  }
-  for (int spins = 0; spins < kBarrierSpin; ++spins) {
-    if (generation_.load(std::memory_order_acquire) != gen || aborted_.load(std::memory_order_relaxed))
-      return;
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return aborted_.load() || generation_.load() != gen; });
-}
-
-void Rendezvous::allReduce(int rank, const std::vector<TensorRef> &bufs) {
-  if (n_ == 1)
-    return;
-  bufs_[rank] = &bufs;
-  barrier();
-  if (aborted_)
-    return;
-  std::vector<float> &scratch = scratch_[rank];
-  size_t need = 0;
-  for (const TensorRef &b : bufs)
-    need += static_cast<size_t>(b.numel() / n_ + 1);
-  scratch.resize(need);
-  size_t at = 0;
-  for (size_t i = 0; i < bufs.size(); ++i) {
-    const int64_t n = bufs[i].numel(), b = n * rank / n_, e = n * (rank + 1) / n_;
-    float *acc = scratch.data() + at;
-    std::memcpy(acc, (*bufs_[0])[i].f() + b, (e - b) * 4);
-    for (int d = 1; d < n_; ++d) {
-      const float *src = (*bufs_[d])[i].f() + b;
-      for (int64_t j = 0; j < e - b; ++j)
-        acc[j] += src[j];
+  switch (s0.op) {
+  case OpKind::AllReduce: {
+    std::vector<comm::AllReduceEntry> entries;
+    for (const CollectiveCall &c : calls) {
+      comm::AllReduceEntry e{c.rank, {}, c.stream};
+      for (size_t i = 0; i < c.in->size(); ++i) {
+        kernels_.copy(c.rank, (*c.in)[i], (*c.out)[i]);
+        e.bucket.push_back(bufferOf((*c.out)[i]));
+      }
+      entries.push_back(std::move(e));
     }
-    at += static_cast<size_t>(e - b);
+    return comm_.allReduce(entries);
   }
-  barrier(); // every share summed before anyone overwrites an addend
-  if (aborted_)
-    return;
-  at = 0;
-  for (size_t i = 0; i < bufs.size(); ++i) {
-    const int64_t n = bufs[i].numel(), b = n * rank / n_, e = n * (rank + 1) / n_;
-    for (int d = 0; d < n_; ++d)
-      std::memcpy((*bufs_[d])[i].f() + b, scratch.data() + at, (e - b) * 4);
-    at += static_cast<size_t>(e - b);
-  }
-  barrier();
-}
-
-void Rendezvous::allGather(int rank, const TensorRef &x, const TensorRef &y, int64_t axis) {
-  x_[rank] = &x;
-  barrier();
-  if (aborted_)
-    return;
-  std::vector<TensorRef> parts;
-  for (int d = 0; d < n_; ++d)
-    parts.push_back(*x_[d]);
-  opConcat(parts, y, axis);
-  barrier();
-}
-
-void Rendezvous::reduceScatter(int rank, const TensorRef &x, const TensorRef &y, int64_t axis) {
-  x_[rank] = &x;
-  y_[rank] = &y;
-  barrier();
-  if (aborted_)
-    return;
-  int64_t offset = 0;
-  for (int d = 0; d < rank; ++d)
-    offset += y_[d]->shape[axis];
-  int64_t outer, dim, inner;
-  splitAxis(x.shape, axis, outer, dim, inner);
-  const int64_t size = y.shape[axis];
-  for (int64_t o = 0; o < outer; ++o) {
-    float *dst = y.f() + o * size * inner;
-    const int64_t src = (o * dim + offset) * inner;
-    std::memcpy(dst, x_[0]->f() + src, size * inner * 4);
-    for (int d = 1; d < n_; ++d) {
-      const float *p = x_[d]->f() + src;
-      for (int64_t j = 0; j < size * inner; ++j)
-        dst[j] += p[j];
+  case OpKind::AllReduceRmsNorm: {
+    // The residual joins device 0's addend, so the sum holds it once (y may share r's bytes).
+    std::vector<comm::AllReduceEntry> entries;
+    for (const CollectiveCall &c : calls) {
+      const AllReduceRmsNormParams p = AllReduceRmsNormParams::read(stepOf(c));
+      const TensorRef &x = (*c.in)[0], &y = (*c.out)[0];
+      if (p.residual && c.rank == 0)
+        kernels_.add(c.rank, x, (*c.in)[1], y);
+      else
+        kernels_.copy(c.rank, x, y);
+      entries.push_back({c.rank, {bufferOf(y)}, c.stream});
     }
+    if (auto ok = comm_.allReduce(entries); !ok)
+      return ok;
+    for (const CollectiveCall &c : calls) {
+      const AllReduceRmsNormParams p = AllReduceRmsNormParams::read(stepOf(c));
+      kernels_.rmsNorm(c.rank, (*c.out)[0], p.weight ? &c.in->back() : nullptr, (*c.out)[1], p.eps);
+    }
+    return {};
   }
-  barrier();
+  case OpKind::ReduceScatter: {
+    const int64_t axis = AxisParams::read(s0).axis;
+    const comm::AxisParts layout = partsOf(k, calls[0].rank, axis, t);
+    std::vector<comm::ReduceScatterEntry> entries;
+    for (const CollectiveCall &c : calls)
+      entries.push_back({c.rank, bufferOf((*c.in)[0]), bufferOf((*c.out)[0]), c.stream});
+    return comm_.reduceScatter(entries, layout);
+  }
+  case OpKind::AllGather: {
+    const int64_t axis = AxisParams::read(s0).axis;
+    const comm::AxisParts layout = partsOf(k, calls[0].rank, axis, t);
+    std::vector<comm::AllGatherEntry> entries;
+    for (const CollectiveCall &c : calls)
+      entries.push_back({c.rank, bufferOf((*c.in)[0]), bufferOf((*c.out)[0]), c.stream});
+    return comm_.allGather(entries, layout);
+  }
+  default:
+    return Error{fmt::format("step '{}' ({}) is not a collective", s0.name, opKindName(s0.op))};
+  }
 }
 
 } // namespace tpc::rt::exec

@@ -1,53 +1,71 @@
-//===- Collectives.h - shared-memory collectives between device groups -*- C++ -*-===//
+//===- Collectives.h - a plan's collective steps, written once ----*- C++ -*-===//
 //
-// On the CPU backend the N devices of a plan are N thread groups in one process. A collective step is a
-// rendezvous: every device publishes its operands, waits at a barrier, does its share of the work reading
-// the peers' buffers directly, and waits again before anyone may reuse a buffer. Sums always add the
-// devices' addends in rank order, so results do not depend on thread timing and runs are reproducible.
+// Every backend runs the plan's collective steps through CollectiveRunner: it binds the step's operands,
+// and the runner composes the step from the session's Communicator and three kernels the backend provides
+// (CollectiveKernels), so the semantics of each collective op live here only:
+//   AllReduce         out_i = in_i, then the bucket of outs summed in place (one communicator call);
+//   AllReduceRmsNorm  y = x + r on device 0 (the residual, added once) and y = x elsewhere; y summed;
+//                     n = rms_norm(y) (* w) on every device;
+//   ReduceScatter     the communicator's reduce-scatter, AllGather its all-gather, with every device's
+//                     part size along the axis taken from the plan (a process running one device still
+//                     knows its peers' sizes, which MPI and NCCL need).
+// A call covers one or more local devices at the same collective: the CPU backend calls from each
+// device's thread with one, a GPU backend from its one thread with all of its devices; the kernels and
+// the communicator then see every local device's work in order (all adds, one sum, all norms).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_EXEC_COLLECTIVES_H
 #define TPC_RUNTIME_EXEC_COLLECTIVES_H
 
-#include "runtime/exec/Ops.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/exec/Tensor.h"
 
-#include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <vector>
 
 namespace tpc::rt::exec {
 
-/// The meeting point of n devices; each device calls every collective with its own rank, in the same order.
-class Rendezvous {
+/// What the compositions need from a backend, on one device's bound operands in the backend's memory.
+/// `rank` is the plan device, so one object may serve several local devices (and pick their streams).
+class CollectiveKernels {
 public:
-  explicit Rendezvous(int n);
-  int size() const { return n_; }
-  /// Blocks until all n devices arrive (returns at once after abort()).
-  void barrier();
-  /// Releases every waiting device and makes later barriers no-ops: a device that failed calls this so its
-  /// peers do not wait for it forever (their results are then garbage, and the session reports the error).
-  void abort();
-  bool aborted() const { return aborted_.load(); }
-  /// Sums each tensor over the devices in place (a bucket of several tensors is one rendezvous).
-  void allReduce(int rank, const std::vector<TensorRef> &bufs);
-  /// y (on every device) = concatenation of every device's x along `axis` (sizes may differ).
-  void allGather(int rank, const TensorRef &x, const TensorRef &y, int64_t axis);
-  /// y = this device's part along `axis` of the sum of every device's x; parts are the devices' y sizes
-  /// in rank order.
-  void reduceScatter(int rank, const TensorRef &x, const TensorRef &y, int64_t axis);
+  virtual ~CollectiveKernels() = default;
+  /// y = x; nothing when y is x.
+  virtual void copy(int rank, const TensorRef &x, const TensorRef &y) = 0;
+  /// y = a + b (equal shapes; y may be a or b).
+  virtual void add(int rank, const TensorRef &a, const TensorRef &b, const TensorRef &y) = 0;
+  /// y = rms_norm(x) (* w when given) over the last axis.
+  virtual void rmsNorm(int rank, const TensorRef &x, const TensorRef *w, const TensorRef &y, float eps) = 0;
+};
+
+/// One local device's part of a collective call.
+struct CollectiveCall {
+  int rank = 0;    ///< the plan device
+  size_t step = 0; ///< index of its collective step in the device's step list
+  const std::vector<TensorRef> *in = nullptr, *out = nullptr; ///< the step's bound operands
+  void *stream = nullptr; ///< stream-ordered communicators: the device's queue
+};
+
+/// Runs collective steps (see the file comment).
+class CollectiveRunner {
+public:
+  /// `plan` (validated, checkCollectives passed), `comm` and `kernels` must outlive the runner.
+  CollectiveRunner(const Plan &plan, comm::Communicator &comm, CollectiveKernels &kernels);
+
+  /// Runs the collective the calls are at (the same step of the plan's collective sequence on each of
+  /// their devices) for `t` tokens. An error (the communicator's, or calls that disagree) is one line.
+  Expected<void> run(const std::vector<CollectiveCall> &calls, int64_t t);
+
+  comm::Communicator &communicator() const { return comm_; }
 
 private:
-  int n_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  // Barrier state: arrivals count up; the last one resets the count and bumps the generation, which the
-  // others spin on briefly (collectives come every few hundred microseconds in decode) before sleeping.
-  alignas(64) std::atomic<int> arrived_{0};
-  alignas(64) std::atomic<uint64_t> generation_{0};
-  std::atomic<bool> aborted_{false};
-  std::vector<const std::vector<TensorRef> *> bufs_;
-  std::vector<const TensorRef *> x_, y_;
-  std::vector<std::vector<float>> scratch_;
+  /// Every device's part size along `axis` of the k-th collective at t tokens (gather: inputs; scatter:
+  /// outputs), and outer/inner from device `rank`'s whole.
+  comm::AxisParts partsOf(size_t k, int rank, int64_t axis, int64_t t) const;
+
+  const Plan &plan_;
+  comm::Communicator &comm_;
+  CollectiveKernels &kernels_;
+  std::vector<std::vector<size_t>> steps_; ///< [device][k]: index of the device's k-th collective step
+  std::vector<std::vector<int>> ordinal_;  ///< [device][step]: k for a collective step, else -1
 };
 
 } // namespace tpc::rt::exec

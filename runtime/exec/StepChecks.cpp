@@ -3,10 +3,13 @@
 // checkStep() runs when a session opens, for one token and for max_batch tokens, on the bound operands of
 // every step: shapes, dtypes and parameters must fit the op so that the kernels (which do not check) can
 // index freely, and a bad plan becomes one clear error instead of a crash or a hang at a collective.
+// Parameters are read through StepParams.h.
 //===----------------------------------------------------------------------===//
-#include "runtime/exec/Ops.h"
+#include "runtime/exec/StepChecks.h"
 
-#include "runtime/cpu/quant/Quant.h"
+#include "runtime/exec/Binding.h"
+#include "runtime/ggml/Quant.h"
+#include "runtime/plan/StepParams.h"
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
@@ -19,7 +22,8 @@ std::string shapeStr(const TensorRef &t) { return fmt::format("[{}]", fmt::join(
 /// f32 data: an activation, or an f32 weight (norm weights, biases, freq factors read in place).
 bool isF32(const TensorRef &t) { return t.dtype == DType::F32 && (!t.isWeight || t.wtype == GGMLType::F32); }
 bool isI32(const TensorRef &t) { return t.dtype == DType::I32 && (!t.isWeight || t.wtype == GGMLType::I32); }
-/// Readable as f32 rows: an f32 tensor or a weight of a type the CPU backend dequantizes.
+/// Readable as f32 rows: an f32 tensor or a weight of a type the format layer dequantizes (a backend
+/// refuses the types its kernels lack in its own checks).
 bool isRows(const TensorRef &t) { return isF32(t) || (t.isWeight && supportsDequantize(t.wtype)); }
 
 /// A weight whose ggml type is the tensor's own dtype, so its bytes can be copied as is.
@@ -43,7 +47,7 @@ bool broadcasts(const TensorRef &a, const TensorRef &b) {
 } // namespace
 
 std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
-                      const std::vector<KvBuffers> &kv) {
+                      const std::vector<KvCache> &kv) {
   const TensorRef &x = in[0];
   const TensorRef &y = out[0];
   auto bad = [&](const std::string &what) {
@@ -95,13 +99,14 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
   case OpKind::Softcap:
     if (!isF32(x) || !isF32(y) || !sameShape(x, y))
       return bad("needs f32 input and output of the same size");
-    if (s.op == OpKind::Softcap && !(s.floats[0] > 0))
+    if (s.op == OpKind::Softcap && !(SoftcapParams::read(s).cap > 0))
       return bad("cap must be > 0");
     return "";
   case OpKind::Unary:
   case OpKind::Glu: {
-    if (s.ints[0] < 0 || s.ints[0] > 6)
-      return bad(fmt::format("unknown function {}", s.ints[0]));
+    const int64_t fn = static_cast<int64_t>(UnaryParams::read(s).fn);
+    if (fn < 0 || fn > 6)
+      return bad(fmt::format("unknown function {}", fn));
     if (!isF32(x) || !isF32(y))
       return bad("needs f32 operands");
     if (s.op == OpKind::Unary && !sameShape(x, y))
@@ -112,18 +117,20 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
       return bad("gate, up and output must have the same size");
     return "";
   }
-  case OpKind::TopK:
-    if (!isF32(x) || !isI32(y) || s.ints[0] <= 0 || s.ints[0] > x.inner() ||
-        y.numel() != x.rows() * s.ints[0])
-      return bad(fmt::format("k={} needs f32 x[..,N >= k] and i32 y[..,k]", s.ints[0]));
+  case OpKind::TopK: {
+    const int64_t k = TopKParams::read(s).k;
+    if (!isF32(x) || !isI32(y) || k <= 0 || k > x.inner() || y.numel() != x.rows() * k)
+      return bad(fmt::format("k={} needs f32 x[..,N >= k] and i32 y[..,k]", k));
     return "";
+  }
   case OpKind::Sum: {
-    if (!isF32(x) || !isF32(y) || !axisOk(x, s.ints[0]))
-      return bad(fmt::format("axis {} out of range", s.ints[0]));
+    const int64_t axis = SumParams::read(s).axis;
+    if (!isF32(x) || !isF32(y) || !axisOk(x, axis))
+      return bad(fmt::format("axis {} out of range", axis));
     int64_t outer, dim, inner;
-    splitAxis(x.shape, s.ints[0], outer, dim, inner);
+    splitAxis(x.shape, axis, outer, dim, inner);
     if (y.numel() != outer * inner) // also right when the summed axis is empty (the sum is then 0)
-      return bad(fmt::format("output size wrong for a sum over axis {}", s.ints[0]));
+      return bad(fmt::format("output size wrong for a sum over axis {}", axis));
     return "";
   }
   case OpKind::Reshape:
@@ -134,22 +141,22 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
       return bad("input and output must have the same element count (and compatible dtypes)");
     return "";
   case OpKind::Permute: {
-    if (x.isWeight || s.ints.size() != x.shape.size() || y.shape.size() != x.shape.size() ||
-        x.dtype != y.dtype)
+    const std::vector<int64_t> perm = PermuteParams::read(s).perm;
+    if (x.isWeight || perm.size() != x.shape.size() || y.shape.size() != x.shape.size() || x.dtype != y.dtype)
       return bad("perm must list every axis once");
     std::vector<bool> seen(x.shape.size(), false);
-    for (size_t i = 0; i < s.ints.size(); ++i) {
-      int64_t a = s.ints[i];
+    for (size_t i = 0; i < perm.size(); ++i) {
+      int64_t a = perm[i];
       if (a < 0 || a >= int64_t(x.shape.size()) || seen[a] || y.shape[i] != x.shape[a])
-        return bad(
-            fmt::format("perm [{}] does not map the input shape to the output", fmt::join(s.ints, ",")));
+        return bad(fmt::format("perm [{}] does not map the input shape to the output", fmt::join(perm, ",")));
       seen[a] = true;
     }
     return "";
   }
   case OpKind::View:
   case OpKind::Slice: {
-    int64_t axis = s.ints[0], off = s.ints[1], size = s.ints[2];
+    const NarrowParams p = NarrowParams::read(s);
+    const int64_t axis = p.axis, off = p.offset, size = p.size;
     // size 0: a device's empty share of a split dimension.
     if (x.isWeight || !axisOk(x, axis) || y.shape.size() != x.shape.size() || x.dtype != y.dtype || off < 0 ||
         size < 0 || off > x.shape[axis] - size || y.shape[axis] != size)
@@ -160,7 +167,7 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
     return "";
   }
   case OpKind::Concat: {
-    int64_t axis = s.ints[0], total = 0;
+    int64_t axis = AxisParams::read(s).axis, total = 0;
     if (!axisOk(y, axis))
       return bad(fmt::format("axis {} out of range", axis));
     for (const TensorRef &t : in) {
@@ -176,7 +183,8 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
     return "";
   }
   case OpKind::Rope: {
-    int64_t mode = s.ints[0], nDims = s.ints[1];
+    const RopeParams p = RopeParams::read(s);
+    const int64_t mode = static_cast<int64_t>(p.mode), nDims = p.nDims;
     if (!isF32(x) || !isF32(y) || x.shape.size() != 3 || !sameShape(x, y) || !isI32(in[1]) ||
         in[1].numel() != x.shape[0] || (mode != 0 && mode != 1) || nDims <= 0 || nDims % 2 ||
         nDims > x.shape[2])
@@ -184,13 +192,14 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
                              mode, nDims));
     if (in.size() > 2 && (!isF32(in[2]) || in[2].numel() < nDims / 2))
       return bad("freq_factors needs n_dims/2 f32 values");
-    if (!(s.floats[0] > 0))
+    if (!(p.base > 0))
       return bad("base must be > 0");
     return "";
   }
   case OpKind::Attention: {
     const TensorRef &k = in[1], &v = in[2], &pos = in[3];
-    const KvBuffers &c = kv[s.ints[0]];
+    const AttentionParams p = AttentionParams::read(s);
+    const KvCache &c = kv[p.kvCache];
     if (!isF32(x) || !isF32(k) || !isF32(v) || !isI32(pos) || !isF32(y) || x.shape.size() != 3 ||
         k.shape.size() != 3 || v.shape.size() != 3)
       return bad("needs f32 q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], i32 pos[T]");
@@ -198,12 +207,12 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
     if (k.shape[0] != t || v.shape[0] != t || pos.numel() != t || v.shape[1] != hkv ||
         k.shape[2] != x.shape[2] || (hkv == 0 ? hq != 0 : hq % hkv != 0) || y.numel() != t * hq * v.shape[2])
       return bad("q/k/v/pos/output shapes disagree (Hq must be a multiple of Hkv, 0 when Hkv is 0)");
-    if (hkv != c.desc.nHeadKv || k.shape[2] != c.desc.headDimK || v.shape[2] != c.desc.headDimV)
-      return bad(fmt::format("k/v do not match kv cache {} ({} heads, dims {}/{})", s.ints[0], c.desc.nHeadKv,
-                             c.desc.headDimK, c.desc.headDimV));
+    if (hkv != c.nHeadKv || k.shape[2] != c.headDimK || v.shape[2] != c.headDimV)
+      return bad(fmt::format("k/v do not match kv cache {} ({} heads, dims {}/{})", p.kvCache, c.nHeadKv,
+                             c.headDimK, c.headDimV));
     if (in.size() > 4 && (!isF32(in[4]) || in[4].numel() != hq))
       return bad("sinks must be f32 [Hq]");
-    if (s.ints[1] < 0)
+    if (p.window < 0)
       return bad("sliding window must be >= 0");
     return "";
   }
@@ -216,7 +225,8 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
     return "";
   }
   case OpKind::AllReduceRmsNorm: {
-    const bool hasR = s.ints[0] == 1, hasW = s.ints[1] == 1;
+    const AllReduceRmsNormParams p = AllReduceRmsNormParams::read(s);
+    const bool hasR = p.residual, hasW = p.weight;
     const TensorRef &n = out[1];
     if (!isF32(x) || !isF32(y) || !isF32(n) || !sameShape(x, y) || !sameShape(x, n))
       return bad("needs f32 x, y and n of the same shape");
@@ -233,7 +243,7 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
     return "";
   case OpKind::ReduceScatter:
   case OpKind::AllGather: {
-    int64_t axis = s.ints[0];
+    const int64_t axis = AxisParams::read(s).axis;
     if (!isF32(x) || !isF32(y) || !axisOk(x, axis) || x.shape.size() != y.shape.size())
       return bad(fmt::format("needs f32 operands of equal rank and axis {} in range", axis));
     for (size_t i = 0; i < x.shape.size(); ++i)
@@ -245,36 +255,22 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
   return bad("unknown op");
 }
 
-TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int32_t id, int64_t t) {
-  const TensorDesc &td = dp.tensors[id];
-  TensorRef r;
-  r.data = ptrs[id];
-  r.dtype = td.dtype;
-  r.shape = td.shape;
-  if (!r.shape.empty() && r.shape[0] == -1)
-    r.shape[0] = t;
-  if (td.storage == Storage::Weight) {
-    r.isWeight = true;
-    r.wtype = dp.weights[td.index].type;
+std::string checkDeviceSteps(const Plan &plan, size_t d, int64_t t) {
+  const DevicePlan &dp = plan.devices[d];
+  std::vector<TensorRef> in, out;
+  for (size_t s = 0; s < dp.steps.size(); ++s) {
+    const Step &st = dp.steps[s];
+    bindOperands(dp, {}, st, t, in, out);
+    if (std::string e = checkStep(st, in, out, dp.kv); !e.empty())
+      return fmt::format("device {} step {} '{}' ({} tokens): {}", d, s, st.name, t, e);
   }
-  return r;
+  return "";
 }
 
-void bindOperands(const DevicePlan &dp, const std::vector<void *> &ptrs, const Step &s, int64_t t,
-                  std::vector<TensorRef> &in, std::vector<TensorRef> &out) {
-  in.clear();
-  out.clear();
-  for (int32_t id : s.inputs)
-    in.push_back(bindTensor(dp, ptrs, id, t));
-  for (int32_t id : s.outputs)
-    out.push_back(bindTensor(dp, ptrs, id, t));
-}
-
-std::string checkCollectives(const Plan &plan, const std::vector<const std::vector<void *> *> &ptrs,
-                             int64_t t) {
+std::string checkCollectives(const Plan &plan, int64_t t) {
   const size_t n = plan.devices.size();
   auto bind = [&](size_t d, int32_t id, int64_t tokens) {
-    return bindTensor(plan.devices[d], *ptrs[d], id, tokens);
+    return bindTensor(plan.devices[d], {}, id, tokens);
   };
   std::vector<std::vector<const Step *>> seq(n);
   for (size_t d = 0; d < n; ++d)
@@ -306,7 +302,7 @@ std::string checkCollectives(const Plan &plan, const std::vector<const std::vect
     }
     if (s0.op == OpKind::AllReduce || s0.op == OpKind::AllReduceRmsNorm)
       continue;
-    const int64_t axis = s0.ints[0];
+    const int64_t axis = AxisParams::read(s0).axis;
     const std::vector<TensorRef> &parts = s0.op == OpKind::AllGather ? xs : ys;
     const std::vector<TensorRef> &whole = s0.op == OpKind::AllGather ? ys : xs;
     int64_t total = 0;
@@ -322,6 +318,21 @@ std::string checkCollectives(const Plan &plan, const std::vector<const std::vect
     if (total != whole[0].shape[axis])
       return err(fmt::format("the devices' parts add up to {} along axis {}, the full tensor has {}", total,
                              axis, whole[0].shape[axis]));
+  }
+  return "";
+}
+
+std::string checkEvaluateArgs(const Plan &plan, int64_t ctx, const std::vector<int32_t> &tokens,
+                              const std::vector<int32_t> &positions) {
+  if (tokens.size() != positions.size() || tokens.empty())
+    return fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= plan.model.nVocab)
+      return fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], plan.model.nVocab - 1);
+    if (positions[i] < 0 || positions[i] >= ctx)
+      return fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the model "
+                         "was trained with {})",
+                         positions[i], ctx, plan.model.nCtxTrain);
   }
   return "";
 }

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/plan/PlanFormat.h"
 
+#include "runtime/plan/StepParams.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -15,26 +17,26 @@
 namespace tpc::rt {
 
 namespace {
-/// Operand and parameter counts per op; -1 = no upper bound.
+/// Operand counts per op; -1 = no upper bound. Parameter counts are StepParams.h's.
 struct OpSig {
   const char *name;
-  int minIn, maxIn, minOut, maxOut, minInts, minFloats;
+  int minIn, maxIn, minOut, maxOut;
 };
 constexpr OpSig kSigs[kNumOpKinds] = {
-    {"get_rows", 2, 2, 1, 1, 0, 0},     {"take_along", 2, 2, 1, 1, 0, 0},
-    {"rms_norm", 1, 2, 1, 1, 0, 1},     {"matmul", 2, 2, 1, 1, 0, 0},
-    {"mul_mat_id", 3, 3, 1, 1, 0, 0},   {"add", 2, 2, 1, 1, 0, 0},
-    {"mul", 2, 2, 1, 1, 0, 0},          {"div", 2, 2, 1, 1, 0, 0},
-    {"scale", 1, 1, 1, 1, 0, 1},        {"unary", 1, 1, 1, 1, 1, 0},
-    {"glu", 1, 2, 1, 1, 1, 0},          {"softmax", 1, 1, 1, 1, 0, 0},
-    {"top_k", 1, 1, 1, 1, 1, 0},        {"sum", 1, 1, 1, 1, 2, 0},
-    {"reshape", 1, 1, 1, 1, 0, 0},      {"permute", 1, 1, 1, 1, 1, 0},
-    {"view", 1, 1, 1, 1, 3, 0},         {"concat", 1, -1, 1, 1, 1, 0},
-    {"rope", 2, 3, 1, 1, 2, 2},         {"softcap", 1, 1, 1, 1, 0, 1},
-    {"attention", 4, 5, 1, 1, 2, 2},    {"expert_combine", 2, -1, 1, 1, 0, 0},
-    {"all_reduce", 1, -1, 1, -1, 0, 0}, {"reduce_scatter", 1, 1, 1, 1, 1, 0},
-    {"all_gather", 1, 1, 1, 1, 1, 0},   {"slice", 1, 1, 1, 1, 3, 0},
-    {"copy", 1, 1, 1, 1, 0, 0},         {"all_reduce_rms_norm", 1, 3, 2, 2, 2, 1},
+    {"get_rows", 2, 2, 1, 1},     {"take_along", 2, 2, 1, 1},
+    {"rms_norm", 1, 2, 1, 1},     {"matmul", 2, 2, 1, 1},
+    {"mul_mat_id", 3, 3, 1, 1},   {"add", 2, 2, 1, 1},
+    {"mul", 2, 2, 1, 1},          {"div", 2, 2, 1, 1},
+    {"scale", 1, 1, 1, 1},        {"unary", 1, 1, 1, 1},
+    {"glu", 1, 2, 1, 1},          {"softmax", 1, 1, 1, 1},
+    {"top_k", 1, 1, 1, 1},        {"sum", 1, 1, 1, 1},
+    {"reshape", 1, 1, 1, 1},      {"permute", 1, 1, 1, 1},
+    {"view", 1, 1, 1, 1},         {"concat", 1, -1, 1, 1},
+    {"rope", 2, 3, 1, 1},         {"softcap", 1, 1, 1, 1},
+    {"attention", 4, 5, 1, 1},    {"expert_combine", 2, -1, 1, 1},
+    {"all_reduce", 1, -1, 1, -1}, {"reduce_scatter", 1, 1, 1, 1},
+    {"all_gather", 1, 1, 1, 1},   {"slice", 1, 1, 1, 1},
+    {"copy", 1, 1, 1, 1},         {"all_reduce_rms_norm", 1, 3, 2, 2},
 };
 
 std::optional<uint64_t> mulChecked(uint64_t a, uint64_t b) {
@@ -273,7 +275,7 @@ void checkStepPlacement(const DevicePlan &dev, size_t si, const std::function<vo
   for (int32_t id : st.outputs)
     check(id, "output");
   if (st.op == OpKind::Attention)
-    kvCheck(static_cast<int32_t>(st.ints[0]));
+    kvCheck(static_cast<int32_t>(AttentionParams::read(st).kvCache));
 }
 
 void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) {
@@ -448,13 +450,9 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       err(fmt::format("{}: {} outputs, expected {}..{}", where, st.outputs.size(), sig.minOut, sig.maxOut));
     if (st.op == OpKind::AllReduce && st.inputs.size() != st.outputs.size())
       err(fmt::format("{}: needs one output per input", where));
-    if (st.op == OpKind::AllReduceRmsNorm && st.ints.size() >= 2 &&
-        (st.ints[0] < 0 || st.ints[0] > 1 || st.ints[1] < 0 || st.ints[1] > 1 ||
-         st.inputs.size() != size_t(1 + st.ints[0] + st.ints[1])))
-      err(fmt::format("{}: ints (residual {}, weight {}) must be 0/1 and match the {} inputs", where, st.ints[0],
-                      st.ints[1], st.inputs.size()));
-    if (st.ints.size() < size_t(sig.minInts) || st.floats.size() < size_t(sig.minFloats))
-      err(fmt::format("{}: needs {} ints and {} floats", where, sig.minInts, sig.minFloats));
+    const std::string params = checkParamLayout(st);
+    if (!params.empty())
+      err(fmt::format("{}: {}", where, params));
     for (int32_t id : st.inputs)
       if (id < 0 || static_cast<size_t>(id) >= dev.tensors.size())
         err(fmt::format("{}: input tensor {} out of range", where, id));
@@ -466,11 +464,14 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
                dev.tensors[id].storage == Storage::InputPositions)
         err(fmt::format("{}: writes read-only tensor {}", where, id));
     }
-    bool kvOk = true;
-    if (st.op == OpKind::Attention && !st.ints.empty() &&
-        (st.ints[0] < 0 || static_cast<size_t>(st.ints[0]) >= dev.kv.size())) {
-      err(fmt::format("{}: kv cache index {} out of range", where, st.ints[0]));
-      kvOk = false;
+    // Attention names its KV cache in its parameters: the placement checks need a valid index.
+    bool kvOk = st.op != OpKind::Attention || params.empty();
+    if (kvOk && st.op == OpKind::Attention) {
+      const int64_t kv = AttentionParams::read(st).kvCache;
+      if (kv < 0 || static_cast<size_t>(kv) >= dev.kv.size()) {
+        err(fmt::format("{}: kv cache index {} out of range", where, kv));
+        kvOk = false;
+      }
     }
     if (!knownPlacement(st.placement)) {
       err(fmt::format("{}: unknown placement {}", where, static_cast<int>(st.placement)));
@@ -490,8 +491,7 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
         return t.index >= 0 && static_cast<size_t>(t.index) < dev.kv.size();
       return true;
     };
-    if (kvOk && (st.op != OpKind::Attention || !st.ints.empty()) &&
-        std::all_of(st.inputs.begin(), st.inputs.end(), idOk) &&
+    if (kvOk && std::all_of(st.inputs.begin(), st.inputs.end(), idOk) &&
         std::all_of(st.outputs.begin(), st.outputs.end(), idOk))
       checkStepPlacement(dev, s, err);
   }

@@ -55,46 +55,49 @@ enum class Storage : uint8_t {
 };
 
 /// The step vocabulary: the tpc dialect ops after localization. Semantics are per device on local shapes;
-/// "x[T,N]" means dim 0 is the token dimension. Parameters: ints[i] / floats[i] as listed.
+/// "x[T,N]" means dim 0 is the token dimension. Scalar parameters (Step::ints / Step::floats) are named
+/// here and laid out by their struct in StepParams.h, the only code that indexes those lists.
 enum class OpKind : uint16_t {
   GetRows = 0,        ///< (table[R,N] any ggml type, ids[T] i32) -> [T,N]; quantized rows are dequantized;
-                      ///< optional ints[0] = the table's first row id (a vocabulary-parallel share): ids
-                      ///< outside [ints[0], ints[0] + R) give zero rows
+                      ///< GetRowsParams: optional firstId, the table's first row id (a vocabulary-parallel
+                      ///< share): ids outside [firstId, firstId + R) give zero rows
   TakeAlong = 1,      ///< (x[T,N], idx[T,k] i32) -> [T,k]: y[t,j] = x[t, idx[t,j]]
-  RmsNorm = 2,        ///< (x[...,N] [, w[N]]) -> x/rms(x) (* w); floats[0] = eps
+  RmsNorm = 2,        ///< (x[...,N] [, w[N]]) -> x/rms(x) (* w); RmsNormParams: eps
   Matmul = 3,         ///< (x[...,K], w[N,K]) -> [...,N]: y = x·wᵀ, w any ggml type or f32 tensor
   MulMatId = 4,       ///< (x[T,K] or [T,k,K], w[E,N,K], ids[T,k]) -> [T,k,N]: y[t,j] = w[ids[t,j]]·x[t,(j)]
   Add = 5,            ///< (a, b) -> a + b, b broadcast right-aligned (its dims equal a's or 1)
   Mul = 6,            ///< (a, b) -> a * b, broadcast as Add
   Div = 7,            ///< (a, b) -> a / b, broadcast as Add
-  Scale = 8,          ///< (x) -> x * floats[0]
-  Unary = 9,          ///< (x) -> f(x); ints[0] = UnaryFn
-  Glu = 10,           ///< (x[...,2F]) -> f(x[..,:F]) * x[..,F:]; or (g, u) -> f(g) * u; ints[0] = UnaryFn
+  Scale = 8,          ///< (x) -> x * value; ScaleParams
+  Unary = 9,          ///< (x) -> fn(x); UnaryParams: fn
+  Glu = 10,           ///< (x[...,2F]) -> fn(x[..,:F]) * x[..,F:]; or (g, u) -> fn(g) * u; GluParams: fn
   Softmax = 11,       ///< (x) -> softmax over the last axis
-  TopK = 12,          ///< (x[...,N]) -> i32 [...,k]: indices, descending, ties -> lower index; ints[0] = k
-  Sum = 13,           ///< (x) -> sum over ints[0] (axis); ints[1] = keep_dim (0/1)
+  TopK = 12,          ///< (x[...,N]) -> i32 [...,k]: indices, descending, ties -> lower index; TopKParams
+  Sum = 13,           ///< (x) -> sum over an axis; SumParams: axis, keepDim
   Reshape = 14,       ///< (x) -> same elements, new shape (no copy when the output is a View of x)
-  Permute = 15,       ///< (x) -> y with y.shape[i] = x.shape[perm[i]]; ints = perm
-  View = 16,          ///< (x) -> x narrowed on ints[0] (axis) to [ints[1], ints[1] + ints[2])
-  Concat = 17,        ///< (x0, x1, ...) -> concatenation along ints[0]
-  Rope = 18,          ///< (x[T,H,D], pos[T] [, freq_factors[n_dims/2]]): ints[0] mode 0 normal 1 neox,
-                      ///< ints[1] n_dims; floats[0] base, floats[1] freq_scale
-  Softcap = 19,       ///< (x) -> cap * tanh(x / cap); floats[0] = cap
+  Permute = 15,       ///< (x) -> y with y.shape[i] = x.shape[perm[i]]; PermuteParams
+  View = 16,          ///< (x) -> x narrowed on axis to [offset, offset + size); NarrowParams
+  Concat = 17,        ///< (x0, x1, ...) -> concatenation along an axis; AxisParams
+  Rope = 18,          ///< (x[T,H,D], pos[T] [, freq_factors[n_dims/2]]); RopeParams: mode (normal, neox),
+                      ///< nDims, base, freqScale
+  Softcap = 19,       ///< (x) -> cap * tanh(x / cap); SoftcapParams
   Attention = 20,     ///< (q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], pos[T] [, sinks[Hq]]) -> [T,Hq,Dv];
-                      ///< ints[0] kv cache index, ints[1] sliding window (0 none); floats[0] scale,
-                      ///< floats[1] softcap (0 none). Appends k, v at pos, then causal attention.
+                      ///< AttentionParams: kvCache (index), window (0 none), scale, softcap (0 none).
+                      ///< Appends k, v at pos, then causal attention.
   ExpertCombine = 21, ///< (x[T,k,N], m1[T,k], m2[T,k], ...) -> [T,N] = Σ_j Π_i m_i[t,j] · x[t,j,:]
   AllReduce = 22,     ///< (a, b, ...) -> (a', b', ...): sum over devices, several tensors = one bucket
-  ReduceScatter = 23, ///< (x) -> this device's part along ints[0] of the sum; parts sized by outputs
-                      ///< (the output must not alias x: peers read every device's x while parts are written)
-  AllGather = 24,     ///< (x) -> concatenation of every device's x along ints[0] (sizes may differ)
-  Slice = 25,         ///< (x) -> x narrowed like View (ints[0] axis, ints[1] offset, ints[2] size)
+  ReduceScatter = 23, ///< (x) -> this device's part along an axis (AxisParams) of the sum; parts sized by
+                      ///< outputs (the output must not alias x: peers read every device's x while parts are
+                      ///< written)
+  AllGather = 24,     ///< (x) -> concatenation of every device's x along an axis (AxisParams; sizes may
+                      ///< differ)
+  Slice = 25,         ///< (x) -> x narrowed like View (NarrowParams)
   Copy = 26,          ///< (x) -> y, a backend copy (device <-> host); a memcpy on the CPU backend
   AllReduceRmsNorm = 27, ///< (x[T,N] [, r[T,N]] [, w[N]]) -> (y, n): y = sum over devices of x, with r added
                          ///< on device 0 before the sum (the residual, once); n = rms_norm(y) (* w) over the
-                         ///< last axis; ints[0] = 1 with r, ints[1] = 1 with w; floats[0] = eps. A layer
-                         ///< boundary's residual add, all-reduce and norm as one step. y may be x or r (same
-                         ///< bytes), n overlaps neither x nor y.
+                         ///< last axis; AllReduceRmsNormParams: residual (r given), weight (w given), eps. A
+                         ///< layer boundary's residual add, all-reduce and norm as one step. y may be x or r
+                         ///< (same bytes), n overlaps neither x nor y.
 };
 /// Number of OpKind values.
 inline constexpr unsigned kNumOpKinds = 28;
@@ -229,7 +232,7 @@ public:
   int32_t io(Storage kind, DType dt, std::vector<int64_t> shape);
   /// A view of `base` at byte `offset` with its own shape (and its base's placement).
   int32_t view(int32_t base, DType dt, std::vector<int64_t> shape, uint64_t offset = 0);
-  /// Appends a step running on side `where`.
+  /// Appends a step running on side `where`; `ints` and `floats` as its StepParams.h struct packs them.
   void step(OpKind op, std::vector<int32_t> in, std::vector<int32_t> out, std::vector<int64_t> ints = {},
             std::vector<float> floats = {}, std::string name = {}, Placement where = Placement::Device);
 

@@ -1,8 +1,9 @@
 //===- RunCommand.cpp - `tpc run` -------------------------------------------===//
 //
-// `tpc run plan.bin -p TEXT -n N` loads a plan (tokenizer included), opens a session on the CPU or CUDA
-// backend (`--backend auto|cpu|cuda`; auto is CUDA when built and a GPU is visible) and streams generated
-// text; the rest of the command sees the backend through the small Runner interface; `--prompt-ids 1,2,3` skips the tokenizer; `--dump-logits FILE` writes float32
+// `tpc run plan.bin -p TEXT -n N` loads a plan (tokenizer included), opens a session on the backend
+// `--backend auto|cpu|cuda` names (the built-in registry, runtime/backends; auto is CUDA when built and a
+// GPU is visible) and streams generated text; the rest of the command sees only the Session interface
+// (runtime/exec/Session.h). `--prompt-ids 1,2,3` skips the tokenizer; `--dump-logits FILE` writes float32
 // rows (one per prompt position, then one per generated token after feeding it), the layout of the
 // fixtures' .logits.f32 files. `--bench -pp 512 -tg 128 [-r 5] [--json]` prints a llama-bench style table.
 // llama-bench spells the test sizes "-pp"/"-tg", which CLI11 cannot declare (one-letter short names), so
@@ -11,11 +12,9 @@
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 
-#include "runtime/exec/Executor.h"
+#include "runtime/backends/Backends.h"
+#include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
-#ifdef TPC_HAVE_CUDA
-#include "runtime/cuda/CudaSession.h"
-#endif
 #include "runtime/sampler/Sampler.h"
 #include "runtime/tokenizer/PlanVocab.h"
 #include "runtime/tokenizer/Tokenizer.h"
@@ -26,13 +25,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
-#include <type_traits>
-#include <cstring>
-#include <map>
-#include <thread>
 
 namespace {
 
@@ -63,94 +59,6 @@ struct RunOptions {
   bool profile = false;
   std::string backend = "auto";
   std::string gpus;
-};
-
-/// What `tpc run` needs from a backend's session (CPU Session or CUDA CudaSession).
-class Runner {
-public:
-  virtual ~Runner() = default;
-  virtual Expected<std::vector<float>> evaluate(const std::vector<int32_t> &ids, const std::vector<int32_t> &pos) = 0;
-  virtual const Plan &plan() const = 0;
-  virtual int64_t ctxSize() const = 0;
-  /// CPU threads per device (0 on CUDA).
-  virtual int threadsPerDevice() const = 0;
-  virtual void setProfiling(bool on) = 0;
-  virtual std::vector<StepProfile> profile() const = 0;
-  /// "CPU" or "CUDA" (bench tables).
-  virtual const char *name() const = 0;
-  /// The memory each logical device's weights live in (a GPU ordinal; 0 for the CPU's one host memory).
-  virtual std::vector<int> memoryOf() const = 0;
-  /// Copy bandwidth of memory `m` in bytes per second, read + write counted; 0 when unknown.
-  virtual double copyBandwidth(int m) const = 0;
-  /// "GPU 0" or "host memory" (bench notes).
-  virtual std::string memoryName(int m) const = 0;
-  /// The memory of memoryOf() that host-placed weights live in, or -1 when it is none of them (a GPU
-  /// backend: host memory is not measured, so host-placed reads are reported apart).
-  virtual int hostMemory() const = 0;
-};
-
-/// Copy bandwidth of host memory with `threads` threads, each copying its share of two 256 MiB buffers:
-/// the best of 3 copies after a warm-up, read + write counted (the CPU's decode roofline denominator).
-double hostCopyBandwidth(int threads) {
-  const size_t bytes = size_t(256) << 20;
-  std::vector<uint8_t> a(bytes, 1), b(bytes, 0);
-  threads = std::max(1, threads);
-  double best = 0;
-  for (int r = 0; r < 4; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    for (int i = 0; i < threads; ++i)
-      pool.emplace_back([&, i] {
-        const size_t lo = bytes * i / threads, hi = bytes * (i + 1) / threads;
-        std::memcpy(b.data() + lo, a.data() + lo, hi - lo);
-      });
-    for (std::thread &t : pool)
-      t.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0 && s > 0)
-      best = std::max(best, 2.0 * double(bytes) / s);
-  }
-  return best;
-}
-
-/// Forwards Runner to a session type S.
-template <typename S> class SessionRunner : public Runner {
-public:
-  SessionRunner(std::unique_ptr<S> s, const char *name, int threads) : s_(std::move(s)), name_(name), threads_(threads) {}
-  Expected<std::vector<float>> evaluate(const std::vector<int32_t> &ids, const std::vector<int32_t> &pos) override {
-    return s_->evaluate(ids, pos);
-  }
-  const Plan &plan() const override { return s_->plan(); }
-  int64_t ctxSize() const override { return s_->ctxSize(); }
-  int threadsPerDevice() const override { return threads_; }
-  void setProfiling(bool on) override { s_->setProfiling(on); }
-  std::vector<StepProfile> profile() const override { return s_->profile(); }
-  const char *name() const override { return name_; }
-  std::vector<int> memoryOf() const override {
-    if constexpr (std::is_same_v<S, Session>)
-      return std::vector<int>(s_->plan().devices.size(), 0);
-#ifdef TPC_HAVE_CUDA
-    else
-      return s_->gpuOf();
-#endif
-  }
-  double copyBandwidth(int m) const override {
-    if constexpr (std::is_same_v<S, Session>)
-      return hostCopyBandwidth(threads_ * static_cast<int>(s_->plan().devices.size()));
-#ifdef TPC_HAVE_CUDA
-    else
-      return s_->copyBandwidth(m);
-#endif
-  }
-  std::string memoryName(int m) const override {
-    return std::is_same_v<S, Session> ? std::string("host memory") : fmt::format("GPU {}", m);
-  }
-  int hostMemory() const override { return std::is_same_v<S, Session> ? 0 : -1; }
-
-private:
-  std::unique_ptr<S> s_;
-  const char *name_;
-  int threads_;
 };
 
 /// Parses "1,2,3" (spaces allowed); the error names the flag.
@@ -192,7 +100,7 @@ struct LogitsDump {
   }
 };
 
-std::vector<float> eval(Runner &s, const std::vector<int32_t> &ids, const std::vector<int32_t> &pos) {
+std::vector<float> eval(Session &s, const std::vector<int32_t> &ids, const std::vector<int32_t> &pos) {
   auto r = s.evaluate(ids, pos);
   if (!r)
     throw Failure(r.message());
@@ -222,13 +130,15 @@ struct Roofline {
   double bandwidth = 0, ts = 0;      ///< that memory's bytes/s; tokens/s (0: unknown)
   int memory = 0;
 };
-Roofline decodeRoofline(const Runner &s) {
+Roofline decodeRoofline(const Session &s) {
   const std::vector<DeviceSummary> sum = summarizeDevices(s.plan());
   const std::vector<int> mem = s.memoryOf();
   const int host = s.hostMemory();
   std::map<int, uint64_t> bytes;
   uint64_t hostBytes = 0;
   for (size_t d = 0; d < sum.size() && d < mem.size(); ++d) {
+    if (mem[d] < 0)
+      continue; // a device another process runs
     bytes[mem[d]] += sum[d].decodeWeightBytes;
     (host >= 0 ? bytes[host] : hostBytes) += sum[d].hostDecodeWeightBytes;
   }
@@ -248,7 +158,7 @@ Roofline decodeRoofline(const Runner &s) {
   return best;
 }
 
-void runBench(Runner &s, const RunOptions &o) {
+void runBench(Session &s, const RunOptions &o) {
   const Plan &p = s.plan();
   if (o.pp < 0 || o.tg < 0 || (o.pp == 0 && o.tg == 0))
     throw Failure("--bench: give -pp N and/or -tg N with N > 0");
@@ -306,10 +216,12 @@ void runBench(Runner &s, const RunOptions &o) {
           "  {{\"model\": \"{}\", \"file\": \"{}\", \"size_bytes\": {}, \"devices\": {}, \"backend\": "
           "\"{}\", "
           "\"threads_per_device\": {}, \"test\": \"{}\", \"n_tokens\": {}, \"reps\": {}, \"avg_ts\": {:.4f}, "
-          "\"stddev_ts\": {:.4f}, \"decode_weight_bytes_per_token\": {}, \"copy_bandwidth_bytes_per_s\": {:.0f}, "
+          "\"stddev_ts\": {:.4f}, \"decode_weight_bytes_per_token\": {}, \"copy_bandwidth_bytes_per_s\": "
+          "{:.0f}, "
           "\"roofline_ts\": {:.4f}}}{}\n",
-          model, file, weightBytes, devices, s.name(), s.threadsPerDevice(), results[i].test, results[i].tokens, o.reps,
-          results[i].mean, results[i].sd, roof.bytes, roof.bandwidth, roof.ts, i + 1 < results.size() ? "," : "");
+          model, file, weightBytes, devices, s.backendName(), s.threadsPerDevice(), results[i].test,
+          results[i].tokens, o.reps, results[i].mean, results[i].sd, roof.bytes, roof.bandwidth, roof.ts,
+          i + 1 < results.size() ? "," : "");
     fmt::print("]\n");
     return;
   }
@@ -319,8 +231,8 @@ void runBench(Runner &s, const RunOptions &o) {
   const std::string threads =
       s.threadsPerDevice() > 0 ? std::to_string(s.threadsPerDevice() * devices) : std::string("-");
   for (const Result &r : results)
-    fmt::print("| {} ({}) | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", model, file, size, devices, s.name(),
-               threads, r.test, r.mean, r.sd);
+    fmt::print("| {} ({}) | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", model, file, size, devices,
+               s.backendName(), threads, r.test, r.mean, r.sd);
   if (roof.ts <= 0) {
     fmt::print("\ndecode roofline: unknown (the copy bandwidth of {} could not be measured)\n",
                s.memoryName(roof.memory));
@@ -336,7 +248,7 @@ void runBench(Runner &s, const RunOptions &o) {
       fmt::print("{}: {:.1f}% of the roofline\n", r.test, 100.0 * r.mean / roof.ts);
 }
 
-void runGenerate(Runner &s, const RunOptions &o) {
+void runGenerate(Session &s, const RunOptions &o) {
   const Plan &p = s.plan();
   std::unique_ptr<Tokenizer> tok;
   if (!p.tokenizer.tokens.empty()) {
@@ -432,7 +344,7 @@ void runGenerate(Runner &s, const RunOptions &o) {
 }
 
 /// Time per op kind on device 0, largest first.
-void printProfile(const Runner &s) {
+void printProfile(const Session &s) {
   std::vector<StepProfile> byOp(kNumOpKinds);
   double total = 0;
   for (const StepProfile &p : s.profile()) {
@@ -451,37 +363,18 @@ void printProfile(const Runner &s) {
                  100 * b.seconds / std::max(total, 1e-12), b.calls);
 }
 
-/// Opens the plan on the backend --backend names (auto: CUDA when built and a GPU is visible).
-std::unique_ptr<Runner> openRunner(Plan plan, const SessionOptions &so, const RunOptions &o) {
-  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
-    throw Failure(fmt::format("--backend: '{}' is not auto, cpu or cuda", o.backend));
-#ifdef TPC_HAVE_CUDA
-  if (o.backend == "cuda" || (o.backend == "auto" && cuda::cudaDeviceCount() > 0)) {
-    cuda::CudaOptions co;
-    co.progress = true;
-    co.fuse = !std::getenv("TPC_CUDA_NO_FUSE"); // A/B benchmarks of the fused kernels
-    std::stringstream ss(o.gpus);
-    for (std::string item; std::getline(ss, item, ',');) {
-      char *end = nullptr;
-      long v = std::strtol(item.c_str(), &end, 10);
-      if (item.empty() || *end || v < 0)
-        throw Failure(fmt::format("--gpus: '{}' is not a GPU ordinal (expected e.g. 0,1)", item));
-      co.gpus.push_back(static_cast<int>(v));
-    }
-    auto s = cuda::CudaSession::open(std::move(plan), so, co);
-    if (!s)
-      throw Failure(s.message());
-    return std::make_unique<SessionRunner<cuda::CudaSession>>(std::move(*s), "CUDA", 0);
+/// "0,1" -> {0, 1} (--gpus); the error names the flag.
+std::vector<int> parseOrdinals(const std::string &list) {
+  std::vector<int> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char *end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end || v < 0)
+      throw Failure(fmt::format("--gpus: '{}' is not a GPU ordinal (expected e.g. 0,1)", item));
+    out.push_back(static_cast<int>(v));
   }
-#else
-  if (o.backend == "cuda")
-    throw Failure("--backend cuda: this tpc was built without CUDA (configure with -DTPC_ENABLE_CUDA=ON)");
-#endif
-  auto s = Session::open(std::move(plan), so);
-  if (!s)
-    throw Failure(s.message());
-  const int threads = (*s)->threadsPerDevice();
-  return std::make_unique<SessionRunner<Session>>(std::move(*s), "CPU", threads);
+  return out;
 }
 
 void runRun(const RunOptions &o) {
@@ -496,14 +389,22 @@ void runRun(const RunOptions &o) {
   so.threads = o.threads;
   so.ctxSize = o.ctxSize;
   so.ggufPath = o.gguf;
-  std::unique_ptr<Runner> runner = openRunner(std::move(*plan), so, o);
-  runner->setProfiling(o.profile);
+  so.ordinals = parseOrdinals(o.gpus);
+  so.progress = true;
+  auto backend = builtinBackends().select(o.backend);
+  if (!backend)
+    throw Failure("--backend: " + backend.message());
+  auto session = (*backend)->open(std::move(*plan), so);
+  if (!session)
+    throw Failure(session.message());
+  Session &s = **session;
+  s.setProfiling(o.profile);
   if (o.bench)
-    runBench(*runner, o);
+    runBench(s, o);
   else
-    runGenerate(*runner, o);
+    runGenerate(s, o);
   if (o.profile)
-    printProfile(*runner);
+    printProfile(s);
 }
 
 void registerRun(CLI::App &app) {
@@ -530,7 +431,7 @@ void registerRun(CLI::App &app) {
   cmd->add_option("-r,--repetitions", o->reps, "bench: repetitions")->capture_default_str();
   cmd->add_flag("--json", o->json, "bench: JSON output");
   cmd->add_flag("--profile", o->profile, "print time per op kind on device 0 (stderr)");
-  cmd->add_option("--backend", o->backend, "auto (CUDA when built and a GPU is visible), cpu or cuda")
+  cmd->add_option("--backend", o->backend, "auto (the first usable of cuda, cpu), cpu or cuda")
       ->capture_default_str();
   cmd->add_option("--gpus", o->gpus, "CUDA: GPU ordinals for the plan's devices, round-robin (default: all)");
   cmd->callback([o] { runRun(*o); });

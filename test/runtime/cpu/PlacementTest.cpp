@@ -1,17 +1,18 @@
-//===- PlacementTest.cpp - host placement on the CPU backend and runLocalStep ----===//
+//===- PlacementTest.cpp - host placement on the CPU backend and its HostStepRunner ----===//
 //
 // Host placement changes no result on the CPU session (all of it is host memory; the host activations get
 // their own arena, as the plan sizes it): a plan whose matmul runs on the host between two copies gives the
-// all-device result. The public pieces another backend uses for its
-// host steps work on their own: resolveTensors puts host activations (and their views) at
-// StorageBases::hostActs, bindOperands + runLocalStep run a host step there, and runLocalStep refuses
-// collectives. A misplaced plan fails at open with one line naming the step and the tensor.
+// all-device result. The pieces another backend uses for its host steps work on their own:
+// resolveTensors puts host activations (and their views) at StorageBases::hostActs, bindOperands binds a
+// host step there, and the HostStepRunner the CPU Backend object hands out runs it, refusing collectives
+// with an error. A misplaced plan fails at open with one line naming the step and the tensor.
 //===----------------------------------------------------------------------===//
-#include "ExecTestUtil.h"
+#include "test/runtime/exec/ExecTestUtil.h"
 
-#include "runtime/exec/Ops.h"
-
-#include <stdexcept>
+#include "runtime/backends/Backends.h"
+#include "runtime/exec/Binding.h"
+#include "runtime/exec/StepChecks.h"
+#include "runtime/ggml/Quant.h"
 
 using namespace tpc;
 using namespace tpc::rt;
@@ -47,7 +48,7 @@ TEST(Placement, HostStepsRunOnTheCpuBackendLikeDeviceSteps) {
   EXPECT_NE(want, std::vector<float>(21, 0.0f));
 }
 
-TEST(Placement, RunLocalStepRunsAHostStepOnBoundHostTensors) {
+TEST(Placement, HostStepRunnerRunsAHostStepOnBoundHostTensors) {
   // One device: a device activation a, a host copy h of it (and a view of h), a host weight w [2,3] and a
   // host matmul into y; plus an all-reduce on the device.
   Plan p;
@@ -87,28 +88,62 @@ TEST(Placement, RunLocalStepRunsAHostStepOnBoundHostTensors) {
 
   const float x[6] = {1, 0, 2, -3, 1, 1};
   std::copy(x, x + 6, deviceArena.begin());
-  exec::ThreadGroup tg(2);
+  // What a GPU backend does: ask the CPU Backend object for a runner, never a CPU header.
+  const Backend *cpu = builtinBackends().find("cpu");
+  ASSERT_NE(cpu, nullptr);
+  std::unique_ptr<exec::HostStepRunner> host = cpu->hostStepRunner(2);
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(host->threads(), 2);
   std::vector<exec::TensorRef> in, out;
   for (size_t si = 0; si < 2; ++si) {
     const Step &s = dev.steps[si];
     exec::bindOperands(dev, ptrs, s, 2, in, out);
-    EXPECT_EQ(exec::checkStep(s, in, out, kv), "") << s.name;
-    exec::runLocalStep(s, in, out, kv, tg);
+    EXPECT_EQ(exec::checkStep(s, in, out, dev.kv), "") << s.name;
+    Expected<void> ok = host->run(s, in, out, kv);
+    EXPECT_TRUE(ok) << ok.message();
   }
   EXPECT_EQ(std::vector<float>(hostArena.begin() + 16, hostArena.begin() + 22), std::vector<float>(x, x + 6));
   // y[t, n] = x[t, :] . w[n, :]
   const std::vector<float> want = {1 + 0 + 6, -1 + 0 + 4, -3 + 2 + 3, 3 + 0 + 2};
   EXPECT_EQ(std::vector<float>(hostArena.begin() + 32, hostArena.begin() + 36), want);
 
-  // Collectives are the session's: runLocalStep refuses them, naming the step.
+  // Collectives are the session's: the runner refuses them with an error naming the step, and leaves the
+  // operands alone.
   exec::bindOperands(dev, ptrs, dev.steps[2], 2, in, out);
-  try {
-    exec::runLocalStep(dev.steps[2], in, out, kv, tg);
-    ADD_FAILURE() << "runLocalStep ran a collective";
-  } catch (const std::invalid_argument &e) {
-    EXPECT_NE(std::string(e.what()).find("'all_reduce' (all_reduce) is a collective"), std::string::npos)
-        << e.what();
-  }
+  const std::vector<float> before = deviceArena;
+  Expected<void> refused = host->run(dev.steps[2], in, out, kv);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.message().find("'all_reduce' (all_reduce) is a collective"), std::string::npos)
+      << refused.message();
+  EXPECT_EQ(deviceArena, before);
+}
+
+TEST(Placement, HostStepRunnerGivesTheSessionsBits) {
+  // A Q4_K matmul (8-bit activations, integer dots: what a GPU's own kernels would round differently),
+  // run by the CPU session, then alone by a runner of another thread count on copies of its operands.
+  const int64_t k = 256, n = 9, t = 3;
+  PlanMaker m(1, t, 4);
+  const std::vector<float> wf = randomFloats(n * k, 21);
+  std::vector<uint8_t> wq(n * *ggmlRowBytes(GGMLType::Q4_K, k));
+  for (int64_t r = 0; r < n; ++r)
+    quantizeRow(GGMLType::Q4_K, &wf[r * k], wq.data() + r * *ggmlRowBytes(GGMLType::Q4_K, k), k);
+  const int32_t x = m.tokenInput(0, {k}, randomFloats(4 * k, 22));
+  const int32_t w = m.weightRaw(0, GGMLType::Q4_K, {n, k}, wq), y = m.act(0, {-1, n});
+  m.b(0).step(OpKind::Matmul, {x, w}, {y});
+  auto s = m.run(t);
+  ASSERT_TRUE(s);
+  const std::vector<float> want = s->tensorData(0, y, t);
+  ASSERT_EQ(want.size(), size_t(t * n));
+
+  std::vector<float> xs = s->tensorData(0, x, t), ys(t * n, -1.0f);
+  exec::TensorRef xr{xs.data(), DType::F32, false, GGMLType::F32, {t, k}};
+  exec::TensorRef wr{wq.data(), DType::F32, true, GGMLType::Q4_K, {n, k}};
+  exec::TensorRef yr{ys.data(), DType::F32, false, GGMLType::F32, {t, n}};
+  std::vector<exec::KvBuffers> kv;
+  std::unique_ptr<exec::HostStepRunner> host = builtinBackends().find("cpu")->hostStepRunner(3);
+  Expected<void> ok = host->run(m.plan.devices[0].steps.back(), {xr, wr}, {yr}, kv);
+  ASSERT_TRUE(ok) << ok.message();
+  EXPECT_EQ(ys, want);
 }
 
 TEST(Placement, MisplacedStepFailsAtOpenNamingStepAndTensor) {

@@ -4,13 +4,13 @@
 // expert combine. Everything is f32 (top-k writes i32 indices). Loops split rows over the thread group and
 // keep the innermost loop simple so the compiler vectorises it. Outputs may alias inputs (in place).
 //===----------------------------------------------------------------------===//
-#include "runtime/exec/Ops.h"
+#include "runtime/cpu/ops/Ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-namespace tpc::rt::exec {
+namespace tpc::rt::cpu {
 
 float halfToFloat(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
@@ -289,4 +289,4 @@ void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, con
   });
 }
 
-} // namespace tpc::rt::exec
+} // namespace tpc::rt::cpu

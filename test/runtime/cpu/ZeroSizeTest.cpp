@@ -7,7 +7,7 @@
 // partial sum: stale values would be all-reduced into the result), and the 2-device run must equal the
 // 1-device run exactly.
 //===----------------------------------------------------------------------===//
-#include "ExecTestUtil.h"
+#include "test/runtime/exec/ExecTestUtil.h"
 
 #include "runtime/cpu/quant/Quant.h"
 

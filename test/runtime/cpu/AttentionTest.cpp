@@ -4,9 +4,9 @@
 // Dk != Dv. Every case also runs token by token (incremental decode through the KV cache) and must give
 // the same rows as the one-batch run.
 //===----------------------------------------------------------------------===//
-#include "ExecTestUtil.h"
+#include "test/runtime/exec/ExecTestUtil.h"
 
-#include "runtime/exec/Ops.h"
+#include "runtime/cpu/ops/Ops.h"
 
 #include <cmath>
 
@@ -45,9 +45,9 @@ std::vector<float> refAttention(const AttnCase &c, int64_t t, const std::vector<
                                 std::vector<float> k, std::vector<float> v, const std::vector<float> &sinks) {
   if (c.cache == DType::F16) {
     for (float &x : k)
-      x = exec::halfToFloat(exec::floatToHalf(x));
+      x = cpu::halfToFloat(cpu::floatToHalf(x));
     for (float &x : v)
-      x = exec::halfToFloat(exec::floatToHalf(x));
+      x = cpu::halfToFloat(cpu::floatToHalf(x));
   }
   std::vector<float> y(t * c.hq * c.dv);
   for (int64_t i = 0; i < t; ++i)

@@ -8,7 +8,7 @@
 // scores and per-head sink logits that join the softmax denominator only. Parallel over (token, KV head):
 // the KV rows are converted once per GQA group.
 //===----------------------------------------------------------------------===//
-#include "runtime/exec/Ops.h"
+#include "runtime/cpu/ops/Ops.h"
 
 #include "runtime/cpu/VectorOps.h"
 #include "runtime/cpu/quant/Quant.h"
@@ -17,10 +17,12 @@
 #include <climits>
 #include <cmath>
 
-namespace tpc::rt::exec {
+namespace tpc::rt::cpu {
 
 void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y,
-            int64_t mode, int64_t nDims, float base, float freqScale, ThreadGroup &tg) {
+            const RopeParams &p, ThreadGroup &tg) {
+  const int64_t mode = static_cast<int64_t>(p.mode), nDims = p.nDims;
+  const float base = p.base, freqScale = p.freqScale;
   const int64_t t = x.shape[0], h = x.shape[1], d = x.shape[2], half = nDims / 2;
   std::vector<double> invFreq(half);
   for (int64_t i = 0; i < half; ++i) {
@@ -184,4 +186,4 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
     tg.parallelFor(t * hkv, body);
 }
 
-} // namespace tpc::rt::exec
+} // namespace tpc::rt::cpu

@@ -1,16 +1,16 @@
 //===- LocalStep.cpp - one non-collective step on host tensors --------------===//
 //
-// The op switch of the CPU executor, public so that every backend runs host-placed steps the same way: the
-// CPU session calls it for each step but the collectives, an accelerator backend for the steps the plan
-// places on the host (with host pointers bound). Operands were checked at open (checkStep).
+// The op switch of the CPU backend, behind CpuStepRunner: the CPU session runs every step but the
+// collectives through it, an accelerator backend the steps the plan places on the host (with host pointers
+// bound). Operands were checked at open (exec::checkStep); parameters are read through StepParams.h.
 //===----------------------------------------------------------------------===//
-#include "runtime/exec/Ops.h"
+#include "runtime/cpu/ops/Ops.h"
 
 #include <fmt/core.h>
 
 #include <stdexcept>
 
-namespace tpc::rt::exec {
+namespace tpc::rt::cpu {
 
 void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
                   std::vector<KvBuffers> &kv, ThreadGroup &tg) {
@@ -18,13 +18,13 @@ void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::ve
   const TensorRef &y = out[0];
   switch (s.op) {
   case OpKind::GetRows:
-    opGetRows(x, in[1], y, s.ints.empty() ? 0 : s.ints[0], tg);
+    opGetRows(x, in[1], y, GetRowsParams::read(s).firstId.value_or(0), tg);
     return;
   case OpKind::TakeAlong:
     opTakeAlong(x, in[1], y, tg);
     return;
   case OpKind::RmsNorm:
-    opRmsNorm(x, in.size() > 1 ? &in[1] : nullptr, y, s.floats[0], tg);
+    opRmsNorm(x, in.size() > 1 ? &in[1] : nullptr, y, RmsNormParams::read(s).eps, tg);
     return;
   case OpKind::Matmul:
     opMatmul(x, in[1], y, tg);
@@ -38,49 +38,48 @@ void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::ve
     opBinary(s.op, x, in[1], y, tg);
     return;
   case OpKind::Scale:
-    opScale(x, y, s.floats[0], tg);
+    opScale(x, y, ScaleParams::read(s).value, tg);
     return;
   case OpKind::Unary:
-    opUnary(static_cast<UnaryFn>(s.ints[0]), x, y, tg);
+    opUnary(UnaryParams::read(s).fn, x, y, tg);
     return;
   case OpKind::Glu:
-    opGlu(static_cast<UnaryFn>(s.ints[0]), x, in.size() > 1 ? &in[1] : nullptr, y, tg);
+    opGlu(GluParams::read(s).fn, x, in.size() > 1 ? &in[1] : nullptr, y, tg);
     return;
   case OpKind::Softmax:
     opSoftmax(x, y, tg);
     return;
   case OpKind::TopK:
-    opTopK(x, y, s.ints[0], tg);
+    opTopK(x, y, TopKParams::read(s).k, tg);
     return;
   case OpKind::Sum:
-    opSum(x, y, s.ints[0], tg);
+    opSum(x, y, SumParams::read(s).axis, tg);
     return;
   case OpKind::Reshape:
   case OpKind::Copy:
     opCopy(x, y);
     return;
   case OpKind::Permute:
-    opPermute(x, y, s.ints, tg);
+    opPermute(x, y, PermuteParams::read(s).perm, tg);
     return;
   case OpKind::View:
-  case OpKind::Slice:
-    opNarrow(x, y, s.ints[0], s.ints[1]);
+  case OpKind::Slice: {
+    const NarrowParams p = NarrowParams::read(s);
+    opNarrow(x, y, p.axis, p.offset);
     return;
+  }
   case OpKind::Concat:
-    opConcat(in, y, s.ints[0]);
+    opConcat(in, y, AxisParams::read(s).axis);
     return;
   case OpKind::Rope:
-    opRope(x, in[1], in.size() > 2 ? &in[2] : nullptr, y, s.ints[0], s.ints[1], s.floats[0], s.floats[1], tg);
+    opRope(x, in[1], in.size() > 2 ? &in[2] : nullptr, y, RopeParams::read(s), tg);
     return;
   case OpKind::Softcap:
-    opSoftcap(x, y, s.floats[0], tg);
+    opSoftcap(x, y, SoftcapParams::read(s).cap, tg);
     return;
   case OpKind::Attention: {
-    AttentionParams p;
-    p.scale = s.floats[0];
-    p.softcap = s.floats[1];
-    p.window = s.ints[1];
-    opAttention(x, in[1], in[2], in[3], in.size() > 4 ? &in[4] : nullptr, kv[s.ints[0]], y, p, tg);
+    const AttentionParams p = AttentionParams::read(s);
+    opAttention(x, in[1], in[2], in[3], in.size() > 4 ? &in[4] : nullptr, kv[p.kvCache], y, p, tg);
     return;
   }
   case OpKind::ExpertCombine:
@@ -92,9 +91,9 @@ void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::ve
   case OpKind::AllReduceRmsNorm:
     break;
   }
-  throw std::invalid_argument(fmt::format("runLocalStep: step '{}' ({}) is a collective or unknown; the "
-                                          "session runs collectives itself",
+  throw std::invalid_argument(fmt::format("runLocalStep: step '{}' ({}) is a collective or unknown; "
+                                          "sessions run collectives through their communicator",
                                           s.name, opKindName(s.op)));
 }
 
-} // namespace tpc::rt::exec
+} // namespace tpc::rt::cpu

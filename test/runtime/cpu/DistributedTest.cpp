@@ -6,7 +6,7 @@
 // one all_reduce per layer) must equal the 1-device plan and a scalar reference, with f32 and Q8_0
 // weights, and prompts longer than max_batch run in chunks.
 //===----------------------------------------------------------------------===//
-#include "ExecTestUtil.h"
+#include "test/runtime/exec/ExecTestUtil.h"
 
 #include "runtime/cpu/quant/Quant.h"
 

@@ -3,10 +3,10 @@
 // Each test builds a one-device plan around one op with random inputs (uneven sizes on purpose), runs
 // it through a Session with 2 or 3 threads, and compares with a direct scalar computation written here.
 //===----------------------------------------------------------------------===//
-#include "ExecTestUtil.h"
+#include "test/runtime/exec/ExecTestUtil.h"
 
+#include "runtime/cpu/ops/Ops.h"
 #include "runtime/cpu/quant/Quant.h"
-#include "runtime/exec/Ops.h"
 #include "test/common/TestSupport.h"
 
 #include <algorithm>
@@ -112,7 +112,7 @@ TEST(Ops, GluOneAndTwoOperands) {
     auto got = s->tensorData(0, y, 1), got2 = s->tensorData(0, y2, 1);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < f; ++c) {
-        float want = exec::applyUnary(static_cast<UnaryFn>(fn), xv[r * 2 * f + c]) * xv[r * 2 * f + f + c];
+        float want = cpu::applyUnary(static_cast<UnaryFn>(fn), xv[r * 2 * f + c]) * xv[r * 2 * f + f + c];
         ASSERT_NEAR(got[r * f + c], want, 1e-5);
         ASSERT_FLOAT_EQ(got2[r * f + c], got[r * f + c]);
       }

@@ -3,20 +3,9 @@
 // Data movement on any dtype (f32/i32 move 4 bytes per element, f16 2). A copy between an f32 and an f16
 // tensor converts. Tensors are dense row-major, so every op here is a set of contiguous runs.
 //===----------------------------------------------------------------------===//
-#include "runtime/exec/Ops.h"
+#include "runtime/cpu/ops/Ops.h"
 
-namespace tpc::rt::exec {
-
-void splitAxis(const std::vector<int64_t> &shape, int64_t axis, int64_t &outer, int64_t &dim,
-               int64_t &inner) {
-  outer = 1;
-  inner = 1;
-  for (int64_t i = 0; i < axis; ++i)
-    outer *= shape[i];
-  dim = shape[axis];
-  for (size_t i = axis + 1; i < shape.size(); ++i)
-    inner *= shape[i];
-}
+namespace tpc::rt::cpu {
 
 void opCopy(const TensorRef &x, const TensorRef &y) {
   const int64_t n = x.numel();
@@ -83,4 +72,4 @@ void opConcat(const std::vector<TensorRef> &xs, const TensorRef &y, int64_t axis
   }
 }
 
-} // namespace tpc::rt::exec
+} // namespace tpc::rt::cpu

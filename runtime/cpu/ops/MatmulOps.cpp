@@ -7,14 +7,14 @@
 // experts run as one job (cpu::matmulIdGrouped, same results). An f32 tensor can stand in for a
 // weight (rows of K floats).
 //===----------------------------------------------------------------------===//
-#include "runtime/exec/Ops.h"
+#include "runtime/cpu/ops/Ops.h"
 
 #include "runtime/cpu/Matmul.h"
 #include "runtime/cpu/quant/Quant.h"
 
 #include <algorithm>
 
-namespace tpc::rt::exec {
+namespace tpc::rt::cpu {
 
 namespace {
 /// Bytes of one weight row.
@@ -125,4 +125,4 @@ void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, co
   }
 }
 
-} // namespace tpc::rt::exec
+} // namespace tpc::rt::cpu

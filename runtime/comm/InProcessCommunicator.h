@@ -1,0 +1,80 @@
+//===- InProcessCommunicator.h - collectives in shared memory -----*- C++ -*-===//
+//
+// Every rank in one process, buffers in host memory (the CPU backend: N plan devices = N thread groups). A
+// collective is a rendezvous: each call publishes its ranks' buffers, waits until all ranks have arrived,
+// does its ranks' share of the work reading the peers' buffers directly, and waits again before anyone may
+// reuse a buffer. Arrivals count ranks, not calls, so one thread may drive several ranks in one call (a
+// group) while other threads drive one each.
+//
+// All-reduce: rank r owns elements [n·r/N, n·(r+1)/N) of each tensor; it sums them over the ranks in rank
+// order into its scratch, and after a barrier writes the sums into every rank's buffer. Reduce-scatter
+// sums rank r's part in rank order too, so results never depend on thread timing. All-gather and
+// broadcast copy bytes between two barriers. Waits spin briefly (collectives come every few hundred
+// microseconds in decode), then sleep.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_COMM_INPROCESSCOMMUNICATOR_H
+#define TPC_RUNTIME_COMM_INPROCESSCOMMUNICATOR_H
+
+#include "runtime/comm/Communicator.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+namespace tpc::rt::comm {
+
+/// The in-process communicator of `n` ranks, all local (see the file comment).
+class InProcessCommunicator final : public Communicator {
+public:
+  explicit InProcessCommunicator(int n);
+
+  const char *name() const override { return "in-process"; }
+  int size() const override { return n_; }
+  std::vector<int> localRanks() const override;
+  bool streamOrdered() const override { return false; }
+
+  using Communicator::allGather;
+  using Communicator::allReduce;
+  using Communicator::barrier;
+  using Communicator::broadcast;
+  using Communicator::reduceScatter;
+  Expected<void> allReduce(const std::vector<AllReduceEntry> &local, ElemType type = ElemType::F32) override;
+  Expected<void> allGather(const std::vector<AllGatherEntry> &local, const AxisParts &layout,
+                           ElemType type = ElemType::F32) override;
+  Expected<void> reduceScatter(const std::vector<ReduceScatterEntry> &local, const AxisParts &layout,
+                               ElemType type = ElemType::F32) override;
+  Expected<void> broadcast(const std::vector<BroadcastEntry> &local, int root,
+                           ElemType type = ElemType::F32) override;
+  Expected<void> barrier(const std::vector<int> &ranks) override;
+  void abort(const std::string &reason) override;
+  bool aborted() const override { return aborted_.load(); }
+
+private:
+  /// Counts `ranks` arrivals and returns once all n have arrived; false when aborted (then at once).
+  bool arrive(int ranks);
+  /// Aborts with `why` and returns it as the error (a call that finds bad arguments must still release
+  /// the peers that wait for its ranks).
+  Error fail(const std::string &why);
+  /// The error of an aborted call.
+  Error abortedError();
+  /// "" when every entry names a distinct rank of the world.
+  std::string checkRanks(const std::vector<int> &ranks) const;
+  /// "" when `layout` has one part per rank and the buffers of `rank` have its sizes.
+  std::string checkLayout(const AxisParts &layout, int rank, int64_t partCount, int64_t wholeCount) const;
+
+  int n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  alignas(64) std::atomic<int> arrived_{0};
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> aborted_{false};
+  std::string reason_; ///< why abort() was called (under mu_)
+  // What each rank published for the current collective.
+  std::vector<const std::vector<Buffer> *> bucket_;
+  std::vector<Buffer> first_, second_;
+  std::vector<std::vector<float>> scratch_; ///< per rank: its share of the all-reduce sums
+};
+
+} // namespace tpc::rt::comm
+
+#endif // TPC_RUNTIME_COMM_INPROCESSCOMMUNICATOR_H

@@ -1,0 +1,48 @@
+//===- CpuBackend.cpp - the CPU Backend object and the step runner ---------===//
+//
+// Kernel failures (std::exception from the kernels, which check their own preconditions) become errors
+// naming the step, so no exception leaves the backend.
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/CpuBackend.h"
+
+#include "runtime/cpu/CpuSession.h"
+#include "runtime/cpu/ops/Ops.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace tpc::rt::cpu {
+
+namespace {
+class CpuBackend final : public Backend {
+public:
+  std::string name() const override { return "cpu"; }
+  Expected<void> usable() const override { return {}; }
+  Expected<std::unique_ptr<Session>> open(Plan plan, const SessionOptions &opts) const override {
+    return openCpuSession(std::move(plan), opts);
+  }
+  std::unique_ptr<exec::HostStepRunner> hostStepRunner(int threads) const override {
+    const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return std::make_unique<CpuStepRunner>(n);
+  }
+};
+} // namespace
+
+std::unique_ptr<Backend> makeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+Expected<void> CpuStepRunner::run(const Step &s, const std::vector<exec::TensorRef> &in,
+                                  const std::vector<exec::TensorRef> &out, std::vector<exec::KvBuffers> &kv) {
+  if (isCollective(s.op))
+    return Error{fmt::format("step '{}' ({}) is a collective: the session runs it through its communicator",
+                             s.name, opKindName(s.op))};
+  try {
+    runLocalStep(s, in, out, kv, tg_);
+  } catch (const std::exception &e) {
+    return Error{fmt::format("step '{}' ({}): {}", s.name, opKindName(s.op), e.what())};
+  }
+  return {};
+}
+
+} // namespace tpc::rt::cpu

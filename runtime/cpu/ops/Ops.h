@@ -1,0 +1,105 @@
+//===- Ops.h - CPU implementations of the plan's step ops ---------*- C++ -*-===//
+//
+// One function per op family, on bound operands (exec::TensorRef: pointer + dtype + concrete shape) in host
+// memory. Shapes were checked when the session opened (exec::checkStep), so these functions assume
+// consistent operands. Loops are split over the device's ThreadGroup; the families live in
+// ElementwiseOps.cpp, ShapeOps.cpp, MatmulOps.cpp and AttentionOps.cpp, and runLocalStep (LocalStep.cpp)
+// is the switch from a step to them.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_CPU_OPS_OPS_H
+#define TPC_RUNTIME_CPU_OPS_OPS_H
+
+#include "runtime/cpu/ThreadGroup.h"
+#include "runtime/exec/Tensor.h"
+#include "runtime/plan/StepParams.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace tpc::rt::cpu {
+
+using exec::KvBuffers;
+using exec::TensorRef;
+
+/// IEEE half -> float.
+float halfToFloat(uint16_t h);
+/// float -> IEEE half, round to nearest even.
+uint16_t floatToHalf(float f);
+
+// Elementwise and row-wise ops (ElementwiseOps.cpp).
+
+/// ADD/MUL/DIV: y = a op b, b broadcast right-aligned.
+void opBinary(OpKind op, const TensorRef &a, const TensorRef &b, const TensorRef &y, ThreadGroup &tg);
+/// SCALE: y = x * v.
+void opScale(const TensorRef &x, const TensorRef &y, float v, ThreadGroup &tg);
+/// UNARY: y = fn(x).
+void opUnary(UnaryFn fn, const TensorRef &x, const TensorRef &y, ThreadGroup &tg);
+/// SOFTCAP: y = cap * tanh(x / cap).
+void opSoftcap(const TensorRef &x, const TensorRef &y, float cap, ThreadGroup &tg);
+/// GLU: y = fn(gate) * up; without `up`, gate holds [gate | up] halves per row.
+void opGlu(UnaryFn fn, const TensorRef &gate, const TensorRef *up, const TensorRef &y, ThreadGroup &tg);
+/// RMS_NORM over the last axis, times `w` when given.
+void opRmsNorm(const TensorRef &x, const TensorRef *w, const TensorRef &y, float eps, ThreadGroup &tg);
+/// SOFTMAX over the last axis.
+void opSoftmax(const TensorRef &x, const TensorRef &y, ThreadGroup &tg);
+/// TOP_K: indices of the k largest per row, descending, ties to the lower index.
+void opTopK(const TensorRef &x, const TensorRef &y, int64_t k, ThreadGroup &tg);
+/// TAKE_ALONG: y[r, j] = x[r, idx[r, j]].
+void opTakeAlong(const TensorRef &x, const TensorRef &idx, const TensorRef &y, ThreadGroup &tg);
+/// SUM over `axis` (y holds the reduced shape, with or without the kept 1).
+void opSum(const TensorRef &x, const TensorRef &y, int64_t axis, ThreadGroup &tg);
+/// EXPERT_COMBINE: y[t] = sum_j prod_i muls_i[t, j] * x[t, j].
+void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, const TensorRef &y,
+                     ThreadGroup &tg);
+/// Applies fn elementwise (exposed for tests of the scalar definitions).
+float applyUnary(UnaryFn fn, float x);
+
+// Data movement (ShapeOps.cpp); all work on any dtype (by element size).
+
+/// COPY/RESHAPE: same elements (f32 <-> f16 converts); no-op when y aliases x.
+void opCopy(const TensorRef &x, const TensorRef &y);
+/// PERMUTE: y.shape[i] = x.shape[perm[i]].
+void opPermute(const TensorRef &x, const TensorRef &y, const std::vector<int64_t> &perm, ThreadGroup &tg);
+/// y = x narrowed on `axis` to [offset, offset + y.shape[axis]).
+void opNarrow(const TensorRef &x, const TensorRef &y, int64_t axis, int64_t offset);
+/// CONCAT along `axis`.
+void opConcat(const std::vector<TensorRef> &xs, const TensorRef &y, int64_t axis);
+using exec::splitAxis;
+
+// Matrix products and embedding lookups (MatmulOps.cpp).
+
+/// GET_ROWS: y[i] = table[ids[i]] as floats (out-of-range ids give zeros).
+void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y, int64_t firstId,
+               ThreadGroup &tg);
+/// MATMUL: y[m, n] = x[m, :] . w[n, :].
+void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg);
+/// MUL_MAT_ID: y[t, j] = w[ids[t, j]] . x[t, j] (or x[t] when x has no slot axis).
+void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
+                ThreadGroup &tg);
+/// Row r of a weight (or f32 tensor) as floats.
+void loadRow(const TensorRef &w, int64_t r, float *dst);
+
+// RoPE and attention (AttentionOps.cpp).
+
+/// ROPE in place or out of place.
+void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y,
+            const RopeParams &p, ThreadGroup &tg);
+/// ATTENTION: append k, v at pos into `kv` (the cache p.kvCache names), then causal (windowed) attention of
+/// q over the cache.
+void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, const TensorRef &pos,
+                 const TensorRef *sinks, KvBuffers &kv, const TensorRef &y, const AttentionParams &p,
+                 ThreadGroup &tg);
+
+/// Runs one step that is not a collective on bound operands in host memory, with `kv` the device's caches
+/// (Attention appends to the one it names): the switch behind CpuStepRunner (CpuBackend.h), which the CPU
+/// session and accelerator backends' host-placed steps go through. Copy and Reshape are host memcpys.
+/// Throws std::invalid_argument for a collective (AllReduce, ReduceScatter, AllGather, AllReduceRmsNorm):
+/// sessions run those through exec::CollectiveRunner.
+void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
+                  std::vector<KvBuffers> &kv, ThreadGroup &tg);
+
+} // namespace tpc::rt::cpu
+
+#endif // TPC_RUNTIME_CPU_OPS_OPS_H

@@ -1,0 +1,78 @@
+//===- StepParams.cpp - parameter counts per op and their layout checks ----===//
+//
+// The counts come from the parameter structs of StepParams.h, so the loader's check and the accessors
+// cannot disagree.
+//===----------------------------------------------------------------------===//
+#include "runtime/plan/StepParams.h"
+
+#include <fmt/core.h>
+
+namespace tpc::rt {
+
+namespace {
+template <typename P> constexpr ParamCounts countsOf() { return {P::kInts, P::kFloats}; }
+} // namespace
+
+ParamCounts paramCountsOf(OpKind op) {
+  switch (op) {
+  case OpKind::GetRows:
+    return countsOf<GetRowsParams>();
+  case OpKind::RmsNorm:
+    return countsOf<RmsNormParams>();
+  case OpKind::Scale:
+    return countsOf<ScaleParams>();
+  case OpKind::Unary:
+  case OpKind::Glu:
+    return countsOf<UnaryParams>();
+  case OpKind::TopK:
+    return countsOf<TopKParams>();
+  case OpKind::Sum:
+    return countsOf<SumParams>();
+  case OpKind::Permute:
+    return countsOf<PermuteParams>();
+  case OpKind::View:
+  case OpKind::Slice:
+    return countsOf<NarrowParams>();
+  case OpKind::Concat:
+  case OpKind::ReduceScatter:
+  case OpKind::AllGather:
+    return countsOf<AxisParams>();
+  case OpKind::Rope:
+    return countsOf<RopeParams>();
+  case OpKind::Softcap:
+    return countsOf<SoftcapParams>();
+  case OpKind::Attention:
+    return countsOf<AttentionParams>();
+  case OpKind::AllReduceRmsNorm:
+    return countsOf<AllReduceRmsNormParams>();
+  case OpKind::TakeAlong:
+  case OpKind::Matmul:
+  case OpKind::MulMatId:
+  case OpKind::Add:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Softmax:
+  case OpKind::Reshape:
+  case OpKind::ExpertCombine:
+  case OpKind::AllReduce:
+  case OpKind::Copy:
+    return {};
+  }
+  return {};
+}
+
+std::string checkParamLayout(const Step &s) {
+  const ParamCounts need = paramCountsOf(s.op);
+  if (s.ints.size() < size_t(need.ints) || s.floats.size() < size_t(need.floats))
+    return fmt::format("needs {} ints and {} floats", need.ints, need.floats);
+  if (s.op == OpKind::AllReduceRmsNorm) {
+    // Read raw: the typed view maps anything but 1 to false, and a 2 must not pass as "no residual".
+    const int64_t r = s.ints[0], w = s.ints[1];
+    if (r < 0 || r > 1 || w < 0 || w > 1 || s.inputs.size() != size_t(1 + r + w))
+      return fmt::format("ints (residual {}, weight {}) must be 0/1 and match the {} inputs", r, w,
+                         s.inputs.size());
+  }
+  return "";
+}
+
+} // namespace tpc::rt

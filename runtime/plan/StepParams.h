@@ -1,0 +1,168 @@
+//===- StepParams.h - typed views of Step::ints and Step::floats --*- C++ -*-===//
+//
+// A step stores its scalar parameters positionally (Step::ints, Step::floats, as plan.fbs does). This
+// header is the one place that knows which position holds what: every OpKind with parameters has a struct
+// here whose pack() builds the two lists and whose read() takes them apart, side by side, so a layout is
+// written once. The compiler's emitter packs, the loader's validation, the step checks and the backends
+// read. Nothing else indexes Step::ints or Step::floats.
+//
+// read() assumes the counts validatePlan() checked (paramCountsOf() below: at least kInts ints and kFloats
+// floats); values are taken as stored, range checks are the step checks' (a bad mode or axis is a clear
+// error at session open, not here).
+//
+// Usage:
+//   b.step(OpKind::Rope, in, out, RopeParams{RopeMode::Neox, 64, 1e6f, 1.0f}.pack());  // emitter
+//   const RopeParams p = RopeParams::read(step);                                        // backend
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_PLAN_STEPPARAMS_H
+#define TPC_RUNTIME_PLAN_STEPPARAMS_H
+
+#include "runtime/plan/PlanFormat.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpc::rt {
+
+/// A step's parameters as the plan stores them.
+struct PackedParams {
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+};
+
+/// GetRows: ints = {firstId} only for a vocabulary-parallel share of the table (ids outside
+/// [firstId, firstId + rows) read zero rows); none for a whole table.
+struct GetRowsParams {
+  static constexpr int kInts = 0, kFloats = 0;
+  std::optional<int64_t> firstId;
+  PackedParams pack() const { return firstId ? PackedParams{{*firstId}, {}} : PackedParams{}; }
+  static GetRowsParams read(const Step &s) {
+    return s.ints.empty() ? GetRowsParams{} : GetRowsParams{s.ints[0]};
+  }
+};
+
+/// RmsNorm: floats = {eps}.
+struct RmsNormParams {
+  static constexpr int kInts = 0, kFloats = 1;
+  float eps = 0;
+  PackedParams pack() const { return {{}, {eps}}; }
+  static RmsNormParams read(const Step &s) { return {s.floats[0]}; }
+};
+
+/// Scale: floats = {value}.
+struct ScaleParams {
+  static constexpr int kInts = 0, kFloats = 1;
+  float value = 1;
+  PackedParams pack() const { return {{}, {value}}; }
+  static ScaleParams read(const Step &s) { return {s.floats[0]}; }
+};
+
+/// Unary and Glu: ints = {fn} (a UnaryFn; the step checks refuse values outside the enum).
+struct UnaryParams {
+  static constexpr int kInts = 1, kFloats = 0;
+  UnaryFn fn = UnaryFn::Silu;
+  PackedParams pack() const { return {{static_cast<int64_t>(fn)}, {}}; }
+  static UnaryParams read(const Step &s) { return {static_cast<UnaryFn>(s.ints[0])}; }
+};
+using GluParams = UnaryParams;
+
+/// TopK: ints = {k}.
+struct TopKParams {
+  static constexpr int kInts = 1, kFloats = 0;
+  int64_t k = 0;
+  PackedParams pack() const { return {{k}, {}}; }
+  static TopKParams read(const Step &s) { return {s.ints[0]}; }
+};
+
+/// Sum: ints = {axis, keepDim (0/1)}.
+struct SumParams {
+  static constexpr int kInts = 2, kFloats = 0;
+  int64_t axis = 0;
+  bool keepDim = false;
+  PackedParams pack() const { return {{axis, keepDim ? 1 : 0}, {}}; }
+  static SumParams read(const Step &s) { return {s.ints[0], s.ints[1] != 0}; }
+};
+
+/// Permute: ints = perm (y.shape[i] = x.shape[perm[i]]), one entry per axis.
+struct PermuteParams {
+  static constexpr int kInts = 1, kFloats = 0;
+  std::vector<int64_t> perm;
+  PackedParams pack() const { return {perm, {}}; }
+  static PermuteParams read(const Step &s) { return {s.ints}; }
+};
+
+/// View and Slice: ints = {axis, offset, size}: x narrowed on axis to [offset, offset + size).
+struct NarrowParams {
+  static constexpr int kInts = 3, kFloats = 0;
+  int64_t axis = 0, offset = 0, size = 0;
+  PackedParams pack() const { return {{axis, offset, size}, {}}; }
+  static NarrowParams read(const Step &s) { return {s.ints[0], s.ints[1], s.ints[2]}; }
+};
+
+/// Concat, ReduceScatter and AllGather: ints = {axis}.
+struct AxisParams {
+  static constexpr int kInts = 1, kFloats = 0;
+  int64_t axis = 0;
+  PackedParams pack() const { return {{axis}, {}}; }
+  static AxisParams read(const Step &s) { return {s.ints[0]}; }
+};
+
+/// How Rope pairs the dimensions it rotates: adjacent pairs (normal) or the two halves (NeoX).
+enum class RopeMode : int64_t { Normal = 0, Neox = 1 };
+
+/// Rope: ints = {mode, nDims}, floats = {base, freqScale}.
+struct RopeParams {
+  static constexpr int kInts = 2, kFloats = 2;
+  RopeMode mode = RopeMode::Normal;
+  int64_t nDims = 0;
+  float base = 10000, freqScale = 1;
+  PackedParams pack() const { return {{static_cast<int64_t>(mode), nDims}, {base, freqScale}}; }
+  static RopeParams read(const Step &s) {
+    return {static_cast<RopeMode>(s.ints[0]), s.ints[1], s.floats[0], s.floats[1]};
+  }
+};
+
+/// Softcap: floats = {cap}.
+struct SoftcapParams {
+  static constexpr int kInts = 0, kFloats = 1;
+  float cap = 0;
+  PackedParams pack() const { return {{}, {cap}}; }
+  static SoftcapParams read(const Step &s) { return {s.floats[0]}; }
+};
+
+/// Attention: ints = {kvCache (index into DevicePlan::kv), window (0: none)}, floats = {scale, softcap
+/// (0: none)}.
+struct AttentionParams {
+  static constexpr int kInts = 2, kFloats = 2;
+  int64_t kvCache = 0, window = 0;
+  float scale = 1, softcap = 0;
+  PackedParams pack() const { return {{kvCache, window}, {scale, softcap}}; }
+  static AttentionParams read(const Step &s) { return {s.ints[0], s.ints[1], s.floats[0], s.floats[1]}; }
+};
+
+/// AllReduceRmsNorm: ints = {residual (0/1), weight (0/1)}, floats = {eps}. The inputs are x, then the
+/// residual r when `residual`, then the norm weight w when `weight`.
+struct AllReduceRmsNormParams {
+  static constexpr int kInts = 2, kFloats = 1;
+  bool residual = false, weight = false;
+  float eps = 0;
+  PackedParams pack() const { return {{residual ? 1 : 0, weight ? 1 : 0}, {eps}}; }
+  static AllReduceRmsNormParams read(const Step &s) { return {s.ints[0] == 1, s.ints[1] == 1, s.floats[0]}; }
+};
+
+/// The least number of ints and floats a step of `op` stores (its struct's kInts / kFloats; 0 for the
+/// ops without parameters).
+struct ParamCounts {
+  int ints = 0, floats = 0;
+};
+ParamCounts paramCountsOf(OpKind op);
+
+/// The checks of a step's stored parameters that need no operand (what validatePlan() reports): at least
+/// paramCountsOf() values, and AllReduceRmsNorm's flags 0/1 matching its input count. "" when fine.
+std::string checkParamLayout(const Step &s);
+
+} // namespace tpc::rt
+
+#endif // TPC_RUNTIME_PLAN_STEPPARAMS_H
