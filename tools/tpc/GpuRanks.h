@@ -1,0 +1,40 @@
+//===- GpuRanks.h - the communicator of a CUDA rank of an MPI job --*- C++ -*-===//
+//
+// A CUDA rank runs its plan device on one GPU: `--gpus` (SessionOptions::ordinals) lists the GPUs to pick
+// from, default every visible one, and local rank i takes entry i % count. The ranks then compare which
+// physical GPU each took (PCI bus id and host): on distinct GPUs the plan's collectives go through NCCL,
+// from a unique id rank 0 creates and broadcasts over MPI (`control`), on the ranks' device streams, so
+// decode steps are captured as CUDA graphs as in one process; when two ranks share a GPU (NCCL refuses
+// that), through MPI on host-staged buffers (device -> pinned host -> MpiCommunicator -> device), which
+// is slower but keeps the multi-process GPU path testable on a one-GPU machine. Every rank takes the same
+// choice. Every rank must call this (it exchanges data with the others).
+//===----------------------------------------------------------------------===//
+#ifndef TPC_TOOLS_TPC_GPURANKS_H
+#define TPC_TOOLS_TPC_GPURANKS_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/comm/MpiWorld.h"
+#include "runtime/exec/Session.h"
+
+#include <memory>
+#include <string>
+
+namespace tpc::cli {
+
+/// The communicator a CUDA rank's session uses, and how it moves data ("NCCL", "MPI, host-staged").
+struct GpuRankComm {
+  std::shared_ptr<rt::comm::Communicator> comm;
+  std::string via;
+};
+
+/// Picks this rank's GPU (sets options.ordinals to it) and makes its communicator (see the file comment).
+/// `hostComm` is an MPI communicator of the ranks (its broadcasts carry NCCL's id; the host-staged
+/// communicator runs on it). The error is one line; every rank gets an error when one rank fails before
+/// NCCL starts.
+Expected<GpuRankComm> gpuRankCommunicator(const rt::comm::MpiWorld &world,
+                                          std::shared_ptr<rt::comm::Communicator> hostComm, const rt::Plan &plan,
+                                          rt::SessionOptions &options);
+
+} // namespace tpc::cli
+
+#endif // TPC_TOOLS_TPC_GPURANKS_H
