@@ -23,7 +23,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "compiler/emit/LocalShapes.h"
+#include "passes/LocalShapes.h"
 #include "runtime/ggml/GGMLTypes.h"
 
 #include "mlir/IR/Builders.h"

@@ -16,7 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/emit/PlanEmitter.h"
 
-#include "compiler/emit/LocalShapes.h"
+#include "passes/LocalShapes.h"
 #include "compiler/tokenizer/GGUFTokenizer.h"
 #include "runtime/plan/PlanIO.h"
 

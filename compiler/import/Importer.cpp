@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
 
@@ -79,12 +80,9 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) 
   for (const ArchEntry &a : kArchitectures)
     if (*arch == a.name)
       entry = &a;
-  if (!entry) {
-    std::string list;
-    for (const ArchEntry &a : kArchitectures)
-      list += std::string(list.empty() ? "" : ", ") + a.name;
-    return fail("unsupported architecture '" + *arch + "' (general.architecture); supported: " + list);
-  }
+  if (!entry)
+    return fail("unsupported architecture '" + *arch + "' (general.architecture); supported: " +
+                llvm::join(supportedArchitectures(), ", "));
   ::tpc::Expected<HParams> hp = readCommonHParams(file, *arch);
   if (!hp)
     return emitError(loc) << hp.message(), OwningOpRef<ModuleOp>();

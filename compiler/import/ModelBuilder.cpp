@@ -47,8 +47,6 @@ Value ModelBuilder::optionalWeight(const std::string &name, ArrayRef<int64_t> sh
   return t ? makeWeight(*t, shape) : nullptr;
 }
 
-int64_t ModelBuilder::dim(Value v, unsigned i) const { return cast<RankedTensorType>(v.getType()).getDimSize(i); }
-
 Value ModelBuilder::getRows(Value table, Value ids) { return b.create<GetRowsOp>(loc, table, ids); }
 Value ModelBuilder::takeAlong(Value x, Value ids) {
   return b.create<TakeAlongOp>(loc, x, ids, b.getI64IntegerAttr(1));

@@ -99,13 +99,10 @@ public:
   /// MoE feed-forward on `h` with the router reading `routerIn` (the same value for most architectures).
   Value moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn, bool normalizeWeights);
 
-  OpBuilder &builder() { return b; }
-  Location location() const { return loc; }
   const gguf::GGUFFile &gguf() const { return file; }
 
 private:
   Value makeWeight(const gguf::TensorInfo &t, ArrayRef<int64_t> shape);
-  int64_t dim(Value v, unsigned i) const;
 
   OpBuilder &b;
   Location loc;
