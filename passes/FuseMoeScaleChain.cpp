@@ -66,6 +66,8 @@ bool fuse(SumOp sum) {
 }
 
 struct FuseMoeScaleChainPass : impl::TpcFuseMoeScaleChainBase<FuseMoeScaleChainPass> {
+  using TpcFuseMoeScaleChainBase::TpcFuseMoeScaleChainBase;
+
   void runOnOperation() override {
     SmallVector<SumOp> sums;
     getOperation().walk([&](SumOp s) { sums.push_back(s); });

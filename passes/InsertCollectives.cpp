@@ -223,6 +223,8 @@ private:
 };
 
 struct InsertCollectivesPass : impl::TpcInsertCollectivesBase<InsertCollectivesPass> {
+  using TpcInsertCollectivesBase::TpcInsertCollectivesBase;
+
   void runOnOperation() override {
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
       if (fn.isExternal())

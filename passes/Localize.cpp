@@ -18,6 +18,8 @@ namespace mlir::tpc {
 namespace {
 
 struct LocalizePass : impl::TpcLocalizeBase<LocalizePass> {
+  using TpcLocalizeBase::TpcLocalizeBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t n = getNumDevices(module).value_or(1);

@@ -10,6 +10,11 @@
 
 include "mlir/Pass/PassBase.td"
 
+/// Every pass takes `remarks`: its decision log as MLIR remarks on the ops concerned (passes/DecisionLog.h;
+/// Debian's LLVM registers no -debug-only).
+defvar RemarksOption = Option<"remarks", "remarks", "bool", /*default=*/"false",
+                              "Report each decision of the pass as a remark on the op it concerns">;
+
 def TpcAssignSplitAxes : Pass<"tpc-assign-split-axes", "::mlir::ModuleOp"> {
   let summary = "Assign a split state to every value from op structure and propagate it";
   let description = [{
@@ -28,6 +33,7 @@ def TpcAssignSplitAxes : Pass<"tpc-assign-split-axes", "::mlir::ModuleOp"> {
     Option<"devices", "devices", "int64_t", /*default=*/"1", "Number of devices">,
     ListOption<"tensorSplit", "tensor-split", "double",
                "Relative share of each device (default: equal)">,
+    RemarksOption,
   ];
 }
 
@@ -41,6 +47,7 @@ def TpcFuseMoeScaleChain : Pass<"tpc-fuse-moe-scale-chain", "::mlir::ModuleOp"> 
     get_rows/reshape) do not stop the match. The combine is linear in `x`: with a partial `x` its result
     stays partial, so one all-reduce serves the whole MoE block.
   }];
+  let options = [RemarksOption];
 }
 
 def TpcInsertCollectives : Pass<"tpc-insert-collectives", "::mlir::ModuleOp"> {
@@ -53,6 +60,7 @@ def TpcInsertCollectives : Pass<"tpc-insert-collectives", "::mlir::ModuleOp"> {
     (`tpc.on_device = 0`) before the reduce, and all-reduces that become ready together with no consumer
     between them are bucketed into one collective.
   }];
+  let options = [RemarksOption];
 }
 
 def TpcInsertBackendCopies : Pass<"tpc-insert-backend-copies", "::mlir::ModuleOp"> {
@@ -67,6 +75,7 @@ def TpcInsertBackendCopies : Pass<"tpc-insert-backend-copies", "::mlir::ModuleOp
     ListOption<"overrideTensor", "override-tensor", "std::string",
                "REGEX=cpu: keep the matching weights on the host">,
     Option<"noKvOffload", "no-kv-offload", "bool", /*default=*/"false", "Keep the KV cache on the host">,
+    RemarksOption,
   ];
 }
 
@@ -77,6 +86,7 @@ def TpcLocalize : Pass<"tpc-localize", "::mlir::ModuleOp"> {
     as `tpc.local_shapes` (one DenseI64ArrayAttr per device and result; -1 is the token dimension). One IR
     serves all devices, uneven splits included.
   }];
+  let options = [RemarksOption];
 }
 
 def TpcPlanMemory : Pass<"tpc-plan-memory", "::mlir::ModuleOp"> {
@@ -88,7 +98,23 @@ def TpcPlanMemory : Pass<"tpc-plan-memory", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"maxBatch", "max-batch", "int64_t", /*default=*/"512", "Tokens per call the arenas hold">,
+    RemarksOption,
   ];
+}
+
+def TpcFuseNorms : Pass<"tpc-fuse-norms", "::mlir::ModuleOp"> {
+  let summary = "Fuse norms with their weight and layer boundaries into single plan steps";
+  let description = [{
+    Two peepholes on the planned module, each one plan step instead of several: `rms_norm` whose only use
+    is a `mul` by a mirrored f32 norm weight becomes `tpc.weighted_rms_norm`; a layer boundary
+    `add {tpc.on_device = 0}` -> `all_reduce` -> `rms_norm` [-> `mul` by its weight] becomes one
+    `tpc.all_reduce_rms_norm` (device 0 adds the residual to its addend, the devices sum, each
+    normalizes). It runs after `tpc-plan-memory` and keeps the offsets it chose: the norm and mul must
+    follow the all-reduce directly (weights aside), so no other buffer is live in between, and the add
+    folds in only when the residual's bytes are the sum's own or overlap them on no device (a
+    collective's parameters must agree everywhere). The plan emitter maps the fused ops 1:1.
+  }];
+  let options = [RemarksOption];
 }
 
 #endif // TPC_PASSES_PASSES_TD

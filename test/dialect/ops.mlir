@@ -143,3 +143,21 @@ func.func @communication(%x: tensor<?x256xf32>, %r: tensor<?x256xf32>,
   %d = tpc.backend_copy %x {from = "host", to = "device", tpc.placement = ["device"], tpc.state = [#tpc.state<local device = 1>]} : tensor<?x256xf32>
   return %m : tensor<?x256xf32>
 }
+
+/// The fused forms tpc-fuse-norms makes; both optional operands of the layer boundary in every combination.
+// CHECK-LABEL: func.func @fused_norms
+func.func @fused_norms(%x: tensor<?x256xf32>, %r: tensor<?x256xf32>, %w: tensor<256xf32>) {
+  // CHECK: tpc.weighted_rms_norm %{{.*}}, %{{.*}} {eps = 9.99999997E-7 : f32} : (tensor<?x256xf32>, tensor<256xf32>) -> tensor<?x256xf32>
+  %n = tpc.weighted_rms_norm %x, %w {eps = 1.0e-6 : f32} : (tensor<?x256xf32>, tensor<256xf32>) -> tensor<?x256xf32>
+  // CHECK: %{{.*}}, %{{.*}} = tpc.all_reduce_rms_norm %{{.*}} residual %{{.*}} weight %{{.*}} {eps = 9.99999974E-6 : f32} : (tensor<?x256xf32>, tensor<?x256xf32>, tensor<256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  %s0, %n0 = tpc.all_reduce_rms_norm %x residual %r weight %w {eps = 1.0e-5 : f32} : (tensor<?x256xf32>, tensor<?x256xf32>, tensor<256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  // CHECK: tpc.all_reduce_rms_norm %{{.*}} residual %{{.*}} {eps
+  // CHECK-NOT: weight
+  // CHECK-SAME: : (tensor<?x256xf32>, tensor<?x256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  %s1, %n1 = tpc.all_reduce_rms_norm %x residual %r {eps = 1.0e-5 : f32} : (tensor<?x256xf32>, tensor<?x256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  // CHECK: tpc.all_reduce_rms_norm %{{.*}} weight %{{.*}} {eps
+  %s2, %n2 = tpc.all_reduce_rms_norm %x weight %w {eps = 1.0e-5 : f32} : (tensor<?x256xf32>, tensor<256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  // CHECK: tpc.all_reduce_rms_norm %{{.*}} {eps = 9.99999974E-6 : f32} : (tensor<?x256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  %s3, %n3 = tpc.all_reduce_rms_norm %x {eps = 1.0e-5 : f32} : (tensor<?x256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  return
+}
