@@ -54,6 +54,8 @@ bool fuse(SumOp sum) {
     }
   OpBuilder b(sum);
   auto combine = b.create<ExpertCombineOp>(sum.getLoc(), v, factors);
+  if (Attribute layer = sum->getAttr(TpcDialect::kLayerAttrName))
+    combine->setAttr(TpcDialect::kLayerAttrName, layer);
   sum.getResult().replaceAllUsesWith(combine.getResult());
   sum.erase();
   for (Operation *link : links)

@@ -37,16 +37,6 @@ namespace {
 
 constexpr uint64_t kWeightAlign = 64;
 
-/// Layer number of a GGUF tensor name `blk.N.*`, or -1.
-int64_t blockOf(StringRef name) {
-  if (!name.consume_front("blk."))
-    return -1;
-  int64_t n;
-  if (name.consumeInteger(10, n) || !name.starts_with("."))
-    return -1;
-  return n;
-}
-
 /// The device-local runs of a weight split along `axis` (one segment of `segments` equal parts each):
 /// device-local rows of `shape` (outermost first, last dim = the ggml row), start/size within a segment.
 struct SplitSel {
@@ -667,29 +657,17 @@ LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, 
 DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module) {
   DenseMap<Operation *, int64_t> layers;
   module.walk([&](Operation *op) {
-    if (isa<WeightOp, ModuleOp, func::FuncOp>(op))
+    if (isa<ModuleOp, func::FuncOp>(op))
       return;
     int64_t layer = kLayerNone;
-    bool readsOther = false;
-    if (auto kv = dyn_cast<KvCacheOp>(op))
-      layer = kv.getLayer();
-    // A fused layer boundary belongs where its all-reduce did, not to the next layer's norm weight.
-    ValueRange operands = op->getOperands();
-    if (auto f = dyn_cast<AllReduceRmsNormOp>(op))
-      operands = f.getWeight() ? operands.drop_back() : operands;
-    for (Value v : operands) {
-      if (auto w = v.getDefiningOp<WeightOp>()) {
-        int64_t b = blockOf(w.getName());
-        // The output head: the output norm/projection, or the tied embedding read after the layers. Other
-        // shared weights (rope_freqs) are read inside layers and do not end them.
-        readsOther |= w.getName().starts_with("output") || w.getName().starts_with("token_embd");
-        layer = std::max(layer, b);
-      } else if (Operation *def = v.getDefiningOp()) {
-        layer = std::max(layer, layers.lookup(def));
-      }
-    }
-    if (readsOther && layer != kLayerNone)
-      layer = kLayerOutput;
+    if (Attribute stamp = op->getAttr(TpcDialect::kLayerAttrName))
+      layer = isa<IntegerAttr>(stamp) ? cast<IntegerAttr>(stamp).getInt() : kLayerOutput; // verified
+    else
+      // Not stamped by the importer (a collective, a copy, a fused op): where its activations come from.
+      // Weights do not count: a fused layer boundary reads the next layer's norm weight.
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp(); def && !isa<WeightOp>(def))
+          layer = std::max(layer, layers.lookup(def));
     layers[op] = layer;
   });
   return layers;

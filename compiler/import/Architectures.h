@@ -18,7 +18,8 @@ Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);   // q
 Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 
-/// Shared tail: final norm and output projection (tied to token_embd when output.weight is absent).
+/// Shared tail: final norm and output projection (tied to token_embd when output.weight is absent); what
+/// the builder makes from here on is stamped as the output head.
 Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd);
 
 /// The Q/K/V/O projections of layer `il` (head dims Dk, Dv); with `vOptional` an absent attn_v is null.

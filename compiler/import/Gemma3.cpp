@@ -26,6 +26,7 @@ Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     return nullptr;
   Value x = mb.scale(mb.getRows(tokenEmbd, tokens), std::sqrt(static_cast<float>(E)));
   for (unsigned il = 0; il < hp.nLayer; ++il) {
+    mb.setLayer(il);
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
     AttentionWeights aw = loadAttention(mb, hp, il, D, hp.headDimV);
     AttentionSpec spec = baseAttentionSpec(hp, il, D, hp.headDimV, RopeMode::neox);

@@ -59,6 +59,7 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
   float eps = hp.rmsEps;
   Value x = mb.scale(mb.getRows(tokenEmbd, tokens), std::sqrt(static_cast<float>(E)));
   for (unsigned il = 0; il < hp.nLayer; ++il) {
+    mb.setLayer(il);
     bool swa = hp.swaLayers[il];
     int64_t D = hp.headDimKOf(il), Dv = hp.headDimVOf(il);
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});

@@ -57,6 +57,7 @@ AttentionSpec baseAttentionSpec(const HParams &hp, unsigned il, int64_t Dk, int6
 }
 
 Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd) {
+  mb.setOutputHead();
   int64_t E = hp.nEmbd, V = hp.nVocab;
   Value outNorm = mb.weight("output_norm.weight", {E});
   Value output = mb.optionalWeight("output.weight", {V, E});
@@ -113,6 +114,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) 
   Value logits = entry->build(mb, *hp, body->getArgument(0), body->getArgument(1));
   if (!logits || mb.failed())
     return {};
+  mb.clearLayer();
   b.create<func::ReturnOp>(loc, logits);
   return module;
 }

@@ -18,6 +18,7 @@ Value buildLlama(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     return nullptr;
   Value x = mb.getRows(tokenEmbd, tokens);
   for (unsigned il = 0; il < hp.nLayer; ++il) {
+    mb.setLayer(il);
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
     AttentionWeights aw = loadAttention(mb, hp, il, D, D);
     Value ffnNorm = mb.weight(blk(il, "ffn_norm.weight"), {E});

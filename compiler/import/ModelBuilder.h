@@ -10,6 +10,10 @@
 //
 // Error handling: weight lookups emit a diagnostic at the module location and return a null Value; importers
 // load every weight of a layer first and stop when `failed()`, so no op is ever built on a null operand.
+//
+// Layers: every op and weight the builder creates is stamped with the current layer (`tpc.layer = N` after
+// setLayer(N), `tpc.layer = "output"` after setOutputHead(), nothing after clearLayer(): the embedding), so
+// later stages know which block an op belongs to without reading tensor names.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_IMPORT_MODELBUILDER_H
 #define TPC_COMPILER_IMPORT_MODELBUILDER_H
@@ -56,7 +60,17 @@ struct MoeWeights {
 
 class ModelBuilder {
 public:
-  ModelBuilder(OpBuilder &b, Location loc, const gguf::GGUFFile &file) : b(b), loc(loc), file(file) {}
+  ModelBuilder(OpBuilder &b, Location loc, const gguf::GGUFFile &file) : b(b), loc(loc), file(file) {
+    b.setListener(&stamper);
+  }
+  ~ModelBuilder() { b.setListener(nullptr); }
+  ModelBuilder(const ModelBuilder &) = delete;
+  ModelBuilder &operator=(const ModelBuilder &) = delete;
+
+  /// What the ops and weights created from now on belong to (see the file comment).
+  void setLayer(unsigned il) { stamper.layer = b.getI64IntegerAttr(il); }
+  void setOutputHead() { stamper.layer = b.getStringAttr(TpcDialect::kLayerOutputHead); }
+  void clearLayer() { stamper.layer = {}; }
 
   /// The GGUF tensor `name` as a tpc.weight with logical shape `shape` (ggml ne reversed). On a missing
   /// tensor or another shape, emits an error naming both and returns null.
@@ -102,8 +116,18 @@ public:
   const gguf::GGUFFile &gguf() const { return file; }
 
 private:
+  /// Sets `tpc.layer` on every op the builder inserts.
+  struct LayerStamper : OpBuilder::Listener {
+    Attribute layer; ///< null: no stamp
+    void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+      if (layer)
+        op->setAttr(TpcDialect::kLayerAttrName, layer);
+    }
+  };
+
   Value makeWeight(const gguf::TensorInfo &t, ArrayRef<int64_t> shape);
 
+  LayerStamper stamper;
   OpBuilder &b;
   Location loc;
   const gguf::GGUFFile &file;

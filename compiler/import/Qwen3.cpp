@@ -39,6 +39,7 @@ Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     return nullptr;
   Value x = mb.getRows(tokenEmbd, tokens);
   for (unsigned il = 0; il < hp.nLayer; ++il) {
+    mb.setLayer(il);
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
     AttentionWeights aw = loadAttention(mb, hp, il, D, hp.headDimV);
     AttentionSpec spec = baseAttentionSpec(hp, il, D, hp.headDimV, RopeMode::neox);

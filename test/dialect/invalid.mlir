@@ -689,3 +689,20 @@ func.func @negative_all_reduce_rms_norm_result(%x: tensor<?x8xf32> {tpc.state = 
   %s, %n = tpc.all_reduce_rms_norm %x {eps = 1.0e-5 : f32, tpc.state = [#tpc.state<mirrored>, #tpc.state<partial>]} : (tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
   return
 }
+
+// -----
+
+/// The layer stamp is a block index or "output".
+func.func @negative_layer_stamp(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'tpc.scale' op tpc.layer must be a block index (i64 >= 0) or "output", got -1 : i64}}
+  %0 = tpc.scale %x {value = 1.0 : f32, tpc.layer = -1 : i64} : tensor<?x8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_weight_layer_stamp() {
+  // expected-error @+1 {{'tpc.weight' op tpc.layer must be a block index (i64 >= 0) or "output", got "head"}}
+  %0 = tpc.weight layer "head" {ggml_type = "f32", name = "output_norm.weight"} : tensor<8xf32>
+  return
+}

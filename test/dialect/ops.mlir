@@ -8,6 +8,13 @@ func.func @weights_and_embedding(%tokens: tensor<?xi32>) -> tensor<?x256xf32> {
   %e = tpc.weight {ggml_type = "q8_0", name = "token_embd.weight"} : tensor<512x256xf32>
   // CHECK: tpc.weight {ggml_type = "q4_K", name = "blk.0.ffn_up_exps.weight"} : tensor<8x512x256xf32>
   %x = tpc.weight {ggml_type = "q4_K", name = "blk.0.ffn_up_exps.weight"} : tensor<8x512x256xf32>
+  /// The importer's layer stamp prints before the dictionary; on other ops it is an ordinary attribute.
+  // CHECK: tpc.weight layer 3 {ggml_type = "f32", name = "blk.3.attn_norm.weight"} : tensor<256xf32>
+  %l = tpc.weight layer 3 {ggml_type = "f32", name = "blk.3.attn_norm.weight"} : tensor<256xf32>
+  // CHECK: tpc.weight layer "output" {ggml_type = "q6_K", name = "output.weight"} : tensor<512x256xf32>
+  %o = tpc.weight layer "output" {ggml_type = "q6_K", name = "output.weight"} : tensor<512x256xf32>
+  // CHECK: tpc.get_rows %{{.*}}, %{{.*}} {tpc.layer = 3 : i64} : (tensor<512x256xf32>, tensor<?xi32>)
+  %g = tpc.get_rows %e, %tokens {tpc.layer = 3 : i64} : (tensor<512x256xf32>, tensor<?xi32>) -> tensor<?x256xf32>
   // CHECK: tpc.get_rows %[[E]], %{{.*}} : (tensor<512x256xf32>, tensor<?xi32>) -> tensor<?x256xf32>
   %h = tpc.get_rows %e, %tokens : (tensor<512x256xf32>, tensor<?xi32>) -> tensor<?x256xf32>
   return %h : tensor<?x256xf32>

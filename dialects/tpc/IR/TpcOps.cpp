@@ -571,6 +571,33 @@ LogicalResult ViewOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
+ParseResult WeightOp::parse(OpAsmParser &parser, OperationState &result) {
+  if (succeeded(parser.parseOptionalKeyword("layer"))) {
+    Attribute layer;
+    if (parser.parseAttribute(layer))
+      return failure();
+    result.addAttribute(TpcDialect::kLayerAttrName, layer);
+  }
+  SMLoc loc = parser.getCurrentLocation();
+  Type type;
+  if (parser.parseOptionalAttrDict(result.attributes) ||
+      failed(verifyInherentAttrs(result.name, result.attributes,
+                                 [&] { return parser.emitError(loc) << "'" << result.name << "' op "; })) ||
+      parser.parseColon() || parser.parseType(type))
+    return failure();
+  result.addTypes(type);
+  return success();
+}
+
+void WeightOp::print(OpAsmPrinter &p) {
+  if (Attribute layer = (*this)->getAttr(TpcDialect::kLayerAttrName)) {
+    p << " layer ";
+    p.printAttributeWithoutType(layer);
+  }
+  p.printOptionalAttrDict((*this)->getAttrs(), {TpcDialect::kLayerAttrName});
+  p << " : " << getType();
+}
+
 LogicalResult WeightOp::verify() {
   std::optional<::tpc::GGMLType> type = ::tpc::ggmlTypeFromName(getGgmlType().str());
   if (!type)

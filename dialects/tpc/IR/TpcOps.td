@@ -455,15 +455,19 @@ def Tpc_WeightOp : Tpc_Op<"weight", [Pure]> {
     The result has the logical row-major shape, the reverse of ggml's `ne` (`ne = [256, 512]` gives
     `tensor<512x256xf32>`, an expert tensor `ne = [256, 512, 8]` gives `tensor<8x512x256xf32>`). The
     element type is always f32; `ggml_type` is the stored type ("f32", "q8_0", "q4_K", ...). The shape is
-    static and positive and its innermost dimension a whole number of the type's blocks.
+    static and positive and its innermost dimension a whole number of the type's blocks. The importer's
+    layer stamp (`tpc.layer`, see the dialect) prints before the dictionary.
 
     ```mlir
-    %w = tpc.weight {ggml_type = "q4_K", name = "blk.0.attn_q.weight"} : tensor<512x256xf32>
+    %w = tpc.weight layer 0 {ggml_type = "q4_K", name = "blk.0.attn_q.weight"} : tensor<512x256xf32>
+    %e = tpc.weight {ggml_type = "q8_0", name = "token_embd.weight"} : tensor<512x256xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, StrAttr:$ggml_type);
   let results = (outs Tpc_F32Tensor:$result);
-  let assemblyFormat = "attr-dict `:` type($result)";
+  // `tpc.weight [layer N | layer "output"] {ggml_type = ..., name = ...} : type`: the importer's layer stamp
+  // (tpc.layer) is printed before the dictionary, so the dictionary reads as the GGUF tensor alone.
+  let hasCustomAssemblyFormat = 1;
   // The ggml type name and the block size are checked against runtime/ggml's type table.
   let hasVerifier = 1;
 }
