@@ -26,6 +26,9 @@ Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd)
 AttentionWeights loadAttention(ModelBuilder &mb, const HParams &hp, unsigned il, int64_t Dk, int64_t Dv,
                                bool vOptional = false);
 
+/// The dense FFN's gate, up and down projections of layer `il` (feed_forward_length wide).
+FFNWeights loadFFN(ModelBuilder &mb, const HParams &hp, unsigned il);
+
 /// The attention fields every architecture derives the same way: layer, heads, head dims, RoPE dims/base
 /// from hp, eps, and scale 1/sqrt(Dk). Architectures override what differs (window, norms, scale).
 AttentionSpec baseAttentionSpec(const HParams &hp, unsigned il, int64_t Dk, int64_t Dv, RopeMode mode);
