@@ -20,6 +20,18 @@
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <string>
+
+namespace mlir::tpc {
+/// "[a, b, c]": a list of sizes for a log message.
+inline std::string listString(ArrayRef<int64_t> values) {
+  std::string s = "[";
+  for (auto [i, v] : llvm::enumerate(values))
+    s += (i ? ", " : "") + std::to_string(v);
+  return s + "]";
+}
+} // namespace mlir::tpc
+
 /// Logs `message` (a `<<` chain) about `op`; `remarks` is the pass's option. Needs DEBUG_TYPE.
 #define TPC_DECISION(remarks, op, message)                                                                   \
   do {                                                                                                       \
