@@ -490,13 +490,13 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           })
           .Case([&](TopKOp o) -> LogicalResult {
             kind = rt::OpKind::TopK;
-            ints = {o.getK()};
+            ints = {int64_t(o.getK())};
             ok = addIn(o.getX());
             return success();
           })
           .Case([&](SumOp o) -> LogicalResult {
             kind = rt::OpKind::Sum;
-            ints = {o.getAxis(), o.getKeepDim() ? 1 : 0};
+            ints = {int64_t(o.getAxis()), o.getKeepDim() ? 1 : 0};
             ok = addIn(o.getX());
             return success();
           })
