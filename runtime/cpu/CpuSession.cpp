@@ -233,8 +233,16 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t) {
     const Step &s = dp.steps[si];
     auto t0 = std::chrono::steady_clock::now();
     exec::bindOperands(dp, dev.ptr, s, t, in, out);
-    Expected<void> ok = isCollective(s.op) ? collectives_->run({{dev.index, si, &in, &out, nullptr}}, t)
-                                           : dev.runner->run(s, in, out, dev.kv);
+    Expected<void> ok;
+    if (isCollective(s.op)) {
+      ok = collectives_->run({{dev.index, si, &in, &out, nullptr}}, t);
+      // The runner keeps converted inputs until their memory is written; a communicator may also use its
+      // input buffers as scratch, so both count as written.
+      dev.runner->noteWrites(in);
+      dev.runner->noteWrites(out);
+    } else {
+      ok = dev.runner->run(s, in, out, dev.kv);
+    }
     if (!ok)
       return ok;
     if (prof)
@@ -248,6 +256,7 @@ Expected<void> CpuSession::runChunk(const int32_t *tokens, const int32_t *positi
   for (Device &dev : devs_) {
     std::copy(tokens, tokens + t, dev.tokens.begin());
     std::copy(positions, positions + t, dev.positions.begin());
+    dev.runner->forgetInputs(); // a new chunk: nothing converted in the last one is read again
   }
   runAll(t);
   if (!failure_.empty())
@@ -311,6 +320,8 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.tokens.assign(p.model.maxBatch, 0);
     dev.positions.assign(p.model.maxBatch, 0);
     dev.runner = std::make_unique<CpuStepRunner>(threadsPerDevice_);
+    dev.runner->enableActivationCache(); // every write of this device goes through runDevice
+
     exec::StorageBases bases;
     bases.acts = dev.acts.data;
     bases.hostActs = dev.hostActs.data; // both arenas are host memory here, but each has its own offsets

@@ -1,13 +1,14 @@
-//===- VecDotScalar.cpp - portable dot-product kernels and ISA dispatch ----===//
+//===- KernelsScalar.cpp - portable kernels and ISA dispatch ----------------===//
 //
-// The scalar reference for every weight type (integer sums per block, exactly as the SIMD kernels compute
-// them), the row conversions for halves, and the run-time choice of kernel table. The SIMD tables live in
-// VecDotAVX2.cpp / VecDotAVX512.cpp, compiled with per-function target attributes so the library needs no
-// -march flag and runs on any x86-64.
+// The scalar kernels for every weight type (integer sums per block, exactly as the SIMD kernels compute
+// them; the float combination in the natural order) and the run-time choice of kernel table. The SIMD
+// tables live in KernelsAVX2.cpp / KernelsAVX512.cpp, compiled with per-function target attributes so the
+// library needs no -march flag and runs on any x86-64.
 //===----------------------------------------------------------------------===//
 #include "runtime/ggml/Blocks.h"
 #include "runtime/cpu/quant/Quant.h"
-#include "runtime/cpu/quant/VecDotTables.h"
+#include "runtime/cpu/quant/ActQ8.h"
+#include "runtime/cpu/quant/Kernels.h"
 
 #include <cstdlib>
 #if defined(__x86_64__)
@@ -19,52 +20,11 @@
 namespace tpc::rt::cpu {
 namespace {
 
-/// F32 weights . activations, scalar reference.
-float dotF32(int64_t k, const void *w, const void *a) {
-  const float *x = static_cast<const float *>(w), *y = static_cast<const float *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k; ++i)
-    s += x[i] * y[i];
-  return s;
-}
-
-/// F16 weights . activations, scalar reference.
-float dotF16(int64_t k, const void *w, const void *a) {
-  const uint16_t *x = static_cast<const uint16_t *>(w);
-  const float *y = static_cast<const float *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k; ++i)
-    s += fp16ToFp32(x[i]) * y[i];
-  return s;
-}
-
-/// BF16 weights . activations, scalar reference.
-float dotBF16(int64_t k, const void *w, const void *a) {
-  const uint16_t *x = static_cast<const uint16_t *>(w);
-  const float *y = static_cast<const float *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k; ++i)
-    s += bf16ToFp32(x[i]) * y[i];
-  return s;
-}
-
 /// Sum over a 32-element block of table-or-offset weights times int8 activations.
 template <typename Decode> int dotBlock32(const uint8_t *qs, const int8_t *a, Decode decode) {
   int s = 0;
   for (int j = 0; j < kQK / 2; ++j)
     s += decode(qs[j] & 0xf, j) * a[j] + decode(qs[j] >> 4, j + 16) * a[j + 16];
-  return s;
-}
-
-/// Q4_0 weights . activations, scalar reference.
-float dotQ4_0(int64_t k, const void *w, const void *a) {
-  const BlockQ4_0 *x = static_cast<const BlockQ4_0 *>(w);
-  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQK; ++i) {
-    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return q - 8; });
-    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is);
-  }
   return s;
 }
 
@@ -81,20 +41,6 @@ float dotQ4_1(int64_t k, const void *w, const void *a) {
   return s;
 }
 
-/// Q5_0 weights . activations, scalar reference.
-float dotQ5_0(int64_t k, const void *w, const void *a) {
-  const BlockQ5_0 *x = static_cast<const BlockQ5_0 *>(w);
-  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQK; ++i) {
-    uint32_t qh;
-    std::memcpy(&qh, x[i].qh, 4);
-    int is = dotBlock32(x[i].qs, y[i].qs, [qh](int q, int e) { return (q | (((qh >> e) & 1) << 4)) - 16; });
-    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is);
-  }
-  return s;
-}
-
 /// Q5_1 weights . activations, scalar reference.
 float dotQ5_1(int64_t k, const void *w, const void *a) {
   const BlockQ5_1 *x = static_cast<const BlockQ5_1 *>(w);
@@ -106,20 +52,6 @@ float dotQ5_1(int64_t k, const void *w, const void *a) {
     int is = dotBlock32(x[i].qs, y[i].qs, [qh](int q, int e) { return q | (((qh >> e) & 1) << 4); });
     s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is) +
          fp16ToFp32(x[i].m) * fp16ToFp32(y[i].s);
-  }
-  return s;
-}
-
-/// Q8_0 weights . activations, scalar reference.
-float dotQ8_0(int64_t k, const void *w, const void *a) {
-  const BlockQ8_0 *x = static_cast<const BlockQ8_0 *>(w);
-  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQK; ++i) {
-    int is = 0;
-    for (int j = 0; j < kQK; ++j)
-      is += x[i].qs[j] * y[i].qs[j];
-    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is);
   }
   return s;
 }
@@ -190,56 +122,6 @@ float dotQ3_K(int64_t k, const void *w, const void *a) {
   return s;
 }
 
-/// Q4_K / Q5_K weights . 32-block activations (Q8_1 layout; the reference engine's choice for these
-/// types): per group of 32, d * sc * d8 * sum(q * a) - dmin * m * d8 * sum(a), scalar reference.
-template <typename Block, bool Five> float dotQ45_KQ8(int64_t k, const void *w, const void *a) {
-  const Block *x = static_cast<const Block *>(w);
-  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQKK; ++i) {
-    float d = fp16ToFp32(x[i].d), dmin = fp16ToFp32(x[i].dmin);
-    for (int g = 0; g < 8; ++g) {
-      uint8_t sc, m;
-      scaleMinK4(g, x[i].scales, sc, m);
-      const BlockQ8_1 &yb = y[8 * i + g];
-      int gs = 0, qsum = 0;
-      for (int l = 0; l < 32; ++l) {
-        uint8_t b = x[i].qs[32 * (g / 2) + l];
-        int q = (g & 1) ? (b >> 4) : (b & 0xf);
-        if constexpr (Five)
-          q |= ((x[i].qh[l] >> g) & 1) << 4;
-        gs += q * yb.qs[l];
-        qsum += yb.qs[l];
-      }
-      float d8 = fp16ToFp32(yb.d);
-      s += d * sc * d8 * static_cast<float>(gs) - dmin * m * d8 * static_cast<float>(qsum);
-    }
-  }
-  return s;
-}
-
-/// Q6_K weights . activations, scalar reference.
-float dotQ6_K(int64_t k, const void *w, const void *a) {
-  const BlockQ6_K *x = static_cast<const BlockQ6_K *>(w);
-  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQKK; ++i) {
-    int isum = 0;
-    for (int g = 0; g < 16; ++g) {
-      int gs = 0;
-      for (int e = 16 * g; e < 16 * g + 16; ++e) {
-        int h = e / 128, p = (e % 128) / 32, l = e % 32;
-        int lo = (x[i].ql[64 * h + l + 32 * (p & 1)] >> (p >= 2 ? 4 : 0)) & 0xf;
-        int hi = (x[i].qh[32 * h + l] >> (2 * p)) & 3;
-        gs += ((lo | (hi << 4)) - 32) * y[i].qs[e];
-      }
-      isum += x[i].scales[g] * gs;
-    }
-    s += fp16ToFp32(x[i].d) * y[i].d * static_cast<float>(isum);
-  }
-  return s;
-}
-
 /// Q8_K weights . activations, scalar reference.
 float dotQ8_K(int64_t k, const void *w, const void *a) {
   const BlockQ8_K *x = static_cast<const BlockQ8_K *>(w);
@@ -254,26 +136,142 @@ float dotQ8_K(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+//===-- ActQ8 and float row kernels ------------------------------------------===//
+// Integer sums per block (or per 16-element half for q6_K) are exact; the float combination is the natural
+// one: (weight scale * activation scale) * integer sum, plus the offset or min term times the activation
+// block's d * sum(q). The SIMD kernels compute the same terms, summed in another order.
+
+/// Quants of block b of an ActQ8 row.
+inline const int8_t *actQs(const ActQ8Group *a, int64_t b) { return a[b >> 2].qs + 32 * (b & 3); }
+/// Scale of block b.
+inline float actD(const ActQ8Group *a, int64_t b) { return a[b >> 2].d[b & 3]; }
+/// d * sum(q) of block b.
+inline float actDs(const ActQ8Group *a, int64_t b) { return a[b >> 2].ds[b & 3]; }
+
+/// q4_0 / q5_0 / q8_0 weights (signed values q - offset) . an ActQ8 row.
+template <typename Block, int Kind> float dotLegacy32(int64_t k, const void *w, const void *a) {
+  const Block *x = static_cast<const Block *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t b = 0; b < k / kQK; ++b) {
+    const int8_t *q8 = actQs(y, b);
+    int is = 0;
+    if constexpr (Kind == 8) {
+      for (int j = 0; j < kQK; ++j)
+        is += x[b].qs[j] * q8[j];
+    } else {
+      uint32_t qh = 0;
+      if constexpr (Kind == 5)
+        std::memcpy(&qh, x[b].qh, 4);
+      is = dotBlock32(x[b].qs, q8, [qh](int q, int e) {
+        return Kind == 5 ? (q | (((qh >> e) & 1) << 4)) - 16 : q - 8;
+      });
+    }
+    s += (fp16ToFp32(x[b].d) * actD(y, b)) * static_cast<float>(is);
+  }
+  return s;
+}
+
+/// q4_K / q5_K weights . an ActQ8 row: per group of 32, (d sc) d8 sum(q a) - (dmin m) d8 sum(a).
+template <typename Block, bool Five> float dotQ45K(int64_t k, const void *w, const void *a) {
+  const Block *x = static_cast<const Block *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    const float d = fp16ToFp32(x[i].d), dmin = fp16ToFp32(x[i].dmin);
+    for (int g = 0; g < 8; ++g) {
+      uint8_t sc, m;
+      scaleMinK4(g, x[i].scales, sc, m);
+      const int64_t b = 8 * i + g;
+      const int8_t *q8 = actQs(y, b);
+      int is = 0;
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t byte = x[i].qs[32 * (g / 2) + l];
+        int q = (g & 1) ? (byte >> 4) : (byte & 0xf);
+        if constexpr (Five)
+          q |= ((x[i].qh[l] >> g) & 1) << 4;
+        is += q * q8[l];
+      }
+      s += ((d * sc) * actD(y, b)) * static_cast<float>(is) - (dmin * m) * actDs(y, b);
+    }
+  }
+  return s;
+}
+
+/// q6_K weights . an ActQ8 row: per block of 32, d d8 (sc_a sum_a((q - 32) a) + sc_b sum_b(...)).
+float dotQ6K(int64_t k, const void *w, const void *a) {
+  const BlockQ6_K *x = static_cast<const BlockQ6_K *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    const float d = fp16ToFp32(x[i].d);
+    for (int c = 0; c < 8; ++c) {
+      const int64_t b = 8 * i + c;
+      const int8_t *q8 = actQs(y, b);
+      int is = 0;
+      for (int h = 0; h < 2; ++h) {
+        int hs = 0;
+        for (int l = 16 * h; l < 16 * h + 16; ++l) {
+          const int e = 32 * c + l, hh = e / 128, p = (e % 128) / 32, ll = e % 32;
+          const int lo = (x[i].ql[64 * hh + ll + 32 * (p & 1)] >> (p >= 2 ? 4 : 0)) & 0xf;
+          const int hi = (x[i].qh[32 * hh + ll] >> (2 * p)) & 3;
+          hs += ((lo | (hi << 4)) - 32) * q8[l];
+        }
+        is += x[i].scales[2 * c + h] * hs;
+      }
+      s += (d * actD(y, b)) * static_cast<float>(is);
+    }
+  }
+  return s;
+}
+
+/// Float weights . f32 activations, in element order.
+template <typename T, float (*Load)(T)> float dotFloat(int64_t k, const void *w, const void *a) {
+  const T *x = static_cast<const T *>(w);
+  const float *y = static_cast<const float *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k; ++i)
+    s += Load(x[i]) * y[i];
+  return s;
+}
+inline float loadF32(float v) { return v; }
+inline float loadF16(uint16_t h) { return fp16ToFp32(h); }
+inline float loadBF16(uint16_t h) { return bf16ToFp32(h); }
+
+/// A row kernel from a one-token dot.
+template <float (*Dot)(int64_t, const void *, const void *)>
+void rowKernel(int64_t k, const void *w, const void *const *act, int nt, float *out) {
+  for (int t = 0; t < nt; ++t)
+    out[t] = Dot(k, w, act[t]);
+}
+
 } // namespace
 
-VecDotTable scalarVecDotTable() {
-  VecDotTable t;
-  t.set(GGMLType::F32, dotF32);
-  t.set(GGMLType::F16, dotF16);
-  t.set(GGMLType::BF16, dotBF16);
-  t.set(GGMLType::Q4_0, dotQ4_0);
+size_t panelGroupBytes(GGMLType t, int64_t k, int R) {
+  if (activationFormat(t) == ActFormat::F32)
+    return static_cast<size_t>(k) * sizeof(float) * static_cast<size_t>(R);
+  return static_cast<size_t>(k / kQK) * 40 * static_cast<size_t>(R);
+}
+
+KernelTable scalarKernelTable() {
+  KernelTable t;
   t.set(GGMLType::Q4_1, dotQ4_1);
-  t.set(GGMLType::Q5_0, dotQ5_0);
   t.set(GGMLType::Q5_1, dotQ5_1);
-  t.set(GGMLType::Q8_0, dotQ8_0);
   t.set(GGMLType::Q2_K, dotQ2_K);
   t.set(GGMLType::Q3_K, dotQ3_K);
-  t.set(GGMLType::Q4_K, dotQ45_KQ8<BlockQ4_K, false>);
-  t.set(GGMLType::Q5_K, dotQ45_KQ8<BlockQ5_K, true>);
-  t.set(GGMLType::Q6_K, dotQ6_K);
   t.set(GGMLType::Q8_K, dotQ8_K);
   t.set(GGMLType::IQ4_NL, dotIQ4_NL);
   t.set(GGMLType::MXFP4, dotMXFP4);
+  t.quantizeQ8 = quantizeActQ8Row;
+  t.row[static_cast<uint32_t>(GGMLType::F32)] = rowKernel<dotFloat<float, loadF32>>;
+  t.row[static_cast<uint32_t>(GGMLType::F16)] = rowKernel<dotFloat<uint16_t, loadF16>>;
+  t.row[static_cast<uint32_t>(GGMLType::BF16)] = rowKernel<dotFloat<uint16_t, loadBF16>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q4_0)] = rowKernel<dotLegacy32<BlockQ4_0, 4>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q5_0)] = rowKernel<dotLegacy32<BlockQ5_0, 5>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q8_0)] = rowKernel<dotLegacy32<BlockQ8_0, 8>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q4_K)] = rowKernel<dotQ45K<BlockQ4_K, false>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q5_K)] = rowKernel<dotQ45K<BlockQ5_K, true>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q6_K)] = rowKernel<dotQ6K>;
   return t;
 }
 
@@ -355,13 +353,11 @@ Isa activeIsa() {
   return isa;
 }
 
-namespace {
-/// The kernel table for `isa`, falling back to the best available one below it; built once.
-const VecDotTable &tableFor(Isa isa) {
-  static const VecDotTable scalar = scalarVecDotTable();
+const KernelTable &kernelTable(Isa isa) {
+  static const KernelTable scalar = scalarKernelTable();
 #if defined(__x86_64__)
-  static const VecDotTable avx2 = isaAvailable(Isa::AVX2) ? avx2VecDotTable(scalar) : scalar;
-  static const VecDotTable avx512 = isaAvailable(Isa::AVX512) ? avx512VecDotTable(avx2) : avx2;
+  static const KernelTable avx2 = isaAvailable(Isa::AVX2) ? avx2KernelTable(scalar) : scalar;
+  static const KernelTable avx512 = isaAvailable(Isa::AVX512) ? avx512KernelTable(avx2) : avx2;
   if (isa == Isa::AVX512 && isaAvailable(Isa::AVX512))
     return avx512;
   if (isa != Isa::Scalar && isaAvailable(Isa::AVX2))
@@ -369,14 +365,11 @@ const VecDotTable &tableFor(Isa isa) {
 #endif
   return scalar;
 }
-} // namespace
 
-VecDotFn vecDotKernel(GGMLType t, Isa isa) { return tableFor(isa).get(t); }
-
-VecDot4Fn vecDot4Kernel(GGMLType t, Isa isa) { return tableFor(isa).get4(t); }
+VecDotFn vecDotKernel(GGMLType t, Isa isa) { return kernelTable(isa).get(t); }
 
 QuantizeFn activationQuantizer(GGMLType t, Isa isa) {
-  if (QuantizeFn f = tableFor(isa).getQuantize(t))
+  if (QuantizeFn f = kernelTable(isa).getQuantize(t))
     return f;
   switch (t) {
   case GGMLType::Q8_0:
@@ -389,6 +382,4 @@ QuantizeFn activationQuantizer(GGMLType t, Isa isa) {
     return nullptr;
   }
 }
-
-
 } // namespace tpc::rt::cpu
