@@ -48,6 +48,22 @@ Expected<void> CpuStepRunner::run(const Step &s, const std::vector<exec::TensorR
   return {};
 }
 
+Expected<void> CpuStepRunner::runBatch(const std::vector<const Step *> &steps,
+                                       const std::vector<std::vector<exec::TensorRef>> &in,
+                                       const std::vector<std::vector<exec::TensorRef>> &out) {
+  try {
+    opMatmulBatch(steps.front()->op, in, out, tg_, cacheOn_ ? &cache_ : nullptr);
+  } catch (const std::exception &e) {
+    cache_.clear();
+    return Error{fmt::format("steps '{}'..'{}' ({}): {}", steps.front()->name, steps.back()->name,
+                             opKindName(steps.front()->op), e.what())};
+  }
+  if (cacheOn_)
+    for (const auto &o : out)
+      noteWrites(o);
+  return {};
+}
+
 void CpuStepRunner::noteWrites(const std::vector<exec::TensorRef> &written) {
   for (const exec::TensorRef &t : written)
     if (t.data)

@@ -30,6 +30,10 @@ public:
   int threads() const override { return tg_.size(); }
   Expected<void> run(const Step &s, const std::vector<exec::TensorRef> &in,
                      const std::vector<exec::TensorRef> &out, std::vector<exec::KvBuffers> &kv) override;
+  /// Runs steps that matmulBatchEnds grouped (consecutive Matmuls, or MulMatIds, on one input) as one job;
+  /// in[i] / out[i] are step i's bound operands.
+  Expected<void> runBatch(const std::vector<const Step *> &steps, const std::vector<std::vector<exec::TensorRef>> &in,
+                          const std::vector<std::vector<exec::TensorRef>> &out);
   /// The thread group the steps run on (the CPU session's collective kernels and weight copies use it too).
   ThreadGroup &threadGroup() { return tg_; }
 

@@ -59,6 +59,7 @@ struct Device {
   std::vector<int32_t> tokens, positions;
   std::vector<float> logits;
   std::unique_ptr<CpuStepRunner> runner;
+  std::vector<size_t> batchEnd; ///< matmulBatchEnds: matmuls on one input that run as one job
 };
 
 /// The kernels of the collective compositions: each device's own thread group.
@@ -229,9 +230,27 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t) {
   const DevicePlan &dp = plan().devices[dev.index];
   const bool prof = profiling() && i == 0; // the caller's thread, the only one touching the profile
   std::vector<TensorRef> in, out;
+  std::vector<std::vector<TensorRef>> bins, bouts;
+  std::vector<const Step *> bsteps;
   for (size_t si = 0; si < dp.steps.size(); ++si) {
     const Step &s = dp.steps[si];
     auto t0 = std::chrono::steady_clock::now();
+    if (const size_t end = dev.batchEnd[si]; end > si + 1) {
+      // Matmuls on one input (Q/K/V, gate/up) as one job; the profile books it on the first step.
+      bins.resize(end - si);
+      bouts.resize(end - si);
+      bsteps.clear();
+      for (size_t j = si; j < end; ++j) {
+        bsteps.push_back(&dp.steps[j]);
+        exec::bindOperands(dp, dev.ptr, dp.steps[j], t, bins[j - si], bouts[j - si]);
+      }
+      if (Expected<void> ok = dev.runner->runBatch(bsteps, bins, bouts); !ok)
+        return ok;
+      if (prof)
+        recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      si = end - 1;
+      continue;
+    }
     exec::bindOperands(dp, dev.ptr, s, t, in, out);
     Expected<void> ok;
     if (isCollective(s.op)) {
@@ -321,6 +340,7 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.positions.assign(p.model.maxBatch, 0);
     dev.runner = std::make_unique<CpuStepRunner>(threadsPerDevice_);
     dev.runner->enableActivationCache(); // every write of this device goes through runDevice
+    dev.batchEnd = matmulBatchEnds(dp);
 
     exec::StorageBases bases;
     bases.acts = dev.acts.data;

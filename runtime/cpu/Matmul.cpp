@@ -192,22 +192,27 @@ void runPanel(const Operands &o, const uint8_t *w, int64_t p, const Acts &a, con
   }
 }
 
-/// A unit of work: rows [r0, r1) of one weight against one token set (panel units are whole panels).
-struct Unit {
-  int32_t set; ///< index into the job's token sets and weights
-  bool panel;
-  int64_t r0, r1; ///< rows, or for a panel unit [panel index, panel index + 1)
+/// One product of a job: a weight (or several experts') applied to token sets, with its kernels and
+/// converted activations.
+struct Product {
+  Operands o;
+  Acts acts;
+  Kernels kn;
+  std::vector<const uint8_t *> weights; ///< per token set
+  std::vector<TokenSet> sets;
+  std::vector<int32_t> xs, ys; ///< matmulId: entries grouped by expert (the sets point into them)
 };
 
-/// Appends the units of one weight (n rows) applied to token set `set`.
-void addUnits(std::vector<Unit> &units, int32_t set, int64_t n, int64_t rowsPerUnit, bool panels) {
-  if (panels) {
-    for (int64_t p = 0; p * kPanelRows < n; ++p)
-      units.push_back({set, true, p, p + 1});
-    return;
-  }
-  for (int64_t r = 0; r < n; r += rowsPerUnit)
-    units.push_back({set, false, r, std::min(n, r + rowsPerUnit)});
+/// A unit of work: rows [r0, r1) of one weight against one token set (panel units: [panel, panel + 1)).
+struct Unit {
+  int32_t product, set;
+  bool panel;
+  int64_t r0, r1;
+};
+
+/// True when a token set of `count` tokens runs through panels.
+bool usePanels(const Kernels &kn, int64_t count, const MatmulOptions &opts) {
+  return opts.allowPanels && kn.convert && count >= kPanelMinTokens;
 }
 
 /// Rows per row-kernel unit: about eight units per thread, 4..256 rows (a decode unit of a 2048-wide q4_K
@@ -226,45 +231,39 @@ void zeroOutputs(const Operands &o, const TokenSet &ts) {
   }
 }
 
-/// Runs the units over the weights (one per token set) as one dynamic job.
-void runUnits(const Operands &o, const std::vector<const uint8_t *> &weights, const std::vector<TokenSet> &sets,
-              const std::vector<Unit> &units, const Acts &a, const Kernels &kn, ThreadGroup &group) {
+/// Cuts every product into units and runs them as one dynamic job. Token sets are visited in the order of
+/// `setOrder` (pairs of product and set), each set's units (all its panels or row runs) together, so one
+/// job can hold, say, an expert's gate and up panels next to each other while its tokens are in cache.
+void runJob(const std::vector<Product> &ps, const std::vector<std::pair<int32_t, int32_t>> &setOrder,
+            const MatmulOptions &opts, ThreadGroup &group) {
+  int64_t totalRows = 0;
+  for (const Product &p : ps)
+    totalRows += p.o.n * static_cast<int64_t>(p.sets.size());
+  const int64_t rpu = rowsPerUnit(totalRows, group.size());
+  std::vector<Unit> units;
+  for (auto [pi, si] : setOrder) {
+    const Product &p = ps[static_cast<size_t>(pi)];
+    if (usePanels(p.kn, p.sets[static_cast<size_t>(si)].count, opts)) {
+      for (int64_t pn = 0; pn * kPanelRows < p.o.n; ++pn)
+        units.push_back({pi, si, true, pn, pn + 1});
+    } else {
+      for (int64_t r = 0; r < p.o.n; r += rpu)
+        units.push_back({pi, si, false, r, std::min(p.o.n, r + rpu)});
+    }
+  }
   group.parallelDynamic(static_cast<int64_t>(units.size()), [&](int64_t u, int thread) {
     const Unit &un = units[static_cast<size_t>(u)];
-    const uint8_t *w = weights[static_cast<size_t>(un.set)];
-    const TokenSet &ts = sets[static_cast<size_t>(un.set)];
+    const Product &p = ps[static_cast<size_t>(un.product)];
+    const uint8_t *w = p.weights[static_cast<size_t>(un.set)];
+    const TokenSet &ts = p.sets[static_cast<size_t>(un.set)];
     if (un.panel)
-      runPanel(o, w, un.r0, a, ts, kn, group, thread);
+      runPanel(p.o, w, un.r0, p.acts, ts, p.kn, group, thread);
     else
-      runRows(o, w, un.r0, un.r1, a, ts, kn);
+      runRows(p.o, w, un.r0, un.r1, p.acts, ts, p.kn);
   });
 }
 
-/// True when a token set of `count` tokens runs through panels.
-bool usePanels(const Kernels &kn, int64_t count, const MatmulOptions &opts) {
-  return opts.allowPanels && kn.convert && count >= kPanelMinTokens;
-}
-
-} // namespace
-
-void matmul(const MatmulArgs &a, ThreadGroup &group) {
-  const char *op = "matmul";
-  Operands o{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride};
-  validate(op, o, a.x, a.xRowStride, a.m, false);
-  const TokenSet all{nullptr, nullptr, a.m};
-  if (a.m == 0 || a.n == 0)
-    return;
-  if (a.k == 0)
-    return zeroOutputs(o, all);
-  const Acts acts = convertActs(op, a.wType, a.k, a.x, a.xRowStride, a.m, a, group);
-  const Kernels kn = kernelsFor(a.wType, a.isa);
-  std::vector<Unit> units;
-  addUnits(units, 0, a.n, rowsPerUnit(a.n, group.size()), usePanels(kn, a.m, a));
-  runUnits(o, {o.w}, {all}, units, acts, kn, group);
-}
-
-void matmulId(const MatmulIdArgs &a, ThreadGroup &group) {
-  const char *op = "matmul_id";
+void checkIdArgs(const char *op, const MatmulIdArgs &a) {
   if (a.count > 0 && (!a.experts || !a.xRows || !a.yRows))
     fail(op, "null expert or row index array");
   for (int64_t i = 0; i < a.count; ++i) {
@@ -279,47 +278,104 @@ void matmulId(const MatmulIdArgs &a, ThreadGroup &group) {
     fail(op, "expert offset overflows");
   Operands o{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride};
   validate(op, o, a.x, a.xRowStride, a.count, true);
-  if (a.count == 0 || a.n == 0)
-    return;
-  if (a.k == 0)
-    return zeroOutputs(o, TokenSet{nullptr, a.yRows, a.count});
+}
 
-  // Entries grouped by expert, in entry order within an expert (a counting sort).
+/// The product of one matmulId part: entries grouped by expert (a counting sort, entry order kept within an
+/// expert), one token set per used expert.
+Product idProduct(const char *op, const MatmulIdArgs &a, ThreadGroup &group) {
+  Product p{Operands{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride},
+            convertActs(op, a.wType, a.k, a.x, a.xRowStride, a.xRowCount, a, group),
+            kernelsFor(a.wType, a.isa),
+            {},
+            {},
+            std::vector<int32_t>(static_cast<size_t>(a.count)),
+            std::vector<int32_t>(static_cast<size_t>(a.count))};
   std::vector<int64_t> start(static_cast<size_t>(a.nExperts) + 1, 0);
   for (int64_t i = 0; i < a.count; ++i)
     ++start[static_cast<size_t>(a.experts[i]) + 1];
   for (size_t e = 1; e < start.size(); ++e)
     start[e] += start[e - 1];
-  std::vector<int32_t> xs(static_cast<size_t>(a.count)), ys(static_cast<size_t>(a.count));
   std::vector<int64_t> fillAt(start.begin(), start.end() - 1);
   for (int64_t i = 0; i < a.count; ++i) {
     const size_t at = static_cast<size_t>(fillAt[static_cast<size_t>(a.experts[i])]++);
-    xs[at] = a.xRows[i];
-    ys[at] = a.yRows[i];
+    p.xs[at] = a.xRows[i];
+    p.ys[at] = a.yRows[i];
   }
-
-  const Acts acts = convertActs(op, a.wType, a.k, a.x, a.xRowStride, a.xRowCount, a, group);
-  const Kernels kn = kernelsFor(a.wType, a.isa);
-  std::vector<const uint8_t *> weights;
-  std::vector<TokenSet> sets;
   for (int64_t e = 0; e < a.nExperts; ++e) {
+    const size_t b = static_cast<size_t>(start[static_cast<size_t>(e)]);
     const int64_t c = start[static_cast<size_t>(e) + 1] - start[static_cast<size_t>(e)];
     if (c == 0)
       continue;
-    weights.push_back(o.w + static_cast<size_t>(e) * a.wExpertStride);
-    sets.push_back(TokenSet{xs.data() + start[static_cast<size_t>(e)], ys.data() + start[static_cast<size_t>(e)], c});
+    p.weights.push_back(p.o.w + static_cast<size_t>(e) * a.wExpertStride);
+    p.sets.push_back(TokenSet{p.xs.data() + b, p.ys.data() + b, c});
   }
-  // The experts with the most tokens first: their units are the longest, and dynamic claiming then fills
-  // the end of the job with the short ones.
-  std::vector<int32_t> order(sets.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = static_cast<int32_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t l, int32_t r) { return sets[l].count > sets[r].count; });
-  const int64_t rpu = rowsPerUnit(a.n * static_cast<int64_t>(sets.size()), group.size());
-  std::vector<Unit> units;
-  for (int32_t s : order)
-    addUnits(units, s, a.n, rpu, usePanels(kn, sets[s].count, a));
-  runUnits(o, weights, sets, units, acts, kn, group);
+  return p;
 }
+
+} // namespace
+
+void matmulBatch(const MatmulArgs *parts, size_t count, ThreadGroup &group) {
+  const char *op = "matmul";
+  std::vector<Product> ps;
+  std::vector<std::pair<int32_t, int32_t>> order;
+  for (size_t i = 0; i < count; ++i) {
+    const MatmulArgs &a = parts[i];
+    Operands o{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride};
+    validate(op, o, a.x, a.xRowStride, a.m, false);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const MatmulArgs &a = parts[i];
+    Operands o{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride};
+    const TokenSet all{nullptr, nullptr, a.m};
+    if (a.m == 0 || a.n == 0)
+      continue;
+    if (a.k == 0) {
+      zeroOutputs(o, all);
+      continue;
+    }
+    order.emplace_back(static_cast<int32_t>(ps.size()), 0);
+    ps.push_back(Product{o, convertActs(op, a.wType, a.k, a.x, a.xRowStride, a.m, a, group),
+                         kernelsFor(a.wType, a.isa), {o.w}, {all}, {}, {}});
+  }
+  if (!ps.empty())
+    runJob(ps, order, parts[0], group);
+}
+
+void matmul(const MatmulArgs &a, ThreadGroup &group) { matmulBatch(&a, 1, group); }
+
+void matmulIdBatch(const MatmulIdArgs *parts, size_t count, ThreadGroup &group) {
+  const char *op = "matmul_id";
+  for (size_t i = 0; i < count; ++i)
+    checkIdArgs(op, parts[i]);
+  std::vector<Product> ps;
+  for (size_t i = 0; i < count; ++i) {
+    const MatmulIdArgs &a = parts[i];
+    if (a.count == 0 || a.n == 0)
+      continue;
+    if (a.k == 0) {
+      zeroOutputs(Operands{nullptr, a.wType, a.n, a.k, 0, a.y, a.yRowStride}, TokenSet{nullptr, a.yRows, a.count});
+      continue;
+    }
+    ps.push_back(idProduct(op, a, group));
+  }
+  // Experts with the most tokens first (their units are the longest; dynamic claiming then fills the end of
+  // the job with the short ones), and the parts of one expert (gate, up) next to each other.
+  std::vector<std::pair<int32_t, int32_t>> order;
+  for (size_t pi = 0; pi < ps.size(); ++pi)
+    for (size_t si = 0; si < ps[pi].sets.size(); ++si)
+      order.emplace_back(static_cast<int32_t>(pi), static_cast<int32_t>(si));
+  auto expertOf = [&](const std::pair<int32_t, int32_t> &u) {
+    const Product &p = ps[static_cast<size_t>(u.first)];
+    return p.sets[static_cast<size_t>(u.second)].count;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](const auto &l, const auto &r) {
+    const int64_t cl = expertOf(l), cr = expertOf(r);
+    return cl != cr ? cl > cr : l.second < r.second;
+  });
+  if (!ps.empty())
+    runJob(ps, order, parts[0], group);
+}
+
+void matmulId(const MatmulIdArgs &a, ThreadGroup &group) { matmulIdBatch(&a, 1, group); }
 
 } // namespace tpc::rt::cpu

@@ -64,6 +64,12 @@ struct MatmulArgs : MatmulOptions {
 /// y = x . W^T (see the file comment).
 void matmul(const MatmulArgs &args, ThreadGroup &group);
 
+/// Several products as one job (their units claimed from one counter): matmuls that read one input, such as
+/// Q, K and V or gate and up, then cost one hand-off instead of one each, and a thread that finishes its
+/// share of one product takes units of the next. Each part's results are matmul's. Options (panels) are the
+/// first part's; give every part the same cache so the input is converted once.
+void matmulBatch(const MatmulArgs *parts, size_t count, ThreadGroup &group);
+
 /// Arguments of matmulId (ggml's mul_mat_id): a 3-D expert weight [nExperts][n][k] and routed entries,
 /// each an (expert, input row, output row) triple, in any order.
 struct MatmulIdArgs : MatmulOptions {
@@ -89,6 +95,11 @@ struct MatmulIdArgs : MatmulOptions {
 /// least kPanelMinTokens entries and the row path otherwise; x is converted once for all experts. An
 /// entry's result is the one matmul gives for its expert's token count.
 void matmulId(const MatmulIdArgs &args, ThreadGroup &group);
+
+/// Several matmulIds as one job, units ordered expert by expert across the parts: the experts' gate and up
+/// projections of one input run together, each expert's gate and up units next to each other while its
+/// tokens' activations are in cache. Each part's results are matmulId's.
+void matmulIdBatch(const MatmulIdArgs *parts, size_t count, ThreadGroup &group);
 
 } // namespace tpc::rt::cpu
 

@@ -4,8 +4,9 @@
 // activations converted once to the weight type's activation format, as the reference engine does) and
 // cpu::matmulId for MUL_MAT_ID, which takes every routed (token, slot) pair at once and runs all used
 // experts as one job with x converted once. Both go through the device's ActivationCache when the session
-// gives one, so matmuls reading one input (Q/K/V, gate/up, the experts' gate/up) convert it once. An f32
-// tensor can stand in for a weight (rows of K floats).
+// gives one, so matmuls reading one input (Q/K/V, gate/up, the experts' gate/up) convert it once, and
+// consecutive ones on one input can run as one job (matmulBatchEnds finds them, opMatmulBatch runs them).
+// An f32 tensor can stand in for a weight (rows of K floats).
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/ops/Ops.h"
 
@@ -51,7 +52,8 @@ void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y,
   });
 }
 
-void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg, ActivationCache *cache) {
+namespace {
+cpu::MatmulArgs matmulArgs(const TensorRef &x, const TensorRef &w, const TensorRef &y, ActivationCache *cache) {
   cpu::MatmulArgs a;
   a.cache = cache;
   a.w = w.data;
@@ -64,15 +66,26 @@ void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, Thread
   a.xRowStride = static_cast<size_t>(a.k);
   a.y = y.f();
   a.yRowStride = static_cast<size_t>(a.n);
-  cpu::matmul(a, tg);
+  return a;
+}
+} // namespace
+
+void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg, ActivationCache *cache) {
+  cpu::matmul(matmulArgs(x, w, y, cache), tg);
 }
 
-void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg,
-                ActivationCache *cache) {
+namespace {
+/// The routed entries of a MUL_MAT_ID, kept alive for the call.
+struct IdEntries {
+  std::vector<int32_t> experts, xRows, yRows;
+};
+
+cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
+                               ActivationCache *cache, IdEntries &en) {
   const int64_t k = x.inner(), e = w.shape[0], n = w.shape[1];
   const int64_t t = ids.shape[0], slots = ids.shape[1];
   const bool perSlot = x.shape.size() == 3; // x[T,k,K] rather than x[T,K] shared by every slot
-  std::vector<int32_t> experts, xRows, yRows;
+  std::vector<int32_t> &experts = en.experts, &xRows = en.xRows, &yRows = en.yRows;
   experts.reserve(static_cast<size_t>(t * slots));
   xRows.reserve(experts.capacity());
   yRows.reserve(experts.capacity());
@@ -105,7 +118,58 @@ void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, co
   a.xRows = xRows.data();
   a.yRows = yRows.data();
   a.count = static_cast<int64_t>(experts.size());
-  cpu::matmulId(a, tg);
+  return a;
+}
+} // namespace
+
+void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg,
+                ActivationCache *cache) {
+  IdEntries en;
+  cpu::matmulId(mulMatIdArgs(x, w, ids, y, cache, en), tg);
+}
+
+std::vector<size_t> matmulBatchEnds(const DevicePlan &dp) {
+  const std::vector<Step> &st = dp.steps;
+  std::vector<size_t> end(st.size());
+  for (size_t i = 0; i < st.size(); ++i) {
+    end[i] = i + 1;
+    const Step &a = st[i];
+    if (a.op != OpKind::Matmul && a.op != OpKind::MulMatId)
+      continue;
+    size_t j = i + 1;
+    for (; j < st.size(); ++j) {
+      const Step &b = st[j];
+      // Same op on the same input (and routing); no part may read what an earlier part writes.
+      if (b.op != a.op || b.inputs[0] != a.inputs[0] || b.placement != a.placement ||
+          (a.op == OpKind::MulMatId && b.inputs[2] != a.inputs[2]))
+        break;
+      bool reads = false;
+      for (size_t p = i; p < j; ++p)
+        for (int32_t o : st[p].outputs)
+          for (int32_t in : b.inputs)
+            reads |= in == o;
+      if (reads)
+        break;
+    }
+    end[i] = j;
+  }
+  return end;
+}
+
+void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
+                   const std::vector<std::vector<TensorRef>> &outs, ThreadGroup &tg, ActivationCache *cache) {
+  if (op == OpKind::Matmul) {
+    std::vector<cpu::MatmulArgs> parts;
+    for (size_t i = 0; i < ins.size(); ++i)
+      parts.push_back(matmulArgs(ins[i][0], ins[i][1], outs[i][0], cache));
+    cpu::matmulBatch(parts.data(), parts.size(), tg);
+    return;
+  }
+  std::vector<IdEntries> en(ins.size());
+  std::vector<cpu::MatmulIdArgs> parts;
+  for (size_t i = 0; i < ins.size(); ++i)
+    parts.push_back(mulMatIdArgs(ins[i][0], ins[i][1], ins[i][2], outs[i][0], cache, en[i]));
+  cpu::matmulIdBatch(parts.data(), parts.size(), tg);
 }
 
 } // namespace tpc::rt::cpu

@@ -80,6 +80,13 @@ void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, Thread
 /// MUL_MAT_ID: y[t, j] = w[ids[t, j]] . x[t, j] (or x[t] when x has no slot axis); cache as for opMatmul.
 void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
                 ThreadGroup &tg, ActivationCache *cache = nullptr);
+/// For each step index i of `dp`: the end of the run of steps from i that can run as one matmul job
+/// (consecutive Matmuls on the same input, or MulMatIds on the same input and routing, none reading
+/// another's output); i + 1 where there is none.
+std::vector<size_t> matmulBatchEnds(const DevicePlan &dp);
+/// Runs such a run of Matmul (or MulMatId) steps, operands bound per step, as one job.
+void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
+                   const std::vector<std::vector<TensorRef>> &outs, ThreadGroup &tg, ActivationCache *cache);
 /// Row r of a weight (or f32 tensor) as floats.
 void loadRow(const TensorRef &w, int64_t r, float *dst);
 

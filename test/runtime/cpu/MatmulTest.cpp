@@ -216,8 +216,9 @@ TEST(Matmul, PanelAndRowPathsAgreeWithinTheBound) {
       ASSERT_NEAR(rows[j], p.ref[j], p.tol[j]) << ggmlTypeName(t) << " rows " << j;
       differ += floatToBits(panels[j]) != floatToBits(rows[j]);
     }
-    if (kernelTable(activeIsa()).panelRows > 0)
+    if (kernelTable(activeIsa()).panelRows > 0) {
       EXPECT_GT(differ, 0) << ggmlTypeName(t) << ": the panel path gave the row path's bits everywhere";
+    }
   }
 }
 
@@ -322,6 +323,80 @@ TEST(MatmulId, EntriesEqualPerExpertMatmuls) {
     badX[1] = static_cast<int32_t>(xCount);
     a.xRows = badX.data();
     EXPECT_THROW(matmulId(a, g), std::invalid_argument);
+  }
+}
+
+// Gate and up: two matmulIds on one input and one routing as one job equal the two separate calls.
+TEST(MatmulIdBatch, GateAndUpTogetherEqualSeparateCalls) {
+  const int64_t k = 256, n = 40, xCount = 48;
+  Experts gate(GGMLType::Q4_K, 4, n, k, xCount), up(GGMLType::Q5_K, 4, n, k, xCount);
+  std::vector<int32_t> exps, xRows, yRows;
+  for (int i = 0; i < xCount; ++i)
+    for (int s = 0; s < 2; ++s) { // 2 slots per token; expert 1 gets every token (panels), the others few
+      exps.push_back(s == 0 ? 1 : (i % 7 == 0 ? 3 : i % 5 == 0 ? 0 : 2));
+      xRows.push_back(i);
+      yRows.push_back(2 * i + s);
+    }
+  ThreadGroup g(2);
+  ActivationCache cache;
+  std::vector<float> yg(exps.size() * n), yu(exps.size() * n), wg(exps.size() * n), wu(exps.size() * n);
+  MatmulIdArgs parts[2] = {gate.args(gate.ex[0], yg.data(), n), up.args(gate.ex[0], yu.data(), n)};
+  for (MatmulIdArgs &a : parts) {
+    a.cache = &cache;
+    a.experts = exps.data();
+    a.xRows = xRows.data();
+    a.yRows = yRows.data();
+    a.count = static_cast<int64_t>(exps.size());
+  }
+  matmulIdBatch(parts, 2, g);
+  EXPECT_EQ(cache.conversions(), 1u);
+  MatmulIdArgs one = parts[0];
+  one.cache = nullptr;
+  one.y = wg.data();
+  matmulId(one, g);
+  one = parts[1];
+  one.cache = nullptr;
+  one.y = wu.data();
+  matmulId(one, g);
+  for (size_t j = 0; j < yg.size(); ++j) {
+    ASSERT_EQ(floatToBits(yg[j]), floatToBits(wg[j])) << "gate " << j;
+    ASSERT_EQ(floatToBits(yu[j]), floatToBits(wu[j])) << "up " << j;
+  }
+}
+
+// Q/K/V-like parts of different types and sizes on one input as one job: each part equals its own matmul,
+// and the input is converted once (through the shared cache); the same for two matmulId parts (gate, up).
+TEST(MatmulBatch, PartsEqualSeparateProductsAndShareTheConversion) {
+  for (int64_t m : {3, 40}) {
+    SCOPED_TRACE(m);
+    Problem q(GGMLType::Q4_K, 64, 512, m, 1), k(GGMLType::Q8_0, 24, 512, m, 2, &q.x), v(GGMLType::Q6_K, 24, 512, m, 3, &q.x);
+    ThreadGroup g(2);
+    ActivationCache cache;
+    std::vector<float> yq(64 * m), yk(24 * m), yv(24 * m), wq(64 * m), wk(24 * m), wv(24 * m);
+    MatmulArgs parts[3];
+    const Problem *ps[3] = {&q, &k, &v};
+    std::vector<float> *ys[3] = {&yq, &yk, &yv}, *ws[3] = {&wq, &wk, &wv};
+    for (int i = 0; i < 3; ++i) {
+      MatmulArgs &a = parts[i];
+      a.cache = &cache;
+      a.w = ps[i]->w.data();
+      a.wType = ps[i]->t;
+      a.n = ps[i]->n;
+      a.k = 512;
+      a.wRowStride = ps[i]->wStride;
+      a.x = q.x.data();
+      a.m = m;
+      a.xRowStride = 512;
+      a.y = ys[i]->data();
+      a.yRowStride = static_cast<size_t>(ps[i]->n);
+      ps[i]->run(g, MatmulOptions{}, *ws[i], static_cast<size_t>(ps[i]->n));
+    }
+    matmulBatch(parts, 3, g);
+    EXPECT_EQ(cache.conversions(), 1u);
+    EXPECT_EQ(cache.hits(), 2u);
+    for (int i = 0; i < 3; ++i)
+      for (size_t j = 0; j < ys[i]->size(); ++j)
+        ASSERT_EQ(floatToBits((*ys[i])[j]), floatToBits((*ws[i])[j])) << "part " << i << " " << j;
   }
 }
 
