@@ -90,8 +90,11 @@ private:
 KernelTable scalarKernelTable();
 /// AVX2 + FMA + F16C kernels over `base`. Call only when isaAvailable(Isa::AVX2).
 KernelTable avx2KernelTable(const KernelTable &base);
-/// AVX-512 (F, BW, VL, DQ, VNNI) kernels over `base`. Call only when isaAvailable(Isa::AVX512).
+/// AVX-512 (F, BW, VL, DQ) panel kernels over `base` (the AVX2 table). Call only when
+/// isaAvailable(Isa::AVX512).
 KernelTable avx512KernelTable(const KernelTable &base);
+/// AVX-512 VNNI kernels over `base`. Call only when isaAvailable(Isa::AVX512VNNI).
+KernelTable avx512VnniKernelTable(const KernelTable &base);
 /// The VNNI code paths built for AVX2 with vpdpbusd emulated exactly (R = 8): lets an AVX2-only machine run
 /// the logic of the AVX-512 kernels. Tests only. Call only when isaAvailable(Isa::AVX2).
 KernelTable emulatedVnniKernelTable(const KernelTable &base);

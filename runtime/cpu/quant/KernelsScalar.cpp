@@ -283,6 +283,8 @@ const char *isaName(Isa isa) {
     return "avx2";
   case Isa::AVX512:
     return "avx512";
+  case Isa::AVX512VNNI:
+    return "avx512vnni";
   }
   return "?";
 }
@@ -292,7 +294,7 @@ namespace {
 /// CPU features read once with cpuid; the OS must also save the wider registers (xgetbv), which is what
 /// __builtin_cpu_supports checks too (clang's does not know "f16c", hence the hand-written version).
 struct X86Features {
-  bool avx2 = false, avx512 = false;
+  bool avx2 = false, avx512 = false, vnni = false;
   X86Features() {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d))
@@ -306,8 +308,9 @@ struct X86Features {
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
       return;
     avx2 = ymm && fma && f16c && (b & (1u << 5));
-    bool f = b & (1u << 16), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
-    avx512 = avx2 && zmm && f && bw && vl && vnni;
+    bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
+    avx512 = avx2 && zmm && f && dq && bw && vl;
+    vnni = avx512 && (c & (1u << 11));
   }
 };
 /// The features of this CPU (read once).
@@ -334,20 +337,26 @@ bool isaAvailable(Isa isa) {
 #else
     return false;
 #endif
+  case Isa::AVX512VNNI:
+#if defined(__x86_64__)
+    return x86Features().vnni;
+#else
+    return false;
+#endif
   }
   return false;
 }
 
 Isa activeIsa() {
   static const Isa isa = [] {
-    Isa best = isaAvailable(Isa::AVX512) ? Isa::AVX512 : isaAvailable(Isa::AVX2) ? Isa::AVX2 : Isa::Scalar;
-    if (const char *env = std::getenv("TPC_CPU_ISA")) {
-      std::string v = env;
-      if (v == "scalar")
-        best = Isa::Scalar;
-      else if (v == "avx2" && best == Isa::AVX512)
-        best = Isa::AVX2;
-    }
+    Isa best = Isa::Scalar;
+    for (Isa i : {Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
+      if (isaAvailable(i))
+        best = i;
+    if (const char *env = std::getenv("TPC_CPU_ISA"))
+      for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
+        if (std::string(env) == isaName(i) && static_cast<int>(i) < static_cast<int>(best))
+          best = i;
     return best;
   }();
   return isa;
@@ -358,7 +367,10 @@ const KernelTable &kernelTable(Isa isa) {
 #if defined(__x86_64__)
   static const KernelTable avx2 = isaAvailable(Isa::AVX2) ? avx2KernelTable(scalar) : scalar;
   static const KernelTable avx512 = isaAvailable(Isa::AVX512) ? avx512KernelTable(avx2) : avx2;
-  if (isa == Isa::AVX512 && isaAvailable(Isa::AVX512))
+  static const KernelTable vnni = isaAvailable(Isa::AVX512VNNI) ? avx512VnniKernelTable(avx2) : avx512;
+  if (isa == Isa::AVX512VNNI && isaAvailable(Isa::AVX512VNNI))
+    return vnni;
+  if (isa >= Isa::AVX512 && isaAvailable(Isa::AVX512))
     return avx512;
   if (isa != Isa::Scalar && isaAvailable(Isa::AVX2))
     return avx2;

@@ -34,14 +34,17 @@ ActFormat activationFormat(GGMLType t);
 /// others.
 GGMLType vecDotType(GGMLType t);
 
-/// The instruction sets a kernel table can be built for.
-enum class Isa { Scalar, AVX2, AVX512 };
+/// The instruction sets a kernel table can be built for, in increasing order: AVX2 means AVX2 + FMA + F16C,
+/// AVX512 adds F/BW/VL/DQ (512-bit panels), AVX512VNNI adds VNNI (vpdpbusd byte dots).
+enum class Isa { Scalar, AVX2, AVX512, AVX512VNNI };
 
-/// Name of an ISA ("scalar", "avx2", "avx512").
+/// Name of an ISA ("scalar", "avx2", "avx512", "avx512vnni").
 const char *isaName(Isa isa);
 /// True when this CPU can run kernels built for `isa`.
 bool isaAvailable(Isa isa);
-/// The best ISA this CPU supports; the environment variable TPC_CPU_ISA (scalar, avx2, avx512) can lower it.
+/// The best ISA this CPU supports; the environment variable TPC_CPU_ISA (one of the names) can lower it, so
+/// a machine with AVX-512 VNNI can run every lower level too. A name the CPU cannot run, or an unknown one,
+/// leaves the best.
 Isa activeIsa();
 
 /// Bytes of an activation row of k elements for weights of type `wType` in its activation format.

@@ -1,7 +1,7 @@
 //===- KernelTest.cpp - row and panel kernels against a double reference ---===//
 //
 // Every ActQ8 / float kernel of every ISA level this machine has (scalar; AVX2; the VNNI code paths with
-// vpdpbusd emulated on AVX2; AVX-512 where present) against the exact dot product of its quantized operands
+// vpdpbusd emulated on AVX2; AVX-512 and AVX-512 VNNI where present) against the exact dot product of its quantized operands
 // in double, within the derived bound of KernelRef.h. Weights are real quantizer output and random bytes
 // (every quant value, negative and odd scales); activations are ActQ8 rows of random floats and rows of
 // extreme quants. Also: a token's result does not depend on how many tokens a call takes or where it sits
@@ -39,6 +39,8 @@ const KernelTable *levelTable(const std::string &level) {
   }
   if (level == "avx512")
     return isaAvailable(Isa::AVX512) ? &kernelTable(Isa::AVX512) : nullptr;
+  if (level == "avx512vnni")
+    return isaAvailable(Isa::AVX512VNNI) ? &kernelTable(Isa::AVX512VNNI) : nullptr;
   return nullptr;
 }
 
@@ -315,7 +317,7 @@ TEST_P(KernelLevel, ActQ8QuantizerEqualsReference) {
   ASSERT_EQ(ref, got) << "ties";
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, KernelLevel, ::testing::Values("scalar", "avx2", "vnni_emulated", "avx512"),
+INSTANTIATE_TEST_SUITE_P(Cpu, KernelLevel, ::testing::Values("scalar", "avx2", "vnni_emulated", "avx512", "avx512vnni"),
                          [](const ::testing::TestParamInfo<std::string> &i) { return i.param; });
 
 TEST(ActQ8, BlocksHoldScalesQuantsAndSums) {

@@ -150,7 +150,7 @@ struct Problem {
 
 std::vector<Isa> isasHere() {
   std::vector<Isa> v = {Isa::Scalar};
-  for (Isa isa : {Isa::AVX2, Isa::AVX512})
+  for (Isa isa : {Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
     if (isaAvailable(isa))
       v.push_back(isa);
   return v;

@@ -226,7 +226,7 @@ TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
   int fast = 0;
   for (GGMLType t : supportedTypes()) {
     EXPECT_TRUE(supportsDequantize(t)) << ggmlTypeName(t);
-    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512}) {
+    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI}) {
       const KernelTable &kt = kernelTable(isa);
       if (activationFormat(t) == ActFormat::Legacy) {
         EXPECT_NE(vecDotKernel(t, isa), nullptr) << ggmlTypeName(t) << " " << isaName(isa);
@@ -235,12 +235,13 @@ TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
         ++fast;
         EXPECT_NE(kt.getRow(t), nullptr) << ggmlTypeName(t) << " " << isaName(isa);
         EXPECT_EQ(vecDotKernel(t, isa), nullptr) << ggmlTypeName(t) << ": one kernel family per type";
-        if (kt.panelRows > 0)
+        if (kt.panelRows > 0) {
           EXPECT_TRUE(kt.getConvert(t) && kt.getTile(t)) << ggmlTypeName(t) << " " << isaName(isa);
+        }
       }
     }
   }
-  EXPECT_EQ(fast, 9 * 3) << "f32, f16, bf16, q4_0, q5_0, q8_0, q4_K, q5_K, q6_K run on the row/panel kernels";
+  EXPECT_EQ(fast, 9 * 4) << "f32, f16, bf16, q4_0, q5_0, q8_0, q4_K, q5_K, q6_K run on the row/panel kernels";
 }
 
 TEST(Quantize, ActivationScalesAreBf16AndQuantsFollowThem) {

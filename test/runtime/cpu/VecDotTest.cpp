@@ -200,7 +200,7 @@ TEST_P(VecDotIsa, ActivationQuantizersEqualReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, VecDotIsa, ::testing::Values(Isa::AVX2, Isa::AVX512),
+INSTANTIATE_TEST_SUITE_P(Cpu, VecDotIsa, ::testing::Values(Isa::AVX2, Isa::AVX512VNNI),
                          [](const ::testing::TestParamInfo<Isa> &i) {
                            return std::string(isaName(i.param));
                          });
