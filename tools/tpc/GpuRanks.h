@@ -2,12 +2,14 @@
 //
 // A CUDA rank runs its plan device on one GPU: `--gpus` (SessionOptions::ordinals) lists the GPUs to pick
 // from, default every visible one, and local rank i takes entry i % count. The ranks then compare which
-// physical GPU each took (PCI bus id and host): on distinct GPUs the plan's collectives go through NCCL,
-// from a unique id rank 0 creates and broadcasts over MPI (`control`), on the ranks' device streams, so
-// decode steps are captured as CUDA graphs as in one process; when two ranks share a GPU (NCCL refuses
-// that), through MPI on host-staged buffers (device -> pinned host -> MpiCommunicator -> device), which
-// is slower but keeps the multi-process GPU path testable on a one-GPU machine. Every rank takes the same
-// choice. Every rank must call this (it exchanges data with the others).
+// physical GPU each took (host and PCI bus id): on distinct GPUs the plan's collectives go through NCCL,
+// from a unique id rank 0 creates and broadcasts over MPI (`hostComm`), on the ranks' device streams; when
+// two ranks share a GPU (NCCL refuses that), through MPI on host-staged buffers (device -> pinned host ->
+// MPI -> device; runtime/cuda/RankCommunicators.h), slower and not capturable in a CUDA graph, but it keeps
+// the multi-process GPU path testable on a one-GPU machine. Every rank takes the same choice. Every rank
+// must call this (it exchanges data with the others). Built with CUDA, not yet run on a GPU; and the CUDA
+// session still opens only whole plans (SessionOptions::devices must name every device), so a CUDA rank
+// is refused at open with that session's message until it opens one device.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_TOOLS_TPC_GPURANKS_H
 #define TPC_TOOLS_TPC_GPURANKS_H
@@ -28,9 +30,9 @@ struct GpuRankComm {
 };
 
 /// Picks this rank's GPU (sets options.ordinals to it) and makes its communicator (see the file comment).
-/// `hostComm` is an MPI communicator of the ranks (its broadcasts carry NCCL's id; the host-staged
-/// communicator runs on it). The error is one line; every rank gets an error when one rank fails before
-/// NCCL starts.
+/// `hostComm` is an MPI communicator of the ranks (its broadcast carries NCCL's id; the host-staged
+/// communicator runs on it). The error is one line without the rank (the caller adds it); every rank gets
+/// an error when one rank fails before NCCL starts; a rank that fails to join NCCL ends the job.
 Expected<GpuRankComm> gpuRankCommunicator(const rt::comm::MpiWorld &world,
                                           std::shared_ptr<rt::comm::Communicator> hostComm, const rt::Plan &plan,
                                           rt::SessionOptions &options);

@@ -202,7 +202,7 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
   auto collectives = std::make_shared<comm::MpiCommunicator>(world, sums);
   std::string via = "MPI";
   if (be->name() == "cuda") {
-    auto gpu = gpuRankCommunicator(w, control, *plan, options);
+    auto gpu = gpuRankCommunicator(w, collectives, *plan, options);
     if (!gpu)
       mine.error = gpu.message();
     else
