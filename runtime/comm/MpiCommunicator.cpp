@@ -32,13 +32,7 @@ MPI_Datatype mpiType(ElemType t) {
 
 bool fitsInt(int64_t n) { return n >= 0 && n <= INT_MAX; }
 
-std::string mpiError(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
-    return fmt::format("MPI error {}", code);
-  return std::string(text, static_cast<size_t>(len));
-}
+std::string mpiError(int code) { return MpiWorld::errorText(code); }
 
 template <typename E> std::vector<int> ranksOf(const std::vector<E> &entries) {
   std::vector<int> r;

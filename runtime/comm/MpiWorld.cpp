@@ -12,14 +12,16 @@
 
 namespace tpc::rt::comm {
 
-namespace {
-std::string mpiError(int code) {
+std::string MpiWorld::errorText(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
     return fmt::format("MPI error {}", code);
   return std::string(text, static_cast<size_t>(len));
 }
+
+namespace {
+std::string mpiError(int code) { return MpiWorld::errorText(code); }
 
 MPI_Comm commOf(const void *h) { return *static_cast<const MPI_Comm *>(h); }
 } // namespace

@@ -55,6 +55,8 @@ public:
   Expected<std::vector<std::string>> allGather(const std::string &mine) const;
   /// Ends the whole job now with exit code `code` (MPI_Abort on the world). Never returns.
   [[noreturn]] void abortJob(int code) const;
+  /// MPI_Error_string of an MPI return code (one line).
+  static std::string errorText(int code);
   /// The world communicator (an MPI_Comm) for MpiCommunicator; opaque so that this header needs no mpi.h.
   const void *handle() const { return comm_.get(); }
 
