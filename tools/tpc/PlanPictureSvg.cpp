@@ -243,7 +243,8 @@ void weightCell(Fig &f, const WeightCut &c, double cx, double cy) {
   const double bx = cx + 8, by = cy + 20, bw = 200, bh = 60;
   f.body += fmt::format("<g class=\"weight-cut\" data-name=\"{}\" data-mirrored=\"{}\" data-axis=\"{}\">",
                         xml(c.name), c.mirrored ? 1 : 0, c.axis);
-  f.text(bx, cy + 14, c.name, 11, "start", "font-weight=\"bold\"");
+  const bool host = std::any_of(c.shares.begin(), c.shares.end(), [](const WeightShare &s) { return s.host; });
+  f.text(bx, cy + 14, host ? c.name + " (host)" : c.name, 11, "start", "font-weight=\"bold\"");
   f.rect(bx, by, bw, bh, "#fff", "stroke=\"#999\"");
   if (c.mirrored) {
     f.rect(bx, by, bw, bh, stateColour(State::Mirrored), "class=\"cut-run\" data-device=\"all\"",
@@ -258,7 +259,7 @@ void weightCell(Fig &f, const WeightCut &c, double cx, double cy) {
         const double h = std::max(0.5, bh * static_cast<double>(r.rows) / static_cast<double>(c.totalRows));
         f.rect(x, y, w, h, deviceColour(d),
                fmt::format("class=\"cut-run\" data-device=\"{}\"{}", d,
-                           c.shares[d].host ? " stroke=\"#000\" stroke-dasharray=\"2,2\"" : ""),
+                           c.shares[d].host ? " fill-opacity=\"0.45\"" : ""),
                fmt::format("device {}: rows {}..{}, bytes {}..{} of each row{}", d, r.row0, r.row0 + r.rows - 1,
                            r.col0, r.col0 + r.cols - 1, c.shares[d].host ? " (host)" : ""));
       }
@@ -423,7 +424,7 @@ std::string renderHtml(const Picture &p) {
        lanesFigure(p).svg("class=\"figure\" data-figure=\"collectives\"") + "</div>\n";
   h += "<h2>How each weight is cut</h2>\n<p class=\"note\">Each weight as its rows (top to bottom) by the bytes "
        "of a row, to scale; a coloured area is the part a device copies from the GGUF. A split on rows cuts "
-       "across, on columns along, on experts (3-D weights, white lines between experts) whole experts. Weights "
+       "across, on columns along, on experts (3-D weights, white lines between experts) whole experts; pale parts stay in host memory. Weights "
        "are grouped by the block their name says (blk.N), others by the layer of the first step that reads "
        "them.</p>\n" +
        devicesKey(p).svg("class=\"key\"") + "\n";
