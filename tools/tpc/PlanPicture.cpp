@@ -18,6 +18,7 @@
 #include <cctype>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace tpc::cli::picture {
 namespace {
@@ -393,7 +394,7 @@ size_t findLayer(const Picture &p, const std::string &spec) {
         return i;
     return 0;
   }
-  std::string want = !spec.empty() && std::all_of(spec.begin(), spec.end(), [](char c) { return std::isdigit(c); })
+  std::string want = !spec.empty() && std::all_of(spec.begin(), spec.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })
                          ? "blk." + spec
                          : spec;
   for (size_t i = 0; i < p.layers.size(); ++i)

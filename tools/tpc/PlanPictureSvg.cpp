@@ -385,9 +385,10 @@ std::string renderSvg(const Picture &p) {
     if (std::any_of(p.weights.begin(), p.weights.end(), [&](const WeightCut &c) { return c.layer == l; }))
       parts.push_back({p.layers[l].label, weightsFigure(p, l),
                        fmt::format("class=\"figure\" data-figure=\"weights\" data-layer=\"{}\"", p.layers[l].label)});
-  parts.push_back({"Dataflow of " + p.layers[p.chosenLayer].label, flowFigure(p, p.chosenLayer),
-                   fmt::format("class=\"figure flow\" data-figure=\"dataflow\" data-layer=\"{}\"",
-                               p.layers[p.chosenLayer].label)});
+  if (p.chosenLayer < p.layers.size()) // a plan without steps has no layer to draw
+    parts.push_back({"Dataflow of " + p.layers[p.chosenLayer].label, flowFigure(p, p.chosenLayer),
+                     fmt::format("class=\"figure flow\" data-figure=\"dataflow\" data-layer=\"{}\"",
+                                 p.layers[p.chosenLayer].label)});
   std::string body;
   double y = 8, w = 0;
   for (const Part &part : parts) {
