@@ -82,6 +82,14 @@ private:
   std::vector<ThreadGroup *> tg_; ///< by plan device
 };
 
+/// KV bytes of `dp` with every cache in f32 (the float32 reference; the plan sized them for its dtype).
+uint64_t f32KvBytes(const DevicePlan &dp, int64_t ctx) {
+  uint64_t bytes = 0;
+  for (const KvCache &c : dp.kv)
+    bytes += static_cast<uint64_t>(ctx) * c.nHeadKv * (c.headDimK + c.headDimV) * 4;
+  return bytes;
+}
+
 inline void cpuRelax() {
 #if defined(__x86_64__)
   __builtin_ia32_pause();
@@ -318,8 +326,9 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.index = d;
     if (std::string e = exec::checkDeviceCapacity(d, z, ctx, opts.maxDeviceBytes); !e.empty())
       return Error{e};
-    if (!dev.weights.allocate(z.weights) || !dev.acts.allocate(z.acts) ||
-        !dev.hostActs.allocate(z.hostActs) || !dev.kvMem.allocate(z.kv))
+    const uint64_t kvBytes = opts.f32Reference ? f32KvBytes(dp, ctx) : z.kv;
+    if (!dev.weights.allocate(z.weights) || !dev.acts.allocate(z.acts) || !dev.hostActs.allocate(z.hostActs) ||
+        !dev.kvMem.allocate(kvBytes))
       return Error{
           fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
                       "{}); use more devices or a smaller --ctx-size",
@@ -328,8 +337,10 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     for (const KvCache &c : dp.kv) {
       KvBuffers b;
       b.desc = c;
+      if (opts.f32Reference)
+        b.desc.dtype = DType::F32;
       b.ctx = ctx;
-      const uint64_t eb = dtypeBytes(c.dtype);
+      const uint64_t eb = dtypeBytes(b.desc.dtype);
       b.k = dev.kvMem.data + at;
       at += ctx * c.nHeadKv * c.headDimK * eb;
       b.v = dev.kvMem.data + at;
@@ -340,6 +351,7 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.positions.assign(p.model.maxBatch, 0);
     dev.runner = std::make_unique<CpuStepRunner>(threadsPerDevice_);
     dev.runner->enableActivationCache(); // every write of this device goes through runDevice
+    dev.runner->setF32Reference(opts.f32Reference);
     dev.batchEnd = matmulBatchEnds(dp);
 
     exec::StorageBases bases;

@@ -16,8 +16,9 @@
 // tpc with the reference engine. Chunks are evaluated in pieces of --batch-size tokens (default: the plan's
 // max_batch) so the logits of a whole chunk need not be held at once.
 //
-// Runs on any backend through the Session interface (`--backend`, as `tpc run`). Every error is one line
-// naming the flag or file.
+// Runs on any backend through the Session interface (`--backend`, as `tpc run`); `--f32-reference` is the
+// CPU backend's float32 reference (SessionOptions::f32Reference). Every error is one line naming the flag
+// or file.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 #include "tools/tpc/LogProbFile.h"
@@ -54,6 +55,7 @@ struct PplOptions {
   int64_t batch = 0;
   int threads = 0;
   bool kld = false;
+  bool f32Reference = false;
   bool ctxGiven = false; ///< -c on the command line (a base file brings its own)
 };
 
@@ -318,6 +320,7 @@ void runCommand(const PplOptions &o) {
   so.threads = o.threads;
   so.ctxSize = c.ctx;
   so.ggufPath = o.gguf;
+  so.f32Reference = o.f32Reference;
   const int64_t maxBatch = plan->model.maxBatch;
   const size_t devices = plan->devices.size();
   auto backend = builtinBackends().select(o.backend);
@@ -329,9 +332,9 @@ void runCommand(const PplOptions &o) {
   Session &s = **session;
   const int64_t batch = std::min(o.batch > 0 ? o.batch : maxBatch, c.ctx);
   fmt::print(stderr,
-             "perplexity: {} tokens, {} chunks of {} (scoring {} per chunk){}, {} device(s) on {}\n",
+             "perplexity: {} tokens, {} chunks of {} (scoring {} per chunk){}, {} device(s) on {}{}\n",
              c.totalTokens, c.count, c.ctx, c.ctx - 1 - c.first(), o.kld ? " from the base file" : "", devices,
-             s.backendName());
+             s.backendName(), o.f32Reference ? ", float32 reference" : "");
   const auto t0 = std::chrono::steady_clock::now();
   if (o.kld) {
     runKld(s, c, batch, *base);
@@ -371,6 +374,8 @@ void registerPerplexity(CLI::App &app) {
                   "log-probability file: written by a plain run, read by --kl-divergence (tpc's or "
                   "llama-perplexity's format)");
   cmd->add_flag("--kl-divergence", o->kld, "compare with --kl-divergence-base over its stored tokens");
+  cmd->add_flag("--f32-reference", o->f32Reference,
+                "CPU float32 reference: no activation quantization, f32 KV cache (slower)");
   cmd->add_option("--backend", o->backend, "auto (CUDA when built and a GPU is visible), cpu or cuda")
       ->capture_default_str();
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");

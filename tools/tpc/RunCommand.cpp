@@ -7,6 +7,7 @@
 // rows (one per prompt position, then one per generated token after feeding it), the layout of the
 // fixtures' .logits.f32 files. `--bench -pp 512 -tg 128 [-r 5] [--json]` prints a llama-bench style table.
 // llama-bench spells the test sizes "-pp"/"-tg", which CLI11 cannot declare (one-letter short names), so
+// `--f32-reference` runs the CPU backend's float32 reference (precision measurements).
 // main.cpp rewrites those two spellings to --pp/--tg before parsing. Every error is one line naming the
 // flag or file.
 //===----------------------------------------------------------------------===//
@@ -59,6 +60,7 @@ struct RunOptions {
   bool profile = false;
   std::string backend = "auto";
   std::string gpus;
+  bool f32Reference = false;
 };
 
 /// Parses "1,2,3" (spaces allowed); the error names the flag.
@@ -391,6 +393,7 @@ void runRun(const RunOptions &o) {
   so.ggufPath = o.gguf;
   so.ordinals = parseOrdinals(o.gpus);
   so.progress = true;
+  so.f32Reference = o.f32Reference;
   auto backend = builtinBackends().select(o.backend);
   if (!backend)
     throw Failure("--backend: " + backend.message());
@@ -424,6 +427,8 @@ void registerRun(CLI::App &app) {
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
   cmd->add_option("--dump-logits", o->dumpLogits,
                   "write float32 logits rows (prompt rows, then one per step)");
+  cmd->add_flag("--f32-reference", o->f32Reference,
+                "CPU float32 reference: no activation quantization, f32 KV cache (precision checks; slower)");
   cmd->add_flag("--ignore-eos", o->ignoreEos, "keep generating after an end-of-generation token");
   cmd->add_flag("--bench", o->bench, "benchmark prompt processing and generation (llama-bench style)");
   cmd->add_option("--pp", o->pp, "bench: prompt tokens (also -pp)")->capture_default_str();
