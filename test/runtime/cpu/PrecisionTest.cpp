@@ -67,6 +67,23 @@ double worstRelativeError(const Weights &w, const std::vector<float> &x, const f
   return worst;
 }
 
+/// The arguments of y = x . W^T for m tokens (dense rows).
+MatmulArgs productArgs(const Weights &w, GGMLType t, int64_t n, int64_t k, const std::vector<float> &x, int64_t m,
+                       std::vector<float> &y) {
+  MatmulArgs a;
+  a.w = w.bytes.data();
+  a.wType = t;
+  a.n = n;
+  a.k = k;
+  a.wRowStride = w.stride;
+  a.x = x.data();
+  a.m = m;
+  a.xRowStride = k;
+  a.y = y.data();
+  a.yRowStride = n;
+  return a;
+}
+
 } // namespace
 
 class F32Reference : public ::testing::TestWithParam<GGMLType> {};
@@ -83,17 +100,7 @@ TEST_P(F32Reference, MatmulEqualsDequantizedProduct) {
     for (int threads : {1, 3}) {
       ThreadGroup g(threads);
       std::vector<float> y(m * n), yq(m * n);
-      MatmulArgs a;
-      a.w = w.bytes.data();
-      a.wType = t;
-      a.n = n;
-      a.k = k;
-      a.wRowStride = w.stride;
-      a.x = x.data();
-      a.m = m;
-      a.xRowStride = k;
-      a.y = y.data();
-      a.yRowStride = n;
+      MatmulArgs a = productArgs(w, t, n, k, x, m, y);
       a.f32Reference = true;
       matmul(a, g);
       EXPECT_LT(worstRelativeError(w, x, y.data(), n, k, m), 2e-6) << ggmlTypeName(t) << " m " << m;
@@ -164,17 +171,7 @@ TEST(ActivationBlocks, Q6KOutlierStaysInItsBlock) {
     }
     ThreadGroup g(2);
     std::vector<float> y(m * n), ref(m * n);
-    MatmulArgs a;
-    a.w = w.bytes.data();
-    a.wType = GGMLType::Q6_K;
-    a.n = n;
-    a.k = k;
-    a.wRowStride = w.stride;
-    a.x = x.data();
-    a.m = m;
-    a.xRowStride = k;
-    a.y = y.data();
-    a.yRowStride = n;
+    MatmulArgs a = productArgs(w, GGMLType::Q6_K, n, k, x, m, y);
     matmul(a, g);
     a.y = ref.data();
     a.f32Reference = true;
