@@ -38,7 +38,7 @@ Expected<void> CpuStepRunner::run(const Step &s, const std::vector<exec::TensorR
     return Error{fmt::format("step '{}' ({}) is a collective: the session runs it through its communicator",
                              s.name, opKindName(s.op))};
   try {
-    runLocalStep(s, in, out, kv, tg_, cacheOn_ ? &cache_ : nullptr);
+    runLocalStep(s, in, out, kv, tg_, cacheOn_ ? &cache_ : nullptr, f32Reference_);
   } catch (const std::exception &e) {
     cache_.clear(); // a failed step may have written part of its outputs
     return Error{fmt::format("step '{}' ({}): {}", s.name, opKindName(s.op), e.what())};
@@ -52,7 +52,7 @@ Expected<void> CpuStepRunner::runBatch(const std::vector<const Step *> &steps,
                                        const std::vector<std::vector<exec::TensorRef>> &in,
                                        const std::vector<std::vector<exec::TensorRef>> &out) {
   try {
-    opMatmulBatch(steps.front()->op, in, out, tg_, cacheOn_ ? &cache_ : nullptr);
+    opMatmulBatch(steps.front()->op, in, out, tg_, cacheOn_ ? &cache_ : nullptr, f32Reference_);
   } catch (const std::exception &e) {
     cache_.clear();
     return Error{fmt::format("steps '{}'..'{}' ({}): {}", steps.front()->name, steps.back()->name,

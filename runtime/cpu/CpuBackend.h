@@ -45,6 +45,8 @@ public:
   void noteWrites(const std::vector<exec::TensorRef> &written);
   /// Drops every converted input.
   void forgetInputs() { cache_.clear(); }
+  /// Matmuls run as the float32 reference from now on (SessionOptions::f32Reference).
+  void setF32Reference(bool on) { f32Reference_ = on; }
   /// The converted-input cache (its counters tell tests how often inputs were converted).
   const ActivationCache &activationCache() const { return cache_; }
 
@@ -52,6 +54,7 @@ private:
   ThreadGroup tg_;
   ActivationCache cache_;
   bool cacheOn_ = false;
+  bool f32Reference_ = false;
 };
 
 } // namespace tpc::rt::cpu

@@ -60,6 +60,8 @@ struct Device {
   std::vector<float> logits;
   std::unique_ptr<CpuStepRunner> runner;
   std::vector<size_t> batchEnd; ///< matmulBatchEnds: matmuls on one input that run as one job
+  /// Per step: a matmul TPC_F32_MATMULS puts on the float32 reference (empty: none named).
+  std::vector<char> f32Step;
 };
 
 /// The kernels of the collective compositions: each device's own thread group.
@@ -81,6 +83,44 @@ public:
 private:
   std::vector<ThreadGroup *> tg_; ///< by plan device
 };
+
+/// KV bytes of `dp` with every cache in f32 (the float32 reference; the plan sized them for its dtype).
+uint64_t f32KvBytes(const DevicePlan &dp, int64_t ctx) {
+  uint64_t bytes = 0;
+  for (const KvCache &c : dp.kv)
+    bytes += static_cast<uint64_t>(ctx) * c.nHeadKv * (c.headDimK + c.headDimV) * 4;
+  return bytes;
+}
+
+/// TPC_F32_MATMULS=q6_K,blk.3.ffn_down (a debugging switch, bisecting where precision goes): the matmul
+/// steps of `dp` whose weight's ggml type name equals one of the comma-separated patterns or whose GGUF
+/// name contains one run as the float32 reference. Empty when the variable is unset.
+std::vector<char> f32MatmulSteps(const DevicePlan &dp) {
+  const char *env = std::getenv("TPC_F32_MATMULS");
+  if (!env || !*env)
+    return {};
+  std::vector<std::string> pats;
+  for (const char *p = env; *p;) {
+    const char *e = std::strchr(p, ',');
+    const size_t n = e ? static_cast<size_t>(e - p) : std::strlen(p);
+    if (n)
+      pats.emplace_back(p, n);
+    p += n + (e ? 1 : 0);
+  }
+  std::vector<char> on(dp.steps.size(), 0);
+  for (size_t si = 0; si < dp.steps.size(); ++si) {
+    const Step &s = dp.steps[si];
+    if ((s.op != OpKind::Matmul && s.op != OpKind::MulMatId) || s.inputs.size() < 2)
+      continue;
+    const TensorDesc &w = dp.tensors[s.inputs[1]];
+    if (w.storage != Storage::Weight)
+      continue;
+    const WeightSlice &ws = dp.weights[w.index];
+    for (const std::string &p : pats)
+      on[si] |= p == ggmlTypeName(ws.type) || ws.name.find(p) != std::string::npos;
+  }
+  return on;
+}
 
 inline void cpuRelax() {
 #if defined(__x86_64__)
@@ -125,6 +165,7 @@ private:
   void runAll(int64_t t);
 
   int threadsPerDevice_ = 1;
+  bool f32All_ = false; ///< SessionOptions::f32Reference
   std::vector<Device> devs_;  ///< the session's devices, in plan order
   int32_t logitsTensor_ = -1; ///< on device 0
   std::shared_ptr<comm::Communicator> comm_;
@@ -260,6 +301,8 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t) {
       dev.runner->noteWrites(in);
       dev.runner->noteWrites(out);
     } else {
+      if (!dev.f32Step.empty())
+        dev.runner->setF32Reference(f32All_ || dev.f32Step[si]);
       ok = dev.runner->run(s, in, out, dev.kv);
     }
     if (!ok)
@@ -318,8 +361,9 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.index = d;
     if (std::string e = exec::checkDeviceCapacity(d, z, ctx, opts.maxDeviceBytes); !e.empty())
       return Error{e};
-    if (!dev.weights.allocate(z.weights) || !dev.acts.allocate(z.acts) ||
-        !dev.hostActs.allocate(z.hostActs) || !dev.kvMem.allocate(z.kv))
+    const uint64_t kvBytes = opts.f32Reference ? f32KvBytes(dp, ctx) : z.kv;
+    if (!dev.weights.allocate(z.weights) || !dev.acts.allocate(z.acts) || !dev.hostActs.allocate(z.hostActs) ||
+        !dev.kvMem.allocate(kvBytes))
       return Error{
           fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
                       "{}); use more devices or a smaller --ctx-size",
@@ -328,8 +372,10 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     for (const KvCache &c : dp.kv) {
       KvBuffers b;
       b.desc = c;
+      if (opts.f32Reference)
+        b.desc.dtype = DType::F32;
       b.ctx = ctx;
-      const uint64_t eb = dtypeBytes(c.dtype);
+      const uint64_t eb = dtypeBytes(b.desc.dtype);
       b.k = dev.kvMem.data + at;
       at += ctx * c.nHeadKv * c.headDimK * eb;
       b.v = dev.kvMem.data + at;
@@ -340,7 +386,13 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.positions.assign(p.model.maxBatch, 0);
     dev.runner = std::make_unique<CpuStepRunner>(threadsPerDevice_);
     dev.runner->enableActivationCache(); // every write of this device goes through runDevice
+    dev.runner->setF32Reference(opts.f32Reference);
+    f32All_ = opts.f32Reference;
     dev.batchEnd = matmulBatchEnds(dp);
+    dev.f32Step = f32MatmulSteps(dp);
+    if (!dev.f32Step.empty()) // step by step, each with its own mode
+      for (size_t si = 0; si < dev.batchEnd.size(); ++si)
+        dev.batchEnd[si] = si + 1;
 
     exec::StorageBases bases;
     bases.acts = dev.acts.data;

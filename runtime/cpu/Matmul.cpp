@@ -323,6 +323,11 @@ void matmulBatch(const MatmulArgs *parts, size_t count, ThreadGroup &group) {
     Operands o{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride};
     validate(op, o, a.x, a.xRowStride, a.m, false);
   }
+  if (count > 0 && parts[0].f32Reference) {
+    for (size_t i = 0; i < count; ++i)
+      matmulReference(parts[i], group);
+    return;
+  }
   for (size_t i = 0; i < count; ++i) {
     const MatmulArgs &a = parts[i];
     Operands o{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride};
@@ -347,6 +352,11 @@ void matmulIdBatch(const MatmulIdArgs *parts, size_t count, ThreadGroup &group) 
   const char *op = "matmul_id";
   for (size_t i = 0; i < count; ++i)
     checkIdArgs(op, parts[i]);
+  if (count > 0 && parts[0].f32Reference) {
+    for (size_t i = 0; i < count; ++i)
+      matmulIdReference(parts[i], group);
+    return;
+  }
   std::vector<Product> ps;
   for (size_t i = 0; i < count; ++i) {
     const MatmulIdArgs &a = parts[i];

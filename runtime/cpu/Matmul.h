@@ -19,6 +19,8 @@
 // float operations (the integer block sums are exact everywhere): see docs/architecture.md, "CPU matmul
 // tolerance", for the bound the tests hold every path to.
 //
+// MatmulOptions::f32Reference replaces all of this with the float32 reference (MatmulReference.cpp).
+//
 // Errors (unsupported type, k not whole blocks, strides too small) throw std::invalid_argument with a
 // message naming the argument; no work is started then. Empty shapes are valid: n = 0 or m = 0 writes
 // nothing, k = 0 writes zeros (the empty sum; a device's share of a split reduction axis can be empty).
@@ -45,6 +47,9 @@ struct MatmulOptions {
   Isa isa = activeIsa();             ///< kernels to use (tests pick each level the machine has)
   ActivationCache *cache = nullptr;  ///< converted inputs to reuse (null: convert into scratch)
   bool allowPanels = true;           ///< false: row kernels at every token count (tests, benchmarks)
+  /// The float32 reference (MatmulReference.cpp): dequantized W rows . f32 x, no activation rounding; what
+  /// the quantized paths are measured against. Slower; never the default.
+  bool f32Reference = false;
 };
 
 /// Arguments of matmul.
@@ -63,6 +68,9 @@ struct MatmulArgs : MatmulOptions {
 
 /// y = x . W^T (see the file comment).
 void matmul(const MatmulArgs &args, ThreadGroup &group);
+
+/// matmul with f32Reference (what matmul calls then): W rows dequantized to f32 and dotted with f32 x.
+void matmulReference(const MatmulArgs &args, ThreadGroup &group);
 
 /// Several products as one job (their units claimed from one counter): matmuls that read one input, such as
 /// Q, K and V or gate and up, then cost one hand-off instead of one each, and a thread that finishes its
@@ -95,6 +103,9 @@ struct MatmulIdArgs : MatmulOptions {
 /// least kPanelMinTokens entries and the row path otherwise; x is converted once for all experts. An
 /// entry's result is the one matmul gives for its expert's token count.
 void matmulId(const MatmulIdArgs &args, ThreadGroup &group);
+
+/// matmulId with f32Reference (what matmulId calls then), entry by entry.
+void matmulIdReference(const MatmulIdArgs &args, ThreadGroup &group);
 
 /// Several matmulIds as one job, units ordered expert by expert across the parts: the experts' gate and up
 /// projections of one input run together, each expert's gate and up units next to each other while its

@@ -205,6 +205,8 @@ Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptio
                              "for {} of the plan's {} devices (SessionOptions::devices); run all of them or "
                              "use --backend cpu",
                              o->devices.size(), n)};
+  if (opts.f32Reference)
+    return Error{"the float32 reference (--f32-reference) runs on the CPU backend only; use --backend cpu"};
   if (opts.comm && !opts.comm->streamOrdered())
     return Error{
         fmt::format("the {} communicator takes host buffers; the CUDA backend needs a stream-ordered "

@@ -50,6 +50,10 @@ struct SessionOptions {
   /// Backends without such devices ignore it.
   std::vector<int> ordinals;
   bool progress = false; ///< a progress bar on stderr while weights load (backends that upload them)
+  /// The float32 reference, for precision measurements (`--f32-reference`): matmuls over dequantized
+  /// weights with f32 activations (no activation quantization) and f32 KV caches. CPU backend only; the
+  /// others refuse to open with it.
+  bool f32Reference = false;
 };
 
 /// Time spent per step, filled when profiling is on.

@@ -7,6 +7,7 @@
 // rows (one per prompt position, then one per generated token after feeding it), the layout of the
 // fixtures' .logits.f32 files. `--bench -pp 512 -tg 128 [-r 5] [--json]` prints a llama-bench style table.
 // llama-bench spells the test sizes "-pp"/"-tg", which CLI11 cannot declare (one-letter short names), so
+// `--f32-reference` runs the CPU backend's float32 reference (precision measurements).
 // main.cpp rewrites those two spellings to --pp/--tg before parsing. Every error is one line naming the
 // flag or file. Under `mpirun -np N` (or `srun`) the process is one rank of a job and runs one plan device;
 // rank 0 runs everything here and the others follow its evaluate() calls (Ranks.h).
@@ -61,6 +62,7 @@ struct RunOptions {
   bool profile = false;
   std::string backend = "auto";
   std::string gpus;
+  bool f32Reference = false;
 };
 
 /// Parses "1,2,3" (spaces allowed); the error names the flag.
@@ -390,6 +392,7 @@ void runRun(const RunOptions &o) {
   so.ggufPath = o.gguf;
   so.ordinals = parseOrdinals(o.gpus);
   so.progress = true;
+  so.f32Reference = o.f32Reference;
   // In-process, or as one rank of `mpirun -np N tpc run ...` (Ranks.h): this code runs on rank 0 only,
   // and every evaluate() reaches the other ranks.
   runOnPlan(o.plan, so, o.backend, [&](Session &s) {
@@ -420,6 +423,8 @@ void registerRun(CLI::App &app) {
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
   cmd->add_option("--dump-logits", o->dumpLogits,
                   "write float32 logits rows (prompt rows, then one per step)");
+  cmd->add_flag("--f32-reference", o->f32Reference,
+                "CPU float32 reference: no activation quantization, f32 KV cache (precision checks; slower)");
   cmd->add_flag("--ignore-eos", o->ignoreEos, "keep generating after an end-of-generation token");
   cmd->add_flag("--bench", o->bench, "benchmark prompt processing and generation (llama-bench style)");
   cmd->add_option("--pp", o->pp, "bench: prompt tokens (also -pp)")->capture_default_str();

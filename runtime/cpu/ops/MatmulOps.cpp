@@ -53,9 +53,11 @@ void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y,
 }
 
 namespace {
-cpu::MatmulArgs matmulArgs(const TensorRef &x, const TensorRef &w, const TensorRef &y, ActivationCache *cache) {
+cpu::MatmulArgs matmulArgs(const TensorRef &x, const TensorRef &w, const TensorRef &y, ActivationCache *cache,
+                           bool f32Reference) {
   cpu::MatmulArgs a;
   a.cache = cache;
+  a.f32Reference = f32Reference;
   a.w = w.data;
   a.wType = typeOf(w);
   a.n = w.rows();
@@ -70,8 +72,9 @@ cpu::MatmulArgs matmulArgs(const TensorRef &x, const TensorRef &w, const TensorR
 }
 } // namespace
 
-void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg, ActivationCache *cache) {
-  cpu::matmul(matmulArgs(x, w, y, cache), tg);
+void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg, ActivationCache *cache,
+              bool f32Reference) {
+  cpu::matmul(matmulArgs(x, w, y, cache, f32Reference), tg);
 }
 
 namespace {
@@ -81,7 +84,7 @@ struct IdEntries {
 };
 
 cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
-                               ActivationCache *cache, IdEntries &en) {
+                               ActivationCache *cache, bool f32Reference, IdEntries &en) {
   const int64_t k = x.inner(), e = w.shape[0], n = w.shape[1];
   const int64_t t = ids.shape[0], slots = ids.shape[1];
   const bool perSlot = x.shape.size() == 3; // x[T,k,K] rather than x[T,K] shared by every slot
@@ -102,6 +105,7 @@ cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const Ten
     }
   cpu::MatmulIdArgs a;
   a.cache = cache;
+  a.f32Reference = f32Reference;
   a.w = w.data;
   a.wType = typeOf(w);
   a.n = n;
@@ -123,9 +127,9 @@ cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const Ten
 } // namespace
 
 void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg,
-                ActivationCache *cache) {
+                ActivationCache *cache, bool f32Reference) {
   IdEntries en;
-  cpu::matmulId(mulMatIdArgs(x, w, ids, y, cache, en), tg);
+  cpu::matmulId(mulMatIdArgs(x, w, ids, y, cache, f32Reference, en), tg);
 }
 
 std::vector<size_t> matmulBatchEnds(const DevicePlan &dp) {
@@ -157,18 +161,19 @@ std::vector<size_t> matmulBatchEnds(const DevicePlan &dp) {
 }
 
 void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
-                   const std::vector<std::vector<TensorRef>> &outs, ThreadGroup &tg, ActivationCache *cache) {
+                   const std::vector<std::vector<TensorRef>> &outs, ThreadGroup &tg, ActivationCache *cache,
+                   bool f32Reference) {
   if (op == OpKind::Matmul) {
     std::vector<cpu::MatmulArgs> parts;
     for (size_t i = 0; i < ins.size(); ++i)
-      parts.push_back(matmulArgs(ins[i][0], ins[i][1], outs[i][0], cache));
+      parts.push_back(matmulArgs(ins[i][0], ins[i][1], outs[i][0], cache, f32Reference));
     cpu::matmulBatch(parts.data(), parts.size(), tg);
     return;
   }
   std::vector<IdEntries> en(ins.size());
   std::vector<cpu::MatmulIdArgs> parts;
   for (size_t i = 0; i < ins.size(); ++i)
-    parts.push_back(mulMatIdArgs(ins[i][0], ins[i][1], ins[i][2], outs[i][0], cache, en[i]));
+    parts.push_back(mulMatIdArgs(ins[i][0], ins[i][1], ins[i][2], outs[i][0], cache, f32Reference, en[i]));
   cpu::matmulIdBatch(parts.data(), parts.size(), tg);
 }
 
