@@ -23,6 +23,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/support/Expected.h"
+#include "runtime/support/Timeline.h"
 
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,11 @@ struct SessionOptions {
   /// Backends without such devices ignore it.
   std::vector<int> ordinals;
   bool progress = false; ///< a progress bar on stderr while weights load (backends that upload them)
+  /// Host backends read a weight slice that is one contiguous run of the GGUF straight from the mapped
+  /// file instead of copying it (`tpc run --no-mmap` turns this off: every slice is copied, and the
+  /// session no longer depends on the file staying as it was).
+  bool weightsInPlace = true;
+  Timeline *timeline = nullptr; ///< open() marks its phases here (`tpc run --timings`) when set
 };
 
 /// Time spent per step, filled when profiling is on.

@@ -34,6 +34,7 @@ namespace {
 
 using tpc::cli::Failure;
 using namespace tpc::rt;
+using tpc::Timeline;
 
 /// Options of one `tpc run` invocation.
 struct RunOptions {
@@ -57,6 +58,8 @@ struct RunOptions {
   int reps = 5;
   bool json = false;
   bool profile = false;
+  bool timings = false;
+  bool noMmap = false;
   std::string backend = "auto";
   std::string gpus;
 };
@@ -248,15 +251,25 @@ void runBench(Session &s, const RunOptions &o) {
       fmt::print("{}: {:.1f}% of the roofline\n", r.test, 100.0 * r.mean / roof.ts);
 }
 
-void runGenerate(Session &s, const RunOptions &o) {
+/// The start-up phases to the first token, one line on stderr (`--timings`).
+void printTimings(const Timeline &tl) {
+  std::string line;
+  for (const Timeline::Phase &ph : tl.phases())
+    line += fmt::format("{}{} {:.3f} ({:.3f})", line.empty() ? "" : ", ", ph.name, ph.wall, ph.cpu);
+  fmt::print(stderr, "timings, wall (cpu) s: {}; first token after {:.3f} s\n", line, tl.total());
+}
+
+/// `planVocab`: the plan's tokenizer, moved out of the plan (the session never reads it).
+void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timeline &tl) {
   const Plan &p = s.plan();
   std::unique_ptr<Tokenizer> tok;
-  if (!p.tokenizer.tokens.empty()) {
+  if (!planVocab.tokens.empty()) {
     try {
-      tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(p.tokenizer));
+      tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(std::move(planVocab)));
     } catch (const std::exception &e) {
       throw Failure(fmt::format("plan '{}': tokenizer: {}", o.plan, e.what()));
     }
+    tl.mark("tokenizer");
   }
   std::vector<int32_t> prompt;
   if (!o.promptIds.empty()) {
@@ -269,6 +282,7 @@ void runGenerate(Session &s, const RunOptions &o) {
     prompt = tok->encode(o.prompt, true);
     if (prompt.empty())
       throw Failure("-p: the prompt encodes to no tokens");
+    tl.mark("encode prompt");
   } else {
     throw Failure("no prompt: give -p TEXT or --prompt-ids 1,2,3");
   }
@@ -311,11 +325,14 @@ void runGenerate(Session &s, const RunOptions &o) {
       std::fflush(stdout);
     }
   }
+  tl.mark("prompt evaluate");
   std::vector<int32_t> generated;
   t0 = std::chrono::steady_clock::now();
   for (int k = 0; k < o.nPredict; ++k) {
     int32_t id = sampler->sample(last);
     generated.push_back(id);
+    if (k == 0)
+      tl.mark("sample");
     if (stream) {
       fmt::print("{}", stream->push(id));
       std::fflush(stdout);
@@ -341,6 +358,8 @@ void runGenerate(Session &s, const RunOptions &o) {
              "{} device(s) x {} threads\n",
              prompt.size(), promptSec, prompt.size() / std::max(promptSec, 1e-9), generated.size(), genSec,
              generated.size() / std::max(genSec, 1e-9), p.devices.size(), s.threadsPerDevice());
+  if (o.timings)
+    printTimings(tl);
 }
 
 /// Time per op kind on device 0, largest first.
@@ -378,9 +397,12 @@ std::vector<int> parseOrdinals(const std::string &list) {
 }
 
 void runRun(const RunOptions &o) {
+  Timeline tl;
   auto plan = loadPlan(o.plan);
   if (!plan)
     throw Failure(plan.message());
+  tl.mark("plan load");
+  PlanTokenizer vocab = std::move(plan->tokenizer);
   if (o.threads < 0)
     throw Failure("-t: threads must be >= 0");
   if (o.ctxSize < 0)
@@ -391,6 +413,8 @@ void runRun(const RunOptions &o) {
   so.ggufPath = o.gguf;
   so.ordinals = parseOrdinals(o.gpus);
   so.progress = true;
+  so.timeline = &tl;
+  so.weightsInPlace = !o.noMmap;
   auto backend = builtinBackends().select(o.backend);
   if (!backend)
     throw Failure("--backend: " + backend.message());
@@ -402,7 +426,7 @@ void runRun(const RunOptions &o) {
   if (o.bench)
     runBench(s, o);
   else
-    runGenerate(s, o);
+    runGenerate(s, o, std::move(vocab), tl);
   if (o.profile)
     printProfile(s);
 }
@@ -431,6 +455,9 @@ void registerRun(CLI::App &app) {
   cmd->add_option("-r,--repetitions", o->reps, "bench: repetitions")->capture_default_str();
   cmd->add_flag("--json", o->json, "bench: JSON output");
   cmd->add_flag("--profile", o->profile, "print time per op kind on device 0 (stderr)");
+  cmd->add_flag("--no-mmap", o->noMmap,
+                "copy every weight slice into the session (default: read contiguous slices from the mapped GGUF)");
+  cmd->add_flag("--timings", o->timings, "print the start-up phases up to the first token (stderr)");
   cmd->add_option("--backend", o->backend, "auto (the first usable of cuda, cpu), cpu or cuda")
       ->capture_default_str();
   cmd->add_option("--gpus", o->gpus, "CUDA: GPU ordinals for the plan's devices, round-robin (default: all)");
