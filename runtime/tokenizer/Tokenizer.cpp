@@ -47,7 +47,7 @@ bool isLlama3Family(std::string_view pre) {
 }
 
 /// Which pre-tokenizer regex a `tokenizer.ggml.pre` name selects ("" when unknown), per llama.cpp's table.
-std::string_view preKind(std::string_view pre) {
+std::string_view preKindOf(std::string_view pre) {
   if (isLlama3Family(pre) || isOneOf(pre, {"dbrx", "smaug-bpe"}))
     return "llama3";
   if (isOneOf(pre, {"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"}))
@@ -187,6 +187,8 @@ struct Tokenizer::Impl {
     });
   }
 
+  /// Validates `data` and fills everything but `d` and the tables from it (throws TokenizerError).
+  void derive(const TokenizerData &data);
   void encodeSpm(const std::string &text, std::vector<TokenId> &out) const;
   void encodeBpe(std::string_view text, std::vector<TokenId> &out) const;
 };
@@ -233,9 +235,17 @@ void Tokenizer::Impl::buildTables() const {
 }
 
 Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
-  Impl &m = *impl;
-  m.d = std::move(data);
-  const TokenizerData &d = m.d;
+  impl->derive(data);
+  impl->d = std::move(data);
+}
+
+void Tokenizer::validate(const TokenizerData &data) {
+  Impl scratch;
+  scratch.derive(data);
+}
+
+void Tokenizer::Impl::derive(const TokenizerData &d) {
+  Impl &m = *this;
   size_t n = d.tokens.size();
   if (n == 0)
     throw TokenizerError("tokenizer has no tokens (tokenizer.ggml.tokens is empty)");
@@ -285,7 +295,7 @@ Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
     m.spm = true;
   } else if (d.model == "gpt2") {
     m.spm = false;
-    m.preKind = std::string(preKind(d.pre));
+    m.preKind = std::string(preKindOf(d.pre));
     if (m.preKind.empty())
       throw TokenizerError("unknown pre-tokenizer tokenizer.ggml.pre = '" + d.pre +
                            "' (supported: default, gpt-2, llama3/llama-bpe, qwen2 and their aliases)");

@@ -88,6 +88,8 @@ public:
   /// one-line message. The encoder's lookup tables are built by the first encode() or find(), so that
   /// decoding alone (ids to text) costs no pass over the vocabulary's hash.
   explicit Tokenizer(TokenizerData data);
+  /// The constructor's checks alone, without taking (or copying) the data.
+  static void validate(const TokenizerData &data);
   ~Tokenizer();
   Tokenizer(Tokenizer &&) noexcept;
   Tokenizer &operator=(Tokenizer &&) noexcept;

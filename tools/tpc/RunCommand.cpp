@@ -1,6 +1,7 @@
 //===- RunCommand.cpp - `tpc run` -------------------------------------------===//
 //
-// `tpc run plan.bin -p TEXT -n N` loads a plan (tokenizer included), opens a session on the backend
+// `tpc run plan.bin -p TEXT -n N` loads a plan (tokenizer included), or compiles a GGUF in memory with the
+// flags of `tpc compile` (`tpc run model.gguf --devices 2`, ModelSource.h), opens a session on the backend
 // `--backend auto|cpu|cuda` names (the built-in registry, runtime/backends; auto is CUDA when built and a
 // GPU is visible) and streams generated text; the rest of the command sees only the Session interface
 // (runtime/exec/Session.h). `--prompt-ids 1,2,3` skips the tokenizer; `--dump-logits FILE` writes float32
@@ -11,6 +12,7 @@
 // flag or file.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
+#include "tools/tpc/ModelSource.h"
 
 #include "runtime/backends/Backends.h"
 #include "runtime/plan/PlanIO.h"
@@ -32,7 +34,9 @@
 
 namespace {
 
+using tpc::cli::CompileFlags;
 using tpc::cli::Failure;
+using tpc::cli::loadModel;
 using namespace tpc::rt;
 using tpc::Timeline;
 
@@ -62,6 +66,7 @@ struct RunOptions {
   bool noMmap = false;
   std::string backend = "auto";
   std::string gpus;
+  CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
 };
 
 /// Parses "1,2,3" (spaces allowed); the error names the flag.
@@ -267,7 +272,7 @@ void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timel
     try {
       tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(std::move(planVocab)));
     } catch (const std::exception &e) {
-      throw Failure(fmt::format("plan '{}': tokenizer: {}", o.plan, e.what()));
+      throw Failure(fmt::format("'{}': tokenizer: {}", o.plan, e.what()));
     }
     tl.mark("tokenizer");
   }
@@ -278,7 +283,7 @@ void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timel
     prompt = parseIds(o.promptIds, p.model.nVocab);
   } else if (!o.prompt.empty()) {
     if (!tok)
-      throw Failure(fmt::format("plan '{}' has no tokenizer; use --prompt-ids", o.plan));
+      throw Failure(fmt::format("'{}' has no tokenizer; use --prompt-ids", o.plan));
     prompt = tok->encode(o.prompt, true);
     if (prompt.empty())
       throw Failure("-p: the prompt encodes to no tokens");
@@ -398,11 +403,8 @@ std::vector<int> parseOrdinals(const std::string &list) {
 
 void runRun(const RunOptions &o) {
   Timeline tl;
-  auto plan = loadPlan(o.plan);
-  if (!plan)
-    throw Failure(plan.message());
-  tl.mark("plan load");
-  PlanTokenizer vocab = std::move(plan->tokenizer);
+  Plan plan = loadModel(o.plan, o.compile, o.gguf, &tl);
+  PlanTokenizer vocab = std::move(plan.tokenizer);
   if (o.threads < 0)
     throw Failure("-t: threads must be >= 0");
   if (o.ctxSize < 0)
@@ -418,7 +420,7 @@ void runRun(const RunOptions &o) {
   auto backend = builtinBackends().select(o.backend);
   if (!backend)
     throw Failure("--backend: " + backend.message());
-  auto session = (*backend)->open(std::move(*plan), so);
+  auto session = (*backend)->open(std::move(plan), so);
   if (!session)
     throw Failure(session.message());
   Session &s = **session;
@@ -434,7 +436,10 @@ void runRun(const RunOptions &o) {
 void registerRun(CLI::App &app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App *cmd = app.add_subcommand("run", "Run a compiled plan: generate text, dump logits or benchmark");
-  cmd->add_option("plan", o->plan, "plan file written by `tpc compile`")->required();
+  cmd->add_option("model", o->plan,
+                  "plan file written by `tpc compile`, or a GGUF model (compiled in memory with the flags below)")
+      ->required();
+  addCompileFlags(*cmd, o->compile);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text (tokenized with the plan's tokenizer)");
   cmd->add_option("--prompt-ids", o->promptIds, "prompt as comma-separated token ids");
   cmd->add_option("-n,--n-predict", o->nPredict, "tokens to generate")->capture_default_str();
