@@ -70,10 +70,10 @@ private:
 
 struct Device {
   int index = 0;                        ///< the plan device
-  /// hostActs: the plan's host-placed activations. `weights` holds the copied slices at their plan
-  /// offsets; the pages of slices read in place from the GGUF are never touched.
+  /// hostActs: the plan's host-placed activations. `weights` holds only the copied slices.
   Arena weights, acts, hostActs, kvMem, logits;
-  std::vector<bool> inPlace; ///< per weight slice: read from the mapped GGUF
+  std::vector<const uint8_t *> inPlace; ///< per weight slice: its bytes in the mapped GGUF, or null (copied)
+  std::vector<uint64_t> copyAt;         ///< per weight slice: where a copied one sits in `weights`
   std::vector<KvBuffers> kv;
   std::vector<void *> ptr; ///< resolved address of every tensor
   std::vector<int32_t> tokens, positions;
@@ -312,7 +312,15 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.index = d;
     if (std::string e = exec::checkDeviceCapacity(d, z, ctx, opts.maxDeviceBytes); !e.empty())
       return Error{e};
-    if (!dev.weights.allocate(z.weights) || !dev.acts.allocate(z.acts) ||
+    // Slices read in place need no arena bytes; the copied ones are packed at the plan's 64-byte spacing.
+    uint64_t copied = 0;
+    for (const WeightSlice &w : dp.weights) {
+      dev.inPlace.push_back(opts.weightsInPlace ? exec::weightInPlace(w, o.weights) : nullptr);
+      dev.copyAt.push_back(copied);
+      if (!dev.inPlace.back())
+        copied += (w.bytes + 63) / 64 * 64;
+    }
+    if (!dev.weights.allocate(copied) || !dev.acts.allocate(z.acts) ||
         !dev.hostActs.allocate(z.hostActs) || !dev.kvMem.allocate(z.kv))
       return Error{
           fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
@@ -336,12 +344,8 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     exec::StorageBases bases;
     bases.acts = dev.acts.data;
     bases.hostActs = dev.hostActs.data; // both arenas are host memory here, but each has its own offsets
-    for (const WeightSlice &w : dp.weights) {
-      // Kernels only read weights, so the read-only mapping serves as well as the arena.
-      const uint8_t *in = opts.weightsInPlace ? exec::weightInPlace(w, o.weights) : nullptr;
-      dev.inPlace.push_back(in != nullptr);
-      bases.weights.push_back(in ? const_cast<uint8_t *>(in) : dev.weights.data + w.offset);
-    }
+    for (size_t w = 0; w < dp.weights.size(); ++w) // kernels only read weights: the read-only mapping serves
+      bases.weights.push_back(dev.inPlace[w] ? const_cast<uint8_t *>(dev.inPlace[w]) : dev.weights.data + dev.copyAt[w]);
     bases.kv = &dev.kv;
     bases.tokens = dev.tokens.data();
     bases.positions = dev.positions.data();
@@ -373,7 +377,7 @@ void CpuSession::loadWeights(const exec::WeightSource &src) {
     dev.runner->threadGroup().parallelFor(static_cast<int64_t>(ws.size()), [&](int64_t b, int64_t e, int) {
       for (int64_t w = b; w < e; ++w)
         if (!dev.inPlace[w])
-          exec::copyWeightSlice(ws[w], src.data, base + ws[w].offset);
+          exec::copyWeightSlice(ws[w], src.data, base + dev.copyAt[w]);
     });
   }
   if (!src.mapping)
@@ -393,7 +397,7 @@ void CpuSession::loadWeights(const exec::WeightSource &src) {
 std::vector<uint64_t> CpuSession::deviceBytes() const {
   std::vector<uint64_t> out;
   for (const Device &d : devs_)
-    out.push_back(d.weights.size + d.acts.size + d.hostActs.size + d.kvMem.size);
+    out.push_back(d.weights.size + d.acts.size + d.hostActs.size + d.kvMem.size + d.logits.size);
   return out;
 }
 

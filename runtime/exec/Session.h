@@ -96,7 +96,8 @@ public:
   virtual const char *backendName() const = 0;
   /// CPU worker threads per device (0 on a GPU backend).
   virtual int threadsPerDevice() const = 0;
-  /// Bytes allocated per device this session runs (weights + activations + KV + backend scratch).
+  /// Bytes allocated per device this session runs (weights + activations + KV + logits rows + backend
+  /// scratch). Weights a host backend reads in place from the mapped GGUF are not allocated: not counted.
   virtual std::vector<uint64_t> deviceBytes() const = 0;
   /// Tensor `id` of plan device `device` after the last evaluate() call with `tokens` tokens, as floats
   /// (i32 and f16 converted): for tests and debugging dumps. Empty when the device is not this session's,

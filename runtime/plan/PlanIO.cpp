@@ -260,16 +260,35 @@ struct Hasher {
   }
 };
 
+/// A byte buffer grown with realloc: a large block grows by remapping its pages rather than by copying
+/// them, and nothing is zeroed first (a std::vector copied and cleared the header region at each doubling).
+struct GrowBuf {
+  uint8_t *p = nullptr;
+  size_t n = 0;
+  GrowBuf() = default;
+  GrowBuf(const GrowBuf &) = delete;
+  GrowBuf &operator=(const GrowBuf &) = delete;
+  ~GrowBuf() { std::free(p); }
+  bool grow(size_t to) {
+    void *q = std::realloc(p, to ? to : 1);
+    if (!q)
+      return false;
+    p = static_cast<uint8_t *>(q);
+    n = to;
+    return true;
+  }
+};
+
 /// Bounds-checked reads over the start of the GGUF, which `more(n)` extends to at least n bytes when the
 /// walk needs them (false at the end of the file or on a read error): one pass, reading only the header.
 struct Cursor {
-  std::vector<uint8_t> &buf;
+  GrowBuf &buf;
   const std::function<bool(uint64_t)> &more;
   uint64_t pos = 0;
   bool ok = true;
   bool have(uint64_t k) {
     uint64_t end;
-    if (!ok || __builtin_add_overflow(pos, k, &end) || (end > buf.size() && !more(end)))
+    if (!ok || __builtin_add_overflow(pos, k, &end) || (end > buf.n && !more(end)))
       ok = false;
     return ok;
   }
@@ -277,7 +296,7 @@ struct Cursor {
     T v{};
     if (!have(sizeof(T)))
       return v;
-    std::memcpy(&v, buf.data() + pos, sizeof(T));
+    std::memcpy(&v, buf.p + pos, sizeof(T));
     pos += sizeof(T);
     return v;
   }
@@ -360,14 +379,15 @@ Expected<uint64_t> ggufFingerprint(const std::string &path) {
   h.word(size);
   // The header region (metadata can be MBs: a 262k-token vocabulary is ~6 MB), read as the walk reaches it,
   // in growing blocks.
-  std::vector<uint8_t> buf;
+  GrowBuf buf;
   const std::function<bool(uint64_t)> more = [&](uint64_t need) {
     if (need > size)
       return false;
-    const uint64_t want = std::min(size, std::max(need, std::max<uint64_t>(buf.size() * 2, 1 << 20)));
-    const size_t old = buf.size();
-    buf.resize(static_cast<size_t>(want));
-    return readAt(old, buf.size() - old, buf.data() + old);
+    const uint64_t want = std::min(size, std::max(need, std::max<uint64_t>(buf.n * 2, 1 << 20)));
+    const size_t old = buf.n;
+    if (!buf.grow(static_cast<size_t>(want)))
+      return !(readFailed = true);
+    return readAt(old, buf.n - old, buf.p + old);
   };
   Cursor c{buf, more};
   uint64_t headerEnd = ggufHeaderEnd(c);
@@ -378,24 +398,23 @@ Expected<uint64_t> ggufFingerprint(const std::string &path) {
   if (!headerEnd) {
     // Not a walkable GGUF: hash all of it (the plan check still compares; earlier versions did the same).
     headerEnd = size;
-    if (buf.size() < headerEnd && !more(headerEnd)) {
+    if (buf.n < headerEnd && !more(headerEnd)) {
       ::close(fd);
       return Error{fmt::format("cannot read GGUF '{}'", path)};
     }
   }
-  h.bytes(buf.data(), static_cast<size_t>(headerEnd));
+  h.bytes(buf.p, static_cast<size_t>(headerEnd));
   // 16 samples of 64 KiB, evenly spaced over the rest.
   constexpr uint64_t kSample = 64 * 1024;
   uint64_t dataLen = size - headerEnd;
   for (int i = 0; i < 16 && dataLen > 0; ++i) {
     uint64_t len = std::min(kSample, dataLen);
     uint64_t off = headerEnd + (dataLen - len) * i / 15;
-    buf.resize(static_cast<size_t>(len));
-    if (!readAt(off, static_cast<size_t>(len), buf.data())) {
+    if (!readAt(off, static_cast<size_t>(len), buf.p)) { // buf holds the header: at least 64 KiB, or all
       ::close(fd);
       return Error{fmt::format("cannot read GGUF '{}'", path)};
     }
-    h.bytes(buf.data(), buf.size());
+    h.bytes(buf.p, static_cast<size_t>(len));
   }
   ::close(fd);
   return h.h;

@@ -437,6 +437,8 @@ void inspectPlan(const InspectOptions &opts) {
     j.number(static_cast<int64_t>(d.weightBytes));
     j.key("activation_bytes");
     j.number(static_cast<int64_t>(d.activationBytes));
+    j.key("logits_bytes");
+    j.number(static_cast<int64_t>(d.logitsBytes));
     j.key("kv_bytes_per_token");
     j.number(static_cast<int64_t>(d.kvBytesPerToken));
     j.key("host_weight_bytes");

@@ -69,6 +69,9 @@ struct RunOptions {
   CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
 };
 
+/// Prompt tokens per evaluate() call (see runGenerate); the CPU prefill kernels work on 64-token blocks.
+constexpr int64_t kPromptChunk = 64;
+
 /// Parses "1,2,3" (spaces allowed); the error names the flag.
 std::vector<int32_t> parseIds(const std::string &s, int64_t vocab) {
   std::vector<int32_t> ids;
@@ -256,12 +259,14 @@ void runBench(Session &s, const RunOptions &o) {
       fmt::print("{}: {:.1f}% of the roofline\n", r.test, 100.0 * r.mean / roof.ts);
 }
 
-/// The start-up phases to the first token, one line on stderr (`--timings`).
-void printTimings(const Timeline &tl) {
+/// The start-up phases to the first token, one line on stderr (`--timings`), and whether the run built the
+/// tokenizer's encoder tables (a run on --prompt-ids needs none: tests hold it to that).
+void printTimings(const Timeline &tl, const Tokenizer *tok) {
   std::string line;
   for (const Timeline::Phase &ph : tl.phases())
     line += fmt::format("{}{} {:.3f} ({:.3f})", line.empty() ? "" : ", ", ph.name, ph.wall, ph.cpu);
-  fmt::print(stderr, "timings, wall (cpu) s: {}; first token after {:.3f} s\n", line, tl.total());
+  fmt::print(stderr, "timings, wall (cpu) s: {}; first token after {:.3f} s; tokenizer tables {}\n", line,
+             tl.total(), !tok ? "none" : tok->encoderTablesBuilt() ? "built" : "not built");
 }
 
 /// `planVocab`: the plan's tokenizer, moved out of the plan (the session never reads it).
@@ -313,14 +318,23 @@ void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timel
 
   LogitsDump dump(o.dumpLogits);
   const int64_t vocab = p.model.nVocab;
-  std::vector<int32_t> pos(prompt.size());
-  for (size_t i = 0; i < pos.size(); ++i)
-    pos[i] = static_cast<int32_t>(i);
+  // The prompt goes in calls of at most kPromptChunk tokens, so the logits rows a call returns (n_vocab
+  // floats each: 1 MiB for a 262k vocabulary) and those the session writes stay within that many rows
+  // whatever the prompt's length: an 808-token prompt no longer holds 808 rows at once.
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> rows = eval(s, prompt, pos);
+  std::vector<float> last;
+  const size_t chunk = static_cast<size_t>(std::min<int64_t>(kPromptChunk, p.model.maxBatch));
+  for (size_t b = 0; b < prompt.size(); b += chunk) {
+    const size_t e = std::min(prompt.size(), b + chunk);
+    std::vector<int32_t> ids(prompt.begin() + b, prompt.begin() + e), pos(e - b);
+    for (size_t i = b; i < e; ++i)
+      pos[i - b] = static_cast<int32_t>(i);
+    std::vector<float> rows = eval(s, ids, pos);
+    dump.write(rows);
+    if (e == prompt.size())
+      last.assign(rows.end() - vocab, rows.end());
+  }
   const double promptSec = seconds(t0);
-  dump.write(rows);
-  std::vector<float> last(rows.end() - vocab, rows.end());
 
   std::unique_ptr<StreamDecoder> stream;
   if (tok) {
@@ -364,7 +378,7 @@ void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timel
              prompt.size(), promptSec, prompt.size() / std::max(promptSec, 1e-9), generated.size(), genSec,
              generated.size() / std::max(genSec, 1e-9), p.devices.size(), s.threadsPerDevice());
   if (o.timings)
-    printTimings(tl);
+    printTimings(tl, tok.get());
 }
 
 /// Time per op kind on device 0, largest first.
