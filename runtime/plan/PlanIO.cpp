@@ -351,19 +351,31 @@ uint64_t ggufHeaderEnd(Cursor &c) {
   }
   return c.ok ? c.pos : 0;
 }
-} // namespace
-
-Expected<uint64_t> ggufFingerprint(const std::string &path) {
-  using E = Expected<uint64_t>;
+/// An open descriptor of a regular file and its size; the caller closes it.
+struct OpenFile {
+  int fd;
+  uint64_t size;
+};
+/// `what` names the file in the errors ("GGUF", "plan").
+Expected<OpenFile> openRegularFile(const std::string &path, const char *what) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
-    return Error{fmt::format("cannot open GGUF '{}': {}", path, std::strerror(errno))};
+    return Error{fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno))};
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error{fmt::format("GGUF '{}' is not a regular file", path)};
+    return Error{fmt::format("{} '{}' is not a regular file", what, path)};
   }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  return OpenFile{fd, static_cast<uint64_t>(st.st_size)};
+}
+} // namespace
+
+Expected<uint64_t> ggufFingerprint(const std::string &path) {
+  auto file = openRegularFile(path, "GGUF");
+  if (!file)
+    return Error{file.message()};
+  const int fd = file->fd;
+  const uint64_t size = file->size;
   bool readFailed = false;
   auto readAt = [&](uint64_t off, size_t len, uint8_t *dst) {
     size_t got = 0;
@@ -423,15 +435,11 @@ Expected<uint64_t> ggufFingerprint(const std::string &path) {
 Expected<Plan> loadPlan(const std::string &path) {
   // Mapped rather than read: parsing copies what it keeps, so a read would only add a zeroed buffer and a
   // copy of the whole file (megabytes for a 262k-token vocabulary) to the start-up.
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    return Error{fmt::format("cannot open plan '{}': {}", path, std::strerror(errno))};
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error{fmt::format("plan '{}' is not a regular file", path)};
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  auto file = openRegularFile(path, "plan");
+  if (!file)
+    return Error{file.message()};
+  const int fd = file->fd;
+  const size_t size = static_cast<size_t>(file->size);
   if (size == 0) {
     ::close(fd);
     return parsePlan(nullptr, 0, path);
