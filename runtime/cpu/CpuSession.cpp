@@ -402,26 +402,24 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
 
 void CpuSession::loadWeights(const exec::WeightSource &src) {
   // Copy the slices that cannot be read in place, piece by piece, rows in order, on each device's threads.
+  // Each copied slice's source pages leave the process as soon as it is copied: released only after all
+  // copies, the whole copied part of the file was resident next to its copy at the peak (a 2-device MoE
+  // plan, whose expert slices have gaps, peaked at twice its weights).
   for (Device &dev : devs_) {
     const std::vector<WeightSlice> &ws = plan().devices[dev.index].weights;
     uint8_t *base = dev.weights.data;
     dev.runner->threadGroup().parallelFor(static_cast<int64_t>(ws.size()), [&](int64_t b, int64_t e, int) {
       for (int64_t w = b; w < e; ++w)
-        if (!dev.inPlace[w])
+        if (!dev.inPlace[w]) {
           exec::copyWeightSlice(ws[w], src.data, base + dev.copyAt[w]);
+          exec::releaseCopiedPages(ws[w], src);
+        }
     });
   }
   if (!src.mapping)
     return;
-  // The copies are done: their source pages leave the process, and the in-place slices, which every call
-  // reads again, lose the open's read-once hint.
+  // The in-place slices, which every call reads again, lose the open's read-once hint.
   ::madvise(const_cast<uint8_t *>(src.data), src.size, MADV_NORMAL);
-  for (const Device &dev : devs_) {
-    const std::vector<WeightSlice> &ws = plan().devices[dev.index].weights;
-    for (size_t w = 0; w < ws.size(); ++w)
-      if (!dev.inPlace[w])
-        exec::releaseCopiedPages(ws[w], src);
-  }
   weightSource_ = src.mapping; // in-place slices read the mapping until the session closes
 }
 

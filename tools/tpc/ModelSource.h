@@ -12,6 +12,8 @@
 //   auto flags = std::make_shared<CompileFlags>();
 //   addCompileFlags(*cmd, *flags);
 //   ... rt::Plan plan = loadModel(path, *flags, "--gguf", &timeline);
+// A command that runs a model and still calls loadPlan() directly (`tpc perplexity`, when it lands) gets
+// the GGUF path from exactly these two calls, plus a test like test/tools/run-gguf.test.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_TOOLS_TPC_MODELSOURCE_H
 #define TPC_TOOLS_TPC_MODELSOURCE_H
