@@ -635,13 +635,13 @@ LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, 
   auto tok = ::tpc::tokenizerFromGGUF(file);
   if (!tok)
     return module.emitError() << tok.message();
-  const rt::TokenizerData &t = *tok;
+  rt::TokenizerData &t = *tok; // moved from: a vocabulary can be 262k strings
   pt.model = t.model;
   pt.pre = t.pre;
-  pt.tokens = t.tokens;
-  pt.scores = t.scores;
-  pt.tokenTypes = t.tokenTypes;
-  pt.merges = t.merges;
+  pt.tokens = std::move(t.tokens);
+  pt.scores = std::move(t.scores);
+  pt.tokenTypes = std::move(t.tokenTypes);
+  pt.merges = std::move(t.merges);
   pt.bosId = t.bos;
   pt.eosId = t.eos;
   pt.unkId = t.unk;

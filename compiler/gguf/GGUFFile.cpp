@@ -205,6 +205,37 @@ std::string describeShape(const std::vector<uint64_t> &ne) {
   return s + "]";
 }
 
+/// The name of what is being read ("tokenizer.ggml.tokens[7] length"), for error messages only: it is
+/// put together only when reading fails, because formatting a name for every element of a 262k-entry
+/// array cost more than parsing the array.
+struct Field {
+  Field(const char *n) : name(n) {}
+  Field(const std::string &n) : name(n) {}
+  /// Element `i` of the array this field names (which must outlive it).
+  Field element(uint64_t i) const {
+    Field f(*this);
+    f.parent = this;
+    f.index = i;
+    return f;
+  }
+  /// This field with `s` appended (" length").
+  Field with(const char *s) const {
+    Field f(*this);
+    f.suffix = s;
+    return f;
+  }
+  std::string str() const {
+    std::string s = parent ? fmt::format("{}[{}]", parent->str(), index) : std::string(name);
+    return s + suffix;
+  }
+
+private:
+  std::string_view name;
+  const Field *parent = nullptr; ///< the array of an element
+  uint64_t index = 0;
+  const char *suffix = "";
+};
+
 /// Reads the layout of GGUFFile.h from file->data_. Every method returns false after recording the
 /// first error in `err`.
 class Parser {
@@ -216,27 +247,27 @@ public:
 
 private:
   /// Records "<file>: offset N: <field>: <msg>" and returns false.
-  bool fail(uint64_t at, const std::string &field, const std::string &msg) {
+  bool fail(uint64_t at, const Field &field, const std::string &msg) {
     if (err.empty())
-      err = fmt::format("{}: offset {}: {}: {}", f.path_, at, field, msg);
+      err = fmt::format("{}: offset {}: {}: {}", f.path_, at, field.str(), msg);
     return false;
   }
   uint64_t left() const { return size - pos; }
-  bool need(uint64_t n, const std::string &field) {
+  bool need(uint64_t n, const Field &field) {
     if (n > left())
       return fail(pos, field, fmt::format("unexpected end of file (need {} bytes, {} left)", n, left()));
     return true;
   }
-  template <typename T> bool read(T &out, const std::string &field) {
+  template <typename T> bool read(T &out, const Field &field) {
     if (!need(sizeof(T), field))
       return false;
     std::memcpy(&out, data + pos, sizeof(T));
     pos += sizeof(T);
     return true;
   }
-  bool readString(std::string &out, const std::string &field, uint64_t maxLen);
-  bool readValue(ValueType t, Value &out, const std::string &field, unsigned depth);
-  bool readArray(Value &out, const std::string &field, unsigned depth);
+  bool readString(std::string &out, const Field &field, uint64_t maxLen);
+  bool readValue(ValueType t, Value &out, const Field &field, unsigned depth);
+  bool readArray(Value &out, const Field &field, unsigned depth);
   bool readTensorInfo(size_t index, TensorInfo &t);
   bool checkTensors();
 
@@ -246,10 +277,10 @@ private:
   uint64_t pos = 0;
 };
 
-bool Parser::readString(std::string &out, const std::string &field, uint64_t maxLen) {
+bool Parser::readString(std::string &out, const Field &field, uint64_t maxLen) {
   uint64_t at = pos;
   uint64_t len;
-  if (!read(len, field + " length"))
+  if (!read(len, field.with(" length")))
     return false;
   if (len > left())
     return fail(at, field,
@@ -261,7 +292,7 @@ bool Parser::readString(std::string &out, const std::string &field, uint64_t max
   return true;
 }
 
-bool Parser::readValue(ValueType t, Value &out, const std::string &field, unsigned depth) {
+bool Parser::readValue(ValueType t, Value &out, const Field &field, unsigned depth) {
   uint64_t at = pos;
   switch (t) {
   case ValueType::UInt8: {
@@ -356,18 +387,18 @@ bool Parser::readValue(ValueType t, Value &out, const std::string &field, unsign
   return fail(at, field, fmt::format("unknown metadata value type {}", static_cast<uint32_t>(t)));
 }
 
-bool Parser::readArray(Value &out, const std::string &field, unsigned depth) {
+bool Parser::readArray(Value &out, const Field &field, unsigned depth) {
   uint64_t at = pos;
   if (depth > kMaxArrayDepth)
     return fail(at, field, fmt::format("arrays nested deeper than {} levels", kMaxArrayDepth));
   uint32_t rawType;
-  if (!read(rawType, field + " element type"))
+  if (!read(rawType, field.with(" element type")))
     return false;
   if (!isKnownType(rawType))
     return fail(at, field, fmt::format("unknown array element type {}", rawType));
   ValueType elemType = static_cast<ValueType>(rawType);
   uint64_t count;
-  if (!read(count, field + " length"))
+  if (!read(count, field.with(" length")))
     return false;
   // The smallest encoding of one element: a scalar's size, a string's length field, or an inner array's
   // type + count. count * minBytes cannot overflow: count is compared first against left() / minBytes.
@@ -380,7 +411,7 @@ bool Parser::readArray(Value &out, const std::string &field, unsigned depth) {
                             count, valueTypeName(elemType), minBytes, left()));
   std::vector<Value> elems(count);
   for (uint64_t i = 0; i < count; ++i)
-    if (!readValue(elemType, elems[i], fmt::format("{}[{}]", field, i), depth))
+    if (!readValue(elemType, elems[i], field.element(i), depth))
       return false;
   out = Value::array(elemType, std::move(elems));
   return true;

@@ -131,7 +131,7 @@ Expected<rt::TokenizerData> tokenizerFromGGUF(const gguf::GGUFFile &file) {
   }
 
   try {
-    rt::Tokenizer check(d);
+    rt::Tokenizer::validate(d);
   } catch (const rt::TokenizerError &e) {
     return fail(e.what());
   }

@@ -23,6 +23,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/support/Expected.h"
+#include "runtime/support/Timeline.h"
 
 #include <cstdint>
 #include <memory>
@@ -54,6 +55,11 @@ struct SessionOptions {
   /// weights with f32 activations (no activation quantization) and f32 KV caches. CPU backend only; the
   /// others refuse to open with it.
   bool f32Reference = false;
+  /// Host backends read a weight slice that is one contiguous run of the GGUF straight from the mapped
+  /// file instead of copying it (`tpc run --no-mmap` turns this off: every slice is copied, and the
+  /// session no longer depends on the file staying as it was).
+  bool weightsInPlace = true;
+  Timeline *timeline = nullptr; ///< open() marks its phases here (`tpc run --timings`) when set
 };
 
 /// Time spent per step, filled when profiling is on.
@@ -94,7 +100,8 @@ public:
   virtual const char *backendName() const = 0;
   /// CPU worker threads per device (0 on a GPU backend).
   virtual int threadsPerDevice() const = 0;
-  /// Bytes allocated per device this session runs (weights + activations + KV + backend scratch).
+  /// Bytes allocated per device this session runs (weights + activations + KV + logits rows + backend
+  /// scratch). Weights a host backend reads in place from the mapped GGUF are not allocated: not counted.
   virtual std::vector<uint64_t> deviceBytes() const = 0;
   /// Tensor `id` of plan device `device` after the last evaluate() call with `tokens` tokens, as floats
   /// (i32 and f16 converted): for tests and debugging dumps. Empty when the device is not this session's,

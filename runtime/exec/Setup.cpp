@@ -69,6 +69,7 @@ Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &
       return Error{fmt::format("weight data holds {} bytes, the plan expects a GGUF of {}", opts.ggufDataSize,
                                plan.ggufSize)};
     w.data = opts.ggufData;
+    w.size = opts.ggufDataSize;
     return E(std::move(w));
   }
   auto checked = checkPlanGguf(plan, opts.ggufPath);
@@ -85,9 +86,11 @@ Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &
   ::close(fd);
   if (addr == MAP_FAILED)
     return Error{fmt::format("cannot mmap GGUF '{}': {}", *checked, std::strerror(errno))};
-  ::madvise(addr, plan.ggufSize, MADV_SEQUENTIAL); // the slices are read once, in file order
+  // Copies read the slices once, in file order; a backend that reads some in place advises those again.
+  ::madvise(addr, plan.ggufSize, MADV_SEQUENTIAL);
   const uint64_t size = plan.ggufSize;
   w.data = static_cast<const uint8_t *>(addr);
+  w.size = size;
   w.mapping = std::shared_ptr<const void>(addr, [size](const void *p) { ::munmap(const_cast<void *>(p), size); });
   return E(std::move(w));
 }
@@ -96,6 +99,7 @@ Expected<OpenPlan> prepareOpen(const Plan &plan, const SessionOptions &opts) {
   using E = Expected<OpenPlan>;
   if (auto errs = validatePlan(plan); !errs.empty())
     return Error{"invalid plan: " + errs[0]};
+  markPhase(opts.timeline, "validate plan");
   OpenPlan o;
   o.ctx = opts.ctxSize > 0 ? opts.ctxSize : plan.model.defaultCtx;
   if (o.ctx > (int64_t(1) << 26))
@@ -108,6 +112,7 @@ Expected<OpenPlan> prepareOpen(const Plan &plan, const SessionOptions &opts) {
   if (!weights)
     return Error{weights.message()};
   o.weights = std::move(*weights);
+  markPhase(opts.timeline, "check + map GGUF");
   if (logitsTensorOf(plan.devices[0]) < 0)
     return Error{"device 0 has no OUTPUT_LOGITS tensor; recompile the plan"};
   for (int64_t t : {int64_t(1), plan.model.maxBatch}) {
@@ -117,6 +122,7 @@ Expected<OpenPlan> prepareOpen(const Plan &plan, const SessionOptions &opts) {
     if (std::string e = checkCollectives(plan, t); !e.empty())
       return Error{"plan does not fit its ops: " + e};
   }
+  markPhase(opts.timeline, "step checks");
   return E(std::move(o));
 }
 
@@ -142,6 +148,36 @@ std::string checkDeviceCapacity(size_t d, const ArenaBytes &b, int64_t ctx, uint
   return fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}) "
                      "but has {}; use more devices or a smaller --ctx-size",
                      d, b.total, b.weights, b.acts + b.hostActs, b.kv, ctx, capacity);
+}
+
+const uint8_t *weightInPlace(const WeightSlice &w, const WeightSource &src) {
+  if (!src.mapping || w.pieces.empty() || w.bytes == 0)
+    return nullptr;
+  uint64_t at = w.pieces.front().fileOffset;
+  for (const WeightPiece &pc : w.pieces) {
+    if (pc.fileOffset != at || (pc.rows > 1 && pc.rowStride != pc.rowBytes))
+      return nullptr; // a gap between rows or pieces: the packed layout differs from the file's
+    at += pc.rows * pc.rowBytes; // validatePlan checked every piece lies inside the GGUF
+  }
+  const uint8_t *p = src.data + w.pieces.front().fileOffset;
+  if (at - w.pieces.front().fileOffset != w.bytes || at > src.size || reinterpret_cast<uintptr_t>(p) % 4 != 0)
+    return nullptr;
+  return p;
+}
+
+void releaseCopiedPages(const WeightSlice &w, const WeightSource &src) {
+  if (!src.mapping)
+    return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(src.data);
+  for (const WeightPiece &pc : w.pieces) {
+    if (pc.rows == 0 || pc.rowBytes == 0)
+      continue; // reads nothing (an empty share), so it may not release its tensor's pages
+    const uintptr_t lo = (base + pc.fileOffset + page - 1) / page * page;
+    const uintptr_t hi = (base + pc.fileOffset + (pc.rows - 1) * pc.rowStride + pc.rowBytes) / page * page;
+    if (hi > lo)
+      ::madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTNEED);
+  }
 }
 
 void copyWeightSlice(const WeightSlice &w, const uint8_t *gguf, uint8_t *dst) {

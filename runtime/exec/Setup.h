@@ -2,7 +2,8 @@
 //
 // A backend's open() is: prepareOpen (every check that needs no memory, in a fixed order, so every backend
 // refuses a plan with the same one-line error), then its own capacity check with arenaBytes, one allocation
-// per arena, copyWeightSlice for each weight slice from the WeightSource, and resolveTensors (Binding.h).
+// per arena, copyWeightSlice for each weight slice from the WeightSource (or, on a host backend, the slice
+// read in place where weightInPlace allows), and resolveTensors (Binding.h).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_EXEC_SETUP_H
 #define TPC_RUNTIME_EXEC_SETUP_H
@@ -16,14 +17,28 @@
 
 namespace tpc::rt::exec {
 
-/// The bytes a session copies weight slices from (the pieces' file offsets index them): SessionOptions::
+/// The bytes a session reads weight slices from (the pieces' file offsets index them): SessionOptions::
 /// ggufData, or the plan's GGUF, checked against the plan and mapped read-only until the last copy of
 /// `mapping` goes.
 struct WeightSource {
   const uint8_t *data = nullptr;
-  std::shared_ptr<const void> mapping;
+  uint64_t size = 0;
+  std::shared_ptr<const void> mapping; ///< null for SessionOptions::ggufData (read only during open)
 };
 Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &opts);
+
+/// Where weight slice `w` can be read in place: its pieces are one contiguous run of a mapped GGUF (a
+/// mirrored weight, or a split along its outer axis), starting 4-byte aligned like a slice in a weight
+/// arena. A host backend then reads the page cache directly instead of copying (the copy doubled the
+/// weights' memory and took most of open). Null when the slice must be copied (a split along the rows'
+/// reduction axis takes a part of every row), is empty, or `src` is not a mapping.
+const uint8_t *weightInPlace(const WeightSlice &w, const WeightSource &src);
+
+/// After the copies: drops the mapping's pages that lie wholly inside the spans of copied slice `w`'s
+/// pieces from the process (MADV_DONTNEED; the file's page cache keeps them), so that copied weights do not
+/// count twice in its memory. Harmless when another slice reads such a page in place: the mapping is
+/// private and never written, so a later access maps the same file page again.
+void releaseCopiedPages(const WeightSlice &w, const WeightSource &src);
 
 /// What prepareOpen decided.
 struct OpenPlan {

@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <functional>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -235,32 +237,6 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
 }
 
 namespace {
-/// Reads a whole file; errors name the path.
-Expected<std::vector<uint8_t>> readFile(const std::string &path, const char *what) {
-  using E = Expected<std::vector<uint8_t>>;
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    return Error{fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno))};
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error{fmt::format("{} '{}' is not a regular file", what, path)};
-  }
-  std::vector<uint8_t> buf(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < buf.size()) {
-    ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(got));
-    if (n <= 0) {
-      ::close(fd);
-      return Error{
-          fmt::format("cannot read {} '{}': {}", what, path, n < 0 ? std::strerror(errno) : "short read")};
-    }
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return buf;
-}
-
 /// A small streaming 64-bit hash (multiply-xorshift over 8-byte words); not cryptographic, only to notice
 /// a replaced or edited file.
 struct Hasher {
@@ -284,25 +260,48 @@ struct Hasher {
   }
 };
 
-/// Bounds-checked reads over a prefix of the GGUF.
+/// A byte buffer grown with realloc: a large block grows by remapping its pages rather than by copying
+/// them, and nothing is zeroed first (a std::vector copied and cleared the header region at each doubling).
+struct GrowBuf {
+  uint8_t *p = nullptr;
+  size_t n = 0;
+  GrowBuf() = default;
+  GrowBuf(const GrowBuf &) = delete;
+  GrowBuf &operator=(const GrowBuf &) = delete;
+  ~GrowBuf() { std::free(p); }
+  bool grow(size_t to) {
+    void *q = std::realloc(p, to ? to : 1);
+    if (!q)
+      return false;
+    p = static_cast<uint8_t *>(q);
+    n = to;
+    return true;
+  }
+};
+
+/// Bounds-checked reads over the start of the GGUF, which `more(n)` extends to at least n bytes when the
+/// walk needs them (false at the end of the file or on a read error): one pass, reading only the header.
 struct Cursor {
-  const uint8_t *p;
-  size_t n, pos = 0;
+  GrowBuf &buf;
+  const std::function<bool(uint64_t)> &more;
+  uint64_t pos = 0;
   bool ok = true;
+  bool have(uint64_t k) {
+    uint64_t end;
+    if (!ok || __builtin_add_overflow(pos, k, &end) || (end > buf.n && !more(end)))
+      ok = false;
+    return ok;
+  }
   template <typename T> T get() {
     T v{};
-    if (!ok || n - pos < sizeof(T)) {
-      ok = false;
+    if (!have(sizeof(T)))
       return v;
-    }
-    std::memcpy(&v, p + pos, sizeof(T));
+    std::memcpy(&v, buf.p + pos, sizeof(T));
     pos += sizeof(T);
     return v;
   }
   void skip(uint64_t k) {
-    if (!ok || n - pos < k)
-      ok = false;
-    else
+    if (have(k))
       pos += k;
   }
   void skipString() { skip(get<uint64_t>()); }
@@ -332,8 +331,7 @@ struct Cursor {
 };
 
 /// End of the tensor-info region (GGUF v2/v3), or 0 when the header cannot be walked.
-size_t ggufHeaderEnd(const uint8_t *p, size_t n) {
-  Cursor c{p, n};
+uint64_t ggufHeaderEnd(Cursor &c) {
   if (c.get<uint32_t>() != 0x46554747u) // "GGUF"
     return 0;
   uint32_t version = c.get<uint32_t>();
@@ -353,70 +351,106 @@ size_t ggufHeaderEnd(const uint8_t *p, size_t n) {
   }
   return c.ok ? c.pos : 0;
 }
-} // namespace
-
-Expected<uint64_t> ggufFingerprint(const std::string &path) {
-  using E = Expected<uint64_t>;
+/// An open descriptor of a regular file and its size; the caller closes it.
+struct OpenFile {
+  int fd;
+  uint64_t size;
+};
+/// `what` names the file in the errors ("GGUF", "plan").
+Expected<OpenFile> openRegularFile(const std::string &path, const char *what) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
-    return Error{fmt::format("cannot open GGUF '{}': {}", path, std::strerror(errno))};
+    return Error{fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno))};
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error{fmt::format("GGUF '{}' is not a regular file", path)};
+    return Error{fmt::format("{} '{}' is not a regular file", what, path)};
   }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  auto readAt = [&](uint64_t off, size_t len, std::vector<uint8_t> &buf) {
-    buf.resize(len);
+  return OpenFile{fd, static_cast<uint64_t>(st.st_size)};
+}
+} // namespace
+
+Expected<uint64_t> ggufFingerprint(const std::string &path) {
+  auto file = openRegularFile(path, "GGUF");
+  if (!file)
+    return Error{file.message()};
+  const int fd = file->fd;
+  const uint64_t size = file->size;
+  bool readFailed = false;
+  auto readAt = [&](uint64_t off, size_t len, uint8_t *dst) {
     size_t got = 0;
     while (got < len) {
-      ssize_t k = ::pread(fd, buf.data() + got, len - got, static_cast<off_t>(off + got));
+      ssize_t k = ::pread(fd, dst + got, len - got, static_cast<off_t>(off + got));
       if (k <= 0)
-        return false;
+        return !(readFailed = true);
       got += static_cast<size_t>(k);
     }
     return true;
   };
   Hasher h;
   h.word(size);
-  // The header region: grow the window until the tensor infos end inside it (metadata can be MBs).
-  std::vector<uint8_t> buf;
-  size_t window = static_cast<size_t>(std::min<uint64_t>(size, 1 << 20));
-  size_t headerEnd = 0;
-  for (;;) {
-    if (!readAt(0, window, buf)) {
+  // The header region (metadata can be MBs: a 262k-token vocabulary is ~6 MB), read as the walk reaches it,
+  // in growing blocks.
+  GrowBuf buf;
+  const std::function<bool(uint64_t)> more = [&](uint64_t need) {
+    if (need > size)
+      return false;
+    const uint64_t want = std::min(size, std::max(need, std::max<uint64_t>(buf.n * 2, 1 << 20)));
+    const size_t old = buf.n;
+    if (!buf.grow(static_cast<size_t>(want)))
+      return !(readFailed = true);
+    return readAt(old, buf.n - old, buf.p + old);
+  };
+  Cursor c{buf, more};
+  uint64_t headerEnd = ggufHeaderEnd(c);
+  if (readFailed) {
+    ::close(fd);
+    return Error{fmt::format("cannot read GGUF '{}'", path)};
+  }
+  if (!headerEnd) {
+    // Not a walkable GGUF: hash all of it (the plan check still compares; earlier versions did the same).
+    headerEnd = size;
+    if (buf.n < headerEnd && !more(headerEnd)) {
       ::close(fd);
       return Error{fmt::format("cannot read GGUF '{}'", path)};
     }
-    headerEnd = ggufHeaderEnd(buf.data(), buf.size());
-    if (headerEnd || window == size)
-      break;
-    window = static_cast<size_t>(std::min<uint64_t>(size, uint64_t(window) * 4));
   }
-  if (!headerEnd)
-    headerEnd = window; // not a walkable GGUF: hash what there is (the plan check still compares)
-  h.bytes(buf.data(), headerEnd);
+  h.bytes(buf.p, static_cast<size_t>(headerEnd));
   // 16 samples of 64 KiB, evenly spaced over the rest.
   constexpr uint64_t kSample = 64 * 1024;
   uint64_t dataLen = size - headerEnd;
   for (int i = 0; i < 16 && dataLen > 0; ++i) {
     uint64_t len = std::min(kSample, dataLen);
     uint64_t off = headerEnd + (dataLen - len) * i / 15;
-    if (!readAt(off, static_cast<size_t>(len), buf)) {
+    if (!readAt(off, static_cast<size_t>(len), buf.p)) { // buf holds the header: at least 64 KiB, or all
       ::close(fd);
       return Error{fmt::format("cannot read GGUF '{}'", path)};
     }
-    h.bytes(buf.data(), buf.size());
+    h.bytes(buf.p, static_cast<size_t>(len));
   }
   ::close(fd);
   return h.h;
 }
 
 Expected<Plan> loadPlan(const std::string &path) {
-  auto bytes = readFile(path, "plan");
-  if (!bytes)
-    return Error{bytes.message()};
-  return parsePlan(bytes->data(), bytes->size(), path);
+  // Mapped rather than read: parsing copies what it keeps, so a read would only add a zeroed buffer and a
+  // copy of the whole file (megabytes for a 262k-token vocabulary) to the start-up.
+  auto file = openRegularFile(path, "plan");
+  if (!file)
+    return Error{file.message()};
+  const int fd = file->fd;
+  const size_t size = static_cast<size_t>(file->size);
+  if (size == 0) {
+    ::close(fd);
+    return parsePlan(nullptr, 0, path);
+  }
+  void *addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (addr == MAP_FAILED)
+    return Error{fmt::format("cannot read plan '{}': {}", path, std::strerror(errno))};
+  Expected<Plan> plan = parsePlan(static_cast<const uint8_t *>(addr), size, path);
+  ::munmap(addr, size);
+  return plan;
 }
 
 Expected<std::string> checkPlanGguf(const Plan &plan, const std::string &ggufPath) {

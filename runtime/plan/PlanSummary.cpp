@@ -53,6 +53,9 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
       (host(w.placement) ? s.hostWeightBytes : s.weightBytes) += w.bytes;
     s.activationBytes = dev.activationBytes; // the arenas a backend allocates, as the compiler sized them
     s.hostActivationBytes = dev.hostActivationBytes;
+    for (const TensorDesc &t : dev.tensors)
+      if (t.storage == Storage::OutputLogits)
+        s.logitsBytes = static_cast<uint64_t>(plan.model.maxBatch) * static_cast<uint64_t>(plan.model.nVocab) * 4;
     for (const KvCache &c : dev.kv)
       (host(c.placement) ? s.hostKvBytesPerToken : s.kvBytesPerToken) +=
           static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
@@ -108,8 +111,9 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
   std::vector<DeviceSummary> ds = summarizeDevices(plan);
   for (size_t d = 0; d < ds.size(); ++d) {
     const DeviceSummary &s = ds[d];
-    out += fmt::format("device {} ({}): weights {}, activations {}, KV {} per token = {} for ctx {}\n", d,
+    out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token = {} for ctx {}\n", d,
                        plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes),
+                       s.logitsBytes ? " logits rows " + bytesStr(s.logitsBytes) + "," : std::string(),
                        bytesStr(s.kvBytesPerToken), bytesStr(s.kvBytesPerToken * static_cast<uint64_t>(ctx)),
                        ctx);
     if (s.hostSteps || s.hostWeightBytes || s.hostActivationBytes || s.hostKvBytesPerToken)

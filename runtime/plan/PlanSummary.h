@@ -1,7 +1,7 @@
 //===- PlanSummary.h - human-readable facts about a plan ----------*- C++ -*-===//
 //
-// What `tpc inspect plan.bin` shows: the header, and per device its memory (weights, activations, KV per
-// token and for a given context) on the device side and, where the plan places anything there
+// What `tpc inspect plan.bin` shows: the header, and per device its memory (weights, activations, the
+// logits rows, KV per token and for a given context) on the device side and, where the plan places anything there
 // (--override-tensor, --no-kv-offload), on the host side, the weight bytes one decoded token reads, its op
 // histogram and its collectives with the bytes they move for one token. Pure functions over a validated Plan, so the CLI and tests share them.
 //===----------------------------------------------------------------------===//
@@ -21,6 +21,9 @@ namespace tpc::rt {
 struct DeviceSummary {
   uint64_t weightBytes = 0, activationBytes = 0, kvBytesPerToken = 0; ///< device side
   uint64_t hostWeightBytes = 0, hostActivationBytes = 0, hostKvBytesPerToken = 0;
+  /// The logits rows of max_batch tokens (n_vocab floats each) that a backend keeps where the device returns
+  /// logits (OUTPUT_LOGITS, device 0): outside the activation arena, 512 MiB for a 262k vocabulary.
+  uint64_t logitsBytes = 0;
   size_t hostSteps = 0; ///< steps placed on the host (copies to the host included)
   /// Weight bytes the side's steps read to decode one token: each weight operand once per step reading it,
   /// except a get_rows table (only the looked-up rows) and mul_mat_id experts (k of E experts per token).

@@ -1,16 +1,18 @@
 //===- PlanVocab.cpp - the tokenizer a plan file carries -------------------===//
 #include "runtime/tokenizer/PlanVocab.h"
 
+#include <utility>
+
 namespace tpc::rt {
 
-TokenizerData tokenizerDataFromPlan(const PlanTokenizer &t) {
+TokenizerData tokenizerDataFromPlan(PlanTokenizer t) {
   TokenizerData d;
-  d.model = t.model;
+  d.model = std::move(t.model);
   d.pre = t.pre.empty() ? "default" : t.pre;
-  d.tokens = t.tokens;
-  d.scores = t.scores;
-  d.tokenTypes = t.tokenTypes;
-  d.merges = t.merges;
+  d.tokens = std::move(t.tokens);
+  d.scores = std::move(t.scores);
+  d.tokenTypes = std::move(t.tokenTypes);
+  d.merges = std::move(t.merges);
   d.bos = t.bosId;
   d.eos = t.eosId;
   d.unk = t.unkId;

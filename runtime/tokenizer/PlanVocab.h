@@ -12,8 +12,9 @@
 
 namespace tpc::rt {
 
-/// TokenizerData for the plan's tokenizer (see the file comment).
-TokenizerData tokenizerDataFromPlan(const PlanTokenizer &t);
+/// TokenizerData for the plan's tokenizer (see the file comment). Pass the plan's tokenizer as an rvalue
+/// where the plan no longer needs it: its token and merge texts then move instead of being copied.
+TokenizerData tokenizerDataFromPlan(PlanTokenizer t);
 
 } // namespace tpc::rt
 

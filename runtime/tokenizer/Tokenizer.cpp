@@ -7,9 +7,13 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/tokenizer/Tokenizer.h"
 
+#include "runtime/tokenizer/HashIndex.h"
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <initializer_list>
+#include <mutex>
 #include <queue>
 
 namespace tpc::rt {
@@ -43,7 +47,7 @@ bool isLlama3Family(std::string_view pre) {
 }
 
 /// Which pre-tokenizer regex a `tokenizer.ggml.pre` name selects ("" when unknown), per llama.cpp's table.
-std::string_view preKind(std::string_view pre) {
+std::string_view preKindOf(std::string_view pre) {
   if (isLlama3Family(pre) || isOneOf(pre, {"dbrx", "smaug-bpe"}))
     return "llama3";
   if (isOneOf(pre, {"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"}))
@@ -116,8 +120,11 @@ void addEndOfGenerationTokens(TokenizerData &d) {
                                          "<|endoftext|>",      "<EOT>",      "_<EOT>",   "<|end_of_text|>",
                                          "<end_of_utterance>", "<|return|>", "<|call|>", "<|eom_id|>"};
   for (size_t i = 0; i < d.tokens.size(); ++i) {
+    const std::string &text = d.tokens[i];
+    if (text.empty() || (text[0] != '<' && text[0] != '_')) // every text above starts so: skip the rest fast
+      continue;
     for (const char *t : eotTexts) {
-      if (d.tokens[i] != t)
+      if (text != t)
         continue;
       TokenId id = static_cast<TokenId>(i);
       if (std::find(d.eog.begin(), d.eog.end(), id) == d.eog.end())
@@ -138,39 +145,107 @@ struct Tokenizer::Impl {
   TokenizerData d;
   bool spm = true;
   std::string preKind;
-  // Views into d.tokens: Impl lives behind a unique_ptr and d.tokens never changes after construction.
-  std::unordered_map<std::string_view, TokenId> toId;
-  std::unordered_map<std::string, int32_t> ranks; // key: len(left) ':' left right
-  std::vector<TokenId> specials;                  // longest text first
-  std::vector<uint8_t> strip;                     // per token: 1 = lstrip, 2 = rstrip
-  std::array<TokenId, 256> byteTok{};
+  std::vector<uint32_t> mergeSplit; // per merge: where its separating space is
+  std::vector<uint8_t> strip;       // per token: 1 = lstrip, 2 = rstrip
   std::array<uint32_t, 256> b2u{};
   std::unordered_map<uint32_t, unsigned char> u2b;
+
+  // The encoder's tables, built by the first encode() or find() (tables()): decoding needs none of them, so
+  // a caller that only turns ids into text (tpc run --prompt-ids) never pays for indexing every token.
+  struct Tables {
+    HashIndex toId;                 // token text -> id
+    HashIndex ranks;                // merge (left, right) -> rank
+    std::vector<TokenId> specials;  // longest text first
+    std::array<TokenId, 256> byteTok{};
+  };
+  mutable std::once_flag tablesOnce;
+  mutable Tables tab;
+  mutable std::atomic<bool> tablesBuilt{false};
+
+  const Tables &tables() const {
+    std::call_once(tablesOnce, [this] { buildTables(); });
+    return tab;
+  }
+  void buildTables() const;
 
   TokenType type(TokenId id) const {
     return d.tokenTypes.empty() ? TokenType::Normal : static_cast<TokenType>(d.tokenTypes[id]);
   }
   float score(TokenId id) const { return d.scores.empty() ? 0.0f : d.scores[id]; }
+  /// The id of token text `s`, or -1 (tables() must have been built).
   TokenId lookup(std::string_view s) const {
-    auto it = toId.find(s);
-    return it == toId.end() ? -1 : it->second;
+    return tab.toId.find(hashBytes(s), [&](int32_t id) { return d.tokens[id] == s; });
   }
-  static std::string rankKey(std::string_view l, std::string_view r) {
-    std::string k = std::to_string(l.size());
-    k += ':';
-    k.append(l);
-    k.append(r);
-    return k;
+  static uint64_t mergeHash(std::string_view l, std::string_view r) { return hashBytes(r, hashBytes(l)); }
+  /// The rank of merging `l` and `r`, or -1 (tables() must have been built).
+  int32_t rank(std::string_view l, std::string_view r) const {
+    return tab.ranks.find(mergeHash(l, r), [&](int32_t i) {
+      const std::string &mg = d.merges[i];
+      const size_t sp = mergeSplit[i];
+      return sp == l.size() && mg.size() == sp + 1 + r.size() && mg.compare(0, sp, l) == 0 &&
+             mg.compare(sp + 1, r.size(), r) == 0;
+    });
   }
 
+  /// Validates `data` and fills everything but `d` and the tables from it (throws TokenizerError).
+  void derive(const TokenizerData &data);
   void encodeSpm(const std::string &text, std::vector<TokenId> &out) const;
   void encodeBpe(std::string_view text, std::vector<TokenId> &out) const;
 };
 
+void Tokenizer::Impl::buildTables() const {
+  const size_t n = d.tokens.size();
+  tab.toId.reset(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string &t = d.tokens[i];
+    tab.toId.insert(hashBytes(t), static_cast<TokenId>(i), [&](int32_t other) { return d.tokens[other] == t; });
+  }
+  tab.ranks.reset(d.merges.size());
+  for (size_t i = 0; i < d.merges.size(); ++i) {
+    const std::string_view mg = d.merges[i];
+    const size_t sp = mergeSplit[i];
+    // The first of two equal merges keeps its (lower) rank.
+    tab.ranks.insert(mergeHash(mg.substr(0, sp), mg.substr(sp + 1)), static_cast<int32_t>(i),
+                     [&](int32_t) { return false; });
+  }
+  for (size_t i = 0; i < n; ++i) {
+    TokenType t = type(static_cast<TokenId>(i));
+    if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) &&
+        !d.tokens[i].empty())
+      tab.specials.push_back(static_cast<TokenId>(i));
+  }
+  std::stable_sort(tab.specials.begin(), tab.specials.end(),
+                   [&](TokenId a, TokenId b) { return d.tokens[a].size() > d.tokens[b].size(); });
+  static const char hex[] = "0123456789ABCDEF";
+  for (uint32_t b = 0; b < 256; ++b) {
+    TokenId id = -1;
+    if (spm) {
+      std::string name = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+      id = lookup(name);
+      if (id < 0)
+        id = lookup(std::string(1, static_cast<char>(b)));
+    } else {
+      std::string s;
+      unicode::appendUtf8(s, b2u[b]);
+      id = lookup(s);
+    }
+    tab.byteTok[b] = id;
+  }
+  tablesBuilt.store(true);
+}
+
 Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
-  Impl &m = *impl;
-  m.d = std::move(data);
-  const TokenizerData &d = m.d;
+  impl->derive(data);
+  impl->d = std::move(data);
+}
+
+void Tokenizer::validate(const TokenizerData &data) {
+  Impl scratch;
+  scratch.derive(data);
+}
+
+void Tokenizer::Impl::derive(const TokenizerData &d) {
+  Impl &m = *this;
   size_t n = d.tokens.size();
   if (n == 0)
     throw TokenizerError("tokenizer has no tokens (tokenizer.ggml.tokens is empty)");
@@ -220,7 +295,7 @@ Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
     m.spm = true;
   } else if (d.model == "gpt2") {
     m.spm = false;
-    m.preKind = std::string(preKind(d.pre));
+    m.preKind = std::string(preKindOf(d.pre));
     if (m.preKind.empty())
       throw TokenizerError("unknown pre-tokenizer tokenizer.ggml.pre = '" + d.pre +
                            "' (supported: default, gpt-2, llama3/llama-bpe, qwen2 and their aliases)");
@@ -229,49 +304,21 @@ Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
                          "' (supported: llama = SentencePiece, gpt2 = byte-level BPE)");
   }
 
-  m.toId.reserve(n);
-  for (size_t i = 0; i < n; ++i)
-    m.toId[d.tokens[i]] = static_cast<TokenId>(i); // a duplicate text maps to its last id, as in llama.cpp
-
+  m.mergeSplit.reserve(d.merges.size());
   for (size_t i = 0; i < d.merges.size(); ++i) {
     const std::string &mg = d.merges[i];
     size_t sp = mg.find(' ', 1); // a merge's left part may itself start with a space
     if (sp == std::string::npos || sp + 1 >= mg.size())
       throw TokenizerError("tokenizer.ggml.merges[" + std::to_string(i) + "] = '" + mg +
                            "' is not of the form 'left right'");
-    m.ranks.emplace(Impl::rankKey(std::string_view(mg).substr(0, sp), std::string_view(mg).substr(sp + 1)),
-                    static_cast<int32_t>(i));
+    m.mergeSplit.push_back(static_cast<uint32_t>(sp));
   }
   if (!m.spm && d.merges.empty())
     throw TokenizerError("byte-level BPE tokenizer (gpt2) has no tokenizer.ggml.merges");
 
-  for (size_t i = 0; i < n; ++i) {
-    TokenType t = m.type(static_cast<TokenId>(i));
-    if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) &&
-        !d.tokens[i].empty())
-      m.specials.push_back(static_cast<TokenId>(i));
-  }
-  std::stable_sort(m.specials.begin(), m.specials.end(),
-                   [&](TokenId a, TokenId b) { return d.tokens[a].size() > d.tokens[b].size(); });
-
   m.b2u = byteToUnicode();
   for (uint32_t b = 0; b < 256; ++b)
     m.u2b[m.b2u[b]] = static_cast<unsigned char>(b);
-  static const char hex[] = "0123456789ABCDEF";
-  for (uint32_t b = 0; b < 256; ++b) {
-    TokenId id = -1;
-    if (m.spm) {
-      std::string name = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
-      id = m.lookup(name);
-      if (id < 0)
-        id = m.lookup(std::string(1, static_cast<char>(b)));
-    } else {
-      std::string s;
-      unicode::appendUtf8(s, m.b2u[b]);
-      id = m.lookup(s);
-    }
-    m.byteTok[b] = id;
-  }
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -280,7 +327,11 @@ Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 
 size_t Tokenizer::size() const { return impl->d.tokens.size(); }
 const TokenizerData &Tokenizer::data() const { return impl->d; }
-TokenId Tokenizer::find(std::string_view text) const { return impl->lookup(text); }
+TokenId Tokenizer::find(std::string_view text) const {
+  impl->tables();
+  return impl->lookup(text);
+}
+bool Tokenizer::encoderTablesBuilt() const { return impl->tablesBuilt.load(); }
 bool Tokenizer::isEog(TokenId id) const {
   const TokenizerData &d = impl->d;
   return id >= 0 && (id == d.eos || id == d.eot || id == d.eom ||
@@ -335,7 +386,7 @@ void Tokenizer::Impl::encodeSpm(const std::string &text, std::vector<TokenId> &o
     }
     // Every merged symbol is a vocabulary entry, so this is a single character without one: bytes.
     for (unsigned char b : piece) {
-      TokenId bt = byteTok[b] >= 0 ? byteTok[b] : d.unk;
+      TokenId bt = tab.byteTok[b] >= 0 ? tab.byteTok[b] : d.unk;
       if (bt >= 0)
         out.push_back(bt);
     }
@@ -370,10 +421,10 @@ void Tokenizer::Impl::encodeBpe(std::string_view text, std::vector<TokenId> &out
         return;
       std::string_view lt = std::string_view(word).substr(sym[l].off, sym[l].n);
       std::string_view rt = std::string_view(word).substr(sym[r].off, sym[r].n);
-      auto it = ranks.find(rankKey(lt, rt));
-      if (it == ranks.end())
+      const int32_t rk = rank(lt, rt);
+      if (rk < 0)
         return;
-      queue.push({l, r, it->second, std::string(lt) + std::string(rt)});
+      queue.push({l, r, rk, std::string(lt) + std::string(rt)});
     };
     for (int i = 1; i < static_cast<int>(sym.size()); ++i)
       tryAdd(i - 1, i);
@@ -414,6 +465,7 @@ void Tokenizer::Impl::encodeBpe(std::string_view text, std::vector<TokenId> &out
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool addSpecial, bool parseSpecial) const {
   const Impl &m = *impl;
   const TokenizerData &d = m.d;
+  const Impl::Tables &tab = m.tables();
   // Fragments: a special token (id >= 0) or a byte range of the text (id = -1).
   struct Fragment {
     TokenId id;
@@ -422,7 +474,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool addSpecial, b
   std::vector<Fragment> frags;
   if (!text.empty())
     frags.push_back({-1, 0, text.size()});
-  for (TokenId sid : m.specials) {
+  for (TokenId sid : tab.specials) {
     TokenType t = m.type(sid);
     if (!parseSpecial && (t == TokenType::Control || t == TokenType::Unknown))
       continue;

@@ -13,7 +13,8 @@
 //   then apply merges by rank within each piece.
 //
 // Special tokens: control and unknown tokens are matched in the text only when parseSpecial is true;
-// user-defined tokens always are (as in llama.cpp). No MLIR/LLVM; namespace tpc::rt.
+// user-defined tokens always are (as in llama.cpp). Thread-safe for concurrent const calls (the lazily built
+// tables are built once). No MLIR/LLVM; namespace tpc::rt.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_TOKENIZER_TOKENIZER_H
 #define TPC_RUNTIME_TOKENIZER_TOKENIZER_H
@@ -83,9 +84,12 @@ void addEndOfGenerationTokens(TokenizerData &data);
 /// An encoder/decoder built from validated TokenizerData.
 class Tokenizer {
 public:
-  /// Validates `data` (sizes agree, special ids in range, merges well formed, byte tokens present) and
-  /// builds the lookup tables. Throws TokenizerError with a one-line message.
+  /// Validates `data` (sizes agree, special ids in range, merges well formed). Throws TokenizerError with a
+  /// one-line message. The encoder's lookup tables are built by the first encode() or find(), so that
+  /// decoding alone (ids to text) costs no pass over the vocabulary's hash.
   explicit Tokenizer(TokenizerData data);
+  /// The constructor's checks alone, without taking (or copying) the data.
+  static void validate(const TokenizerData &data);
   ~Tokenizer();
   Tokenizer(Tokenizer &&) noexcept;
   Tokenizer &operator=(Tokenizer &&) noexcept;
@@ -110,6 +114,8 @@ public:
   TokenId find(std::string_view text) const;
   /// True for end-of-generation tokens (eos, eot, eom and the extra `eog` ids).
   bool isEog(TokenId id) const;
+  /// True once encode() or find() built the encoder's tables (tests of start-up work).
+  bool encoderTablesBuilt() const;
 
 private:
   struct Impl;

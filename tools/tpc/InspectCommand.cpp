@@ -1,7 +1,8 @@
 //===- InspectCommand.cpp - `tpc inspect` -----------------------------------===//
 //
-// `tpc inspect FILE [--json] [--metadata] [--html OUT] [--svg OUT] [--layer L]`: what a file holds. The file kind is decided by its magic in
-// one place (detectFileKind): a GGUF model or a device plan; anything else gets one error line.
+// `tpc inspect FILE [--json] [--metadata] [--html OUT] [--svg OUT] [--layer L]`: what a file holds. The file
+// kind is decided by its magic in one place (detectFileKind, shared with run and serve: ModelSource.h): a
+// GGUF model or a device plan; anything else gets one error line.
 // For a plan: its header (source GGUF, fingerprint, compiler), model facts and per device the memory (device
 // side, and the host side where the plan places anything there),
 // steps, collectives and their bytes per token (describePlan); --json gives the same figures; --html writes
@@ -14,6 +15,7 @@
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
 #include "tools/tpc/Command.h"
+#include "tools/tpc/ModelSource.h"
 #include "tools/tpc/PlanPicture.h"
 
 #include <fmt/format.h>
@@ -27,8 +29,6 @@
 #include <string>
 #include <vector>
 
-#include <sys/stat.h>
-
 namespace tpc::cli {
 namespace {
 
@@ -40,41 +40,6 @@ struct InspectOptions {
   std::string html, svg; ///< where to write the pictures of a plan
   std::string layer;     ///< the layer the dataflow figure shows first
 };
-
-//===----------------------------------------------------------------------===//
-// File kinds
-//===----------------------------------------------------------------------===//
-
-/// What a file is, by its first bytes.
-enum class FileKind { GGUF, Plan, Unknown };
-
-/// Reads the first bytes of `path` and classifies them; `head` receives them (for the error message).
-FileKind detectFileKind(const std::string &path, std::string &head) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    throw Failure(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  if (!S_ISREG(st.st_mode))
-    throw Failure(fmt::format("{}: not a regular file (give the path of a GGUF model)", path));
-  std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f)
-    throw Failure(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  char buf[8] = {};
-  size_t n = std::fread(buf, 1, sizeof buf, f.get());
-  head.assign(buf, n);
-  if (n >= 4 && std::memcmp(buf, "GGUF", 4) == 0)
-    return FileKind::GGUF;
-  if (n == sizeof rt::kPlanMagic && std::memcmp(buf, rt::kPlanMagic, sizeof buf) == 0)
-    return FileKind::Plan;
-  return FileKind::Unknown;
-}
-
-/// "47 47 4d 4c" for the first bytes of an unknown file.
-std::string hexBytes(const std::string &s) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < 4; ++i)
-    out += fmt::format("{}{:02x}", i ? " " : "", static_cast<unsigned char>(s[i]));
-  return out.empty() ? "none: the file is empty" : out;
-}
 
 //===----------------------------------------------------------------------===//
 // A tiny JSON emitter
@@ -502,6 +467,8 @@ void inspectPlan(const InspectOptions &opts) {
     j.number(static_cast<int64_t>(d.weightBytes));
     j.key("activation_bytes");
     j.number(static_cast<int64_t>(d.activationBytes));
+    j.key("logits_bytes");
+    j.number(static_cast<int64_t>(d.logitsBytes));
     j.key("kv_bytes_per_token");
     j.number(static_cast<int64_t>(d.kvBytesPerToken));
     j.key("host_weight_bytes");

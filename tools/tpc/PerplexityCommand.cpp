@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 #include "tools/tpc/LogProbFile.h"
+#include "tools/tpc/ModelSource.h"
 #include "tools/tpc/Ranks.h"
 
 #include "runtime/ggml/Blocks.h"
@@ -41,7 +42,9 @@
 
 namespace {
 
+using tpc::cli::addCompileFlags;
 using tpc::cli::Failure;
+using tpc::cli::loadModel;
 using tpc::cli::LogProbHeader;
 using tpc::cli::LogProbReader;
 using tpc::cli::LogProbRow;
@@ -57,7 +60,8 @@ struct PplOptions {
   int threads = 0;
   bool kld = false;
   bool f32Reference = false;
-  bool ctxGiven = false; ///< -c on the command line (a base file brings its own)
+  bool ctxGiven = false;          ///< -c on the command line (a base file brings its own)
+  tpc::cli::CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
 };
 
 /// One logits row reduced to what perplexity and KL divergence need. Sums in double, like the reference.
@@ -295,9 +299,8 @@ void runCommand(const PplOptions &o) {
     throw Failure(fmt::format("--ctx-size {}: must be at least 4 (half of each chunk is scored)", o.ctx));
   if (o.batch < 0 || o.threads < 0)
     throw Failure("--batch-size and --threads must be >= 0");
-  auto plan = loadPlan(o.plan);
-  if (!plan)
-    throw Failure(plan.message());
+  // A plan file, or a GGUF compiled in memory with the compile flags (ModelSource.h), as `tpc run`.
+  std::optional<Plan> plan(loadModel(o.plan, o.compile, o.gguf, nullptr));
   if (plan->tokenizer.tokens.empty())
     throw Failure(fmt::format("plan '{}' has no tokenizer; recompile it from a GGUF with one", o.plan));
   std::unique_ptr<Tokenizer> tok;
@@ -328,10 +331,10 @@ void runCommand(const PplOptions &o) {
   so.f32Reference = o.f32Reference;
   const int64_t maxBatch = plan->model.maxBatch;
   const size_t devices = plan->devices.size();
-  *plan = Plan{}; // runOnPlan maps it again; the tokenizer and chunks are taken
-  // In-process, or as one rank of `mpirun -np N tpc perplexity ...` (Ranks.h): the lambda runs on rank 0,
-  // and its evaluate() calls reach the other ranks.
-  runOnPlan(o.plan, so, o.backend, [&](Session &s) {
+  // In-process the plan loaded above is the session's; a rank of an MPI job loads the plan file itself
+  // (Ranks.h). The lambda runs on rank 0, and its evaluate() calls reach the other ranks.
+  auto load = [&] { return std::move(*plan); };
+  runOnPlan(o.plan, load, so, o.backend, [&](Session &s) {
     const int64_t batch = std::min(o.batch > 0 ? o.batch : maxBatch, c.ctx);
     fmt::print(stderr,
                "perplexity: {} tokens, {} chunks of {} (scoring {} per chunk){}, {} device(s) on {}{}\n",
@@ -368,7 +371,8 @@ void registerPerplexity(CLI::App &app) {
   CLI::App *cmd = app.add_subcommand(
       "perplexity",
       "Perplexity of a plan over a text (llama-perplexity's protocol), optionally KL divergence");
-  cmd->add_option("plan", o->plan, "plan file written by `tpc compile`")->required();
+  cmd->add_option("plan", o->plan, "plan file written by `tpc compile`, or a GGUF (compiled in memory)")
+      ->required();
   cmd->add_option("-f,--file", o->text, "the text to score (plain UTF-8)");
   CLI::Option *ctx =
       cmd->add_option("-c,--ctx-size", o->ctx, "tokens per chunk; the second half of each is scored")
@@ -385,6 +389,7 @@ void registerPerplexity(CLI::App &app) {
   cmd->add_option("--backend", o->backend, "auto (CUDA when built and a GPU is visible), cpu or cuda")
       ->capture_default_str();
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
+  addCompileFlags(*cmd, o->compile);
   cmd->callback([o, ctx] {
     o->ctxGiven = ctx->count() > 0;
     runCommand(*o);

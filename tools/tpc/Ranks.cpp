@@ -10,6 +10,7 @@
 #include "runtime/comm/MpiLaunch.h"
 #include "runtime/plan/PlanIO.h"
 #include "tools/tpc/Command.h"
+#include "tools/tpc/ModelSource.h"
 
 #ifdef TPC_HAVE_MPI
 #include "runtime/comm/MpiCommunicator.h"
@@ -33,15 +34,13 @@ using namespace tpc::rt;
 
 namespace {
 
-void runInProcess(const std::string &planPath, const SessionOptions &options, const std::string &backend,
+void runInProcess(const std::function<Plan()> &load, const SessionOptions &options, const std::string &backend,
                   const std::function<void(Session &)> &userSide) {
-  auto plan = loadPlan(planPath);
-  if (!plan)
-    throw Failure(plan.message());
+  Plan plan = load();
   auto be = builtinBackends().select(backend);
   if (!be)
     throw Failure("--backend: " + be.message());
-  auto session = (*be)->open(std::move(*plan), options);
+  auto session = (*be)->open(std::move(plan), options);
   if (!session)
     throw Failure(session.message());
   userSide(**session);
@@ -246,11 +245,16 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
 
 } // namespace
 
-void runOnPlan(const std::string &planPath, SessionOptions options, const std::string &backend,
-               const std::function<void(Session &)> &userSide) {
+void runOnPlan(const std::string &planPath, const std::function<Plan()> &loadInProcess, SessionOptions options,
+               const std::string &backend, const std::function<void(Session &)> &userSide) {
   const comm::MpiLaunch launch = comm::detectMpiLaunch();
   if (!launch.launched)
-    return runInProcess(planPath, options, backend, userSide);
+    return runInProcess(loadInProcess, options, backend, userSide);
+  std::string head;
+  if (detectFileKind(planPath, head) == FileKind::GGUF)
+    throw Failure(fmt::format("{} is a GGUF: under {} every rank runs the same plan file; compile one with "
+                              "`tpc compile {} --devices N -o plan.bin` and run that",
+                              planPath, launch.launcher, planPath));
 #ifdef TPC_HAVE_MPI
   runAsRank(launch, planPath, std::move(options), backend, userSide);
 #else

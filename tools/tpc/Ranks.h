@@ -31,9 +31,12 @@
 namespace tpc::cli {
 
 /// Opens `planPath` on `backend` with `options` and runs `userSide` on the session, in-process or as a
-/// rank of an MPI job (see the file comment). Errors throw Failure (one line). `options.ordinals` are the
-/// GPUs to pick from (CUDA ranks take the local rank's).
-void runOnPlan(const std::string &planPath, rt::SessionOptions options, const std::string &backend,
+/// rank of an MPI job (see the file comment). In-process the plan is what `loadInProcess` returns (the
+/// plan file loaded, or a GGUF compiled in memory: ModelSource.h's loadModel); a rank loads the plan file
+/// itself and refuses a GGUF (every rank must run the same plan: compile it first). Errors throw Failure
+/// (one line). `options.ordinals` are the GPUs to pick from (CUDA ranks take the local rank's).
+void runOnPlan(const std::string &planPath, const std::function<rt::Plan()> &loadInProcess,
+               rt::SessionOptions options, const std::string &backend,
                const std::function<void(rt::Session &)> &userSide);
 
 } // namespace tpc::cli

@@ -1,6 +1,7 @@
 //===- RunCommand.cpp - `tpc run` -------------------------------------------===//
 //
-// `tpc run plan.bin -p TEXT -n N` loads a plan (tokenizer included), opens a session on the backend
+// `tpc run plan.bin -p TEXT -n N` loads a plan (tokenizer included), or compiles a GGUF in memory with the
+// flags of `tpc compile` (`tpc run model.gguf --devices 2`, ModelSource.h), opens a session on the backend
 // `--backend auto|cpu|cuda` names (the built-in registry, runtime/backends; auto is CUDA when built and a
 // GPU is visible) and streams generated text; the rest of the command sees only the Session interface
 // (runtime/exec/Session.h). `--prompt-ids 1,2,3` skips the tokenizer; `--dump-logits FILE` writes float32
@@ -13,6 +14,7 @@
 // rank 0 runs everything here and the others follow its evaluate() calls (Ranks.h).
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
+#include "tools/tpc/ModelSource.h"
 #include "tools/tpc/Ranks.h"
 
 #include "runtime/plan/PlanIO.h"
@@ -34,9 +36,12 @@
 
 namespace {
 
+using tpc::cli::CompileFlags;
 using tpc::cli::Failure;
+using tpc::cli::loadModel;
 using tpc::cli::runOnPlan;
 using namespace tpc::rt;
+using tpc::Timeline;
 
 /// Options of one `tpc run` invocation.
 struct RunOptions {
@@ -60,10 +65,16 @@ struct RunOptions {
   int reps = 5;
   bool json = false;
   bool profile = false;
+  bool timings = false;
+  bool noMmap = false;
   std::string backend = "auto";
   std::string gpus;
   bool f32Reference = false;
+  CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
 };
+
+/// Prompt tokens per evaluate() call (see runGenerate); the CPU prefill kernels work on 64-token blocks.
+constexpr int64_t kPromptChunk = 64;
 
 /// Parses "1,2,3" (spaces allowed); the error names the flag.
 std::vector<int32_t> parseIds(const std::string &s, int64_t vocab) {
@@ -252,15 +263,27 @@ void runBench(Session &s, const RunOptions &o) {
       fmt::print("{}: {:.1f}% of the roofline\n", r.test, 100.0 * r.mean / roof.ts);
 }
 
-void runGenerate(Session &s, const RunOptions &o) {
+/// The start-up phases to the first token, one line on stderr (`--timings`), and whether the run built the
+/// tokenizer's encoder tables (a run on --prompt-ids needs none: tests hold it to that).
+void printTimings(const Timeline &tl, const Tokenizer *tok) {
+  std::string line;
+  for (const Timeline::Phase &ph : tl.phases())
+    line += fmt::format("{}{} {:.3f} ({:.3f})", line.empty() ? "" : ", ", ph.name, ph.wall, ph.cpu);
+  fmt::print(stderr, "timings, wall (cpu) s: {}; first token after {:.3f} s; tokenizer tables {}\n", line,
+             tl.total(), !tok ? "none" : tok->encoderTablesBuilt() ? "built" : "not built");
+}
+
+/// `planVocab`: the plan's tokenizer, moved out of the plan (the session never reads it).
+void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timeline &tl) {
   const Plan &p = s.plan();
   std::unique_ptr<Tokenizer> tok;
-  if (!p.tokenizer.tokens.empty()) {
+  if (!planVocab.tokens.empty()) {
     try {
-      tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(p.tokenizer));
+      tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(std::move(planVocab)));
     } catch (const std::exception &e) {
-      throw Failure(fmt::format("plan '{}': tokenizer: {}", o.plan, e.what()));
+      throw Failure(fmt::format("'{}': tokenizer: {}", o.plan, e.what()));
     }
+    tl.mark("tokenizer");
   }
   std::vector<int32_t> prompt;
   if (!o.promptIds.empty()) {
@@ -269,10 +292,11 @@ void runGenerate(Session &s, const RunOptions &o) {
     prompt = parseIds(o.promptIds, p.model.nVocab);
   } else if (!o.prompt.empty()) {
     if (!tok)
-      throw Failure(fmt::format("plan '{}' has no tokenizer; use --prompt-ids", o.plan));
+      throw Failure(fmt::format("'{}' has no tokenizer; use --prompt-ids", o.plan));
     prompt = tok->encode(o.prompt, true);
     if (prompt.empty())
       throw Failure("-p: the prompt encodes to no tokens");
+    tl.mark("encode prompt");
   } else {
     throw Failure("no prompt: give -p TEXT or --prompt-ids 1,2,3");
   }
@@ -298,14 +322,23 @@ void runGenerate(Session &s, const RunOptions &o) {
 
   LogitsDump dump(o.dumpLogits);
   const int64_t vocab = p.model.nVocab;
-  std::vector<int32_t> pos(prompt.size());
-  for (size_t i = 0; i < pos.size(); ++i)
-    pos[i] = static_cast<int32_t>(i);
+  // The prompt goes in calls of at most kPromptChunk tokens, so the logits rows a call returns (n_vocab
+  // floats each: 1 MiB for a 262k vocabulary) and those the session writes stay within that many rows
+  // whatever the prompt's length: an 808-token prompt no longer holds 808 rows at once.
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> rows = eval(s, prompt, pos);
+  std::vector<float> last;
+  const size_t chunk = static_cast<size_t>(std::min<int64_t>(kPromptChunk, p.model.maxBatch));
+  for (size_t b = 0; b < prompt.size(); b += chunk) {
+    const size_t e = std::min(prompt.size(), b + chunk);
+    std::vector<int32_t> ids(prompt.begin() + b, prompt.begin() + e), pos(e - b);
+    for (size_t i = b; i < e; ++i)
+      pos[i - b] = static_cast<int32_t>(i);
+    std::vector<float> rows = eval(s, ids, pos);
+    dump.write(rows);
+    if (e == prompt.size())
+      last.assign(rows.end() - vocab, rows.end());
+  }
   const double promptSec = seconds(t0);
-  dump.write(rows);
-  std::vector<float> last(rows.end() - vocab, rows.end());
 
   std::unique_ptr<StreamDecoder> stream;
   if (tok) {
@@ -315,11 +348,14 @@ void runGenerate(Session &s, const RunOptions &o) {
       std::fflush(stdout);
     }
   }
+  tl.mark("prompt evaluate");
   std::vector<int32_t> generated;
   t0 = std::chrono::steady_clock::now();
   for (int k = 0; k < o.nPredict; ++k) {
     int32_t id = sampler->sample(last);
     generated.push_back(id);
+    if (k == 0)
+      tl.mark("sample");
     if (stream) {
       fmt::print("{}", stream->push(id));
       std::fflush(stdout);
@@ -345,6 +381,8 @@ void runGenerate(Session &s, const RunOptions &o) {
              "{} device(s) x {} threads\n",
              prompt.size(), promptSec, prompt.size() / std::max(promptSec, 1e-9), generated.size(), genSec,
              generated.size() / std::max(genSec, 1e-9), p.devices.size(), s.threadsPerDevice());
+  if (o.timings)
+    printTimings(tl, tok.get());
 }
 
 /// Time per op kind on device 0, largest first.
@@ -382,6 +420,7 @@ std::vector<int> parseOrdinals(const std::string &list) {
 }
 
 void runRun(const RunOptions &o) {
+  Timeline tl;
   if (o.threads < 0)
     throw Failure("-t: threads must be >= 0");
   if (o.ctxSize < 0)
@@ -393,14 +432,24 @@ void runRun(const RunOptions &o) {
   so.ordinals = parseOrdinals(o.gpus);
   so.progress = true;
   so.f32Reference = o.f32Reference;
+  so.timeline = &tl;
+  so.weightsInPlace = !o.noMmap;
+  // In-process the plan file or GGUF is loaded here, its tokenizer moved out (the session never reads
+  // it); a rank of an MPI job loads the plan itself and rank 0 copies the tokenizer from its session.
+  PlanTokenizer vocab;
+  auto load = [&] {
+    Plan plan = loadModel(o.plan, o.compile, o.gguf, &tl);
+    vocab = std::move(plan.tokenizer);
+    return plan;
+  };
   // In-process, or as one rank of `mpirun -np N tpc run ...` (Ranks.h): this code runs on rank 0 only,
   // and every evaluate() reaches the other ranks.
-  runOnPlan(o.plan, so, o.backend, [&](Session &s) {
+  runOnPlan(o.plan, load, so, o.backend, [&](Session &s) {
     s.setProfiling(o.profile);
     if (o.bench)
       runBench(s, o);
     else
-      runGenerate(s, o);
+      runGenerate(s, o, vocab.tokens.empty() ? s.plan().tokenizer : std::move(vocab), tl);
     if (o.profile)
       printProfile(s);
   });
@@ -409,7 +458,10 @@ void runRun(const RunOptions &o) {
 void registerRun(CLI::App &app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App *cmd = app.add_subcommand("run", "Run a compiled plan: generate text, dump logits or benchmark");
-  cmd->add_option("plan", o->plan, "plan file written by `tpc compile`")->required();
+  cmd->add_option("model", o->plan,
+                  "plan file written by `tpc compile`, or a GGUF model (compiled in memory with the flags below)")
+      ->required();
+  addCompileFlags(*cmd, o->compile);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text (tokenized with the plan's tokenizer)");
   cmd->add_option("--prompt-ids", o->promptIds, "prompt as comma-separated token ids");
   cmd->add_option("-n,--n-predict", o->nPredict, "tokens to generate")->capture_default_str();
@@ -432,6 +484,9 @@ void registerRun(CLI::App &app) {
   cmd->add_option("-r,--repetitions", o->reps, "bench: repetitions")->capture_default_str();
   cmd->add_flag("--json", o->json, "bench: JSON output");
   cmd->add_flag("--profile", o->profile, "print time per op kind on device 0 (stderr)");
+  cmd->add_flag("--no-mmap", o->noMmap,
+                "copy every weight slice into the session (default: read contiguous slices from the mapped GGUF)");
+  cmd->add_flag("--timings", o->timings, "print the start-up phases up to the first token (stderr)");
   cmd->add_option("--backend", o->backend, "auto (the first usable of cuda, cpu), cpu or cuda")
       ->capture_default_str();
   cmd->add_option("--gpus", o->gpus, "CUDA: GPU ordinals for the plan's devices, round-robin (default: all)");

@@ -1,7 +1,8 @@
 //===- ServeCommand.cpp - `tpc serve` ---------------------------------------===//
 //
-// `tpc serve plan.bin [--host 127.0.0.1] [--port 8080] [-np 4] [-c CTX] [--api-key KEY]
-// [--chat-template NAME|FILE]` loads a plan, opens one engine with -np sequences (server/SessionEngine.h:
+// `tpc serve plan.bin|model.gguf [--host 127.0.0.1] [--port 8080] [-np 4] [-c CTX] [--api-key KEY]
+// [--chat-template NAME|FILE]` loads a plan (or compiles a GGUF in memory with the flags of `tpc compile`,
+// ModelSource.h), opens one engine with -np sequences (server/SessionEngine.h:
 // today one CPU session per slot), and serves the OpenAI-compatible API (server/Server.h) until SIGTERM
 // or SIGINT, which drain the running requests; a second signal exits at once. Once listening it prints
 // "tpc serve: listening on http://HOST:PORT" on stderr (with --port 0 the port is any free one, which
@@ -12,6 +13,7 @@
 // requests are answered with a 400 that names the flag.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
+#include "tools/tpc/ModelSource.h"
 
 #include "runtime/tokenizer/PlanVocab.h"
 #include "server/Scheduler.h"
@@ -45,6 +47,7 @@ struct ServeOptions {
   int batchSize = 256;
   int httpThreads = 64;
   size_t maxBodyBytes = 8u << 20;
+  cli::CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
 };
 
 /// The id clients name in "model": --alias, else the GGUF's file name without ".gguf".
@@ -83,16 +86,17 @@ void runServe(ServeOptions o) {
     if (const char *k = std::getenv("TPC_API_KEY"))
       o.apiKey = k;
 
-  auto plan = rt::loadPlan(o.plan);
-  if (!plan)
-    throw Failure(plan.message());
-  if (plan->tokenizer.tokens.empty())
+  rt::Plan plan = cli::loadModel(o.plan, o.compile, o.gguf, nullptr);
+  // The sessions never read the vocabulary: out of the plan before -np sessions each copy it.
+  rt::PlanTokenizer vocab = std::move(plan.tokenizer);
+  const std::string planTemplate = vocab.chatTemplate;
+  if (vocab.tokens.empty())
     throw Failure(fmt::format("plan '{}' has no tokenizer; tpc serve needs one (recompile from a GGUF with "
                               "tokenizer.ggml.*)",
                               o.plan));
   std::unique_ptr<rt::Tokenizer> tok;
   try {
-    tok = std::make_unique<rt::Tokenizer>(rt::tokenizerDataFromPlan(plan->tokenizer));
+    tok = std::make_unique<rt::Tokenizer>(rt::tokenizerDataFromPlan(std::move(vocab)));
   } catch (const std::exception &e) {
     throw Failure(fmt::format("plan '{}': tokenizer: {}", o.plan, e.what()));
   }
@@ -105,10 +109,10 @@ void runServe(ServeOptions o) {
       throw Failure(t.message());
     tmpl = *t;
   } else {
-    auto t = server::ChatTemplate::recognise(plan->tokenizer.chatTemplate, fmt::format("plan '{}'", o.plan));
+    auto t = server::ChatTemplate::recognise(planTemplate, fmt::format("plan '{}'", o.plan));
     if (t)
       tmpl = *t;
-    else if (!plan->tokenizer.chatTemplate.empty())
+    else if (!planTemplate.empty())
       throw Failure(t.message());
     else
       noTemplate = t.message();
@@ -118,14 +122,14 @@ void runServe(ServeOptions o) {
   so.threads = o.threads;
   so.ctxSize = o.ctxSize;
   so.ggufPath = o.gguf;
-  auto engine = server::SessionEngine::openCpu(*plan, o.parallel, so);
+  auto engine = server::SessionEngine::openCpu(plan, o.parallel, so);
   if (!engine)
     throw Failure(engine.message());
 
   server::Scheduler::Options schedOpts;
   schedOpts.batchSize = o.batchSize;
   server::Scheduler sched(**engine, *tok, schedOpts);
-  server::Api api(*tok, tmpl, noTemplate, modelId(o, *plan), (*engine)->ctxSize(), (*engine)->nVocab());
+  server::Api api(*tok, tmpl, noTemplate, modelId(o, plan), (*engine)->ctxSize(), (*engine)->nVocab());
   server::ServerOptions so2;
   so2.host = o.host;
   so2.port = o.port;
@@ -171,7 +175,10 @@ void runServe(ServeOptions o) {
 void registerServe(CLI::App &app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App *cmd = app.add_subcommand("serve", "Serve a plan over an OpenAI-compatible HTTP API");
-  cmd->add_option("plan", o->plan, "plan file written by `tpc compile`")->required();
+  cmd->add_option("model", o->plan,
+                  "plan file written by `tpc compile`, or a GGUF model (compiled in memory with the flags below)")
+      ->required();
+  cli::addCompileFlags(*cmd, o->compile);
   cmd->add_option("--host", o->host, "address to listen on (default: loopback only)")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--parallel", o->parallel, "slots: sequences served at once (also -np)")->capture_default_str();

@@ -322,6 +322,83 @@ TEST(PlanFingerprint, SamplesLargeFilesAndIsStable) {
   std::remove(path.c_str());
 }
 
+/// A GGUF whose metadata is larger than the fingerprint's first read (a 262k-token vocabulary is ~6 MB):
+/// a 3 MiB string array before one tensor, then 2 MiB of tensor data.
+std::vector<uint8_t> bigHeaderGguf(size_t &headerEnd) {
+  std::vector<uint8_t> b;
+  put32(b, 0x46554747u);
+  put32(b, 3);
+  put64(b, 1); // tensors
+  put64(b, 2); // kv
+  putStr(b, "general.architecture");
+  put32(b, 8);
+  putStr(b, "llama");
+  putStr(b, "tokenizer.ggml.tokens");
+  put32(b, 9); // array
+  put32(b, 8); // of strings
+  const uint64_t n = 3u << 18;
+  put64(b, n);
+  for (uint64_t i = 0; i < n; ++i)
+    putStr(b, i % 2 ? "tok1" : "tok2"); // 12 bytes each
+  putStr(b, "w");
+  put32(b, 2);
+  put64(b, 1024);
+  put64(b, 512);
+  put32(b, 0);
+  put64(b, 0);
+  headerEnd = b.size(); // the fingerprint hashes the header up to the end of the tensor infos
+  while (b.size() % 32)
+    b.push_back(0);
+  std::mt19937 rng(3);
+  for (int i = 0; i < 512 * 1024; ++i)
+    put32(b, rng());
+  return b;
+}
+
+TEST(PlanFingerprint, CatchesAnEditedHeaderByteOrSampledDataByte) {
+  // What the fingerprint covers: the size, every byte of the header (metadata and tensor infos, here
+  // past the first MiB it reads), and 16 samples of 64 KiB evenly spaced over the data. One changed
+  // byte anywhere in those is caught. What it cannot catch: an edit of the same size that touches only
+  // data bytes between the samples (about (data - 1 MiB) / data of the data region: most of a large
+  // file), e.g. a re-quantized tensor written in place. Catching those would need a hash of the whole
+  // file, which for a 30 GB model is seconds of reading at every start.
+  std::string path = tempPath("vocab.gguf");
+  size_t headerEnd = 0;
+  const std::vector<uint8_t> b = bigHeaderGguf(headerEnd);
+  ASSERT_GT(headerEnd, 3u << 20);
+  writeBytes(path, b);
+  auto base = ggufFingerprint(path);
+  ASSERT_TRUE(base) << base.message();
+  EXPECT_EQ(*base, *ggufFingerprint(path)); // stable
+  // The fingerprint with byte `at` changed (in place, then put back).
+  auto edited = [&](size_t at) {
+    auto poke = [&](uint8_t v) {
+      std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+      f.seekp(static_cast<std::streamoff>(at));
+      f.put(static_cast<char>(v));
+    };
+    poke(b[at] ^ 0x20);
+    auto fp = ggufFingerprint(path);
+    poke(b[at]);
+    EXPECT_TRUE(fp) << fp.message();
+    return fp ? *fp : *base;
+  };
+  // Header bytes: in the first MiB, at 2 MiB, in the last tensor info's offset field.
+  for (size_t at : {size_t(100), size_t(2u << 20), headerEnd - 1})
+    EXPECT_NE(edited(at), *base) << "header byte " << at;
+  // The first and the last byte of each sample.
+  const uint64_t dataLen = b.size() - headerEnd, sample = 64 * 1024;
+  for (int i = 0; i < 16; ++i) {
+    const uint64_t off = headerEnd + (dataLen - sample) * i / 15;
+    EXPECT_NE(edited(off), *base) << "sample " << i << " first byte";
+    EXPECT_NE(edited(off + sample - 1), *base) << "sample " << i << " last byte";
+  }
+  // The blind spot, stated above: a byte between samples 3 and 4.
+  const uint64_t gap = headerEnd + (dataLen - sample) * 3 / 15 + sample + 100;
+  EXPECT_EQ(edited(gap), *base);
+  std::remove(path.c_str());
+}
+
 } // namespace
 
 #include "runtime/plan/PlanSummary.h"
@@ -576,8 +653,10 @@ TEST_F(PlanTest, SummarySeparatesHostBytesAndSteps) {
   EXPECT_EQ(s[0].kvBytesPerToken, 0u);
   EXPECT_EQ(s[0].hostKvBytesPerToken, 16u);
   EXPECT_EQ(s[0].hostSteps, 2u);
+  EXPECT_EQ(s[0].logitsBytes, 4u * 8u * 4u); // max_batch 4 rows of n_vocab 8 floats, outside the arenas
   std::string text = describePlan(plan, 100);
-  EXPECT_NE(text.find("device 0 (cpu): weights 128 B, activations 256 B, KV 0 B per token = 0 B for ctx 100\n"
+  EXPECT_NE(text.find("device 0 (cpu): weights 128 B, activations 256 B, logits rows 128 B, KV 0 B per token = "
+                      "0 B for ctx 100\n"
                       "  host: weights 128 B, activations 192 B, KV 16 B per token = 1.6 KiB for ctx 100; "
                       "2 host steps\n"),
             std::string::npos)

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <random>
 
 using namespace tpc::rt;
@@ -341,12 +342,19 @@ TEST(TokenizerRobustness, RandomTextRoundTrip) {
 TEST(TokenizerValidation, ClearErrors) {
   auto expectError = [](TokenizerData d, const char *needle) {
     try {
+      Tokenizer::validate(d); // the checks alone must refuse what the constructor refuses
+      ADD_FAILURE() << "validate: no error, expected one mentioning " << needle;
+    } catch (const TokenizerError &e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    try {
       Tokenizer t(std::move(d));
       ADD_FAILURE() << "no error, expected one mentioning " << needle;
     } catch (const TokenizerError &e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
+  EXPECT_NO_THROW(Tokenizer::validate(spmVocab({{"a", -1}})));
   TokenizerData d = spmVocab({{"a", -1}});
   d.scores.pop_back();
   expectError(d, "tokenizer.ggml.scores");
@@ -364,6 +372,48 @@ TEST(TokenizerValidation, ClearErrors) {
   expectError(b, "merges");
   TokenizerData e;
   expectError(e, "no tokens");
+}
+
+/// Start-up work: turning ids into text (what `tpc run --prompt-ids` does) never builds the encoder's
+/// tables; the first encode() or find() does, once.
+TEST(TokenizerTables, BuiltOnlyByTheFirstEncodeOrFind) {
+  Tokenizer tok(spmVocab({{"\xE2\x96\x81", -1}, {"a", -1}}));
+  EXPECT_FALSE(tok.encoderTablesBuilt());
+  StreamDecoder sd(tok);
+  EXPECT_EQ(sd.push(259 + 1), "a");
+  EXPECT_EQ(tok.decode({1, 259 + 1, 3 + 'b'}), "ab");
+  EXPECT_TRUE(tok.isEog(2));
+  EXPECT_FALSE(tok.encoderTablesBuilt());
+  EXPECT_EQ(tok.find("a"), 259 + 1);
+  EXPECT_TRUE(tok.encoderTablesBuilt());
+  Tokenizer other(spmVocab({{"a", -1}}));
+  // The space prefix "\xE2\x96\x81" has no piece here: its three byte tokens, then "a".
+  EXPECT_EQ(other.encode("a", false), (std::vector<TokenId>{3 + 0xE2, 3 + 0x96, 3 + 0x81, 259}));
+  EXPECT_TRUE(other.encoderTablesBuilt());
+}
+
+/// The hash index against a plain map on a large vocabulary of texts that share long prefixes (where a weak
+/// hash collides), with duplicate texts (the last id wins, as in llama.cpp) and duplicate merges (the first,
+/// lower rank wins).
+TEST(TokenizerTables, LookupsMatchAMapOnALargeVocabulary) {
+  TokenizerData d = bpeVocab({"a b", "a b"});
+  std::map<std::string, TokenId> want;
+  for (size_t i = 0; i < d.tokens.size(); ++i)
+    want[d.tokens[i]] = static_cast<TokenId>(i);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 50000; ++i) {
+    std::string t = "\xC4\xA0prefix_shared_by_all_of_them_" + std::to_string(rng() % 40000);
+    want[t] = static_cast<TokenId>(d.tokens.size()); // a repeated text: the later id
+    d.tokens.push_back(t);
+  }
+  d.scores.clear();
+  d.tokenTypes.clear();
+  Tokenizer tok(d);
+  for (const auto &[text, id] : want)
+    ASSERT_EQ(tok.find(text), id) << text;
+  EXPECT_EQ(tok.find("\xC4\xA0prefix_shared_by_all_of_them_40001"), -1);
+  EXPECT_EQ(tok.find(""), -1);
+  EXPECT_EQ(tok.encode("ab", false), std::vector<TokenId>{tok.find("ab")});
 }
 
 } // namespace

@@ -15,6 +15,7 @@
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
 #include "tools/tpc/Command.h"
+#include "tools/tpc/ModelSource.h"
 
 #include "dialects/tpc/IR/TpcOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -27,23 +28,21 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace tpc::cli {
 namespace {
 
 struct CompileOptions {
   std::string model;
-  int64_t devices = 1;
-  bool devicesGiven = false; ///< --devices on the command line (else --tensor-split's count sets it)
-  std::string tensorSplit;
-  std::vector<std::string> overrideTensor;
-  bool noKvOffload = false;
-  int64_t maxBatch = 512;
+  CompileFlags flags; ///< --devices, --tensor-split, ... (shared with run and serve: ModelSource.h)
   std::string output;
   std::string emit = "plan";
   std::string stopAfter;
@@ -51,26 +50,6 @@ struct CompileOptions {
   bool report = false;
   bool json = false;
 };
-
-/// "3,2,1" -> {3, 2, 1}: one positive share per device (devices < 0: as many devices as shares, up to 64).
-std::vector<double> parseTensorSplit(const std::string &text, int64_t devices) {
-  std::vector<double> shares;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char *end = nullptr;
-    double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !(v > 0))
-      throw Failure(fmt::format("--tensor-split: '{}' is not a positive number (expected e.g. 3,2,1)", item));
-    shares.push_back(v);
-  }
-  if (devices < 0 && shares.size() > 64)
-    throw Failure(fmt::format("--tensor-split: {} shares, but at most 64 devices", shares.size()));
-  if (devices >= 0 && int64_t(shares.size()) != devices)
-    throw Failure(fmt::format("--tensor-split: {} shares given for --devices {} (one per device)",
-                              shares.size(), devices));
-  return shares;
-}
 
 std::string printIR(mlir::ModuleOp m) {
   std::string text;
@@ -110,44 +89,6 @@ int64_t perToken(mlir::Value v) {
   for (int64_t d : llvm::cast<mlir::ShapedType>(v.getType()).getShape())
     n *= mlir::ShapedType::isDynamic(d) ? 1 : d;
   return n;
-}
-
-/// The entries of every --override-tensor value, each `REGEX=cpu` with the target lower-cased. A value may
-/// be a comma-separated list, as llama.cpp's -ot takes it; a comma inside a regex (`[0-9]{1,3}`) stays,
-/// because an entry ends only at a comma that follows `=WORD`. Throws naming the entry that is not REGEX=cpu.
-std::vector<std::string> overrideEntries(const std::vector<std::string> &values) {
-  auto endsInTarget = [](const std::string &e) {
-    size_t eq = e.rfind('=');
-    return eq != std::string::npos && eq + 1 < e.size() &&
-           std::all_of(e.begin() + eq + 1, e.end(), [](char c) { return std::isalnum(uint8_t(c)) || c == '_'; });
-  };
-  std::vector<std::string> entries;
-  for (const std::string &v : values) {
-    std::string cur;
-    std::istringstream in(v);
-    for (std::string piece; std::getline(in, piece, ',');) {
-      cur = cur.empty() ? piece : cur + "," + piece;
-      if (endsInTarget(cur)) {
-        entries.push_back(cur);
-        cur.clear();
-      }
-    }
-    if (!cur.empty() || v.empty() || v.back() == ',')
-      entries.push_back(cur); // an incomplete entry: refused below, by name
-  }
-  for (std::string &e : entries) {
-    size_t eq = e.rfind('=');
-    std::string target = eq == std::string::npos ? "" : e.substr(eq + 1);
-    std::transform(target.begin(), target.end(), target.begin(), [](char c) { return std::tolower(uint8_t(c)); });
-    if (eq == std::string::npos || eq == 0)
-      throw Failure(fmt::format("--override-tensor: '{}' must be REGEX=cpu", e));
-    if (target != "cpu")
-      throw Failure(fmt::format("--override-tensor: '{}': the only target is cpu (host memory); weights not "
-                                "named stay on the devices the plan splits them over",
-                                e));
-    e = e.substr(0, eq + 1) + target;
-  }
-  return entries;
 }
 
 void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &plan) {
@@ -236,6 +177,75 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
   fmt::print("\ntotal: {} bytes per token{}\n", total, traffic.empty() ? " (no collectives)" : "");
 }
 
+/// One compilation of a GGUF: the file, an MLIR context whose errors are collected into one line (warnings
+/// are printed as they come, prefixed `who`), the module. Each step throws Failure naming the model.
+class Compilation {
+public:
+  Compilation(const std::string &model, std::string who) : model_(model), who_(std::move(who)) {
+    auto file = gguf::GGUFFile::open(model);
+    if (!file)
+      throw Failure(file.message());
+    file_ = std::move(*file);
+    ctx_.disableMultithreading(); // module passes only; and IR printing needs it
+    handler_ = std::make_unique<mlir::ScopedDiagnosticHandler>(&ctx_, [this](mlir::Diagnostic &d) {
+      if (d.getSeverity() == mlir::DiagnosticSeverity::Warning)
+        fmt::print(stderr, "{}: warning: {}\n", who_, d.str());
+      if (d.getSeverity() != mlir::DiagnosticSeverity::Error)
+        return mlir::success();
+      if (!diagnostics_.empty())
+        diagnostics_ += "; ";
+      diagnostics_ += d.str();
+      return mlir::success();
+    });
+  }
+
+  void import() {
+    module_ = mlir::tpc::importModel(ctx_, *file_);
+    if (!module_)
+      throw Failure(diagnostics_.empty() ? model_ + ": import failed" : diagnostics_);
+    if (mlir::failed(mlir::verify(*module_)))
+      throw Failure(model_ + ": the imported module does not verify (a tpc bug): " + diagnostics_);
+  }
+
+  /// The tpc pipeline up to `stopAfter` ("" = all of it).
+  void runPipeline(const CompileRequest &r, const std::string &stopAfter, bool printIrAfterAll) {
+    mlir::tpc::PipelineOptions pipe;
+    pipe.devices = r.devices;
+    pipe.tensorSplit = r.tensorSplit;
+    pipe.overrideTensor = r.overrideTensor;
+    pipe.noKvOffload = r.noKvOffload;
+    pipe.maxBatch = r.maxBatch;
+    mlir::PassManager pm(&ctx_);
+    if (mlir::failed(mlir::tpc::buildTpcPipeline(pm, pipe, stopAfter)))
+      throw Failure("--stop-after: cannot build the pipeline up to '" + stopAfter + "'");
+    if (printIrAfterAll)
+      pm.enableIRPrinting([](mlir::Pass *, mlir::Operation *) { return false; },
+                          [](mlir::Pass *, mlir::Operation *) { return true; },
+                          /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
+    if (mlir::failed(pm.run(*module_)))
+      throw Failure(fmt::format("{}: compiling for {} device(s) failed: {}", model_, pipe.devices,
+                                diagnostics_.empty() ? "a pass failed without a message" : diagnostics_));
+  }
+
+  rt::Plan emit() {
+    mlir::FailureOr<rt::Plan> plan =
+        mlir::tpc::emitPlan(*module_, *file_, {std::string("tpc ") + TPC_VERSION});
+    if (mlir::failed(plan))
+      throw Failure(fmt::format("{}: plan emission failed: {}", model_, diagnostics_));
+    return std::move(*plan);
+  }
+
+  mlir::ModuleOp module() { return *module_; }
+
+private:
+  std::string model_, who_;
+  std::unique_ptr<gguf::GGUFFile> file_;
+  mlir::MLIRContext ctx_;
+  std::string diagnostics_;
+  std::unique_ptr<mlir::ScopedDiagnosticHandler> handler_;
+  mlir::OwningOpRef<mlir::ModuleOp> module_;
+};
+
 void runCompile(const CompileOptions &opts) {
   const auto &stages = mlir::tpc::pipelineStages();
   if (!opts.stopAfter.empty()) {
@@ -252,88 +262,36 @@ void runCompile(const CompileOptions &opts) {
     throw Failure("--json needs --report");
   if (opts.report && opts.emit != "plan")
     throw Failure("--report describes the plan; it cannot be combined with --emit=" + opts.emit);
-  mlir::tpc::PipelineOptions pipe;
-  pipe.devices = opts.devices;
-  if (!opts.tensorSplit.empty()) {
-    // As with llama.cpp's -ts, the shares alone say how many devices there are.
-    pipe.tensorSplit = parseTensorSplit(opts.tensorSplit, opts.devicesGiven ? opts.devices : -1);
-    pipe.devices = int64_t(pipe.tensorSplit.size());
-  }
-  pipe.overrideTensor = overrideEntries(opts.overrideTensor);
-  pipe.noKvOffload = opts.noKvOffload;
-  pipe.maxBatch = opts.maxBatch;
+  const CompileRequest request = checkCompileFlags(opts.flags);
 
-  auto file = gguf::GGUFFile::open(opts.model);
-  if (!file)
-    throw Failure(file.message());
-
-  mlir::MLIRContext ctx;
-  ctx.disableMultithreading(); // module passes only; and IR printing needs it
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Warning)
-      fmt::print(stderr, "tpc compile: warning: {}\n", d.str());
-    if (d.getSeverity() != mlir::DiagnosticSeverity::Error)
-      return mlir::success();
-    if (!diagnostics.empty())
-      diagnostics += "; ";
-    diagnostics += d.str();
-    return mlir::success();
-  });
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::tpc::importModel(ctx, **file);
-  if (!module)
-    throw Failure(diagnostics.empty() ? opts.model + ": import failed" : diagnostics);
-  if (mlir::failed(mlir::verify(*module)))
-    throw Failure(opts.model + ": the imported module does not verify (a tpc bug): " + diagnostics);
-
-  if (opts.stopAfter != "import") {
-    mlir::PassManager pm(&ctx);
-    if (mlir::failed(mlir::tpc::buildTpcPipeline(pm, pipe, opts.stopAfter)))
-      throw Failure("--stop-after: cannot build the pipeline up to '" + opts.stopAfter + "'");
-    if (opts.printIrAfterAll)
-      pm.enableIRPrinting([](mlir::Pass *, mlir::Operation *) { return false; },
-                          [](mlir::Pass *, mlir::Operation *) { return true; },
-                          /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
-    if (mlir::failed(pm.run(*module)))
-      throw Failure(fmt::format("{}: compiling for {} device(s) failed: {}", opts.model, pipe.devices,
-                                diagnostics.empty() ? "a pass failed without a message" : diagnostics));
-  }
+  Compilation c(opts.model, "tpc compile");
+  c.import();
+  if (opts.stopAfter != "import")
+    c.runPipeline(request, opts.stopAfter, opts.printIrAfterAll);
   if (opts.emit == "mlir") {
-    writeText(opts.output, printIR(*module));
+    writeText(opts.output, printIR(c.module()));
     return;
   }
-  mlir::FailureOr<rt::Plan> plan = mlir::tpc::emitPlan(*module, **file, {std::string("tpc ") + TPC_VERSION});
-  if (mlir::failed(plan))
-    throw Failure(fmt::format("{}: plan emission failed: {}", opts.model, diagnostics));
+  rt::Plan plan = c.emit();
   if (opts.report)
-    printReport(opts, *module, *plan);
+    printReport(opts, c.module(), plan);
   // With --report the plan is written only where -o asks for it.
   std::string out = opts.output.empty() && !opts.report ? "plan.bin" : opts.output;
   if (out.empty())
     return;
-  auto written = rt::writePlan(*plan, out);
+  auto written = rt::writePlan(plan, out);
   if (!written)
     throw Failure(written.message() + " (-o)");
   if (!opts.report)
     fmt::print(stderr, "tpc compile: wrote {} ({} device(s), {} steps on device 0)\n", out,
-               plan->devices.size(), plan->devices.empty() ? 0 : plan->devices[0].steps.size());
+               plan.devices.size(), plan.devices.empty() ? 0 : plan.devices[0].steps.size());
 }
 
 void registerCompile(CLI::App &app) {
   auto opts = std::make_shared<CompileOptions>();
   CLI::App *cmd = app.add_subcommand("compile", "Compile a GGUF model into a device plan (or tpc IR)");
   cmd->add_option("model", opts->model, "GGUF model file")->required();
-  CLI::Option *devices =
-      cmd->add_option("--devices", opts->devices, "Number of devices to split the model over (default: 1, or "
-                                                  "one per --tensor-split share)")
-          ->check(CLI::Range(int64_t(1), int64_t(64)));
-  cmd->add_option("--tensor-split", opts->tensorSplit, "Relative share of each device, e.g. 3,2,1 (also -ts)");
-  cmd->add_option("--override-tensor", opts->overrideTensor,
-                  "REGEX=cpu[,REGEX=cpu...]: keep the weights whose GGUF name matches on the host (repeatable; "
-                  "also -ot)");
-  cmd->add_flag("--no-kv-offload", opts->noKvOffload, "Keep the KV cache in host memory (also -nkvo)");
-  cmd->add_option("--max-batch", opts->maxBatch, "Tokens per evaluation the activation arenas hold")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  addCompileFlags(*cmd, opts->flags);
   cmd->add_option("-o,--output", opts->output,
                   "Output file (plan: default plan.bin; --emit=mlir: default stdout)");
   cmd->add_option("--emit", opts->emit, "What to write: plan (default) or mlir (the IR)")
@@ -344,13 +302,29 @@ void registerCompile(CLI::App &app) {
   cmd->add_flag("--report", opts->report,
                 "Print memory per device and collectives per layer (writes the plan only with -o)");
   cmd->add_flag("--json", opts->json, "With --report: JSON instead of tables");
-  cmd->callback([opts, devices] {
-    opts->devicesGiven = devices->count() > 0;
-    runCompile(*opts);
-  });
+  cmd->callback([opts] { runCompile(*opts); });
 }
 
 } // namespace
+
+Expected<rt::Plan> compileGgufToPlan(const std::string &gguf, const CompileRequest &request) {
+  rt::Plan plan;
+  try {
+    Compilation c(gguf, "tpc");
+    c.import();
+    c.runPipeline(request, "", false);
+    plan = c.emit();
+  } catch (const Failure &e) {
+    return Error{e.what()};
+  }
+#ifdef __GLIBC__
+  // The context and the GGUF's parsed metadata are gone: give their heap back to the system, so the
+  // session that runs next does not sit on top of the compiler's memory.
+  ::malloc_trim(0);
+#endif
+  return plan;
+}
+
 } // namespace tpc::cli
 
 TPC_REGISTER_COMMAND(10, tpc::cli::registerCompile);
