@@ -53,6 +53,7 @@ Value ModelBuilder::getRows(Value table, Value ids) { return b.create<GetRowsOp>
 Value ModelBuilder::takeAlong(Value x, Value ids) {
   return b.create<TakeAlongOp>(loc, x, ids, b.getI64IntegerAttr(1));
 }
+Value ModelBuilder::selectRows(Value x, Value rows) { return b.create<SelectRowsOp>(loc, x, rows); }
 Value ModelBuilder::rmsNorm(Value x, float eps) { return b.create<RmsNormOp>(loc, x, b.getF32FloatAttr(eps)); }
 Value ModelBuilder::matmul(Value x, Value w) { return b.create<MatmulOp>(loc, x, w); }
 Value ModelBuilder::mulMatId(Value x, Value w, Value ids) { return b.create<MulMatIdOp>(loc, x, w, ids); }

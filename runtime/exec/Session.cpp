@@ -87,7 +87,7 @@ std::string Session::checkBatch(const std::vector<BatchToken> &batch) const {
                          i, b.seq, len, len, b.pos);
     } else if (b.pos < len && b.pos > 0) {
       for (auto [window, ring] : rings_)
-        if (window > 1 && b.pos - window + 1 < len - ring)
+        if (window > 1 && std::max<int64_t>(0, b.pos - window + 1) < len - ring)
           return fmt::format("batch entry {}: sequence {} cannot go back to position {}: it holds positions "
                              "0..{} and its sliding-window layers (window {}) keep only the last {}; rewind to "
                              "{} or later, or clear the sequence and start again at 0",

@@ -118,6 +118,9 @@ public:
   /// returning tokens.size() rows.
   Expected<std::vector<float>> evaluate(const std::vector<int32_t> &tokens,
                                         const std::vector<int32_t> &positions);
+  /// "" when evaluate(batch) would accept `batch` (the rules of "Sequences"); else its error line. Nothing
+  /// runs and nothing changes.
+  std::string checkBatch(const std::vector<BatchToken> &batch) const;
   /// Empties sequence `seq` (its next token is at position 0); out-of-range ids are ignored.
   void clearSequence(int32_t seq);
   /// Sequences the session holds (SessionOptions::sequences).
@@ -185,9 +188,6 @@ protected:
   void recordStep(size_t step, double seconds);
 
 private:
-  /// "" when `batch` keeps the rules of "Sequences"; else one line naming the entry.
-  std::string checkBatch(const std::vector<BatchToken> &batch) const;
-
   const Plan plan_;
   const int64_t ctx_;
   const std::vector<int> devices_;
