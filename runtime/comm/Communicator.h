@@ -5,11 +5,12 @@
 // (localRanks()); implementations:
 //   - InProcessCommunicator (this folder): every rank in one process, host memory, device threads meeting
 //     in shared memory (the CPU backend);
-//   - next, not built yet: MPI (one rank per process, host buffers; runtime/comm, MPI only), NCCL
-//     bootstrapped over MPI (one rank per process, device buffers, stream-ordered) and the CUDA backend's
-//     in-process loopback / ncclCommInitAll (one host thread drives all local devices: one call carries
-//     every local rank, like an ncclGroupStart/End bracket). Those that launch kernels live with their
-//     backend (runtime/cuda); runtime/comm includes no backend.
+//   - the CUDA backend's loopback and ncclCommInitAll communicators (runtime/cuda/Communicators.h: one host
+//     thread drives all local devices, one call carries every local rank, like an ncclGroupStart/End
+//     bracket; device buffers, stream-ordered);
+//   - next, not built yet: MPI (one rank per process, host buffers; runtime/comm, MPI only) and NCCL
+//     bootstrapped over MPI (one rank per process, device buffers, stream-ordered). Those that launch
+//     kernels live with their backend (runtime/cuda); runtime/comm includes no backend.
 //
 // Calling conventions:
 //   - Who calls: every rank takes part in every collective, in the same order (the k-th call of rank r

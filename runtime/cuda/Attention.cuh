@@ -17,7 +17,7 @@ namespace tpc::rt::cuda {
 
 struct XQBlock; // Quant.cuh: an activation block's scale and sums
 
-/// Which elements of a head ROPE rotates together (the plan's Rope ints[0]).
+/// Which elements of a head ROPE rotates together (RopeParams::mode, StepParams.h: the same codes).
 enum class RopeMode : int {
   Normal = 0, ///< adjacent pairs (2i, 2i + 1)
   Neox = 1,   ///< halves (i, i + n_dims / 2)

@@ -4,7 +4,7 @@
 // (after one warm-up) of up to 512 MiB, large enough to stream past the L2, read + write counted. Uses no
 // session state; any CUDA failure gives 0 and is cleared so that it cannot surface as a later step's error.
 //===----------------------------------------------------------------------===//
-#include "runtime/cuda/CudaSession.h"
+#include "runtime/cuda/SessionImpl.h"
 
 #include <cuda_runtime.h>
 

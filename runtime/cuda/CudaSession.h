@@ -1,30 +1,33 @@
 //===- CudaSession.h - run a device plan on NVIDIA GPUs -----------*- C++ -*-===//
 //
-// The CUDA twin of tpc::rt::Session (runtime/exec/Executor.h): same open/evaluate surface and the same
-// per-op semantics, every step on a GPU. Logical devices of the plan map to GPUs round-robin over
-// CudaOptions::gpus (default: every visible GPU). Per logical device: one cudaMalloc per arena (weights,
-// activations, KV, scratch + I/O), one stream, one cuBLAS handle. Weights are uploaded slice by slice
-// from the mmapped GGUF through pinned staging buffers (progress on stderr when asked).
+// The CUDA backend's tpc::rt::Session (runtime/exec/Session.h): the same evaluate surface and per-op
+// semantics as the CPU backend, every step on a GPU. Programs open it through the backend registry
+// (CudaBackend.h, "cuda"); tests that need CudaOptions open it with openCudaSession. Logical devices of
+// the plan map to GPUs round-robin over CudaOptions::gpus (default: every visible GPU). Per logical
+// device: one cudaMalloc per arena (weights, activations, KV, scratch + I/O), one stream, one cuBLAS
+// handle. Weights are uploaded slice by slice from the mmapped GGUF through pinned staging buffers
+// (progress on stderr when asked).
 //
-// Collectives: logical devices on distinct GPUs use NCCL (one communicator per session, loaded with
-// dlopen on first use, so single-GPU machines need no libnccl); several logical devices on one GPU use
-// the loopback all-reduce kernel. Either way the order against compute is kept with events, never a host
-// sync. AllGather and ReduceScatter are all-reduces of zero-padded or full buffers (exact, since the
-// padding adds zeros). Mixing (some GPUs hosting several logical devices) is refused at open.
+// Collectives go through exec::CollectiveRunner (the compositions of every backend) on a stream-ordered
+// communicator (Communicators.h): logical devices on distinct GPUs use NCCL (loaded with dlopen on first
+// use, so single-GPU machines need no libnccl); several logical devices on one GPU use the loopback
+// all-reduce kernel. Mixing (some GPUs hosting several logical devices) is refused at open. A session runs
+// every device of its plan (a subset of SessionOptions::devices is refused for now).
 //
 // Decode calls (one token) are captured once as a CUDA graph and replayed when every logical device sits
 // on the same GPU (the loopback collective is an ordinary kernel inside the graph); with NCCL over
 // several GPUs each step is launched directly.
 //
 // Usage:
-//   auto s = tpc::rt::cuda::CudaSession::open(std::move(plan), sessionOptions, cudaOptions);
+//   auto s = builtinBackends().open("cuda", std::move(plan), sessionOptions);   // runtime/backends
+//   auto t = cuda::openCudaSession(std::move(plan), sessionOptions, cudaOptions, cpuBackend);  // tests
 //   if (!s) fail(s.message());
 //   auto logits = (*s)->evaluate(tokens, positions);
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CUDA_CUDASESSION_H
 #define TPC_RUNTIME_CUDA_CUDASESSION_H
 
-#include "runtime/exec/Executor.h"
+#include "runtime/exec/Backend.h"
 
 #include <memory>
 #include <string>
@@ -51,42 +54,12 @@ int cudaDeviceCount();
 /// "NVIDIA H100 80GB HBM3, 79.1 GiB, sm_90" for ordinal `gpu`, or the error.
 std::string cudaDeviceName(int gpu);
 
-/// A plan loaded on GPUs. One caller at a time.
-class CudaSession {
-public:
-  /// Opens `plan` (checks as Session::open, plus GPU capacity and weight types); the error is one line.
-  static Expected<std::unique_ptr<CudaSession>> open(Plan plan, const SessionOptions &opts,
-                                                     const CudaOptions &cuda = {});
-  ~CudaSession();
-
-  /// As Session::evaluate.
-  Expected<std::vector<float>> evaluate(const std::vector<int32_t> &tokens,
-                                        const std::vector<int32_t> &positions);
-
-  const Plan &plan() const;
-  int64_t ctxSize() const;
-  int64_t nVocab() const;
-  /// Bytes allocated per logical device (weights + activations + KV + scratch).
-  std::vector<uint64_t> deviceBytes() const;
-  /// GPU ordinal of each logical device.
-  std::vector<int> gpuOf() const;
-  /// Device-to-device copy bandwidth of GPU `gpu` in bytes per second, read + write counted (the decode
-  /// roofline's denominator): the best of 5 copies of up to 512 MiB, timed with events. 0 when it cannot be
-  /// measured (no memory to spare, a CUDA error).
-  double copyBandwidth(int gpu) const;
-  /// True when decode steps replay a captured CUDA graph.
-  bool usesGraphs() const;
-  /// As Session::tensorData (copied back from the GPU).
-  std::vector<float> tensorData(size_t device, int32_t id, int64_t tokens) const;
-  /// Per-step timing of device 0 (synchronises after each step while on, so it slows runs down).
-  void setProfiling(bool on);
-  std::vector<StepProfile> profile() const;
-
-private:
-  CudaSession();
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+/// Opens `plan` on GPUs: exec::prepareOpen's checks, then what only the GPU kernels refuse (weight types,
+/// head dims above 256, more than 8 dims), GPU capacity, allocation, weights, the communicator. Host-placed
+/// steps run on the HostStepRunner that `hostCpu` (the CPU Backend object) hands out here. The error is one
+/// line.
+Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptions &opts,
+                                                   const CudaOptions &cuda, const Backend &hostCpu);
 
 } // namespace tpc::rt::cuda
 

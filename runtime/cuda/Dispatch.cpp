@@ -4,14 +4,15 @@
 // device addresses and shapes exactly as the CPU executor binds them, then unpacked into a launcher's
 // argument struct (runStep: one flat switch over OpKind). One host thread drives every logical device
 // (runSteps): it runs each device's steps up to the next collective (launches are asynchronous, so devices
-// overlap), then issues the collective for all of them (Collectives.cpp). Data movement (views, slices,
+// overlap), then issues the collective for all of them in one call (Collectives.cpp, through
+// exec::CollectiveRunner). Step parameters are read through StepParams.h. Data movement (views, slices,
 // concats, same-dtype copies) is cudaMemcpy2DAsync. Each step goes through runFused first (Fusion.cpp),
 // which runs it alone here when no fused group starts at it.
 //
 // Host placement (`--override-tensor REGEX=cpu`, `--no-kv-offload`): host weight slices stay in host
 // memory, host activations live in a pinned host arena at the plan's offsets, host KV caches in mapped
-// pinned memory (device attention reads them over the bus). Host steps run on the CPU kernels
-// (exec::runLocalStep, runHostStep) after the device stream has drained the copies they read; copies
+// pinned memory (device attention reads them over the bus). Host steps run on the CPU backend's
+// exec::HostStepRunner (runHostStep) after the device stream has drained the copies they read; copies
 // across are cudaMemcpyAsync. A plan with host steps runs without CUDA graphs, and no fusion reaches
 // across a host step.
 //===----------------------------------------------------------------------===//
@@ -20,6 +21,9 @@
 #include "runtime/cuda/Attention.cuh"
 #include "runtime/cuda/Elementwise.cuh"
 #include "runtime/cuda/Matmul.cuh"
+#include "runtime/plan/StepParams.h"
+
+#include <fmt/core.h>
 
 #include <chrono>
 
@@ -28,41 +32,51 @@ namespace tpc::rt::cuda {
 using exec::KvBuffers;
 using exec::TensorRef;
 
-void CudaSession::Impl::runSteps(int64_t t) {
+Expected<void> CudaSession::runSteps(int64_t t) {
   const size_t n = devs.size();
   std::vector<size_t> at(n, 0);
   for (Device &dev : devs)
     dev.xqOf = nullptr;
+  // Profiling times device 0's steps (a fused group counts under its first step), synchronising after each.
+  auto timed = [&](size_t step, std::chrono::steady_clock::time_point t0) {
+    if (!profiling())
+      return;
+    TPC_CUDA_CHECK(cudaSetDevice(devs[0].gpu));
+    TPC_CUDA_CHECK(cudaStreamSynchronize(devs[0].stream));
+    recordStep(step, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
   for (;;) {
     for (size_t d = 0; d < n; ++d) {
-      const std::vector<Step> &steps = plan.devices[d].steps;
+      const std::vector<Step> &steps = plan().devices[d].steps;
       TPC_CUDA_CHECK(cudaSetDevice(devs[d].gpu));
       while (at[d] < steps.size() && !isCollective(steps[at[d]].op)) {
         auto t0 = std::chrono::steady_clock::now();
         size_t done = 1;
-        if (devs[d].hostStep[at[d]])
-          runHostStep(d, at[d], t);
-        else
+        if (devs[d].hostStep[at[d]]) {
+          if (Expected<void> ok = runHostStep(d, at[d], t); !ok)
+            return Error{fmt::format("device {}: {}", d, ok.message())};
+        } else {
           done = runFused(d, at[d], t);
-        if (profiling && d == 0) { // a fused pair counts under its first step
-          TPC_CUDA_CHECK(cudaStreamSynchronize(devs[0].stream));
-          prof[at[d]].seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          ++prof[at[d]].calls;
         }
+        if (d == 0)
+          timed(at[d], t0);
         at[d] += done;
       }
     }
-    if (at[0] >= plan.devices[0].steps.size())
-      return; // open() checked that every device has the same collectives, so all are done
-    collective(at, t);
+    if (at[0] >= plan().devices[0].steps.size())
+      return {}; // prepareOpen checked that every device has the same collectives, so all are done
+    auto t0 = std::chrono::steady_clock::now();
+    if (Expected<void> ok = collective(at, t); !ok)
+      return ok;
+    timed(at[0], t0);
     for (size_t &a : at)
       ++a;
   }
 }
 
-void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
+void CudaSession::runStep(size_t d, size_t i, int64_t t) {
   Device &dev = devs[d];
-  const Step &s = plan.devices[d].steps[i];
+  const Step &s = plan().devices[d].steps[i];
   std::vector<TensorRef> in, out;
   bindStep(d, s, t, in, out);
   // A reshape or copy onto itself writes nothing (the attention output viewed as the o projection's x).
@@ -81,7 +95,7 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     a.rows = x.rows();
     a.k = x.inner();
     a.ids = in[1].i();
-    a.idOffset = s.ints.empty() ? 0 : s.ints[0];
+    a.idOffset = GetRowsParams::read(s).firstId.value_or(0);
     a.count = in[1].numel();
     a.y = y.f();
     launchGetRows(a, st);
@@ -105,7 +119,7 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     a.y = y.f();
     a.rows = x.rows();
     a.n = x.inner();
-    a.eps = s.floats[0];
+    a.eps = RmsNormParams::read(s).eps;
     const bool q = quantizeOutput(d, i, y, t, a.xq, a.xs);
     launchRmsNorm(a, st);
     if (q)
@@ -113,7 +127,7 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     break;
   }
   case OpKind::Matmul: {
-    const TensorDesc &wd = plan.devices[d].tensors[s.inputs[1]];
+    const TensorDesc &wd = plan().devices[d].tensors[s.inputs[1]];
     matmul(dev, x, in[1], y, wd.storage == Storage::Weight ? dev.f16Of[wd.index] : nullptr);
     break;
   }
@@ -187,8 +201,10 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     a.kind = s.op == OpKind::Scale     ? MapKind::Scale
              : s.op == OpKind::Softcap ? MapKind::Softcap
                                        : MapKind::Unary;
-    a.fn = s.op == OpKind::Unary ? static_cast<UnaryFn>(s.ints[0]) : UnaryFn::Silu;
-    a.v = s.op == OpKind::Unary ? 0.0f : s.floats[0];
+    a.fn = s.op == OpKind::Unary ? UnaryParams::read(s).fn : UnaryFn::Silu;
+    a.v = s.op == OpKind::Scale     ? ScaleParams::read(s).value
+          : s.op == OpKind::Softcap ? SoftcapParams::read(s).cap
+                                    : 0.0f;
     a.x = x.f();
     a.y = y.f();
     a.n = x.numel();
@@ -197,7 +213,7 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
   }
   case OpKind::Glu: {
     GluArgs a;
-    a.fn = static_cast<UnaryFn>(s.ints[0]);
+    a.fn = GluParams::read(s).fn;
     a.f = y.inner();
     a.rows = y.rows();
     a.gStride = in.size() > 1 ? a.f : 2 * a.f;
@@ -225,7 +241,7 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     a.y = y.i();
     a.rows = x.rows();
     a.n = x.inner();
-    a.k = s.ints[0];
+    a.k = TopKParams::read(s).k;
     launchTopK(a, st);
     break;
   }
@@ -233,7 +249,7 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     SumArgs a;
     a.x = x.f();
     a.y = y.f();
-    exec::splitAxis(x.shape, s.ints[0], a.outer, a.dim, a.inner);
+    exec::splitAxis(x.shape, SumParams::read(s).axis, a.outer, a.dim, a.inner);
     launchSum(a, st);
     break;
   }
@@ -247,27 +263,29 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     a.y = y.data;
     a.elemBytes = static_cast<int>(dtypeBytes(x.dtype));
     a.rank = static_cast<int>(x.shape.size());
+    const std::vector<int64_t> perm = PermuteParams::read(s).perm;
     std::vector<int64_t> xs(a.rank, 1);
     for (int i = a.rank - 1; i > 0; --i)
       xs[i - 1] = xs[i] * x.shape[i];
     for (int i = 0; i < a.rank; ++i) {
       a.yShape[i] = y.shape[i];
-      a.srcStride[i] = xs[s.ints[i]];
+      a.srcStride[i] = xs[perm[i]];
     }
     launchPermute(a, st);
     break;
   }
   case OpKind::View:
-  case OpKind::Slice:
-    narrow(dev, x.data, y.data, x.shape, y.shape[s.ints[0]], s.ints[0], s.ints[1], dtypeBytes(x.dtype),
-           false);
+  case OpKind::Slice: {
+    const NarrowParams p = NarrowParams::read(s);
+    narrow(dev, x.data, y.data, x.shape, y.shape[p.axis], p.axis, p.offset, dtypeBytes(x.dtype), false);
     break;
+  }
   case OpKind::Concat: {
+    const int64_t axis = AxisParams::read(s).axis;
     int64_t at = 0;
     for (const TensorRef &part : in) {
-      narrow(dev, part.data, y.data, y.shape, part.shape[s.ints[0]], s.ints[0], at, dtypeBytes(y.dtype),
-             true);
-      at += part.shape[s.ints[0]];
+      narrow(dev, part.data, y.data, y.shape, part.shape[axis], axis, at, dtypeBytes(y.dtype), true);
+      at += part.shape[axis];
     }
     break;
   }
@@ -280,15 +298,17 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     a.t = x.shape[0];
     a.h = x.shape[1];
     a.d = x.shape[2];
-    a.mode = static_cast<RopeMode>(s.ints[0]);
-    a.nDims = s.ints[1];
-    a.base = s.floats[0];
-    a.freqScale = s.floats[1];
+    const RopeParams p = RopeParams::read(s);
+    a.mode = static_cast<RopeMode>(p.mode); // the plan's codes are the kernel's
+    a.nDims = p.nDims;
+    a.base = p.base;
+    a.freqScale = p.freqScale;
     launchRope(a, st);
     break;
   }
   case OpKind::Attention: {
-    const KvBuffers &kv = dev.kv[s.ints[0]];
+    const AttentionParams p = AttentionParams::read(s);
+    const KvBuffers &kv = dev.kv[p.kvCache];
     AttentionArgs a;
     a.q = x.f();
     a.k = in[1].f();
@@ -304,9 +324,9 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
     a.dk = x.shape[2];
     a.dv = in[2].shape[2];
     a.ctx = kv.ctx;
-    a.scale = s.floats[0];
-    a.softcap = s.floats[1];
-    a.window = s.ints[1];
+    a.scale = p.scale;
+    a.softcap = p.softcap;
+    a.window = p.window;
     a.y = y.f();
     const bool q = a.dv % 32 == 0 && quantizeOutput(d, i, y, t, a.xq, a.xs);
     launchAttention(a, st);
@@ -335,9 +355,9 @@ void CudaSession::Impl::runStep(size_t d, size_t i, int64_t t) {
   }
 }
 
-/// A host-placed step (the CPU kernels, on host memory), or a copy between host and device memory.
-void CudaSession::Impl::runHostStep(size_t d, size_t i, int64_t t) {
-  const DevicePlan &dp = plan.devices[d];
+/// A host-placed step (the CPU backend's runner, on host memory), or a copy between host and device memory.
+Expected<void> CudaSession::runHostStep(size_t d, size_t i, int64_t t) {
+  const DevicePlan &dp = plan().devices[d];
   const Step &s = dp.steps[i];
   Device &dev = devs[d];
   std::vector<TensorRef> in, out;
@@ -352,17 +372,17 @@ void CudaSession::Impl::runHostStep(size_t d, size_t i, int64_t t) {
                                      fromHost ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, dev.stream));
     dev.hostSync = true;
     forgetIfWritten(dev, out);
-    return;
+    return {};
   }
   if (dev.hostSync) {
     TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
     dev.hostSync = false;
   }
-  exec::runLocalStep(s, in, out, dev.kv, *hostThreads);
+  return hostRunner->run(s, in, out, dev.kv);
 }
 
-void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y,
-                               const void *wF16) {
+void CudaSession::matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y,
+                         const void *wF16) {
   const int64_t m = x.rows(), k = x.inner(), n = w.rows();
   if (m == 0 || n == 0)
     return;
@@ -414,7 +434,7 @@ void CudaSession::Impl::matmul(Device &dev, const TensorRef &x, const TensorRef 
   }
 }
 
-void CudaSession::Impl::copy(Device &dev, const TensorRef &x, const TensorRef &y) {
+void CudaSession::copy(Device &dev, const TensorRef &x, const TensorRef &y) {
   const int64_t n = x.numel();
   if (n == 0)
     return;
@@ -435,8 +455,8 @@ void CudaSession::Impl::copy(Device &dev, const TensorRef &x, const TensorRef &y
 /// `whole` is the shape of the larger tensor and `size` the part's extent along `axis`. insert = false:
 /// y (the part) = x (the whole) narrowed to [offset, offset + size); insert = true: x (the dense part) is
 /// written into y (the whole) at offset.
-void CudaSession::Impl::narrow(Device &dev, const void *x, void *y, const std::vector<int64_t> &whole,
-                               int64_t size, int64_t axis, int64_t offset, size_t es, bool insert) {
+void CudaSession::narrow(Device &dev, const void *x, void *y, const std::vector<int64_t> &whole, int64_t size,
+                         int64_t axis, int64_t offset, size_t es, bool insert) {
   int64_t outer, dim, inner;
   exec::splitAxis(whole, axis, outer, dim, inner);
   const size_t width = size * inner * es, wide = dim * inner * es;

@@ -20,6 +20,7 @@
 #include "runtime/cuda/Attention.cuh"
 #include "runtime/cuda/Elementwise.cuh"
 #include "runtime/cuda/Matmul.cuh"
+#include "runtime/plan/StepParams.h"
 
 namespace tpc::rt::cuda {
 
@@ -28,8 +29,8 @@ using exec::TensorRef;
 /// Runs step i of device d, or steps i, i + 1, ... as one kernel where that is the same computation (see
 /// docs/architecture.md, "Fusion at run time"): residual add + rms_norm here, and the groups that
 /// groupedMatmul, routeChain and normRope recognise. Returns the steps done.
-size_t CudaSession::Impl::runFused(size_t d, size_t i, int64_t t) {
-  const std::vector<Step> &steps = plan.devices[d].steps;
+size_t CudaSession::runFused(size_t d, size_t i, int64_t t) {
+  const std::vector<Step> &steps = plan().devices[d].steps;
   const Step &s = steps[i];
   if (devs[d].hostNear[i]) { // a fused group must not take a host step onto the GPU
     runStep(d, i, t);
@@ -52,7 +53,7 @@ size_t CudaSession::Impl::runFused(size_t d, size_t i, int64_t t) {
       a.y = nout[0].f();
       a.rows = nout[0].rows();
       a.n = nout[0].inner();
-      a.eps = steps[i + 1].floats[0];
+      a.eps = RmsNormParams::read(steps[i + 1]).eps;
       const bool q = quantizeOutput(d, i + 1, nout[0], t, a.xq, a.xs);
       launchRmsNorm(a, dev.stream);
       if (q)
@@ -76,8 +77,8 @@ size_t CudaSession::Impl::runFused(size_t d, size_t i, int64_t t) {
 /// Decode matmuls i, i + 1, ... on the same x with weights of one type as one launch (GemvArgs parts);
 /// likewise mul_mat_id steps on the same x and ids with weights of one type and shape (gate, up).
 /// Returns the steps done, 0 where fewer than two qualify.
-size_t CudaSession::Impl::groupedMatmul(size_t d, size_t i, int64_t t) {
-  const std::vector<Step> &steps = plan.devices[d].steps;
+size_t CudaSession::groupedMatmul(size_t d, size_t i, int64_t t) {
+  const std::vector<Step> &steps = plan().devices[d].steps;
   const Step &first = steps[i];
   const bool ids = first.op == OpKind::MulMatId;
   std::vector<TensorRef> in, out;
@@ -135,8 +136,8 @@ size_t CudaSession::Impl::groupedMatmul(size_t d, size_t i, int64_t t) {
 
 /// The MoE router chain softmax -> top_k -> take_along -> sum -> div (normalized weights) of steps i..i+4,
 /// wired exactly so, as one kernel. Returns 5, or 0 where the steps are not that chain.
-size_t CudaSession::Impl::routeChain(size_t d, size_t i, int64_t t) {
-  const std::vector<Step> &steps = plan.devices[d].steps;
+size_t CudaSession::routeChain(size_t d, size_t i, int64_t t) {
+  const std::vector<Step> &steps = plan().devices[d].steps;
   if (i + 5 > steps.size())
     return 0;
   const Step &sm = steps[i], &tk = steps[i + 1], &ta = steps[i + 2], &su = steps[i + 3], &dv = steps[i + 4];
@@ -148,11 +149,11 @@ size_t CudaSession::Impl::routeChain(size_t d, size_t i, int64_t t) {
   const TensorRef x = bind(d, sm.inputs[0], t), pr = bind(d, p, t), ids = bind(d, tk.outputs[0], t),
                   w = bind(d, ta.outputs[0], t), sum = bind(d, su.outputs[0], t),
                   wn = bind(d, dv.outputs[0], t);
-  const int64_t rows = x.rows(), n = x.inner(), k = tk.ints[0];
+  const int64_t rows = x.rows(), n = x.inner(), k = TopKParams::read(tk).k;
   // Rows of n logits; the sum over the last axis of [rows, k]; the div by a [rows, 1] column.
   if (n > kRouteMaxExperts || k < 1 || k > n || ids.numel() != rows * k || w.numel() != rows * k ||
       wn.numel() != rows * k || sum.numel() != rows || w.shape.size() != 2 ||
-      su.ints[0] != int64_t(w.shape.size()) - 1 || pr.numel() != rows * n)
+      SumParams::read(su).axis != int64_t(w.shape.size()) - 1 || pr.numel() != rows * n)
     return 0;
   Device &dev = devs[d];
   forgetIfWritten(dev, {pr, ids, w, sum, wn});
@@ -173,8 +174,8 @@ size_t CudaSession::Impl::routeChain(size_t d, size_t i, int64_t t) {
 /// Up to two rope steps with the same positions and frequencies (Q, K), each optionally preceded by the
 /// per-head rms_norm that feeds it (steps: norm, norm, rope, rope; or rope, rope; or norm, rope), as one
 /// kernel. Returns the steps done, 0 where the steps are not that.
-size_t CudaSession::Impl::normRope(size_t d, size_t i, int64_t t) {
-  const std::vector<Step> &steps = plan.devices[d].steps;
+size_t CudaSession::normRope(size_t d, size_t i, int64_t t) {
+  const std::vector<Step> &steps = plan().devices[d].steps;
   size_t j = i;
   std::vector<size_t> norms, ropes;
   while (j < steps.size() && norms.size() < 2 && steps[j].op == OpKind::RmsNorm)
@@ -184,24 +185,27 @@ size_t CudaSession::Impl::normRope(size_t d, size_t i, int64_t t) {
   if (ropes.empty() || (!norms.empty() && norms.size() != ropes.size()) || norms.size() + ropes.size() < 2)
     return 0;
   const Step &r0 = steps[ropes[0]];
+  const RopeParams p0 = RopeParams::read(r0);
   NormRopeArgs a;
   std::vector<TensorRef> in, out, nin, nout, written;
   std::vector<std::vector<TensorRef>> reads(ropes.size()), writes(ropes.size());
   for (size_t q = 0; q < ropes.size(); ++q) {
     const Step &r = steps[ropes[q]];
+    const RopeParams p = RopeParams::read(r);
     bindStep(d, r, t, in, out);
     if (in[0].shape.size() != 3 || r.inputs[1] != r0.inputs[1] || r.inputs.size() != r0.inputs.size() ||
-        (r.inputs.size() > 2 && r.inputs[2] != r0.inputs[2]) || r.ints != r0.ints || r.floats != r0.floats)
+        (r.inputs.size() > 2 && r.inputs[2] != r0.inputs[2]) || p.mode != p0.mode || p.nDims != p0.nDims ||
+        p.base != p0.base || p.freqScale != p0.freqScale)
       return 0;
     if (q == 0) {
       a.rope.pos = in[1].i();
       a.rope.freqFactors = in.size() > 2 ? in[2].f() : nullptr;
       a.rope.t = in[0].shape[0];
       a.rope.d = in[0].shape[2];
-      a.rope.mode = static_cast<RopeMode>(r.ints[0]);
-      a.rope.nDims = r.ints[1];
-      a.rope.base = r.floats[0];
-      a.rope.freqScale = r.floats[1];
+      a.rope.mode = static_cast<RopeMode>(p.mode); // the plan's codes are the kernel's
+      a.rope.nDims = p.nDims;
+      a.rope.base = p.base;
+      a.rope.freqScale = p.freqScale;
     } else if (in[0].shape[0] != a.rope.t || in[0].shape[2] != a.rope.d) {
       return 0;
     }
@@ -222,7 +226,7 @@ size_t CudaSession::Impl::normRope(size_t d, size_t i, int64_t t) {
       pt.norm = true;
       pt.x = nin[0].f();
       pt.w = nin.size() > 1 ? nin[1].f() : nullptr;
-      pt.eps = nm.floats[0];
+      pt.eps = RmsNormParams::read(nm).eps;
       pt.normed = nout[0].f();
       written.push_back(nout[0]);
       reads[q].push_back(nin[0]);
@@ -250,7 +254,7 @@ size_t CudaSession::Impl::normRope(size_t d, size_t i, int64_t t) {
   return j - i;
 }
 
-void CudaSession::Impl::quantizedX(Device &dev, GemvArgs &a, int64_t rows) {
+void CudaSession::quantizedX(Device &dev, GemvArgs &a, int64_t rows) {
   if (!gemvUsesIntDot(a))
     return;
   if (dev.xqOf != a.x || dev.xqHeld != rows * a.k) {
@@ -266,10 +270,10 @@ void CudaSession::Impl::quantizedX(Device &dev, GemvArgs &a, int64_t rows) {
 /// Whether step i's output y (an rms_norm or glu row set) should also be written quantized: one of the
 /// next few steps is a matmul on y that runs the integer decode GEMV (a float one, such as an f32 router,
 /// may come first). Then xq/xs point at the device's copy.
-bool CudaSession::Impl::quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t t, int8_t *&xq,
-                                       XQBlock *&xs) {
+bool CudaSession::quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t t, int8_t *&xq,
+                                 XQBlock *&xs) {
   constexpr size_t kLookahead = 8;
-  const std::vector<Step> &steps = plan.devices[d].steps;
+  const std::vector<Step> &steps = plan().devices[d].steps;
   const Device &dev = devs[d];
   // The integer GEMV runs for at most kPairGridMax tokens (mul_mat_id's per-pair form; plain matmuls
   // only for one): past that, do not look.
@@ -306,14 +310,14 @@ bool CudaSession::Impl::quantizeOutput(size_t d, size_t i, const TensorRef &y, i
 }
 
 /// Records that the device's quantized copy holds y (written by a fused producer).
-void CudaSession::Impl::primeQuantized(Device &dev, const TensorRef &y) {
+void CudaSession::primeQuantized(Device &dev, const TensorRef &y) {
   dev.xqOf = y.f();
   dev.xqHeld = y.numel();
 }
 
 /// Forgets the device's quantized x when a step writes over it (the matmuls that read an x again reuse
 /// its quantized copy until then).
-void CudaSession::Impl::forgetIfWritten(Device &dev, const std::vector<TensorRef> &outs) {
+void CudaSession::forgetIfWritten(Device &dev, const std::vector<TensorRef> &outs) {
   if (!dev.xqOf)
     return;
   const uint8_t *lo = reinterpret_cast<const uint8_t *>(dev.xqOf), *hi = lo + dev.xqHeld * 4;

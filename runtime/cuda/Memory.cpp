@@ -15,9 +15,10 @@
 //                   then the f16 cache dequantized once on the GPU
 //
 // Scratch per device (one allocation with the I/O buffers): the f16 weight tile and f16 activations of
-// the cuBLAS path, the expert routing lists of MUL_MAT_ID, the staging buffer of the reduce-scatter /
-// all-gather collectives and the quantized x of the integer decode GEMV, each sized from the plan's steps
-// at max_batch (scratchFor).
+// the cuBLAS path, the expert routing lists of MUL_MAT_ID and the quantized x of the integer decode GEMV,
+// each sized from the plan's steps at max_batch (scratchFor). scratchFor also sizes the staging buffer of
+// the reduce-scatter / all-gather collectives, which the session's communicator allocates (Communicators.h)
+// and the capacity check counts.
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/SessionImpl.h"
 
@@ -32,14 +33,14 @@ namespace tpc::rt::cuda {
 using exec::KvBuffers;
 using exec::TensorRef;
 
-ScratchPlan CudaSession::Impl::scratchFor(size_t d) const {
+ScratchPlan CudaSession::scratchFor(size_t d) const {
   ScratchPlan sp;
-  const int64_t t = plan.model.maxBatch;
+  const int64_t t = plan().model.maxBatch;
   std::vector<TensorRef> in, out;
   // The f16 weight tile holds up to 16 Mi elements (32 MiB) of rows, at least 64 rows.
   constexpr int64_t kTileElems = int64_t(16) << 20;
-  for (const Step &s : plan.devices[d].steps) {
-    if (touchesHost(plan.devices[d], s))
+  for (const Step &s : plan().devices[d].steps) {
+    if (touchesHost(plan().devices[d], s))
       continue;
     bindStep(d, s, t, in, out);
     if (s.op == OpKind::Matmul && t >= copts.cublasMinRows && in[0].inner() > 0) {
@@ -57,17 +58,16 @@ ScratchPlan CudaSession::Impl::scratchFor(size_t d) const {
   // The integer decode GEMV runs for one token, or mul_mat_id with at most kPairGridMax pairs (so at
   // most that many tokens): its x at that many tokens bounds the quantized copy.
   const int64_t tq = std::min<int64_t>(t, kPairGridMax);
-  for (const Step &s : plan.devices[d].steps)
-    if ((s.op == OpKind::Matmul || s.op == OpKind::MulMatId) && !touchesHost(plan.devices[d], s)) {
+  for (const Step &s : plan().devices[d].steps)
+    if ((s.op == OpKind::Matmul || s.op == OpKind::MulMatId) && !touchesHost(plan().devices[d], s)) {
       bindStep(d, s, tq, in, out);
       sp.xqElems = std::max(sp.xqElems, in[0].numel());
     }
   return sp;
 }
 
-std::string CudaSession::Impl::sizeDevices(const SessionOptions &opts,
-                                           std::vector<DeviceSizes> &sizes) const {
-  const Plan &p = plan;
+std::string CudaSession::sizeDevices(const SessionOptions &opts, std::vector<DeviceSizes> &sizes) const {
+  const Plan &p = plan();
   const size_t n = p.devices.size();
   sizes.assign(n, DeviceSizes());
   const uint64_t io = alignUp(p.model.maxBatch * 4) * 2 + alignUp(p.model.maxBatch * p.model.nVocab * 4);
@@ -83,8 +83,8 @@ std::string CudaSession::Impl::sizeDevices(const SessionOptions &opts,
     z.hostActs = dp.hostActivationBytes; // the plan's host arena (v3 plans: as large as the device's)
     for (const KvCache &c : dp.kv)
       (c.placement == Placement::Host ? z.hostKv : z.kv) +=
-          alignUp(ctx * c.nHeadKv * c.headDimK * dtypeBytes(c.dtype)) +
-          alignUp(ctx * c.nHeadKv * c.headDimV * dtypeBytes(c.dtype));
+          alignUp(ctxSize() * c.nHeadKv * c.headDimK * dtypeBytes(c.dtype)) +
+          alignUp(ctxSize() * c.nHeadKv * c.headDimV * dtypeBytes(c.dtype));
     z.sp = scratchFor(d);
     // f16 copies of the matmul weights the cuBLAS path reads (decided per GPU below).
     z.f16Offset.assign(dp.weights.size(), -1);
@@ -102,17 +102,19 @@ std::string CudaSession::Impl::sizeDevices(const SessionOptions &opts,
         z.f16Offset[wd.index] = static_cast<int64_t>(z.f16);
         z.f16 += alignUp(uint64_t(elems) * 2);
       }
-    z.scratch = alignUp(z.sp.wTile) + alignUp(z.sp.xHalf) + alignUp(z.sp.route) + alignUp(z.sp.stage) +
-                alignUp(z.sp.xqElems) + alignUp(z.sp.xqElems / 32 * kXQBlockBytes) + io;
+    z.scratch = alignUp(z.sp.wTile) + alignUp(z.sp.xHalf) + alignUp(z.sp.route) + alignUp(z.sp.xqElems) +
+                alignUp(z.sp.xqElems / 32 * kXQBlockBytes) + io;
+    z.stage = alignUp(z.sp.stage); // the communicator's, allocated when it is made
     if (opts.maxDeviceBytes && z.total() > opts.maxDeviceBytes)
       return fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}, "
                          "scratch {}) but has {}; use more devices or a smaller --ctx-size",
-                         d, z.total(), z.weights, z.acts, z.kv, ctx, z.scratch, opts.maxDeviceBytes);
+                         d, z.total(), z.weights, z.acts, z.kv, ctxSize(), z.scratch + z.stage,
+                         opts.maxDeviceBytes);
   }
   return "";
 }
 
-std::string CudaSession::Impl::fitGpus(const std::set<int> &used, std::vector<DeviceSizes> &sizes) const {
+std::string CudaSession::fitGpus(const std::set<int> &used, std::vector<DeviceSizes> &sizes) const {
   const size_t n = devs.size();
   for (int g : used) {
     uint64_t need = 0;
@@ -136,13 +138,14 @@ std::string CudaSession::Impl::fitGpus(const std::set<int> &used, std::vector<De
     if (need + (uint64_t(256) << 20) > freeB) // leave room for cuBLAS workspaces and the CUDA context
       return fmt::format("GPU {} ({}) has {:.2f} GiB free but the plan's devices on it need {:.2f} GiB "
                          "for --ctx-size {}; use more GPUs or a smaller --ctx-size",
-                         g, cudaDeviceName(g), freeB / double(1ull << 30), need / double(1ull << 30), ctx);
+                         g, cudaDeviceName(g), freeB / double(1ull << 30), need / double(1ull << 30),
+                         ctxSize());
   }
   return "";
 }
 
-void CudaSession::Impl::allocateDevice(size_t d, const DeviceSizes &z) {
-  const Plan &p = plan;
+void CudaSession::allocateDevice(size_t d, const DeviceSizes &z) {
+  const Plan &p = plan();
   const DevicePlan &dp = p.devices[d];
   Device &dev = devs[d];
   TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
@@ -198,9 +201,9 @@ void CudaSession::Impl::allocateDevice(size_t d, const DeviceSizes &z) {
     uint8_t *base = host ? hostKv : dev.kvMem.p;
     uint64_t &off = host ? hostAt : at;
     b.k = base + off;
-    off += alignUp(ctx * b.desc.nHeadKv * b.desc.headDimK * eb);
+    off += alignUp(ctxSize() * b.desc.nHeadKv * b.desc.headDimK * eb);
     b.v = base + off;
-    off += alignUp(ctx * b.desc.nHeadKv * b.desc.headDimV * eb);
+    off += alignUp(ctxSize() * b.desc.nHeadKv * b.desc.headDimV * eb);
   }
   uint8_t *sc = dev.scratch.p;
   auto take = [&](uint64_t bytes) {
@@ -212,7 +215,6 @@ void CudaSession::Impl::allocateDevice(size_t d, const DeviceSizes &z) {
   dev.tileElems = z.sp.tileElems;
   dev.xHalf = z.sp.xHalf ? take(z.sp.xHalf) : nullptr;
   dev.route = z.sp.route ? reinterpret_cast<int32_t *>(take(z.sp.route)) : nullptr;
-  dev.stage = z.sp.stage ? reinterpret_cast<float *>(take(z.sp.stage)) : nullptr;
   dev.xqElems = z.sp.xqElems;
   dev.xq = reinterpret_cast<int8_t *>(take(z.sp.xqElems));
   dev.xs = reinterpret_cast<XQBlock *>(take(z.sp.xqElems / 32 * kXQBlockBytes));
@@ -233,8 +235,8 @@ void CudaSession::Impl::allocateDevice(size_t d, const DeviceSizes &z) {
   dev.ptr = exec::resolveTensors(dp, bases);
 }
 
-void CudaSession::Impl::uploadWeights(const uint8_t *src) {
-  const Plan &p = plan;
+void CudaSession::uploadWeights(const uint8_t *src) {
+  const Plan &p = plan();
   const size_t n = devs.size();
   // Upload the weights slice by slice through two pinned staging buffers (copy of one overlaps the
   // packing of the other).
@@ -290,10 +292,7 @@ void CudaSession::Impl::uploadWeights(const uint8_t *src) {
     for (size_t w = 0; w < dp.weights.size(); ++w) {
       flush();
       if (dp.weights[w].placement == Placement::Host) { // stays in host memory
-        uint8_t *h = dev.hostWeights.get() + dev.sliceOffset[w];
-        for (const WeightPiece &pc : dp.weights[w].pieces)
-          for (uint64_t r = 0; r < pc.rows; ++r, h += pc.rowBytes)
-            std::memcpy(h, src + pc.fileOffset + r * pc.rowStride, pc.rowBytes);
+        exec::copyWeightSlice(dp.weights[w], src, dev.hostWeights.get() + dev.sliceOffset[w]);
         doneBytes += dp.weights[w].bytes;
         progress(false);
         continue;

@@ -15,6 +15,7 @@ struct NcclComms::Api {
   decltype(&ncclCommInitAll) commInitAll = nullptr;
   decltype(&ncclCommDestroy) commDestroy = nullptr;
   decltype(&ncclAllReduce) allReduce = nullptr;
+  decltype(&ncclBroadcast) broadcast = nullptr;
   decltype(&ncclGroupStart) groupStart = nullptr;
   decltype(&ncclGroupEnd) groupEnd = nullptr;
   decltype(&ncclGetErrorString) errorString = nullptr;
@@ -38,16 +39,17 @@ Expected<std::unique_ptr<NcclComms>> NcclComms::create(const std::vector<int> &g
       break;
   if (!a.lib)
     return Error{std::string("the plan's devices sit on ") + std::to_string(gpus.size()) +
-                    " GPUs and need NCCL, but libnccl.so.2 cannot be loaded (" + ::dlerror() +
-                    "); add its folder to LD_LIBRARY_PATH"};
+                 " GPUs and need NCCL, but libnccl.so.2 cannot be loaded (" + ::dlerror() +
+                 "); add its folder to LD_LIBRARY_PATH"};
   auto sym = [&](auto &fn, const char *name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(a.lib, name));
     return fn != nullptr;
   };
   if (!sym(a.commInitAll, "ncclCommInitAll") || !sym(a.commDestroy, "ncclCommDestroy") ||
-      !sym(a.allReduce, "ncclAllReduce") || !sym(a.groupStart, "ncclGroupStart") ||
-      !sym(a.groupEnd, "ncclGroupEnd") || !sym(a.errorString, "ncclGetErrorString"))
-    return Error{"libnccl.so.2 lacks the NCCL 2 API (ncclCommInitAll, ncclAllReduce, ...)"};
+      !sym(a.allReduce, "ncclAllReduce") || !sym(a.broadcast, "ncclBroadcast") ||
+      !sym(a.groupStart, "ncclGroupStart") || !sym(a.groupEnd, "ncclGroupEnd") ||
+      !sym(a.errorString, "ncclGetErrorString"))
+    return Error{"libnccl.so.2 lacks the NCCL 2 API (ncclCommInitAll, ncclAllReduce, ncclBroadcast, ...)"};
   std::vector<ncclComm_t> comms(gpus.size());
   ncclResult_t r = a.commInitAll(comms.data(), static_cast<int>(gpus.size()), gpus.data());
   if (r != ncclSuccess)
@@ -63,15 +65,20 @@ NcclComms::~NcclComms() {
       api_->commDestroy(static_cast<ncclComm_t>(cm));
 }
 
-void NcclComms::allReduce(const std::vector<const float *> &in, const std::vector<float *> &out,
-                          int64_t count, const std::vector<cudaStream_t> &streams) {
-  Api &a = *api_;
-  a.check(a.groupStart(), "ncclGroupStart");
-  for (size_t r = 0; r < comms_.size(); ++r)
-    a.check(a.allReduce(in[r], out[r], static_cast<size_t>(count), ncclFloat, ncclSum,
-                        static_cast<ncclComm_t>(comms_[r]), streams[r]),
-            "ncclAllReduce");
-  a.check(a.groupEnd(), "ncclGroupEnd");
+void NcclComms::groupStart() { api_->check(api_->groupStart(), "ncclGroupStart"); }
+void NcclComms::groupEnd() { api_->check(api_->groupEnd(), "ncclGroupEnd"); }
+
+void NcclComms::allReduce(int rank, const float *in, float *out, int64_t count, cudaStream_t stream) {
+  api_->check(api_->allReduce(in, out, static_cast<size_t>(count), ncclFloat, ncclSum,
+                              static_cast<ncclComm_t>(comms_[rank]), stream),
+              "ncclAllReduce");
+}
+
+void NcclComms::broadcast(int rank, const void *send, void *recv, uint64_t bytes, int root,
+                          cudaStream_t stream) {
+  api_->check(api_->broadcast(send, recv, static_cast<size_t>(bytes), ncclChar, root,
+                              static_cast<ncclComm_t>(comms_[rank]), stream),
+              "ncclBroadcast");
 }
 
 } // namespace tpc::rt::cuda

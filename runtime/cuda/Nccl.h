@@ -3,13 +3,15 @@
 // One NCCL communicator per GPU of a session (ncclCommInitAll: a single process drives every GPU), RAII,
 // non-copyable (STYLE.md §5, cf. TensorRT-LLM's ncclCommunicator). libnccl.so.2 is opened with dlopen
 // when a plan first needs it, so machines with one GPU (loopback collectives only) run without NCCL.
-// Calls are batched in ncclGroupStart/End and enqueued on each device's stream: they are ordered against
-// compute by the streams themselves, with no host synchronisation.
+// Calls are enqueued on each rank's stream, bracketed by groupStart/groupEnd when one thread issues the
+// calls of several ranks (NCCL needs that to avoid a deadlock): they are ordered against compute by the
+// streams themselves, with no host synchronisation. The comm::Communicator built on this is in
+// Communicators.h. Failures throw CudaError (CudaCheck.h).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CUDA_NCCL_H
 #define TPC_RUNTIME_CUDA_NCCL_H
 
-#include "runtime/plan/PlanIO.h"
+#include "runtime/support/Expected.h"
 
 #include <cuda_runtime_api.h>
 
@@ -28,9 +30,13 @@ public:
   NcclComms(const NcclComms &) = delete;
   NcclComms &operator=(const NcclComms &) = delete;
 
-  /// Sum-all-reduce of `count` floats per rank (in[r] may equal out[r]), each on streams[r], as one group.
-  void allReduce(const std::vector<const float *> &in, const std::vector<float *> &out, int64_t count,
-                 const std::vector<cudaStream_t> &streams);
+  /// ncclGroupStart / ncclGroupEnd.
+  void groupStart();
+  void groupEnd();
+  /// Rank r's part of a sum-all-reduce of `count` floats (in may equal out), on `stream`.
+  void allReduce(int rank, const float *in, float *out, int64_t count, cudaStream_t stream);
+  /// Rank r's part of a broadcast of `bytes` from `root` (`send` is read on the root only), on `stream`.
+  void broadcast(int rank, const void *send, void *recv, uint64_t bytes, int root, cudaStream_t stream);
 
 private:
   NcclComms() = default;

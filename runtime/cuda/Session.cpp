@@ -1,23 +1,26 @@
-//===- Session.cpp - open, evaluate and the public surface of CudaSession ---===//
+//===- Session.cpp - open, runChunk and the accessors of the CUDA session ---===//
 //
-// open() maps the plan's logical devices to GPUs, checks every step (exec::checkStep plus what only the
-// GPU kernels refuse), then runs the setup phases of Memory.cpp in order: sizes, capacity per GPU,
-// allocation and address resolution per device, weight upload; NCCL communicators last, when the devices
-// sit on distinct GPUs. A CudaError thrown by any phase becomes open's one-line error.
+// openCudaSession() runs exec::prepareOpen (the checks every backend makes, in the same order), refuses
+// what this backend cannot run yet (a subset of the plan's devices, a communicator that takes host
+// buffers), makes the checks only the GPU kernels need (on shapes, before any GPU work), maps the plan's
+// logical devices to GPUs, then init() runs the setup phases of Memory.cpp in order: sizes, capacity per
+// GPU, allocation and address resolution per device, weight upload; the communicator last. A CudaError
+// thrown by any phase becomes open's one-line error.
 //
-// evaluate() runs a call in chunks of max_batch tokens: tokens and positions go up on every device's
-// stream, the chunk runs (Graphs.cpp: replayed graph or Dispatch.cpp's step loop), device 0's logits come
-// back. After a CUDA error the session refuses further calls (its device state is unknown).
+// runChunk() uploads tokens and positions on every device's stream, runs the chunk (Graphs.cpp: replayed
+// graph or Dispatch.cpp's step loop) and copies device 0's logits back. The evaluate loop around it (chunks,
+// argument checks, the failure latch) is rt::Session's.
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/SessionImpl.h"
 
 #include "runtime/cuda/Collective.cuh"
+#include "runtime/cuda/Communicators.h"
 #include "runtime/cuda/Elementwise.cuh"
+#include "runtime/ggml/Blocks.h"
 
 #include <fmt/core.h>
 
 #include <cstring>
-#include <thread>
 
 namespace tpc::rt::cuda {
 
@@ -28,6 +31,43 @@ namespace {
 
 bool isWeightOperand(const Step &s, size_t i) {
   return (s.op == OpKind::Matmul || s.op == OpKind::MulMatId) ? i == 1 : (s.op == OpKind::GetRows && i == 0);
+}
+
+/// What the CPU backend runs but these kernels do not, for every step of every device at `t` tokens (on
+/// shapes only: exec::checkStep passed); "" when fine, else one line naming the step.
+std::string checkGpuSteps(const Plan &plan, int64_t t) {
+  std::vector<TensorRef> in, out;
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const DevicePlan &dp = plan.devices[d];
+    for (size_t si = 0; si < dp.steps.size(); ++si) {
+      const Step &s = dp.steps[si];
+      exec::bindOperands(dp, {}, s, t, in, out);
+      auto err = [&](const std::string &e) {
+        return fmt::format("device {} step {} '{}' ({} tokens): {}", d, si, s.name, t, e);
+      };
+      if (touchesHost(dp, s)) { // the CPU kernels run it, or a copy across
+        if (s.op == OpKind::Copy && in[0].dtype != out[0].dtype)
+          return err("a copy between host and device must keep its dtype; recompile the plan");
+        continue;
+      }
+      for (size_t i = 0; i < in.size(); ++i)
+        if (isWeightOperand(s, i) && in[i].isWeight && !cudaSupportsType(in[i].wtype))
+          return err(
+              fmt::format("weight '{}' is {}, which the CUDA backend does not read (it reads f32, "
+                          "f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K); use --backend cpu",
+                          dp.weights[dp.tensors[s.inputs[i]].index].name, ggmlTypeName(in[i].wtype)));
+      if ((s.op == OpKind::Add || s.op == OpKind::Mul || s.op == OpKind::Div || s.op == OpKind::Permute) &&
+          in[0].shape.size() > size_t(kMaxRank))
+        return err("more than 8 dims");
+      if (s.op == OpKind::ExpertCombine && in.size() > 5)
+        return err("more than 4 multipliers");
+      if (s.op == OpKind::Attention && (in[0].shape[2] > 256 || in[2].shape[2] > 256))
+        return err("head dims above 256 are not supported by the CUDA attention kernel");
+      if (s.op == OpKind::MulMatId && in[1].shape[0] > 8192)
+        return err("more than 8192 experts");
+    }
+  }
+  return "";
 }
 
 } // namespace
@@ -50,7 +90,11 @@ std::string cudaDeviceName(int gpu) {
                      p.minor);
 }
 
-CudaSession::Impl::~Impl() {
+CudaSession::CudaSession(Plan plan, int64_t ctx, std::vector<int> devices, const CudaOptions &co)
+    : Session(std::move(plan), ctx, std::move(devices)), copts(co) {}
+
+CudaSession::~CudaSession() {
+  collectives.reset(); // before the communicator and the streams its calls name
   if (graph)
     cudaGraphExecDestroy(graph);
   for (Device &d : devs) {
@@ -64,53 +108,9 @@ CudaSession::Impl::~Impl() {
   }
 }
 
-std::string CudaSession::Impl::checkAll(int64_t t) const {
-  std::vector<TensorRef> in, out;
-  const size_t n = devs.size();
-  for (size_t d = 0; d < n; ++d)
-    for (size_t si = 0; si < plan.devices[d].steps.size(); ++si) {
-      const Step &s = plan.devices[d].steps[si];
-      bindStep(d, s, t, in, out);
-      auto err = [&](const std::string &e) {
-        return fmt::format("device {} step {} '{}' ({} tokens): {}", d, si, s.name, t, e);
-      };
-      if (std::string e = exec::checkStep(s, in, out, devs[d].kv); !e.empty())
-        return err(e);
-      if (touchesHost(plan.devices[d], s)) { // the CPU kernels run it, or a copy across
-        if (s.op == OpKind::Copy && in[0].dtype != out[0].dtype)
-          return err("a copy between host and device must keep its dtype; recompile the plan");
-        continue;
-      }
-      // What the CPU backend allows but these kernels do not.
-      for (size_t i = 0; i < in.size(); ++i)
-        if (isWeightOperand(s, i) && in[i].isWeight && !cudaSupportsType(in[i].wtype))
-          return err(
-              fmt::format("weight '{}' is {}, which the CUDA backend does not read (it reads f32, "
-                          "f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K); use --backend cpu",
-                          plan.devices[d].weights[plan.devices[d].tensors[s.inputs[i]].index].name,
-                          ggmlTypeName(in[i].wtype)));
-      if ((s.op == OpKind::Add || s.op == OpKind::Mul || s.op == OpKind::Div || s.op == OpKind::Permute) &&
-          in[0].shape.size() > size_t(kMaxRank))
-        return err("more than 8 dims");
-      if (s.op == OpKind::ExpertCombine && in.size() > 5)
-        return err("more than 4 multipliers");
-      if (s.op == OpKind::Attention && (in[0].shape[2] > 256 || in[2].shape[2] > 256))
-        return err("head dims above 256 are not supported by the CUDA attention kernel");
-      if (s.op == OpKind::MulMatId && in[1].shape[0] > 8192)
-        return err("more than 8192 experts");
-    }
-  // Collectives: the k-th of every device must agree in sizes (NCCL and the loopback kernel sum equal
-  // counts; the gather/scatter offsets come from the peers' parts).
-  std::vector<const std::vector<void *> *> ptrs;
-  for (const Device &dev : devs)
-    ptrs.push_back(&dev.ptr);
-  return exec::checkCollectives(plan, ptrs, t);
-}
-
-/// Marks device d's host-side steps and the steps whose fusion lookahead would reach one, and starts the
-/// host thread group on the first device that has any.
-void CudaSession::Impl::markHostSteps(size_t d, const SessionOptions &opts) {
-  const DevicePlan &dp = plan.devices[d];
+/// Marks device d's host-side steps and the steps whose fusion lookahead would reach one.
+void CudaSession::markHostSteps(size_t d) {
+  const DevicePlan &dp = plan().devices[d];
   Device &dev = devs[d];
   dev.hostStep.assign(dp.steps.size(), 0);
   dev.hostNear.assign(dp.steps.size(), 0);
@@ -118,177 +118,192 @@ void CudaSession::Impl::markHostSteps(size_t d, const SessionOptions &opts) {
     if ((dev.hostStep[i] = touchesHost(dp, dp.steps[i])))
       for (size_t j = i >= kFuseReach - 1 ? i - (kFuseReach - 1) : 0; j <= i; ++j)
         dev.hostNear[j] = 1;
-  if (!hostThreads && std::count(dev.hostStep.begin(), dev.hostStep.end(), 1)) // --threads, else all
-    hostThreads = std::make_unique<cpu::ThreadGroup>(
-        opts.threads > 0 ? opts.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
 }
 
-CudaSession::CudaSession() : impl_(std::make_unique<Impl>()) {}
-CudaSession::~CudaSession() = default;
+/// SessionOptions::comm when given (open checked that it is stream-ordered), else the session's own:
+/// the loopback kernel when every device sits on one GPU, NCCL over distinct GPUs.
+Expected<void> CudaSession::makeCommunicator(const SessionOptions &opts,
+                                             const std::vector<DeviceSizes> &sizes) {
+  if (opts.comm) {
+    communicator = opts.comm;
+    return {};
+  }
+  std::vector<uint64_t> stage;
+  std::vector<int> gpus;
+  for (size_t d = 0; d < devs.size(); ++d) {
+    stage.push_back(sizes[d].stage);
+    gpus.push_back(devs[d].gpu);
+  }
+  auto c = loopback ? makeLoopbackCommunicator(gpus[0], static_cast<int>(gpus.size()), stage)
+                    : makeNcclCommunicator(gpus, stage);
+  if (!c)
+    return Error{c.message()};
+  communicator = std::shared_ptr<comm::Communicator>(c.take());
+  ownComm = true;
+  for (size_t d = 0; d < devs.size(); ++d)
+    devs[d].stageBytes = stage[d];
+  return {};
+}
 
-Expected<std::unique_ptr<CudaSession>> CudaSession::open(Plan plan, const SessionOptions &opts,
-                                                         const CudaOptions &copts) {
-  using E = Expected<std::unique_ptr<CudaSession>>;
-  if (auto errs = validatePlan(plan); !errs.empty())
-    return Error{"invalid plan: " + errs[0]};
-  std::unique_ptr<CudaSession> s(new CudaSession());
-  Impl &m = *s->impl_;
-  m.plan = std::move(plan);
-  m.copts = copts;
-  const Plan &p = m.plan;
+Expected<void> CudaSession::init(const exec::OpenPlan &o, const SessionOptions &opts, const Backend &hostCpu,
+                                 const std::vector<int> &gpuOfDevice) {
+  const Plan &p = plan();
   const size_t n = p.devices.size();
-  m.ctx = opts.ctxSize > 0 ? opts.ctxSize : p.model.defaultCtx;
-  if (m.ctx > (int64_t(1) << 26))
-    return Error{fmt::format("--ctx-size {} is too large", m.ctx)};
+  devs.resize(n);
+  std::set<int> used;
+  for (size_t d = 0; d < n; ++d) {
+    devs[d].gpu = gpuOfDevice[d];
+    used.insert(devs[d].gpu);
+    for (const KvCache &c : p.devices[d].kv) {
+      KvBuffers b;
+      b.desc = c;
+      b.ctx = ctxSize();
+      devs[d].kv.push_back(b);
+    }
+  }
+  loopback = used.size() == 1;
+  try {
+    // Sizes per logical device, then capacity per GPU (several logical devices may share one).
+    std::vector<DeviceSizes> sizes;
+    if (std::string e = sizeDevices(opts, sizes); !e.empty())
+      return Error{e};
+    if (std::string e = fitGpus(used, sizes); !e.empty())
+      return Error{e};
+    // Allocate, resolve addresses, create streams and handles.
+    bool hostSteps = false;
+    for (size_t d = 0; d < n; ++d) {
+      allocateDevice(d, sizes[d]);
+      markHostSteps(d);
+      hostSteps = hostSteps || std::count(devs[d].hostStep.begin(), devs[d].hostStep.end(), 1) > 0;
+    }
+    if (hostSteps && !(hostRunner = hostCpu.hostStepRunner(opts.threads))) // --threads, else all cores
+      return Error{fmt::format("the plan places steps on the host, but the {} backend cannot run them",
+                               hostCpu.name())};
+    logitsTensor = exec::logitsTensorOf(p.devices[0]);
+    uploadWeights(o.weights.data);
+    if (Expected<void> ok = makeCommunicator(opts, sizes); !ok)
+      return ok;
+    const uint64_t hostBytes = p.model.maxBatch * 8 + p.model.maxBatch * p.model.nVocab * 4;
+    TPC_CUDA_CHECK(cudaMallocHost(&hostIo.p, hostBytes));
+  } catch (const CudaError &e) {
+    return Error{e.what()};
+  }
+  kernels = std::make_unique<Kernels>(*this);
+  collectives = std::make_unique<exec::CollectiveRunner>(p, *communicator, *kernels);
+  return {};
+}
+
+Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptions &opts,
+                                                   const CudaOptions &co, const Backend &hostCpu) {
+  using E = Expected<std::unique_ptr<Session>>;
+  auto o = exec::prepareOpen(plan, opts);
+  if (!o)
+    return Error{o.message()};
+  const size_t n = plan.devices.size();
+  if (o->devices.size() != n)
+    return Error{fmt::format("the CUDA backend runs every device of a plan in one session, but this one asks "
+                             "for {} of the plan's {} devices (SessionOptions::devices); run all of them or "
+                             "use --backend cpu",
+                             o->devices.size(), n)};
+  if (opts.comm && !opts.comm->streamOrdered())
+    return Error{
+        fmt::format("the {} communicator takes host buffers; the CUDA backend needs a stream-ordered "
+                    "one (or none: it makes its own)",
+                    opts.comm->name())};
+  for (int64_t t : {int64_t(1), plan.model.maxBatch})
+    if (std::string e = checkGpuSteps(plan, t); !e.empty())
+      return Error{"plan does not fit its ops: " + e};
 
   // GPUs: logical device d on gpus[d % count].
   const int visible = cudaDeviceCount();
   if (visible == 0)
     return Error{"no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES); use --backend cpu"};
-  std::vector<int> gpus = copts.gpus;
+  std::vector<int> gpus = co.gpus;
   if (gpus.empty())
     for (int g = 0; g < visible; ++g)
       gpus.push_back(g);
   for (int g : gpus)
     if (g < 0 || g >= visible)
       return Error{fmt::format("--gpus: GPU {} does not exist ({} visible)", g, visible)};
+  std::vector<int> gpuOf;
   std::set<int> used;
-  m.devs.resize(n);
   for (size_t d = 0; d < n; ++d) {
-    m.devs[d].gpu = gpus[d % gpus.size()];
-    used.insert(m.devs[d].gpu);
+    gpuOf.push_back(gpus[d % gpus.size()]);
+    used.insert(gpuOf.back());
   }
-  m.loopback = used.size() == 1;
-  if (!m.loopback && used.size() != n)
+  if (used.size() != 1 && used.size() != n)
     return Error{fmt::format("the plan's {} devices would share {} GPUs unevenly; give --gpus either one GPU "
                              "(loopback collectives) or {} distinct GPUs (NCCL)",
                              n, used.size(), n)};
-  if (m.loopback && n > size_t(kMaxLoopback))
+  if (used.size() == 1 && n > size_t(kMaxLoopback))
     return Error{fmt::format("{} logical devices on one GPU; at most {} are supported", n, kMaxLoopback)};
 
-  // KV descriptors first (checkStep reads them), then the plan checks, before touching GPU memory.
-  for (size_t d = 0; d < n; ++d)
-    for (const KvCache &c : p.devices[d].kv) {
-      KvBuffers b;
-      b.desc = c;
-      b.ctx = m.ctx;
-      m.devs[d].kv.push_back(b);
-    }
-  for (size_t d = 0; d < n; ++d)
-    m.devs[d].ptr.assign(p.devices[d].tensors.size(), nullptr);
-  for (int64_t t : {int64_t(1), p.model.maxBatch})
-    if (std::string e = m.checkAll(t); !e.empty())
-      return Error{"plan does not fit its ops: " + e};
+  const int64_t ctx = o->ctx;
+  std::vector<int> devices = o->devices;
+  auto s = std::make_unique<CudaSession>(std::move(plan), ctx, std::move(devices), co);
+  if (Expected<void> ok = s->init(*o, opts, hostCpu, gpuOf); !ok)
+    return Error{ok.message()};
+  return E(std::unique_ptr<Session>(std::move(s)));
+}
 
-  auto weights = openWeightSource(p, opts);
-  if (!weights)
-    return Error{weights.message()};
-  const uint8_t *src = weights->data;
-
+Expected<void> CudaSession::runChunk(const int32_t *tokens, const int32_t *positions, int64_t t,
+                                     float *logits) {
+  const Plan &p = plan();
+  const int64_t vocab = p.model.nVocab;
+  int32_t *hTok = static_cast<int32_t *>(hostIo.p), *hPos = hTok + p.model.maxBatch;
+  float *hLogits = reinterpret_cast<float *>(hPos + p.model.maxBatch);
   try {
-    // Sizes per logical device, then capacity per GPU (several logical devices may share one).
-    std::vector<DeviceSizes> sizes;
-    if (std::string e = m.sizeDevices(opts, sizes); !e.empty())
-      return Error{e};
-    if (std::string e = m.fitGpus(used, sizes); !e.empty())
-      return Error{e};
-    // Allocate, resolve addresses, create streams and handles.
-    for (size_t d = 0; d < n; ++d) {
-      m.allocateDevice(d, sizes[d]);
-      m.markHostSteps(d, opts);
+    std::copy(tokens, tokens + t, hTok);
+    std::copy(positions, positions + t, hPos);
+    for (Device &dev : devs) {
+      TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
+      TPC_CUDA_CHECK(cudaMemcpyAsync(dev.tokens, hTok, t * 4, cudaMemcpyHostToDevice, dev.stream));
+      TPC_CUDA_CHECK(cudaMemcpyAsync(dev.positions, hPos, t * 4, cudaMemcpyHostToDevice, dev.stream));
     }
-    m.logitsTensor = exec::logitsTensorOf(p.devices[0]);
-    if (m.logitsTensor < 0)
-      return Error{"device 0 has no OUTPUT_LOGITS tensor; recompile the plan"};
-    m.uploadWeights(src);
-
-    // N > 1 on distinct GPUs: one NCCL communicator per GPU.
-    if (!m.loopback) {
-      std::vector<int> order;
-      for (const Device &d : m.devs)
-        order.push_back(d.gpu);
-      auto comms = NcclComms::create(order);
-      if (!comms)
-        return Error{comms.message()};
-      m.nccl = std::move(*comms);
+    if (Expected<void> ok = launchChunk(t); !ok)
+      return ok;
+    Device &d0 = devs[0];
+    if (logits) {
+      TPC_CUDA_CHECK(cudaSetDevice(d0.gpu));
+      TPC_CUDA_CHECK(
+          cudaMemcpyAsync(hLogits, d0.ptr[logitsTensor], t * vocab * 4, cudaMemcpyDeviceToHost, d0.stream));
     }
-    const uint64_t hostBytes = p.model.maxBatch * 8 + p.model.maxBatch * p.model.nVocab * 4;
-    TPC_CUDA_CHECK(cudaMallocHost(&m.hostIo.p, hostBytes));
+    for (Device &dev : devs) {
+      TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
+      TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+    }
+    if (logits)
+      std::memcpy(logits, hLogits, t * vocab * 4);
   } catch (const CudaError &e) {
     return Error{e.what()};
   }
-  m.prof.resize(p.devices[0].steps.size());
-  for (size_t i = 0; i < m.prof.size(); ++i)
-    m.prof[i].name = p.devices[0].steps[i].name, m.prof[i].op = p.devices[0].steps[i].op;
-  return E(std::move(s));
+  return {};
 }
 
-Expected<std::vector<float>> CudaSession::evaluate(const std::vector<int32_t> &tokens,
-                                                   const std::vector<int32_t> &positions) {
-  Impl &m = *impl_;
-  const Plan &p = m.plan;
-  if (!m.failure.empty())
-    return Error{"execution failed earlier: " + m.failure + "; reopen the plan"};
-  if (std::string bad = checkEvaluateArgs(p, m.ctx, tokens, positions); !bad.empty())
-    return Error{bad};
-  const int64_t vocab = p.model.nVocab, total = static_cast<int64_t>(tokens.size());
-  std::vector<float> logits(static_cast<size_t>(total * vocab));
-  int32_t *hTok = static_cast<int32_t *>(m.hostIo.p), *hPos = hTok + p.model.maxBatch;
-  float *hLogits = reinterpret_cast<float *>(hPos + p.model.maxBatch);
-  try {
-    for (int64_t at = 0; at < total; at += p.model.maxBatch) {
-      const int64_t t = std::min(p.model.maxBatch, total - at);
-      std::copy(tokens.begin() + at, tokens.begin() + at + t, hTok);
-      std::copy(positions.begin() + at, positions.begin() + at + t, hPos);
-      for (Device &dev : m.devs) {
-        TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
-        TPC_CUDA_CHECK(cudaMemcpyAsync(dev.tokens, hTok, t * 4, cudaMemcpyHostToDevice, dev.stream));
-        TPC_CUDA_CHECK(cudaMemcpyAsync(dev.positions, hPos, t * 4, cudaMemcpyHostToDevice, dev.stream));
-      }
-      m.runChunk(t);
-      Device &d0 = m.devs[0];
-      TPC_CUDA_CHECK(cudaSetDevice(d0.gpu));
-      TPC_CUDA_CHECK(cudaMemcpyAsync(hLogits, m.devs[0].ptr[m.logitsTensor], t * vocab * 4,
-                                     cudaMemcpyDeviceToHost, d0.stream));
-      for (Device &dev : m.devs) {
-        TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
-        TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
-      }
-      std::memcpy(logits.data() + at * vocab, hLogits, t * vocab * 4);
-    }
-  } catch (const CudaError &e) {
-    m.failure = e.what();
-    return Error{"execution failed: " + m.failure + "; reopen the plan"};
-  }
-  return logits;
-}
-
-const Plan &CudaSession::plan() const { return impl_->plan; }
-int64_t CudaSession::ctxSize() const { return impl_->ctx; }
-int64_t CudaSession::nVocab() const { return impl_->plan.model.nVocab; }
 std::vector<uint64_t> CudaSession::deviceBytes() const {
   std::vector<uint64_t> out;
-  for (const Device &d : impl_->devs)
-    out.push_back(d.weights.size + d.acts.size + d.kvMem.size + d.scratch.size + d.f16.size);
+  for (const Device &d : devs)
+    out.push_back(d.weights.size + d.acts.size + d.kvMem.size + d.scratch.size + d.f16.size + d.stageBytes);
   return out;
 }
-std::vector<int> CudaSession::gpuOf() const {
+
+std::vector<int> CudaSession::memoryOf() const {
   std::vector<int> out;
-  for (const Device &d : impl_->devs)
+  for (const Device &d : devs)
     out.push_back(d.gpu);
   return out;
 }
-bool CudaSession::usesGraphs() const { return impl_->copts.graphs && impl_->loopback; }
+
+std::string CudaSession::memoryName(int gpu) const { return fmt::format("GPU {}", gpu); }
 
 std::vector<float> CudaSession::tensorData(size_t device, int32_t id, int64_t tokens) const {
-  const Impl &m = *impl_;
-  if (device >= m.devs.size() || id < 0 || static_cast<size_t>(id) >= m.devs[device].ptr.size() ||
-      m.plan.devices[device].tensors[id].storage == Storage::Weight)
+  if (device >= devs.size() || id < 0 || static_cast<size_t>(id) >= devs[device].ptr.size() ||
+      plan().devices[device].tensors[id].storage == Storage::Weight)
     return {};
-  TensorRef r = m.bind(device, id, tokens);
+  TensorRef r = bind(device, id, tokens);
   const size_t n = static_cast<size_t>(r.numel()), es = dtypeBytes(r.dtype);
   std::vector<uint8_t> raw(n * es);
-  cudaSetDevice(m.devs[device].gpu);
+  cudaSetDevice(devs[device].gpu);
   if (n && cudaMemcpy(raw.data(), r.data, raw.size(), cudaMemcpyDefault) != cudaSuccess) // host or device
     return {};
   std::vector<float> out(n);
@@ -302,13 +317,10 @@ std::vector<float> CudaSession::tensorData(size_t device, int32_t id, int64_t to
     } else {
       uint16_t h;
       std::memcpy(&h, &raw[i * 2], 2);
-      out[i] = exec::halfToFloat(h);
+      out[i] = fp16ToFp32(h);
     }
   }
   return out;
 }
-
-void CudaSession::setProfiling(bool on) { impl_->profiling = on; }
-std::vector<StepProfile> CudaSession::profile() const { return impl_->prof; }
 
 } // namespace tpc::rt::cuda

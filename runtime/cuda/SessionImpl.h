@@ -1,26 +1,30 @@
 //===- SessionImpl.h - the CUDA session's state, shared by its files -*- C++ -*-===//
 //
-// Internal to runtime/cuda: the state behind CudaSession (CudaSession::Impl) and the per-logical-device
-// record it keeps, with the memory RAII types they own. The session's code is split by concern, each file
-// implementing its part of Impl:
-//   Session.cpp      open (GPU mapping, plan checks, the order of the setup phases), evaluate, accessors
+// Internal to runtime/cuda: CudaSession, the rt::Session of the CUDA backend (opened by openCudaSession,
+// CudaSession.h, which CudaBackend calls), and the per-logical-device record it keeps. The session's code
+// is split by concern, each file implementing its part of the class:
+//   Session.cpp      open (exec::prepareOpen, GPU mapping, the GPU-only checks, the order of the setup
+//                    phases), runChunk (uploads, the chunk, the logits copy-back), the accessors
 //   Memory.cpp       sizes, capacity, arenas and scratch, weight upload and the f16 weight cache
 //   Dispatch.cpp     the step loop, the per-step op switch (the op entries), host steps, data movement
 //   Fusion.cpp       run-time fusion and the quantized-x cache of the integer decode GEMV
-//   Collectives.cpp  all-reduce (loopback kernel or NCCL) and the collective steps built on it
+//   Collectives.cpp  the collective steps through exec::CollectiveRunner: the kernels adapter
 //   Graphs.cpp       capture and replay of one-token calls as a CUDA graph
-//   Bandwidth.cpp    the copy-bandwidth probe (needs nothing of Impl)
-// Nothing outside runtime/cuda includes this header; the public surface is CudaSession.h.
+//   Bandwidth.cpp    the copy-bandwidth probe (needs nothing of the session's state)
+// The communicators (loopback kernel, NCCL) are Communicators.h. Nothing outside runtime/cuda includes
+// this header.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CUDA_SESSIONIMPL_H
 #define TPC_RUNTIME_CUDA_SESSIONIMPL_H
 
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaSession.h"
+#include "runtime/cuda/DeviceMemory.h"
 #include "runtime/cuda/Matmul.cuh"
-#include "runtime/cuda/Nccl.h"
-#include "runtime/exec/Executor.h"
-#include "runtime/exec/Ops.h"
+#include "runtime/exec/Binding.h"
+#include "runtime/exec/Collectives.h"
+#include "runtime/exec/HostStepRunner.h"
+#include "runtime/exec/Setup.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -40,52 +44,10 @@
 
 namespace tpc::rt::cuda {
 
-/// Every arena and scratch part starts 256-byte aligned (the K-quant kernels use 16-byte loads).
-constexpr uint64_t kAlign = 256;
 /// mul_mat_id with at most this many (token, slot) pairs (decode) runs one block row per pair.
 constexpr int64_t kPairGridMax = 16;
 /// Steps a fused group may span from its first step (the quantized-output lookahead is the longest).
 constexpr size_t kFuseReach = 9;
-
-inline uint64_t alignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-/// One cudaMalloc, freed on its GPU.
-struct GpuAlloc {
-  uint8_t *p = nullptr;
-  uint64_t size = 0;
-  int gpu = 0;
-  GpuAlloc() = default;
-  GpuAlloc(const GpuAlloc &) = delete;
-  GpuAlloc &operator=(const GpuAlloc &) = delete;
-  GpuAlloc(GpuAlloc &&o) noexcept : p(o.p), size(o.size), gpu(o.gpu) { o.p = nullptr; }
-  ~GpuAlloc() {
-    if (p) {
-      cudaSetDevice(gpu);
-      cudaFree(p);
-    }
-  }
-  cudaError_t allocate(int g, uint64_t bytes) {
-    gpu = g;
-    size = bytes;
-    void *q = nullptr;
-    cudaError_t e = cudaMalloc(&q, std::max<uint64_t>(bytes, kAlign));
-    p = static_cast<uint8_t *>(q);
-    return e;
-  }
-};
-
-/// Pinned host memory.
-struct HostAlloc {
-  void *p = nullptr;
-  HostAlloc() = default;
-  HostAlloc(const HostAlloc &) = delete;
-  HostAlloc &operator=(const HostAlloc &) = delete;
-  HostAlloc(HostAlloc &&o) noexcept : p(o.p) { o.p = nullptr; }
-  ~HostAlloc() {
-    if (p)
-      cudaFreeHost(p);
-  }
-};
 
 /// Sizes of one device's scratch parts (bytes), from its steps at max_batch.
 struct ScratchPlan {
@@ -97,11 +59,12 @@ struct ScratchPlan {
 /// What one logical device needs, computed before anything is allocated (Memory.cpp).
 struct DeviceSizes {
   uint64_t weights = 0, acts = 0, kv = 0, scratch = 0, f16 = 0;
+  uint64_t stage = 0; ///< the communicator's staging buffer for this device (ScratchPlan::stage)
   uint64_t hostWeights = 0, hostActs = 0, hostKv = 0; ///< host placement (not counted against the GPU)
   ScratchPlan sp;
   std::vector<uint64_t> sliceOffset; ///< per weight slice, in its (device or host) weight arena
   std::vector<int64_t> f16Offset;    ///< per weight slice, in the f16 cache (-1: none)
-  uint64_t total() const { return weights + acts + kv + scratch; }
+  uint64_t total() const { return weights + acts + kv + scratch + stage; }
 };
 
 /// One logical device: its GPU, stream, arenas and the addresses of the plan's tensors.
@@ -119,8 +82,8 @@ struct Device {
   float *logits = nullptr;
   void *wTile = nullptr, *xHalf = nullptr;
   int32_t *route = nullptr;
-  float *stage = nullptr;
   int64_t tileElems = 0;
+  uint64_t stageBytes = 0; ///< the session's own communicator's staging buffer on this device
   // x quantized for the integer decode GEMV (launchQuantizeX), and which x it holds: the matmuls that
   // follow on the same x (Q, K, V; gate, up) reuse it. Any other step forgets it (it may write x).
   int8_t *xq = nullptr;
@@ -149,36 +112,47 @@ inline uint64_t rowBytesOf(const exec::TensorRef &w) {
   return w.isWeight ? *ggmlRowBytes(w.wtype, static_cast<uint64_t>(w.inner())) : w.inner() * 4;
 }
 
-struct CudaSession::Impl {
-  Plan plan;
-  CudaOptions copts;
-  int64_t ctx = 0;
-  std::vector<Device> devs;
-  bool loopback = true; ///< every logical device on one GPU
-  std::unique_ptr<NcclComms> nccl;
-  int32_t logitsTensor = -1;
-  HostAlloc hostIo; ///< tokens, positions, logits rows
-  cudaGraphExec_t graph = nullptr;
-  bool profiling = false;
-  std::vector<StepProfile> prof;
-  std::string failure;
-  std::unique_ptr<cpu::ThreadGroup> hostThreads; ///< for host-placed steps (null: the plan has none)
+/// A plan loaded on GPUs: the CUDA backend's Session (see CudaSession.h for what it does).
+class CudaSession final : public Session {
+public:
+  CudaSession(Plan plan, int64_t ctx, std::vector<int> devices, const CudaOptions &copts);
+  ~CudaSession() override;
 
-  ~Impl();
+  /// Everything open does after exec::prepareOpen: the GPU-only checks, memory, weights, the
+  /// communicator (Session.cpp). The error is one line.
+  Expected<void> init(const exec::OpenPlan &o, const SessionOptions &opts, const Backend &hostCpu,
+                      const std::vector<int> &gpuOfDevice);
+
+  const char *backendName() const override { return "CUDA"; }
+  int threadsPerDevice() const override { return 0; }
+  std::vector<uint64_t> deviceBytes() const override;
+  std::vector<float> tensorData(size_t device, int32_t id, int64_t tokens) const override;
+  std::vector<int> memoryOf() const override;
+  /// Bandwidth.cpp: the best of 5 device-to-device copies of up to 512 MiB on GPU `gpu`, timed with
+  /// events; 0 when it cannot be measured (no memory to spare, a CUDA error).
+  double copyBandwidth(int gpu) const override;
+  std::string memoryName(int gpu) const override;
+  int hostMemory() const override { return -1; } // host memory is not measured: host reads apart
+
+protected:
+  Expected<void> runChunk(const int32_t *tokens, const int32_t *positions, int64_t t, float *logits) override;
+
+private:
+  class Kernels; // the exec::CollectiveKernels of this session (Collectives.cpp)
 
   exec::TensorRef bind(size_t d, int32_t id, int64_t t) const {
-    return exec::bindTensor(plan.devices[d], devs[d].ptr, id, t);
+    return exec::bindTensor(plan().devices[d], devs[d].ptr, id, t);
   }
   void bindStep(size_t d, const Step &s, int64_t t, std::vector<exec::TensorRef> &in,
                 std::vector<exec::TensorRef> &out) const {
-    exec::bindOperands(plan.devices[d], devs[d].ptr, s, t, in, out);
+    exec::bindOperands(plan().devices[d], devs[d].ptr, s, t, in, out);
   }
 
   // Session.cpp
-  std::string checkAll(int64_t t) const;
-  void markHostSteps(size_t d, const SessionOptions &opts);
+  void markHostSteps(size_t d);
+  Expected<void> makeCommunicator(const SessionOptions &opts, const std::vector<DeviceSizes> &sizes);
 
-  // Memory.cpp (the CudaError-throwing ones run inside open's try block)
+  // Memory.cpp (the CudaError-throwing ones run inside init's try block)
   ScratchPlan scratchFor(size_t d) const;
   std::string sizeDevices(const SessionOptions &opts, std::vector<DeviceSizes> &sizes) const;
   std::string fitGpus(const std::set<int> &used, std::vector<DeviceSizes> &sizes) const;
@@ -186,9 +160,9 @@ struct CudaSession::Impl {
   void uploadWeights(const uint8_t *src);
 
   // Dispatch.cpp
-  void runSteps(int64_t t);
+  Expected<void> runSteps(int64_t t);
   void runStep(size_t d, size_t i, int64_t t);
-  void runHostStep(size_t d, size_t i, int64_t t);
+  Expected<void> runHostStep(size_t d, size_t i, int64_t t);
   void matmul(Device &dev, const exec::TensorRef &x, const exec::TensorRef &w, const exec::TensorRef &y,
               const void *wF16);
   void copy(Device &dev, const exec::TensorRef &x, const exec::TensorRef &y);
@@ -206,12 +180,47 @@ struct CudaSession::Impl {
   void quantizedX(Device &dev, GemvArgs &a, int64_t rows);
 
   // Collectives.cpp
-  void allReduce(const std::vector<std::vector<const float *>> &in,
-                 const std::vector<std::vector<float *>> &out, const std::vector<int64_t> &counts);
-  void collective(const std::vector<size_t> &at, int64_t t);
+  /// Runs the collective every device is at (step at[d] of device d) for all devices in one call.
+  Expected<void> collective(const std::vector<size_t> &at, int64_t t);
 
   // Graphs.cpp
-  void runChunk(int64_t t);
+  /// Runs a chunk of t tokens whose inputs are uploaded: a replayed CUDA graph or the step loop.
+  Expected<void> launchChunk(int64_t t);
+
+  CudaOptions copts;
+  std::vector<Device> devs; ///< by plan device (a CUDA session runs all of them)
+  bool loopback = true;     ///< every logical device on one GPU
+  int32_t logitsTensor = -1;
+  HostAlloc hostIo; ///< tokens, positions, logits rows
+  cudaGraphExec_t graph = nullptr;
+  bool ownComm = false; ///< the communicator is the session's own (loopback or NCCL), not SessionOptions'
+  std::unique_ptr<exec::HostStepRunner> hostRunner; ///< host-placed steps (null: the plan has none)
+  // Declared in this order so that the runner goes before what it refers to.
+  std::shared_ptr<comm::Communicator> communicator;
+  std::unique_ptr<Kernels> kernels;
+  std::unique_ptr<exec::CollectiveRunner> collectives;
+};
+
+/// The kernels exec::CollectiveRunner composes the collective steps from (copy, add, rms_norm), on each
+/// device's GPU and stream. The rms_norm of AllReduceRmsNorm also writes the quantized x when an integer
+/// decode GEMV reads its output next, which needs the step each device is at: at() is set per collective.
+class CudaSession::Kernels final : public exec::CollectiveKernels {
+public:
+  explicit Kernels(CudaSession &s) : s_(s) {}
+  /// The collective step of each device and the token count of the call about to run.
+  void at(const std::vector<size_t> &steps, int64_t t) {
+    steps_ = steps;
+    t_ = t;
+  }
+  void copy(int rank, const exec::TensorRef &x, const exec::TensorRef &y) override;
+  void add(int rank, const exec::TensorRef &a, const exec::TensorRef &b, const exec::TensorRef &y) override;
+  void rmsNorm(int rank, const exec::TensorRef &x, const exec::TensorRef *w, const exec::TensorRef &y,
+               float eps) override;
+
+private:
+  CudaSession &s_;
+  std::vector<size_t> steps_;
+  int64_t t_ = 0;
 };
 
 } // namespace tpc::rt::cuda

@@ -2,13 +2,15 @@
 //
 // The kernel tests build one-op plans with PlanMaker (test/runtime/exec/ExecTestUtil.h: weights in
 // memory, random inputs through GET_ROWS/COPY), open the same plan on the CPU backend (the reference)
-// and on CUDA, run both and compare chosen tensors with a tolerance. Random weights of every type the
+// and on CUDA (openCuda: CudaOptions of the test's choosing, host steps on the built-in CPU backend), run
+// both and compare chosen tensors with a tolerance. Random weights of every type the
 // kernels read come with their exact dequantized values. Every test skips with a visible message where no
 // GPU is present.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_TEST_CUDA_CUDATESTUTIL_H
 #define TPC_TEST_CUDA_CUDATESTUTIL_H
 
+#include "runtime/backends/Backends.h"
 #include "runtime/cuda/CudaSession.h"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
@@ -86,10 +88,17 @@ inline constexpr GGMLType kCudaWeightTypes[] = {
     GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
     GGMLType::Q5_1, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
 
+/// Opens `plan` on the CUDA backend with `co` (the registry's "cuda" takes its options from SessionOptions
+/// and the environment); host-placed steps run on the built-in CPU backend.
+inline Expected<std::unique_ptr<Session>> openCuda(Plan plan, const SessionOptions &o,
+                                                   const cuda::CudaOptions &co = {}) {
+  return cuda::openCudaSession(std::move(plan), o, co, *builtinBackends().find("cpu"));
+}
+
 /// Both backends on one plan, after evaluating the same calls.
 struct Pair {
   std::unique_ptr<Session> cpu;
-  std::unique_ptr<cuda::CudaSession> gpu;
+  std::unique_ptr<Session> gpu;
 };
 
 /// Opens `m`'s plan on both backends (context `ctx`, loopback GPUs) and evaluates each call of `calls`
@@ -102,7 +111,7 @@ inline Pair runBoth(PlanMaker &m, const std::vector<std::pair<int32_t, int32_t>>
   EXPECT_TRUE(c) << (c ? "" : c.message());
   if (co.gpus.empty())
     co.gpus = {0}; // every logical device on GPU 0: the loopback path
-  auto g = cuda::CudaSession::open(m.plan, o, co);
+  auto g = openCuda(m.plan, o, co);
   EXPECT_TRUE(g) << (g ? "" : g.message());
   if (!c || !g)
     return p;

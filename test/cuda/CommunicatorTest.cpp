@@ -1,0 +1,191 @@
+//===- CommunicatorTest.cpp - the CUDA backend's communicators against host sums ---===//
+//
+// The loopback communicator (3 ranks on GPU 0) and, where 2 GPUs and libnccl are present, the NCCL one,
+// called directly as the CUDA session calls them (one group call for all ranks, each on its own stream):
+// a bucketed all-reduce in place, all-gather and reduce-scatter with uneven and empty parts, and a
+// broadcast of i32, against sums computed on the host in rank order (the loopback kernel adds in rank
+// order, so its results are exact; NCCL's order differs, so it gets a tolerance). A call that leaves a
+// rank out is an error that aborts the communicator, and every later call then fails. Skips visibly
+// without a GPU.
+//===----------------------------------------------------------------------===//
+#include "CudaTestUtil.h"
+
+#include "runtime/cuda/Communicators.h"
+#include "runtime/cuda/DeviceMemory.h"
+
+#include <cuda_runtime.h>
+
+using namespace tpc;
+using namespace tpc::rt;
+using namespace tpc::rt::test;
+
+namespace {
+
+/// One rank's GPU, stream and buffers, with host copies of what goes up and comes back.
+struct Rank {
+  int gpu = 0;
+  cudaStream_t stream = nullptr;
+  std::vector<cuda::GpuAlloc> bufs;
+  ~Rank() {
+    if (stream) {
+      cudaSetDevice(gpu);
+      cudaStreamDestroy(stream);
+    }
+  }
+  /// A device buffer holding `v`.
+  float *upload(const std::vector<float> &v) {
+    bufs.emplace_back();
+    EXPECT_EQ(bufs.back().allocate(gpu, std::max<size_t>(v.size(), 1) * 4), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(bufs.back().p, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    return reinterpret_cast<float *>(bufs.back().p);
+  }
+  std::vector<float> download(const float *p, size_t n) {
+    std::vector<float> v(n);
+    cudaSetDevice(gpu);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(v.data(), p, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+};
+
+/// Runs every collective on `c` (ranks on `gpus`) and compares with host sums within `tol`.
+void checkCommunicator(comm::Communicator &c, const std::vector<int> &gpus, float tol) {
+  const int n = static_cast<int>(gpus.size());
+  ASSERT_EQ(c.size(), n);
+  EXPECT_TRUE(c.streamOrdered());
+  std::vector<Rank> ranks(n);
+  for (int r = 0; r < n; ++r) {
+    ranks[r].gpu = gpus[r];
+    ASSERT_EQ(cudaSetDevice(gpus[r]), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&ranks[r].stream, cudaStreamNonBlocking), cudaSuccess);
+  }
+  auto expectNear = [&](const std::vector<float> &want, const std::vector<float> &got,
+                        const std::string &what) {
+    ASSERT_EQ(want.size(), got.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(want[i], got[i], tol) << what << " element " << i;
+  };
+
+  // All-reduce of a bucket of two tensors (7 and 5 elements), in place.
+  std::vector<std::vector<float>> a(n), b(n);
+  std::vector<float> sumA(7, 0), sumB(5, 0);
+  std::vector<comm::AllReduceEntry> ar;
+  std::vector<float *> da(n), db(n);
+  for (int r = 0; r < n; ++r) {
+    a[r] = randomFloats(7, 100 + r);
+    b[r] = randomFloats(5, 200 + r);
+    for (size_t i = 0; i < 7; ++i)
+      sumA[i] += a[r][i];
+    for (size_t i = 0; i < 5; ++i)
+      sumB[i] += b[r][i];
+    da[r] = ranks[r].upload(a[r]);
+    db[r] = ranks[r].upload(b[r]);
+    ar.push_back({r, {{da[r], 7}, {db[r], 5}}, ranks[r].stream});
+  }
+  auto ok = c.allReduce(ar);
+  ASSERT_TRUE(ok) << ok.message();
+  for (int r = 0; r < n; ++r) {
+    expectNear(sumA, ranks[r].download(da[r], 7), "all-reduce tensor 0 on rank " + std::to_string(r));
+    expectNear(sumB, ranks[r].download(db[r], 5), "all-reduce tensor 1 on rank " + std::to_string(r));
+  }
+
+  // All-gather and reduce-scatter over [outer 2, parts, inner 3] with uneven parts, one of them empty.
+  comm::AxisParts layout;
+  layout.outer = 2;
+  layout.inner = 3;
+  for (int r = 0; r < n; ++r)
+    layout.parts.push_back(r == 1 ? 0 : 2 + r);
+  const int64_t total = layout.total(), whole = layout.outer * total * layout.inner;
+  std::vector<float> gathered(whole), scattered(whole, 0);
+  std::vector<comm::AllGatherEntry> ag;
+  std::vector<comm::ReduceScatterEntry> rs;
+  std::vector<float *> parts(n), wholes(n), rsWholes(n), rsParts(n);
+  for (int r = 0; r < n; ++r) {
+    const int64_t part = layout.outer * layout.parts[r] * layout.inner;
+    std::vector<float> mine = randomFloats(part, 300 + r), w = randomFloats(whole, 400 + r);
+    for (int64_t o = 0; o < layout.outer; ++o)
+      for (int64_t j = 0; j < layout.parts[r] * layout.inner; ++j)
+        gathered[(o * total + layout.offset(r)) * layout.inner + j] =
+            mine[o * layout.parts[r] * layout.inner + j];
+    for (int64_t i = 0; i < whole; ++i)
+      scattered[i] += w[i];
+    parts[r] = ranks[r].upload(mine);
+    wholes[r] = ranks[r].upload(std::vector<float>(whole, 7.0f)); // overwritten: the gather zeroes it
+    rsWholes[r] = ranks[r].upload(w);
+    rsParts[r] = ranks[r].upload(std::vector<float>(part, 0.0f));
+    ag.push_back({r, {parts[r], part}, {wholes[r], whole}, ranks[r].stream});
+    rs.push_back({r, {rsWholes[r], whole}, {rsParts[r], part}, ranks[r].stream});
+  }
+  ok = c.allGather(ag, layout);
+  ASSERT_TRUE(ok) << ok.message();
+  ok = c.reduceScatter(rs, layout);
+  ASSERT_TRUE(ok) << ok.message();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(gathered, ranks[r].download(wholes[r], whole))
+        << "all-gather on rank " << r << " (exact: zeros added)";
+    std::vector<float> want;
+    for (int64_t o = 0; o < layout.outer; ++o)
+      for (int64_t j = 0; j < layout.parts[r] * layout.inner; ++j)
+        want.push_back(scattered[(o * total + layout.offset(r)) * layout.inner + j]);
+    expectNear(want, ranks[r].download(rsParts[r], want.size()),
+               "reduce-scatter on rank " + std::to_string(r));
+  }
+
+  // Broadcast of i32 ids from the last rank (bytes move unchanged).
+  const std::vector<int32_t> ids = {3, -1, 1 << 30};
+  std::vector<comm::BroadcastEntry> bc;
+  std::vector<float *> bufs(n);
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> bytes(ids.size(), 0.0f);
+    if (r == n - 1)
+      std::memcpy(bytes.data(), ids.data(), ids.size() * 4);
+    bufs[r] = ranks[r].upload(bytes);
+    bc.push_back({r, {bufs[r], int64_t(ids.size())}, ranks[r].stream});
+  }
+  ok = c.broadcast(bc, n - 1, comm::ElemType::I32);
+  ASSERT_TRUE(ok) << ok.message();
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> got = ranks[r].download(bufs[r], ids.size());
+    std::vector<int32_t> gotIds(ids.size());
+    std::memcpy(gotIds.data(), got.data(), ids.size() * 4);
+    EXPECT_EQ(gotIds, ids) << "broadcast on rank " << r;
+  }
+
+  // A call that leaves a rank out fails and aborts; every later call fails too.
+  ar.pop_back();
+  auto partial = c.allReduce(ar);
+  ASSERT_FALSE(partial);
+  EXPECT_NE(partial.message().find("must cover every rank"), std::string::npos) << partial.message();
+  EXPECT_TRUE(c.aborted());
+  ok = c.barrier(c.localRanks());
+  ASSERT_FALSE(ok);
+  EXPECT_NE(ok.message().find("aborted"), std::string::npos) << ok.message();
+}
+
+TEST(CudaCommunicators, LoopbackMatchesRankOrderSums) {
+  TPC_REQUIRE_GPU();
+  const std::vector<uint64_t> stage(3, 4096);
+  auto c = cuda::makeLoopbackCommunicator(0, 3, stage);
+  ASSERT_TRUE(c) << c.message();
+  EXPECT_STREQ((*c)->name(), "loopback");
+  checkCommunicator(**c, {0, 0, 0}, 0.0f);
+}
+
+TEST(CudaCommunicators, NcclMatchesHostSums) {
+  TPC_REQUIRE_GPU();
+  if (cuda::cudaDeviceCount() < 2)
+    GTEST_SKIP() << "NCCL needs two GPUs";
+  auto c = cuda::makeNcclCommunicator({0, 1}, {4096, 4096});
+  if (!c && c.message().find("cannot be loaded") != std::string::npos)
+    GTEST_SKIP() << c.message();
+  ASSERT_TRUE(c) << c.message();
+  checkCommunicator(**c, {0, 1}, 1e-6f);
+}
+
+TEST(CudaCommunicators, LoopbackRefusesMoreRanksThanItsKernelTakes) { // no GPU needed: refused up front
+  auto c = cuda::makeLoopbackCommunicator(0, 17, std::vector<uint64_t>(17, 0));
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.message().find("at most 16"), std::string::npos) << c.message();
+}
+
+} // namespace
