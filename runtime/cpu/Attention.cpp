@@ -40,11 +40,12 @@ struct Work {
   int64_t partial = -1; ///< offset of its unnormalised rows in the partial buffer; -1: finalized in y
 };
 
-// With fewer than kItemsWanted (tile, KV head) pairs, a key range longer than kMinSegment is cut into
-// segments, so a decode step at a long context keeps every thread busy (the merge costs one pass over the
-// segments' rows).
-constexpr int64_t kItemsWanted = 32;
-constexpr int64_t kMinSegment = 256;
+// A call of at most kSegmentTokens tokens (decode steps, of one sequence or several) cuts each key range
+// at multiples of kSegment positions, so a step at a long context keeps every thread busy (the merge costs
+// one pass over the segments' rows). Both depend on the call alone, not on how many heads a device holds,
+// so a split plan computes every row the way one device does.
+constexpr int64_t kSegmentTokens = 8;
+constexpr int64_t kSegment = 256;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 } // namespace
@@ -69,20 +70,18 @@ void flashAttention(const AttentionArgs &a, ThreadGroup &tg, Isa isa) {
     longest = std::max(longest, a.pos[j - 1] - lowest(a.pos[i]) + 1);
     i = j;
   }
-  const int64_t pairs = static_cast<int64_t>(tiles.size()) * a.hkv;
-  int64_t segment = longest;
-  if (pairs < kItemsWanted && longest > kMinSegment) {
-    const int64_t n = std::min(ceilDiv(longest, kMinSegment), ceilDiv(kItemsWanted, pairs));
-    segment = ceilDiv(ceilDiv(longest, n), attn::kKeyBlock) * attn::kKeyBlock;
-  }
+  const bool split = a.t <= kSegmentTokens && longest > kSegment;
   std::vector<Work> work;
   int64_t partialFloats = 0;
   for (size_t ti = 0; ti < tiles.size(); ++ti) {
     const Tile &tl = tiles[ti];
-    const int64_t segs = ceilDiv(tl.to - tl.from + 1, segment), rows = tl.count * group;
+    // Segment s covers positions [s * kSegment, (s + 1) * kSegment) of the tile's range.
+    const int64_t s0 = split ? tl.from / kSegment : 0, s1 = split ? tl.to / kSegment : 0;
+    const int64_t segs = s1 - s0 + 1, rows = tl.count * group;
     for (int64_t kh = 0; kh < a.hkv; ++kh)
-      for (int64_t s = 0; s < segs; ++s) {
-        Work w{ti, kh, tl.from + s * segment, std::min(tl.to, tl.from + (s + 1) * segment - 1), -1};
+      for (int64_t s = s0; s <= s1; ++s) {
+        Work w{ti, kh, split ? std::max(tl.from, s * kSegment) : tl.from,
+               split ? std::min(tl.to, (s + 1) * kSegment - 1) : tl.to, -1};
         if (segs > 1) {
           w.partial = partialFloats;
           partialFloats += rows * (dv + 2); // the rows, then their (max, sum) pairs

@@ -122,7 +122,12 @@ TEST_P(Fidelity, MatchesReference) {
     // before every quantized matmul, so a 1-ulp change can flip one rounding, and through the KV cache
     // every later token moves by the quantization noise (tiny-llama-Q4_K_M on 3 devices: rows 0-3 within
     // 5e-7, rows 4-27 up to 0.06). There the bound is the fixture's own tolerance.
-    const double bound = ref.f32 ? 1e-4 * std::max(1.0, scale) : ref.tolMax;
+    // tiny-gemma4moe (F32) amplifies rounding by itself: its first row differs between 1 and 3 devices by
+    // 1e-6, its second already by 1e-4 (on the plans of the commit before the flash attention too: 3.8e-4
+    // at most over the 28 rows, against a bound of 4.0e-4), so any change of rounding elsewhere moves its
+    // maximum across 1e-4 of the logits' scale. It gets 2e-4, still 10x inside its reference tolerance.
+    const double rel = c.model == "tiny-gemma4moe" ? 2e-4 : 1e-4;
+    const double bound = ref.f32 ? rel * std::max(1.0, scale) : ref.tolMax;
     ::testing::AssertionResult vsOne = tpc::test::allWithin(got, base, bound);
     EXPECT_TRUE(vsOne) << what << " vs devices=1";
     std::printf("[ e2e      ] %s vs devices=1: %s\n", what.c_str(), vsOne.message());

@@ -51,18 +51,15 @@ inline __m256 exp8(__m256 x) {
 }
 
 struct Ops {
+  // One accumulator per key in dot and dot4 alike, the tail after the horizontal sum: the same bits.
   static float dot(const float *a, const float *b, int64_t n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s0 = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-    }
     for (; i + 8 <= n; i += 8)
       s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = hsum(_mm256_add_ps(s0, s1));
+    float s = hsum(s0);
     for (; i < n; ++i)
-      s += a[i] * b[i];
+      s = __builtin_fmaf(a[i], b[i], s);
     return s;
   }
   static void dot4(const float *q, const float *k, int64_t ks, int64_t n, float *out) {
@@ -78,7 +75,7 @@ struct Ops {
     out[0] = hsum(a0), out[1] = hsum(a1), out[2] = hsum(a2), out[3] = hsum(a3);
     for (; i < n; ++i)
       for (int j = 0; j < 4; ++j)
-        out[j] += q[i] * k[j * ks + i];
+        out[j] = __builtin_fmaf(q[i], k[j * ks + i], out[j]);
   }
   static float expShiftSum(float *x, int64_t n, float shift) {
     const __m256 sh = _mm256_set1_ps(shift);
@@ -110,7 +107,7 @@ struct Ops {
     for (; i + 8 <= n; i += 8)
       _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; ++i)
-      y[i] += w * x[i];
+      y[i] = __builtin_fmaf(w, x[i], y[i]);
   }
   static void axpy4(const float *w, const float *x, int64_t xs, float *y, int64_t n) {
     const __m256 w0 = _mm256_set1_ps(w[0]), w1 = _mm256_set1_ps(w[1]), w2 = _mm256_set1_ps(w[2]),
@@ -125,7 +122,8 @@ struct Ops {
       _mm256_storeu_ps(y + i, acc);
     }
     for (; i < n; ++i)
-      y[i] += w[0] * x[i] + w[1] * x[xs + i] + w[2] * x[2 * xs + i] + w[3] * x[3 * xs + i];
+      for (int j = 0; j < 4; ++j)
+        y[i] = __builtin_fmaf(w[j], x[j * xs + i], y[i]);
   }
   static void scale(float *y, float s, int64_t n) {
     const __m256 sv = _mm256_set1_ps(s);
