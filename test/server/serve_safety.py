@@ -39,7 +39,7 @@ class ServeSafety(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.plan, cls.name = su.test_plan()
-        cls.server = su.Server(cls.plan, "-np", "2", "-c", "4096", "--api-key", KEY, "--max-body-bytes", "65536",
+        cls.server = su.Server(cls.plan, "-np", "2", "-c", "8192", "--api-key", KEY, "--max-body-bytes", "65536",
                                "--chat-template", "chatml")
 
     @classmethod
@@ -150,7 +150,7 @@ class ServeSafety(unittest.TestCase):
 class ServeDrain(unittest.TestCase):
     def test_sigterm_drains_streams_and_exits(self):
         plan, _ = su.test_plan()
-        server = su.Server(plan, "-np", "2", "-c", "512")
+        server = su.Server(plan, "-np", "2", "-c", "1024")
         try:
             events = []
             done = threading.Event()
