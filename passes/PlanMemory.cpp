@@ -24,12 +24,15 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "compiler/emit/LocalShapes.h"
+#include "passes/DecisionLog.h"
+#include "passes/LocalShapes.h"
 #include "runtime/ggml/GGMLTypes.h"
 
 #include "mlir/IR/Builders.h"
 
 #include <map>
+
+#define DEBUG_TYPE "tpc-plan-memory"
 
 namespace mlir::tpc {
 #define GEN_PASS_DEF_TPCPLANMEMORY
@@ -107,11 +110,11 @@ Value bufferRoot(Value v, int64_t device) {
 }
 
 /// The buffer root an elementwise op may overwrite with its single result: the first operand of add, mul,
-/// div (the lhs has the result's shape; the rhs may broadcast), scale, unary, softcap, rms_norm and a
-/// two-operand glu. Null for every other op.
+/// div (the lhs has the result's shape; the rhs may broadcast), scale, unary, softcap, rms_norm (weighted
+/// too) and a two-operand glu. Null for every other op.
 Value inPlaceOperand(Operation &op, int64_t device) {
   if (op.getNumResults() != 1 || op.getNumOperands() == 0 ||
-      !isa<AddOp, MulOp, DivOp, ScaleOp, UnaryOp, SoftcapOp, RmsNormOp, GluOp>(op))
+      !isa<AddOp, MulOp, DivOp, ScaleOp, UnaryOp, SoftcapOp, RmsNormOp, WeightedRmsNormOp, GluOp>(op))
     return {};
   if (auto glu = dyn_cast<GluOp>(op); glu && !glu.getUp())
     return {};
@@ -120,7 +123,7 @@ Value inPlaceOperand(Operation &op, int64_t device) {
 }
 
 DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch, int64_t maxRows,
-                        const llvm::DenseSet<Value> &rowsDim) {
+                        const llvm::DenseSet<Value> &rowsDim, bool remarks) {
   DenseMap<Operation *, int64_t> index;
   for (Operation &op : body)
     index[&op] = index.size();
@@ -172,6 +175,7 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch, int64_t m
             break;
           }
         off = slot.lookup(in).first;
+        TPC_DECISION(remarks, &op, "writes in place over operand 0 on device " << device);
       } else if (size) {
         off = arenaOf(r).allocate(size);
       }
@@ -221,8 +225,13 @@ struct PlanMemoryPass : impl::TpcPlanMemoryBase<PlanMemoryPass> {
     const int64_t maxRows = std::min(maxOutputRows.getValue(), maxBatch.getValue());
     const int64_t n = numDevices(m);
     SmallVector<DeviceMemory> mems;
-    for (int64_t d = 0; d < n; ++d)
-      mems.push_back(planDevice(fn.getBody().front(), d, maxBatch, maxRows, *rowsDim));
+    for (int64_t d = 0; d < n; ++d) {
+      mems.push_back(planDevice(fn.getBody().front(), d, maxBatch, maxRows, *rowsDim, remarks));
+      TPC_DECISION(remarks, m, "device " << d << ": " << mems.back().peak << " bytes of device activations, "
+                                         << mems.back().hostPeak << " of host activations for "
+                                         << static_cast<int64_t>(maxBatch) << " tokens, " << maxRows
+                                         << " output rows");
+    }
     annotate(fn, mems);
     SmallVector<int64_t> act, hostAct, weights(n, 0), kv(n, 0);
     for (const DeviceMemory &mem : mems) {

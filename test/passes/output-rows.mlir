@@ -17,11 +17,10 @@
 // CHECK: tpc.get_rows {{.*}}tpc.offsets = [array<i64: 0, 0>], tpc.state = [#tpc.state<partial>]
 // CHECK: %[[AR:.*]] = tpc.all_reduce {{.*}}tpc.offsets = [array<i64: 4096, 4096>], tpc.state = [#tpc.state<mirrored>]
 // CHECK: %[[SEL:.*]] = tpc.select_rows %[[AR]], %[[ROWS]] {{{.*}}tpc.offsets = [array<i64: 0, 0>], tpc.state = [#tpc.state<mirrored>]}
-// CHECK: tpc.rms_norm %[[SEL]] {{.*}}tpc.state = [#tpc.state<mirrored>]
-// CHECK: tpc.mul {{.*}}tpc.state = [#tpc.state<mirrored>]
+// CHECK: tpc.weighted_rms_norm %[[SEL]], {{.*}}tpc.state = [#tpc.state<mirrored>]
 /// Plan memory: tokens are sized for max-batch (16 x 64 x 4 = 4 KiB for the lookup and the all-reduce),
 /// the rows for max-output-rows: the gathered rows take the dead lookup's slot (2 or 16 rows x 256 B,
-/// then the norm and mul in place), the local logits (rows x 2048 x 4 B: 16 KiB or 128 KiB) the end of
+/// then the norm, fused with its weight by tpc-fuse-norms, in place), the local logits (rows x 2048 x 4 B: 16 KiB or 128 KiB) the end of
 /// the arena once the all-reduce is dead.
 // TWO: tpc.matmul {{.*}}tpc.offsets = [array<i64: 512, 512>], tpc.state = [#tpc.state<split axis = 1, sizes = [2048, 2048]
 // SIXTEEN: tpc.matmul {{.*}}tpc.offsets = [array<i64: 4096, 4096>], tpc.state = [#tpc.state<split axis = 1, sizes = [2048, 2048]
