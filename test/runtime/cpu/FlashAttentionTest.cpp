@@ -15,6 +15,8 @@
 #include "runtime/cpu/Attention.h"
 #include "runtime/ggml/Blocks.h"
 
+#include "test/common/TestSupport.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,15 +27,6 @@ using namespace tpc::rt;
 using namespace tpc::rt::cpu;
 
 namespace {
-
-std::vector<float> uniform(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(rng);
-  return v;
-}
 
 std::vector<Isa> isas() {
   std::vector<Isa> out = {Isa::Scalar};
@@ -64,13 +57,13 @@ struct Data {
 Data makeData(const Problem &p, uint32_t seed) {
   Data d;
   const int64_t t = static_cast<int64_t>(p.pos.size()), es = p.dtype == DType::F16 ? 2 : 4;
-  d.q = uniform(t * p.hq * p.dk, seed);
-  d.sinks = uniform(p.hq, seed + 1);
+  d.q = test::uniformFloats(t * p.hq * p.dk, seed);
+  d.sinks = test::uniformFloats(p.hq, seed + 1);
   const int64_t cells = p.sequences * p.ctx;
   d.kc.resize(cells * p.hkv * p.dk * es);
   d.vc.resize(cells * p.hkv * p.dv * es);
   // Cells no position of a sequence reaches keep values no row may read.
-  std::vector<float> junkK = uniform(cells * p.hkv * p.dk, seed + 2), junkV = uniform(cells * p.hkv * p.dv, seed + 3);
+  std::vector<float> junkK = test::uniformFloats(cells * p.hkv * p.dk, seed + 2), junkV = test::uniformFloats(cells * p.hkv * p.dv, seed + 3);
   for (float &x : junkK)
     x *= 50;
   for (float &x : junkV)
@@ -89,8 +82,8 @@ Data makeData(const Problem &p, uint32_t seed) {
   store(d.vc, 0, junkV.data(), junkV.size());
   for (int64_t s = 0; s < p.sequences; ++s) {
     const int64_t len = p.length[s];
-    d.k.push_back(uniform(len * p.hkv * p.dk, seed + 10 + uint32_t(s)));
-    d.v.push_back(uniform(len * p.hkv * p.dv, seed + 20 + uint32_t(s)));
+    d.k.push_back(test::uniformFloats(len * p.hkv * p.dk, seed + 10 + uint32_t(s)));
+    d.v.push_back(test::uniformFloats(len * p.hkv * p.dv, seed + 20 + uint32_t(s)));
     for (std::vector<float> *rows : {&d.k.back(), &d.v.back()})
       if (p.dtype == DType::F16)
         for (float &x : *rows)
