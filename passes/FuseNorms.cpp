@@ -63,12 +63,17 @@ void hoistWeight(Value w, Operation *before) {
 
 struct FuseNormsPass : impl::TpcFuseNormsBase<FuseNormsPass> {
   using TpcFuseNormsBase::TpcFuseNormsBase;
+  llvm::DenseSet<Value> rowsDim_; ///< values sized by the output rows (tpc-plan-memory sized them so)
 
   void runOnOperation() override {
     ModuleOp m = getOperation();
     auto fn = m.lookupSymbol<func::FuncOp>("forward");
     if (!fn || !fn.getBody().hasOneBlock())
       return; // nothing the plan would emit
+    FailureOr<llvm::DenseSet<Value>> rows = rowsDimValues(fn);
+    if (failed(rows))
+      return signalPassFailure();
+    rowsDim_ = std::move(*rows);
     SmallVector<Boundary> boundaries;
     llvm::DenseSet<Operation *> taken;
     for (Operation &op : fn.getBody().front())
@@ -139,7 +144,9 @@ struct FuseNormsPass : impl::TpcFuseNormsBase<FuseNormsPass> {
       if (st != Storage::Buffer || !per || int64_t(per.size()) <= device || per[device] < 0)
         return std::nullopt;
       auto maxBatch = getOperation()->getAttrOfType<IntegerAttr>("tpc.max_batch");
-      int64_t bytes = localBytes(localShape(v, device), maxBatch ? maxBatch.getInt() : 1);
+      auto maxRows = getOperation()->getAttrOfType<IntegerAttr>("tpc.max_output_rows");
+      int64_t bytes = localBytes(planShape(v, device, rowsDim_), maxBatch ? maxBatch.getInt() : 1,
+                                 maxRows ? maxRows.getInt() : 1);
       return std::make_pair(per[device], per[device] + bytes);
     }
     return std::nullopt;

@@ -1,14 +1,17 @@
 //===- LocalShapes.h - per-device shapes and storage of IR values -*- C++ -*-===//
 //
 // What tpc-plan-memory and the plan emitter must agree on, in one header so they cannot drift: the local
-// shape of a value on device d (its global shape with the split axis replaced by sizes[d]), which values
-// own an activation buffer, and which only alias another value (a reshape of a buffer, the result of an
-// op pinned to another device with `tpc.on_device`), and which side (host or device) holds a result.
+// shape of a value on device d (its global shape with the split axis replaced by sizes[d]), which dynamic
+// dim 0 is the call's tokens and which its output rows (the values computed from tpc.select_rows), which
+// values own an activation buffer, and which only alias another value (a reshape of a buffer, the result
+// of an op pinned to another device with `tpc.on_device`), and which side (host or device) holds a result.
 // Header-only and dependent on the tpc dialect alone; it lives in passes/ because tpc-plan-memory defines
 // what these mean and the emitter (compiler/emit, which may depend on passes/) follows it.
 //
 //   int64_t n = mlir::tpc::numDevices(module);
 //   SmallVector<int64_t> s = mlir::tpc::localShape(value, d);   // -1 = the token dimension
+//   auto rows = mlir::tpc::rowsDimValues(fn);                    // values whose dim 0 is the output rows
+//   s = mlir::tpc::planShape(value, d, *rows);                   // -2 for those (the plan's kRowsDim)
 //   mlir::tpc::Storage k = mlir::tpc::valueStorage(value, d);   // Buffer, Alias, Weight, ...
 //   bool h = mlir::tpc::resultOnHost(op, i);                     // host arena or device arena
 //===----------------------------------------------------------------------===//
@@ -19,6 +22,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace mlir::tpc {
 
@@ -37,11 +41,56 @@ inline SmallVector<int64_t> localShape(Value v, int64_t device) {
   return shape;
 }
 
-/// Bytes of a local shape of 4-byte elements (f32, i32) with `maxBatch` tokens.
-inline int64_t localBytes(ArrayRef<int64_t> shape, int64_t maxBatch) {
+/// The values of `fn` whose dim 0 is the call's output rows rather than its tokens: the third argument
+/// (the row indices), the results of tpc.select_rows, and every result of an op that reads such a value
+/// (after the gather the output head reads only gathered rows and weights). An op that mixes the two
+/// dynamic dims (a rows value and another value with a dynamic dim 0) is an error on it.
+inline FailureOr<llvm::DenseSet<Value>> rowsDimValues(func::FuncOp fn) {
+  llvm::DenseSet<Value> rows;
+  if (fn.getNumArguments() > 2)
+    rows.insert(fn.getArgument(2));
+  auto dynamic0 = [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.getRank() > 0 && t.isDynamicDim(0);
+  };
+  WalkResult r = fn.walk([&](Operation *op) {
+    if (isa<SelectRowsOp>(op)) {
+      rows.insert(op->getResult(0));
+      return WalkResult::advance();
+    }
+    bool anyRows = false, anyTokens = false;
+    for (Value v : op->getOperands())
+      (rows.contains(v) ? anyRows : anyTokens) |= dynamic0(v);
+    if (!anyRows)
+      return WalkResult::advance();
+    if (anyTokens && !isa<func::ReturnOp>(op)) {
+      op->emitError("mixes the token dimension and the output-rows dimension (values computed from "
+                    "tpc.select_rows) in its operands");
+      return WalkResult::interrupt();
+    }
+    for (Value res : op->getResults())
+      rows.insert(res);
+    return WalkResult::advance();
+  });
+  if (r.wasInterrupted())
+    return failure();
+  return rows;
+}
+
+/// localShape with the output-rows dim 0 as -2 (the plan's kRowsDim) for the values in `rows`.
+inline SmallVector<int64_t> planShape(Value v, int64_t device, const llvm::DenseSet<Value> &rows) {
+  SmallVector<int64_t> shape = localShape(v, device);
+  if (!shape.empty() && shape[0] == -1 && rows.contains(v))
+    shape[0] = -2;
+  return shape;
+}
+
+/// Bytes of a plan shape of 4-byte elements (f32, i32) with `maxBatch` tokens (-1) and `maxRows` output
+/// rows (-2).
+inline int64_t localBytes(ArrayRef<int64_t> shape, int64_t maxBatch, int64_t maxRows) {
   int64_t n = 4;
   for (int64_t d : shape)
-    n *= d < 0 ? maxBatch : d;
+    n *= d == -1 ? maxBatch : d == -2 ? maxRows : d;
   return n;
 }
 

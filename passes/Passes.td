@@ -149,7 +149,9 @@ def TpcPlanMemory : Pass<"tpc-plan-memory", "::mlir::ModuleOp"> {
   let description = [{
     Assigns every activation a byte offset in its device's arena for `max-batch` tokens, reusing the space
     of values that are dead (liveness over the forward function's program order), and records weight
-    bytes, KV bytes per token and the activation peak per device on the module.
+    bytes, KV bytes per token and the activation peak per device on the module. Values computed from
+    `tpc.select_rows` (the output head) are sized for `max-output-rows` rows instead of `max-batch` tokens:
+    the head of a call runs only on the rows whose logits it returns.
 
     ```mlir
     // Before: the module after tpc-localize (test/passes/plan-memory.mlir).
@@ -163,6 +165,10 @@ def TpcPlanMemory : Pass<"tpc-plan-memory", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"maxBatch", "max-batch", "int64_t", /*default=*/"512", "Tokens per call the arenas hold">,
+    // 64: the CPU matmul's token block, so a request for every row (logit dumps, perplexity) runs in
+    // chunks that are still efficient; more rows than a server's slots ask for in one step.
+    Option<"maxOutputRows", "max-output-rows", "int64_t", /*default=*/"64",
+           "Logits rows per call the arenas hold (capped at max-batch)">,
     RemarksOption,
   ];
 }

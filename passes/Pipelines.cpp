@@ -42,6 +42,7 @@ LogicalResult buildTpcPipeline(OpPassManager &pm, const PipelineOptions &opts, c
     } else if (stage == "tpc-plan-memory") {
       TpcPlanMemoryOptions o;
       o.maxBatch = opts.maxBatch;
+      o.maxOutputRows = opts.maxOutputRows;
       pm.addPass(createTpcPlanMemory(o));
     }
     if (stage == lastStage)
@@ -62,6 +63,8 @@ struct PipelineCliOptions : PassPipelineOptions<PipelineCliOptions> {
   Option<bool> noKvOffload{*this, "no-kv-offload", llvm::cl::desc("KV cache on the host"),
                            llvm::cl::init(false)};
   Option<int64_t> maxBatch{*this, "max-batch", llvm::cl::desc("Tokens per call"), llvm::cl::init(512)};
+  Option<int64_t> maxOutputRows{*this, "max-output-rows", llvm::cl::desc("Logits rows per call"),
+                                llvm::cl::init(64)};
 };
 } // namespace
 
@@ -75,6 +78,7 @@ void registerTpcPipeline() {
         o.overrideTensor.assign(cli.overrideTensor.begin(), cli.overrideTensor.end());
         o.noKvOffload = cli.noKvOffload;
         o.maxBatch = cli.maxBatch;
+        o.maxOutputRows = cli.maxOutputRows;
         (void)buildTpcPipeline(pm, o);
       });
 }

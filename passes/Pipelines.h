@@ -21,6 +21,7 @@ struct PipelineOptions {
   std::vector<std::string> overrideTensor; ///< REGEX=cpu
   bool noKvOffload = false;
   int64_t maxBatch = 512;
+  int64_t maxOutputRows = 64; ///< logits rows per call (tpc-plan-memory's max-output-rows)
 };
 
 /// The pass names in pipeline order (for `--emit=mlir --stop-after NAME`-style stage selection). The whole

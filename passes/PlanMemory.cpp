@@ -5,8 +5,9 @@
 // uses of its aliases (reshapes of it, results of ops pinned to another device) count as its uses. Slots
 // are assigned first-fit from the free ranges left by dead values, so the arena is the peak of the live
 // set (plus fragmentation), not the sum of all activations. An elementwise op whose first operand dies
-// at it writes in place (inPlaceOperand). Sizes are local shapes for `max-batch` tokens,
-// rounded up to 64 bytes (kernels load whole cache lines; the plan requires element alignment only).
+// at it writes in place (inPlaceOperand). Sizes are local shapes for `max-batch` tokens and, for the values
+// computed from tpc.select_rows (LocalShapes.h: rowsDimValues), `max-output-rows` rows, rounded up to 64
+// bytes (kernels load whole cache lines; the plan requires element alignment only).
 // Host-placed buffers (resultOnHost: --override-tensor, --no-kv-offload readers) are packed into a second
 // arena of their own, so neither side's arena reserves room for the other's tensors: the device arena is
 // what the GPU allocates, the host arena what is pinned in host memory.
@@ -17,7 +18,7 @@
 // `tpc.host_activation_bytes`, `tpc.weight_bytes` (local slice bytes of every
 // weight some op on that device reads, 64-byte aligned like the emitter lays them out),
 // `tpc.kv_bytes_per_token` (f16 K and V of the local KV heads) as DenseI64ArrayAttr per device, and
-// `tpc.max_batch`.
+// `tpc.max_batch`, `tpc.max_output_rows` (max-output-rows capped at max-batch).
 //
 // Assumes the states are final (it runs last) and that @forward is one block.
 //===----------------------------------------------------------------------===//
@@ -121,7 +122,8 @@ Value inPlaceOperand(Operation &op, int64_t device) {
   return valueStorage(in, device) == Storage::Buffer ? in : Value();
 }
 
-DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch, bool remarks) {
+DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch, int64_t maxRows,
+                        const llvm::DenseSet<Value> &rowsDim, bool remarks) {
   DenseMap<Operation *, int64_t> index;
   for (Operation &op : body)
     index[&op] = index.size();
@@ -160,7 +162,7 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch, bool rema
         mem.offset[r] = root ? mem.offset.lookup(root) : -1;
         continue;
       }
-      int64_t size = alignUp(localBytes(localShape(r, device), maxBatch));
+      int64_t size = alignUp(localBytes(planShape(r, device, rowsDim), maxBatch, maxRows));
       int64_t off = size ? -1 : 0;
       // In place: an elementwise op whose first operand dies here, has exactly this size and lives in the
       // same arena takes over its slot (the CPU kernels read each element, or each row, before writing it).
@@ -210,18 +212,25 @@ struct PlanMemoryPass : impl::TpcPlanMemoryBase<PlanMemoryPass> {
   void runOnOperation() override {
     ModuleOp m = getOperation();
     auto fn = m.lookupSymbol<func::FuncOp>("forward");
-    if (!fn || !fn.getBody().hasOneBlock() || maxBatch < 1) {
-      m.emitError(maxBatch < 1 ? "tpc-plan-memory: max-batch must be >= 1"
-                               : "tpc-plan-memory: expected one func @forward with one block");
+    if (!fn || !fn.getBody().hasOneBlock() || maxBatch < 1 || maxOutputRows < 1) {
+      m.emitError(maxBatch < 1        ? "tpc-plan-memory: max-batch must be >= 1"
+                  : maxOutputRows < 1 ? "tpc-plan-memory: max-output-rows must be >= 1"
+                                      : "tpc-plan-memory: expected one func @forward with one block");
       return signalPassFailure();
     }
+    FailureOr<llvm::DenseSet<Value>> rowsDim = rowsDimValues(fn);
+    if (failed(rowsDim))
+      return signalPassFailure();
+    // A call never returns more rows than it has tokens.
+    const int64_t maxRows = std::min(maxOutputRows.getValue(), maxBatch.getValue());
     const int64_t n = numDevices(m);
     SmallVector<DeviceMemory> mems;
     for (int64_t d = 0; d < n; ++d) {
-      mems.push_back(planDevice(fn.getBody().front(), d, maxBatch, remarks));
+      mems.push_back(planDevice(fn.getBody().front(), d, maxBatch, maxRows, *rowsDim, remarks));
       TPC_DECISION(remarks, m, "device " << d << ": " << mems.back().peak << " bytes of device activations, "
-                                         << mems.back().hostPeak << " of host activations for " << static_cast<int64_t>(maxBatch)
-                                         << " tokens");
+                                         << mems.back().hostPeak << " of host activations for "
+                                         << static_cast<int64_t>(maxBatch) << " tokens, " << maxRows
+                                         << " output rows");
     }
     annotate(fn, mems);
     SmallVector<int64_t> act, hostAct, weights(n, 0), kv(n, 0);
@@ -246,6 +255,7 @@ struct PlanMemoryPass : impl::TpcPlanMemoryBase<PlanMemoryPass> {
     m->setAttr("tpc.weight_bytes", b.getDenseI64ArrayAttr(weights));
     m->setAttr("tpc.kv_bytes_per_token", b.getDenseI64ArrayAttr(kv));
     m->setAttr("tpc.max_batch", b.getI64IntegerAttr(maxBatch));
+    m->setAttr("tpc.max_output_rows", b.getI64IntegerAttr(maxRows));
   }
 
   /// `tpc.offsets` on every op with tensor results.

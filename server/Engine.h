@@ -12,6 +12,9 @@
 //   - within one sequence the entries of a batch have consecutive positions, and the first of them
 //     continues the sequence (pos == its current length) or restarts it at 0 after forget();
 //   - forget(s) drops sequence s's cache: its next entry starts at position 0.
+// BatchedEngine.h implements it on one runtime session, which checks the same rules (and also accepts a
+// rewind its caches allow; the scheduler never asks for one); checkBatch() below is the contract as code
+// for engines that have no session (the scheduler tests' fake).
 //
 // Usage:
 //   std::vector<BatchEntry> b = {{tok, pos, seq, /*logits=*/true}, ...};

@@ -2,10 +2,13 @@
 //
 // One pass over @forward per device, in program order (the plan's step order is the IR's order, so every
 // device meets the collectives in the same sequence). Per value and device:
-//  - function arguments are the InputTokens / InputPositions tensors;
+//  - function arguments are the InputTokens / InputPositions / InputOutputRows tensors; values computed
+//    from tpc.select_rows (the output head) have the output-rows dim 0 (-2), sized per call;
 //  - a weight becomes a WeightSlice the first time an op on that device reads it: the local part of the
 //    tensor (LocalShapes.h) as runs of rows of the GGUF (weightPieces below), packed in ggml layout;
-//  - a kv_cache becomes a KvCache with the local KV-head count (placement host for tpc.placement = host);
+//  - a kv_cache becomes a KvCache with the local KV-head count (placement host for tpc.placement = host)
+//    and, when every attention reading it has a sliding window, that window: the runtime then keeps a ring
+//    of window + max_batch positions per sequence instead of the whole context;
 //  - a value returned by @forward is the OutputLogits tensor; other values are arena activations at the
 //    offset tpc-plan-memory chose, or Views of the value they alias (reshapes; ops pinned to another
 //    device with tpc.on_device, whose result there is their first operand).
@@ -147,12 +150,31 @@ int64_t gluFn(GluFn fn) {
   return -1;
 }
 
+/// The sliding window of the attention ops that read cache `c` (through backend copies), or 0 when one of
+/// them reads the whole context (or none reads it): a windowed cache only needs a ring of positions.
+int64_t cacheWindow(KvCacheOp c) {
+  int64_t window = -1;
+  SmallVector<Value> caches = {c.getResult()};
+  while (!caches.empty()) {
+    Value v = caches.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (auto copy = dyn_cast<BackendCopyOp>(user)) {
+        caches.push_back(copy.getResult());
+      } else if (auto attn = dyn_cast<AttentionOp>(user)) {
+        const int64_t w = int64_t(attn.getSlidingWindow());
+        window = window < 0 ? w : (window == w ? w : 0);
+      }
+    }
+  }
+  return std::max<int64_t>(window, 0);
+}
+
 /// Emits one device's program.
 class DeviceEmitter {
 public:
   DeviceEmitter(ModuleOp m, const ::tpc::gguf::GGUFFile &f, int64_t device, rt::DevicePlan &dev,
-                const DenseMap<Operation *, int64_t> &layers)
-      : m_(m), f_(f), device_(device), dev_(dev), b_(dev), layers_(layers) {}
+                const DenseMap<Operation *, int64_t> &layers, const llvm::DenseSet<Value> &rowsDim)
+      : m_(m), f_(f), device_(device), dev_(dev), b_(dev), layers_(layers), rowsDim_(rowsDim) {}
 
   LogicalResult run(func::FuncOp fn, int64_t nVocab);
 
@@ -170,6 +192,7 @@ private:
   rt::DevicePlan &dev_;
   rt::DevicePlanBuilder b_;
   const DenseMap<Operation *, int64_t> &layers_;
+  const llvm::DenseSet<Value> &rowsDim_; ///< values whose dim 0 is the call's output rows
   DenseMap<Value, int32_t> tensors_;
   DenseMap<Value, int32_t> kv_;
   DenseMap<Operation *, int32_t> weights_, tables_;
@@ -277,13 +300,15 @@ FailureOr<int32_t> DeviceEmitter::aliasOf(Value v, Value of) {
   if (failed(base))
     return failure();
   const rt::TensorDesc &bt = dev_.tensors[*base];
-  SmallVector<int64_t> shape = localShape(v, device_);
+  SmallVector<int64_t> shape = planShape(v, device_, rowsDim_);
   int64_t n = 1, nb = 1;
   for (int64_t d : shape)
     n *= d < 0 ? 1 : d;
   for (int64_t d : bt.shape)
     nb *= d < 0 ? 1 : d;
-  if (n != nb || (shape.empty() ? false : (shape[0] < 0) != (!bt.shape.empty() && bt.shape[0] < 0)))
+  // The same dynamic dim 0 (tokens, output rows or none) on both sides.
+  auto dyn0 = [](ArrayRef<int64_t> s) { return s.empty() ? int64_t(0) : std::min<int64_t>(s[0], 0); };
+  if (n != nb || dyn0(shape) != dyn0(bt.shape))
     return v.getDefiningOp()->emitError()
            << "plan emitter: alias of a value with a different local element count on device " << device_;
   if (bt.storage != rt::Storage::Activation && bt.storage != rt::Storage::View) {
@@ -299,12 +324,12 @@ FailureOr<int32_t> DeviceEmitter::aliasOf(Value v, Value of) {
 
 FailureOr<int32_t> DeviceEmitter::result(Value v, unsigned index) {
   Operation *op = v.getDefiningOp();
-  SmallVector<int64_t> shape = localShape(v, device_);
+  SmallVector<int64_t> shape = planShape(v, device_, rowsDim_);
   std::vector<int64_t> s(shape.begin(), shape.end());
   switch (valueStorage(v, device_)) {
   case Storage::Output:
     if (dev_.tensors[logits_].shape != s)
-      return op->emitError() << "plan emitter: the returned logits are not [tokens, n_vocab] on device "
+      return op->emitError() << "plan emitter: the returned logits are not [rows, n_vocab] on device "
                              << device_ << " (a split result needs an all_gather first)";
     return logits_;
   case Storage::Alias:
@@ -326,11 +351,15 @@ FailureOr<int32_t> DeviceEmitter::result(Value v, unsigned index) {
 
 LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
   Block &body = fn.getBody().front();
-  if (body.getNumArguments() != 2)
-    return fn.emitError("plan emitter: @forward must take (tokens, positions)");
-  tensors_[body.getArgument(0)] = b_.io(rt::Storage::InputTokens, rt::DType::I32, {-1});
-  tensors_[body.getArgument(1)] = b_.io(rt::Storage::InputPositions, rt::DType::I32, {-1});
-  logits_ = b_.io(rt::Storage::OutputLogits, rt::DType::F32, {-1, nVocab});
+  if (body.getNumArguments() != 2 && body.getNumArguments() != 3)
+    return fn.emitError("plan emitter: @forward must take (tokens, positions[, output rows])");
+  tensors_[body.getArgument(0)] = b_.io(rt::Storage::InputTokens, rt::DType::I32, {rt::kTokenDim});
+  tensors_[body.getArgument(1)] = b_.io(rt::Storage::InputPositions, rt::DType::I32, {rt::kTokenDim});
+  // Without the rows argument (IR written before it existed) every token's row is computed.
+  const bool rows = body.getNumArguments() == 3;
+  if (rows)
+    tensors_[body.getArgument(2)] = b_.io(rt::Storage::InputOutputRows, rt::DType::I32, {rt::kRowsDim});
+  logits_ = b_.io(rt::Storage::OutputLogits, rt::DType::F32, {rows ? rt::kRowsDim : rt::kTokenDim, nVocab});
   for (Operation &op : body) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       if (ret.getNumOperands() != 1)
@@ -362,6 +391,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
     kv.headDimK = int32_t(c.getHeadDimK());
     kv.headDimV = int32_t(c.getHeadDimV());
     kv.dtype = rt::DType::F16;
+    kv.window = int32_t(cacheWindow(c));
     auto placement = op->getAttrOfType<StringAttr>("tpc.placement");
     kv.placement = placement && placement.getValue() == "host" ? rt::Placement::Host : rt::Placement::Device;
     kv_[c.getResult()] = b_.addKv(kv);
@@ -429,6 +459,11 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             // read as zero rows (the result is partial).
             if (StateAttr t = splitOf(o.getTable()); t && t.isSplit() && t.getAxis() == 0)
               params = rt::GetRowsParams{localOffset(t)}.pack();
+            return success();
+          })
+          .Case([&](SelectRowsOp o) -> LogicalResult {
+            kind = rt::OpKind::GetRows; // the rows of an activation, by the call's row indices
+            ok = addIn(o.getX()) && addIn(o.getRows());
             return success();
           })
           .Case([&](TakeAlongOp o) -> LogicalResult {
@@ -709,6 +744,14 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
   plan.model.nVocab = intAttr("tpc.n_vocab");
   plan.model.nCtxTrain = intAttr("tpc.n_ctx_train");
   plan.model.maxBatch = maxBatch;
+  FailureOr<llvm::DenseSet<Value>> rowsDim = rowsDimValues(fn);
+  if (failed(rowsDim))
+    return failure();
+  if (fn.getNumArguments() == 3) {
+    plan.model.maxOutputRows = intAttr("tpc.max_output_rows");
+    if (plan.model.maxOutputRows < 1)
+      return module.emitError("plan emitter: no tpc.max_output_rows (run tpc-plan-memory first)");
+  }
   // Default context: the training context, capped so a plan for a long-context model opens on a laptop.
   plan.model.defaultCtx = plan.model.nCtxTrain > 0 ? std::min<int64_t>(plan.model.nCtxTrain, 4096) : 4096;
 
@@ -725,7 +768,7 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
     dev.ordinal = int32_t(d);
     dev.activationBytes = uint64_t(activation[d]);
     dev.hostActivationBytes = uint64_t(hostActivation[d]);
-    DeviceEmitter e(module, file, d, dev, layers);
+    DeviceEmitter e(module, file, d, dev, layers, *rowsDim);
     if (failed(e.run(fn, plan.model.nVocab)))
       return failure();
   }

@@ -1,7 +1,8 @@
 //===- Importer.cpp - GGUF model -> tpc IR ----------------------------------===//
 //
-// The table of supported architectures and the common frame of @forward: arguments, embedding table
-// shape (which gives n_vocab), module attributes the later stages read.
+// The table of supported architectures and the common frame of @forward: arguments (tokens, positions,
+// the output rows whose logits a call returns), embedding table shape (which gives n_vocab), module
+// attributes the later stages read, and the shared output head (select_rows, final norm, projection).
 //===----------------------------------------------------------------------===//
 #include "compiler/import/Importer.h"
 
@@ -85,6 +86,9 @@ Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd)
   Value output = mb.optionalWeight("output.weight", {V, E});
   if (mb.failed())
     return nullptr;
+  // Only the rows a call asks for reach the head: generation wants one per sequence, and the output
+  // projection (n_vocab wide) is the largest matmul of the model.
+  x = mb.selectRows(x, mb.outputRows());
   return mb.matmul(mb.norm(x, outNorm, hp.rmsEps), output ? output : tokenEmbd);
 }
 
@@ -129,13 +133,15 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) 
 
   auto ids = RankedTensorType::get({ShapedType::kDynamic}, b.getI32Type());
   auto logitsType = RankedTensorType::get({ShapedType::kDynamic, hp->nVocab}, b.getF32Type());
-  auto func = b.create<func::FuncOp>(loc, "forward", b.getFunctionType({ids, ids}, {logitsType}));
+  auto func = b.create<func::FuncOp>(loc, "forward", b.getFunctionType({ids, ids, ids}, {logitsType}));
   func.setArgAttr(0, "tpc.name", b.getStringAttr("tokens"));
   func.setArgAttr(1, "tpc.name", b.getStringAttr("positions"));
+  func.setArgAttr(2, "tpc.name", b.getStringAttr("output_rows"));
   Block *body = func.addEntryBlock();
   b.setInsertionPointToStart(body);
 
   ModelBuilder mb(b, loc, file);
+  mb.setOutputRows(body->getArgument(2));
   Value logits = entry->build(mb, *hp, body->getArgument(0), body->getArgument(1));
   if (!logits || mb.failed())
     return {};

@@ -49,6 +49,7 @@ Value ModelBuilder::optionalWeight(const std::string &name, ArrayRef<int64_t> sh
 
 Value ModelBuilder::getRows(Value table, Value ids) { return make<GetRowsOp>(table, ids); }
 Value ModelBuilder::takeAlong(Value x, Value ids) { return make<TakeAlongOp>(x, ids, b.getI64IntegerAttr(1)); }
+Value ModelBuilder::selectRows(Value x, Value rows) { return make<SelectRowsOp>(x, rows); }
 Value ModelBuilder::rmsNorm(Value x, float eps) { return make<RmsNormOp>(x, b.getF32FloatAttr(eps)); }
 Value ModelBuilder::matmul(Value x, Value w) { return make<MatmulOp>(x, w); }
 Value ModelBuilder::mulMatId(Value x, Value w, Value ids) { return make<MulMatIdOp>(x, w, ids); }

@@ -92,6 +92,7 @@ public:
   // One method per op; shapes are inferred by the ops.
   Value getRows(Value table, Value ids);
   Value takeAlong(Value x, Value ids);
+  Value selectRows(Value x, Value rows);
   Value rmsNorm(Value x, float eps);
   Value matmul(Value x, Value w);
   Value mulMatId(Value x, Value w, Value ids);
@@ -120,6 +121,11 @@ public:
   Value gluFFN(Value h, const FFNWeights &w, GluFn fn);
   /// MoE feed-forward on `h` with the router reading `routerIn` (the same value for most architectures).
   Value moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn, bool normalizeWeights);
+
+  /// The output-row indices of @forward (its third argument): buildOutput gathers the last hidden state
+  /// to them before the final norm.
+  void setOutputRows(Value rows) { outputRows_ = rows; }
+  Value outputRows() const { return outputRows_; }
 
   const gguf::GGUFFile &gguf() const { return file; }
 
@@ -159,6 +165,7 @@ private:
   Location loc;
   const gguf::GGUFFile &file;
   bool hadError = false;
+  Value outputRows_;
 };
 
 } // namespace mlir::tpc

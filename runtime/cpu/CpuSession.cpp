@@ -76,7 +76,7 @@ struct Device {
   std::vector<uint64_t> copyAt;         ///< per weight slice: where a copied one sits in `weights`
   std::vector<KvBuffers> kv;
   std::vector<void *> ptr; ///< resolved address of every tensor
-  std::vector<int32_t> tokens, positions;
+  std::vector<int32_t> tokens, positions, seqs, rows; ///< this call's inputs (max_batch each)
   std::unique_ptr<CpuStepRunner> runner;
   std::vector<size_t> batchEnd; ///< matmulBatchEnds: matmuls on one input that run as one job
   /// Per step: a matmul TPC_F32_MATMULS puts on the float32 reference (empty: none named).
@@ -102,14 +102,6 @@ public:
 private:
   std::vector<ThreadGroup *> tg_; ///< by plan device
 };
-
-/// KV bytes of `dp` with every cache in f32 (the float32 reference; the plan sized them for its dtype).
-uint64_t f32KvBytes(const DevicePlan &dp, int64_t ctx) {
-  uint64_t bytes = 0;
-  for (const KvCache &c : dp.kv)
-    bytes += static_cast<uint64_t>(ctx) * c.nHeadKv * (c.headDimK + c.headDimV) * 4;
-  return bytes;
-}
 
 /// TPC_F32_MATMULS=q6_K,blk.3.ffn_down (a debugging switch, bisecting where precision goes): the matmul
 /// steps of `dp` whose weight's ggml type name equals one of the comma-separated patterns or whose GGUF
@@ -152,8 +144,8 @@ constexpr int kDeviceSpin = 300;
 
 class CpuSession final : public Session {
 public:
-  CpuSession(Plan plan, int64_t ctx, std::vector<int> devices)
-      : Session(std::move(plan), ctx, std::move(devices)) {}
+  CpuSession(Plan plan, int64_t ctx, int32_t sequences, std::vector<int> devices)
+      : Session(std::move(plan), ctx, sequences, std::move(devices)) {}
   ~CpuSession() override { stopDeviceThreads(); }
 
   /// Everything open() does after exec::prepareOpen: capacity, arenas, weights, threads.
@@ -173,17 +165,18 @@ public:
   int hostMemory() const override { return 0; }
 
 protected:
-  Expected<void> runChunk(const int32_t *tokens, const int32_t *positions, int64_t t, float *logits) override;
+  Expected<void> runChunk(const Chunk &c, float *logits) override;
 
 private:
-  Expected<void> runDevice(size_t i, int64_t t);
+  Expected<void> runDevice(size_t i, int64_t t, int64_t rows);
   /// runDevice with errors recorded in `failure_` and the communicator aborted, so peers never hang.
-  void runGuarded(size_t i, int64_t t);
+  void runGuarded(size_t i, int64_t t, int64_t rows);
   void startDeviceThreads();
   void stopDeviceThreads();
   void deviceLoop(size_t i);
-  /// Runs every device on `t` tokens (the first on the caller) and returns when all are done.
-  void runAll(int64_t t);
+  /// Runs every device on `t` tokens and `rows` output rows (the first on the caller) and returns when
+  /// all are done.
+  void runAll(int64_t t, int64_t rows);
 
   int threadsPerDevice_ = 1;
   bool f32All_ = false; ///< SessionOptions::f32Reference
@@ -205,15 +198,15 @@ private:
   std::atomic<uint64_t> runGen_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stopping_{false};
-  int64_t runTokens_ = 0;
+  int64_t runTokens_ = 0, runRows_ = 0;
 };
 
-void CpuSession::runGuarded(size_t i, int64_t t) {
+void CpuSession::runGuarded(size_t i, int64_t t, int64_t rows) {
   // A kernel that throws (it should not: open() checked every step) must neither terminate the process
   // nor leave the peers waiting at a collective.
   Expected<void> ok;
   try {
-    ok = runDevice(i, t);
+    ok = runDevice(i, t, rows);
   } catch (const std::exception &e) {
     ok = Error{e.what()};
   }
@@ -257,7 +250,7 @@ void CpuSession::deviceLoop(size_t i) {
     seen = runGen_.load(std::memory_order_acquire);
     if (stopping_.load())
       return;
-    runGuarded(i, runTokens_);
+    runGuarded(i, runTokens_, runRows_);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(runMu_); // orders the notify after the caller's predicate check
       doneCv_.notify_one();
@@ -265,10 +258,11 @@ void CpuSession::deviceLoop(size_t i) {
   }
 }
 
-void CpuSession::runAll(int64_t t) {
+void CpuSession::runAll(int64_t t, int64_t rows) {
   const int others = static_cast<int>(devs_.size()) - 1;
   if (others > 0) {
     runTokens_ = t;
+    runRows_ = rows;
     pending_.store(others, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(runMu_);
@@ -276,7 +270,7 @@ void CpuSession::runAll(int64_t t) {
     }
     runCv_.notify_all();
   }
-  runGuarded(0, t);
+  runGuarded(0, t, rows);
   int spins = 0;
   while (pending_.load(std::memory_order_acquire) != 0) {
     if (++spins < kDeviceSpin) {
@@ -288,7 +282,7 @@ void CpuSession::runAll(int64_t t) {
   }
 }
 
-Expected<void> CpuSession::runDevice(size_t i, int64_t t) {
+Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
   Device &dev = devs_[i];
   const DevicePlan &dp = plan().devices[dev.index];
   const bool prof = profiling() && i == 0; // the caller's thread, the only one touching the profile
@@ -305,7 +299,7 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t) {
       bsteps.clear();
       for (size_t j = si; j < end; ++j) {
         bsteps.push_back(&dp.steps[j]);
-        exec::bindOperands(dp, dev.ptr, dp.steps[j], t, bins[j - si], bouts[j - si]);
+        exec::bindOperands(dp, dev.ptr, dp.steps[j], t, rows, bins[j - si], bouts[j - si]);
       }
       if (Expected<void> ok = dev.runner->runBatch(bsteps, bins, bouts); !ok)
         return ok;
@@ -314,10 +308,10 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t) {
       si = end - 1;
       continue;
     }
-    exec::bindOperands(dp, dev.ptr, s, t, in, out);
+    exec::bindOperands(dp, dev.ptr, s, t, rows, in, out);
     Expected<void> ok;
     if (isCollective(s.op)) {
-      ok = collectives_->run({{dev.index, si, &in, &out, nullptr}}, t);
+      ok = collectives_->run({{dev.index, si, &in, &out, nullptr}}, t, rows);
       // The runner keeps converted inputs until their memory is written; a communicator may also use its
       // input buffers as scratch, so both count as written.
       dev.runner->noteWrites(in);
@@ -335,18 +329,21 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t) {
   return {};
 }
 
-Expected<void> CpuSession::runChunk(const int32_t *tokens, const int32_t *positions, int64_t t,
-                                    float *logits) {
+Expected<void> CpuSession::runChunk(const Chunk &c, float *logits) {
   for (Device &dev : devs_) {
-    std::copy(tokens, tokens + t, dev.tokens.begin());
-    std::copy(positions, positions + t, dev.positions.begin());
+    std::copy(c.tokens, c.tokens + c.t, dev.tokens.begin());
+    std::copy(c.positions, c.positions + c.t, dev.positions.begin());
+    std::copy(c.seqs, c.seqs + c.t, dev.seqs.begin());
+    std::copy(c.rows, c.rows + c.r, dev.rows.begin());
     dev.runner->forgetInputs(); // a new chunk: nothing converted in the last one is read again
   }
-  runAll(t);
+  runAll(c.t, c.r);
   if (!failure_.empty())
     return Error{failure_};
-  if (logits) // devs_[0] is device 0 whenever the session returns logits
-    std::memcpy(logits, devs_[0].ptr[logitsTensor_], t * plan().model.nVocab * sizeof(float));
+  if (logits) { // devs_[0] is device 0 whenever the session returns logits
+    const TensorRef l = exec::bindTensor(plan().devices[0], devs_[0].ptr, logitsTensor_, c.t, c.r);
+    std::memcpy(logits, l.data, static_cast<size_t>(l.numel()) * sizeof(float));
+  }
   return {};
 }
 
@@ -361,7 +358,7 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
   std::vector<exec::ArenaBytes> sizes;
   uint64_t need = 0;
   for (int d : o.devices) {
-    auto b = exec::arenaBytes(p.devices[d], d, ctx);
+    auto b = exec::arenaBytes(p.devices[d], d, ctx, o.sequences, p.model.maxBatch);
     if (!b)
       return Error{b.message()};
     if (__builtin_add_overflow(need, b->total, &need))
@@ -383,7 +380,19 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.index = d;
     if (std::string e = exec::checkDeviceCapacity(d, z, ctx, opts.maxDeviceBytes); !e.empty())
       return Error{e};
-    const uint64_t kvBytes = opts.f32Reference ? f32KvBytes(dp, ctx) : z.kv;
+    // The float32 reference keeps f32 KV caches: the same layout over F32 descriptors.
+    DevicePlan kvPlan;
+    kvPlan.kv = dp.kv;
+    if (opts.f32Reference)
+      for (KvCache &c : kvPlan.kv)
+        c.dtype = DType::F32;
+    const std::vector<exec::KvPlacement> layout = exec::kvLayout(kvPlan, ctx, o.sequences, p.model.maxBatch);
+    uint64_t kvBytes = z.kv;
+    if (opts.f32Reference && !layout.empty()) {
+      const KvCache &c = kvPlan.kv.back();
+      kvBytes = layout.back().vOffset + static_cast<uint64_t>(layout.back().positions) * o.sequences * c.nHeadKv *
+                                            c.headDimV * dtypeBytes(c.dtype);
+    }
     // Slices read in place need no arena bytes; the copied ones are packed at the plan's 64-byte spacing.
     uint64_t copied = 0;
     for (const WeightSlice &w : dp.weights) {
@@ -396,24 +405,22 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
         !dev.hostActs.allocate(z.hostActs) || !dev.kvMem.allocate(kvBytes))
       return Error{
           fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
-                      "{}); use more devices or a smaller --ctx-size",
-                      d, z.total, ctx)};
-    uint64_t at = 0;
-    for (const KvCache &c : dp.kv) {
-      KvBuffers b;
-      b.desc = c;
-      if (opts.f32Reference)
-        b.desc.dtype = DType::F32;
-      b.ctx = ctx;
-      const uint64_t eb = dtypeBytes(b.desc.dtype);
-      b.k = dev.kvMem.data + at;
-      at += ctx * c.nHeadKv * c.headDimK * eb;
-      b.v = dev.kvMem.data + at;
-      at += ctx * c.nHeadKv * c.headDimV * eb;
-      dev.kv.push_back(b);
-    }
+                      "{} x {} sequence(s)); use more devices or a smaller --ctx-size",
+                      d, z.total, ctx, o.sequences)};
     dev.tokens.assign(p.model.maxBatch, 0);
     dev.positions.assign(p.model.maxBatch, 0);
+    dev.seqs.assign(p.model.maxBatch, 0);
+    dev.rows.assign(p.model.maxBatch, 0);
+    for (size_t k = 0; k < dp.kv.size(); ++k) {
+      KvBuffers b;
+      b.desc = kvPlan.kv[k];
+      b.ctx = layout[k].positions;
+      b.sequences = o.sequences;
+      b.seq = dev.seqs.data();
+      b.k = dev.kvMem.data + layout[k].kOffset;
+      b.v = dev.kvMem.data + layout[k].vOffset;
+      dev.kv.push_back(b);
+    }
     dev.runner = std::make_unique<CpuStepRunner>(threadsPerDevice_);
     dev.runner->enableActivationCache(); // every write of this device goes through runDevice
     dev.runner->setF32Reference(opts.f32Reference);
@@ -432,9 +439,12 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     bases.kv = &dev.kv;
     bases.tokens = dev.tokens.data();
     bases.positions = dev.positions.data();
+    bases.rows = dev.rows.data();
     if (exec::logitsTensorOf(dp) >= 0) {
-      if (!dev.logits.allocate(static_cast<uint64_t>(p.model.maxBatch * p.model.nVocab) * sizeof(float)))
-        return Error{fmt::format("device {}: cannot allocate the logits rows of {} tokens", d, p.model.maxBatch)};
+      // The rows a call computes: max_output_rows, or every token for a plan without the rows input.
+      const int64_t rows = p.model.maxOutputRows > 0 ? p.model.maxOutputRows : p.model.maxBatch;
+      if (!dev.logits.allocate(static_cast<uint64_t>(rows * p.model.nVocab) * sizeof(float)))
+        return Error{fmt::format("device {}: cannot allocate the logits rows of {} tokens", d, rows)};
       bases.logits = dev.logits.data;
     }
     dev.ptr = exec::resolveTensors(dp, bases);
@@ -497,7 +507,7 @@ std::vector<float> CpuSession::tensorData(size_t device, int32_t id, int64_t tok
   if (!dev || id < 0 || static_cast<size_t>(id) >= dev->ptr.size() ||
       plan().devices[device].tensors[id].storage == Storage::Weight)
     return {};
-  TensorRef r = exec::bindTensor(plan().devices[device], dev->ptr, id, tokens);
+  TensorRef r = exec::bindTensor(plan().devices[device], dev->ptr, id, tokens, lastRows());
   std::vector<float> out(static_cast<size_t>(r.numel()));
   for (size_t i = 0; i < out.size(); ++i)
     out[i] = r.dtype == DType::F32   ? r.f()[i]
@@ -514,7 +524,7 @@ Expected<std::unique_ptr<Session>> openCpuSession(Plan plan, const SessionOption
     return Error{o.message()};
   const int64_t ctx = o->ctx;
   std::vector<int> devices = o->devices;
-  auto s = std::make_unique<CpuSession>(std::move(plan), ctx, std::move(devices));
+  auto s = std::make_unique<CpuSession>(std::move(plan), ctx, o->sequences, std::move(devices));
   if (Expected<void> ok = s->init(*o, opts); !ok)
     return Error{ok.message()};
   return E(std::unique_ptr<Session>(std::move(s)));

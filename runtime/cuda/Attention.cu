@@ -121,7 +121,7 @@ template <typename C> __global__ void appendKernel(AttentionArgs a) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ti = i / (kn + vn), r = i % (kn + vn);
-    const int64_t at = a.pos[ti];
+    const int64_t at = (a.seq ? a.seq[ti] : 0) * a.ctx + a.pos[ti] % a.ctx; // the cell of (seq, pos)
     float v;
     C *dst;
     if (r < kn) {
@@ -151,13 +151,15 @@ template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attenti
   __syncthreads();
   const int64_t p = a.pos[ti];
   const int64_t lo = a.window > 0 && p - a.window + 1 > 0 ? p - a.window + 1 : 0;
+  const int64_t base = (a.seq ? a.seq[ti] : 0) * a.ctx; // the sequence's first cell
   const C *kc = static_cast<const C *>(a.kc), *vc = static_cast<const C *>(a.vc);
   float m = -INFINITY, l = 0, acc[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i)
     acc[i] = 0;
   for (int64_t j = lo + warp; j <= p; j += kAttnWarps) {
-    const C *kr = kc + (j * a.hkv + kh) * a.dk;
+    const int64_t cell = base + j % a.ctx;
+    const C *kr = kc + (cell * a.hkv + kh) * a.dk;
     float sc = 0;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
@@ -173,7 +175,7 @@ template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attenti
     const float mNew = fmaxf(m, sc);
     const float corr = expf(m - mNew), w = expf(sc - mNew);
     l = l * corr + w;
-    const C *vr = vc + (j * a.hkv + kh) * a.dv;
+    const C *vr = vc + (cell * a.hkv + kh) * a.dv;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int64_t c = lane + 32 * i;

@@ -1,7 +1,9 @@
 //===- Attention.cuh - launchers of RoPE and attention over the KV cache -*- C++ -*-===//
 //
-// ROPE and ATTENTION with the semantics of runtime/exec/AttentionOps.cpp. Attention appends the call's
-// K/V rows at their positions (converting to the cache dtype), then runs a flash-decode style kernel:
+// ROPE and ATTENTION with the semantics of runtime/cpu/ops/AttentionOps.cpp. Attention appends the call's
+// K/V rows in the cells of their (sequence, position): cell = seq * ctx + pos % ctx, where ctx is the
+// positions one sequence holds (a sliding-window layer's ring, or the context), converting to the cache
+// dtype; then it runs a flash-decode style kernel over the token's own sequence's cells:
 // one block per (token, query head), its warps stride over the visible cache positions with an online
 // softmax each, merged at the end (sinks join the denominator). Positions are read on the GPU, so a
 // captured decode step stays valid as the context grows. Head dims up to 256.
@@ -54,14 +56,17 @@ struct NormRopeArgs {
 };
 void launchNormRope(const NormRopeArgs &a, cudaStream_t s);
 
-/// ATTENTION of q[T, Hq, Dk] over a cache K[ctx, Hkv, Dk], V[ctx, Hkv, Dv] after appending k, v at pos.
+/// ATTENTION of q[T, Hq, Dk] over a cache K[cells, Hkv, Dk], V[cells, Hkv, Dv] after appending k, v in the
+/// cells of (seq, pos).
 struct AttentionArgs {
   const float *q = nullptr, *k = nullptr, *v = nullptr;
   const int32_t *pos = nullptr;
+  const int32_t *seq = nullptr; ///< each token's sequence, device memory (null: all in sequence 0)
   const float *sinks = nullptr;
   void *kc = nullptr, *vc = nullptr;
   bool f16 = true; ///< cache dtype (else f32)
-  int64_t t = 0, hq = 0, hkv = 0, dk = 0, dv = 0, ctx = 0;
+  int64_t t = 0, hq = 0, hkv = 0, dk = 0, dv = 0;
+  int64_t ctx = 0; ///< cells per sequence (the ring of a sliding-window cache, or the context)
   float scale = 1, softcap = 0;
   int64_t window = 0;
   float *y = nullptr;

@@ -25,7 +25,7 @@ Expected<void> CudaSession::collective(const std::vector<size_t> &at, int64_t t)
     calls.push_back({static_cast<int>(d), at[d], &in[d], &out[d], devs[d].stream});
   }
   kernels->at(at, t);
-  return collectives->run(calls, t);
+  return collectives->run(calls, t, rows_);
 }
 
 void CudaSession::Kernels::copy(int rank, const TensorRef &x, const TensorRef &y) {

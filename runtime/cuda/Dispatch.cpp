@@ -314,6 +314,7 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.k = in[1].f();
     a.v = in[2].f();
     a.pos = in[3].i();
+    a.seq = kv.seq;
     a.sinks = in.size() > 4 ? in[4].f() : nullptr;
     a.kc = kv.k;
     a.vc = kv.v;
@@ -378,7 +379,7 @@ Expected<void> CudaSession::runHostStep(size_t d, size_t i, int64_t t) {
     TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
     dev.hostSync = false;
   }
-  return hostRunner->run(s, in, out, dev.kv);
+  return hostRunner->run(s, in, out, dev.kvHost);
 }
 
 void CudaSession::matmul(Device &dev, const TensorRef &x, const TensorRef &w, const TensorRef &y,

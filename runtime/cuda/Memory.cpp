@@ -3,7 +3,8 @@
 // Memory planning happened at compile time (the plan's arena sizes and offsets); this file turns it into
 // allocations, in open's order:
 //   sizeDevices     per logical device: weight arena (every slice re-aligned to 256 bytes so the K-quant
-//                   kernels can use 16-byte loads), activations, KV (at --ctx-size), scratch + I/O, the
+//                   kernels can use 16-byte loads), activations, KV (at --ctx-size per sequence, rings for
+//                   sliding-window layers), scratch + I/O, the
 //                   f16 weight cache, and the host-placed parts (host weights, pinned host activations,
 //                   mapped pinned host KV), checked against --max-device-bytes
 //   fitGpus         capacity per GPU (logical devices sharing one add up); the f16 cache only where
@@ -42,7 +43,7 @@ ScratchPlan CudaSession::scratchFor(size_t d) const {
   for (const Step &s : plan().devices[d].steps) {
     if (touchesHost(plan().devices[d], s))
       continue;
-    bindStep(d, s, t, in, out);
+    exec::bindOperands(plan().devices[d], devs[d].ptr, s, t, maxRowsAt(t), in, out);
     if (s.op == OpKind::Matmul && t >= copts.cublasMinRows && in[0].inner() > 0) {
       const int64_t k = in[0].inner(), n = in[1].rows();
       const int64_t rows = std::min<int64_t>(n, std::max<int64_t>(64, kTileElems / k));
@@ -60,7 +61,7 @@ ScratchPlan CudaSession::scratchFor(size_t d) const {
   const int64_t tq = std::min<int64_t>(t, kPairGridMax);
   for (const Step &s : plan().devices[d].steps)
     if ((s.op == OpKind::Matmul || s.op == OpKind::MulMatId) && !touchesHost(plan().devices[d], s)) {
-      bindStep(d, s, tq, in, out);
+      exec::bindOperands(plan().devices[d], devs[d].ptr, s, tq, maxRowsAt(tq), in, out);
       sp.xqElems = std::max(sp.xqElems, in[0].numel());
     }
   return sp;
@@ -70,7 +71,9 @@ std::string CudaSession::sizeDevices(const SessionOptions &opts, std::vector<Dev
   const Plan &p = plan();
   const size_t n = p.devices.size();
   sizes.assign(n, DeviceSizes());
-  const uint64_t io = alignUp(p.model.maxBatch * 4) * 2 + alignUp(p.model.maxBatch * p.model.nVocab * 4);
+  // Tokens, positions, sequence ids and output rows of a call; its logits rows.
+  const uint64_t io =
+      alignUp(p.model.maxBatch * 4) * 4 + alignUp(maxRowsAt(p.model.maxBatch) * p.model.nVocab * 4);
   for (size_t d = 0; d < n; ++d) {
     const DevicePlan &dp = p.devices[d];
     DeviceSizes &z = sizes[d];
@@ -81,10 +84,13 @@ std::string CudaSession::sizeDevices(const SessionOptions &opts, std::vector<Dev
     }
     z.acts = dp.activationBytes;
     z.hostActs = dp.hostActivationBytes; // the plan's host arena (v3 plans: as large as the device's)
-    for (const KvCache &c : dp.kv)
+    for (const KvCache &c : dp.kv) {
+      // Every sequence's cells: the context, or a sliding-window layer's ring.
+      const uint64_t cells = uint64_t(kvPositions(c, ctxSize(), p.model.maxBatch)) * maxSequences();
       (c.placement == Placement::Host ? z.hostKv : z.kv) +=
-          alignUp(ctxSize() * c.nHeadKv * c.headDimK * dtypeBytes(c.dtype)) +
-          alignUp(ctxSize() * c.nHeadKv * c.headDimV * dtypeBytes(c.dtype));
+          alignUp(cells * c.nHeadKv * c.headDimK * dtypeBytes(c.dtype)) +
+          alignUp(cells * c.nHeadKv * c.headDimV * dtypeBytes(c.dtype));
+    }
     z.sp = scratchFor(d);
     // f16 copies of the matmul weights the cuBLAS path reads (decided per GPU below).
     z.f16Offset.assign(dp.weights.size(), -1);
@@ -106,9 +112,9 @@ std::string CudaSession::sizeDevices(const SessionOptions &opts, std::vector<Dev
                 alignUp(z.sp.xqElems / 32 * kXQBlockBytes) + io;
     z.stage = alignUp(z.sp.stage); // the communicator's, allocated when it is made
     if (opts.maxDeviceBytes && z.total() > opts.maxDeviceBytes)
-      return fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {}, "
-                         "scratch {}) but has {}; use more devices or a smaller --ctx-size",
-                         d, z.total(), z.weights, z.acts, z.kv, ctxSize(), z.scratch + z.stage,
+      return fmt::format("device {} needs {} bytes (weights {}, activations {}, KV {} for --ctx-size {} x {} "
+                         "sequence(s), scratch {}) but has {}; use more devices or a smaller --ctx-size",
+                         d, z.total(), z.weights, z.acts, z.kv, ctxSize(), maxSequences(), z.scratch + z.stage,
                          opts.maxDeviceBytes);
   }
   return "";
@@ -195,22 +201,27 @@ void CudaSession::allocateDevice(size_t d, const DeviceSizes &z) {
       throw CudaError("--no-kv-offload needs unified addressing (host and device pointers equal)");
     hostKv = static_cast<uint8_t *>(mapped);
   }
-  for (KvBuffers &b : dev.kv) {
-    const uint64_t eb = dtypeBytes(b.desc.dtype);
-    const bool host = b.desc.placement == Placement::Host;
-    uint8_t *base = host ? hostKv : dev.kvMem.p;
-    uint64_t &off = host ? hostAt : at;
-    b.k = base + off;
-    off += alignUp(ctxSize() * b.desc.nHeadKv * b.desc.headDimK * eb);
-    b.v = base + off;
-    off += alignUp(ctxSize() * b.desc.nHeadKv * b.desc.headDimV * eb);
-  }
   uint8_t *sc = dev.scratch.p;
   auto take = [&](uint64_t bytes) {
     uint8_t *r = sc;
     sc += alignUp(bytes);
     return r;
   };
+  dev.seqs = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
+  for (KvBuffers &b : dev.kv) {
+    const uint64_t eb = dtypeBytes(b.desc.dtype);
+    const bool host = b.desc.placement == Placement::Host;
+    uint8_t *base = host ? hostKv : dev.kvMem.p;
+    uint64_t &off = host ? hostAt : at;
+    b.ctx = kvPositions(b.desc, ctxSize(), p.model.maxBatch);
+    b.sequences = maxSequences();
+    b.seq = dev.seqs; // the call's sequence ids, uploaded with the tokens
+    const uint64_t cells = uint64_t(b.ctx) * uint64_t(b.sequences);
+    b.k = base + off;
+    off += alignUp(cells * b.desc.nHeadKv * b.desc.headDimK * eb);
+    b.v = base + off;
+    off += alignUp(cells * b.desc.nHeadKv * b.desc.headDimV * eb);
+  }
   dev.wTile = z.sp.wTile ? take(z.sp.wTile) : nullptr;
   dev.tileElems = z.sp.tileElems;
   dev.xHalf = z.sp.xHalf ? take(z.sp.xHalf) : nullptr;
@@ -220,7 +231,8 @@ void CudaSession::allocateDevice(size_t d, const DeviceSizes &z) {
   dev.xs = reinterpret_cast<XQBlock *>(take(z.sp.xqElems / 32 * kXQBlockBytes));
   dev.tokens = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
   dev.positions = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
-  dev.logits = reinterpret_cast<float *>(take(p.model.maxBatch * p.model.nVocab * 4));
+  dev.rows = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
+  dev.logits = reinterpret_cast<float *>(take(maxRowsAt(p.model.maxBatch) * p.model.nVocab * 4));
   exec::StorageBases bases;
   bases.acts = dev.acts.p;
   bases.hostActs = static_cast<uint8_t *>(dev.hostActs.p);
@@ -231,6 +243,7 @@ void CudaSession::allocateDevice(size_t d, const DeviceSizes &z) {
   bases.kv = &dev.kv;
   bases.tokens = dev.tokens;
   bases.positions = dev.positions;
+  bases.rows = dev.rows;
   bases.logits = dev.logits;
   dev.ptr = exec::resolveTensors(dp, bases);
 }

@@ -7,8 +7,8 @@
 // GPU, allocation and address resolution per device, weight upload; the communicator last. A CudaError
 // thrown by any phase becomes open's one-line error.
 //
-// runChunk() uploads tokens and positions on every device's stream, runs the chunk (Graphs.cpp: replayed
-// graph or Dispatch.cpp's step loop) and copies device 0's logits back. The evaluate loop around it (chunks,
+// runChunk() uploads tokens, positions, sequence ids and output rows on every device's stream, runs the
+// chunk (Graphs.cpp: replayed graph or Dispatch.cpp's step loop) and copies device 0's logits rows back. The evaluate loop around it (chunks,
 // argument checks, the failure latch) is rt::Session's.
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/SessionImpl.h"
@@ -16,6 +16,7 @@
 #include "runtime/cuda/Collective.cuh"
 #include "runtime/cuda/Communicators.h"
 #include "runtime/cuda/Elementwise.cuh"
+#include "runtime/exec/StepChecks.h"
 #include "runtime/ggml/Blocks.h"
 
 #include <fmt/core.h>
@@ -35,13 +36,13 @@ bool isWeightOperand(const Step &s, size_t i) {
 
 /// What the CPU backend runs but these kernels do not, for every step of every device at `t` tokens (on
 /// shapes only: exec::checkStep passed); "" when fine, else one line naming the step.
-std::string checkGpuSteps(const Plan &plan, int64_t t) {
+std::string checkGpuSteps(const Plan &plan, int64_t t, int64_t rows) {
   std::vector<TensorRef> in, out;
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DevicePlan &dp = plan.devices[d];
     for (size_t si = 0; si < dp.steps.size(); ++si) {
       const Step &s = dp.steps[si];
-      exec::bindOperands(dp, {}, s, t, in, out);
+      exec::bindOperands(dp, {}, s, t, rows, in, out);
       auto err = [&](const std::string &e) {
         return fmt::format("device {} step {} '{}' ({} tokens): {}", d, si, s.name, t, e);
       };
@@ -90,8 +91,9 @@ std::string cudaDeviceName(int gpu) {
                      p.minor);
 }
 
-CudaSession::CudaSession(Plan plan, int64_t ctx, std::vector<int> devices, const CudaOptions &co)
-    : Session(std::move(plan), ctx, std::move(devices)), copts(co) {}
+CudaSession::CudaSession(Plan plan, int64_t ctx, int32_t sequences, std::vector<int> devices,
+                         const CudaOptions &co)
+    : Session(std::move(plan), ctx, sequences, std::move(devices)), copts(co) {}
 
 CudaSession::~CudaSession() {
   collectives.reset(); // before the communicator and the streams its calls name
@@ -155,9 +157,8 @@ Expected<void> CudaSession::init(const exec::OpenPlan &o, const SessionOptions &
     devs[d].gpu = gpuOfDevice[d];
     used.insert(devs[d].gpu);
     for (const KvCache &c : p.devices[d].kv) {
-      KvBuffers b;
+      KvBuffers b; // placed by allocateDevice
       b.desc = c;
-      b.ctx = ctxSize();
       devs[d].kv.push_back(b);
     }
   }
@@ -183,8 +184,14 @@ Expected<void> CudaSession::init(const exec::OpenPlan &o, const SessionOptions &
     uploadWeights(o.weights.data);
     if (Expected<void> ok = makeCommunicator(opts, sizes); !ok)
       return ok;
-    const uint64_t hostBytes = p.model.maxBatch * 8 + p.model.maxBatch * p.model.nVocab * 4;
+    // Tokens, positions, sequence ids, output rows; the logits rows.
+    const uint64_t hostBytes = p.model.maxBatch * 16 + maxRowsAt(p.model.maxBatch) * p.model.nVocab * 4;
     TPC_CUDA_CHECK(cudaMallocHost(&hostIo.p, hostBytes));
+    for (Device &dev : devs) { // host steps read the sequence ids from host memory
+      dev.kvHost = dev.kv;
+      for (KvBuffers &b : dev.kvHost)
+        b.seq = static_cast<int32_t *>(hostIo.p) + 2 * p.model.maxBatch;
+    }
   } catch (const CudaError &e) {
     return Error{e.what()};
   }
@@ -212,8 +219,8 @@ Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptio
         fmt::format("the {} communicator takes host buffers; the CUDA backend needs a stream-ordered "
                     "one (or none: it makes its own)",
                     opts.comm->name())};
-  for (int64_t t : {int64_t(1), plan.model.maxBatch})
-    if (std::string e = checkGpuSteps(plan, t); !e.empty())
+  for (auto [t, rows] : exec::checkedCallSizes(plan))
+    if (std::string e = checkGpuSteps(plan, t, rows); !e.empty())
       return Error{"plan does not fit its ops: " + e};
 
   // GPUs: logical device d on gpus[d % count].
@@ -242,40 +249,45 @@ Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptio
 
   const int64_t ctx = o->ctx;
   std::vector<int> devices = o->devices;
-  auto s = std::make_unique<CudaSession>(std::move(plan), ctx, std::move(devices), co);
+  auto s = std::make_unique<CudaSession>(std::move(plan), ctx, o->sequences, std::move(devices), co);
   if (Expected<void> ok = s->init(*o, opts, hostCpu, gpuOf); !ok)
     return Error{ok.message()};
   return E(std::unique_ptr<Session>(std::move(s)));
 }
 
-Expected<void> CudaSession::runChunk(const int32_t *tokens, const int32_t *positions, int64_t t,
-                                     float *logits) {
+Expected<void> CudaSession::runChunk(const Chunk &c, float *logits) {
   const Plan &p = plan();
-  const int64_t vocab = p.model.nVocab;
-  int32_t *hTok = static_cast<int32_t *>(hostIo.p), *hPos = hTok + p.model.maxBatch;
-  float *hLogits = reinterpret_cast<float *>(hPos + p.model.maxBatch);
+  const int64_t t = c.t, mb = p.model.maxBatch;
+  int32_t *hTok = static_cast<int32_t *>(hostIo.p), *hPos = hTok + mb, *hSeq = hPos + mb, *hRows = hSeq + mb;
+  float *hLogits = reinterpret_cast<float *>(hRows + mb);
   try {
-    std::copy(tokens, tokens + t, hTok);
-    std::copy(positions, positions + t, hPos);
+    std::copy(c.tokens, c.tokens + t, hTok);
+    std::copy(c.positions, c.positions + t, hPos);
+    std::copy(c.seqs, c.seqs + t, hSeq);
+    std::copy(c.rows, c.rows + c.r, hRows);
+    rows_ = c.r;
     for (Device &dev : devs) {
       TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
       TPC_CUDA_CHECK(cudaMemcpyAsync(dev.tokens, hTok, t * 4, cudaMemcpyHostToDevice, dev.stream));
       TPC_CUDA_CHECK(cudaMemcpyAsync(dev.positions, hPos, t * 4, cudaMemcpyHostToDevice, dev.stream));
+      TPC_CUDA_CHECK(cudaMemcpyAsync(dev.seqs, hSeq, t * 4, cudaMemcpyHostToDevice, dev.stream));
+      TPC_CUDA_CHECK(cudaMemcpyAsync(dev.rows, hRows, c.r * 4, cudaMemcpyHostToDevice, dev.stream));
     }
     if (Expected<void> ok = launchChunk(t); !ok)
       return ok;
     Device &d0 = devs[0];
+    // The plan's logits: the rows asked for, or one per token in a plan without the rows input.
+    const uint64_t bytes = logits ? uint64_t(bind(0, logitsTensor, t).numel()) * 4 : 0;
     if (logits) {
       TPC_CUDA_CHECK(cudaSetDevice(d0.gpu));
-      TPC_CUDA_CHECK(
-          cudaMemcpyAsync(hLogits, d0.ptr[logitsTensor], t * vocab * 4, cudaMemcpyDeviceToHost, d0.stream));
+      TPC_CUDA_CHECK(cudaMemcpyAsync(hLogits, d0.ptr[logitsTensor], bytes, cudaMemcpyDeviceToHost, d0.stream));
     }
     for (Device &dev : devs) {
       TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
       TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
     }
     if (logits)
-      std::memcpy(logits, hLogits, t * vocab * 4);
+      std::memcpy(logits, hLogits, bytes);
   } catch (const CudaError &e) {
     return Error{e.what()};
   }
@@ -302,7 +314,7 @@ std::vector<float> CudaSession::tensorData(size_t device, int32_t id, int64_t to
   if (device >= devs.size() || id < 0 || static_cast<size_t>(id) >= devs[device].ptr.size() ||
       plan().devices[device].tensors[id].storage == Storage::Weight)
     return {};
-  TensorRef r = bind(device, id, tokens);
+  TensorRef r = exec::bindTensor(plan().devices[device], devs[device].ptr, id, tokens, lastRows());
   const size_t n = static_cast<size_t>(r.numel()), es = dtypeBytes(r.dtype);
   std::vector<uint8_t> raw(n * es);
   cudaSetDevice(devs[device].gpu);

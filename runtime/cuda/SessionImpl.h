@@ -77,8 +77,11 @@ struct Device {
   std::vector<uint64_t> sliceOffset; ///< where each weight slice lives in `weights` (256-aligned)
   std::vector<void *> f16Of;         ///< the cached f16 copy of each weight slice (null: none)
   std::vector<exec::KvBuffers> kv;
+  /// kv as host steps see it (--no-kv-offload attention on the CPU kernels): the same caches (mapped host
+  /// memory), with the call's sequence ids in host memory.
+  std::vector<exec::KvBuffers> kvHost;
   std::vector<void *> ptr;
-  int32_t *tokens = nullptr, *positions = nullptr;
+  int32_t *tokens = nullptr, *positions = nullptr, *seqs = nullptr, *rows = nullptr;
   float *logits = nullptr;
   void *wTile = nullptr, *xHalf = nullptr;
   int32_t *route = nullptr;
@@ -115,7 +118,7 @@ inline uint64_t rowBytesOf(const exec::TensorRef &w) {
 /// A plan loaded on GPUs: the CUDA backend's Session (see CudaSession.h for what it does).
 class CudaSession final : public Session {
 public:
-  CudaSession(Plan plan, int64_t ctx, std::vector<int> devices, const CudaOptions &copts);
+  CudaSession(Plan plan, int64_t ctx, int32_t sequences, std::vector<int> devices, const CudaOptions &copts);
   ~CudaSession() override;
 
   /// Everything open does after exec::prepareOpen: the GPU-only checks, memory, weights, the
@@ -135,18 +138,25 @@ public:
   int hostMemory() const override { return -1; } // host memory is not measured: host reads apart
 
 protected:
-  Expected<void> runChunk(const int32_t *tokens, const int32_t *positions, int64_t t, float *logits) override;
+  Expected<void> runChunk(const Chunk &c, float *logits) override;
 
 private:
   class Kernels; // the exec::CollectiveKernels of this session (Collectives.cpp)
 
+  /// The most output rows a call of t tokens has (what the sizes at open are computed for).
+  int64_t maxRowsAt(int64_t t) const {
+    const int64_t m = plan().model.maxOutputRows;
+    return m > 0 ? std::min(t, m) : t;
+  }
+  // Operands of the chunk being run: t tokens (the callers pass it) and rows_ output rows.
   exec::TensorRef bind(size_t d, int32_t id, int64_t t) const {
-    return exec::bindTensor(plan().devices[d], devs[d].ptr, id, t);
+    return exec::bindTensor(plan().devices[d], devs[d].ptr, id, t, rows_);
   }
   void bindStep(size_t d, const Step &s, int64_t t, std::vector<exec::TensorRef> &in,
                 std::vector<exec::TensorRef> &out) const {
-    exec::bindOperands(plan().devices[d], devs[d].ptr, s, t, in, out);
+    exec::bindOperands(plan().devices[d], devs[d].ptr, s, t, rows_, in, out);
   }
+  int64_t rows_ = 1; ///< output rows of the chunk being run (a one-token chunk, as captured in graphs: 1)
 
   // Session.cpp
   void markHostSteps(size_t d);

@@ -41,6 +41,9 @@ std::vector<void *> resolveTensors(const DevicePlan &dp, const StorageBases &b) 
     case Storage::OutputLogits:
       ptr[i] = b.logits;
       break;
+    case Storage::InputOutputRows:
+      ptr[i] = b.rows;
+      break;
     case Storage::View:
       ptr[i] = static_cast<uint8_t *>(ptr[t.index]) + t.offset;
       break;
@@ -49,21 +52,19 @@ std::vector<void *> resolveTensors(const DevicePlan &dp, const StorageBases &b) 
   return ptr;
 }
 
-int32_t logitsTensorOf(const DevicePlan &dp) {
-  for (size_t i = 0; i < dp.tensors.size(); ++i)
-    if (dp.tensors[i].storage == Storage::OutputLogits)
-      return static_cast<int32_t>(i);
-  return -1;
-}
+int32_t logitsTensorOf(const DevicePlan &dp) { return tensorOfStorage(dp, Storage::OutputLogits); }
 
-TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int32_t id, int64_t t) {
+TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int32_t id, int64_t t,
+                     int64_t rows) {
   const TensorDesc &td = dp.tensors[id];
   TensorRef r;
   r.data = ptrs.empty() ? nullptr : ptrs[id];
   r.dtype = td.dtype;
   r.shape = td.shape;
-  if (!r.shape.empty() && r.shape[0] == -1)
+  if (!r.shape.empty() && r.shape[0] == kTokenDim)
     r.shape[0] = t;
+  else if (!r.shape.empty() && r.shape[0] == kRowsDim)
+    r.shape[0] = rows;
   if (td.storage == Storage::Weight) {
     r.isWeight = true;
     r.wtype = dp.weights[td.index].type;
@@ -72,13 +73,13 @@ TensorRef bindTensor(const DevicePlan &dp, const std::vector<void *> &ptrs, int3
 }
 
 void bindOperands(const DevicePlan &dp, const std::vector<void *> &ptrs, const Step &s, int64_t t,
-                  std::vector<TensorRef> &in, std::vector<TensorRef> &out) {
+                  int64_t rows, std::vector<TensorRef> &in, std::vector<TensorRef> &out) {
   in.clear();
   out.clear();
   for (int32_t id : s.inputs)
-    in.push_back(bindTensor(dp, ptrs, id, t));
+    in.push_back(bindTensor(dp, ptrs, id, t, rows));
   for (int32_t id : s.outputs)
-    out.push_back(bindTensor(dp, ptrs, id, t));
+    out.push_back(bindTensor(dp, ptrs, id, t, rows));
 }
 
 } // namespace tpc::rt::exec

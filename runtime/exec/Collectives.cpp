@@ -31,23 +31,23 @@ CollectiveRunner::CollectiveRunner(const Plan &plan, comm::Communicator &comm, C
   }
 }
 
-comm::AxisParts CollectiveRunner::partsOf(size_t k, int rank, int64_t axis, int64_t t) const {
+comm::AxisParts CollectiveRunner::partsOf(size_t k, int rank, int64_t axis, int64_t t, int64_t rows) const {
   comm::AxisParts layout;
   for (size_t d = 0; d < plan_.devices.size(); ++d) {
     const DevicePlan &dp = plan_.devices[d];
     const Step &s = dp.steps[steps_[d][k]];
     const int32_t part = s.op == OpKind::AllGather ? s.inputs[0] : s.outputs[0];
-    layout.parts.push_back(bindTensor(dp, {}, part, t).shape[axis]);
+    layout.parts.push_back(bindTensor(dp, {}, part, t, rows).shape[axis]);
   }
   const DevicePlan &dp = plan_.devices[rank];
   const Step &s = dp.steps[steps_[rank][k]];
-  const TensorRef whole = bindTensor(dp, {}, s.op == OpKind::AllGather ? s.outputs[0] : s.inputs[0], t);
+  const TensorRef whole = bindTensor(dp, {}, s.op == OpKind::AllGather ? s.outputs[0] : s.inputs[0], t, rows);
   int64_t dim = 0;
   splitAxis(whole.shape, axis, layout.outer, dim, layout.inner);
   return layout;
 }
 
-Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, int64_t t) {
+Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, int64_t t, int64_t rows) {
   if (calls.empty())
     return {};
   auto stepOf = [&](const CollectiveCall &c) -> const Step & { return plan_.devices[c.rank].steps[c.step]; };
@@ -98,7 +98,7 @@ Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, i
   }
   case OpKind::ReduceScatter: {
     const int64_t axis = AxisParams::read(s0).axis;
-    const comm::AxisParts layout = partsOf(k, calls[0].rank, axis, t);
+    const comm::AxisParts layout = partsOf(k, calls[0].rank, axis, t, rows);
     std::vector<comm::ReduceScatterEntry> entries;
     for (const CollectiveCall &c : calls)
       entries.push_back({c.rank, bufferOf((*c.in)[0]), bufferOf((*c.out)[0]), c.stream});
@@ -106,7 +106,7 @@ Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, i
   }
   case OpKind::AllGather: {
     const int64_t axis = AxisParams::read(s0).axis;
-    const comm::AxisParts layout = partsOf(k, calls[0].rank, axis, t);
+    const comm::AxisParts layout = partsOf(k, calls[0].rank, axis, t, rows);
     std::vector<comm::AllGatherEntry> entries;
     for (const CollectiveCall &c : calls)
       entries.push_back({c.rank, bufferOf((*c.in)[0]), bufferOf((*c.out)[0]), c.stream});

@@ -51,15 +51,16 @@ public:
   CollectiveRunner(const Plan &plan, comm::Communicator &comm, CollectiveKernels &kernels);
 
   /// Runs the collective the calls are at (the same step of the plan's collective sequence on each of
-  /// their devices) for `t` tokens. An error (the communicator's, or calls that disagree) is one line.
-  Expected<void> run(const std::vector<CollectiveCall> &calls, int64_t t);
+  /// their devices) for `t` tokens and `rows` output rows. An error (the communicator's, or calls that
+  /// disagree) is one line.
+  Expected<void> run(const std::vector<CollectiveCall> &calls, int64_t t, int64_t rows);
 
   comm::Communicator &communicator() const { return comm_; }
 
 private:
-  /// Every device's part size along `axis` of the k-th collective at t tokens (gather: inputs; scatter:
-  /// outputs), and outer/inner from device `rank`'s whole.
-  comm::AxisParts partsOf(size_t k, int rank, int64_t axis, int64_t t) const;
+  /// Every device's part size along `axis` of the k-th collective at t tokens and `rows` output rows
+  /// (gather: inputs; scatter: outputs), and outer/inner from device `rank`'s whole.
+  comm::AxisParts partsOf(size_t k, int rank, int64_t axis, int64_t t, int64_t rows) const;
 
   const Plan &plan_;
   comm::Communicator &comm_;

@@ -1,18 +1,36 @@
 //===- Session.cpp - the evaluate loop every backend shares ----------------===//
 //
-// Argument checks, chunks of at most max_batch tokens, and the failure latch: a chunk that fails leaves
-// device memory (and the KV caches) in an unknown state, so the session refuses every later call.
+// Batch checks (the sequence rules of Session.h), chunks of at most max_batch tokens and max_output_rows
+// logits rows, the rows each chunk asks for, and the failure latch: a chunk that fails leaves device
+// memory (and the KV caches) in an unknown state, so the session refuses every later call.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Session.h"
 
-#include "runtime/exec/StepChecks.h"
+#include <fmt/core.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace tpc::rt {
 
-Session::Session(Plan plan, int64_t ctx, std::vector<int> devices)
-    : plan_(std::move(plan)), ctx_(ctx), devices_(std::move(devices)) {
+namespace {
+/// The sliding-window caches whose ring is shorter than the context: (window, positions per sequence).
+std::vector<std::pair<int64_t, int64_t>> ringsOf(const Plan &plan, int64_t ctx) {
+  std::vector<std::pair<int64_t, int64_t>> rings;
+  for (const DevicePlan &d : plan.devices)
+    for (const KvCache &c : d.kv)
+      if (c.window > 0 && kvPositions(c, ctx, plan.model.maxBatch) < ctx)
+        rings.emplace_back(c.window, kvPositions(c, ctx, plan.model.maxBatch));
+  std::sort(rings.begin(), rings.end());
+  rings.erase(std::unique(rings.begin(), rings.end()), rings.end());
+  return rings;
+}
+} // namespace
+
+Session::Session(Plan plan, int64_t ctx, int32_t sequences, std::vector<int> devices)
+    : plan_(std::move(plan)), ctx_(ctx), devices_(std::move(devices)),
+      rowsInput_(plan_.model.maxOutputRows > 0), lengths_(static_cast<size_t>(std::max(1, sequences)), 0),
+      rings_(ringsOf(plan_, ctx_)) {
   const std::vector<Step> &steps = plan_.devices[devices_.front()].steps;
   prof_.resize(steps.size());
   for (size_t i = 0; i < steps.size(); ++i)
@@ -28,25 +46,121 @@ void Session::recordStep(size_t step, double seconds) {
   ++prof_[step].calls;
 }
 
+void Session::clearSequence(int32_t seq) {
+  if (seq >= 0 && static_cast<size_t>(seq) < lengths_.size())
+    lengths_[static_cast<size_t>(seq)] = 0;
+}
+
+int64_t Session::sequenceLength(int32_t seq) const {
+  return seq >= 0 && static_cast<size_t>(seq) < lengths_.size() ? lengths_[static_cast<size_t>(seq)] : 0;
+}
+
+std::string Session::checkBatch(const std::vector<BatchToken> &batch) const {
+  if (batch.empty())
+    return "evaluate: the batch is empty";
+  const int64_t nSeq = static_cast<int64_t>(lengths_.size());
+  // Per sequence: the position its next token in this batch must have (-1: none seen yet).
+  std::vector<int64_t> next(lengths_.size(), -1);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchToken &b = batch[i];
+    if (b.token < 0 || b.token >= plan_.model.nVocab)
+      return fmt::format("batch entry {}: token id {} is outside the vocabulary (0..{})", i, b.token,
+                         plan_.model.nVocab - 1);
+    if (b.seq < 0 || b.seq >= nSeq)
+      return fmt::format("batch entry {}: sequence {} is not in 0..{} (the session holds {} sequence(s); "
+                         "open it with more, e.g. tpc serve -np)",
+                         i, b.seq, nSeq - 1, nSeq);
+    if (b.pos < 0 || b.pos >= ctx_)
+      return fmt::format("batch entry {}: position {} is past the context of {} tokens; use a larger "
+                         "--ctx-size (the model was trained with {})",
+                         i, b.pos, ctx_, plan_.model.nCtxTrain);
+    const int64_t len = lengths_[b.seq];
+    int64_t &want = next[b.seq];
+    if (want >= 0) {
+      if (b.pos != want)
+        return fmt::format("batch entry {}: sequence {} continues at position {} after position {} earlier "
+                           "in the batch; a sequence's tokens take consecutive positions",
+                           i, b.seq, b.pos, want - 1);
+    } else if (b.pos > len) {
+      return fmt::format("batch entry {}: sequence {} holds {} position(s), so its next position is {} (or "
+                         "an earlier one, to rewind), not {}",
+                         i, b.seq, len, len, b.pos);
+    } else if (b.pos < len && b.pos > 0) {
+      for (auto [window, ring] : rings_)
+        if (window > 1 && std::max<int64_t>(0, b.pos - window + 1) < len - ring)
+          return fmt::format("batch entry {}: sequence {} cannot go back to position {}: it holds positions "
+                             "0..{} and its sliding-window layers (window {}) keep only the last {}; rewind to "
+                             "{} or later, or clear the sequence and start again at 0",
+                             i, b.seq, b.pos, len - 1, window, ring, len - ring + window - 1);
+    }
+    want = b.pos + 1;
+  }
+  return "";
+}
+
 Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &tokens,
                                                const std::vector<int32_t> &positions) {
+  if (tokens.size() != positions.size())
+    return Error{fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size())};
+  std::vector<BatchToken> batch(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    batch[i] = {tokens[i], positions[i], 0, true};
+  return evaluate(batch);
+}
+
+Expected<std::vector<float>> Session::evaluate(const std::vector<BatchToken> &batch) {
   if (!failure_.empty())
     return Error{"execution failed earlier: " + failure_ + "; reopen the plan"};
-  if (std::string bad = exec::checkEvaluateArgs(plan_, ctx_, tokens, positions); !bad.empty())
+  if (std::string bad = checkBatch(batch); !bad.empty())
     return Error{bad};
-  const int64_t vocab = plan_.model.nVocab, total = static_cast<int64_t>(tokens.size());
+  ++counters_.calls;
+  const int64_t vocab = plan_.model.nVocab, total = static_cast<int64_t>(batch.size());
   const bool logits = runsDevice(0);
-  std::vector<float> rows(logits ? static_cast<size_t>(total * vocab) : 0);
-  for (int64_t at = 0; at < total; at += plan_.model.maxBatch) {
-    const int64_t t = std::min(plan_.model.maxBatch, total - at);
-    Expected<void> ok =
-        runChunk(tokens.data() + at, positions.data() + at, t, logits ? rows.data() + at * vocab : nullptr);
+  int64_t wanted = 0;
+  for (const BatchToken &b : batch)
+    wanted += b.logits;
+  std::vector<float> out(logits ? static_cast<size_t>(wanted * vocab) : 0);
+  const int64_t maxBatch = plan_.model.maxBatch;
+  const int64_t maxRows = rowsInput_ ? plan_.model.maxOutputRows : maxBatch;
+  std::vector<int32_t> tokens, positions, seqs, rows;
+  std::vector<char> keep; // per computed row: returned to the caller
+  std::vector<float> chunkLogits;
+  float *dst = out.data();
+  for (int64_t at = 0; at < total;) {
+    tokens.clear(), positions.clear(), seqs.clear(), rows.clear(), keep.clear();
+    // A chunk ends at max_batch tokens or, when the plan computes only the rows asked for, at its
+    // max_output_rows-th row.
+    for (; at < total && int64_t(tokens.size()) < maxBatch && int64_t(rows.size()) < maxRows; ++at) {
+      const BatchToken &b = batch[at];
+      if (rowsInput_ && b.logits)
+        rows.push_back(static_cast<int32_t>(tokens.size())), keep.push_back(1);
+      else if (!rowsInput_)
+        rows.push_back(static_cast<int32_t>(tokens.size())), keep.push_back(b.logits);
+      tokens.push_back(b.token), positions.push_back(b.pos), seqs.push_back(b.seq);
+    }
+    if (rows.empty()) // the output head runs on at least one row (a kernel of 0 rows is no launch on a GPU)
+      rows.push_back(static_cast<int32_t>(tokens.size() - 1)), keep.push_back(0);
+    Chunk c{tokens.data(), positions.data(), seqs.data(), int64_t(tokens.size()), rows.data(),
+            int64_t(rows.size())};
+    chunkLogits.resize(logits ? static_cast<size_t>(c.r * vocab) : 0);
+    Expected<void> ok = runChunk(c, logits ? chunkLogits.data() : nullptr);
     if (!ok) {
       failure_ = ok.message();
       return Error{"execution failed: " + failure_ + "; reopen the plan"};
     }
+    lastRows_ = c.r;
+    ++counters_.chunks;
+    counters_.tokens += c.t;
+    counters_.outputRows += c.r;
+    for (size_t r = 0; logits && r < keep.size(); ++r)
+      if (keep[r]) {
+        std::memcpy(dst, chunkLogits.data() + r * vocab, static_cast<size_t>(vocab) * sizeof(float));
+        dst += vocab;
+      }
   }
-  return rows;
+  for (const BatchToken &b : batch)
+    lengths_[b.seq] = b.pos + 1; // the last token of each sequence leaves its length
+  return out;
 }
 
 } // namespace tpc::rt

@@ -1,11 +1,27 @@
 //===- Session.h - a loaded plan, whatever backend runs it --------*- C++ -*-===//
 //
-// What `tpc run` (and later `tpc serve` and a multi-process launcher) sees of a backend: a Session opened
-// by a Backend (Backend.h) from a plan and SessionOptions. evaluate() is written once here: it checks the
-// arguments, runs prompts longer than the plan's max_batch in chunks through the backend's runChunk(), and
-// makes a failed session refuse further calls. Everything else a caller needs is virtual: memory per
-// device, tensor read-back for tests and dumps, profiling, and what the decode roofline of
-// `tpc run --bench` needs (which memory holds each device's weights and its copy bandwidth).
+// What `tpc run`, `tpc serve` (and a multi-process launcher) see of a backend: a Session opened by a
+// Backend (Backend.h) from a plan and SessionOptions. evaluate() is written once here: it checks the batch,
+// runs it in chunks of at most the plan's max_batch tokens and max_output_rows logits rows through the
+// backend's runChunk(), and makes a failed session refuse further calls. Everything else a caller needs is
+// virtual: memory per device, tensor read-back for tests and dumps, profiling, and what the decode
+// roofline of `tpc run --bench` needs (which memory holds each device's weights and its copy bandwidth).
+//
+// Sequences. A session holds SessionOptions::sequences independent sequences in one set of KV caches
+// (each sequence ctxSize() positions; a sliding-window layer's cache a ring of window + max_batch). A
+// batch mixes tokens of any sequences; each token attends to the positions 0..pos of its own sequence only
+// (those of earlier calls and those before it in the batch). The rules evaluate() checks, each violation
+// a one-line error and no state changed:
+//   - 0 <= seq < maxSequences(), 0 <= pos < ctxSize(), 0 <= token < nVocab();
+//   - a sequence's tokens in one batch have consecutive positions, in batch order;
+//   - the first of them continues the sequence (pos == its length) or rewinds it (pos < length: the
+//     positions from pos on are dropped), as long as the cache still holds what the token reads: a full
+//     cache always does; a sliding-window ring of P positions per sequence has overwritten position q
+//     once position q + P was written, so a rewind may go back at most P - window + 1 positions (except
+//     to 0, which reads nothing). clearSequence(s) makes s empty: its next token is at position 0.
+// Logits come back only for the tokens that ask for them (BatchToken::logits), in batch order. A plan
+// compiled with output rows (schema v5) computes the output head for those rows only (at least one per
+// chunk); an older plan computes every row and the session picks.
 //
 // A session runs some or all of the plan's devices (SessionOptions::devices). In one process it runs all
 // of them and makes its own communicator; a multi-process launcher opens one device per rank and passes
@@ -15,7 +31,8 @@
 // Usage:
 //   auto s = builtinBackends().open("cpu", std::move(plan), options);   // runtime/backends/Backends.h
 //   if (!s) fail(s.message());
-//   auto logits = (*s)->evaluate(tokens, positions);   // tokens.size() rows of n_vocab floats
+//   auto last = (*s)->evaluate({{tok, pos, seq, true}, ...});   // one n_vocab row per `true`
+//   auto all = (*s)->evaluate(tokens, positions);              // sequence 0, one row per token
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_EXEC_SESSION_H
 #define TPC_RUNTIME_EXEC_SESSION_H
@@ -28,14 +45,35 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tpc::rt {
 
+/// The most sequences a session may hold.
+inline constexpr int32_t kMaxSequences = 4096;
+
+/// One token of a batch (see "Sequences" above).
+struct BatchToken {
+  int32_t token = 0;
+  int32_t pos = 0;     ///< position inside its own sequence
+  int32_t seq = 0;     ///< sequence id, 0 <= seq < maxSequences()
+  bool logits = false; ///< return this token's logits row
+};
+
+/// What a session has run so far (tests, reports): calls of evaluate(), backend chunks, tokens, and the
+/// logits rows the plan's output head computed (with output rows: the rows asked for, at least one per
+/// chunk; without: every token).
+struct SessionCounters {
+  int64_t calls = 0, chunks = 0, tokens = 0, outputRows = 0;
+};
+
 /// How to open a plan.
 struct SessionOptions {
   int threads = 0;      ///< CPU worker threads in total, split across the devices (0: hardware concurrency)
-  int64_t ctxSize = 0;  ///< KV cache positions (0: the plan's default context)
+  int64_t ctxSize = 0;  ///< KV positions of each sequence (0: the plan's default context)
+  /// Sequences the KV caches hold (each ctxSize positions; `tpc serve -np`).
+  int32_t sequences = 1;
   std::string ggufPath; ///< overrides the plan's GGUF path
   /// Weights from memory instead of the GGUF file (tests): the bytes the pieces' file offsets index.
   const uint8_t *ggufData = nullptr;
@@ -81,14 +119,29 @@ public:
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
 
-  /// Runs tokens[i] at positions[i] (positions < ctxSize()) and returns tokens.size() rows of n_vocab
-  /// logits, row-major (no rows when this session does not run device 0). Errors (bad token id, position
-  /// past the context, size mismatch, a failure while running) are one line; after a failure while running
-  /// every later call fails too.
+  /// Evaluates `batch` (see "Sequences" above) and returns one row of n_vocab logits per token with
+  /// `logits` set, in batch order, row-major (no rows when this session does not run device 0). Errors (a
+  /// bad token id, sequence or position, a failure while running) are one line; after a failure while
+  /// running every later call fails too.
+  Expected<std::vector<float>> evaluate(const std::vector<BatchToken> &batch);
+  /// The all-rows path (logit dumps, perplexity, fidelity tests): tokens[i] at positions[i] of sequence 0,
+  /// returning tokens.size() rows.
   Expected<std::vector<float>> evaluate(const std::vector<int32_t> &tokens,
                                         const std::vector<int32_t> &positions);
+  /// "" when evaluate(batch) would accept `batch` (the rules of "Sequences"); else its error line. Nothing
+  /// runs and nothing changes.
+  std::string checkBatch(const std::vector<BatchToken> &batch) const;
+  /// Empties sequence `seq` (its next token is at position 0); out-of-range ids are ignored. Virtual so a
+  /// session that forwards its calls (a multi-process leader) can forward this one too.
+  virtual void clearSequence(int32_t seq);
+  /// Sequences the session holds (SessionOptions::sequences).
+  int32_t maxSequences() const { return static_cast<int32_t>(lengths_.size()); }
+  /// Positions sequence `seq` holds (0 for an unknown id).
+  int64_t sequenceLength(int32_t seq) const;
+  const SessionCounters &counters() const { return counters_; }
 
   const Plan &plan() const { return plan_; }
+  /// KV positions of each sequence.
   int64_t ctxSize() const { return ctx_; }
   int64_t nVocab() const { return plan_.model.nVocab; }
   /// The plan devices this session runs, ascending.
@@ -103,9 +156,9 @@ public:
   /// Bytes allocated per device this session runs (weights + activations + KV + logits rows + backend
   /// scratch). Weights a host backend reads in place from the mapped GGUF are not allocated: not counted.
   virtual std::vector<uint64_t> deviceBytes() const = 0;
-  /// Tensor `id` of plan device `device` after the last evaluate() call with `tokens` tokens, as floats
-  /// (i32 and f16 converted): for tests and debugging dumps. Empty when the device is not this session's,
-  /// the id out of range, or a weight.
+  /// Tensor `id` of plan device `device` after the last chunk, whose token count the caller gives (a
+  /// rows-dim tensor has the last chunk's rows), as floats (i32 and f16 converted): for tests and debugging
+  /// dumps. Empty when the device is not this session's, the id out of range, or a weight.
   virtual std::vector<float> tensorData(size_t device, int32_t id, int64_t tokens) const = 0;
 
   /// Turns per-step timing on (the steps of devices().front()) and returns what was measured so far.
@@ -125,12 +178,23 @@ public:
   virtual int hostMemory() const = 0;
 
 protected:
-  Session(Plan plan, int64_t ctx, std::vector<int> devices);
-  /// Runs `t` <= max_batch tokens (tokens[i] at positions[i], checked) on every device of the session and
-  /// writes their logits rows to `logits` (null when the session does not run device 0). An error makes
-  /// the session unusable.
-  virtual Expected<void> runChunk(const int32_t *tokens, const int32_t *positions, int64_t t,
-                                  float *logits) = 0;
+  Session(Plan plan, int64_t ctx, int32_t sequences, std::vector<int> devices);
+
+  /// One call of the backend: t <= max_batch tokens (checked), token i of sequence seqs[i] at positions[i],
+  /// and the r output rows the plan computes (indices into the chunk, ascending; with a plan without the
+  /// rows input every token, r == t).
+  struct Chunk {
+    const int32_t *tokens = nullptr, *positions = nullptr, *seqs = nullptr;
+    int64_t t = 0;
+    const int32_t *rows = nullptr;
+    int64_t r = 0;
+  };
+  /// Runs `c` on every device of the session and writes the plan's logits rows (r rows, or t for a plan
+  /// without the rows input) to `logits` (null when the session does not run device 0). An error makes the
+  /// session unusable.
+  virtual Expected<void> runChunk(const Chunk &c, float *logits) = 0;
+  /// Rows of the last chunk (what a rows-dim tensor holds for tensorData).
+  int64_t lastRows() const { return lastRows_; }
   bool profiling() const { return profiling_; }
   /// Adds one call of `seconds` to step `step` of devices().front() (when profiling).
   void recordStep(size_t step, double seconds);
@@ -139,6 +203,13 @@ private:
   const Plan plan_;
   const int64_t ctx_;
   const std::vector<int> devices_;
+  const bool rowsInput_;          ///< the plan has InputOutputRows (else every row is computed)
+  std::vector<int64_t> lengths_;  ///< positions held per sequence
+  /// (window, positions per sequence) of the sliding-window rings shorter than the context: what limits
+  /// a rewind (see "Sequences").
+  std::vector<std::pair<int64_t, int64_t>> rings_;
+  int64_t lastRows_ = 0;
+  SessionCounters counters_;
   bool profiling_ = false;
   std::vector<StepProfile> prof_;
   std::string failure_; ///< why a chunk failed; the session refuses every later call

@@ -104,6 +104,11 @@ Expected<OpenPlan> prepareOpen(const Plan &plan, const SessionOptions &opts) {
   o.ctx = opts.ctxSize > 0 ? opts.ctxSize : plan.model.defaultCtx;
   if (o.ctx > (int64_t(1) << 26))
     return Error{fmt::format("--ctx-size {} is too large", o.ctx)};
+  if (opts.sequences < 1 || opts.sequences > kMaxSequences)
+    return Error{fmt::format("sequences: {} is not in 1..{} (the sequences a session's KV cache holds, e.g. "
+                             "tpc serve -np)",
+                             opts.sequences, kMaxSequences)};
+  o.sequences = opts.sequences;
   auto devices = sessionDevices(plan, opts);
   if (!devices)
     return Error{devices.message()};
@@ -115,23 +120,45 @@ Expected<OpenPlan> prepareOpen(const Plan &plan, const SessionOptions &opts) {
   markPhase(opts.timeline, "check + map GGUF");
   if (logitsTensorOf(plan.devices[0]) < 0)
     return Error{"device 0 has no OUTPUT_LOGITS tensor; recompile the plan"};
-  for (int64_t t : {int64_t(1), plan.model.maxBatch}) {
+  for (auto [t, rows] : checkedCallSizes(plan)) {
     for (int d : o.devices)
-      if (std::string e = checkDeviceSteps(plan, d, t); !e.empty())
+      if (std::string e = checkDeviceSteps(plan, d, t, rows); !e.empty())
         return Error{"plan does not fit its ops: " + e};
-    if (std::string e = checkCollectives(plan, t); !e.empty())
+    if (std::string e = checkCollectives(plan, t, rows); !e.empty())
       return Error{"plan does not fit its ops: " + e};
   }
   markPhase(opts.timeline, "step checks");
   return E(std::move(o));
 }
 
-Expected<ArenaBytes> arenaBytes(const DevicePlan &dp, size_t d, int64_t ctx) {
+std::vector<KvPlacement> kvLayout(const DevicePlan &dp, int64_t ctx, int32_t sequences, int64_t maxBatch) {
+  std::vector<KvPlacement> out;
+  uint64_t at = 0;
+  for (const KvCache &c : dp.kv) {
+    KvPlacement p;
+    p.positions = kvPositions(c, ctx, maxBatch);
+    const uint64_t cells = static_cast<uint64_t>(p.positions) * static_cast<uint64_t>(sequences);
+    p.kOffset = at;
+    at += cells * static_cast<uint64_t>(c.nHeadKv) * c.headDimK * dtypeBytes(c.dtype);
+    p.vOffset = at;
+    at += cells * static_cast<uint64_t>(c.nHeadKv) * c.headDimV * dtypeBytes(c.dtype);
+    out.push_back(p);
+  }
+  return out;
+}
+
+Expected<ArenaBytes> arenaBytes(const DevicePlan &dp, size_t d, int64_t ctx, int32_t sequences,
+                                int64_t maxBatch) {
   ArenaBytes b;
   b.weights = dp.weightBytes;
   b.acts = dp.activationBytes;
   b.hostActs = dp.hostActivationBytes;
-  auto kv = mulAdd(static_cast<uint64_t>(ctx), dp.kvBytesPerToken, 0);
+  // Checked before kvLayout adds the same products unchecked.
+  std::optional<uint64_t> kv = 0;
+  for (const KvCache &c : dp.kv) {
+    auto cells = mulAdd(static_cast<uint64_t>(kvPositions(c, ctx, maxBatch)), static_cast<uint64_t>(sequences), 0);
+    kv = cells && kv ? mulAdd(*cells, kvBytesPerPosition(c), *kv) : std::nullopt;
+  }
   auto total = kv ? mulAdd(1, b.weights, *kv) : std::nullopt;
   total = total ? mulAdd(1, *total, b.acts) : std::nullopt;
   total = total ? mulAdd(1, *total, b.hostActs) : std::nullopt;

@@ -42,7 +42,8 @@ void releaseCopiedPages(const WeightSlice &w, const WeightSource &src);
 
 /// What prepareOpen decided.
 struct OpenPlan {
-  int64_t ctx = 0;          ///< KV positions (SessionOptions::ctxSize or the plan's default)
+  int64_t ctx = 0;          ///< KV positions per sequence (SessionOptions::ctxSize or the plan's default)
+  int32_t sequences = 1;    ///< sequences the KV caches hold (SessionOptions::sequences)
   std::vector<int> devices; ///< the plan devices this session runs, ascending
   WeightSource weights;
 };
@@ -59,11 +60,23 @@ struct ArenaBytes {
   uint64_t weights = 0, acts = 0, hostActs = 0, kv = 0;
   uint64_t total = 0; ///< the sum
 };
-/// The arena sizes of device plan `dp` for `ctx` positions; an error naming device `d` on overflow.
-Expected<ArenaBytes> arenaBytes(const DevicePlan &dp, size_t d, int64_t ctx);
+/// The arena sizes of device plan `dp` for `ctx` positions per sequence, `sequences` sequences and calls
+/// of at most `maxBatch` tokens (the rings of sliding-window caches); an error naming device `d` on
+/// overflow.
+Expected<ArenaBytes> arenaBytes(const DevicePlan &dp, size_t d, int64_t ctx, int32_t sequences,
+                                int64_t maxBatch);
 /// SessionOptions::maxDeviceBytes: "" when `b` fits `capacity` (0: no limit), else one line naming the
 /// device, its bytes and what to do.
 std::string checkDeviceCapacity(size_t d, const ArenaBytes &b, int64_t ctx, uint64_t capacity);
+
+/// Where cache i of a device's KV arena lies: K at kOffset, V at vOffset (bytes from the arena's start),
+/// `positions` per sequence (kvPositions). Every backend carves its one KV allocation this way; the sum of
+/// the caches is ArenaBytes::kv.
+struct KvPlacement {
+  uint64_t kOffset = 0, vOffset = 0;
+  int64_t positions = 0;
+};
+std::vector<KvPlacement> kvLayout(const DevicePlan &dp, int64_t ctx, int32_t sequences, int64_t maxBatch);
 
 /// Copies weight slice `w` from `gguf` (the bytes its pieces' file offsets index) to `dst`, which holds
 /// w.bytes: the pieces in order, rows in order, packed.

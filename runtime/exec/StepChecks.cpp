@@ -255,22 +255,22 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
   return bad("unknown op");
 }
 
-std::string checkDeviceSteps(const Plan &plan, size_t d, int64_t t) {
+std::string checkDeviceSteps(const Plan &plan, size_t d, int64_t t, int64_t rows) {
   const DevicePlan &dp = plan.devices[d];
   std::vector<TensorRef> in, out;
   for (size_t s = 0; s < dp.steps.size(); ++s) {
     const Step &st = dp.steps[s];
-    bindOperands(dp, {}, st, t, in, out);
+    bindOperands(dp, {}, st, t, rows, in, out);
     if (std::string e = checkStep(st, in, out, dp.kv); !e.empty())
       return fmt::format("device {} step {} '{}' ({} tokens): {}", d, s, st.name, t, e);
   }
   return "";
 }
 
-std::string checkCollectives(const Plan &plan, int64_t t) {
+std::string checkCollectives(const Plan &plan, int64_t t, int64_t rows) {
   const size_t n = plan.devices.size();
   auto bind = [&](size_t d, int32_t id, int64_t tokens) {
-    return bindTensor(plan.devices[d], {}, id, tokens);
+    return bindTensor(plan.devices[d], {}, id, tokens, rows);
   };
   std::vector<std::vector<const Step *>> seq(n);
   for (size_t d = 0; d < n; ++d)
@@ -322,19 +322,9 @@ std::string checkCollectives(const Plan &plan, int64_t t) {
   return "";
 }
 
-std::string checkEvaluateArgs(const Plan &plan, int64_t ctx, const std::vector<int32_t> &tokens,
-                              const std::vector<int32_t> &positions) {
-  if (tokens.size() != positions.size() || tokens.empty())
-    return fmt::format("evaluate: {} tokens but {} positions", tokens.size(), positions.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= plan.model.nVocab)
-      return fmt::format("token id {} is outside the vocabulary (0..{})", tokens[i], plan.model.nVocab - 1);
-    if (positions[i] < 0 || positions[i] >= ctx)
-      return fmt::format("position {} is past the context of {} tokens; use a larger --ctx-size (the model "
-                         "was trained with {})",
-                         positions[i], ctx, plan.model.nCtxTrain);
-  }
-  return "";
+std::vector<std::pair<int64_t, int64_t>> checkedCallSizes(const Plan &plan) {
+  const int64_t maxRows = plan.model.maxOutputRows > 0 ? plan.model.maxOutputRows : plan.model.maxBatch;
+  return {{1, 1}, {plan.model.maxBatch, maxRows}};
 }
 
 } // namespace tpc::rt::exec

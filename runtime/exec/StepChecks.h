@@ -21,19 +21,19 @@ namespace tpc::rt::exec {
 std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
                       const std::vector<KvCache> &kv);
 
-/// checkStep for every step of device `d` at `t` tokens: "" or "device d step s 'name' (t tokens): ...".
-std::string checkDeviceSteps(const Plan &plan, size_t d, int64_t t);
+/// checkStep for every step of device `d` at `t` tokens and `rows` output rows: "" or "device d step s
+/// 'name' (t tokens): ...".
+std::string checkDeviceSteps(const Plan &plan, size_t d, int64_t t, int64_t rows);
 
 /// The k-th collective of every device must agree with device 0's at `t` tokens: op, parameters, tensor
 /// count, equal sizes for all-reduces, and for gather/scatter parts that add up to one whole along the axis.
 /// Shapes come from the plan, so a process that runs one device checks all of them. "" when fine.
-std::string checkCollectives(const Plan &plan, int64_t t);
+std::string checkCollectives(const Plan &plan, int64_t t, int64_t rows);
 
-/// The checks of evaluate()'s arguments: as many positions as tokens (at least one), token ids inside the
-/// vocabulary, positions inside the context of `ctx` tokens. "" when fine, else one line naming the problem
-/// and what to do.
-std::string checkEvaluateArgs(const Plan &plan, int64_t ctx, const std::vector<int32_t> &tokens,
-                              const std::vector<int32_t> &positions);
+/// The call sizes checkStep must accept for `plan`: (1 token, 1 row) and (max_batch tokens, max rows),
+/// where max rows is max_output_rows, or max_batch for a plan without the rows input (its rows dims, if
+/// any, are then validated away). The shape checks are linear in both, so the extremes cover every call.
+std::vector<std::pair<int64_t, int64_t>> checkedCallSizes(const Plan &plan);
 
 } // namespace tpc::rt::exec
 

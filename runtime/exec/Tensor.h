@@ -42,12 +42,20 @@ struct TensorRef {
   int32_t *i() const { return static_cast<int32_t *>(data); }
 };
 
-/// One layer's cache, allocated for the session's context size: K [ctx, Hkv, Dk], V [ctx, Hkv, Dv].
+/// One layer's cache as a session allocated it: K [sequences * ctx, Hkv, Dk], V [sequences * ctx, Hkv, Dv],
+/// where ctx is kvPositions(desc, ...) (the context, or the ring of a sliding-window layer). Position p of
+/// sequence s lives in cell(s, p): a ring overwrites p - ctx, which its window no longer reads.
 struct KvBuffers {
   void *k = nullptr;
   void *v = nullptr;
   KvCache desc;
-  int64_t ctx = 0;
+  int64_t ctx = 0;       ///< positions per sequence
+  int32_t sequences = 1; ///< sequences the cache holds
+  /// The sequence of each token of the current call, in the memory the backend's attention reads (the
+  /// session fills it with the tokens); null means every token is in sequence 0. Attention is not an input
+  /// of the plan's ops: the plan knows positions, the session knows sequences.
+  const int32_t *seq = nullptr;
+  int64_t cell(int64_t s, int64_t pos) const { return s * ctx + pos % ctx; }
 };
 
 /// Splits `shape` around `axis` into (outer, dim, inner) element counts.

@@ -52,14 +52,17 @@ std::optional<uint64_t> addChecked(uint64_t a, uint64_t b) {
   return r;
 }
 
-/// Elements of `shape` with the token dim at `tokens`; nullopt on a bad dim or overflow. A dim may be 0: a
-/// device's share of a split dimension can be empty (e.g. every head of a one-block split on device 0).
-std::optional<uint64_t> elemsOf(const std::vector<int64_t> &shape, int64_t tokens) {
+/// Elements of `shape` with the token dim at `tokens` and the rows dim at `rows`; nullopt on a bad dim or
+/// overflow. A dim may be 0: a device's share of a split dimension can be empty (e.g. every head of a
+/// one-block split on device 0).
+std::optional<uint64_t> elemsOf(const std::vector<int64_t> &shape, int64_t tokens, int64_t rows = -1) {
   uint64_t n = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     int64_t d = shape[i];
-    if (d == -1 && i == 0)
+    if (d == kTokenDim && i == 0)
       d = tokens;
+    else if (d == kRowsDim && i == 0)
+      d = rows;
     if (d < 0)
       return std::nullopt;
     auto m = mulChecked(n, static_cast<uint64_t>(d));
@@ -122,6 +125,13 @@ Placement tensorPlacement(const DevicePlan &dev, int32_t id) {
   }
 }
 
+int32_t tensorOfStorage(const DevicePlan &dp, Storage kind) {
+  for (size_t i = 0; i < dp.tensors.size(); ++i)
+    if (dp.tensors[i].storage == kind)
+      return static_cast<int32_t>(i);
+  return -1;
+}
+
 int32_t DevicePlanBuilder::activation(DType dt, std::vector<int64_t> shape, uint64_t offset,
                                       Placement where) {
   TensorDesc t;
@@ -152,7 +162,7 @@ int32_t DevicePlanBuilder::addWeight(WeightSlice w) {
 }
 
 int32_t DevicePlanBuilder::addKv(KvCache c) {
-  dev_.kvBytesPerToken += static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
+  dev_.kvBytesPerToken += kvBytesPerPosition(c);
   dev_.kv.push_back(c);
   return static_cast<int32_t>(dev_.kv.size() - 1);
 }
@@ -213,6 +223,8 @@ const char *storageName(Storage s) {
     return "output logits";
   case Storage::View:
     return "view";
+  case Storage::InputOutputRows:
+    return "input output rows";
   }
   return "unknown storage";
 }
@@ -282,6 +294,8 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
   const DevicePlan &dev = plan.devices[d];
   auto err = [&](std::string msg) { errs.push_back(fmt::format("device {}: {}", d, msg)); };
   const int64_t maxBatch = plan.model.maxBatch;
+  // Rows dims are sized for max_output_rows; a plan without the rows input has none (checked below).
+  const int64_t maxRows = plan.model.maxOutputRows;
 
   // Weights: known type, whole blocks, inside the arena, pieces inside the GGUF and summing to the slice.
   for (size_t w = 0; w < dev.weights.size(); ++w) {
@@ -339,11 +353,11 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       err(fmt::format("kv cache {} (layer {}): unknown placement {}", k, c.layer,
                       static_cast<int>(c.placement)));
     // 0 heads is a device's empty share of split KV heads.
-    if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.dtype == DType::I32) {
-      err(fmt::format("kv cache {} (layer {}): bad heads/dims/dtype", k, c.layer));
+    if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.dtype == DType::I32 || c.window < 0) {
+      err(fmt::format("kv cache {} (layer {}): bad heads/dims/dtype/window", k, c.layer));
       continue;
     }
-    kvPerToken += static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
+    kvPerToken += kvBytesPerPosition(c);
   }
   if (kvPerToken != dev.kvBytesPerToken)
     err(fmt::format("kv_bytes_per_token is {} but the caches need {}", dev.kvBytesPerToken, kvPerToken));
@@ -367,10 +381,12 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       err(fmt::format("{}: unknown placement {}", where, static_cast<int>(t.placement)));
       continue;
     }
-    auto elems = elemsOf(t.shape, maxBatch);
+    auto elems = elemsOf(t.shape, maxBatch, maxRows > 0 ? maxRows : -1);
     auto bytes = elems ? mulChecked(*elems, dtypeBytes(t.dtype)) : std::nullopt;
     if (!bytes) {
-      err(fmt::format("{}: bad shape (dims must be >= 0; only dim 0 may be -1)", where));
+      err(fmt::format("{}: bad shape (dims must be >= 0; only dim 0 may be -1 (tokens) or -2 (output rows, "
+                      "which needs max_output_rows > 0))",
+                      where));
       continue;
     }
     bytesAtMax[i] = *bytes;
@@ -383,14 +399,15 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       const uint64_t arena = host ? dev.hostActivationBytes : dev.activationBytes;
       auto end = addChecked(t.offset, *bytes);
       if (!end || *end > arena)
-        err(fmt::format("{}: [{}, +{}) lies outside the {} activation arena ({} bytes) for max_batch {}", where,
-                        t.offset, *bytes, host ? "host" : "device", arena, maxBatch));
+        err(fmt::format("{}: [{}, +{}) lies outside the {} activation arena ({} bytes) for max_batch {} and "
+                        "max_output_rows {}",
+                        where, t.offset, *bytes, host ? "host" : "device", arena, maxBatch, maxRows));
       break;
     }
     case Storage::Weight:
       if (t.index < 0 || static_cast<size_t>(t.index) >= dev.weights.size())
         err(fmt::format("{}: weight index {} out of range", where, t.index));
-      else if (elemsOf(dev.weights[t.index].shape, 0) != elemsOf(t.shape, maxBatch))
+      else if (elemsOf(dev.weights[t.index].shape, 0) != elemsOf(t.shape, maxBatch, maxRows))
         err(fmt::format("{}: shape differs from weight '{}'", where, dev.weights[t.index].name));
       break;
     case Storage::Kv:
@@ -402,10 +419,19 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       if (t.dtype != DType::I32 || t.shape.size() != 1 || t.shape[0] != -1)
         err(fmt::format("{}: token/position inputs must be i32 [-1]", where));
       break;
-    case Storage::OutputLogits:
-      if (t.dtype != DType::F32 || t.shape.size() != 2 || t.shape[1] != plan.model.nVocab)
-        err(fmt::format("{}: logits must be f32 [T, n_vocab={}]", where, plan.model.nVocab));
+    case Storage::InputOutputRows:
+      if (t.dtype != DType::I32 || t.shape.size() != 1 || t.shape[0] != kRowsDim)
+        err(fmt::format("{}: the output-rows input must be i32 [-2]", where));
       break;
+    case Storage::OutputLogits: {
+      // With the rows input the logits hold the rows asked for, else one row per token.
+      const int64_t rowsDim = tensorOfStorage(dev, Storage::InputOutputRows) >= 0 ? kRowsDim : kTokenDim;
+      if (t.dtype != DType::F32 || t.shape.size() != 2 || t.shape[0] != rowsDim ||
+          t.shape[1] != plan.model.nVocab)
+        err(fmt::format("{}: logits must be f32 [{}, n_vocab={}]", where, rowsDim == kRowsDim ? "R" : "T",
+                        plan.model.nVocab));
+      break;
+    }
     case Storage::View: {
       if (t.index < 0 || t.index >= static_cast<int32_t>(i)) {
         err(fmt::format("{}: view base {} must be an earlier tensor", where, t.index));
@@ -461,7 +487,8 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
         err(fmt::format("{}: output tensor {} out of range", where, id));
       else if (dev.tensors[id].storage == Storage::Weight ||
                dev.tensors[id].storage == Storage::InputTokens ||
-               dev.tensors[id].storage == Storage::InputPositions)
+               dev.tensors[id].storage == Storage::InputPositions ||
+               dev.tensors[id].storage == Storage::InputOutputRows)
         err(fmt::format("{}: writes read-only tensor {}", where, id));
     }
     // Attention names its KV cache in its parameters: the placement checks need a valid index.
@@ -513,10 +540,20 @@ std::vector<std::string> validatePlan(const Plan &plan) {
   for (int32_t id : {tk.bosId, tk.eosId, tk.unkId, tk.padId, tk.sepId, tk.eotId, tk.eomId})
     if (id < -1 || (id >= 0 && static_cast<size_t>(id) >= tk.tokens.size() && !tk.tokens.empty()))
       errs.push_back(fmt::format("tokenizer: special token id {} out of range", id));
+  if (plan.model.maxOutputRows < 0 || plan.model.maxOutputRows > plan.model.maxBatch)
+    errs.push_back(fmt::format("model: max_output_rows {} must be in 0..max_batch ({})", plan.model.maxOutputRows,
+                               plan.model.maxBatch));
   if (!errs.empty() && plan.model.maxBatch <= 0)
     return errs; // tensor sizes depend on max_batch
-  for (size_t d = 0; d < plan.devices.size(); ++d)
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
     validateDevice(plan, d, errs);
+    // The rows input and max_output_rows come together: every device binds the rows of a call.
+    const bool rowsInput = tensorOfStorage(plan.devices[d], Storage::InputOutputRows) >= 0;
+    if (rowsInput != (plan.model.maxOutputRows > 0))
+      errs.push_back(fmt::format("device {}: {} but max_output_rows is {}", d,
+                                 rowsInput ? "has the output-rows input" : "has no output-rows input",
+                                 plan.model.maxOutputRows));
+  }
   // Collectives rendezvous by position: every device must issue the same sequence.
   std::vector<std::vector<OpKind>> seqs;
   for (const DevicePlan &dev : plan.devices) {

@@ -6,11 +6,12 @@
 //
 // Assumptions every consumer may rely on after loadPlan() succeeded (validatePlan() checks them):
 //  - a tensor's id equals its index in DevicePlan::tensors; step operands are valid ids;
-//  - only dim 0 of a shape may be -1 (the token dimension, sized per evaluate() call, <= maxBatch); other
-//    dims are >= 0, and 0 is valid (a device's empty share of a split dimension, e.g. no attention heads:
-//    [T,0,D] activations, [0,K] / [N,0] weights of 0 bytes, KV caches with 0 heads);
+//  - only dim 0 of a shape may be dynamic: -1 (kTokenDim, the tokens of a call, <= maxBatch) or -2
+//    (kRowsDim, the output rows of a call, <= maxOutputRows); other dims are >= 0, and 0 is valid (a
+//    device's empty share of a split dimension, e.g. no attention heads: [T,0,D] activations, [0,K] / [N,0]
+//    weights of 0 bytes, KV caches with 0 heads);
 //  - activation and view offsets are multiples of the element size, weight slice offsets of 4;
-//  - every ACTIVATION tensor fits its device's activation arena for maxBatch tokens, every weight slice
+//  - every ACTIVATION tensor fits its device's activation arena for maxBatch tokens and maxOutputRows rows, every weight slice
 //    fits the weight arena and every weight piece lies inside the GGUF file (overflow-checked);
 //  - every step has the operand counts its op requires, and every device has the same sequence of
 //    collective ops (the k-th collective of each device meets the k-th of every other);
@@ -22,6 +23,7 @@
 
 #include "runtime/ggml/GGMLTypes.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,8 +32,13 @@ namespace tpc::rt {
 
 /// The schema version this build writes and the newest it reads.
 /// 2: AllReduceRmsNorm; 3: step, tensor and weight placement; 4: a host activation arena of its own
-/// (DevicePlan::hostActivationBytes). Older versions still load (fields default; see parsePlan for v3).
-inline constexpr uint32_t kPlanSchemaVersion = 4;
+/// (DevicePlan::hostActivationBytes); 5: output rows (Storage::InputOutputRows, the kRowsDim dim,
+/// ModelInfo::maxOutputRows) and sliding-window KV rings (KvCache::window). Older versions still load
+/// (fields default: every row computed, every cache full; see parsePlan for v3).
+inline constexpr uint32_t kPlanSchemaVersion = 5;
+/// The dynamic dims a shape may have in dim 0: the tokens of a call and the rows whose logits it returns.
+inline constexpr int64_t kTokenDim = -1;
+inline constexpr int64_t kRowsDim = -2;
 /// The 8 bytes every plan file starts with.
 inline constexpr char kPlanMagic[8] = {'T', 'P', 'C', 'P', 'L', 'A', 'N', '1'};
 
@@ -50,8 +57,11 @@ enum class Storage : uint8_t {
   Kv = 2,             ///< KV cache Tensor::index (the K half)
   InputTokens = 3,    ///< the token ids of the current call (i32 [T])
   InputPositions = 4, ///< the positions of the current call (i32 [T])
-  OutputLogits = 5,   ///< the logits rows returned to the caller (f32 [T, n_vocab])
+  OutputLogits = 5,   ///< the logits rows returned to the caller (f32 [R, n_vocab]; [T, n_vocab] in a plan
+                      ///< without InputOutputRows)
   View = 6,           ///< aliases tensor Tensor::index at byte offset Tensor::offset
+  InputOutputRows = 7, ///< the rows of the call whose logits are returned (i32 [R], indices into the call's
+                       ///< tokens, ascending); the plan gathers the last hidden state to them (v5)
 };
 
 /// The step vocabulary: the tpc dialect ops after localization. Semantics are per device on local shapes;
@@ -129,7 +139,8 @@ struct WeightSlice {
   Placement placement = Placement::Device; ///< Host: kept in host memory, read by host steps only
 };
 
-/// One layer's KV cache on one device, sized at run time from the context size.
+/// One layer's KV cache on one device, sized at run time from the context size and the session's
+/// sequences: kvPositions() positions per sequence, each [nHeadKv, headDim] for K and for V.
 struct KvCache {
   int32_t layer = 0;
   int32_t nHeadKv = 0; ///< local KV heads
@@ -137,7 +148,20 @@ struct KvCache {
   int32_t headDimV = 0;
   DType dtype = DType::F16; ///< F16 or F32
   Placement placement = Placement::Device; ///< Host: --no-kv-offload (device steps may read it, mapped)
+  /// The capacity kind (v5). 0: full, the context's positions per sequence. > 0: the layer's sliding
+  /// window; its attention never looks further back, so the cache is a ring of window + max_batch
+  /// positions per sequence (position p in cell p mod size): a call appends up to max_batch positions
+  /// before its first token reads the window-1 positions behind it.
+  int32_t window = 0;
 };
+
+/// Positions per sequence cache `c` holds for a context of `ctx` (full) with calls of at most `maxBatch`
+/// tokens: ctx, or min(ctx, window + maxBatch) for a sliding-window ring.
+inline int64_t kvPositions(const KvCache &c, int64_t ctx, int64_t maxBatch) {
+  return c.window > 0 ? std::min<int64_t>(ctx, int64_t(c.window) + maxBatch) : ctx;
+}
+/// Bytes of cache `c` per position (K and V of its local heads).
+inline uint64_t kvBytesPerPosition(const KvCache &c);
 
 /// A tensor a step reads or writes.
 struct TensorDesc {
@@ -171,7 +195,7 @@ struct DevicePlan {
   int32_t ordinal = 0;
   uint64_t weightBytes = 0;
   uint64_t activationBytes = 0;     ///< the device-side activation arena
-  uint64_t kvBytesPerToken = 0;
+  uint64_t kvBytesPerToken = 0;     ///< K and V bytes of one position of every cache (kvBytesPerPosition)
   uint64_t hostActivationBytes = 0; ///< the host-side activation arena (host-placed activations only)
   std::vector<WeightSlice> weights;
   std::vector<KvCache> kv;
@@ -186,6 +210,9 @@ struct ModelInfo {
   int64_t nCtxTrain = 0;
   int64_t maxBatch = 0;   ///< tokens per evaluate() the activation arenas hold
   int64_t defaultCtx = 0; ///< context when the user gives none
+  /// Logits rows per call the arenas hold (the InputOutputRows input's size, <= maxBatch; v5). 0: a plan
+  /// without that input, which computes a row for every token.
+  int64_t maxOutputRows = 0;
 };
 
 /// The GGUF tokenizer, every field (tpc::rt::TokenizerData is built from this).
@@ -228,7 +255,7 @@ public:
   int32_t addWeight(WeightSlice w);
   /// Adds a KV cache (and its bytes to kvBytesPerToken); returns its index.
   int32_t addKv(KvCache c);
-  /// An input/output tensor (InputTokens, InputPositions, OutputLogits).
+  /// An input/output tensor (InputTokens, InputPositions, InputOutputRows, OutputLogits).
   int32_t io(Storage kind, DType dt, std::vector<int64_t> shape);
   /// A view of `base` at byte `offset` with its own shape (and its base's placement).
   int32_t view(int32_t base, DType dt, std::vector<int64_t> shape, uint64_t offset = 0);
@@ -242,6 +269,19 @@ private:
 
 /// Bytes of one element of `dt`.
 inline uint64_t dtypeBytes(DType dt) { return dt == DType::F16 ? 2 : 4; }
+inline uint64_t kvBytesPerPosition(const KvCache &c) {
+  return static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
+}
+/// The element count of `shape` for a call of `tokens` tokens and `rows` output rows (dim 0 kTokenDim or
+/// kRowsDim substituted); dims were validated.
+inline int64_t callElements(const std::vector<int64_t> &shape, int64_t tokens, int64_t rows) {
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i)
+    n *= i == 0 && shape[i] == kTokenDim ? tokens : i == 0 && shape[i] == kRowsDim ? rows : shape[i];
+  return n;
+}
+/// The index of dp's tensor of storage kind `kind` (the first), or -1.
+int32_t tensorOfStorage(const DevicePlan &dp, Storage kind);
 /// Name of a dtype ("f32").
 const char *dtypeName(DType dt);
 /// "device" or "host".

@@ -40,7 +40,7 @@ std::string str(const flatbuffers::String *s) { return s ? s->str() : std::strin
 std::vector<uint8_t> serializePlan(const Plan &plan) {
   flatbuffers::FlatBufferBuilder b(1 << 16);
   auto model = fbs::CreateModel(b, b.CreateString(plan.model.arch), plan.model.nVocab, plan.model.nCtxTrain,
-                                plan.model.maxBatch, plan.model.defaultCtx);
+                                plan.model.maxBatch, plan.model.defaultCtx, plan.model.maxOutputRows);
   const PlanTokenizer &tk = plan.tokenizer;
   auto tokenizer = fbs::CreateTokenizer(
       b, b.CreateString(tk.model), b.CreateString(tk.pre), b.CreateVectorOfStrings(tk.tokens),
@@ -62,7 +62,7 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     for (const KvCache &c : dev.kv)
       kv.push_back(fbs::CreateKvCache(b, c.layer, c.nHeadKv, c.headDimK, c.headDimV,
                                       static_cast<fbs::DType>(c.dtype),
-                                      static_cast<fbs::Placement>(c.placement)));
+                                      static_cast<fbs::Placement>(c.placement), c.window));
     std::vector<flatbuffers::Offset<fbs::Tensor>> tensors;
     for (const TensorDesc &t : dev.tensors)
       tensors.push_back(fbs::CreateTensor(b, t.id, static_cast<fbs::DType>(t.dtype), b.CreateVector(t.shape),
@@ -141,6 +141,7 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
     plan.model.nCtxTrain = m->n_ctx_train();
     plan.model.maxBatch = m->max_batch();
     plan.model.defaultCtx = m->default_ctx();
+    plan.model.maxOutputRows = m->max_output_rows();
   }
   if (const fbs::Tokenizer *t = p->tokenizer()) {
     PlanTokenizer &tk = plan.tokenizer;
@@ -194,7 +195,8 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
       if (d->kv())
         for (const fbs::KvCache *c : *d->kv())
           dev.kv.push_back({c->layer(), c->n_head_kv(), c->head_dim_k(), c->head_dim_v(),
-                            static_cast<DType>(c->dtype()), static_cast<Placement>(c->placement())});
+                            static_cast<DType>(c->dtype()), static_cast<Placement>(c->placement()),
+                            c->window()});
       if (d->tensors())
         for (const fbs::Tensor *t : *d->tensors()) {
           TensorDesc td;

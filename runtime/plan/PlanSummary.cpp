@@ -14,11 +14,12 @@
 namespace tpc::rt {
 
 namespace {
-/// Elements per token of tensor `t` (the token dimension counts 1).
+/// Elements per token of tensor `t` (the token dimension counts 1, and so do output rows: a decoded
+/// token asks for one).
 uint64_t perToken(const TensorDesc &t) {
   uint64_t n = 1;
   for (int64_t d : t.shape)
-    n *= d == -1 ? 1 : static_cast<uint64_t>(d);
+    n *= d < 0 ? 1 : static_cast<uint64_t>(d);
   return n;
 }
 
@@ -54,11 +55,25 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
     s.activationBytes = dev.activationBytes; // the arenas a backend allocates, as the compiler sized them
     s.hostActivationBytes = dev.hostActivationBytes;
     for (const TensorDesc &t : dev.tensors)
-      if (t.storage == Storage::OutputLogits)
-        s.logitsBytes = static_cast<uint64_t>(plan.model.maxBatch) * static_cast<uint64_t>(plan.model.nVocab) * 4;
-    for (const KvCache &c : dev.kv)
-      (host(c.placement) ? s.hostKvBytesPerToken : s.kvBytesPerToken) +=
-          static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
+      if (t.storage == Storage::OutputLogits) // the rows a call computes (max_output_rows, else max_batch)
+        s.logitsBytes = static_cast<uint64_t>(plan.model.maxOutputRows > 0 ? plan.model.maxOutputRows
+                                                                           : plan.model.maxBatch) *
+                        static_cast<uint64_t>(plan.model.nVocab) * 4;
+    for (const KvCache &c : dev.kv) {
+      (host(c.placement) ? s.hostKvBytesPerToken : s.kvBytesPerToken) += kvBytesPerPosition(c);
+      if (host(c.placement))
+        continue;
+      if (c.window > 0) {
+        s.kvWindowBytesPerPosition += kvBytesPerPosition(c);
+        ++s.kvWindowLayers;
+        if (std::find(s.kvWindows.begin(), s.kvWindows.end(), c.window) == s.kvWindows.end())
+          s.kvWindows.push_back(c.window);
+      } else {
+        s.kvFullBytesPerToken += kvBytesPerPosition(c);
+        ++s.kvFullLayers;
+      }
+    }
+    std::sort(s.kvWindows.begin(), s.kvWindows.end());
     for (const Step &st : dev.steps)
       for (size_t i = 0; i < st.inputs.size(); ++i) {
         const TensorDesc &t = dev.tensors[st.inputs[i]];
@@ -86,6 +101,15 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
   return out;
 }
 
+uint64_t kvBytesFor(const Plan &plan, size_t d, int64_t ctx, int32_t sequences, Placement side) {
+  uint64_t total = 0;
+  for (const KvCache &c : plan.devices[d].kv)
+    if (c.placement == side)
+      total += kvBytesPerPosition(c) * static_cast<uint64_t>(kvPositions(c, ctx, plan.model.maxBatch)) *
+               static_cast<uint64_t>(sequences);
+  return total;
+}
+
 std::string bytesStr(uint64_t b) {
   if (b >= (1ull << 30))
     return fmt::format("{:.2f} GiB", b / double(1ull << 30));
@@ -103,24 +127,43 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
       fmt::format("plan: schema v{}, compiled by {}\n", plan.schemaVersion, plan.compilerVersion);
   out += fmt::format("gguf: {} ({} bytes, fingerprint {:016x})\n", plan.ggufPath, plan.ggufSize,
                      plan.ggufFingerprint);
-  out += fmt::format("model: {}, n_vocab {}, n_ctx_train {}, max_batch {}, default ctx {}\n", plan.model.arch,
-                     plan.model.nVocab, plan.model.nCtxTrain, plan.model.maxBatch, plan.model.defaultCtx);
+  out += fmt::format("model: {}, n_vocab {}, n_ctx_train {}, max_batch {}, {}default ctx {}\n", plan.model.arch,
+                     plan.model.nVocab, plan.model.nCtxTrain, plan.model.maxBatch,
+                     plan.model.maxOutputRows > 0 ? fmt::format("max_output_rows {}, ", plan.model.maxOutputRows)
+                                                  : std::string("every row computed (no output rows), "),
+                     plan.model.defaultCtx);
   out += fmt::format("tokenizer: {} ({} tokens, {} merges)\n",
                      plan.tokenizer.model.empty() ? "none" : plan.tokenizer.model,
                      plan.tokenizer.tokens.size(), plan.tokenizer.merges.size());
   std::vector<DeviceSummary> ds = summarizeDevices(plan);
   for (size_t d = 0; d < ds.size(); ++d) {
     const DeviceSummary &s = ds[d];
-    out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token = {} for ctx {}\n", d,
-                       plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes),
-                       s.logitsBytes ? " logits rows " + bytesStr(s.logitsBytes) + "," : std::string(),
-                       bytesStr(s.kvBytesPerToken), bytesStr(s.kvBytesPerToken * static_cast<uint64_t>(ctx)),
-                       ctx);
+    const std::string logits = s.logitsBytes ? " logits rows " + bytesStr(s.logitsBytes) + "," : std::string();
+    const uint64_t kvAtCtx = kvBytesFor(plan, d, ctx, 1, Placement::Device);
+    if (s.kvWindowLayers == 0) {
+      out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token = {} for ctx {}\n", d,
+                         plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes), logits,
+                         bytesStr(s.kvBytesPerToken), bytesStr(kvAtCtx), ctx);
+    } else {
+      // A ring holds window + max_batch positions (the context when that is smaller).
+      std::string rings;
+      for (int64_t w : s.kvWindows)
+        rings += fmt::format("{}{}", rings.empty() ? "" : "/", std::min<int64_t>(ctx, w + plan.model.maxBatch));
+      std::string windows;
+      for (int64_t w : s.kvWindows)
+        windows += fmt::format("{}{}", windows.empty() ? "" : "/", w);
+      out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token in {} full layer(s) + {} "
+                         "per position in {} sliding-window layer(s) (window {}, rings of {} positions) = {} "
+                         "for ctx {}\n",
+                         d, plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes), logits,
+                         bytesStr(s.kvFullBytesPerToken), s.kvFullLayers, bytesStr(s.kvWindowBytesPerPosition),
+                         s.kvWindowLayers, windows, rings, bytesStr(kvAtCtx), ctx);
+    }
     if (s.hostSteps || s.hostWeightBytes || s.hostActivationBytes || s.hostKvBytesPerToken)
       out += fmt::format(
           "  host: weights {}, activations {}, KV {} per token = {} for ctx {}; {} host steps\n",
           bytesStr(s.hostWeightBytes), bytesStr(s.hostActivationBytes), bytesStr(s.hostKvBytesPerToken),
-          bytesStr(s.hostKvBytesPerToken * static_cast<uint64_t>(ctx)), ctx, s.hostSteps);
+          bytesStr(kvBytesFor(plan, d, ctx, 1, Placement::Host)), ctx, s.hostSteps);
     out += fmt::format("  {} steps, {} collectives moving {} per token; a decoded token reads {} of weights{}\n"
                        "  ops:",
                        s.steps, s.collectives, bytesStr(s.collectiveBytesPerToken), bytesStr(s.decodeWeightBytes),

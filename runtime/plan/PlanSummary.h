@@ -1,9 +1,11 @@
 //===- PlanSummary.h - human-readable facts about a plan ----------*- C++ -*-===//
 //
 // What `tpc inspect plan.bin` shows: the header, and per device its memory (weights, activations, the
-// logits rows, KV per token and for a given context) on the device side and, where the plan places anything there
-// (--override-tensor, --no-kv-offload), on the host side, the weight bytes one decoded token reads, its op
-// histogram and its collectives with the bytes they move for one token. Pure functions over a validated Plan, so the CLI and tests share them.
+// logits rows, KV per token and for a given context, by layer kind: full caches grow with the context,
+// sliding-window caches are rings of window + max_batch positions) on the device side and, where the plan
+// places anything there (--override-tensor, --no-kv-offload), on the host side, the weight bytes one decoded
+// token reads, its op histogram and its collectives with the bytes they move for one token. Pure functions
+// over a validated Plan, so the CLI and tests share them.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_PLAN_PLANSUMMARY_H
 #define TPC_RUNTIME_PLAN_PLANSUMMARY_H
@@ -21,9 +23,14 @@ namespace tpc::rt {
 struct DeviceSummary {
   uint64_t weightBytes = 0, activationBytes = 0, kvBytesPerToken = 0; ///< device side
   uint64_t hostWeightBytes = 0, hostActivationBytes = 0, hostKvBytesPerToken = 0;
-  /// The logits rows of max_batch tokens (n_vocab floats each) that a backend keeps where the device returns
+  /// The logits rows a call computes (max_output_rows, else max_batch tokens) (n_vocab floats each) that a backend keeps where the device returns
   /// logits (OUTPUT_LOGITS, device 0): outside the activation arena, 512 MiB for a 262k vocabulary.
   uint64_t logitsBytes = 0;
+  /// kvBytesPerToken by layer kind (device side): the full caches', per token of context, and the
+  /// sliding-window rings', per position they hold (window + max_batch, at most the context).
+  uint64_t kvFullBytesPerToken = 0, kvWindowBytesPerPosition = 0;
+  int kvFullLayers = 0, kvWindowLayers = 0;
+  std::vector<int64_t> kvWindows; ///< the distinct windows of the sliding-window caches, ascending
   size_t hostSteps = 0; ///< steps placed on the host (copies to the host included)
   /// Weight bytes the side's steps read to decode one token: each weight operand once per step reading it,
   /// except a get_rows table (only the looked-up rows) and mul_mat_id experts (k of E experts per token).
@@ -42,6 +49,10 @@ uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s);
 
 /// The figures of every device, in rank order.
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan);
+
+/// Bytes of device `d`'s KV caches on side `side` for `ctx` positions per sequence and `sequences`
+/// sequences (kvPositions: rings for the sliding-window caches): what a session allocates.
+uint64_t kvBytesFor(const Plan &plan, size_t d, int64_t ctx, int32_t sequences, Placement side);
 
 /// "512 B", "10.5 KiB", "3.66 MiB", "4.31 GiB".
 std::string bytesStr(uint64_t b);

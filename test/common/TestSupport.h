@@ -1,13 +1,14 @@
 //===- TestSupport.h - small helpers several test suites share ---*- C++ -*-===//
 //
-// A double-precision reference matmul (the executor's and the CUDA kernels' tests compare with it) and a
-// shell runner (the tests that drive the tpc binary).
+// A double-precision reference matmul (the executor's and the CUDA kernels' tests compare with it), seeded
+// uniform test data, and a shell runner (the tests that drive the tpc binary).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_TEST_COMMON_TESTSUPPORT_H
 #define TPC_TEST_COMMON_TESTSUPPORT_H
 
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <sys/wait.h>
 #include <utility>
@@ -27,6 +28,16 @@ inline std::vector<float> refMatmul(const std::vector<float> &x, const std::vect
       y[i * n + j] = static_cast<float>(s);
     }
   return y;
+}
+
+/// n floats uniform in [-1, 1) from a fixed seed (the same data on every run and platform's libstdc++).
+inline std::vector<float> uniformFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = d(rng);
+  return v;
 }
 
 /// Runs a shell command; returns its exit status (-1 if it did not exit normally) and its stdout (append

@@ -602,6 +602,22 @@ func.func @negative_slice_axis(%x: tensor<4x8xf32>) {
 
 // -----
 
+func.func @negative_select_rows_rows_rank(%x: tensor<?x8xf32>, %rows: tensor<?x2xi32>) {
+  // expected-error @+1 {{'tpc.select_rows' op rows must have rank 1, got 'tensor<?x2xi32>'}}
+  %0 = tpc.select_rows %x, %rows : (tensor<?x8xf32>, tensor<?x2xi32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_select_rows_type(%x: tensor<?x8xf32>, %rows: tensor<3xi32>) {
+  // expected-error @+1 {{'tpc.select_rows' op result type(s) 'tensor<?x8xf32>' differ from the inferred type(s) 'tensor<3x8xf32>'}}
+  %0 = tpc.select_rows %x, %rows : (tensor<?x8xf32>, tensor<3xi32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
 /// Non-finite attributes: NaN fails every comparison and infinity passes "> 0", so both are refused by name.
 func.func @negative_rms_norm_eps_nan(%x: tensor<?x8xf32>) {
   // expected-error @+1 {{'tpc.rms_norm' op eps must be finite, got nan}}

@@ -20,6 +20,13 @@ func.func @weights_and_embedding(%tokens: tensor<?xi32>) -> tensor<?x256xf32> {
   return %h : tensor<?x256xf32>
 }
 
+// CHECK-LABEL: func.func @select_rows
+func.func @select_rows(%x: tensor<?x256xf32>, %rows: tensor<?xi32>) -> tensor<?x256xf32> {
+  // CHECK: tpc.select_rows %{{.*}}, %{{.*}} : (tensor<?x256xf32>, tensor<?xi32>) -> tensor<?x256xf32>
+  %h = tpc.select_rows %x, %rows : (tensor<?x256xf32>, tensor<?xi32>) -> tensor<?x256xf32>
+  return %h : tensor<?x256xf32>
+}
+
 // CHECK-LABEL: func.func @norm_matmul_elementwise
 func.func @norm_matmul_elementwise(%x: tensor<?x256xf32>, %w: tensor<512x256xf32>,
                                    %nw: tensor<256xf32>, %s: tensor<?x1xf32>) -> tensor<?x512xf32> {

@@ -85,4 +85,22 @@ func.func @moe(%gu: tensor<?x2x8xf32> {tpc.state = #tpc.state<split axis = 2, si
   %6 = tpc.all_gather %s {axis = 1 : i64, tpc.state = [#tpc.state<mirrored>]} : tensor<?x2x6xf32>
   return
 }
+func.func @select_rows(%xm: tensor<?x8xf32> {tpc.state = #tpc.state<mirrored>},
+                        %xs: tensor<?x8xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [4, 4]>},
+                        %xp: tensor<?x8xf32> {tpc.state = #tpc.state<partial>},
+                        %rows: tensor<?xi32> {tpc.state = #tpc.state<mirrored>}) {
+  /// The output-rows gather: mirrored in and mirrored indices give mirrored rows; a mirrored result needs
+  /// both mirrored.
+  // expected-remark @+2 {{transfer: [#tpc.state<mirrored>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<mirrored>, #tpc.state<mirrored>]}}
+  %0 = tpc.select_rows %xm, %rows {tpc.state = [#tpc.state<mirrored>]} : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+  /// Whole rows move, so a split of another axis carries over (the indices stay mirrored).
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>, #tpc.state<mirrored>]}}
+  %1 = tpc.select_rows %xs, %rows {tpc.state = [#tpc.state<split axis = 1, sizes = [4, 4]>]} : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+  /// A partial input has no local rule: the collectives pass reduces it first.
+  // expected-remark @+1 {{transfer: none}}
+  %2 = tpc.select_rows %xp, %rows : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+  return
+}
 }

@@ -3,10 +3,13 @@
 // FakeEngine checks the Engine contract on every step (checkBatch: positions continue each sequence),
 // records each batch, and answers every entry with a logits row whose argmax is next(token), so greedy
 // generation from a prompt is known in advance. The vocabulary: <unk> <s> </s>, then 'a'..'z' (ids 3..28),
-// so generated text spells the alphabet from the prompt's last letter on.
+// so generated text spells the alphabet from the prompt's last letter on. BatchedEngine (one runtime
+// session for every slot) is checked on a hand-built plan at the end.
 //===----------------------------------------------------------------------===//
+#include "server/BatchedEngine.h"
 #include "server/Scheduler.h"
-#include "server/SessionEngine.h"
+
+#include "test/runtime/exec/ExecTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -438,31 +441,34 @@ TEST(CheckBatch, PositionsMustContinueEachSequence) {
   EXPECT_EQ(lengths, (std::vector<int64_t>{3, 2})); // failed checks change nothing
 }
 
-TEST(SessionEngine, OneEvaluationPerSequenceRowsInBatchOrder) {
-  // Each fake session answers rows holding (sequence, token, position) in their first three logits.
-  std::vector<std::vector<std::vector<int32_t>>> calls(2);
-  std::vector<EvaluateFn> fns;
-  for (int s = 0; s < 2; ++s)
-    fns.push_back([s, &calls](const std::vector<int32_t> &t, const std::vector<int32_t> &p) {
-      calls[static_cast<size_t>(s)].push_back(t);
-      std::vector<float> rows;
-      for (size_t i = 0; i < t.size(); ++i) {
-        rows.insert(rows.end(), {float(s), float(t[i]), float(p[i])});
-        rows.resize(rows.size() + 13, 0.f); // 16 logits per row
-      }
-      return Expected<std::vector<float>>(rows);
-    });
-  SessionEngine eng(std::move(fns), 16, 16);
+TEST(BatchedEngine, OneSessionOneEvaluationPerStepRowsInBatchOrder) {
+  // A plan whose logits row of a token is row `token` of a table (10 * token + j), with 2 sequences.
+  rt::test::PlanMaker m(1, 8, 16);
+  std::vector<float> table(16 * 16);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j)
+      table[i * 16 + j] = float(10 * i + j);
+  m.b(0).step(rt::OpKind::GetRows, {m.weightF32(0, {16, 16}, table), m.tokens[0]}, {m.logits[0]});
+  rt::SessionOptions o = m.options(1, 16);
+  auto e = BatchedEngine::open(m.plan, 2, o, "cpu");
+  ASSERT_TRUE(e) << e.message();
+  BatchedEngine &eng = **e;
+  EXPECT_EQ(eng.maxSequences(), 2);
+  EXPECT_EQ(eng.ctxSize(), 16);
   auto rows = eng.step({{7, 0, 1, false}, {8, 0, 0, true}, {9, 1, 1, true}, {10, 1, 0, false}});
   ASSERT_TRUE(rows) << rows.message();
   ASSERT_EQ(rows->size(), 32u);
-  EXPECT_EQ(std::vector<float>(rows->begin(), rows->begin() + 3), (std::vector<float>{0, 8, 0}));
-  EXPECT_EQ(std::vector<float>(rows->begin() + 16, rows->begin() + 19), (std::vector<float>{1, 9, 1}));
-  EXPECT_EQ(calls[0], (std::vector<std::vector<int32_t>>{{8, 10}}));
-  EXPECT_EQ(calls[1], (std::vector<std::vector<int32_t>>{{7, 9}}));
-  auto bad = eng.step({{1, 0, 0, true}}); // sequence 1 holds one token: position 0 is taken
+  EXPECT_EQ((*rows)[0], 80.f);  // token 8's row, then token 9's: batch order
+  EXPECT_EQ((*rows)[16], 90.f);
+  EXPECT_EQ(eng.session().counters().calls, 1); // the whole step in one evaluation of one session
+  EXPECT_EQ(eng.session().counters().tokens, 4);
+  auto bad = eng.step({{1, 3, 1, true}}); // sequence 1 holds two tokens: position 3 skips one
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.message().find("next position is 2"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("so its next position is 2"), std::string::npos) << bad.message();
   eng.forget(1);
+  EXPECT_EQ(eng.session().sequenceLength(1), 0);
   EXPECT_TRUE(eng.step({{1, 0, 1, true}}));
+  auto far = eng.step({{1, 0, 2, true}});
+  ASSERT_FALSE(far);
+  EXPECT_NE(far.message().find("sequence 2 is not in 0..1"), std::string::npos) << far.message();
 }

@@ -27,7 +27,7 @@ class ServeOpenAI(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.plan, cls.name = su.test_plan()
-        cls.server = su.Server(cls.plan, "-np", "2", "-c", "256", "--api-key", KEY, "--chat-template", "chatml")
+        cls.server = su.Server(cls.plan, "-np", "2", "-c", "512", "--api-key", KEY, "--chat-template", "chatml")
         cls.client = openai.OpenAI(base_url=cls.server.url + "/v1", api_key=KEY, timeout=120, max_retries=0)
 
     @classmethod

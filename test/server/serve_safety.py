@@ -39,7 +39,7 @@ class ServeSafety(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.plan, cls.name = su.test_plan()
-        cls.server = su.Server(cls.plan, "-np", "2", "-c", "4096", "--api-key", KEY, "--max-body-bytes", "65536",
+        cls.server = su.Server(cls.plan, "-np", "2", "-c", "8192", "--api-key", KEY, "--max-body-bytes", "65536",
                                "--chat-template", "chatml")
 
     @classmethod

@@ -75,7 +75,7 @@ class ServeWebPage(unittest.TestCase):
     def test_chat_page_streams_the_answer(self):
         exe = shutil.which("chromium") or shutil.which("chromium-browser")
         plan, _ = su.test_plan()
-        with su.Server(plan, "-np", "2", "-c", "256", "--chat-template", "chatml") as server:
+        with su.Server(plan, "-np", "2", "-c", "512", "--chat-template", "chatml") as server:
             status, html = server.request("GET", "/")
             self.assertEqual(status, 200)
             for external in ("http://", "https://", "<script src", "<link"):

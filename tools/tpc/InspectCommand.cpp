@@ -457,6 +457,8 @@ void inspectPlan(const InspectOptions &opts) {
   j.number(static_cast<int64_t>(plan->model.nVocab));
   j.key("max_batch");
   j.number(static_cast<int64_t>(plan->model.maxBatch));
+  j.key("max_output_rows");
+  j.number(static_cast<int64_t>(plan->model.maxOutputRows));
   j.key("default_ctx");
   j.number(static_cast<int64_t>(plan->model.defaultCtx));
   j.key("devices");
@@ -471,6 +473,12 @@ void inspectPlan(const InspectOptions &opts) {
     j.number(static_cast<int64_t>(d.logitsBytes));
     j.key("kv_bytes_per_token");
     j.number(static_cast<int64_t>(d.kvBytesPerToken));
+    j.key("kv_full_bytes_per_token");
+    j.number(static_cast<int64_t>(d.kvFullBytesPerToken));
+    j.key("kv_window_bytes_per_position");
+    j.number(static_cast<int64_t>(d.kvWindowBytesPerPosition));
+    j.key("kv_window_layers");
+    j.number(static_cast<int64_t>(d.kvWindowLayers));
     j.key("host_weight_bytes");
     j.number(static_cast<int64_t>(d.hostWeightBytes));
     j.key("host_activation_bytes");

@@ -9,9 +9,11 @@
 // written against rt::Session (tpc run, bench, perplexity) runs unchanged on rank 0.
 //
 // The calls travel as broadcasts from rank 0 on a host-buffer communicator (`control`, the ranks' MPI
-// communicator; the plan's own collectives may be on another one, e.g. NCCL): a header {what, tokens},
-// then tokens and positions. `what` is Evaluate, or Finish / Failed when rank 0's side ended normally or
-// with an error before the next call. A call that fails while the devices run may leave a peer inside a
+// communicator; the plan's own collectives may be on another one, e.g. NCCL): a header {what, a, b}. For
+// Evaluate (a = tokens, b = output rows) then the chunk's tokens, positions, sequence ids and output rows;
+// ClearSequence (a = the sequence) keeps every rank's sequence lengths equal, so each rank's own
+// evaluate() accepts the same batches; Finish / Failed when rank 0's side ended normally or with an error
+// before the next call. A call that fails while the devices run may leave a peer inside a
 // collective, which no message can reach: then the job must end (failedWhileRunning(), follow()'s error),
 // and the launcher glue ends it.
 //
@@ -55,15 +57,18 @@ public:
   double copyBandwidth(int m) const override { return inner_->copyBandwidth(m); }
   std::string memoryName(int m) const override { return inner_->memoryName(m); }
   int hostMemory() const override { return inner_->hostMemory(); }
+  /// Empties the sequence here, in the wrapped session and on every follower.
+  void clearSequence(int32_t seq) override;
 
 protected:
-  Expected<void> runChunk(const int32_t *tokens, const int32_t *positions, int64_t t, float *logits) override;
+  Expected<void> runChunk(const Chunk &c, float *logits) override;
 
 private:
   std::unique_ptr<rt::Session> inner_;
   rt::comm::Communicator &control_;
   std::string label_;
   bool finished_ = false, failedWhileRunning_ = false;
+  std::string controlError_; ///< a ClearSequence that did not reach the followers (the next call fails)
   std::vector<rt::StepProfile> seen_; ///< the inner profile already copied into this session's
 };
 

@@ -97,6 +97,11 @@ void addCompileFlags(CLI::App &cmd, CompileFlags &f) {
       cmd.add_flag("--no-kv-offload", f.noKvOffload, "Keep the KV cache in host memory (also -nkvo)"),
       cmd.add_option("--max-batch", f.maxBatch, "Tokens per evaluation the activation arenas hold")
           ->check(CLI::Range(int64_t(1), int64_t(1) << 20)),
+      cmd.add_option("--max-output-rows", f.maxOutputRows,
+                     "Logits rows per evaluation the arenas hold (capped at --max-batch; a request for more rows, "
+                     "e.g. every row of a long prompt, runs in chunks)")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t(1), int64_t(1) << 20)),
   };
 }
 
@@ -112,6 +117,7 @@ CompileRequest checkCompileFlags(const CompileFlags &f) {
   r.overrideTensor = overrideEntries(f.overrideTensor);
   r.noKvOffload = f.noKvOffload;
   r.maxBatch = f.maxBatch;
+  r.maxOutputRows = f.maxOutputRows;
   return r;
 }
 

@@ -37,12 +37,13 @@ struct CompileFlags {
   std::vector<std::string> overrideTensor; ///< each "REGEX=cpu[,REGEX=cpu...]"
   bool noKvOffload = false;
   int64_t maxBatch = 512;
+  int64_t maxOutputRows = 64;
   std::vector<CLI::Option *> options; ///< the declared options, to tell which were given
   CLI::Option *devicesOption = nullptr;
 };
 
 /// Declares --devices, --tensor-split (-ts), --override-tensor (-ot), --no-kv-offload (-nkvo) and
-/// --max-batch on `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
+/// --max-batch, --max-output-rows on `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
 void addCompileFlags(CLI::App &cmd, CompileFlags &flags);
 
 /// The checked compile flags, as the compiler takes them.
@@ -52,6 +53,7 @@ struct CompileRequest {
   std::vector<std::string> overrideTensor; ///< one `REGEX=cpu` per entry, target lower-cased
   bool noKvOffload = false;
   int64_t maxBatch = 512;
+  int64_t maxOutputRows = 64;
 };
 /// Checks the flags (shares, override entries) and returns them; throws Failure naming the flag.
 CompileRequest checkCompileFlags(const CompileFlags &flags);

@@ -182,7 +182,7 @@ std::vector<State> deriveStates(const rt::DevicePlan &dev, const std::map<std::s
       id = dev.tensors[id].index; // a view shares its base's distribution
     const rt::TensorDesc &t = dev.tensors[id];
     if (t.storage == rt::Storage::InputTokens || t.storage == rt::Storage::InputPositions ||
-        t.storage == rt::Storage::Kv)
+        t.storage == rt::Storage::InputOutputRows || t.storage == rt::Storage::Kv)
       return State::Mirrored;
     if (const WeightCut *c = weightCut(id))
       return c->mirrored ? State::Mirrored : State::Split;

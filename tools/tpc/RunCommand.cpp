@@ -6,7 +6,10 @@
 // GPU is visible) and streams generated text; the rest of the command sees only the Session interface
 // (runtime/exec/Session.h). `--prompt-ids 1,2,3` skips the tokenizer; `--dump-logits FILE` writes float32
 // rows (one per prompt position, then one per generated token after feeding it), the layout of the
-// fixtures' .logits.f32 files. `--bench -pp 512 -tg 128 [-r 5] [--json]` prints a llama-bench style table.
+// fixtures' .logits.f32 files (every prompt row is asked for only then: generating asks the session for the
+// last row of the prompt and of each step, so the plan's output head runs on one row).
+// `--bench -pp 512 -tg 128 [-r 5] [--depth N] [--json]` prints a llama-bench style table; with --depth N
+// each test runs after N tokens of context (filled untimed, like llama-bench -gp N,128: "tg128 @ d4096").
 // llama-bench spells the test sizes "-pp"/"-tg", which CLI11 cannot declare (one-letter short names), so
 // `--f32-reference` runs the CPU backend's float32 reference (precision measurements).
 // main.cpp rewrites those two spellings to --pp/--tg before parsing. Every error is one line naming the
@@ -62,6 +65,7 @@ struct RunOptions {
   bool bench = false;
   int pp = 512;
   int tg = 128;
+  int depth = 0;
   int reps = 5;
   bool json = false;
   bool profile = false;
@@ -117,6 +121,17 @@ struct LogitsDump {
 
 std::vector<float> eval(Session &s, const std::vector<int32_t> &ids, const std::vector<int32_t> &pos) {
   auto r = s.evaluate(ids, pos);
+  if (!r)
+    throw Failure(r.message());
+  return std::move(*r);
+}
+
+/// Runs `ids` at positions from..from+n-1 of sequence 0 and returns the logits of the last one only.
+std::vector<float> evalLast(Session &s, const std::vector<int32_t> &ids, int32_t from) {
+  std::vector<BatchToken> batch(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    batch[i] = {ids[i], from + static_cast<int32_t>(i), 0, i + 1 == ids.size()};
+  auto r = s.evaluate(batch);
   if (!r)
     throw Failure(r.message());
   return std::move(*r);
@@ -179,11 +194,32 @@ void runBench(Session &s, const RunOptions &o) {
     throw Failure("--bench: give -pp N and/or -tg N with N > 0");
   if (o.reps < 1)
     throw Failure("-r: repetitions must be >= 1");
-  if (std::max(o.pp, o.tg) > s.ctxSize())
-    throw Failure(fmt::format("--bench: -pp {} / -tg {} exceed the context of {} tokens; raise --ctx-size",
-                              o.pp, o.tg, s.ctxSize()));
+  if (o.depth < 0)
+    throw Failure("--depth: must be >= 0");
+  if (int64_t(o.depth) + std::max(o.pp, o.tg) > s.ctxSize())
+    throw Failure(fmt::format("--bench: --depth {} + -pp {} / -tg {} exceed the context of {} tokens; raise "
+                              "--ctx-size",
+                              o.depth, o.pp, o.tg, s.ctxSize()));
   std::mt19937 rng(1);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(p.model.nVocab - 1));
+  auto randomIds = [&](int n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int32_t &id : ids)
+      id = tok(rng);
+    return ids;
+  };
+  // The context the tests start from (untimed): positions 0..depth-1 of sequence 0, asking for one row
+  // per chunk as llama-bench's prompt does. A test then rewinds to `depth`, which keeps the context,
+  // unless a sliding-window ring has overwritten what position `depth` reads; then it is filled again.
+  auto fillDepth = [&] {
+    s.clearSequence(0);
+    for (int at = 0; at < o.depth; at += static_cast<int>(p.model.maxBatch))
+      evalLast(s, randomIds(std::min<int>(o.depth - at, static_cast<int>(p.model.maxBatch))), at);
+  };
+  auto atDepth = [&] {
+    if (o.depth == 0 || !s.checkBatch({{0, o.depth, 0, true}}).empty())
+      fillDepth();
+  };
   struct Result {
     std::string test;
     int tokens;
@@ -193,22 +229,24 @@ void runBench(Session &s, const RunOptions &o) {
   auto measure = [&](const std::string &name, int n, bool prompt) {
     std::vector<double> ts;
     for (int r = -1; r < o.reps; ++r) { // r = -1 is the warm-up
+      atDepth();
+      const std::vector<int32_t> ids = randomIds(n);
       auto t0 = std::chrono::steady_clock::now();
       if (prompt) {
-        std::vector<int32_t> ids(n), pos(n);
-        for (int i = 0; i < n; ++i)
-          ids[i] = tok(rng), pos[i] = i;
-        eval(s, ids, pos);
+        evalLast(s, ids, o.depth);
       } else {
         for (int i = 0; i < n; ++i)
-          eval(s, {tok(rng)}, {i});
+          evalLast(s, {ids[i]}, o.depth + i);
       }
       if (r >= 0)
         ts.push_back(n / seconds(t0));
     }
     auto [m, sd] = meanStd(ts);
-    results.push_back({name, n, m, sd});
+    results.push_back({o.depth ? fmt::format("{} @ d{}", name, o.depth) : name, n, m, sd});
   };
+  if (o.depth > 0) {
+    fillDepth();
+  }
   if (o.pp > 0)
     measure(fmt::format("pp{}", o.pp), o.pp, true);
   if (o.tg > 0)
@@ -230,12 +268,13 @@ void runBench(Session &s, const RunOptions &o) {
       fmt::print(
           "  {{\"model\": \"{}\", \"file\": \"{}\", \"size_bytes\": {}, \"devices\": {}, \"backend\": "
           "\"{}\", "
-          "\"threads_per_device\": {}, \"test\": \"{}\", \"n_tokens\": {}, \"reps\": {}, \"avg_ts\": {:.4f}, "
+          "\"threads_per_device\": {}, \"test\": \"{}\", \"n_tokens\": {}, \"n_depth\": {}, \"reps\": {}, "
+          "\"avg_ts\": {:.4f}, "
           "\"stddev_ts\": {:.4f}, \"decode_weight_bytes_per_token\": {}, \"copy_bandwidth_bytes_per_s\": "
           "{:.0f}, "
           "\"roofline_ts\": {:.4f}}}{}\n",
           model, file, weightBytes, devices, s.backendName(), s.threadsPerDevice(), results[i].test,
-          results[i].tokens, o.reps, results[i].mean, results[i].sd, roof.bytes, roof.bandwidth, roof.ts,
+          results[i].tokens, o.depth, o.reps, results[i].mean, results[i].sd, roof.bytes, roof.bandwidth, roof.ts,
           i + 1 < results.size() ? "," : "");
     fmt::print("]\n");
     return;
@@ -326,9 +365,12 @@ void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timel
   // floats each: 1 MiB for a 262k vocabulary) and those the session writes stay within that many rows
   // whatever the prompt's length: an 808-token prompt no longer holds 808 rows at once.
   auto t0 = std::chrono::steady_clock::now();
+  // Sampling needs the last row only: one row computed. Every prompt row only for the dump.
   std::vector<float> last;
+  if (o.dumpLogits.empty())
+    last = evalLast(s, prompt, 0);
   const size_t chunk = static_cast<size_t>(std::min<int64_t>(kPromptChunk, p.model.maxBatch));
-  for (size_t b = 0; b < prompt.size(); b += chunk) {
+  for (size_t b = 0; !o.dumpLogits.empty() && b < prompt.size(); b += chunk) {
     const size_t e = std::min(prompt.size(), b + chunk);
     std::vector<int32_t> ids(prompt.begin() + b, prompt.begin() + e), pos(e - b);
     for (size_t i = b; i < e; ++i)
@@ -364,7 +406,7 @@ void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timel
       break;
     // The last token is fed only for the dump (its logits row completes the fixture layout).
     if (k + 1 < o.nPredict || !o.dumpLogits.empty()) {
-      last = eval(s, {id}, {static_cast<int32_t>(prompt.size() + k)});
+      last = evalLast(s, {id}, static_cast<int32_t>(prompt.size() + k));
       dump.write(last);
     }
   }
@@ -378,9 +420,10 @@ void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timel
   std::fflush(stdout);
   fmt::print(stderr,
              "prompt: {} tokens in {:.3f} s ({:.1f} t/s); generation: {} tokens in {:.3f} s ({:.1f} t/s); "
-             "{} device(s) x {} threads\n",
+             "{} device(s) x {} threads; {} logits rows computed\n",
              prompt.size(), promptSec, prompt.size() / std::max(promptSec, 1e-9), generated.size(), genSec,
-             generated.size() / std::max(genSec, 1e-9), p.devices.size(), s.threadsPerDevice());
+             generated.size() / std::max(genSec, 1e-9), p.devices.size(), s.threadsPerDevice(),
+             s.counters().outputRows);
   if (o.timings)
     printTimings(tl, tok.get());
 }
@@ -482,6 +525,9 @@ void registerRun(CLI::App &app) {
   cmd->add_option("--pp", o->pp, "bench: prompt tokens (also -pp)")->capture_default_str();
   cmd->add_option("--tg", o->tg, "bench: generated tokens (also -tg)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->reps, "bench: repetitions")->capture_default_str();
+  cmd->add_option("--depth", o->depth, "bench: context tokens filled (untimed) before each test, as "
+                                       "llama-bench -gp N,TG")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "bench: JSON output");
   cmd->add_flag("--profile", o->profile, "print time per op kind on device 0 (stderr)");
   cmd->add_flag("--no-mmap", o->noMmap,

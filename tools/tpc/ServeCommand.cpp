@@ -2,11 +2,12 @@
 //
 // `tpc serve plan.bin|model.gguf [--host 127.0.0.1] [--port 8080] [-np 4] [-c CTX] [--api-key KEY]
 // [--chat-template NAME|FILE]` loads a plan (or compiles a GGUF in memory with the flags of `tpc compile`,
-// ModelSource.h), opens one engine with -np sequences (server/SessionEngine.h:
-// today one CPU session per slot), and serves the OpenAI-compatible API (server/Server.h) until SIGTERM
-// or SIGINT, which drain the running requests; a second signal exits at once. Once listening it prints
-// "tpc serve: listening on http://HOST:PORT" on stderr (with --port 0 the port is any free one, which
-// tests use). -c is the context of each sequence (llama-server divides its -c among the slots).
+// ModelSource.h), opens one engine with -np sequences (server/BatchedEngine.h: one session whose KV caches
+// hold every slot, one evaluation per step for all slots), and serves the OpenAI-compatible API
+// (server/Server.h) until SIGTERM or SIGINT, which drain the running requests; a second signal exits at
+// once. Once listening it prints "tpc serve: listening on http://HOST:PORT" on stderr (with --port 0 the
+// port is any free one, which tests use). -c is the KV context of all slots together, as llama-server's:
+// each slot holds -c / -np positions (without -c, the plan's default context is divided the same way).
 //
 // The chat template comes from --chat-template or the plan's GGUF template; an unrecognised template is
 // refused here, naming the flag. A plan without any template still serves /v1/completions, and chat
@@ -18,7 +19,7 @@
 #include "runtime/tokenizer/PlanVocab.h"
 #include "server/Scheduler.h"
 #include "server/Server.h"
-#include "server/SessionEngine.h"
+#include "server/BatchedEngine.h"
 
 #include <fmt/core.h>
 
@@ -44,6 +45,7 @@ struct ServeOptions {
   std::string alias;
   std::string gguf;
   int threads = 0;
+  std::string backend = "cpu";
   int batchSize = 256;
   int httpThreads = 64;
   size_t maxBodyBytes = 8u << 20;
@@ -118,11 +120,20 @@ void runServe(ServeOptions o) {
       noTemplate = t.message();
   }
 
+  // llama-server's -c: the context of all slots together, -c / -np positions each.
+  const int64_t total = o.ctxSize > 0 ? o.ctxSize : plan.model.defaultCtx;
+  if (total / o.parallel < 1)
+    throw Failure(fmt::format("-c {} is the context of all {} slots together (-c / -np positions each, as "
+                              "llama-server); give at least {}",
+                              total, o.parallel, o.parallel));
+  if (o.batchSize > plan.model.maxBatch)
+    fmt::print(stderr, "tpc serve: -b {} exceeds the plan's max batch {}; steps run in chunks of {}\n",
+               o.batchSize, plan.model.maxBatch, plan.model.maxBatch);
   rt::SessionOptions so;
   so.threads = o.threads;
-  so.ctxSize = o.ctxSize;
+  so.ctxSize = total / o.parallel;
   so.ggufPath = o.gguf;
-  auto engine = server::SessionEngine::openCpu(plan, o.parallel, so);
+  auto engine = server::BatchedEngine::open(plan, o.parallel, so, o.backend);
   if (!engine)
     throw Failure(engine.message());
 
@@ -160,8 +171,9 @@ void runServe(ServeOptions o) {
     }
   });
 
-  fmt::print(stderr, "tpc serve: {} slot(s) x {} tokens of context, chat template {}\n", o.parallel,
-             (*engine)->ctxSize(), tmpl ? tmpl->name() : std::string("none (chat requests need --chat-template)"));
+  fmt::print(stderr, "tpc serve: {} slot(s) x {} tokens of context in one {} session, chat template {}\n",
+             o.parallel, (*engine)->ctxSize(), (*engine)->session().backendName(),
+             tmpl ? tmpl->name() : std::string("none (chat requests need --chat-template)"));
   fmt::print(stderr, "tpc serve: listening on http://{}:{}\n", o.host, *port);
   std::fflush(stderr);
   http.serve();
@@ -182,13 +194,17 @@ void registerServe(CLI::App &app) {
   cmd->add_option("--host", o->host, "address to listen on (default: loopback only)")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--parallel", o->parallel, "slots: sequences served at once (also -np)")->capture_default_str();
-  cmd->add_option("-c,--ctx-size", o->ctxSize, "context of each slot in tokens (default: the plan's)");
+  cmd->add_option("-c,--ctx-size", o->ctxSize,
+                  "KV context of all slots together in tokens, -c / -np per slot as in llama-server (default: "
+                  "the plan's)");
   cmd->add_option("--api-key", o->apiKey, "require 'Authorization: Bearer KEY' (also $TPC_API_KEY)");
   cmd->add_option("--chat-template", o->chatTemplate,
                   "llama3, llama3.1, chatml, qwen3, gemma3, gemma4 or a template file (default: the GGUF's)");
   cmd->add_option("--alias", o->alias, "model id clients send (default: the GGUF's file name)");
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
-  cmd->add_option("-t,--threads", o->threads, "CPU threads per slot's session (0 = all cores)");
+  cmd->add_option("-t,--threads", o->threads, "CPU threads of the session (0 = all cores)");
+  cmd->add_option("--backend", o->backend, "cpu, cuda or auto (the first usable of cuda, cpu)")
+      ->capture_default_str();
   cmd->add_option("-b,--batch-size", o->batchSize, "tokens per evaluation step at most (decode + prompt chunks)")
       ->capture_default_str();
   cmd->add_option("--threads-http", o->httpThreads, "HTTP connection threads")->capture_default_str();

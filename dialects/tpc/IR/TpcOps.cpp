@@ -500,6 +500,19 @@ LogicalResult SumOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> 
   return success();
 }
 
+LogicalResult SelectRowsOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  Infer in{loc, getOperationName()};
+  auto x = in.tensor(adaptor.getX(), "x", f32(ctx), 1);
+  auto rows = in.tensor(adaptor.getRows(), "rows", i32(ctx), 1, 1);
+  if (failed(x) || failed(rows))
+    return failure();
+  SmallVector<int64_t> shape(x->getShape());
+  shape[0] = rows->getDimSize(0);
+  types.push_back(RankedTensorType::get(shape, f32(ctx)));
+  return success();
+}
+
 LogicalResult TakeAlongOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};

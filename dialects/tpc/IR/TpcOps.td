@@ -345,6 +345,28 @@ def Tpc_ScaleOp : Tpc_UnaryShapeOp<"scale",
   let results = (outs Tpc_F32Tensor:$result);
 }
 
+def Tpc_SelectRowsOp : Tpc_InferOp<"select_rows"> {
+  let summary = "Keeps the rows of the call whose logits are returned (llama.cpp's inp_out_ids).";
+  let description = [{
+    `result[i, c...] = x[rows[i], c...]`: the rows of `x` named by `rows`, in that order. The importer
+    applies it to the last hidden state before the final norm, with `rows` the third argument of
+    `@forward`, so the norm, the output projection, a soft-cap and the gather of split logits run only on
+    the rows a caller asks for (one per sequence when generating, all of them for a logits dump). Dim 0 of
+    the result is the call's output-rows dimension (`-2` in the plan), which the plan sizes by
+    `max-output-rows`, not by `max-batch`; every value computed from it has that dim 0 too.
+
+    Split rules: `x` mirrored or split off axis 0, `rows` mirrored; the result keeps `x`'s state (a gather
+    of whole rows moves no column).
+
+    ```mlir
+    %h = tpc.select_rows %x, %rows : (tensor<?x256xf32>, tensor<?xi32>) -> tensor<?x256xf32>
+    ```
+  }];
+  let arguments = (ins Tpc_F32Tensor:$x, Tpc_I32Tensor:$rows);
+  let results = (outs Tpc_F32Tensor:$result);
+  let assemblyFormat = "$x `,` $rows attr-dict `:` functional-type(operands, results)";
+}
+
 def Tpc_SoftcapOp : Tpc_UnaryShapeOp<"softcap",
     []> {
   let summary = "Soft-caps every element: cap * tanh(x / cap).";

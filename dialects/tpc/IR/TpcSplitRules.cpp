@@ -138,6 +138,19 @@ FailureOr<States> TakeAlongOp::requirements(ArrayRef<StateAttr> r, ArrayRef<Stat
   return States{r[0], r[0]};
 }
 
+// select_rows gathers whole rows (axis 0) by mirrored indices: any state of x that does not split axis 0
+// or sum (partial) carries over; the indices are needed everywhere.
+FailureOr<States> SelectRowsOp::transfer(ArrayRef<StateAttr> s) {
+  if (s.size() != 2 || !s[0] || !isTrivial(s[1]) || s[0].isPartial() || isSplitOn(s[0], 0))
+    return failure();
+  return States{s[0]};
+}
+FailureOr<States> SelectRowsOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  if (r.size() != 1 || !r[0] || r[0].isPartial() || isSplitOn(r[0], 0))
+    return failure();
+  return States{r[0], mirrored(*this)};
+}
+
 FailureOr<States> RopeOp::transfer(ArrayRef<StateAttr> s) {
   if (s.size() < 2 || !s[0] || llvm::any_of(s.drop_front(), [](StateAttr t) { return !isTrivial(t); }))
     return failure();

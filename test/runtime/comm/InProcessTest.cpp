@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/InProcessCommunicator.h"
 
+#include "test/common/TestSupport.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -21,15 +23,6 @@ using namespace tpc;
 using namespace tpc::rt::comm;
 
 namespace {
-
-std::vector<float> randomFloats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(rng);
-  return v;
-}
 
 /// Runs fn(rank) on one thread per rank and returns each rank's result.
 std::vector<Expected<void>> onThreads(int n, const std::function<Expected<void>(int)> &fn) {
@@ -59,7 +52,7 @@ TEST(InProcess, AllReduceBucketSumsInRankOrder) {
       std::vector<std::vector<std::vector<float>>> data(n), orig(n);
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < counts.size(); ++i)
-          data[r].push_back(randomFloats(counts[i], 100 * r + i));
+          data[r].push_back(test::uniformFloats(counts[i], 100 * r + i));
       orig = data;
       auto bucket = [&](int r) {
         std::vector<Buffer> b;
@@ -112,8 +105,8 @@ TEST(InProcess, AllGatherAndReduceScatterWithUnequalAndEmptyParts) {
     std::vector<std::vector<float>> part(n), gathered(n, std::vector<float>(whole, -7.0f)), x(n),
         scattered(n);
     for (int r = 0; r < n; ++r) {
-      part[r] = randomFloats(layout.outer * layout.parts[r] * layout.inner, 10 + r);
-      x[r] = randomFloats(whole, 20 + r);
+      part[r] = test::uniformFloats(layout.outer * layout.parts[r] * layout.inner, 10 + r);
+      x[r] = test::uniformFloats(whole, 20 + r);
       scattered[r].assign(layout.outer * layout.parts[r] * layout.inner, -7.0f);
     }
     InProcessCommunicator comm(n);

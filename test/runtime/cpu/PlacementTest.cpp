@@ -97,7 +97,7 @@ TEST(Placement, HostStepRunnerRunsAHostStepOnBoundHostTensors) {
   std::vector<exec::TensorRef> in, out;
   for (size_t si = 0; si < 2; ++si) {
     const Step &s = dev.steps[si];
-    exec::bindOperands(dev, ptrs, s, 2, in, out);
+    exec::bindOperands(dev, ptrs, s, 2, 2, in, out);
     EXPECT_EQ(exec::checkStep(s, in, out, dev.kv), "") << s.name;
     Expected<void> ok = host->run(s, in, out, kv);
     EXPECT_TRUE(ok) << ok.message();
@@ -109,7 +109,7 @@ TEST(Placement, HostStepRunnerRunsAHostStepOnBoundHostTensors) {
 
   // Collectives are the session's: the runner refuses them with an error naming the step, and leaves the
   // operands alone.
-  exec::bindOperands(dev, ptrs, dev.steps[2], 2, in, out);
+  exec::bindOperands(dev, ptrs, dev.steps[2], 2, 2, in, out);
   const std::vector<float> before = deviceArena;
   Expected<void> refused = host->run(dev.steps[2], in, out, kv);
   ASSERT_FALSE(refused);

@@ -102,10 +102,10 @@ TEST(CollectiveRunner, AllReduceRmsNormAsOneGroupCall) {
     for (int d = 0; d < n; ++d) {
       const DevicePlan &dp = mk.plan.devices[d];
       const size_t step = dp.steps.size() - 1;
-      exec::bindOperands(dp, mem[d].ptrs, dp.steps[step], rows, in[d], out[d]);
+      exec::bindOperands(dp, mem[d].ptrs, dp.steps[step], rows, rows, in[d], out[d]);
       calls.push_back({d, step, &in[d], &out[d], nullptr});
     }
-    Expected<void> ok = runner.run(calls, rows);
+    Expected<void> ok = runner.run(calls, rows, rows);
     ASSERT_TRUE(ok) << ok.message();
     // Adds and copies for every device, one sum, then every norm.
     std::vector<std::string> want = {"add 0"};
@@ -155,10 +155,10 @@ TEST(CollectiveRunner, AllReduceCopiesInputsToOutputsThenSums) {
   std::vector<exec::CollectiveCall> calls;
   for (int d = 0; d < 2; ++d) {
     const DevicePlan &dp = mk.plan.devices[d];
-    exec::bindOperands(dp, mem[d].ptrs, dp.steps.back(), 1, in[d], out[d]);
+    exec::bindOperands(dp, mem[d].ptrs, dp.steps.back(), 1, 1, in[d], out[d]);
     calls.push_back({d, dp.steps.size() - 1, &in[d], &out[d], nullptr});
   }
-  ASSERT_TRUE(runner.run(calls, 1));
+  ASSERT_TRUE(runner.run(calls, 1, 1));
   for (int d = 0; d < 2; ++d)
     for (int i = 0; i < 5; ++i) {
       EXPECT_EQ(mem[d].at(b[d])[i], float(10 + 2 * i)) << "device " << d;
@@ -191,8 +191,8 @@ TEST(CollectiveRunner, AllGatherTakesThePeersPartsFromThePlan) {
     threads.emplace_back([&, d] {
       const DevicePlan &dp = mk.plan.devices[d];
       std::vector<exec::TensorRef> in, out;
-      exec::bindOperands(dp, mem[d].ptrs, dp.steps.back(), 1, in, out);
-      res[d] = runner.run({{d, dp.steps.size() - 1, &in, &out, nullptr}}, 1);
+      exec::bindOperands(dp, mem[d].ptrs, dp.steps.back(), 1, 1, in, out);
+      res[d] = runner.run({{d, dp.steps.size() - 1, &in, &out, nullptr}}, 1, 1);
     });
   for (std::thread &t : threads)
     t.join();
@@ -224,10 +224,10 @@ TEST(CollectiveRunner, CallsAtDifferentCollectivesFailAndAbort) {
   exec::CollectiveRunner runner(mk.plan, comm, kernels);
   std::vector<std::vector<exec::TensorRef>> in(2), out(2);
   const size_t first = mk.plan.devices[0].steps.size() - 2;
-  exec::bindOperands(mk.plan.devices[0], mem[0].ptrs, mk.plan.devices[0].steps[first], 1, in[0], out[0]);
-  exec::bindOperands(mk.plan.devices[1], mem[1].ptrs, mk.plan.devices[1].steps[first + 1], 1, in[1], out[1]);
+  exec::bindOperands(mk.plan.devices[0], mem[0].ptrs, mk.plan.devices[0].steps[first], 1, 1, in[0], out[0]);
+  exec::bindOperands(mk.plan.devices[1], mem[1].ptrs, mk.plan.devices[1].steps[first + 1], 1, 1, in[1], out[1]);
   Expected<void> ok =
-      runner.run({{0, first, &in[0], &out[0], nullptr}, {1, first + 1, &in[1], &out[1], nullptr}}, 1);
+      runner.run({{0, first, &in[0], &out[0], nullptr}, {1, first + 1, &in[1], &out[1], nullptr}}, 1, 1);
   ASSERT_FALSE(ok);
   EXPECT_NE(ok.message().find("device 1 is at step"), std::string::npos) << ok.message();
   EXPECT_NE(ok.message().find("'second', not at collective 0"), std::string::npos) << ok.message();

@@ -468,7 +468,7 @@ TEST_F(PlanTest, RoundTripKeepsPlacement) {
   ASSERT_TRUE(writePlan(plan, planPath));
   auto r = loadPlan(planPath);
   ASSERT_TRUE(r) << r.message();
-  EXPECT_EQ(r->schemaVersion, 4u);
+  EXPECT_EQ(r->schemaVersion, kPlanSchemaVersion);
   for (const DevicePlan &d : r->devices) {
     EXPECT_EQ(d.hostActivationBytes, 192u);
     ASSERT_EQ(d.weights.size(), 2u);

@@ -1,7 +1,7 @@
 //===- CompileCommand.cpp - `tpc compile` -----------------------------------===//
 //
 // `tpc compile model.gguf --devices N [--tensor-split 3,2,1] [--override-tensor REGEX=cpu]...
-//  [--no-kv-offload] [--max-batch N] [-o plan.bin]`: import the GGUF, run the tpc pipeline (the same
+//  [--no-kv-offload] [--max-batch N] [--max-output-rows R] [-o plan.bin]`: import the GGUF, run the tpc pipeline (the same
 // builder tpc-opt's --tpc-pipeline uses) and write the device plan. `--emit=mlir [--stop-after STAGE]`
 // prints the IR instead (after `import` or any pipeline stage); `--report [--json]` prints memory per
 // device and the collectives per layer. MLIR diagnostics are collected and reported as one error line
@@ -83,7 +83,7 @@ std::string layerName(int64_t layer) {
   return "blk." + std::to_string(layer);
 }
 
-/// Elements per token of a value's global shape (the dynamic token dimension counts 1).
+/// Elements per token of a value's global shape (the dynamic token or output-rows dimension counts 1).
 int64_t perToken(mlir::Value v) {
   int64_t n = 1;
   for (int64_t d : llvm::cast<mlir::ShapedType>(v.getType()).getShape())
@@ -130,10 +130,14 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
     for (size_t d = 0; d < n; ++d) {
       const rt::DeviceSummary &m = mem[d];
       s += fmt::format("{}{{\"device\": {}, \"weight_bytes\": {}, \"kv_bytes_per_1k_tokens\": {}, "
+                       "\"kv_full_bytes_per_token\": {}, \"kv_full_layers\": {}, "
+                       "\"kv_window_bytes_per_position\": {}, \"kv_window_layers\": {}, "
                        "\"activation_bytes\": {}, \"host_weight_bytes\": {}, \"host_kv_bytes_per_1k_tokens\": {}, "
                        "\"host_activation_bytes\": {}}}",
-                       d ? ", " : "", d, m.weightBytes, m.kvBytesPerToken * 1024, m.activationBytes,
-                       m.hostWeightBytes, m.hostKvBytesPerToken * 1024, m.hostActivationBytes);
+                       d ? ", " : "", d, m.weightBytes, rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Device),
+                       m.kvFullBytesPerToken, m.kvFullLayers, m.kvWindowBytesPerPosition, m.kvWindowLayers,
+                       m.activationBytes, m.hostWeightBytes, rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Host),
+                       m.hostActivationBytes);
     }
     s += "], \"collectives\": [";
     bool first = true;
@@ -145,13 +149,13 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
           t.bytesPerToken);
       first = false;
     }
-    s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}}}\n", total,
-                     plan.model.maxBatch);
+    s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}, \"max_output_rows\": {}}}\n",
+                     total, plan.model.maxBatch, plan.model.maxOutputRows);
     fmt::print("{}", s);
     return;
   }
-  fmt::print("{} ({}) on {} device(s), max batch {}\n\n", opts.model, plan.model.arch, n,
-             plan.model.maxBatch);
+  fmt::print("{} ({}) on {} device(s), max batch {}, max output rows {}\n\n", opts.model, plan.model.arch, n,
+             plan.model.maxBatch, plan.model.maxOutputRows);
   const double MiB = 1048576.0;
   fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |{}\n",
              anyHost ? " host weights (MiB) | host KV per 1k tokens (MiB) | host activations (MiB) |" : "");
@@ -160,11 +164,25 @@ void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &p
   for (size_t d = 0; d < n; ++d) {
     const rt::DeviceSummary &m = mem[d];
     fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |", d, m.weightBytes / MiB,
-               m.kvBytesPerToken * 1024 / MiB, m.activationBytes / MiB);
+               rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Device) / MiB, m.activationBytes / MiB);
     if (anyHost)
       fmt::print(" {:>18.3f} | {:>27.3f} | {:>22.3f} |", m.hostWeightBytes / MiB,
-                 m.hostKvBytesPerToken * 1024 / MiB, m.hostActivationBytes / MiB);
+                 rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Host) / MiB, m.hostActivationBytes / MiB);
     fmt::print("\n");
+  }
+  // KV by layer kind: a full layer's cache grows with the context, a sliding-window layer's is a ring of
+  // window + max batch positions (the "per 1k tokens" column counts both at a context of 1024).
+  for (size_t d = 0; d < n; ++d) {
+    const rt::DeviceSummary &m = mem[d];
+    if (m.kvWindowLayers == 0)
+      continue;
+    std::string windows;
+    for (int64_t w : m.kvWindows)
+      windows += fmt::format("{}{} (ring {})", windows.empty() ? "" : ", ", w, w + plan.model.maxBatch);
+    fmt::print("{}device {} KV: {} full layer(s) {} B per token; {} sliding-window layer(s) {} B per position, "
+               "window {}\n",
+               d == 0 ? "\n" : "", d, m.kvFullLayers, m.kvFullBytesPerToken, m.kvWindowLayers,
+               m.kvWindowBytesPerPosition, windows);
   }
   fmt::print(
       "\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
@@ -215,6 +233,7 @@ public:
     pipe.overrideTensor = r.overrideTensor;
     pipe.noKvOffload = r.noKvOffload;
     pipe.maxBatch = r.maxBatch;
+    pipe.maxOutputRows = r.maxOutputRows;
     mlir::PassManager pm(&ctx_);
     if (mlir::failed(mlir::tpc::buildTpcPipeline(pm, pipe, stopAfter)))
       throw Failure("--stop-after: cannot build the pipeline up to '" + stopAfter + "'");

@@ -1,0 +1,165 @@
+//===- AttentionAVX2.cpp - attention item kernel, AVX2 + FMA + F16C ---------===//
+//
+// AttendItem.inc with 8-lane primitives. Every function here carries the target through the pragma (the
+// headers come first, so no library code is compiled for AVX2 by accident); the driver calls in only when
+// isaAvailable(Isa::AVX2).
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/attention/AttentionKernels.h"
+#include "runtime/ggml/Blocks.h"
+
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+namespace tpc::rt::cpu::attn {
+namespace avx2 {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/// exp(x) for x <= 88: x = n ln2 + r (ln2 split in two for an exact product), e^r by Cephes' degree-6
+/// polynomial, 2^n through the exponent bits; x below -87.3 (where 2^n leaves the normal range) gives 0.
+inline __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.3f);
+  const __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, lo);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+struct Ops {
+  // One accumulator per key in dot and dot4 alike, the tail after the horizontal sum: the same bits.
+  static float dot(const float *a, const float *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum(s0);
+    for (; i < n; ++i)
+      s = __builtin_fmaf(a[i], b[i], s);
+    return s;
+  }
+  static void dot4(const float *q, const float *k, int64_t ks, int64_t n, float *out) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + i), a0);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + ks + i), a1);
+      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 2 * ks + i), a2);
+      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 3 * ks + i), a3);
+    }
+    out[0] = hsum(a0), out[1] = hsum(a1), out[2] = hsum(a2), out[3] = hsum(a3);
+    for (; i < n; ++i)
+      for (int j = 0; j < 4; ++j)
+        out[j] = __builtin_fmaf(q[i], k[j * ks + i], out[j]);
+  }
+  static float expShiftSum(float *x, int64_t n, float shift) {
+    const __m256 sh = _mm256_set1_ps(shift);
+    __m256 sum = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
+      _mm256_storeu_ps(x + i, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    if (i < n) { // the tail through one masked vector, so every element gets the same exp
+      alignas(32) float buf[8] = {};
+      for (int64_t j = i; j < n; ++j)
+        buf[j - i] = x[j] - shift;
+      const __m256 e = exp8(_mm256_load_ps(buf));
+      _mm256_store_ps(buf, e);
+      for (int64_t j = i; j < n; ++j)
+        x[j] = buf[j - i];
+      float s = hsum(sum);
+      for (int64_t j = i; j < n; ++j)
+        s += x[j];
+      return s;
+    }
+    return hsum(sum);
+  }
+  static void axpy(float w, const float *x, float *y, int64_t n) {
+    const __m256 wv = _mm256_set1_ps(w);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; ++i)
+      y[i] = __builtin_fmaf(w, x[i], y[i]);
+  }
+  static void axpy4(const float *w, const float *x, int64_t xs, float *y, int64_t n) {
+    const __m256 w0 = _mm256_set1_ps(w[0]), w1 = _mm256_set1_ps(w[1]), w2 = _mm256_set1_ps(w[2]),
+                 w3 = _mm256_set1_ps(w[3]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256 acc = _mm256_loadu_ps(y + i);
+      acc = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc);
+      acc = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + xs + i), acc);
+      acc = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x + 2 * xs + i), acc);
+      acc = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x + 3 * xs + i), acc);
+      _mm256_storeu_ps(y + i, acc);
+    }
+    for (; i < n; ++i)
+      for (int j = 0; j < 4; ++j)
+        y[i] = __builtin_fmaf(w[j], x[j * xs + i], y[i]);
+  }
+  static void scale(float *y, float s, int64_t n) {
+    const __m256 sv = _mm256_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), sv));
+    for (; i < n; ++i)
+      y[i] *= s;
+  }
+  static void toF32(const uint16_t *h, float *f, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(h + i))));
+    for (; i < n; ++i)
+      f[i] = fp16ToFp32(h[i]);
+  }
+};
+
+#include "runtime/cpu/attention/AttendItem.inc"
+
+} // namespace avx2
+
+Kernels avx2Kernels() { return avx2::makeKernels(); }
+
+} // namespace tpc::rt::cpu::attn
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#else // not x86-64: the driver never asks for these
+
+namespace tpc::rt::cpu::attn {
+Kernels avx2Kernels() { return scalarKernels(); }
+} // namespace tpc::rt::cpu::attn
+
+#endif
