@@ -26,6 +26,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace tpc::rt::cpu {
@@ -34,21 +35,24 @@ using exec::KvBuffers;
 using exec::TensorRef;
 
 namespace {
-/// One 64-byte aligned, zeroed allocation.
+/// One page-aligned, zeroed allocation. Anonymous pages read as zero and become resident only when first
+/// written, so a call of few tokens makes only those rows of the max_batch-sized activations (and logits)
+/// resident: a process's RSS follows what it runs, not the plan's worst case (a zeroing memset at open
+/// made every arena resident, e.g. Gemma 3's 262144-entry logits rows at max_batch on every rank).
 struct Arena {
   uint8_t *data = nullptr;
   uint64_t size = 0;
   bool allocate(uint64_t bytes) {
     size = bytes;
-    uint64_t rounded = (bytes + 63) / 64 * 64;
-    if (rounded < bytes)
-      return false;
-    data = static_cast<uint8_t *>(std::aligned_alloc(64, rounded ? rounded : 64));
-    if (data)
-      std::memset(data, 0, rounded);
+    void *p = ::mmap(nullptr, std::max<uint64_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    data = p == MAP_FAILED ? nullptr : static_cast<uint8_t *>(p);
     return data != nullptr;
   }
-  ~Arena() { std::free(data); }
+  ~Arena() {
+    if (data)
+      ::munmap(data, std::max<uint64_t>(size, 1));
+  }
 };
 
 struct Device {
@@ -57,7 +61,7 @@ struct Device {
   std::vector<KvBuffers> kv;
   std::vector<void *> ptr; ///< resolved address of every tensor
   std::vector<int32_t> tokens, positions;
-  std::vector<float> logits;
+  Arena logits; ///< device 0's logits rows (max_batch x n_vocab floats)
   std::unique_ptr<CpuStepRunner> runner;
   std::vector<size_t> batchEnd; ///< matmulBatchEnds: matmuls on one input that run as one job
 };
@@ -351,16 +355,20 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     bases.tokens = dev.tokens.data();
     bases.positions = dev.positions.data();
     if (exec::logitsTensorOf(dp) >= 0) {
-      dev.logits.assign(static_cast<size_t>(p.model.maxBatch * p.model.nVocab), 0.0f);
-      bases.logits = dev.logits.data();
+      if (!dev.logits.allocate(uint64_t(p.model.maxBatch) * uint64_t(p.model.nVocab) * sizeof(float)))
+        return Error{fmt::format("device {}: cannot allocate the logits rows ({} x {} floats)", d,
+                                 p.model.maxBatch, p.model.nVocab)};
+      bases.logits = reinterpret_cast<float *>(dev.logits.data);
     }
     dev.ptr = exec::resolveTensors(dp, bases);
     // Copy the weight slices, piece by piece, rows in order.
     const std::vector<WeightSlice> &ws = dp.weights;
     uint8_t *base = dev.weights.data;
     dev.runner->threadGroup().parallelFor(static_cast<int64_t>(ws.size()), [&](int64_t b, int64_t e, int) {
-      for (int64_t w = b; w < e; ++w)
+      for (int64_t w = b; w < e; ++w) {
         exec::copyWeightSlice(ws[w], o.weights.data, base + ws[w].offset);
+        exec::releaseWeightSlice(o.weights, ws[w]);
+      }
     });
     kernels_.setThreads(d, &dev.runner->threadGroup());
   }

@@ -144,6 +144,20 @@ std::string checkDeviceCapacity(size_t d, const ArenaBytes &b, int64_t ctx, uint
                      d, b.total, b.weights, b.acts + b.hostActs, b.kv, ctx, capacity);
 }
 
+void releaseWeightSlice(const WeightSource &src, const WeightSlice &w) {
+  if (!src.mapping)
+    return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGE_SIZE));
+  for (const WeightPiece &pc : w.pieces) {
+    if (pc.rows == 0)
+      continue;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(src.data + pc.fileOffset) / page * page;
+    const uintptr_t hi = reinterpret_cast<uintptr_t>(src.data + pc.fileOffset + (pc.rows - 1) * pc.rowStride +
+                                                     pc.rowBytes);
+    ::madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTNEED);
+  }
+}
+
 void copyWeightSlice(const WeightSlice &w, const uint8_t *gguf, uint8_t *dst) {
   for (const WeightPiece &pc : w.pieces)
     for (uint64_t r = 0; r < pc.rows; ++r, dst += pc.rowBytes)

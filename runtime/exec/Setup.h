@@ -21,7 +21,7 @@ namespace tpc::rt::exec {
 /// `mapping` goes.
 struct WeightSource {
   const uint8_t *data = nullptr;
-  std::shared_ptr<const void> mapping;
+  std::shared_ptr<const void> mapping; ///< set when `data` is the read-only file mapping made here
 };
 Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &opts);
 
@@ -53,6 +53,13 @@ std::string checkDeviceCapacity(size_t d, const ArenaBytes &b, int64_t ctx, uint
 /// Copies weight slice `w` from `gguf` (the bytes its pieces' file offsets index) to `dst`, which holds
 /// w.bytes: the pieces in order, rows in order, packed.
 void copyWeightSlice(const WeightSlice &w, const uint8_t *gguf, uint8_t *dst);
+
+/// Drops the pages of `src`'s file mapping that weight slice `w` was copied from (MADV_DONTNEED; a page
+/// read again comes back from the page cache), so that the mapping does not add the file's touched pages to
+/// the process's peak RSS on top of the arenas they were copied into: a rank of a multi-process run reads
+/// rows strided over most of the file, which otherwise stays resident until open returns. Nothing when
+/// `src` is caller's memory (SessionOptions::ggufData).
+void releaseWeightSlice(const WeightSource &src, const WeightSlice &w);
 
 } // namespace tpc::rt::exec
 
