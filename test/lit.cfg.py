@@ -40,6 +40,11 @@ if config.tpc_mpirun:
     config.substitutions.append(("%{mpirun}", "timeout 120 " + config.tpc_mpirun))
     config.substitutions.append(("%{mpi-job}", sys.executable + " " + os.path.join(config.test_source_root, "mpi", "mpi-job.py")))
 
+# A CUDA build on a machine with an NVIDIA GPU (the driver's device node): tests of `--backend cuda` say
+# `REQUIRES: cuda-gpu` and are UNSUPPORTED elsewhere.
+if config.tpc_have_cuda in ("ON", "1", "TRUE") and os.path.exists("/dev/nvidia0"):
+    config.available_features.add("cuda-gpu")
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.tpc_tools_dir, config.llvm_tools_dir]

@@ -16,10 +16,9 @@ namespace tpc::rt::cuda {
 using exec::TensorRef;
 
 Expected<void> CudaSession::collective(const std::vector<size_t> &at, int64_t t) {
-  const size_t n = devs.size();
-  std::vector<std::vector<TensorRef>> in(n), out(n);
-  std::vector<exec::CollectiveCall> calls;
-  for (size_t d = 0; d < n; ++d) {
+  std::vector<std::vector<TensorRef>> in(devs.size()), out(devs.size());
+  std::vector<exec::CollectiveCall> calls; // one entry per device of the session (a rank: its own)
+  for (int d : devices()) {
     devs[d].xqOf = nullptr;
     bindStep(d, plan().devices[d].steps[at[d]], t, in[d], out[d]);
     calls.push_back({static_cast<int>(d), at[d], &in[d], &out[d], devs[d].stream});

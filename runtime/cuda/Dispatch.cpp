@@ -33,20 +33,21 @@ using exec::KvBuffers;
 using exec::TensorRef;
 
 Expected<void> CudaSession::runSteps(int64_t t) {
-  const size_t n = devs.size();
-  std::vector<size_t> at(n, 0);
+  const int first = devices().front();
+  std::vector<size_t> at(devs.size(), 0); // by plan device
   for (Device &dev : devs)
     dev.xqOf = nullptr;
-  // Profiling times device 0's steps (a fused group counts under its first step), synchronising after each.
+  // Profiling times the first device's steps (a fused group counts under its first step), synchronising
+  // after each.
   auto timed = [&](size_t step, std::chrono::steady_clock::time_point t0) {
     if (!profiling())
       return;
-    TPC_CUDA_CHECK(cudaSetDevice(devs[0].gpu));
-    TPC_CUDA_CHECK(cudaStreamSynchronize(devs[0].stream));
+    TPC_CUDA_CHECK(cudaSetDevice(devs[first].gpu));
+    TPC_CUDA_CHECK(cudaStreamSynchronize(devs[first].stream));
     recordStep(step, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   };
   for (;;) {
-    for (size_t d = 0; d < n; ++d) {
+    for (int d : devices()) {
       const std::vector<Step> &steps = plan().devices[d].steps;
       TPC_CUDA_CHECK(cudaSetDevice(devs[d].gpu));
       while (at[d] < steps.size() && !isCollective(steps[at[d]].op)) {
@@ -58,19 +59,19 @@ Expected<void> CudaSession::runSteps(int64_t t) {
         } else {
           done = runFused(d, at[d], t);
         }
-        if (d == 0)
+        if (d == first)
           timed(at[d], t0);
         at[d] += done;
       }
     }
-    if (at[0] >= plan().devices[0].steps.size())
+    if (at[first] >= plan().devices[first].steps.size())
       return {}; // prepareOpen checked that every device has the same collectives, so all are done
     auto t0 = std::chrono::steady_clock::now();
     if (Expected<void> ok = collective(at, t); !ok)
       return ok;
-    timed(at[0], t0);
-    for (size_t &a : at)
-      ++a;
+    timed(at[first], t0);
+    for (int d : devices())
+      ++at[d];
   }
 }
 

@@ -54,6 +54,13 @@ ScratchPlan CudaSession::scratchFor(size_t d) const {
     } else if (s.op == OpKind::ReduceScatter || s.op == OpKind::AllGather) {
       sp.stage = std::max<uint64_t>(sp.stage, uint64_t(in[0].numel()) * 4);
     }
+    if (isCollective(s.op)) {
+      uint64_t bytes = 0;
+      for (const std::vector<TensorRef> *v : {&in, &out})
+        for (const TensorRef &r : *v)
+          bytes += uint64_t(r.numel()) * dtypeBytes(r.dtype);
+      sp.hostStage = std::max(sp.hostStage, bytes);
+    }
   }
   sp.wTile = uint64_t(sp.tileElems) * 2;
   // The integer decode GEMV runs for one token, or mul_mat_id with at most kPairGridMax pairs (so at
@@ -69,12 +76,11 @@ ScratchPlan CudaSession::scratchFor(size_t d) const {
 
 std::string CudaSession::sizeDevices(const SessionOptions &opts, std::vector<DeviceSizes> &sizes) const {
   const Plan &p = plan();
-  const size_t n = p.devices.size();
-  sizes.assign(n, DeviceSizes());
+  sizes.assign(p.devices.size(), DeviceSizes()); // by plan device; only the session's are sized
   // Tokens, positions, sequence ids and output rows of a call; its logits rows.
   const uint64_t io =
       alignUp(p.model.maxBatch * 4) * 4 + alignUp(maxRowsAt(p.model.maxBatch) * p.model.nVocab * 4);
-  for (size_t d = 0; d < n; ++d) {
+  for (int d : devices()) {
     const DevicePlan &dp = p.devices[d];
     DeviceSizes &z = sizes[d];
     for (const WeightSlice &w : dp.weights) {
@@ -121,10 +127,9 @@ std::string CudaSession::sizeDevices(const SessionOptions &opts, std::vector<Dev
 }
 
 std::string CudaSession::fitGpus(const std::set<int> &used, std::vector<DeviceSizes> &sizes) const {
-  const size_t n = devs.size();
   for (int g : used) {
     uint64_t need = 0;
-    for (size_t d = 0; d < n; ++d)
+    for (int d : devices())
       if (devs[d].gpu == g)
         need += sizes[d].total();
     size_t freeB = 0, totalB = 0;
@@ -132,11 +137,11 @@ std::string CudaSession::fitGpus(const std::set<int> &used, std::vector<DeviceSi
     TPC_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
     // The f16 weight cache only where everything fits with 1 GiB to spare; otherwise tiles.
     uint64_t cache = 0;
-    for (size_t d = 0; d < n; ++d)
+    for (int d : devices())
       if (devs[d].gpu == g)
         cache += sizes[d].f16;
     if (cache && need + cache + (uint64_t(1) << 30) > freeB)
-      for (size_t d = 0; d < n; ++d)
+      for (int d : devices())
         if (devs[d].gpu == g) {
           sizes[d].f16 = 0;
           sizes[d].f16Offset.assign(sizes[d].f16Offset.size(), -1);
@@ -248,9 +253,9 @@ void CudaSession::allocateDevice(size_t d, const DeviceSizes &z) {
   dev.ptr = exec::resolveTensors(dp, bases);
 }
 
-void CudaSession::uploadWeights(const uint8_t *src) {
+void CudaSession::uploadWeights(const exec::WeightSource &from) {
+  const uint8_t *src = from.data;
   const Plan &p = plan();
-  const size_t n = devs.size();
   // Upload the weights slice by slice through two pinned staging buffers (copy of one overlaps the
   // packing of the other).
   constexpr uint64_t kStage = uint64_t(64) << 20;
@@ -259,8 +264,8 @@ void CudaSession::uploadWeights(const uint8_t *src) {
   TPC_CUDA_CHECK(cudaMallocHost(&stage[0].p, kStage));
   TPC_CUDA_CHECK(cudaMallocHost(&stage[1].p, kStage));
   uint64_t totalBytes = 0, doneBytes = 0;
-  for (const DevicePlan &dp : p.devices)
-    for (const WeightSlice &w : dp.weights)
+  for (int d : devices())
+    for (const WeightSlice &w : p.devices[d].weights)
       totalBytes += w.bytes;
   int lastPct = -1;
   auto progress = [&](bool end) {
@@ -276,7 +281,7 @@ void CudaSession::uploadWeights(const uint8_t *src) {
     if (end)
       fmt::print(stderr, "\n");
   };
-  for (size_t d = 0; d < n; ++d) {
+  for (int d : devices()) { // only the session's slices: a rank maps and reads its share of the GGUF
     Device &dev = devs[d];
     const DevicePlan &dp = p.devices[d];
     TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
@@ -306,6 +311,7 @@ void CudaSession::uploadWeights(const uint8_t *src) {
       flush();
       if (dp.weights[w].placement == Placement::Host) { // stays in host memory
         exec::copyWeightSlice(dp.weights[w], src, dev.hostWeights.get() + dev.sliceOffset[w]);
+        exec::releaseCopiedPages(dp.weights[w], from);
         doneBytes += dp.weights[w].bytes;
         progress(false);
         continue;
@@ -325,6 +331,7 @@ void CudaSession::uploadWeights(const uint8_t *src) {
               flush();
           }
         }
+      exec::releaseCopiedPages(dp.weights[w], from); // staged: its file pages are read
     }
     flush();
     // The f16 cache, dequantized once from the uploaded slices.

@@ -39,6 +39,9 @@ public:
     std::lock_guard<std::mutex> lock(mu_);
     return aborted_;
   }
+  /// reserveRankStaging and rankCommunicatorCapturable (RankCommunicators.h).
+  virtual void reserveStaging(uint64_t deviceBytes, uint64_t hostBytes) = 0;
+  virtual bool capturable() const = 0;
 
 protected:
   /// "" when `local` is exactly this rank and the communicator was not aborted; else the error.
@@ -100,6 +103,11 @@ public:
     }
   }
   const char *name() const override { return "nccl"; }
+  void reserveStaging(uint64_t deviceBytes, uint64_t) override {
+    TPC_CUDA_CHECK(cudaSetDevice(gpu_));
+    reserve(stage_, deviceBytes);
+  }
+  bool capturable() const override { return true; }
 
   using Communicator::allGather;
   using Communicator::allReduce;
@@ -223,6 +231,11 @@ public:
       cudaFreeHost(pinned_);
   }
   const char *name() const override { return "mpi, host-staged"; }
+  void reserveStaging(uint64_t, uint64_t hostBytes) override {
+    TPC_CUDA_CHECK(cudaSetDevice(gpu_));
+    reservePinned(hostBytes);
+  }
+  bool capturable() const override { return false; }
 
   using Communicator::allGather;
   using Communicator::allReduce;
@@ -311,19 +324,23 @@ private:
       TPC_CUDA_CHECK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, streamOf(st)));
   }
   void sync(void *st) { TPC_CUDA_CHECK(cudaStreamSynchronize(streamOf(st))); }
+  /// Grows the pinned buffer to at least `bytes`.
+  void reservePinned(uint64_t bytes) {
+    if (bytes <= pinnedBytes_)
+      return;
+    if (pinned_)
+      TPC_CUDA_CHECK(cudaFreeHost(pinned_));
+    pinned_ = nullptr, pinnedBytes_ = 0;
+    TPC_CUDA_CHECK(cudaMallocHost(&pinned_, bytes));
+    pinnedBytes_ = bytes;
+  }
 
   /// Runs `body` on a pinned buffer of `bytes`, then waits until its copies back to the GPU are done (the
   /// buffer is reused by the next call). The host collective's error aborts this communicator too.
   template <typename F> Expected<void> staged(const char *what, void *stream, uint64_t bytes, F &&body) {
     Expected<void> result;
     Expected<void> cuda = guarded(what, [&] {
-      if (bytes > pinnedBytes_) {
-        if (pinned_)
-          TPC_CUDA_CHECK(cudaFreeHost(pinned_));
-        pinned_ = nullptr, pinnedBytes_ = 0;
-        TPC_CUDA_CHECK(cudaMallocHost(&pinned_, bytes));
-        pinnedBytes_ = bytes;
-      }
+      reservePinned(bytes);
       result = body(static_cast<char *>(pinned_));
       sync(stream);
     });
@@ -362,6 +379,24 @@ Expected<std::shared_ptr<comm::Communicator>> makeNcclRankCommunicator(const Ncc
   if (!nccl)
     return Error{nccl.message()};
   return std::shared_ptr<comm::Communicator>(std::make_shared<NcclRankCommunicator>(nccl.take(), rank, size, gpu));
+}
+
+Expected<void> reserveRankStaging(comm::Communicator &c, uint64_t deviceBytes, uint64_t hostBytes) {
+  auto *r = dynamic_cast<RankCommunicator *>(&c);
+  if (!r)
+    return {};
+  try {
+    r->reserveStaging(deviceBytes, hostBytes);
+  } catch (const CudaError &e) {
+    return Error{fmt::format("{} communicator: staging memory ({} bytes on the GPU, {} pinned): {}", c.name(),
+                             deviceBytes, hostBytes, e.what())};
+  }
+  return {};
+}
+
+bool rankCommunicatorCapturable(const comm::Communicator &c) {
+  const auto *r = dynamic_cast<const RankCommunicator *>(&c);
+  return r && r->capturable();
 }
 
 Expected<std::string> gpuBusId(int gpu) {

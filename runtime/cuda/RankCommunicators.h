@@ -13,8 +13,9 @@
 //     copies the buffers to pinned host memory, runs the host communicator's collective (MPI), copies the
 //     result back on the stream and waits for it: blocking and slower, so it cannot sit inside a CUDA
 //     graph capture, but it is the path a one-GPU machine can test, with MPI's rank-order sums.
-// Staging memory (the NCCL rank's gather/scatter buffer, the host-staged pinned buffer) grows to the
-// largest call on first need.
+// Staging memory (the NCCL rank's gather/scatter buffer, the host-staged pinned buffer): the CUDA session
+// allocates it at open (reserveRankStaging, sized from its plan), so no collective allocates and a
+// captured graph never sees an allocation; a larger call than reserved still grows it.
 //
 // Usage (in the launcher glue):
 //   auto id = rank == 0 ? cuda::NcclComms::uniqueId() : ...;       // then broadcast it over MPI
@@ -42,6 +43,14 @@ Expected<std::shared_ptr<comm::Communicator>> makeNcclRankCommunicator(const Ncc
 /// GPU `gpu`, through pinned host buffers.
 Expected<std::shared_ptr<comm::Communicator>>
 makeHostStagedCommunicator(std::shared_ptr<comm::Communicator> host, int gpu);
+
+/// Allocates the staging memory of a communicator made by this header now: `deviceBytes` on the GPU for the
+/// NCCL rank, `hostBytes` pinned for the host-staged one. Any other communicator: nothing to do.
+Expected<void> reserveRankStaging(comm::Communicator &c, uint64_t deviceBytes, uint64_t hostBytes);
+
+/// True for a communicator made by this header whose calls only enqueue on the stream (NCCL), so a CUDA
+/// graph may capture them; false for the host-staged one (it waits on the host) and for any other.
+bool rankCommunicatorCapturable(const comm::Communicator &c);
 
 /// The PCI bus id of GPU `gpu` ("0000:3b:00.0"): ranks compare it (with the host name) to find ranks that
 /// share a GPU.

@@ -1,11 +1,13 @@
 //===- Session.cpp - open, runChunk and the accessors of the CUDA session ---===//
 //
 // openCudaSession() runs exec::prepareOpen (the checks every backend makes, in the same order), refuses
-// what this backend cannot run yet (a subset of the plan's devices, a communicator that takes host
-// buffers), makes the checks only the GPU kernels need (on shapes, before any GPU work), maps the plan's
-// logical devices to GPUs, then init() runs the setup phases of Memory.cpp in order: sizes, capacity per
-// GPU, allocation and address resolution per device, weight upload; the communicator last. A CudaError
-// thrown by any phase becomes open's one-line error.
+// what this backend cannot run (a communicator that takes host buffers), makes the checks only the GPU
+// kernels need (on shapes, before any GPU work), maps the session's plan devices to GPUs, then init() runs
+// the setup phases of Memory.cpp in order: sizes, capacity per GPU, allocation and address resolution per
+// device, weight upload; the communicator last. A CudaError thrown by any phase becomes open's one-line
+// error. The multi-process seam as in the CPU session: a session of a subset (one rank of `mpirun`, with
+// SessionOptions::comm) sizes, allocates and loads only its devices; `devs` keeps one entry per plan
+// device so the step code indexes by plan device, and the other entries stay empty.
 //
 // runChunk() uploads tokens, positions, sequence ids and output rows on every device's stream, runs the
 // chunk (Graphs.cpp: replayed graph or Dispatch.cpp's step loop) and copies device 0's logits rows back. The evaluate loop around it (chunks,
@@ -17,6 +19,7 @@
 #include "runtime/cuda/Communicators.h"
 #include "runtime/cuda/Elementwise.cuh"
 #include "runtime/exec/StepChecks.h"
+#include "runtime/cuda/RankCommunicators.h"
 #include "runtime/ggml/Blocks.h"
 
 #include <fmt/core.h>
@@ -99,7 +102,8 @@ CudaSession::~CudaSession() {
   collectives.reset(); // before the communicator and the streams its calls name
   if (graph)
     cudaGraphExecDestroy(graph);
-  for (Device &d : devs) {
+  for (int i : devices()) {
+    Device &d = devs[i];
     cudaSetDevice(d.gpu);
     if (d.blas)
       cublasDestroy(d.blas);
@@ -122,12 +126,16 @@ void CudaSession::markHostSteps(size_t d) {
         dev.hostNear[j] = 1;
 }
 
-/// SessionOptions::comm when given (open checked that it is stream-ordered), else the session's own:
-/// the loopback kernel when every device sits on one GPU, NCCL over distinct GPUs.
+/// SessionOptions::comm when given (open checked that it is stream-ordered; a rank communicator's
+/// staging memory is allocated now, not on the first collective), else the session's own: the loopback
+/// kernel when every device sits on one GPU, NCCL over distinct GPUs.
 Expected<void> CudaSession::makeCommunicator(const SessionOptions &opts,
                                              const std::vector<DeviceSizes> &sizes) {
   if (opts.comm) {
     communicator = opts.comm;
+    for (int d : devices())
+      if (Expected<void> ok = reserveRankStaging(*communicator, sizes[d].stage, sizes[d].sp.hostStage); !ok)
+        return ok;
     return {};
   }
   std::vector<uint64_t> stage;
@@ -150,10 +158,9 @@ Expected<void> CudaSession::makeCommunicator(const SessionOptions &opts,
 Expected<void> CudaSession::init(const exec::OpenPlan &o, const SessionOptions &opts, const Backend &hostCpu,
                                  const std::vector<int> &gpuOfDevice) {
   const Plan &p = plan();
-  const size_t n = p.devices.size();
-  devs.resize(n);
+  devs.resize(p.devices.size()); // by plan device; only the session's are set up
   std::set<int> used;
-  for (size_t d = 0; d < n; ++d) {
+  for (int d : devices()) {
     devs[d].gpu = gpuOfDevice[d];
     used.insert(devs[d].gpu);
     for (const KvCache &c : p.devices[d].kv) {
@@ -172,7 +179,7 @@ Expected<void> CudaSession::init(const exec::OpenPlan &o, const SessionOptions &
       return Error{e};
     // Allocate, resolve addresses, create streams and handles.
     bool hostSteps = false;
-    for (size_t d = 0; d < n; ++d) {
+    for (int d : devices()) {
       allocateDevice(d, sizes[d]);
       markHostSteps(d);
       hostSteps = hostSteps || std::count(devs[d].hostStep.begin(), devs[d].hostStep.end(), 1) > 0;
@@ -181,7 +188,7 @@ Expected<void> CudaSession::init(const exec::OpenPlan &o, const SessionOptions &
       return Error{fmt::format("the plan places steps on the host, but the {} backend cannot run them",
                                hostCpu.name())};
     logitsTensor = exec::logitsTensorOf(p.devices[0]);
-    uploadWeights(o.weights.data);
+    uploadWeights(o.weights);
     if (Expected<void> ok = makeCommunicator(opts, sizes); !ok)
       return ok;
     // Tokens, positions, sequence ids, output rows; the logits rows.
@@ -206,12 +213,7 @@ Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptio
   auto o = exec::prepareOpen(plan, opts);
   if (!o)
     return Error{o.message()};
-  const size_t n = plan.devices.size();
-  if (o->devices.size() != n)
-    return Error{fmt::format("the CUDA backend runs every device of a plan in one session, but this one asks "
-                             "for {} of the plan's {} devices (SessionOptions::devices); run all of them or "
-                             "use --backend cpu",
-                             o->devices.size(), n)};
+  const size_t n = o->devices.size(); // the session's devices (prepareOpen: a subset has a communicator)
   if (opts.f32Reference)
     return Error{"the float32 reference (--f32-reference) runs on the CPU backend only; use --backend cpu"};
   if (opts.comm && !opts.comm->streamOrdered())
@@ -223,7 +225,7 @@ Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptio
     if (std::string e = checkGpuSteps(plan, t, rows); !e.empty())
       return Error{"plan does not fit its ops: " + e};
 
-  // GPUs: logical device d on gpus[d % count].
+  // GPUs: logical device d on gpus[d % count] (a rank's --gpus is its one GPU).
   const int visible = cudaDeviceCount();
   if (visible == 0)
     return Error{"no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES); use --backend cpu"};
@@ -236,10 +238,10 @@ Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptio
       return Error{fmt::format("--gpus: GPU {} does not exist ({} visible)", g, visible)};
   std::vector<int> gpuOf;
   std::set<int> used;
-  for (size_t d = 0; d < n; ++d) {
+  for (size_t d = 0; d < plan.devices.size(); ++d)
     gpuOf.push_back(gpus[d % gpus.size()]);
-    used.insert(gpuOf.back());
-  }
+  for (int d : o->devices)
+    used.insert(gpuOf[d]);
   if (used.size() != 1 && used.size() != n)
     return Error{fmt::format("the plan's {} devices would share {} GPUs unevenly; give --gpus either one GPU "
                              "(loopback collectives) or {} distinct GPUs (NCCL)",
@@ -266,7 +268,8 @@ Expected<void> CudaSession::runChunk(const Chunk &c, float *logits) {
     std::copy(c.seqs, c.seqs + t, hSeq);
     std::copy(c.rows, c.rows + c.r, hRows);
     rows_ = c.r;
-    for (Device &dev : devs) {
+    for (int d : devices()) {
+      Device &dev = devs[d];
       TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
       TPC_CUDA_CHECK(cudaMemcpyAsync(dev.tokens, hTok, t * 4, cudaMemcpyHostToDevice, dev.stream));
       TPC_CUDA_CHECK(cudaMemcpyAsync(dev.positions, hPos, t * 4, cudaMemcpyHostToDevice, dev.stream));
@@ -278,13 +281,13 @@ Expected<void> CudaSession::runChunk(const Chunk &c, float *logits) {
     Device &d0 = devs[0];
     // The plan's logits: the rows asked for, or one per token in a plan without the rows input.
     const uint64_t bytes = logits ? uint64_t(bind(0, logitsTensor, t).numel()) * 4 : 0;
-    if (logits) {
+    if (logits) { // only a session running device 0 is asked for them
       TPC_CUDA_CHECK(cudaSetDevice(d0.gpu));
       TPC_CUDA_CHECK(cudaMemcpyAsync(hLogits, d0.ptr[logitsTensor], bytes, cudaMemcpyDeviceToHost, d0.stream));
     }
-    for (Device &dev : devs) {
-      TPC_CUDA_CHECK(cudaSetDevice(dev.gpu));
-      TPC_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+    for (int d : devices()) {
+      TPC_CUDA_CHECK(cudaSetDevice(devs[d].gpu));
+      TPC_CUDA_CHECK(cudaStreamSynchronize(devs[d].stream));
     }
     if (logits)
       std::memcpy(logits, hLogits, bytes);
@@ -295,16 +298,18 @@ Expected<void> CudaSession::runChunk(const Chunk &c, float *logits) {
 }
 
 std::vector<uint64_t> CudaSession::deviceBytes() const {
-  std::vector<uint64_t> out;
-  for (const Device &d : devs)
+  std::vector<uint64_t> out; // the session's devices, as the CPU session's
+  for (int i : devices()) {
+    const Device &d = devs[i];
     out.push_back(d.weights.size + d.acts.size + d.kvMem.size + d.scratch.size + d.f16.size + d.stageBytes);
+  }
   return out;
 }
 
 std::vector<int> CudaSession::memoryOf() const {
-  std::vector<int> out;
-  for (const Device &d : devs)
-    out.push_back(d.gpu);
+  std::vector<int> out(devs.size(), -1);
+  for (int d : devices())
+    out[d] = devs[d].gpu;
   return out;
 }
 

@@ -52,6 +52,7 @@ constexpr size_t kFuseReach = 9;
 /// Sizes of one device's scratch parts (bytes), from its steps at max_batch.
 struct ScratchPlan {
   uint64_t wTile = 0, xHalf = 0, route = 0, stage = 0;
+  uint64_t hostStage = 0; ///< a host-staged rank communicator's pinned buffer: the largest collective's in + out
   int64_t tileElems = 0; ///< elements of the f16 weight tile
   int64_t xqElems = 0;   ///< activation elements the integer decode GEMV may quantize at once
 };
@@ -167,7 +168,7 @@ private:
   std::string sizeDevices(const SessionOptions &opts, std::vector<DeviceSizes> &sizes) const;
   std::string fitGpus(const std::set<int> &used, std::vector<DeviceSizes> &sizes) const;
   void allocateDevice(size_t d, const DeviceSizes &z);
-  void uploadWeights(const uint8_t *src);
+  void uploadWeights(const exec::WeightSource &from);
 
   // Dispatch.cpp
   Expected<void> runSteps(int64_t t);
@@ -198,8 +199,8 @@ private:
   Expected<void> launchChunk(int64_t t);
 
   CudaOptions copts;
-  std::vector<Device> devs; ///< by plan device (a CUDA session runs all of them)
-  bool loopback = true;     ///< every logical device on one GPU
+  std::vector<Device> devs; ///< by plan device; only those of devices() are set up
+  bool loopback = true;     ///< every device of the session on one GPU
   int32_t logitsTensor = -1;
   HostAlloc hostIo; ///< tokens, positions, logits rows
   cudaGraphExec_t graph = nullptr;

@@ -2,14 +2,20 @@
 //
 // The registry's "cuda" entry is the real backend in a CUDA build: usable exactly when a GPU is visible
 // (otherwise selecting it says why and `auto` falls back to the CPU), no host-step runner of its own. Its
-// open refuses, before looking for a GPU (so these run on machines without one): a subset of the plan's
-// devices, a communicator that takes host buffers, and weights its kernels cannot read. With a GPU, a
-// session opened through the registry is an rt::Session with the CUDA answers to the roofline questions,
-// profiles every step of device 0 (collectives included) and matches the CPU backend.
+// open refuses, before looking for a GPU (so these run on machines without one): a communicator that takes
+// host buffers (for the whole plan or a subset), and weights its kernels cannot read; a subset of the
+// plan's devices with a communicator gets past every check that needs no GPU. With a GPU, a session opened
+// through the registry is an rt::Session with the CUDA answers to the roofline questions, profiles every
+// step of device 0 (collectives included) and matches the CPU backend; and two sessions of one device each
+// (the ranks of `mpirun -np 2` sharing the GPU: MPI on host-staged buffers, here an in-process host
+// communicator standing in for MPI) give the one session's logits, from rank 0 only.
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 
 #include "runtime/comm/InProcessCommunicator.h"
+#include "runtime/cuda/RankCommunicators.h"
+
+#include <thread>
 
 using namespace tpc;
 using namespace tpc::rt;
@@ -29,6 +35,14 @@ PlanMaker twoDevicePlan() {
   }
   return mk;
 }
+
+/// A host communicator's rank that claims to be stream-ordered: gets a subset past the CUDA backend's
+/// communicator check on a machine without a GPU (never called: open stops at the GPU lookup).
+class StreamOrderedStandIn final : public OneRankOf {
+public:
+  using OneRankOf::OneRankOf;
+  bool streamOrdered() const override { return true; }
+};
 
 TEST(CudaBackend, RegistryListsCudaUsableOnlyWithAGpu) {
   const BackendRegistry &r = builtinBackends();
@@ -51,17 +65,28 @@ TEST(CudaBackend, RegistryListsCudaUsableOnlyWithAGpu) {
   }
 }
 
-TEST(CudaBackend, OpenRefusesSubsetsAndHostCommunicators) {
+TEST(CudaBackend, OpenRefusesHostCommunicatorsAndBadSubsetsBeforeAnyGpu) {
   PlanMaker mk = twoDevicePlan();
   const Backend &cuda = *builtinBackends().find("cuda");
   SessionOptions o = mk.options(2, 8);
   o.comm = std::make_shared<comm::InProcessCommunicator>(2);
-  o.devices = {0}; // prepareOpen accepts this (a communicator serves the subset); the CUDA backend does not
+  o.devices = {1}; // a rank's subset: prepareOpen accepts it, the CUDA backend needs device buffers
   auto subset = cuda.open(mk.plan, o);
   ASSERT_FALSE(subset);
-  EXPECT_NE(subset.message().find("asks for 1 of the plan's 2 devices"), std::string::npos)
+  EXPECT_NE(subset.message().find("the in-process communicator takes host buffers"), std::string::npos)
       << subset.message();
   EXPECT_EQ(subset.message().find('\n'), std::string::npos) << subset.message();
+
+  // A subset without a communicator, or naming a device the plan lacks: prepareOpen's errors, first.
+  o.comm = nullptr;
+  auto alone = cuda.open(mk.plan, o);
+  ASSERT_FALSE(alone);
+  EXPECT_NE(alone.message().find("needs a communicator"), std::string::npos) << alone.message();
+  o.comm = std::make_shared<comm::InProcessCommunicator>(2);
+  o.devices = {2};
+  auto missing = cuda.open(mk.plan, o);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.message().find("2 is not a device of the plan"), std::string::npos) << missing.message();
 
   o.devices = {};
   auto host = cuda.open(mk.plan, o);
@@ -81,6 +106,60 @@ TEST(CudaBackend, OpenRefusesSubsetsAndHostCommunicators) {
     auto none = cuda.open(mk.plan, o);
     ASSERT_FALSE(none);
     EXPECT_NE(none.message().find("no CUDA GPU is visible"), std::string::npos) << none.message();
+    // The subset of one rank, with a communicator that passes the backend's checks (the host-staged one
+    // cannot be made without a GPU: a stand-in that says it is stream-ordered), also gets this far.
+    o.devices = {1};
+    o.comm = std::make_shared<StreamOrderedStandIn>(std::make_shared<comm::InProcessCommunicator>(2), 1);
+    auto rank = cuda.open(mk.plan, o);
+    ASSERT_FALSE(rank);
+    EXPECT_NE(rank.message().find("no CUDA GPU is visible"), std::string::npos) << rank.message();
+  }
+}
+
+TEST(CudaBackend, TwoRankSessionsOnOneGpuMatchTheOneSession) {
+  TPC_REQUIRE_GPU();
+  PlanMaker mk = twoDevicePlan();
+  SessionOptions o = mk.options(2, 8);
+  o.ordinals = {0};
+  auto one = builtinBackends().open("cuda", mk.plan, o);
+  ASSERT_TRUE(one) << one.message();
+  // A prefill of two tokens, then three decode steps (the one-token path a CUDA graph would take: off on
+  // the host-staged communicator, whose calls block on the host).
+  const std::vector<std::vector<int32_t>> toks = {{1, 0}, {2}, {3}, {1}}, pos = {{0, 1}, {2}, {3}, {4}};
+  std::vector<std::vector<float>> want;
+  for (size_t c = 0; c < toks.size(); ++c) {
+    auto r = (*one)->evaluate(toks[c], pos[c]);
+    ASSERT_TRUE(r) << r.message();
+    want.push_back(*r);
+  }
+
+  auto host = std::make_shared<comm::InProcessCommunicator>(2);
+  std::vector<std::unique_ptr<Session>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    auto c = cuda::makeHostStagedCommunicator(std::make_shared<OneRankOf>(host, r), 0);
+    ASSERT_TRUE(c) << c.message();
+    SessionOptions ro = o;
+    ro.devices = {r};
+    ro.comm = *c;
+    auto s = builtinBackends().open("cuda", mk.plan, ro);
+    ASSERT_TRUE(s) << "rank " << r << ": " << s.message();
+    EXPECT_EQ((*s)->devices(), std::vector<int>{r});
+    std::vector<int> mem = {-1, -1};
+    mem[r] = 0;
+    EXPECT_EQ((*s)->memoryOf(), mem) << "only its own device is on a GPU";
+    ASSERT_EQ((*s)->deviceBytes().size(), 1u);
+    EXPECT_EQ((*s)->deviceBytes()[0], (*one)->deviceBytes()[r]) << "rank " << r << " allocates its share";
+    ranks.push_back(s.take());
+  }
+  for (size_t c = 0; c < toks.size(); ++c) {
+    Expected<std::vector<float>> got0 = Error{"not run"}, got1 = Error{"not run"};
+    std::thread peer([&] { got1 = ranks[1]->evaluate(toks[c], pos[c]); }); // each rank on its own thread
+    got0 = ranks[0]->evaluate(toks[c], pos[c]);
+    peer.join();
+    ASSERT_TRUE(got0) << "call " << c << ": " << got0.message();
+    ASSERT_TRUE(got1) << "call " << c << ": " << got1.message();
+    EXPECT_EQ(*got0, want[c]) << "call " << c << ": a rank-order sum of two addends is exact on both paths";
+    EXPECT_TRUE(got1->empty()) << "call " << c << ": only the session running device 0 returns logits";
   }
 }
 

@@ -191,42 +191,6 @@ TEST(CudaCommunicators, NcclMatchesHostSums) {
   checkCommunicator(**c, {0, 1}, 1e-6f);
 }
 
-/// One rank of a host communicator, as the MPI communicator of one process presents itself.
-class OneRankOf final : public comm::Communicator {
-public:
-  OneRankOf(std::shared_ptr<comm::Communicator> all, int rank) : all_(std::move(all)), rank_(rank) {}
-  const char *name() const override { return "one rank"; }
-  int size() const override { return all_->size(); }
-  std::vector<int> localRanks() const override { return {rank_}; }
-  bool streamOrdered() const override { return false; }
-  using Communicator::allGather;
-  using Communicator::allReduce;
-  using Communicator::barrier;
-  using Communicator::broadcast;
-  using Communicator::reduceScatter;
-  Expected<void> allReduce(const std::vector<comm::AllReduceEntry> &l, comm::ElemType t) override {
-    return all_->allReduce(l, t);
-  }
-  Expected<void> allGather(const std::vector<comm::AllGatherEntry> &l, const comm::AxisParts &p,
-                           comm::ElemType t) override {
-    return all_->allGather(l, p, t);
-  }
-  Expected<void> reduceScatter(const std::vector<comm::ReduceScatterEntry> &l, const comm::AxisParts &p,
-                               comm::ElemType t) override {
-    return all_->reduceScatter(l, p, t);
-  }
-  Expected<void> broadcast(const std::vector<comm::BroadcastEntry> &l, int root, comm::ElemType t) override {
-    return all_->broadcast(l, root, t);
-  }
-  Expected<void> barrier(const std::vector<int> &r) override { return all_->barrier(r); }
-  void abort(const std::string &why) override { all_->abort(why); }
-  bool aborted() const override { return all_->aborted(); }
-
-private:
-  std::shared_ptr<comm::Communicator> all_;
-  int rank_;
-};
-
 /// A group call (one entry per rank) spread over per-rank communicators, each rank on its own thread.
 class PerRankGroup final : public comm::Communicator {
 public:

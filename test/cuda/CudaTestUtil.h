@@ -11,6 +11,7 @@
 #define TPC_TEST_CUDA_CUDATESTUTIL_H
 
 #include "runtime/backends/Backends.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/cuda/CudaSession.h"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
@@ -30,6 +31,43 @@
   } while (0)
 
 namespace tpc::rt::test {
+
+/// One rank of a host communicator, as the MPI communicator of one process presents itself.
+class OneRankOf : public comm::Communicator {
+public:
+  OneRankOf(std::shared_ptr<comm::Communicator> all, int rank) : all_(std::move(all)), rank_(rank) {}
+  const char *name() const override { return "one rank"; }
+  int size() const override { return all_->size(); }
+  std::vector<int> localRanks() const override { return {rank_}; }
+  bool streamOrdered() const override { return false; }
+  using Communicator::allGather;
+  using Communicator::allReduce;
+  using Communicator::barrier;
+  using Communicator::broadcast;
+  using Communicator::reduceScatter;
+  Expected<void> allReduce(const std::vector<comm::AllReduceEntry> &l, comm::ElemType t) override {
+    return all_->allReduce(l, t);
+  }
+  Expected<void> allGather(const std::vector<comm::AllGatherEntry> &l, const comm::AxisParts &p,
+                           comm::ElemType t) override {
+    return all_->allGather(l, p, t);
+  }
+  Expected<void> reduceScatter(const std::vector<comm::ReduceScatterEntry> &l, const comm::AxisParts &p,
+                               comm::ElemType t) override {
+    return all_->reduceScatter(l, p, t);
+  }
+  Expected<void> broadcast(const std::vector<comm::BroadcastEntry> &l, int root, comm::ElemType t) override {
+    return all_->broadcast(l, root, t);
+  }
+  Expected<void> barrier(const std::vector<int> &r) override { return all_->barrier(r); }
+  void abort(const std::string &why) override { all_->abort(why); }
+  bool aborted() const override { return all_->aborted(); }
+
+private:
+  std::shared_ptr<comm::Communicator> all_;
+  int rank_;
+};
+
 
 /// Byte offsets of the f16 scale fields inside one block of `t` (random bytes there could be inf/NaN).
 inline std::vector<int> halfFields(GGMLType t) {

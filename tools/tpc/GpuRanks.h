@@ -7,9 +7,8 @@
 // two ranks share a GPU (NCCL refuses that), through MPI on host-staged buffers (device -> pinned host ->
 // MPI -> device; runtime/cuda/RankCommunicators.h), slower and not capturable in a CUDA graph, but it keeps
 // the multi-process GPU path testable on a one-GPU machine. Every rank takes the same choice. Every rank
-// must call this (it exchanges data with the others). Built with CUDA, not yet run on a GPU; and the CUDA
-// session still opens only whole plans (SessionOptions::devices must name every device), so a CUDA rank
-// is refused at open with that session's message until it opens one device.
+// must call this (it exchanges data with the others). The CUDA session then opens the rank's one plan
+// device with this communicator (SessionOptions::devices = {rank}). Built with CUDA, not yet run on a GPU.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_TOOLS_TPC_GPURANKS_H
 #define TPC_TOOLS_TPC_GPURANKS_H

@@ -190,7 +190,10 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
   }
   agree(w, mine, "open", true);
 
-  // 2. Open plan device `rank` with the communicators of its backend.
+  // 2. Open plan device `rank` with the communicators of its backend. Only rank 0 tokenizes: the others
+  // drop the plan's vocabulary (Gemma 3's 262144 entries are several MiB of strings per rank).
+  if (w.rank() != 0)
+    plan->tokenizer = PlanTokenizer{};
   options.devices = {w.rank()};
   if (options.threads <= 0)
     options.threads = threadsPerRank(w.localSize());

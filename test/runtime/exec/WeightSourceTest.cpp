@@ -1,0 +1,100 @@
+//===- WeightSourceTest.cpp - copying weight slices and releasing their file pages ---===//
+//
+// A rank of a multi-process run copies its slices (rows strided over most of the GGUF) and then drops the
+// file pages it read (exec::releaseCopiedPages), so the mapping does not add them to its peak RSS. Here on
+// a 16 MiB temporary file mapped as openWeightSource maps a GGUF: the strided copy is right, the process's
+// file-backed RSS falls by the pages released, a copy after the release reads the same bytes again (the
+// pages come back from the page cache), and weights in the caller's memory (SessionOptions::ggufData) are
+// never released (MADV_DONTNEED would zero anonymous memory).
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Setup.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fcntl.h>
+#include <fstream>
+#include <string>
+#include <sys/mman.h>
+#include <unistd.h>
+
+using namespace tpc;
+using namespace tpc::rt;
+
+namespace {
+
+/// RssFile of this process in KiB (/proc/self/status), -1 when unknown.
+long rssFileKiB() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("RssFile:", 0) == 0)
+      return std::stol(line.substr(8));
+  return -1;
+}
+
+/// Rows of 4 KiB with 1 KiB of each copied: the strided reads of a slice split along the row.
+WeightSlice stridedSlice(uint64_t rows) {
+  WeightSlice w;
+  w.name = "blk.0.ffn_down.weight";
+  w.pieces.push_back(WeightPiece{/*fileOffset=*/1024, /*rowStride=*/4096, /*rowBytes=*/1024, rows});
+  w.bytes = rows * 1024;
+  return w;
+}
+
+uint8_t byteAt(uint64_t i) { return static_cast<uint8_t>((i * 131 + i / 4096) & 0xff); }
+
+TEST(WeightSource, ReleasedFilePagesLeaveRssAndReadBackTheSame) {
+  constexpr uint64_t kRows = 4096, kSize = kRows * 4096; // 16 MiB
+  const std::string path = ::testing::TempDir() + "tpc-weight-source-" + std::to_string(::getpid());
+  {
+    std::vector<uint8_t> bytes(kSize);
+    for (uint64_t i = 0; i < kSize; ++i)
+      bytes[i] = byteAt(i);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(bytes.data()), kSize);
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  void *addr = ::mmap(nullptr, kSize, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  std::remove(path.c_str());
+  ASSERT_NE(addr, MAP_FAILED);
+  exec::WeightSource src;
+  src.data = static_cast<const uint8_t *>(addr);
+  src.mapping = std::shared_ptr<const void>(addr, [](const void *p) { ::munmap(const_cast<void *>(p), kSize); });
+
+  const WeightSlice w = stridedSlice(kRows - 1); // the last row would run past the file
+  std::vector<uint8_t> first(w.bytes), again(w.bytes);
+  const long before = rssFileKiB();
+  exec::copyWeightSlice(w, src.data, first.data());
+  const long touched = rssFileKiB();
+  for (uint64_t r = 0; r < 3; ++r)
+    for (uint64_t b : {uint64_t(0), uint64_t(1023)})
+      ASSERT_EQ(first[r * 1024 + b], byteAt(1024 + r * 4096 + b)) << "row " << r << " byte " << b;
+  exec::releaseCopiedPages(w, src);
+  const long released = rssFileKiB();
+  if (before < 0)
+    GTEST_SKIP() << "no RssFile in /proc/self/status";
+  EXPECT_GE(touched - before, 12 * 1024) << "the strided copy makes most of the 16 MiB resident";
+  EXPECT_GE(touched - released, 12 * 1024) << "releasing the slice drops those pages again";
+  exec::copyWeightSlice(w, src.data, again.data());
+  EXPECT_EQ(first, again) << "a released page reads the same bytes back from the page cache";
+}
+
+TEST(WeightSource, CallersMemoryIsNeverReleased) {
+  std::vector<uint8_t> bytes(size_t(1) << 20);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = byteAt(i) | 1; // no zero byte: a dropped anonymous page would read as zeros
+  exec::WeightSource src;
+  src.data = bytes.data(); // SessionOptions::ggufData: no mapping of openWeightSource's
+  const WeightSlice w = stridedSlice(255);
+  std::vector<uint8_t> first(w.bytes), again(w.bytes);
+  exec::copyWeightSlice(w, src.data, first.data());
+  exec::releaseCopiedPages(w, src);
+  exec::copyWeightSlice(w, src.data, again.data());
+  EXPECT_EQ(first, again);
+  EXPECT_EQ(std::count(again.begin(), again.end(), 0), 0);
+}
+
+} // namespace
