@@ -196,6 +196,7 @@ Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
   s.spec_ = spec.take();
   s.wtype_ = *wt;
   s.seed_ = opts.seed;
+  s.zeros_ = opts.zeros;
   const ModelSpec &m = s.spec_;
 
   Planner p(m);
@@ -270,6 +271,8 @@ void Synthesizer::fill(size_t index, uint8_t *dst, size_t nbytes) const {
 }
 
 Expected<void> Synthesizer::write(const std::string &path, unsigned threads) const {
+  if (zeros_)
+    return writer_.write(path, {}, threads);
   return writer_.write(
       path, [this](size_t i, uint8_t *dst, size_t n) { fill(i, dst, n); }, threads);
 }
