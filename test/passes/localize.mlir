@@ -2,11 +2,11 @@
 // RUN: not tpc-opt %S/Inputs/llama-layer.mlir --tpc-assign-split-axes=devices=2 --tpc-localize 2>&1 | FileCheck %s --check-prefix=MISSING
 
 /// One IR, per-device shapes: an uneven 3,2,1 split gives each device its own local dims (-1 = tokens).
-// CHECK: name = "blk.0.attn_q.weight", tpc.local_shapes = {{\[\[}}array<i64: 128, 256>, array<i64: 0, 256>, array<i64: 128, 256>]]
+// CHECK: name = "blk.0.attn_q.weight", tpc.local_shapes = {{\[\[}}array<i64: 128, 256>, array<i64: 128, 256>, array<i64: 0, 256>]]
 // CHECK: name = "blk.0.ffn_gate.weight", tpc.local_shapes = {{\[\[}}array<i64: 384, 256>, array<i64: 256, 256>, array<i64: 128, 256>]]
 // CHECK: name = "blk.0.ffn_down.weight", tpc.local_shapes = {{\[\[}}array<i64: 256, 384>, array<i64: 256, 256>, array<i64: 256, 128>]]
-// CHECK: tpc.kv_cache {{.*}}tpc.local_shapes = {{\[\[}}array<i64: 1>, array<i64: 0>, array<i64: 1>]]
-// CHECK: tpc.attention {{.*}}tpc.local_shapes = {{\[\[}}array<i64: -1, 4, 32>, array<i64: -1, 0, 32>, array<i64: -1, 4, 32>]]
+// CHECK: tpc.kv_cache {{.*}}tpc.local_shapes = {{\[\[}}array<i64: 1>, array<i64: 1>, array<i64: 0>]]
+// CHECK: tpc.attention {{.*}}tpc.local_shapes = {{\[\[}}array<i64: -1, 4, 32>, array<i64: -1, 4, 32>, array<i64: -1, 0, 32>]]
 // CHECK: tpc.all_reduce {{.*}}tpc.local_shapes = {{\[\[}}array<i64: -1, 256>, array<i64: -1, 256>, array<i64: -1, 256>]]
 // CHECK: tpc.glu silu {{.*}}tpc.local_shapes = {{\[\[}}array<i64: -1, 384>, array<i64: -1, 256>, array<i64: -1, 128>]]
 
