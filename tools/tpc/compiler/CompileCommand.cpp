@@ -11,9 +11,9 @@
 #include "compiler/emit/PlanEmitter.h"
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/import/Importer.h"
+#include "tools/tpc/compiler/CompileReport.h"
 #include "passes/Pipelines.h"
 #include "runtime/plan/PlanIO.h"
-#include "runtime/plan/PlanSummary.h"
 #include "tools/tpc/Command.h"
 
 #include "dialects/tpc/IR/TpcOps.h"
@@ -28,7 +28,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -89,29 +88,6 @@ void writeText(const std::string &path, const std::string &text) {
     throw Failure(path + ": cannot write the output (-o)");
 }
 
-/// Collectives of one layer.
-struct LayerTraffic {
-  int allReduce = 0, allGather = 0, reduceScatter = 0;
-  int tensors = 0;           ///< operands over all of them (a bucketed all-reduce carries several)
-  int64_t bytesPerToken = 0; ///< payload: f32 elements per token of every operand
-};
-
-std::string layerName(int64_t layer) {
-  if (layer == mlir::tpc::kLayerOutput)
-    return "output";
-  if (layer == mlir::tpc::kLayerNone)
-    return "input";
-  return "blk." + std::to_string(layer);
-}
-
-/// Elements per token of a value's global shape (the dynamic token dimension counts 1).
-int64_t perToken(mlir::Value v) {
-  int64_t n = 1;
-  for (int64_t d : llvm::cast<mlir::ShapedType>(v.getType()).getShape())
-    n *= mlir::ShapedType::isDynamic(d) ? 1 : d;
-  return n;
-}
-
 /// The entries of every --override-tensor value, each `REGEX=cpu` with the target lower-cased. A value may
 /// be a comma-separated list, as llama.cpp's -ot takes it; a comma inside a regex (`[0-9]{1,3}`) stays,
 /// because an entry ends only at a comma that follows `=WORD`. Throws naming the entry that is not REGEX=cpu.
@@ -148,86 +124,6 @@ std::vector<std::string> overrideEntries(const std::vector<std::string> &values)
     e = e.substr(0, eq + 1) + target;
   }
   return entries;
-}
-
-void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &plan) {
-  auto layers = mlir::tpc::attributeLayers(m);
-  std::map<int64_t, LayerTraffic> traffic;
-  m.walk([&](mlir::Operation *op) {
-    if (!llvm::isa<mlir::tpc::AllReduceOp, mlir::tpc::AllGatherOp, mlir::tpc::ReduceScatterOp>(op))
-      return;
-    LayerTraffic &t = traffic[layers.lookup(op)];
-    if (llvm::isa<mlir::tpc::AllReduceOp>(op))
-      ++t.allReduce;
-    else if (llvm::isa<mlir::tpc::AllGatherOp>(op))
-      ++t.allGather;
-    else
-      ++t.reduceScatter;
-    for (mlir::Value v : op->getOperands()) {
-      t.bytesPerToken += perToken(v) * 4;
-      ++t.tensors;
-    }
-  });
-  int64_t total = 0;
-  for (auto &[layer, t] : traffic)
-    total += t.bytesPerToken;
-  const size_t n = plan.devices.size();
-  // Memory split by side (what each GPU allocates vs what stays in host memory), as `tpc inspect` shows it.
-  const std::vector<rt::DeviceSummary> mem = rt::summarizeDevices(plan);
-  const bool anyHost = std::any_of(mem.begin(), mem.end(), [](const rt::DeviceSummary &m) {
-    return m.hostWeightBytes || m.hostActivationBytes || m.hostKvBytesPerToken;
-  });
-  if (opts.json) {
-    std::string s =
-        fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"devices\": [", opts.model, plan.model.arch);
-    for (size_t d = 0; d < n; ++d) {
-      const rt::DeviceSummary &m = mem[d];
-      s += fmt::format("{}{{\"device\": {}, \"weight_bytes\": {}, \"kv_bytes_per_1k_tokens\": {}, "
-                       "\"activation_bytes\": {}, \"host_weight_bytes\": {}, \"host_kv_bytes_per_1k_tokens\": {}, "
-                       "\"host_activation_bytes\": {}}}",
-                       d ? ", " : "", d, m.weightBytes, m.kvBytesPerToken * 1024, m.activationBytes,
-                       m.hostWeightBytes, m.hostKvBytesPerToken * 1024, m.hostActivationBytes);
-    }
-    s += "], \"collectives\": [";
-    bool first = true;
-    for (auto &[layer, t] : traffic) {
-      s += fmt::format(
-          "{}{{\"layer\": \"{}\", \"all_reduce\": {}, \"all_gather\": {}, \"reduce_scatter\": {}, "
-          "\"tensors\": {}, \"bytes_per_token\": {}}}",
-          first ? "" : ", ", layerName(layer), t.allReduce, t.allGather, t.reduceScatter, t.tensors,
-          t.bytesPerToken);
-      first = false;
-    }
-    s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}}}\n", total,
-                     plan.model.maxBatch);
-    fmt::print("{}", s);
-    return;
-  }
-  fmt::print("{} ({}) on {} device(s), max batch {}\n\n", opts.model, plan.model.arch, n,
-             plan.model.maxBatch);
-  const double MiB = 1048576.0;
-  fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |{}\n",
-             anyHost ? " host weights (MiB) | host KV per 1k tokens (MiB) | host activations (MiB) |" : "");
-  fmt::print("|-------:|--------------:|-----------------------:|------------------:|{}\n",
-             anyHost ? "-------------------:|----------------------------:|-----------------------:|" : "");
-  for (size_t d = 0; d < n; ++d) {
-    const rt::DeviceSummary &m = mem[d];
-    fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |", d, m.weightBytes / MiB,
-               m.kvBytesPerToken * 1024 / MiB, m.activationBytes / MiB);
-    if (anyHost)
-      fmt::print(" {:>18.3f} | {:>27.3f} | {:>22.3f} |", m.hostWeightBytes / MiB,
-                 m.hostKvBytesPerToken * 1024 / MiB, m.hostActivationBytes / MiB);
-    fmt::print("\n");
-  }
-  fmt::print(
-      "\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
-      "2(N-1)/N of it per device; tensors > collectives where one all-reduce carries a bucket):\n\n");
-  fmt::print("| layer | all_reduce | all_gather | reduce_scatter | tensors | bytes/token |\n");
-  fmt::print("|-------|-----------:|-----------:|---------------:|--------:|------------:|\n");
-  for (auto &[layer, t] : traffic)
-    fmt::print("| {} | {} | {} | {} | {} | {} |\n", layerName(layer), t.allReduce, t.allGather,
-               t.reduceScatter, t.tensors, t.bytesPerToken);
-  fmt::print("\ntotal: {} bytes per token{}\n", total, traffic.empty() ? " (no collectives)" : "");
 }
 
 void runCompile(const CompileOptions &opts) {
@@ -300,7 +196,7 @@ void runCompile(const CompileOptions &opts) {
   if (mlir::failed(plan))
     throw Failure(fmt::format("{}: plan emission failed: {}", opts.model, diagnostics));
   if (opts.report)
-    printReport(opts, *module, *plan);
+    printReport(opts.model, opts.json, *module, *plan);
   // With --report the plan is written only where -o asks for it.
   std::string out = opts.output.empty() && !opts.report ? "plan.bin" : opts.output;
   if (out.empty())

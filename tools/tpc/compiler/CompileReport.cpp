@@ -1,0 +1,149 @@
+//===- CompileReport.cpp - `tpc compile --report` ---------------------------===//
+//
+// Memory comes from the plan (summarizeDevices, as `tpc inspect` shows it); which weights are whole on
+// every device, the collectives and the MoE choices come from the module the plan was emitted from.
+// Collective bytes per token are the f32 payload of each collective's operands, attributed to a layer by
+// the `blk.N` weights its inputs derive from (attributeLayers).
+//===----------------------------------------------------------------------===//
+#include "tools/tpc/compiler/CompileReport.h"
+
+#include "compiler/emit/PlanEmitter.h"
+#include "runtime/plan/PlanSummary.h"
+
+#include "dialects/tpc/IR/TpcOps.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <map>
+
+namespace tpc::cli {
+namespace {
+
+/// Collectives of one layer.
+struct LayerTraffic {
+  int allReduce = 0, allGather = 0, reduceScatter = 0;
+  int tensors = 0;           ///< operands over all of them (a bucketed all-reduce carries several)
+  int64_t bytesPerToken = 0; ///< payload: f32 elements per token of every operand
+};
+
+std::string layerName(int64_t layer) {
+  if (layer == mlir::tpc::kLayerOutput)
+    return "output";
+  if (layer == mlir::tpc::kLayerNone)
+    return "input";
+  return "blk." + std::to_string(layer);
+}
+
+/// Elements per token of a value's global shape (the dynamic token dimension counts 1).
+int64_t perToken(mlir::Value v) {
+  int64_t n = 1;
+  for (int64_t d : llvm::cast<mlir::ShapedType>(v.getType()).getShape())
+    n *= mlir::ShapedType::isDynamic(d) ? 1 : d;
+  return n;
+}
+
+/// Per device, the bytes of the weight slices whose tensor is whole on every device (every use of it
+/// mirrored): what does not shrink with more devices, apart from what follows the split ratios.
+std::vector<uint64_t> mirroredWeightBytes(mlir::ModuleOp m, const rt::Plan &plan) {
+  llvm::StringSet<> whole, split;
+  m.walk([&](mlir::tpc::WeightOp w) {
+    mlir::tpc::StateAttr s = mlir::tpc::getValueState(w.getResult());
+    (s && !s.isMirrored() ? split : whole).insert(w.getName());
+  });
+  std::vector<uint64_t> out;
+  for (const rt::DevicePlan &dev : plan.devices) {
+    uint64_t b = 0;
+    for (const rt::WeightSlice &w : dev.weights)
+      if (whole.contains(w.name) && !split.contains(w.name))
+        b += w.bytes;
+    out.push_back(b);
+  }
+  return out;
+}
+
+} // namespace
+
+void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt::Plan &plan) {
+  auto layers = mlir::tpc::attributeLayers(m);
+  std::map<int64_t, LayerTraffic> traffic;
+  m.walk([&](mlir::Operation *op) {
+    if (!llvm::isa<mlir::tpc::AllReduceOp, mlir::tpc::AllGatherOp, mlir::tpc::ReduceScatterOp>(op))
+      return;
+    LayerTraffic &t = traffic[layers.lookup(op)];
+    if (llvm::isa<mlir::tpc::AllReduceOp>(op))
+      ++t.allReduce;
+    else if (llvm::isa<mlir::tpc::AllGatherOp>(op))
+      ++t.allGather;
+    else
+      ++t.reduceScatter;
+    for (mlir::Value v : op->getOperands()) {
+      t.bytesPerToken += perToken(v) * 4;
+      ++t.tensors;
+    }
+  });
+  int64_t total = 0;
+  for (auto &[layer, t] : traffic)
+    total += t.bytesPerToken;
+  const size_t n = plan.devices.size();
+  // Memory split by side (what each GPU allocates vs what stays in host memory), as `tpc inspect` shows it.
+  const std::vector<rt::DeviceSummary> mem = rt::summarizeDevices(plan);
+  const std::vector<uint64_t> whole = mirroredWeightBytes(m, plan);
+  const bool anyHost = std::any_of(mem.begin(), mem.end(), [](const rt::DeviceSummary &m) {
+    return m.hostWeightBytes || m.hostActivationBytes || m.hostKvBytesPerToken;
+  });
+  if (json) {
+    std::string s =
+        fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"devices\": [", model, plan.model.arch);
+    for (size_t d = 0; d < n; ++d) {
+      const rt::DeviceSummary &m = mem[d];
+      s += fmt::format("{}{{\"device\": {}, \"weight_bytes\": {}, \"kv_bytes_per_1k_tokens\": {}, "
+                       "\"activation_bytes\": {}, \"host_weight_bytes\": {}, \"host_kv_bytes_per_1k_tokens\": {}, "
+                       "\"host_activation_bytes\": {}, \"mirrored_weight_bytes\": {}}}",
+                       d ? ", " : "", d, m.weightBytes, m.kvBytesPerToken * 1024, m.activationBytes,
+                       m.hostWeightBytes, m.hostKvBytesPerToken * 1024, m.hostActivationBytes, whole[d]);
+    }
+    s += "], \"collectives\": [";
+    bool first = true;
+    for (auto &[layer, t] : traffic) {
+      s += fmt::format(
+          "{}{{\"layer\": \"{}\", \"all_reduce\": {}, \"all_gather\": {}, \"reduce_scatter\": {}, "
+          "\"tensors\": {}, \"bytes_per_token\": {}}}",
+          first ? "" : ", ", layerName(layer), t.allReduce, t.allGather, t.reduceScatter, t.tensors,
+          t.bytesPerToken);
+      first = false;
+    }
+    s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}}}\n", total,
+                     plan.model.maxBatch);
+    fmt::print("{}", s);
+    return;
+  }
+  fmt::print("{} ({}) on {} device(s), max batch {}\n\n", model, plan.model.arch, n,
+             plan.model.maxBatch);
+  const double MiB = 1048576.0;
+  fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |{}\n",
+             anyHost ? " host weights (MiB) | host KV per 1k tokens (MiB) | host activations (MiB) |" : "");
+  fmt::print("|-------:|--------------:|-----------------------:|------------------:|{}\n",
+             anyHost ? "-------------------:|----------------------------:|-----------------------:|" : "");
+  for (size_t d = 0; d < n; ++d) {
+    const rt::DeviceSummary &m = mem[d];
+    fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |", d, m.weightBytes / MiB,
+               m.kvBytesPerToken * 1024 / MiB, m.activationBytes / MiB);
+    if (anyHost)
+      fmt::print(" {:>18.3f} | {:>27.3f} | {:>22.3f} |", m.hostWeightBytes / MiB,
+                 m.hostKvBytesPerToken * 1024 / MiB, m.hostActivationBytes / MiB);
+    fmt::print("\n");
+  }
+  fmt::print(
+      "\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
+      "2(N-1)/N of it per device; tensors > collectives where one all-reduce carries a bucket):\n\n");
+  fmt::print("| layer | all_reduce | all_gather | reduce_scatter | tensors | bytes/token |\n");
+  fmt::print("|-------|-----------:|-----------:|---------------:|--------:|------------:|\n");
+  for (auto &[layer, t] : traffic)
+    fmt::print("| {} | {} | {} | {} | {} | {} |\n", layerName(layer), t.allReduce, t.allGather,
+               t.reduceScatter, t.tensors, t.bytesPerToken);
+  fmt::print("\ntotal: {} bytes per token{}\n", total, traffic.empty() ? " (no collectives)" : "");
+}
+
+} // namespace tpc::cli
