@@ -21,6 +21,7 @@
 // remainder with a credit carried from group to group of the same kind (the attention of every layer, its
 // FFN, ...) so rounding does not favour one device throughout.
 //===----------------------------------------------------------------------===//
+#include "passes/DecisionLog.h"
 #include "passes/Passes.h"
 #include "passes/StateUtils.h"
 
@@ -33,6 +34,8 @@
 #include <map>
 #include <tuple>
 #include <numeric>
+
+#define DEBUG_TYPE "tpc-assign-split-axes"
 
 namespace mlir::tpc {
 #define GEN_PASS_DEF_TPCASSIGNSPLITAXES
@@ -53,8 +56,8 @@ struct Group {
 
 class Assigner {
 public:
-  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios)
-      : fn_(fn), ctx_(fn.getContext()), n_(devices), ratios_(ratios.begin(), ratios.end()) {}
+  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios, bool remarks)
+      : fn_(fn), ctx_(fn.getContext()), n_(devices), ratios_(ratios.begin(), ratios.end()), remarks_(remarks) {}
 
   LogicalResult run() {
     if (n_ > 1)
@@ -73,12 +76,27 @@ public:
       if (round == 8)
         return fn_.emitError("tpc-assign-split-axes: quant-block granules did not settle (a tpc bug)");
     }
+    for (const Group &g : groups_)
+      TPC_DECISION(remarks_, g.seed,
+                   "seeds a group of " << g.units << " " << unitName(g.seed) << ": per device "
+                                       << listString(g.perDevice)
+                                       << (g.multiple > 1 ? " (multiples of " + std::to_string(g.multiple) + ")"
+                                                          : std::string()));
     write();
     return success();
   }
 
 private:
   // ---- seeds ----------------------------------------------------------------------------------------
+
+  /// What a group's units are, for the log.
+  static const char *unitName(Operation *seed) {
+    if (auto att = dyn_cast<AttentionOp>(seed))
+      return att.getK().getType().getDimSize(1) == 1 ? "query heads (one KV head: K/V mirrored)" : "KV heads";
+    if (isa<GluOp>(seed))
+      return "GLU elements";
+    return isa<GetRowsOp>(seed) ? "table rows (vocabulary parallel)" : "output rows (column parallel logits)";
+  }
 
   void collectSeeds() {
     // Uses of a table that a tied embedding shares (lookup and output projection), by GGUF name.
@@ -377,6 +395,9 @@ private:
       if (g.units % m)
         m = g.units; // no block-aligned cut exists: the whole group on one device
       if (m != g.multiple) {
+        TPC_DECISION(remarks_, w,
+                     "'" << w.getName() << "' (" << w.getGgmlType() << ") is cut along its rows in " << block
+                         << "-element blocks: its group moves in multiples of " << m << " units");
         g.multiple = m;
         changed = true;
       }
@@ -465,6 +486,7 @@ private:
   MLIRContext *ctx_;
   int64_t n_;
   std::vector<double> ratios_;
+  bool remarks_;
   std::vector<Group> groups_;
   DenseMap<Value, StateAttr> st_;
   DenseMap<Value, int> groupOf_;
@@ -473,13 +495,15 @@ private:
 
 /// Gives every use of a weight its own tpc.weight op, so that consumers with different needs (a tied
 /// embedding read whole by get_rows and split by the output projection) each get their own slice.
-void oneWeightPerUse(func::FuncOp fn) {
+void oneWeightPerUse(func::FuncOp fn, bool remarks) {
   SmallVector<WeightOp> weights;
   fn.walk([&](WeightOp w) { weights.push_back(w); });
   for (WeightOp w : weights) {
     SmallVector<OpOperand *> uses;
     for (OpOperand &use : w->getUses())
       uses.push_back(&use);
+    if (uses.size() > 1)
+      TPC_DECISION(remarks, w, "'" << w.getName() << "' has " << uses.size() << " readers: one copy of the op each");
     for (size_t i = 1; i < uses.size(); ++i) {
       OpBuilder b(uses[i]->getOwner());
       uses[i]->set(b.clone(*w)->getResult(0));
@@ -523,8 +547,8 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
-      oneWeightPerUse(fn);
-      if (failed(Assigner(fn, devices, ratios).run()))
+      oneWeightPerUse(fn, remarks);
+      if (failed(Assigner(fn, devices, ratios, remarks).run()))
         return signalPassFailure();
     }
   }

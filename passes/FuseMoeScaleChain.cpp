@@ -7,11 +7,14 @@
 // per-expert scale's get_rows and reshape in gemma4) do not stop the match. A multiplier that is a
 // reshape of a [T,k] value is used unreshaped.
 //===----------------------------------------------------------------------===//
+#include "passes/DecisionLog.h"
 #include "passes/Passes.h"
 #include "passes/StateUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SetVector.h"
+
+#define DEBUG_TYPE "tpc-fuse-moe-scale-chain"
 
 namespace mlir::tpc {
 #define GEN_PASS_DEF_TPCFUSEMOESCALECHAIN
@@ -28,10 +31,10 @@ bool isPerExpertFactor(Value m, RankedTensorType x) {
 }
 
 /// Fuses the chain ending at `sum`. True if it did.
-bool fuse(SumOp sum) {
+bool fuse(SumOp sum, bool remarks) {
   auto xt = dyn_cast<RankedTensorType>(sum.getX().getType());
   if (!xt || xt.getRank() != 3 || sum.getAxis() != 1 || sum.getKeepDim())
-    return false;
+    return false; // not a sum over selected experts
   SmallVector<Value> factors;
   SmallVector<Operation *> links;
   Value v = sum.getX();
@@ -42,8 +45,13 @@ bool fuse(SumOp sum) {
     links.push_back(mul);
     v = mul.getLhs();
   }
-  if (factors.empty() || !v.getDefiningOp<MulMatIdOp>())
+  if (factors.empty() || !v.getDefiningOp<MulMatIdOp>()) {
+    TPC_DECISION(remarks, sum,
+                 "sum over experts not fused: "
+                     << (factors.empty() ? "no per-(token, expert) multiply feeds it only"
+                                         : "the multiplies do not start at a mul_mat_id"));
     return false;
+  }
   // Program order of the factors as written (innermost multiply first).
   std::reverse(factors.begin(), factors.end());
   llvm::SetVector<Operation *> peeled; // a reshape may feed two links
@@ -54,6 +62,9 @@ bool fuse(SumOp sum) {
     }
   OpBuilder b(sum);
   auto combine = b.create<ExpertCombineOp>(sum.getLoc(), v, factors);
+  TPC_DECISION(remarks, combine, "mul_mat_id, " << factors.size() << " multiplies and the sum over experts fused");
+  if (Attribute layer = sum->getAttr(TpcDialect::kLayerAttrName))
+    combine->setAttr(TpcDialect::kLayerAttrName, layer);
   sum.getResult().replaceAllUsesWith(combine.getResult());
   sum.erase();
   for (Operation *link : links)
@@ -66,11 +77,13 @@ bool fuse(SumOp sum) {
 }
 
 struct FuseMoeScaleChainPass : impl::TpcFuseMoeScaleChainBase<FuseMoeScaleChainPass> {
+  using TpcFuseMoeScaleChainBase::TpcFuseMoeScaleChainBase;
+
   void runOnOperation() override {
     SmallVector<SumOp> sums;
     getOperation().walk([&](SumOp s) { sums.push_back(s); });
     for (SumOp s : sums)
-      fuse(s);
+      fuse(s, remarks);
   }
 };
 

@@ -8,6 +8,7 @@
 // Collectives always stay on the device: one reading a pinned tensor directly is an error naming it (the
 // pipeline never produces one; every other collective gets copies around it like any device op).
 //===----------------------------------------------------------------------===//
+#include "passes/DecisionLog.h"
 #include "passes/Passes.h"
 #include "passes/StateUtils.h"
 
@@ -15,6 +16,8 @@
 #include "llvm/Support/Regex.h"
 
 #include <map>
+
+#define DEBUG_TYPE "tpc-insert-backend-copies"
 
 namespace mlir::tpc {
 #define GEN_PASS_DEF_TPCINSERTBACKENDCOPIES
@@ -68,10 +71,17 @@ struct InsertBackendCopiesPass : impl::TpcInsertBackendCopiesBase<InsertBackendC
       bool pin = false;
       if (auto w = dyn_cast<WeightOp>(op)) {
         for (size_t i = 0; i < pinned.size(); ++i)
-          if (pinned[i].match(w.getName()))
+          if (pinned[i].match(w.getName())) {
+            if (!pin)
+              TPC_DECISION(remarks, op, "'" << w.getName() << "' stays on the host (--override-tensor '"
+                                            << entries[i] << "')");
             pin = matched[i] = true;
-      } else if (isa<KvCacheOp>(op))
+          }
+      } else if (isa<KvCacheOp>(op)) {
         pin = noKvOffload;
+        if (pin)
+          TPC_DECISION(remarks, op, "the KV cache stays on the host (--no-kv-offload)");
+      }
       if (pin) {
         op->setAttr(TpcDialect::kPlacementAttrName, b.getStringAttr(kHost));
         leaves.push_back(op);
@@ -98,8 +108,10 @@ struct InsertBackendCopiesPass : impl::TpcInsertBackendCopiesBase<InsertBackendC
         }
         hostOps.insert(user);
       }
-    for (Operation *op : hostOps)
+    for (Operation *op : hostOps) {
       op->setAttr(TpcDialect::kPlacementAttrName, b.getStringAttr(kHost));
+      TPC_DECISION(remarks, op, op->getName().getStringRef() << " runs on the host: it reads a host tensor");
+    }
 
     // Copies at every host/device boundary, one per (value, direction).
     std::map<std::pair<const void *, bool>, Value> copies;
@@ -128,8 +140,12 @@ struct InsertBackendCopiesPass : impl::TpcInsertBackendCopiesBase<InsertBackendC
         if (def && isa<WeightOp, KvCacheOp>(def))
           continue; // pinned tensors are read in place by their (host) consumers
         bool srcHost = def && onHost(def); // a copy's placement is its destination
-        if (srcHost != host)
+        if (srcHost != host) {
           o.set(copyOf(o.get(), host, op));
+          TPC_DECISION(remarks, op,
+                       "operand " << o.getOperandNumber() << " crosses to the " << (host ? "host" : "device")
+                                  << ": backend_copy");
+        }
       }
     });
   }

@@ -14,12 +14,15 @@
 //  3. Bucket. Two all-reduces where the first's consumers all come after the second become one
 //     collective at the second's place (gemma4's dense and MoE branches).
 //===----------------------------------------------------------------------===//
+#include "passes/DecisionLog.h"
 #include "passes/Passes.h"
 #include "passes/StateUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <map>
+
+#define DEBUG_TYPE "tpc-insert-collectives"
 
 namespace mlir::tpc {
 #define GEN_PASS_DEF_TPCINSERTCOLLECTIVES
@@ -29,7 +32,7 @@ namespace {
 
 class Inserter {
 public:
-  explicit Inserter(func::FuncOp fn) : fn_(fn), ctx_(fn.getContext()) {}
+  Inserter(func::FuncOp fn, bool remarks) : fn_(fn), ctx_(fn.getContext()), remarks_(remarks) {}
 
   LogicalResult convert() {
     SmallVector<Operation *> ops;
@@ -98,6 +101,9 @@ public:
           r.replaceAllUsesWith(merged.getResult(i));
         for (auto [i, r] : llvm::enumerate(b.getResults()))
           r.replaceAllUsesWith(merged.getResult(a.getNumResults() + i));
+        TPC_DECISION(remarks_, merged,
+                     "bucketed two all-reduces that can wait for each other: " << inputs.size()
+                                                                                 << " tensors in one collective");
         a.erase();
         b.erase();
         changed = true;
@@ -146,6 +152,9 @@ private:
     }
     cache_[key] = out;
     o.set(out);
+    TPC_DECISION(remarks_, o.getOwner(),
+                 "operand " << o.getOperandNumber() << " is " << have << ", needs " << need << ": "
+                            << "inserted " << out.getDefiningOp()->getName().getStringRef());
     return success();
   }
 
@@ -210,6 +219,11 @@ private:
     auto reduced = b.create<AllReduceOp>(ar.getLoc(), ValueRange{moved->getResult(0)});
     setStates(reduced, {StateAttr::getMirrored(ctx_)});
     result.replaceAllUsesWith(reduced.getResult(0));
+    TPC_DECISION(remarks_, moved,
+                 "all_reduce sunk past " << moved->getName().getStringRef()
+                                         << (other ? ", merged with the other operand's all_reduce"
+                                                   : onDevice0 ? ", the residual added on device 0 only"
+                                                               : ""));
     u->erase();
     ar.erase();
     if (other)
@@ -219,15 +233,18 @@ private:
 
   func::FuncOp fn_;
   MLIRContext *ctx_;
+  bool remarks_;
   std::map<std::pair<const void *, const void *>, Value> cache_;
 };
 
 struct InsertCollectivesPass : impl::TpcInsertCollectivesBase<InsertCollectivesPass> {
+  using TpcInsertCollectivesBase::TpcInsertCollectivesBase;
+
   void runOnOperation() override {
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
-      Inserter ins(fn);
+      Inserter ins(fn, remarks);
       if (failed(ins.convert()))
         return signalPassFailure();
       ins.sink();

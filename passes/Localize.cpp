@@ -6,10 +6,13 @@
 // array of one DenseI64ArrayAttr per device, -1 for the token dimension). Uneven splits give different
 // shapes per device in the one IR.
 //===----------------------------------------------------------------------===//
+#include "passes/DecisionLog.h"
 #include "passes/Passes.h"
 #include "passes/StateUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#define DEBUG_TYPE "tpc-localize"
 
 namespace mlir::tpc {
 #define GEN_PASS_DEF_TPCLOCALIZE
@@ -18,6 +21,8 @@ namespace mlir::tpc {
 namespace {
 
 struct LocalizePass : impl::TpcLocalizeBase<LocalizePass> {
+  using TpcLocalizeBase::TpcLocalizeBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t n = getNumDevices(module).value_or(1);
@@ -56,6 +61,11 @@ struct LocalizePass : impl::TpcLocalizeBase<LocalizePass> {
               x = -1;
           perDevice.push_back(b.getDenseI64ArrayAttr(shape));
         }
+        // Uneven shares (MPMD in shapes) are worth a line: the rest is a plain split.
+        if (llvm::any_of(perDevice, [&](Attribute a) { return a != perDevice.front(); }))
+          TPC_DECISION(remarks, op, "result " << cast<OpResult>(v).getResultNumber()
+                                              << " has different local shapes per device: "
+                                              << b.getArrayAttr(perDevice));
         perResult.push_back(b.getArrayAttr(perDevice));
       }
       op->setAttr(TpcDialect::kLocalShapesAttrName, b.getArrayAttr(perResult));

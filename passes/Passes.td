@@ -10,6 +10,11 @@
 
 include "mlir/Pass/PassBase.td"
 
+/// Every pass takes `remarks`: its decision log as MLIR remarks on the ops concerned (passes/DecisionLog.h;
+/// Debian's LLVM registers no -debug-only).
+defvar RemarksOption = Option<"remarks", "remarks", "bool", /*default=*/"false",
+                              "Report each decision of the pass as a remark on the op it concerns">;
+
 def TpcAssignSplitAxes : Pass<"tpc-assign-split-axes", "::mlir::ModuleOp"> {
   let summary = "Assign a split state to every value from op structure and propagate it";
   let description = [{
@@ -23,11 +28,25 @@ def TpcAssignSplitAxes : Pass<"tpc-assign-split-axes", "::mlir::ModuleOp"> {
     ratios rounded to the granule of every tensor the split touches (KV-head groups, quant blocks of a
     weight split along its rows, segments); rounding carries its remainder so no device drifts.
     The result: `tpc.state` on every op result and `tpc.devices` on the module.
+
+    ```mlir
+    // Before (an FFN; test/passes/assign-split-axes.mlir has the llama layer):
+    %g = tpc.matmul %x, %wg : (tensor<?x64xf32>, tensor<128x64xf32>) -> tensor<?x128xf32>
+    %h = tpc.glu silu %g, %u : (tensor<?x128xf32>, tensor<?x128xf32>) -> tensor<?x128xf32>
+    %y = tpc.matmul %h, %wd : (tensor<?x128xf32>, tensor<64x128xf32>) -> tensor<?x64xf32>
+    // After --tpc-assign-split-axes=devices=2: the GLU seeds a group of 128 units; its producers are
+    // column parallel, its consumer row parallel (partial).
+    %wg = tpc.weight {..., tpc.state = [#tpc.state<split axis = 0, sizes = [64, 64], granule = 1, segments = 1>]}
+    %g = tpc.matmul %x, %wg {tpc.state = [#tpc.state<split axis = 1, sizes = [64, 64], granule = 1, segments = 1>]}
+    %h = tpc.glu silu %g, %u {tpc.state = [#tpc.state<split axis = 1, sizes = [64, 64], ...>]}
+    %y = tpc.matmul %h, %wd {tpc.state = [#tpc.state<partial>]}
+    ```
   }];
   let options = [
     Option<"devices", "devices", "int64_t", /*default=*/"1", "Number of devices">,
     ListOption<"tensorSplit", "tensor-split", "double",
                "Relative share of each device (default: equal)">,
+    RemarksOption,
   ];
 }
 
@@ -40,7 +59,20 @@ def TpcFuseMoeScaleChain : Pass<"tpc-fuse-moe-scale-chain", "::mlir::ModuleOp"> 
     sum was, so ops that compute the multipliers between the chain's links in program order (the scale's
     get_rows/reshape) do not stop the match. The combine is linear in `x`: with a partial `x` its result
     stays partial, so one all-reduce serves the whole MoE block.
+
+    ```mlir
+    // Before (test/passes/fuse-moe-scale-chain.mlir):
+    %d = tpc.mul_mat_id %h, %wd, %ids : (...) -> tensor<?x2x32xf32>
+    %s3 = tpc.reshape %s : tensor<?x2xf32> -> tensor<?x2x1xf32>
+    %m1 = tpc.mul %d, %s3 : (tensor<?x2x32xf32>, tensor<?x2x1xf32>) -> tensor<?x2x32xf32>
+    %r3 = tpc.reshape %rw : tensor<?x2xf32> -> tensor<?x2x1xf32>
+    %m2 = tpc.mul %m1, %r3 : (tensor<?x2x32xf32>, tensor<?x2x1xf32>) -> tensor<?x2x32xf32>
+    %y = tpc.sum %m2 {axis = 1 : i64} : tensor<?x2x32xf32> -> tensor<?x32xf32>
+    // After:
+    %y = tpc.expert_combine %d, %s, %rw : (tensor<?x2x32xf32>, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x32xf32>
+    ```
   }];
+  let options = [RemarksOption];
 }
 
 def TpcInsertCollectives : Pass<"tpc-insert-collectives", "::mlir::ModuleOp"> {
@@ -52,7 +84,18 @@ def TpcInsertCollectives : Pass<"tpc-insert-collectives", "::mlir::ModuleOp"> {
     reshape/permute, sum, expert_combine), a residual `add(partial, mirrored)` runs on device 0 only
     (`tpc.on_device = 0`) before the reduce, and all-reduces that become ready together with no consumer
     between them are bucketed into one collective.
+
+    ```mlir
+    // Before (states from tpc-assign-split-axes; test/passes/insert-collectives.mlir):
+    %y = tpc.matmul %h, %wd {tpc.state = [#tpc.state<partial>]} : (...) -> tensor<?x64xf32>
+    %r = tpc.add %x, %y {tpc.state = [#tpc.state<mirrored>]} : (...) -> tensor<?x64xf32>
+    // After: the residual is added on device 0 before one all-reduce.
+    %y = tpc.matmul %h, %wd {tpc.state = [#tpc.state<partial>]} : (...) -> tensor<?x64xf32>
+    %a = tpc.add %y, %x {tpc.on_device = 0 : i64, tpc.state = [#tpc.state<partial>]} : (...) -> tensor<?x64xf32>
+    %r = tpc.all_reduce %a {tpc.state = [#tpc.state<mirrored>]} : tensor<?x64xf32>
+    ```
   }];
+  let options = [RemarksOption];
 }
 
 def TpcInsertBackendCopies : Pass<"tpc-insert-backend-copies", "::mlir::ModuleOp"> {
@@ -62,11 +105,23 @@ def TpcInsertBackendCopies : Pass<"tpc-insert-backend-copies", "::mlir::ModuleOp
     `no-kv-offload` keeps every KV cache on the host. The op reading or writing a host tensor runs on the
     host (`tpc.placement = "host"`), with explicit `tpc.backend_copy {from, to}` ops at the boundaries. A
     copy carries the split state of its source: a split KV cache kept on the host stays split per device.
+
+    ```mlir
+    // Before:
+    %w = tpc.weight {ggml_type = "q8_0", name = "blk.0.ffn_down.weight"} : tensor<64x64xf32>
+    %y = tpc.matmul %x, %w : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+    // After --tpc-insert-backend-copies=override-tensor=ffn_down=cpu (test/passes/insert-backend-copies.mlir):
+    %xh = tpc.backend_copy %x {from = "device", to = "host", tpc.placement = "host", ...} : tensor<?x64xf32>
+    %w = tpc.weight {ggml_type = "q8_0", name = "blk.0.ffn_down.weight", tpc.placement = "host"} : ...
+    %yh = tpc.matmul %xh, %w {tpc.placement = "host"} : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+    %y = tpc.backend_copy %yh {from = "host", to = "device", tpc.placement = "device", ...} : tensor<?x64xf32>
+    ```
   }];
   let options = [
     ListOption<"overrideTensor", "override-tensor", "std::string",
                "REGEX=cpu: keep the matching weights on the host">,
     Option<"noKvOffload", "no-kv-offload", "bool", /*default=*/"false", "Keep the KV cache on the host">,
+    RemarksOption,
   ];
 }
 
@@ -76,7 +131,17 @@ def TpcLocalize : Pass<"tpc-localize", "::mlir::ModuleOp"> {
     Checks every state against its value (axis, sizes, granules) and records the per-device local shapes
     as `tpc.local_shapes` (one DenseI64ArrayAttr per device and result; -1 is the token dimension). One IR
     serves all devices, uneven splits included.
+
+    ```mlir
+    // Before (test/passes/localize.mlir: the llama layer at 3 devices, 3,2,1):
+    %o = tpc.attention %q, %k, %v, %c, %pos {..., tpc.state = [#tpc.state<split axis = 1, sizes = [4, 0, 4], ...>]}
+        : (...) -> tensor<?x8x32xf32>
+    // After: one local shape per device (-1: the token dimension; device 1 holds no head).
+    %o = tpc.attention %q, %k, %v, %c, %pos {..., tpc.local_shapes = [[array<i64: -1, 4, 32>,
+        array<i64: -1, 0, 32>, array<i64: -1, 4, 32>]], tpc.state = ...} : (...) -> tensor<?x8x32xf32>
+    ```
   }];
+  let options = [RemarksOption];
 }
 
 def TpcPlanMemory : Pass<"tpc-plan-memory", "::mlir::ModuleOp"> {
@@ -85,10 +150,47 @@ def TpcPlanMemory : Pass<"tpc-plan-memory", "::mlir::ModuleOp"> {
     Assigns every activation a byte offset in its device's arena for `max-batch` tokens, reusing the space
     of values that are dead (liveness over the forward function's program order), and records weight
     bytes, KV bytes per token and the activation peak per device on the module.
+
+    ```mlir
+    // Before: the module after tpc-localize (test/passes/plan-memory.mlir).
+    // After --tpc-plan-memory=max-batch=4: byte offsets per result and device, totals on the module;
+    // the on-device residual add writes in place over the matmul's slot, the returned value has none (-1).
+    module attributes {tpc.activation_bytes = array<i64: 2048, 2048>, tpc.max_batch = 4 : i64, ...}
+    %y = tpc.matmul %h, %wd {tpc.offsets = [array<i64: 1024, 1024>], ...}
+    %a = tpc.add %y, %x {tpc.offsets = [array<i64: 1024, 1024>], tpc.on_device = 0 : i64, ...}
+    %r = tpc.all_reduce %a {tpc.offsets = [array<i64: -1, -1>], ...} : tensor<?x64xf32>
+    ```
   }];
   let options = [
     Option<"maxBatch", "max-batch", "int64_t", /*default=*/"512", "Tokens per call the arenas hold">,
+    RemarksOption,
   ];
+}
+
+def TpcFuseNorms : Pass<"tpc-fuse-norms", "::mlir::ModuleOp"> {
+  let summary = "Fuse norms with their weight and layer boundaries into single plan steps";
+  let description = [{
+    Two peepholes on the planned module, each one plan step instead of several: `rms_norm` whose only use
+    is a `mul` by a mirrored f32 norm weight becomes `tpc.weighted_rms_norm`; a layer boundary
+    `add {tpc.on_device = 0}` -> `all_reduce` -> `rms_norm` [-> `mul` by its weight] becomes one
+    `tpc.all_reduce_rms_norm` (device 0 adds the residual to its addend, the devices sum, each
+    normalizes). It runs after `tpc-plan-memory` and keeps the offsets it chose: the norm and mul must
+    follow the all-reduce directly (weights aside), so no other buffer is live in between, and the add
+    folds in only when the residual's bytes are the sum's own or overlap them on no device (a
+    collective's parameters must agree everywhere). The plan emitter maps the fused ops 1:1.
+
+    ```mlir
+    // Before (test/passes/fuse-norms.mlir; states and offsets elided):
+    %a = tpc.add %y, %x {tpc.on_device = 0 : i64} : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+    %s = tpc.all_reduce %a : tensor<?x64xf32>
+    %n = tpc.rms_norm %s {eps = 1.0e-05 : f32} : tensor<?x64xf32> -> tensor<?x64xf32>
+    %h = tpc.mul %n, %w : (tensor<?x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
+    // After:
+    %s, %h = tpc.all_reduce_rms_norm %y residual %x weight %w {eps = 1.0e-05 : f32}
+        : (tensor<?x64xf32>, tensor<?x64xf32>, tensor<64xf32>) -> (tensor<?x64xf32>, tensor<?x64xf32>)
+    ```
+  }];
+  let options = [RemarksOption];
 }
 
 #endif // TPC_PASSES_PASSES_TD

@@ -2,8 +2,8 @@
 //
 // The order matters: the MoE chain is fused before states are assigned (the combine has its own transfer
 // rule, linear in the expert outputs), collectives are inserted once every state is known, backend copies
-// after them (a copy carries its source's state, collectives included), and localize/plan-memory last
-// because they read the final states.
+// after them (a copy carries its source's state, collectives included), localize/plan-memory after them
+// because they read the final states, and the norm fusions last because they keep the planned offsets.
 //===----------------------------------------------------------------------===//
 #include "passes/Pipelines.h"
 #include "passes/Passes.h"
@@ -45,8 +45,11 @@ LogicalResult buildTpcPipeline(OpPassManager &pm, const PipelineOptions &opts, c
       pm.addPass(createTpcPlanMemory(o));
     }
     if (stage == lastStage)
-      break;
+      return success();
   }
+  // Not a --stop-after stage: it only prepares the planned module for emission (plan steps that span
+  // several ops), so stopping after it is the whole pipeline.
+  pm.addPass(createTpcFuseNorms());
   return success();
 }
 

@@ -23,10 +23,12 @@ struct PipelineOptions {
   int64_t maxBatch = 512;
 };
 
-/// The pass names in pipeline order (for `--emit=mlir --stop-after NAME`-style stage selection).
+/// The pass names in pipeline order (for `--emit=mlir --stop-after NAME`-style stage selection). The whole
+/// pipeline ends with one more pass, tpc-fuse-norms, which prepares the planned module for emission.
 const std::vector<std::string> &pipelineStages();
 
-/// Appends the pipeline up to and including `lastStage` (empty: all) to `pm`. Unknown stage: failure.
+/// Appends the pipeline up to and including `lastStage` (empty: all, tpc-fuse-norms included) to `pm`.
+/// Unknown stage: failure.
 LogicalResult buildTpcPipeline(OpPassManager &pm, const PipelineOptions &opts,
                                const std::string &lastStage = {});
 

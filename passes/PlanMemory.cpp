@@ -23,12 +23,15 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "compiler/emit/LocalShapes.h"
+#include "passes/DecisionLog.h"
+#include "passes/LocalShapes.h"
 #include "runtime/ggml/GGMLTypes.h"
 
 #include "mlir/IR/Builders.h"
 
 #include <map>
+
+#define DEBUG_TYPE "tpc-plan-memory"
 
 namespace mlir::tpc {
 #define GEN_PASS_DEF_TPCPLANMEMORY
@@ -106,11 +109,11 @@ Value bufferRoot(Value v, int64_t device) {
 }
 
 /// The buffer root an elementwise op may overwrite with its single result: the first operand of add, mul,
-/// div (the lhs has the result's shape; the rhs may broadcast), scale, unary, softcap, rms_norm and a
-/// two-operand glu. Null for every other op.
+/// div (the lhs has the result's shape; the rhs may broadcast), scale, unary, softcap, rms_norm (weighted
+/// too) and a two-operand glu. Null for every other op.
 Value inPlaceOperand(Operation &op, int64_t device) {
   if (op.getNumResults() != 1 || op.getNumOperands() == 0 ||
-      !isa<AddOp, MulOp, DivOp, ScaleOp, UnaryOp, SoftcapOp, RmsNormOp, GluOp>(op))
+      !isa<AddOp, MulOp, DivOp, ScaleOp, UnaryOp, SoftcapOp, RmsNormOp, WeightedRmsNormOp, GluOp>(op))
     return {};
   if (auto glu = dyn_cast<GluOp>(op); glu && !glu.getUp())
     return {};
@@ -118,7 +121,7 @@ Value inPlaceOperand(Operation &op, int64_t device) {
   return valueStorage(in, device) == Storage::Buffer ? in : Value();
 }
 
-DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
+DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch, bool remarks) {
   DenseMap<Operation *, int64_t> index;
   for (Operation &op : body)
     index[&op] = index.size();
@@ -170,6 +173,7 @@ DeviceMemory planDevice(Block &body, int64_t device, int64_t maxBatch) {
             break;
           }
         off = slot.lookup(in).first;
+        TPC_DECISION(remarks, &op, "writes in place over operand 0 on device " << device);
       } else if (size) {
         off = arenaOf(r).allocate(size);
       }
@@ -213,8 +217,12 @@ struct PlanMemoryPass : impl::TpcPlanMemoryBase<PlanMemoryPass> {
     }
     const int64_t n = numDevices(m);
     SmallVector<DeviceMemory> mems;
-    for (int64_t d = 0; d < n; ++d)
-      mems.push_back(planDevice(fn.getBody().front(), d, maxBatch));
+    for (int64_t d = 0; d < n; ++d) {
+      mems.push_back(planDevice(fn.getBody().front(), d, maxBatch, remarks));
+      TPC_DECISION(remarks, m, "device " << d << ": " << mems.back().peak << " bytes of device activations, "
+                                         << mems.back().hostPeak << " of host activations for " << static_cast<int64_t>(maxBatch)
+                                         << " tokens");
+    }
     annotate(fn, mems);
     SmallVector<int64_t> act, hostAct, weights(n, 0), kv(n, 0);
     for (const DeviceMemory &mem : mems) {

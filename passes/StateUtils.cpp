@@ -3,8 +3,6 @@
 
 #include "runtime/ggml/GGMLTypes.h"
 
-#include "llvm/ADT/SmallPtrSet.h"
-
 namespace mlir::tpc {
 
 int64_t weightBlockElems(WeightOp w) {
@@ -23,29 +21,6 @@ int64_t elementsPerToken(Value v) {
     if (!(i == 0 && ShapedType::isDynamic(d)))
       n *= d;
   return n;
-}
-
-int64_t layerOf(Operation *op) {
-  // Breadth-first over producers: the nearest weight names the layer.
-  SmallVector<Operation *> work{op};
-  llvm::SmallPtrSet<Operation *, 32> seen;
-  for (size_t i = 0; i < work.size() && i < 64; ++i) {
-    Operation *cur = work[i];
-    if (auto w = dyn_cast<WeightOp>(cur)) {
-      StringRef name = w.getName();
-      if (name.consume_front("blk.")) {
-        int64_t n;
-        if (!name.consumeInteger(10, n))
-          return n;
-      }
-      continue;
-    }
-    for (Value v : cur->getOperands())
-      if (Operation *def = v.getDefiningOp())
-        if (seen.insert(def).second)
-          work.push_back(def);
-  }
-  return -1;
 }
 
 } // namespace mlir::tpc

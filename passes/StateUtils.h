@@ -48,10 +48,6 @@ int64_t weightBlockElems(WeightOp w);
 /// Elements of one token's slice of `v` (all dims but a leading dynamic one); for collective sizes.
 int64_t elementsPerToken(Value v);
 
-/// The layer a value belongs to: N of the first `blk.N.` weight found walking its producers (bounded), or
-/// -1. For reports and remarks only, never for decisions.
-int64_t layerOf(Operation *op);
-
 } // namespace mlir::tpc
 
 #endif // TPC_PASSES_STATEUTILS_H

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Bounded libFuzzer runs of the GGUF reader and the plan loader (`make fuzz`; not part of `make check`).
+# Bounded libFuzzer runs of the GGUF reader, the plan loader and the compile path (`make fuzz`; not part of
+# `make check`).
 #   scripts/fuzz.sh [BUILD_DIR]          BUILD_DIR defaults to build-fuzz
 #   FUZZ_SECONDS=120 (default)           time budget per target
-# Configures a clang build with TPC_FUZZ=ON (no MLIR needed), builds tpc-fuzz-gguf and tpc-fuzz-plan,
-# seeds the GGUF corpus from the malformed-GGUF files, the demo model and (when present) the shared
-# fixtures' headers, and the plan corpus from plans the normal build's `tpc compile` writes (when
-# BUILD_DIR's sibling `build` has one), runs each, and prints the executions done. Crash inputs are left
-# in BUILD_DIR/fuzz/ (the run then fails).
+# Configures a clang build with TPC_FUZZ=ON (the compile target needs MLIR 19), builds tpc-fuzz-gguf,
+# tpc-fuzz-plan and tpc-fuzz-compile, seeds the GGUF corpus from the malformed-GGUF files, the demo model
+# and (when present) the shared fixtures' headers, the plan corpus from plans the normal build's
+# `tpc compile` writes (when BUILD_DIR's sibling `build` has one), and the compile corpus from whole
+# models (the demo model, the import-error inputs, the shared fixtures when present); every corpus also
+# gets test/fuzz/regressions/<target>/, the inputs of earlier findings. Runs each target and prints the
+# executions done. Crash inputs are left in BUILD_DIR/fuzz/ (the run then fails).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build-fuzz}
@@ -17,18 +20,20 @@ shared=${TPC_SHARED_DIR:-$root/../shared}
 command -v clang++-19 >/dev/null || { echo "fuzz.sh: clang++-19 is missing; run scripts/install-deps.sh --fuzz" >&2; exit 1; }
 
 CC=clang-19 CXX=clang++-19 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTPC_FUZZ=ON -DTPC_ENABLE_COMPILER=OFF -DTPC_ENABLE_TESTS=ON -DTPC_ENABLE_CUDA=OFF >/dev/null
-cmake --build "$build" --target tpc-fuzz-gguf tpc-fuzz-plan -j "$(nproc)"
+  -DTPC_FUZZ=ON -DTPC_ENABLE_COMPILER=ON -DTPC_ENABLE_TESTS=ON -DTPC_ENABLE_CUDA=OFF >/dev/null
+cmake --build "$build" --target tpc-fuzz-gguf tpc-fuzz-plan tpc-fuzz-compile -j "$(nproc)"
 
-# run_fuzzer NAME CORPUS MAXLEN: one bounded run; fails the script on any finding.
+# run_fuzzer NAME CORPUS MAXLEN [LIBFUZZER FLAGS...]: one bounded run; fails the script on any finding.
 run_fuzzer() {
   local name=$1 corpus=$2 maxlen=$3 work="$build/fuzz/$1"
+  shift 3
   mkdir -p "$work/artifacts"
+  cp "$root/test/fuzz/regressions/$name"/* "$corpus"/ 2>/dev/null || true
   echo "fuzz.sh: tpc-fuzz-$name for ${seconds}s, corpus (seeds + earlier finds) $(ls "$corpus" | wc -l) files"
   local log="$work/run.log" status
   set +e
   "$build/bin/tpc-fuzz-$name" "$corpus" -max_total_time="$seconds" -max_len="$maxlen" -timeout=10 \
-    -rss_limit_mb=2048 -artifact_prefix="$work/artifacts/" -print_final_stats=1 >"$log" 2>&1
+    -rss_limit_mb=2048 -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$@" >"$log" 2>&1
   status=$?
   set -e
   local execs
@@ -66,4 +71,18 @@ if [[ -x "$tpc" ]]; then
 fi
 printf 'TPCPLAN1' > "$pcorpus/magic-only"
 run_fuzzer plan "$pcorpus" 262144
+
+# Compile seeds: whole models (the mutator rewrites them, so they must be complete files); the shared
+# fixtures are up to 23 MB, hence the length limit. Inputs are that large, so this run's finds go to a
+# fresh directory (findings are kept as crash files and belong in test/fuzz/regressions/compile). Byte-level
+# cross-over of two models is almost never a model, so it is off, and so is re-reading the corpus (libFuzzer
+# hashes every file again, which for 20 MB seeds costs more than compiling).
+cseeds="$build/fuzz/compile/seeds" ccorpus="$build/fuzz/compile/corpus"
+rm -rf "$ccorpus"
+mkdir -p "$cseeds" "$ccorpus"
+cp "$root"/examples/models/*.gguf "$root"/test/import/Inputs/*.gguf "$cseeds"/ 2>/dev/null || true
+if [[ -d "$shared/fixtures" ]]; then
+  cp "$shared"/fixtures/*.gguf "$cseeds"/
+fi
+run_fuzzer compile "$ccorpus" 25000000 -cross_over=0 -reload=0 -timeout=60 -rss_limit_mb=4096 "$cseeds"
 echo "fuzz.sh: no findings"

@@ -12,17 +12,18 @@
 // Placement (tpc-insert-backend-copies) carries over: a step runs where its op's `tpc.placement` says (a
 // backend_copy where its `to` says), an activation lives on its producer's side, a view on its base's, a
 // weight slice on its weight op's side. Inputs and logits stay on the device.
+// Every op is one step; the fused forms tpc-fuse-norms makes (weighted_rms_norm, all_reduce_rms_norm) map
+// to RmsNorm with a weight and AllReduceRmsNorm.
 // Assumes a verified module after tpc-plan-memory (tpc.offsets present on every op with tensor results).
 //===----------------------------------------------------------------------===//
 #include "compiler/emit/PlanEmitter.h"
 
-#include "compiler/emit/LocalShapes.h"
+#include "passes/LocalShapes.h"
 #include "compiler/tokenizer/GGUFTokenizer.h"
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/StepParams.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -36,16 +37,6 @@ namespace rt = ::tpc::rt;
 namespace {
 
 constexpr uint64_t kWeightAlign = 64;
-
-/// Layer number of a GGUF tensor name `blk.N.*`, or -1.
-int64_t blockOf(StringRef name) {
-  if (!name.consume_front("blk."))
-    return -1;
-  int64_t n;
-  if (name.consumeInteger(10, n) || !name.starts_with("."))
-    return -1;
-  return n;
-}
 
 /// The device-local runs of a weight split along `axis` (one segment of `segments` equal parts each):
 /// device-local rows of `shape` (outermost first, last dim = the ggml row), start/size within a segment.
@@ -167,10 +158,6 @@ public:
 
 private:
   LogicalResult emitOp(Operation *op);
-  MulOp normWeightMul(RmsNormOp norm);
-  void planAllReduceNorms(Block &body);
-  std::optional<std::pair<int64_t, int64_t>> arenaRange(Value v, int64_t device);
-  LogicalResult emitAllReduceNorm(AllReduceOp ar);
   FailureOr<int32_t> operand(Value v, bool asTable = false);
   FailureOr<int32_t> weight(WeightOp w, bool asTable);
   FailureOr<int32_t> result(Value v, unsigned index);
@@ -186,39 +173,8 @@ private:
   DenseMap<Value, int32_t> tensors_;
   DenseMap<Value, int32_t> kv_;
   DenseMap<Operation *, int32_t> weights_, tables_;
-  llvm::DenseSet<Operation *> fused_; ///< ops already emitted as part of an earlier step
-  /// An all-reduce emitted as AllReduceRmsNorm: the addend, the residual (when the on-device add folds in),
-  /// the norm, and the norm-weight mul (when there is one).
-  struct ArNorm {
-    Value x, r;
-    RmsNormOp norm;
-    MulOp mul;
-  };
-  DenseMap<Operation *, ArNorm> arNorms_;
   int32_t logits_ = -1;
 };
-
-/// The `mul` by a norm weight that only consumes `norm`: the importer keeps ggml's rms_norm + mul, the
-/// plan's RmsNorm takes the weight, so the pair is one step (one kernel less per norm on every backend).
-MulOp DeviceEmitter::normWeightMul(RmsNormOp norm) {
-  if (!norm->hasOneUse())
-    return {};
-  auto mul = dyn_cast<MulOp>(*norm->user_begin());
-  if (!mul || mul.getLhs() != norm.getResult() || !runsOn(mul, device_) ||
-      mul->getBlock() != norm->getBlock() || resultPlacement(mul, 0) != resultPlacement(norm, 0))
-    return {};
-  auto w = mul.getRhs().getDefiningOp<WeightOp>();
-  if (!w || w.getGgmlType() != "f32" || w.getType().getRank() != 1)
-    return {};
-  StateAttr ws = getValueState(w.getResult());
-  if (ws && !ws.isMirrored())
-    return {};
-  SmallVector<int64_t> xs = getLocalShape(norm.getX(), device_);
-  if (xs.empty() || xs.back() != w.getType().getDimSize(0) ||
-      !sameLayout(getValueState(norm.getResult()), getValueState(mul.getResult())))
-    return {};
-  return mul;
-}
 
 std::string DeviceEmitter::stepName(Operation *op) const {
   std::string name = op->getName().stripDialect().str();
@@ -375,7 +331,6 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
   tensors_[body.getArgument(0)] = b_.io(rt::Storage::InputTokens, rt::DType::I32, {-1});
   tensors_[body.getArgument(1)] = b_.io(rt::Storage::InputPositions, rt::DType::I32, {-1});
   logits_ = b_.io(rt::Storage::OutputLogits, rt::DType::F32, {-1, nVocab});
-  planAllReduceNorms(body);
   for (Operation &op : body) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       if (ret.getNumOperands() != 1)
@@ -393,112 +348,9 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
   return success();
 }
 
-/// The next op after `op` that is not a weight (weights have no step), or null.
-static Operation *nextStep(Operation *op) {
-  for (Operation *n = op->getNextNode(); n; n = n->getNextNode())
-    if (!isa<WeightOp>(n))
-      return n;
-  return nullptr;
-}
-
-/// [begin, end) bytes of `v` in the activation arena of `device` (following aliases), or nullopt when `v`
-/// is not an arena value.
-std::optional<std::pair<int64_t, int64_t>> DeviceEmitter::arenaRange(Value v, int64_t device) {
-  for (int guard = 0; guard < 64; ++guard) {
-    Operation *op = v.getDefiningOp();
-    if (!op)
-      return std::nullopt;
-    Storage st = valueStorage(v, device);
-    if (st == Storage::Alias) {
-      v = op->getOperand(0);
-      continue;
-    }
-    if (st != Storage::Buffer)
-      return std::nullopt;
-    auto offs = op->getAttrOfType<ArrayAttr>("tpc.offsets");
-    auto per = offs ? dyn_cast<DenseI64ArrayAttr>(offs[cast<OpResult>(v).getResultNumber()]) : nullptr;
-    if (!per || int64_t(per.size()) <= device || per[device] < 0)
-      return std::nullopt;
-    auto maxBatch = m_->getAttrOfType<IntegerAttr>("tpc.max_batch");
-    int64_t bytes = localBytes(localShape(v, device), maxBatch ? maxBatch.getInt() : 1);
-    return std::make_pair(per[device], per[device] + bytes);
-  }
-  return std::nullopt;
-}
-
-/// Finds the layer boundaries `[add{on_device}(p, r) ->] all_reduce -> rms_norm [-> mul by norm weight]`
-/// and records them as one AllReduceRmsNorm step each. The step runs where the all-reduce is and writes the
-/// norm's (or mul's) result there, so the norm and mul must follow it directly (no buffer of another value
-/// may be live in between); the add folds in only when it directly precedes the all-reduce and the residual's
-/// bytes overlap neither output.
-void DeviceEmitter::planAllReduceNorms(Block &body) {
-  // The step is a collective, so its parameters (whether the residual folds in) must be the same on every
-  // device: the arenas differ per device (placement copies, uneven splits), so the test covers them all.
-  auto foldable = [&](Value r, Value sum) {
-    for (int64_t d = 0, n = numDevices(m_); d < n; ++d) {
-      auto ra = arenaRange(r, d), rb = arenaRange(sum, d);
-      if (!ra || !rb || !(ra->second <= rb->first || rb->second <= ra->first || *ra == *rb))
-        return false;
-    }
-    return true;
-  };
-  for (Operation &op : body) {
-    auto ar = dyn_cast<AllReduceOp>(op);
-    if (!ar || ar.getNumOperands() != 1)
-      continue;
-    auto norm = dyn_cast_or_null<RmsNormOp>(nextStep(ar));
-    if (!norm || norm.getX() != ar.getResult(0) || resultPlacement(norm, 0) != rt::Placement::Device)
-      continue;
-    ArNorm f{ar.getInputs()[0], Value(), norm, normWeightMul(norm)};
-    if (f.mul && nextStep(norm) != f.mul.getOperation())
-      f.mul = {};
-    if (auto add = f.x.getDefiningOp<AddOp>(); add && f.x.hasOneUse() && onDevice(add) == 0 &&
-                                               nextStep(add) == ar.getOperation() &&
-                                               resultPlacement(add, 0) == rt::Placement::Device &&
-                                               add.getLhs().getType() == add.getRhs().getType()) {
-      Value r = add.getRhs();
-      if (foldable(r, ar.getResult(0))) {
-        f.x = add.getLhs();
-        f.r = r;
-        fused_.insert(add);
-      }
-    }
-    fused_.insert(norm);
-    if (f.mul)
-      fused_.insert(f.mul);
-    arNorms_[ar] = f;
-  }
-}
-
-LogicalResult DeviceEmitter::emitAllReduceNorm(AllReduceOp ar) {
-  ArNorm f = arNorms_.find(ar)->second;
-  std::vector<int32_t> in, out;
-  for (Value v : {f.x, f.r, f.mul ? f.mul.getRhs() : Value()}) {
-    if (!v)
-      continue;
-    FailureOr<int32_t> t = operand(v);
-    if (failed(t))
-      return failure();
-    in.push_back(*t);
-  }
-  Value y = ar.getResult(0), n = f.mul ? f.mul.getResult() : f.norm.getResult();
-  for (Value v : {y, n}) {
-    FailureOr<int32_t> t = result(v, cast<OpResult>(v).getResultNumber());
-    if (failed(t))
-      return failure();
-    tensors_[v] = *t;
-    out.push_back(*t);
-  }
-  auto p = rt::AllReduceRmsNormParams{bool(f.r), bool(f.mul), f.norm.getEps().convertToFloat()}.pack();
-  b_.step(rt::OpKind::AllReduceRmsNorm, in, out, p.ints, p.floats, stepName(ar), rt::Placement::Device);
-  return success();
-}
-
 LogicalResult DeviceEmitter::emitOp(Operation *op) {
-  if (isa<WeightOp>(op) || fused_.contains(op))
-    return success(); // weights are sliced when first read; fused ops are emitted with their all-reduce
-  if (auto ar = dyn_cast<AllReduceOp>(op); ar && arNorms_.count(op))
-    return emitAllReduceNorm(ar);
+  if (isa<WeightOp>(op))
+    return success(); // weights are sliced when first read
   if (auto c = dyn_cast<KvCacheOp>(op)) {
     StateAttr s = getValueState(c.getResult());
     if (s && !s.isMirrored() && !(s.isSplit() && s.getAxis() == 0))
@@ -590,16 +442,12 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             kind = rt::OpKind::RmsNorm;
             params = rt::RmsNormParams{o.getEps().convertToFloat()}.pack();
             ok = addIn(o.getX());
-            if (MulOp mul = normWeightMul(o); ok && mul) {
-              // The step writes the mul's result; the norm's own result has no other reader.
-              FailureOr<int32_t> t = result(mul.getResult(), 0);
-              if (failed(t))
-                return failure();
-              tensors_[mul.getResult()] = *t;
-              out = {*t};
-              ok = addIn(mul.getRhs());
-              fused_.insert(mul);
-            }
+            return success();
+          })
+          .Case([&](WeightedRmsNormOp o) -> LogicalResult {
+            kind = rt::OpKind::RmsNorm;
+            params = rt::RmsNormParams{o.getEps().convertToFloat()}.pack();
+            ok = addIn(o.getX()) && addIn(o.getWeight());
             return success();
           })
           .Case([&](MatmulOp o) -> LogicalResult {
@@ -724,6 +572,16 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
               ok = ok && addIn(v);
             return success();
           })
+          .Case([&](AllReduceRmsNormOp o) -> LogicalResult {
+            // Device 0 adds the residual to its addend, the devices sum, each normalizes (tpc-fuse-norms).
+            kind = rt::OpKind::AllReduceRmsNorm;
+            params = rt::AllReduceRmsNormParams{bool(o.getResidual()), bool(o.getWeight()),
+                                                o.getEps().convertToFloat()}
+                         .pack();
+            ok = addIn(o.getX()) && (!o.getResidual() || addIn(o.getResidual())) &&
+                 (!o.getWeight() || addIn(o.getWeight()));
+            return success();
+          })
           .Case([&](ReduceScatterOp o) -> LogicalResult {
             kind = rt::OpKind::ReduceScatter;
             StateAttr s = splitOf(o.getResult());
@@ -804,25 +662,17 @@ LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, 
 DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module) {
   DenseMap<Operation *, int64_t> layers;
   module.walk([&](Operation *op) {
-    if (isa<WeightOp, ModuleOp, func::FuncOp>(op))
+    if (isa<ModuleOp, func::FuncOp>(op))
       return;
     int64_t layer = kLayerNone;
-    bool readsOther = false;
-    if (auto kv = dyn_cast<KvCacheOp>(op))
-      layer = kv.getLayer();
-    for (Value v : op->getOperands()) {
-      if (auto w = v.getDefiningOp<WeightOp>()) {
-        int64_t b = blockOf(w.getName());
-        // The output head: the output norm/projection, or the tied embedding read after the layers. Other
-        // shared weights (rope_freqs) are read inside layers and do not end them.
-        readsOther |= w.getName().starts_with("output") || w.getName().starts_with("token_embd");
-        layer = std::max(layer, b);
-      } else if (Operation *def = v.getDefiningOp()) {
-        layer = std::max(layer, layers.lookup(def));
-      }
-    }
-    if (readsOther && layer != kLayerNone)
-      layer = kLayerOutput;
+    if (Attribute stamp = op->getAttr(TpcDialect::kLayerAttrName))
+      layer = isa<IntegerAttr>(stamp) ? cast<IntegerAttr>(stamp).getInt() : kLayerOutput; // verified
+    else
+      // Not stamped by the importer (a collective, a copy, a fused op): where its activations come from.
+      // Weights do not count: a fused layer boundary reads the next layer's norm weight.
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp(); def && !isa<WeightOp>(def))
+          layer = std::max(layer, layers.lookup(def));
     layers[op] = layer;
   });
   return layers;

@@ -10,7 +10,7 @@
 //   mlir::FailureOr<tpc::rt::Plan> plan = mlir::tpc::emitPlan(module, **ggufFile, {"tpc 0.1.0"});
 //   if (succeeded(plan)) tpc::rt::writePlan(*plan, "plan.bin");
 //
-// Also the per-op layer attribution the report uses (which `blk.N` an op belongs to).
+// Also the per-op layer attribution the step names and the report use (from the importer's tpc.layer).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_EMIT_PLANEMITTER_H
 #define TPC_COMPILER_EMIT_PLANEMITTER_H
@@ -33,10 +33,9 @@ struct EmitOptions {
 FailureOr<::tpc::rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
                                     const EmitOptions &options);
 
-/// Layer of an op: the largest `blk.N` among the weights it reads and the layers of its operands' producers
-/// (so everything computed from layer N's weights belongs to layer N until layer N+1's weights are read).
-/// kLayerNone: before any layer (embedding); kLayerOutput: reads `output*` or `token_embd*` after a layer
-/// (the output norm / projection, a tied embedding) and everything computed from it.
+/// Layer of every op: the importer's stamp (`tpc.layer`: block N, or kLayerOutput for "output", the output
+/// head), else, for ops the passes created, the latest layer among the producers of its non-weight
+/// operands. kLayerNone: no layer (the embedding and what is computed from it alone).
 inline constexpr int64_t kLayerNone = -1;
 inline constexpr int64_t kLayerOutput = 1 << 30;
 DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module);

@@ -148,7 +148,7 @@ double Value::asFloat() const {
 std::string Value::toString(size_t maxElems) const {
   switch (type_) {
   case ValueType::String:
-    return fmt::format("\"{}\"", str_);
+    return fmt::format("\"{}\"", printable(str_, str_.size()));
   case ValueType::Bool:
     return bits_ ? "true" : "false";
   case ValueType::Float32:
@@ -176,6 +176,26 @@ bool Value::operator==(const Value &o) const {
   if (type_ == ValueType::Array)
     return elemType_ == o.elemType_ && elems_ == o.elems_;
   return bits_ == o.bits_;
+}
+
+std::string printable(std::string_view s, size_t maxBytes) {
+  std::string out;
+  for (char c : s.substr(0, maxBytes)) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (u < 0x20 || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
+  }
+  return s.size() > maxBytes ? fmt::format("{}... ({} bytes)", out, s.size()) : out;
 }
 
 std::string describeShape(const std::vector<uint64_t> &ne) {
@@ -376,7 +396,7 @@ bool Parser::readTensorInfo(size_t index, TensorInfo &t) {
     return fail(pos, field + ".name",
                 fmt::format("tensor name of {} bytes is too long (ggml allows at most {})", t.name.size(),
                             kMaxTensorName - 1));
-  field = fmt::format("tensor '{}'", t.name);
+  field = fmt::format("tensor '{}'", printable(t.name));
   uint64_t at = pos;
   uint32_t nDims;
   if (!read(nDims, field + " n_dims"))
@@ -425,7 +445,7 @@ bool Parser::checkTensors() {
   std::vector<size_t> order(f.tensors_.size());
   for (size_t i = 0; i < order.size(); ++i) {
     TensorInfo &t = f.tensors_[i];
-    std::string field = fmt::format("tensor '{}'", t.name);
+    std::string field = fmt::format("tensor '{}'", printable(t.name));
     order[i] = i;
     if (t.offset % f.alignment_ != 0)
       return fail(
@@ -449,9 +469,9 @@ bool Parser::checkTensors() {
     const TensorInfo &a = f.tensors_[order[k - 1]];
     const TensorInfo &b = f.tensors_[order[k]];
     if (b.offset < a.offset + a.nbytes)
-      return fail(b.fileOffset, fmt::format("tensor '{}'", b.name),
+      return fail(b.fileOffset, fmt::format("tensor '{}'", printable(b.name)),
                   fmt::format("data [{}, {}) overlaps tensor '{}' at [{}, {})", b.offset, b.offset + b.nbytes,
-                              a.name, a.offset, a.offset + a.nbytes));
+                              printable(a.name), a.offset, a.offset + a.nbytes));
   }
   return true;
 }
@@ -494,8 +514,8 @@ bool Parser::run() {
     if (!readString(m.key, field, std::numeric_limits<uint64_t>::max()))
       return false;
     if (!keys.insert(m.key).second)
-      return fail(at, field, fmt::format("duplicate metadata key '{}'", m.key));
-    field = fmt::format("metadata '{}'", m.key);
+      return fail(at, field, fmt::format("duplicate metadata key '{}'", printable(m.key)));
+    field = fmt::format("metadata '{}'", printable(m.key));
     at = pos;
     uint32_t rawType;
     if (!read(rawType, field + " value type"))
@@ -534,7 +554,7 @@ bool Parser::run() {
       return false;
     if (!names.insert(t.name).second)
       return fail(at, fmt::format("tensor_infos[{}].name", i),
-                  fmt::format("duplicate tensor name '{}'", t.name));
+                  fmt::format("duplicate tensor name '{}'", printable(t.name)));
     f.tensors_.push_back(std::move(t));
   }
 
@@ -617,7 +637,7 @@ const TensorInfo *GGUFFile::findTensor(std::string_view name) const {
 }
 
 Error GGUFFile::keyError(std::string_view key, const std::string &what) const {
-  return Error{fmt::format("{}: metadata key '{}' {}", path_, key, what)};
+  return Error{fmt::format("{}: metadata key '{}' {}", path_, printable(key), what)};
 }
 
 Expected<const Value *> GGUFFile::require(std::string_view key) const {

@@ -180,6 +180,11 @@ struct TensorInfo {
 /// "[256, 512, 8]": a shape in ggml ne order.
 std::string describeShape(const std::vector<uint64_t> &ne);
 
+/// `s` (a name or string from the file) safe to quote in a one-line message: control bytes become \n,
+/// \t, \r or \xNN, a backslash \\; other bytes (UTF-8 included) stay. Longer than `maxBytes`: the start
+/// and "... (N bytes)".
+std::string printable(std::string_view s, size_t maxBytes = 200);
+
 /// A parsed, validated GGUF file with its bytes (mapped from disk, or a private copy for openBuffer).
 class GGUFFile {
 public:

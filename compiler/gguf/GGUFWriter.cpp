@@ -64,13 +64,9 @@ struct Out {
       for (const Value &e : v.elems())
         putValue(e);
       return;
-    case ValueType::Float32: {
-      float f = static_cast<float>(v.asFloat());
-      put(f);
-      return;
-    }
     default: {
-      // Integers and bools: the low bytes of the (sign-extended) bits, little-endian.
+      // Integers, bools and floats: the low bytes of the stored bits, little-endian. Floats are not
+      // converted: float -> double -> float would quiet a signalling NaN and change its bits.
       uint64_t bits = v.asUnsigned();
       std::memcpy(p, &bits, scalarSize(v.type()));
       p += scalarSize(v.type());

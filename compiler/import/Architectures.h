@@ -18,12 +18,16 @@ Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);   // q
 Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 
-/// Shared tail: final norm and output projection (tied to token_embd when output.weight is absent).
+/// Shared tail: final norm and output projection (tied to token_embd when output.weight is absent); what
+/// the builder makes from here on is stamped as the output head.
 Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd);
 
 /// The Q/K/V/O projections of layer `il` (head dims Dk, Dv); with `vOptional` an absent attn_v is null.
 AttentionWeights loadAttention(ModelBuilder &mb, const HParams &hp, unsigned il, int64_t Dk, int64_t Dv,
                                bool vOptional = false);
+
+/// The dense FFN's gate, up and down projections of layer `il` (feed_forward_length wide).
+FFNWeights loadFFN(ModelBuilder &mb, const HParams &hp, unsigned il);
 
 /// The attention fields every architecture derives the same way: layer, heads, head dims, RoPE dims/base
 /// from hp, eps, and scale 1/sqrt(Dk). Architectures override what differs (window, norms, scale).

@@ -13,11 +13,16 @@
 namespace mlir::tpc {
 
 Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
-  int64_t E = hp.nEmbd, V = hp.nVocab, H = hp.nHead, D = hp.headDimK, F = hp.nFF;
+  int64_t E = hp.nEmbd, V = hp.nVocab, H = hp.nHead, D = hp.headDimK;
   constexpr unsigned kSwaPattern = 6;
   constexpr float kSwaRopeBase = 10000.f;
   for (unsigned il = 0; il < hp.nLayer; ++il)
     hp.swaLayers[il] = (il + 1) % kSwaPattern != 0;
+  if (hp.nLayer == 62 && E < H) {
+    mb.error("gemma3.embedding_length = " + Twine(E) + ": expected at least gemma3.attention.head_count = " +
+             Twine(H) + " (the 62-layer model scales attention by 1/sqrt(embedding_length / head_count))");
+    return nullptr;
+  }
   float attnScale = hp.nLayer == 62 ? 1.0f / std::sqrt(static_cast<float>(E / H))
                                     : 1.0f / std::sqrt(static_cast<float>(D));
 
@@ -26,6 +31,7 @@ Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     return nullptr;
   Value x = mb.scale(mb.getRows(tokenEmbd, tokens), std::sqrt(static_cast<float>(E)));
   for (unsigned il = 0; il < hp.nLayer; ++il) {
+    mb.setLayer(il);
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
     AttentionWeights aw = loadAttention(mb, hp, il, D, hp.headDimV);
     AttentionSpec spec = baseAttentionSpec(hp, il, D, hp.headDimV, RopeMode::neox);
@@ -33,9 +39,7 @@ Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     spec.kNorm = mb.weight(blk(il, "attn_k_norm.weight"), {D});
     Value postAttnNorm = mb.weight(blk(il, "post_attention_norm.weight"), {E});
     Value ffnNorm = mb.weight(blk(il, "ffn_norm.weight"), {E});
-    Value gate = mb.weight(blk(il, "ffn_gate.weight"), {F, E});
-    Value up = mb.weight(blk(il, "ffn_up.weight"), {F, E});
-    Value down = mb.weight(blk(il, "ffn_down.weight"), {E, F});
+    FFNWeights ffnW = loadFFN(mb, hp, il);
     Value postFfwNorm = mb.weight(blk(il, "post_ffw_norm.weight"), {E});
     if (mb.failed())
       return nullptr;
@@ -46,7 +50,7 @@ Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     spec.ropeBase = swa ? kSwaRopeBase : hp.ropeBase;
     Value attn = mb.attentionBlock(mb.norm(x, attnNorm, hp.rmsEps), pos, aw, spec);
     x = mb.add(x, mb.norm(attn, postAttnNorm, hp.rmsEps));
-    Value ffn = mb.gluFFN(mb.norm(x, ffnNorm, hp.rmsEps), gate, up, down, GluFn::gelu_tanh);
+    Value ffn = mb.gluFFN(mb.norm(x, ffnNorm, hp.rmsEps), ffnW, GluFn::gelu_tanh);
     x = mb.add(x, mb.norm(ffn, postFfwNorm, hp.rmsEps));
   }
   return buildOutput(mb, hp, x, tokenEmbd);

@@ -10,7 +10,8 @@
 //   x' = (rms_norm(rms_norm(d)·post_ffw_norm_1 + rms_norm(m)·post_ffw_norm_2)·post_ffw_norm + a)
 //        · layer_output_scale
 //
-// Attention: sliding layers (attention.sliding_window_pattern) use the *_swa head size, RoPE dims and base;
+// Attention: sliding layers (attention.sliding_window_pattern) use the *_swa head size, RoPE dims and base
+// (read and checked with the other hyperparameters, HParams.cpp);
 // global layers use key_length, rope.dimension_count, rope.freq_base and rope_freqs.weight, and have no
 // attn_v (V is the K projection before the k norm). V is RMS-normalised per head without a weight; the
 // attention scale is 1 (the q/k norm weights carry the scaling). Embeddings are scaled by sqrt(n_embd), the
@@ -23,35 +24,9 @@
 namespace mlir::tpc {
 
 Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
-  const gguf::GGUFFile &f = mb.gguf();
-  auto read = [&](::tpc::Expected<uint32_t> v, uint32_t &dst) {
-    if (!v)
-      mb.error(v.message());
-    else
-      dst = *v;
-  };
-  read(f.getU32Or("gemma4.attention.key_length_swa", hp.headDimK), hp.headDimKSwa);
-  read(f.getU32Or("gemma4.attention.value_length_swa", hp.headDimKSwa), hp.headDimVSwa);
-  read(f.getU32Or("gemma4.rope.dimension_count_swa", hp.headDimKSwa), hp.nRotSwa);
-  if (auto base = f.getF32Or("gemma4.rope.freq_base_swa", 10000.f))
-    hp.ropeBaseSwa = *base;
-  else
-    mb.error(base.message());
-  if (auto pattern = f.getBoolArray("gemma4.attention.sliding_window_pattern")) {
-    if (pattern->size() != hp.nLayer)
-      mb.error("gemma4.attention.sliding_window_pattern has " + Twine(pattern->size()) +
-               " entries, expected one per layer (" + Twine(hp.nLayer) + ")");
-    else
-      hp.swaLayers.assign(pattern->begin(), pattern->end());
-  } else {
-    mb.error(pattern.message());
-  }
-  if (hp.nExpert == 0 || hp.nExpertUsed == 0 || hp.nExpertUsed > hp.nExpert || hp.nFFExp == 0)
-    mb.error("gemma4 needs expert_count, expert_used_count (<= expert_count) and expert_feed_forward_length");
-  if (mb.failed())
-    return nullptr;
-
-  int64_t E = hp.nEmbd, V = hp.nVocab, F = hp.nFF, X = hp.nExpert, FE = hp.nFFExp;
+  int64_t E = hp.nEmbd, V = hp.nVocab, X = hp.nExpert, FE = hp.nFFExp;
+  std::string moeWhy = "gemma4.expert_count " + std::to_string(X) + ", gemma4.expert_feed_forward_length " +
+                       std::to_string(FE) + ", gemma4.embedding_length " + std::to_string(E);
   Value tokenEmbd = mb.weight("token_embd.weight", {V, E});
   Value ropeFreqs = mb.optionalWeight("rope_freqs.weight", {static_cast<int64_t>(hp.nRot / 2)});
   if (mb.failed())
@@ -59,6 +34,7 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
   float eps = hp.rmsEps;
   Value x = mb.scale(mb.getRows(tokenEmbd, tokens), std::sqrt(static_cast<float>(E)));
   for (unsigned il = 0; il < hp.nLayer; ++il) {
+    mb.setLayer(il);
     bool swa = hp.swaLayers[il];
     int64_t D = hp.headDimKOf(il), Dv = hp.headDimVOf(il);
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
@@ -68,22 +44,23 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     spec.kNorm = mb.weight(blk(il, "attn_k_norm.weight"), {D});
     Value postAttnNorm = mb.weight(blk(il, "post_attention_norm.weight"), {E});
     Value ffnNorm = mb.weight(blk(il, "ffn_norm.weight"), {E});
-    Value gate = mb.weight(blk(il, "ffn_gate.weight"), {F, E});
-    Value up = mb.weight(blk(il, "ffn_up.weight"), {F, E});
-    Value down = mb.weight(blk(il, "ffn_down.weight"), {E, F});
+    FFNWeights ffnW = loadFFN(mb, hp, il);
     Value postFfwNorm1 = mb.weight(blk(il, "post_ffw_norm_1.weight"), {E});
     Value preFfwNorm2 = mb.weight(blk(il, "pre_ffw_norm_2.weight"), {E});
     Value routerScale = mb.weight(blk(il, "ffn_gate_inp.scale"), {E});
     MoeWeights mw;
-    mw.router = mb.weight(blk(il, "ffn_gate_inp.weight"), {X, E});
-    mw.gateUp = mb.weight(blk(il, "ffn_gate_up_exps.weight"), {X, 2 * FE, E});
-    mw.down = mb.weight(blk(il, "ffn_down_exps.weight"), {X, E, FE});
-    mw.downScale = mb.optionalWeight(blk(il, "ffn_down_exps.scale"), {X});
+    mw.router = mb.weight(blk(il, "ffn_gate_inp.weight"), {X, E}, moeWhy);
+    mw.gateUp = mb.weight(blk(il, "ffn_gate_up_exps.weight"), {X, 2 * FE, E}, moeWhy);
+    mw.down = mb.weight(blk(il, "ffn_down_exps.weight"), {X, E, FE}, moeWhy);
+    mw.downScale = mb.optionalWeight(blk(il, "ffn_down_exps.scale"), {X}, moeWhy);
     Value postFfwNorm2 = mb.weight(blk(il, "post_ffw_norm_2.weight"), {E});
     Value postFfwNorm = mb.weight(blk(il, "post_ffw_norm.weight"), {E});
     Value outScale = mb.optionalWeight(blk(il, "layer_output_scale.weight"), {1});
     if (!aw.wv && swa)
       mb.error("tensor '" + blk(il, "attn_v.weight") + "' is missing (sliding-window layers need a V projection)");
+    else if (!aw.wv && Dv != D)
+      mb.error("layer " + Twine(il) + " has no attn_v (V is the K projection), so gemma4.attention.value_length " +
+               Twine(Dv) + " must equal gemma4.attention.key_length " + Twine(D));
     if (mb.failed())
       return nullptr;
 
@@ -97,7 +74,7 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     Value attn = mb.attentionBlock(mb.norm(x, attnNorm, eps), pos, aw, spec);
     Value a = mb.add(x, mb.norm(attn, postAttnNorm, eps));
 
-    Value dense = mb.gluFFN(mb.norm(a, ffnNorm, eps), gate, up, down, GluFn::gelu_tanh);
+    Value dense = mb.gluFFN(mb.norm(a, ffnNorm, eps), ffnW, GluFn::gelu_tanh);
     Value routerIn = mb.scale(mb.mul(mb.rmsNorm(a, eps), routerScale), 1.0f / std::sqrt(static_cast<float>(E)));
     Value moe = mb.moeFFN(mb.norm(a, preFfwNorm2, eps), routerIn, mw, hp.nExpertUsed, GluFn::gelu_tanh,
                           /*normalizeWeights=*/true);

@@ -1,65 +1,170 @@
 //===- HParams.cpp - model hyperparameters from GGUF metadata ---------------===//
+//
+// Every value is checked where it is read, against the range the ops built from it accept: counts and
+// sizes are at least 1 and at most a bound far above any real model (which also keeps their products in
+// int64), floats are finite and on the right side of 0, and dependent values agree (head counts divide,
+// RoPE dims fit the head). The first problem is the error.
+//===----------------------------------------------------------------------===//
 #include "compiler/import/HParams.h"
 
-namespace mlir::tpc {
+#include <fmt/format.h>
 
-::tpc::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std::string &arch) {
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+namespace mlir::tpc {
+namespace {
+
+constexpr uint32_t kMaxLayers = 4096, kMaxHeads = 1 << 16, kMaxWidth = 1 << 24, kMaxExperts = 1 << 16;
+
+/// Reads `<arch>.*` keys of one file; the first problem is kept in `error`, later reads are skipped.
+class KeyReader {
+public:
+  KeyReader(const gguf::GGUFFile &f, const std::string &arch) : f(f), arch(arch) {}
+
+  std::string key(const char *k) const { return arch + "." + k; }
+
+  /// Records "<file>: <key> = <value>: expected <expected>" (the first problem only).
+  void fail(const std::string &k, const std::string &value, const std::string &expected) {
+    if (!error)
+      error = fmt::format("{}: {} = {}: expected {}", f.path(), k, value, expected);
+  }
+
+  /// `<arch>.k` as an integer in [lo, hi] (`def` when absent, or an error naming the key when there is
+  /// no default); `what` says what the value is, for the message.
+  uint32_t u32(const char *k, std::optional<uint32_t> def, uint32_t lo, uint32_t hi, const char *what = "") {
+    if (error)
+      return 0;
+    std::string name = key(k);
+    ::tpc::Expected<uint32_t> v = def ? f.getU32Or(name, *def) : f.getU32(name);
+    if (!v) {
+      error = v.message();
+      return 0;
+    }
+    if (*v < lo || *v > hi)
+      fail(name, std::to_string(*v) + (f.find(name) ? "" : " (the default)"),
+           fmt::format("{}an integer in [{}, {}]", what, lo, hi));
+    return *v;
+  }
+
+  /// `<arch>.k` as a finite float (`def` when absent) > lo (>= lo when `orEqual`) and < hi.
+  float f32(const char *k, float def, double lo, bool orEqual, double hi = INFINITY, const char *what = "") {
+    if (error)
+      return 0;
+    std::string name = key(k);
+    ::tpc::Expected<float> v = f.getF32Or(name, def);
+    if (!v) {
+      error = v.message();
+      return 0;
+    }
+    if (!std::isfinite(*v) || (orEqual ? *v < lo : *v <= lo) || *v >= hi)
+      fail(name, fmt::format("{}", *v),
+           fmt::format("{}a finite number {} {}{}", what, orEqual ? ">=" : ">", lo,
+                       std::isfinite(hi) ? fmt::format(" and < {}", hi) : ""));
+    return *v;
+  }
+
+  const gguf::GGUFFile &f;
+  const std::string &arch;
+  std::optional<std::string> error;
+};
+
+/// head_count_kv: a scalar (all layers) or one entry per layer; absent means MHA. Each divides head_count.
+void readHeadCountKv(KeyReader &r, HParams &hp) {
+  std::string kvKey = r.key("attention.head_count_kv");
+  if (const gguf::Value *v = r.f.find(kvKey); v && v->type() == gguf::ValueType::Array) {
+    ::tpc::Expected<std::vector<uint32_t>> a = r.f.getU32Array(kvKey);
+    if (!a) {
+      r.error = a.message();
+      return;
+    }
+    hp.nHeadKv = *a;
+    if (hp.nHeadKv.size() != hp.nLayer)
+      r.fail(kvKey, v->toString(8), fmt::format("one entry per layer ({})", hp.nLayer));
+  } else {
+    hp.nHeadKv.assign(hp.nLayer, r.u32("attention.head_count_kv", hp.nHead, 1, kMaxHeads));
+  }
+  for (unsigned il = 0; il < hp.nHeadKv.size() && !r.error; ++il)
+    if (hp.nHeadKv[il] == 0 || hp.nHead % hp.nHeadKv[il] != 0)
+      r.fail(kvKey + (hp.nHeadKv.size() > 1 && r.f.find(kvKey) && r.f.find(kvKey)->isArray()
+                          ? fmt::format("[{}]", il)
+                          : ""),
+             std::to_string(hp.nHeadKv[il]),
+             fmt::format("a divisor of {} = {} (every KV head serves a whole group of query heads)",
+                         r.key("attention.head_count"), hp.nHead));
+}
+
+/// gemma4's sliding-window layers: their own head sizes, RoPE dims and base, and the per-layer pattern.
+void readGemma4(KeyReader &r, HParams &hp) {
+  hp.headDimKSwa = r.u32("attention.key_length_swa", hp.headDimK, 1, kMaxHeads);
+  hp.headDimVSwa = r.u32("attention.value_length_swa", hp.headDimKSwa, 1, kMaxHeads);
+  hp.nRotSwa = r.u32("rope.dimension_count_swa", hp.headDimKSwa, 2, std::max<uint32_t>(hp.headDimKSwa, 2),
+                     "the rotated dims, even and at most the sliding layers' head size (key_length_swa), ");
+  if (!r.error && hp.nRotSwa % 2)
+    r.fail(r.key("rope.dimension_count_swa"), std::to_string(hp.nRotSwa), "an even number (RoPE rotates pairs)");
+  hp.ropeBaseSwa = r.f32("rope.freq_base_swa", 10000.f, 0, false);
+  if (r.error)
+    return;
+  std::string patternKey = r.key("attention.sliding_window_pattern");
+  ::tpc::Expected<std::vector<bool>> pattern = r.f.getBoolArray(patternKey);
+  if (!pattern) {
+    r.error = pattern.message();
+    return;
+  }
+  if (pattern->size() != hp.nLayer)
+    r.fail(patternKey, r.f.find(patternKey)->toString(8), fmt::format("one entry per layer ({})", hp.nLayer));
+  else
+    hp.swaLayers.assign(pattern->begin(), pattern->end());
+}
+
+} // namespace
+
+::tpc::Expected<HParams> readHParams(const gguf::GGUFFile &file, const std::string &arch, HParamNeeds needs) {
   HParams hp;
   hp.arch = arch;
-  auto key = [&](const char *k) { return arch + "." + k; };
-#define TPC_READ(dst, expr)                                                                               \
-  {                                                                                                       \
-    auto v = (expr);                                                                                      \
-    if (!v)                                                                                               \
-      return ::tpc::Error{v.message()};                                                              \
-    dst = *v;                                                                                             \
+  KeyReader r(file, arch);
+  hp.nLayer = r.u32("block_count", std::nullopt, 1, kMaxLayers);
+  hp.nEmbd = r.u32("embedding_length", std::nullopt, 1, kMaxWidth);
+  hp.nHead = r.u32("attention.head_count", std::nullopt, 1, kMaxHeads);
+  hp.nCtxTrain = r.u32("context_length", 4096, 1, UINT32_MAX);
+  // Keys an architecture does not use are read as they are (a stray expert_count in a dense model is
+  // harmless); the ones it builds from must be in range.
+  hp.nFF = needs.denseFFN ? r.u32("feed_forward_length", 0, 1, kMaxWidth, "the dense FFN's width, ")
+                          : r.u32("feed_forward_length", 0, 0, UINT32_MAX);
+  hp.rmsEps = r.f32("attention.layer_norm_rms_epsilon", 1e-5f, 0, false, 1);
+  hp.ropeBase = r.f32("rope.freq_base", 10000.f, 0, false);
+  hp.finalSoftcap = r.f32("final_logit_softcapping", 0.f, 0, true, INFINITY, "0 (none) or ");
+  if (needs.moe) {
+    hp.nExpert = r.u32("expert_count", 0, 1, kMaxExperts, "the number of experts, ");
+    hp.nExpertUsed = r.u32("expert_used_count", 0, 1, std::max<uint32_t>(hp.nExpert, 1),
+                           "the experts each token uses, at most expert_count: ");
+    hp.nFFExp = r.u32("expert_feed_forward_length", 0, 1, kMaxWidth, "the experts' FFN width, ");
   }
-  TPC_READ(hp.nLayer, file.getU32(key("block_count")));
-  TPC_READ(hp.nEmbd, file.getU32(key("embedding_length")));
-  TPC_READ(hp.nHead, file.getU32(key("attention.head_count")));
-  TPC_READ(hp.nCtxTrain, file.getU32Or(key("context_length"), 4096));
-  TPC_READ(hp.nFF, file.getU32Or(key("feed_forward_length"), 0));
-  TPC_READ(hp.rmsEps, file.getF32Or(key("attention.layer_norm_rms_epsilon"), 1e-5f));
-  TPC_READ(hp.ropeBase, file.getF32Or(key("rope.freq_base"), 10000.f));
-  TPC_READ(hp.nExpert, file.getU32Or(key("expert_count"), 0));
-  TPC_READ(hp.nExpertUsed, file.getU32Or(key("expert_used_count"), 0));
-  TPC_READ(hp.nFFExp, file.getU32Or(key("expert_feed_forward_length"), 0));
-  TPC_READ(hp.slidingWindow, file.getU32Or(key("attention.sliding_window"), 0));
-  TPC_READ(hp.finalSoftcap, file.getF32Or(key("final_logit_softcapping"), 0.f));
-  if (hp.nLayer == 0 || hp.nLayer > 4096)
-    return ::tpc::Error{file.path() + ": " + key("block_count") + " = " + std::to_string(hp.nLayer) +
-                       " is out of range (1..4096)"};
-  if (hp.nHead == 0 || hp.nEmbd == 0)
-    return ::tpc::Error{file.path() + ": " + key("attention.head_count") + " and " + key("embedding_length") +
-                       " must be positive"};
+  hp.slidingWindow = needs.slidingWindow
+                         ? r.u32("attention.sliding_window", 0, 1, UINT32_MAX, "the sliding layers' window, ")
+                         : r.u32("attention.sliding_window", 0, 0, UINT32_MAX);
+  if (!r.error)
+    readHeadCountKv(r, hp);
+  if (r.error)
+    return ::tpc::Error{*r.error};
 
-  // head_count_kv: a scalar (all layers) or an array with one entry per layer; absent means MHA.
-  std::string kvKey = key("attention.head_count_kv");
-  if (const gguf::Value *v = file.find(kvKey); v && v->type() == gguf::ValueType::Array) {
-    TPC_READ(hp.nHeadKv, file.getU32Array(kvKey));
-    if (hp.nHeadKv.size() != hp.nLayer)
-      return ::tpc::Error{file.path() + ": " + kvKey + " has " + std::to_string(hp.nHeadKv.size()) +
-                         " entries, expected one per layer (" + std::to_string(hp.nLayer) + ")"};
-  } else {
-    uint32_t n = 0;
-    TPC_READ(n, file.getU32Or(kvKey, hp.nHead));
-    hp.nHeadKv.assign(hp.nLayer, n);
-  }
-  for (unsigned il = 0; il < hp.nLayer; ++il)
-    if (hp.nHeadKv[il] == 0 || hp.nHead % hp.nHeadKv[il] != 0)
-      return ::tpc::Error{file.path() + ": layer " + std::to_string(il) + ": head_count " +
-                         std::to_string(hp.nHead) + " is not a multiple of head_count_kv " +
-                         std::to_string(hp.nHeadKv[il])};
-
+  // Head sizes default to embedding_length / head_count (0 when the embedding is narrower: an error).
   uint32_t defHead = hp.nEmbd / hp.nHead;
-  TPC_READ(hp.headDimK, file.getU32Or(key("attention.key_length"), defHead));
-  TPC_READ(hp.headDimV, file.getU32Or(key("attention.value_length"), hp.headDimK));
-  TPC_READ(hp.nRot, file.getU32Or(key("rope.dimension_count"), hp.headDimK));
-  if (hp.nRot > hp.headDimK || hp.nRot % 2 != 0)
-    return ::tpc::Error{file.path() + ": " + key("rope.dimension_count") + " = " + std::to_string(hp.nRot) +
-                       " must be even and at most the head dimension " + std::to_string(hp.headDimK)};
+  hp.headDimK = r.u32("attention.key_length", defHead, 1, kMaxHeads);
+  hp.headDimV = r.u32("attention.value_length", hp.headDimK, 1, kMaxHeads);
+  hp.nRot = r.u32("rope.dimension_count", hp.headDimK, 2, std::max<uint32_t>(hp.headDimK, 2),
+                  "the rotated dims, even and at most the head size (attention.key_length), ");
+  if (!r.error && hp.nRot % 2)
+    r.fail(r.key("rope.dimension_count"), std::to_string(hp.nRot), "an even number (RoPE rotates pairs)");
   hp.swaLayers.assign(hp.nLayer, false);
-#undef TPC_READ
+  if (arch == "gemma4")
+    readGemma4(r, hp);
+  if (!r.error && arch == "gemma4" && hp.slidingWindow == 0 &&
+      std::find(hp.swaLayers.begin(), hp.swaLayers.end(), true) != hp.swaLayers.end())
+    r.fail(r.key("attention.sliding_window"), "0", "a window of at least 1 token for the sliding-window layers");
+  if (r.error)
+    return ::tpc::Error{*r.error};
   return hp;
 }
 

@@ -1,8 +1,13 @@
 //===- HParams.h - model hyperparameters from GGUF metadata -------*- C++ -*-===//
 //
 // The hyperparameters the importers need, read from `<arch>.*` metadata with each architecture's defaults
-// (ggml/llama.cpp conventions). Per-layer values (head_count_kv as a scalar or an array, the sliding-window
-// pattern) are expanded to one entry per layer so the importers never special-case the encoding.
+// (ggml/llama.cpp conventions), and checked: a file whose structure the reader accepts can still hold
+// values no model has (a NaN epsilon, a negative RoPE base, head counts that do not divide), and those
+// must be errors naming the file, the key, its value and what was expected, never an op the importer
+// cannot build. Per-layer values (head_count_kv as a scalar or an array, the sliding-window pattern) are
+// expanded to one entry per layer so the importers never special-case the encoding. What the values
+// must agree with in the tensors (head_dim * heads = the projection's rows, ...) is checked where each
+// weight is loaded (ModelBuilder), with the keys that give the expected shape.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_IMPORT_HPARAMS_H
 #define TPC_COMPILER_IMPORT_HPARAMS_H
@@ -37,8 +42,16 @@ struct HParams {
   uint32_t headDimVOf(unsigned il) const { return swaLayers[il] && headDimVSwa ? headDimVSwa : headDimV; }
 };
 
-/// Reads the common `<arch>.*` keys; architecture-specific fields are filled by the importer.
-::tpc::Expected<HParams> readCommonHParams(const gguf::GGUFFile &file, const std::string &arch);
+/// What an architecture builds, so the keys it depends on are required and checked.
+struct HParamNeeds {
+  bool denseFFN = false;      ///< feed_forward_length > 0
+  bool moe = false;           ///< expert_count, expert_used_count, expert_feed_forward_length
+  bool slidingWindow = false; ///< attention.sliding_window > 0 (layers with a fixed sliding pattern)
+};
+
+/// Reads and checks every hyperparameter of `arch` (the common `<arch>.*` keys, the ones `needs` names,
+/// and gemma4's sliding-window keys); the error names the file, the key, its value and what is expected.
+::tpc::Expected<HParams> readHParams(const gguf::GGUFFile &file, const std::string &arch, HParamNeeds needs);
 
 } // namespace mlir::tpc
 

@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
 
@@ -17,10 +18,14 @@ namespace {
 struct ArchEntry {
   const char *name;
   ArchBuildFn build;
+  HParamNeeds needs; ///< dense FFN, MoE, fixed sliding pattern: the keys they need are required
 };
 constexpr ArchEntry kArchitectures[] = {
-    {"llama", buildLlama},   {"qwen3", buildQwen3},   {"qwen3moe", buildQwen3},
-    {"gemma3", buildGemma3}, {"gemma4", buildGemma4},
+    {"llama", buildLlama, {/*denseFFN=*/true, /*moe=*/false, /*slidingWindow=*/false}},
+    {"qwen3", buildQwen3, {true, false, false}},
+    {"qwen3moe", buildQwen3, {false, true, false}},
+    {"gemma3", buildGemma3, {true, false, true}},
+    {"gemma4", buildGemma4, {true, true, false}}, // its sliding layers come from a pattern key
 };
 } // namespace
 
@@ -34,10 +39,28 @@ std::vector<std::string> supportedArchitectures() {
 AttentionWeights loadAttention(ModelBuilder &mb, const HParams &hp, unsigned il, int64_t Dk, int64_t Dv,
                                bool vOptional) {
   int64_t E = hp.nEmbd, H = hp.nHead, Hkv = hp.nHeadKv[il];
-  std::string v = blk(il, "attn_v.weight");
-  return {mb.weight(blk(il, "attn_q.weight"), {H * Dk, E}), mb.weight(blk(il, "attn_k.weight"), {Hkv * Dk, E}),
-          vOptional ? mb.optionalWeight(v, {Hkv * Dv, E}) : mb.weight(v, {Hkv * Dv, E}),
-          mb.weight(blk(il, "attn_output.weight"), {E, H * Dv})};
+  // The keys each shape comes from, for a mismatch: heads x head size rows, embedding_length columns.
+  auto why = [&](const char *heads, int64_t n, const char *size, int64_t d) {
+    return hp.arch + ".attention." + heads + " " + std::to_string(n) + " x " + hp.arch + ".attention." + size +
+           " " + std::to_string(d) + ", " + hp.arch + ".embedding_length " + std::to_string(E);
+  };
+  std::string q = why("head_count", H, "key_length", Dk), k = why("head_count_kv", Hkv, "key_length", Dk),
+              v = why("head_count_kv", Hkv, "value_length", Dv), o = why("head_count", H, "value_length", Dv);
+  std::string vName = blk(il, "attn_v.weight");
+  return {mb.weight(blk(il, "attn_q.weight"), {H * Dk, E}, q), mb.weight(blk(il, "attn_k.weight"), {Hkv * Dk, E}, k),
+          vOptional ? mb.optionalWeight(vName, {Hkv * Dv, E}, v) : mb.weight(vName, {Hkv * Dv, E}, v),
+          mb.weight(blk(il, "attn_output.weight"), {E, H * Dv}, o)};
+}
+
+FFNWeights loadFFN(ModelBuilder &mb, const HParams &hp, unsigned il) {
+  int64_t E = hp.nEmbd, F = hp.nFF;
+  std::string why = hp.arch + ".feed_forward_length " + std::to_string(F) + ", " + hp.arch +
+                    ".embedding_length " + std::to_string(E);
+  FFNWeights w;
+  w.gate = mb.weight(blk(il, "ffn_gate.weight"), {F, E}, why);
+  w.up = mb.weight(blk(il, "ffn_up.weight"), {F, E}, why);
+  w.down = mb.weight(blk(il, "ffn_down.weight"), {E, F}, why);
+  return w;
 }
 
 AttentionSpec baseAttentionSpec(const HParams &hp, unsigned il, int64_t Dk, int64_t Dv, RopeMode mode) {
@@ -56,6 +79,7 @@ AttentionSpec baseAttentionSpec(const HParams &hp, unsigned il, int64_t Dk, int6
 }
 
 Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd) {
+  mb.setOutputHead();
   int64_t E = hp.nEmbd, V = hp.nVocab;
   Value outNorm = mb.weight("output_norm.weight", {E});
   Value output = mb.optionalWeight("output.weight", {V, E});
@@ -79,13 +103,10 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) 
   for (const ArchEntry &a : kArchitectures)
     if (*arch == a.name)
       entry = &a;
-  if (!entry) {
-    std::string list;
-    for (const ArchEntry &a : kArchitectures)
-      list += std::string(list.empty() ? "" : ", ") + a.name;
-    return fail("unsupported architecture '" + *arch + "' (general.architecture); supported: " + list);
-  }
-  ::tpc::Expected<HParams> hp = readCommonHParams(file, *arch);
+  if (!entry)
+    return fail("unsupported architecture '" + *arch + "' (general.architecture); supported: " +
+                llvm::join(supportedArchitectures(), ", "));
+  ::tpc::Expected<HParams> hp = readHParams(file, *arch, entry->needs);
   if (!hp)
     return emitError(loc) << hp.message(), OwningOpRef<ModuleOp>();
 
@@ -93,6 +114,9 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) 
   const gguf::TensorInfo *embd = file.findTensor("token_embd.weight");
   if (!embd || embd->ne.size() != 2)
     return fail("tensor 'token_embd.weight' is missing or not a matrix");
+  if (embd->ne[1] > uint64_t(INT32_MAX))
+    return fail("tensor 'token_embd.weight' has " + std::to_string(embd->ne[1]) +
+                " rows (the vocabulary); token ids are int32, so at most 2147483647");
   hp->nVocab = static_cast<uint32_t>(embd->ne[1]);
 
   OpBuilder b(&ctx);
@@ -115,6 +139,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const gguf::GGUFFile &file) 
   Value logits = entry->build(mb, *hp, body->getArgument(0), body->getArgument(1));
   if (!logits || mb.failed())
     return {};
+  mb.clearLayer();
   b.create<func::ReturnOp>(loc, logits);
   return module;
 }

@@ -12,24 +12,23 @@
 namespace mlir::tpc {
 
 Value buildLlama(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
-  int64_t E = hp.nEmbd, V = hp.nVocab, D = hp.headDimK, F = hp.nFF;
+  int64_t E = hp.nEmbd, V = hp.nVocab, D = hp.headDimK;
   Value tokenEmbd = mb.weight("token_embd.weight", {V, E});
   if (mb.failed())
     return nullptr;
   Value x = mb.getRows(tokenEmbd, tokens);
   for (unsigned il = 0; il < hp.nLayer; ++il) {
+    mb.setLayer(il);
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
     AttentionWeights aw = loadAttention(mb, hp, il, D, D);
     Value ffnNorm = mb.weight(blk(il, "ffn_norm.weight"), {E});
-    Value gate = mb.weight(blk(il, "ffn_gate.weight"), {F, E});
-    Value up = mb.weight(blk(il, "ffn_up.weight"), {F, E});
-    Value down = mb.weight(blk(il, "ffn_down.weight"), {E, F});
+    FFNWeights ffn = loadFFN(mb, hp, il);
     if (mb.failed())
       return nullptr;
 
     AttentionSpec spec = baseAttentionSpec(hp, il, D, D, RopeMode::normal);
     x = mb.add(x, mb.attentionBlock(mb.norm(x, attnNorm, hp.rmsEps), pos, aw, spec));
-    x = mb.add(x, mb.gluFFN(mb.norm(x, ffnNorm, hp.rmsEps), gate, up, down, GluFn::silu));
+    x = mb.add(x, mb.gluFFN(mb.norm(x, ffnNorm, hp.rmsEps), ffn, GluFn::silu));
   }
   return buildOutput(mb, hp, x, tokenEmbd);
 }

@@ -22,73 +22,76 @@ void ModelBuilder::error(const Twine &message) {
   hadError = true;
 }
 
-Value ModelBuilder::makeWeight(const gguf::TensorInfo &t, ArrayRef<int64_t> shape) {
+Value ModelBuilder::makeWeight(const gguf::TensorInfo &t, ArrayRef<int64_t> shape, const std::string &why) {
   SmallVector<int64_t> actual(t.ne.rbegin(), t.ne.rend());
   if (ArrayRef<int64_t>(actual) != shape) {
     error("tensor '" + t.name + "' has shape " + shapeString(actual) + " (ggml ne reversed), expected " +
-          shapeString(shape) + " from the hyperparameters");
+          shapeString(shape) + " from the hyperparameters" + (why.empty() ? "" : " (" + why + ")"));
     return nullptr;
   }
   auto type = RankedTensorType::get(shape, b.getF32Type());
   return b.create<WeightOp>(loc, type, b.getStringAttr(t.name), b.getStringAttr(::tpc::ggmlTypeName(t.type)));
 }
 
-Value ModelBuilder::weight(const std::string &name, ArrayRef<int64_t> shape) {
+Value ModelBuilder::weight(const std::string &name, ArrayRef<int64_t> shape, const std::string &why) {
   const gguf::TensorInfo *t = file.findTensor(name);
   if (!t) {
     error("tensor '" + name + "' is missing (expected shape " + shapeString(shape) + ")");
     return nullptr;
   }
-  return makeWeight(*t, shape);
+  return makeWeight(*t, shape, why);
 }
 
-Value ModelBuilder::optionalWeight(const std::string &name, ArrayRef<int64_t> shape) {
+Value ModelBuilder::optionalWeight(const std::string &name, ArrayRef<int64_t> shape, const std::string &why) {
   const gguf::TensorInfo *t = file.findTensor(name);
-  return t ? makeWeight(*t, shape) : nullptr;
+  return t ? makeWeight(*t, shape, why) : nullptr;
 }
 
-int64_t ModelBuilder::dim(Value v, unsigned i) const { return cast<RankedTensorType>(v.getType()).getDimSize(i); }
-
-Value ModelBuilder::getRows(Value table, Value ids) { return b.create<GetRowsOp>(loc, table, ids); }
-Value ModelBuilder::takeAlong(Value x, Value ids) {
-  return b.create<TakeAlongOp>(loc, x, ids, b.getI64IntegerAttr(1));
-}
-Value ModelBuilder::rmsNorm(Value x, float eps) { return b.create<RmsNormOp>(loc, x, b.getF32FloatAttr(eps)); }
-Value ModelBuilder::matmul(Value x, Value w) { return b.create<MatmulOp>(loc, x, w); }
-Value ModelBuilder::mulMatId(Value x, Value w, Value ids) { return b.create<MulMatIdOp>(loc, x, w, ids); }
-Value ModelBuilder::add(Value a, Value c) { return b.create<AddOp>(loc, a, c); }
-Value ModelBuilder::mul(Value a, Value c) { return b.create<MulOp>(loc, a, c); }
-Value ModelBuilder::div(Value a, Value c) { return b.create<DivOp>(loc, a, c); }
-Value ModelBuilder::scale(Value x, float s) { return b.create<ScaleOp>(loc, x, b.getF32FloatAttr(s)); }
+Value ModelBuilder::getRows(Value table, Value ids) { return make<GetRowsOp>(table, ids); }
+Value ModelBuilder::takeAlong(Value x, Value ids) { return make<TakeAlongOp>(x, ids, b.getI64IntegerAttr(1)); }
+Value ModelBuilder::rmsNorm(Value x, float eps) { return make<RmsNormOp>(x, b.getF32FloatAttr(eps)); }
+Value ModelBuilder::matmul(Value x, Value w) { return make<MatmulOp>(x, w); }
+Value ModelBuilder::mulMatId(Value x, Value w, Value ids) { return make<MulMatIdOp>(x, w, ids); }
+Value ModelBuilder::add(Value a, Value c) { return make<AddOp>(a, c); }
+Value ModelBuilder::mul(Value a, Value c) { return make<MulOp>(a, c); }
+Value ModelBuilder::div(Value a, Value c) { return make<DivOp>(a, c); }
+Value ModelBuilder::scale(Value x, float s) { return make<ScaleOp>(x, b.getF32FloatAttr(s)); }
 Value ModelBuilder::glu(Value gate, Value up, GluFn fn) {
-  return b.create<GluOp>(loc, GluFnAttr::get(b.getContext(), fn), gate, up);
+  return make<GluOp>(GluFnAttr::get(b.getContext(), fn), gate, up);
 }
 Value ModelBuilder::glu(Value gateUp, GluFn fn) {
-  return b.create<GluOp>(loc, GluFnAttr::get(b.getContext(), fn), gateUp, Value());
+  return make<GluOp>(GluFnAttr::get(b.getContext(), fn), gateUp, Value());
 }
-Value ModelBuilder::softmax(Value x) { return b.create<SoftmaxOp>(loc, x); }
-Value ModelBuilder::topK(Value x, int64_t k) { return b.create<TopKOp>(loc, x, b.getI64IntegerAttr(k)); }
+Value ModelBuilder::softmax(Value x) { return make<SoftmaxOp>(x); }
+Value ModelBuilder::topK(Value x, int64_t k) { return make<TopKOp>(x, b.getI64IntegerAttr(k)); }
 Value ModelBuilder::sum(Value x, int64_t axis, bool keepDim) {
-  return b.create<SumOp>(loc, x, b.getI64IntegerAttr(axis), b.getBoolAttr(keepDim));
+  return make<SumOp>(x, b.getI64IntegerAttr(axis), b.getBoolAttr(keepDim));
 }
 Value ModelBuilder::reshape(Value x, ArrayRef<int64_t> shape) {
+  if (hadError)
+    return nullptr;
   auto type = RankedTensorType::get(shape, cast<RankedTensorType>(x.getType()).getElementType());
-  return b.create<ReshapeOp>(loc, type, x);
+  auto op = b.create<ReshapeOp>(loc, type, x);
+  if (mlir::failed(op.verify())) { // the element count must match: nothing infers a reshape's type
+    op->erase();
+    error("cannot build 'tpc.reshape' from these hyperparameters (a tpc bug)");
+    return nullptr;
+  }
+  return op;
 }
 Value ModelBuilder::rope(Value x, Value pos, Value freqs, RopeMode mode, int64_t nDims, float base) {
-  return b.create<RopeOp>(loc, RopeModeAttr::get(b.getContext(), mode), x, pos, freqs, b.getI64IntegerAttr(nDims),
-                          b.getF32FloatAttr(base), b.getF32FloatAttr(1.0f));
+  return make<RopeOp>(RopeModeAttr::get(b.getContext(), mode), x, pos, freqs, b.getI64IntegerAttr(nDims),
+                      b.getF32FloatAttr(base), b.getF32FloatAttr(1.0f));
 }
-Value ModelBuilder::softcap(Value x, float cap) { return b.create<SoftcapOp>(loc, x, b.getF32FloatAttr(cap)); }
+Value ModelBuilder::softcap(Value x, float cap) { return make<SoftcapOp>(x, b.getF32FloatAttr(cap)); }
 Value ModelBuilder::kvCache(unsigned layer, int64_t nHeadKv, int64_t dk, int64_t dv) {
-  auto type = KvCacheType::get(b.getContext(), nHeadKv, dk, dv);
-  return b.create<KvCacheOp>(loc, type, b.getI64IntegerAttr(layer), b.getI64IntegerAttr(nHeadKv),
-                             b.getI64IntegerAttr(dk), b.getI64IntegerAttr(dv));
+  return make<KvCacheOp>(b.getI64IntegerAttr(layer), b.getI64IntegerAttr(nHeadKv), b.getI64IntegerAttr(dk),
+                         b.getI64IntegerAttr(dv));
 }
 Value ModelBuilder::attention(Value q, Value k, Value v, Value cache, Value pos, float scale, int64_t window,
                               float softcap) {
-  return b.create<AttentionOp>(loc, q, k, v, cache, pos, /*sinks=*/Value(), b.getF32FloatAttr(scale),
-                               b.getI64IntegerAttr(window), b.getF32FloatAttr(softcap));
+  return make<AttentionOp>(q, k, v, cache, pos, /*sinks=*/Value(), b.getF32FloatAttr(scale),
+                           b.getI64IntegerAttr(window), b.getF32FloatAttr(softcap));
 }
 
 Value ModelBuilder::attentionBlock(Value h, Value pos, const AttentionWeights &w, const AttentionSpec &s) {
@@ -110,11 +113,11 @@ Value ModelBuilder::attentionBlock(Value h, Value pos, const AttentionWeights &w
   return matmul(reshape(a, {T, s.nHead * s.headDimV}), w.wo);
 }
 
-Value ModelBuilder::gluFFN(Value h, Value gate, Value up, Value down, GluFn fn) {
+Value ModelBuilder::gluFFN(Value h, const FFNWeights &w, GluFn fn) {
   // Sequenced explicitly: argument evaluation order would otherwise decide the order of ops in the IR.
-  Value g = matmul(h, gate);
-  Value u = matmul(h, up);
-  return matmul(glu(g, u, fn), down);
+  Value g = matmul(h, w.gate);
+  Value u = matmul(h, w.up);
+  return matmul(glu(g, u, fn), w.down);
 }
 
 Value ModelBuilder::moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn,

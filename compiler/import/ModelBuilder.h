@@ -10,6 +10,12 @@
 //
 // Error handling: weight lookups emit a diagnostic at the module location and return a null Value; importers
 // load every weight of a layer first and stop when `failed()`, so no op is ever built on a null operand.
+// Ops are built without MLIR's inferring builders, which abort the process when inference fails: an op
+// whose types cannot be inferred (hyperparameters the checks in HParams.cpp missed) is an error here.
+//
+// Layers: every op and weight the builder creates is stamped with the current layer (`tpc.layer = N` after
+// setLayer(N), `tpc.layer = "output"` after setOutputHead(), nothing after clearLayer(): the embedding), so
+// later stages know which block an op belongs to without reading tensor names.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_IMPORT_MODELBUILDER_H
 #define TPC_COMPILER_IMPORT_MODELBUILDER_H
@@ -45,6 +51,11 @@ struct AttentionWeights {
   Value wq, wk, wv, wo;
 };
 
+/// Weights of one dense GLU feed-forward block.
+struct FFNWeights {
+  Value gate, up, down;
+};
+
 /// Weights of one MoE block.
 struct MoeWeights {
   Value router;        ///< [E, n_embd]
@@ -56,13 +67,24 @@ struct MoeWeights {
 
 class ModelBuilder {
 public:
-  ModelBuilder(OpBuilder &b, Location loc, const gguf::GGUFFile &file) : b(b), loc(loc), file(file) {}
+  ModelBuilder(OpBuilder &b, Location loc, const gguf::GGUFFile &file) : b(b), loc(loc), file(file) {
+    b.setListener(&stamper);
+  }
+  ~ModelBuilder() { b.setListener(nullptr); }
+  ModelBuilder(const ModelBuilder &) = delete;
+  ModelBuilder &operator=(const ModelBuilder &) = delete;
+
+  /// What the ops and weights created from now on belong to (see the file comment).
+  void setLayer(unsigned il) { stamper.layer = b.getI64IntegerAttr(il); }
+  void setOutputHead() { stamper.layer = b.getStringAttr(TpcDialect::kLayerOutputHead); }
+  void clearLayer() { stamper.layer = {}; }
 
   /// The GGUF tensor `name` as a tpc.weight with logical shape `shape` (ggml ne reversed). On a missing
-  /// tensor or another shape, emits an error naming both and returns null.
-  Value weight(const std::string &name, ArrayRef<int64_t> shape);
+  /// tensor or another shape, emits an error naming both, and `why` (the keys the shape comes from), and
+  /// returns null.
+  Value weight(const std::string &name, ArrayRef<int64_t> shape, const std::string &why = "");
   /// As weight(), but an absent tensor returns null without an error.
-  Value optionalWeight(const std::string &name, ArrayRef<int64_t> shape);
+  Value optionalWeight(const std::string &name, ArrayRef<int64_t> shape, const std::string &why = "");
   /// Emits an error (prefixed with the file name) and marks the import failed.
   void error(const Twine &message);
   bool failed() const { return hadError; }
@@ -95,18 +117,44 @@ public:
   /// Attention sub-block: projections, optional q/k/v norms, rope, attention, output projection.
   Value attentionBlock(Value h, Value pos, const AttentionWeights &w, const AttentionSpec &spec);
   /// Dense GLU feed-forward: down · (fn(gate · h) * (up · h)).
-  Value gluFFN(Value h, Value gate, Value up, Value down, GluFn fn);
+  Value gluFFN(Value h, const FFNWeights &w, GluFn fn);
   /// MoE feed-forward on `h` with the router reading `routerIn` (the same value for most architectures).
   Value moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn, bool normalizeWeights);
 
-  OpBuilder &builder() { return b; }
-  Location location() const { return loc; }
   const gguf::GGUFFile &gguf() const { return file; }
 
 private:
-  Value makeWeight(const gguf::TensorInfo &t, ArrayRef<int64_t> shape);
-  int64_t dim(Value v, unsigned i) const;
+  /// Sets `tpc.layer` on every op the builder inserts.
+  struct LayerStamper : OpBuilder::Listener {
+    Attribute layer; ///< null: no stamp
+    void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+      if (layer)
+        op->setAttr(TpcDialect::kLayerAttrName, layer);
+    }
+  };
 
+  Value makeWeight(const gguf::TensorInfo &t, ArrayRef<int64_t> shape, const std::string &why);
+
+  /// Builds an op whose result type is inferred, without the builder's abort on a failed inference: the
+  /// op is made with a placeholder type, then takes the inferred one; on failure (the inference has
+  /// emitted why) it is erased, the import fails and the result is null. Null after an earlier error.
+  template <typename OpT, typename... Args> Value make(Args &&...args) {
+    if (hadError)
+      return nullptr;
+    OpT op = b.create<OpT>(loc, Type(RankedTensorType::get({}, b.getF32Type())), std::forward<Args>(args)...);
+    SmallVector<Type, 1> types;
+    if (mlir::failed(OpT::inferReturnTypes(b.getContext(), loc, op->getOperands(), op->getRawDictionaryAttrs(),
+                                     op->getPropertiesStorage(), op->getRegions(), types))) {
+      op->erase();
+      error(Twine("cannot build '") + OpT::getOperationName() +
+            "' from these hyperparameters (a tpc bug: the importer should have rejected them by name)");
+      return nullptr;
+    }
+    op->getResult(0).setType(types.front());
+    return op->getResult(0);
+  }
+
+  LayerStamper stamper;
   OpBuilder &b;
   Location loc;
   const gguf::GGUFFile &file;

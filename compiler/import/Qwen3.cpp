@@ -14,31 +14,29 @@ namespace mlir::tpc {
 
 static MoeWeights loadMoe(ModelBuilder &mb, const HParams &hp, unsigned il) {
   int64_t E = hp.nEmbd, X = hp.nExpert, F = hp.nFFExp;
+  std::string why = "qwen3moe.expert_count " + std::to_string(X) + ", qwen3moe.expert_feed_forward_length " +
+                    std::to_string(F) + ", qwen3moe.embedding_length " + std::to_string(E);
   MoeWeights w;
-  w.router = mb.weight(blk(il, "ffn_gate_inp.weight"), {X, E});
+  w.router = mb.weight(blk(il, "ffn_gate_inp.weight"), {X, E}, why);
   if (mb.gguf().findTensor(blk(il, "ffn_gate_up_exps.weight"))) {
-    w.gateUp = mb.weight(blk(il, "ffn_gate_up_exps.weight"), {X, 2 * F, E});
+    w.gateUp = mb.weight(blk(il, "ffn_gate_up_exps.weight"), {X, 2 * F, E}, why);
   } else {
-    w.gate = mb.weight(blk(il, "ffn_gate_exps.weight"), {X, F, E});
-    w.up = mb.weight(blk(il, "ffn_up_exps.weight"), {X, F, E});
+    w.gate = mb.weight(blk(il, "ffn_gate_exps.weight"), {X, F, E}, why);
+    w.up = mb.weight(blk(il, "ffn_up_exps.weight"), {X, F, E}, why);
   }
-  w.down = mb.weight(blk(il, "ffn_down_exps.weight"), {X, E, F});
+  w.down = mb.weight(blk(il, "ffn_down_exps.weight"), {X, E, F}, why);
   return w;
 }
 
 Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
-  bool moe = hp.arch == "qwen3moe";
-  if (moe && (hp.nExpert == 0 || hp.nExpertUsed == 0 || hp.nExpertUsed > hp.nExpert || hp.nFFExp == 0)) {
-    mb.error("qwen3moe needs expert_count, expert_used_count (<= expert_count) and "
-             "expert_feed_forward_length in the metadata");
-    return nullptr;
-  }
-  int64_t E = hp.nEmbd, V = hp.nVocab, D = hp.headDimK, F = hp.nFF;
+  bool moe = hp.arch == "qwen3moe"; // its expert keys are checked by readHParams
+  int64_t E = hp.nEmbd, V = hp.nVocab, D = hp.headDimK;
   Value tokenEmbd = mb.weight("token_embd.weight", {V, E});
   if (mb.failed())
     return nullptr;
   Value x = mb.getRows(tokenEmbd, tokens);
   for (unsigned il = 0; il < hp.nLayer; ++il) {
+    mb.setLayer(il);
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
     AttentionWeights aw = loadAttention(mb, hp, il, D, hp.headDimV);
     AttentionSpec spec = baseAttentionSpec(hp, il, D, hp.headDimV, RopeMode::neox);
@@ -46,21 +44,18 @@ Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     spec.kNorm = mb.weight(blk(il, "attn_k_norm.weight"), {D});
     Value ffnNorm = mb.weight(blk(il, "ffn_norm.weight"), {E});
     MoeWeights moeW;
-    Value gate, up, down;
-    if (moe) {
+    FFNWeights ffnW;
+    if (moe)
       moeW = loadMoe(mb, hp, il);
-    } else {
-      gate = mb.weight(blk(il, "ffn_gate.weight"), {F, E});
-      up = mb.weight(blk(il, "ffn_up.weight"), {F, E});
-      down = mb.weight(blk(il, "ffn_down.weight"), {E, F});
-    }
+    else
+      ffnW = loadFFN(mb, hp, il);
     if (mb.failed())
       return nullptr;
 
     x = mb.add(x, mb.attentionBlock(mb.norm(x, attnNorm, hp.rmsEps), pos, aw, spec));
     Value h2 = mb.norm(x, ffnNorm, hp.rmsEps);
     Value ffn = moe ? mb.moeFFN(h2, h2, moeW, hp.nExpertUsed, GluFn::silu, /*normalizeWeights=*/true)
-                    : mb.gluFFN(h2, gate, up, down, GluFn::silu);
+                    : mb.gluFFN(h2, ffnW, GluFn::silu);
     x = mb.add(x, ffn);
   }
   return buildOutput(mb, hp, x, tokenEmbd);

@@ -38,11 +38,36 @@ Expected<void> CpuStepRunner::run(const Step &s, const std::vector<exec::TensorR
     return Error{fmt::format("step '{}' ({}) is a collective: the session runs it through its communicator",
                              s.name, opKindName(s.op))};
   try {
-    runLocalStep(s, in, out, kv, tg_);
+    runLocalStep(s, in, out, kv, tg_, cacheOn_ ? &cache_ : nullptr);
   } catch (const std::exception &e) {
+    cache_.clear(); // a failed step may have written part of its outputs
     return Error{fmt::format("step '{}' ({}): {}", s.name, opKindName(s.op), e.what())};
   }
+  if (cacheOn_)
+    noteWrites(out);
   return {};
+}
+
+Expected<void> CpuStepRunner::runBatch(const std::vector<const Step *> &steps,
+                                       const std::vector<std::vector<exec::TensorRef>> &in,
+                                       const std::vector<std::vector<exec::TensorRef>> &out) {
+  try {
+    opMatmulBatch(steps.front()->op, in, out, tg_, cacheOn_ ? &cache_ : nullptr);
+  } catch (const std::exception &e) {
+    cache_.clear();
+    return Error{fmt::format("steps '{}'..'{}' ({}): {}", steps.front()->name, steps.back()->name,
+                             opKindName(steps.front()->op), e.what())};
+  }
+  if (cacheOn_)
+    for (const auto &o : out)
+      noteWrites(o);
+  return {};
+}
+
+void CpuStepRunner::noteWrites(const std::vector<exec::TensorRef> &written) {
+  for (const exec::TensorRef &t : written)
+    if (t.data)
+      cache_.invalidate(t.data, static_cast<size_t>(t.numel()) * dtypeBytes(t.dtype));
 }
 
 } // namespace tpc::rt::cpu

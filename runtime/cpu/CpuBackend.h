@@ -3,11 +3,14 @@
 // makeCpuBackend() is what a registry adds (runtime/backends): it opens CPU sessions (CpuSession.h) and
 // hands out CpuStepRunners, the exec::HostStepRunner an accelerator backend runs its host-placed steps
 // through. The CPU session runs its own non-collective steps through the same runner, so a host step on a
-// GPU backend gives the CPU backend's bits.
+// GPU backend gives the CPU backend's bits. A runner can keep converted matmul inputs (ActivationCache);
+// only a caller that reports every write to the memory its steps read may turn that on (the CPU session
+// does: all of a device's writes are its own steps and collectives), so it is off by default.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_CPUBACKEND_H
 #define TPC_RUNTIME_CPU_CPUBACKEND_H
 
+#include "runtime/cpu/ActivationCache.h"
 #include "runtime/cpu/ThreadGroup.h"
 #include "runtime/exec/Backend.h"
 #include "runtime/exec/HostStepRunner.h"
@@ -27,11 +30,28 @@ public:
   int threads() const override { return tg_.size(); }
   Expected<void> run(const Step &s, const std::vector<exec::TensorRef> &in,
                      const std::vector<exec::TensorRef> &out, std::vector<exec::KvBuffers> &kv) override;
+  /// Runs steps that matmulBatchEnds grouped (consecutive Matmuls, or MulMatIds, on one input) as one job;
+  /// in[i] / out[i] are step i's bound operands.
+  Expected<void> runBatch(const std::vector<const Step *> &steps, const std::vector<std::vector<exec::TensorRef>> &in,
+                          const std::vector<std::vector<exec::TensorRef>> &out);
   /// The thread group the steps run on (the CPU session's collective kernels and weight copies use it too).
   ThreadGroup &threadGroup() { return tg_; }
 
+  /// Keeps converted matmul inputs between steps from now on. The caller promises to report every write to
+  /// memory a step may read that does not go through run() (noteWrites) and to call forgetInputs() when the
+  /// inputs change wholesale (a new call); run() itself reports its steps' outputs.
+  void enableActivationCache() { cacheOn_ = true; }
+  /// Drops the converted inputs that overlap any of `written`.
+  void noteWrites(const std::vector<exec::TensorRef> &written);
+  /// Drops every converted input.
+  void forgetInputs() { cache_.clear(); }
+  /// The converted-input cache (its counters tell tests how often inputs were converted).
+  const ActivationCache &activationCache() const { return cache_; }
+
 private:
   ThreadGroup tg_;
+  ActivationCache cache_;
+  bool cacheOn_ = false;
 };
 
 } // namespace tpc::rt::cpu

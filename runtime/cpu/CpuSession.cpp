@@ -59,6 +59,7 @@ struct Device {
   std::vector<int32_t> tokens, positions;
   std::vector<float> logits;
   std::unique_ptr<CpuStepRunner> runner;
+  std::vector<size_t> batchEnd; ///< matmulBatchEnds: matmuls on one input that run as one job
 };
 
 /// The kernels of the collective compositions: each device's own thread group.
@@ -229,12 +230,38 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t) {
   const DevicePlan &dp = plan().devices[dev.index];
   const bool prof = profiling() && i == 0; // the caller's thread, the only one touching the profile
   std::vector<TensorRef> in, out;
+  std::vector<std::vector<TensorRef>> bins, bouts;
+  std::vector<const Step *> bsteps;
   for (size_t si = 0; si < dp.steps.size(); ++si) {
     const Step &s = dp.steps[si];
     auto t0 = std::chrono::steady_clock::now();
+    if (const size_t end = dev.batchEnd[si]; end > si + 1) {
+      // Matmuls on one input (Q/K/V, gate/up) as one job; the profile books it on the first step.
+      bins.resize(end - si);
+      bouts.resize(end - si);
+      bsteps.clear();
+      for (size_t j = si; j < end; ++j) {
+        bsteps.push_back(&dp.steps[j]);
+        exec::bindOperands(dp, dev.ptr, dp.steps[j], t, bins[j - si], bouts[j - si]);
+      }
+      if (Expected<void> ok = dev.runner->runBatch(bsteps, bins, bouts); !ok)
+        return ok;
+      if (prof)
+        recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      si = end - 1;
+      continue;
+    }
     exec::bindOperands(dp, dev.ptr, s, t, in, out);
-    Expected<void> ok = isCollective(s.op) ? collectives_->run({{dev.index, si, &in, &out, nullptr}}, t)
-                                           : dev.runner->run(s, in, out, dev.kv);
+    Expected<void> ok;
+    if (isCollective(s.op)) {
+      ok = collectives_->run({{dev.index, si, &in, &out, nullptr}}, t);
+      // The runner keeps converted inputs until their memory is written; a communicator may also use its
+      // input buffers as scratch, so both count as written.
+      dev.runner->noteWrites(in);
+      dev.runner->noteWrites(out);
+    } else {
+      ok = dev.runner->run(s, in, out, dev.kv);
+    }
     if (!ok)
       return ok;
     if (prof)
@@ -248,6 +275,7 @@ Expected<void> CpuSession::runChunk(const int32_t *tokens, const int32_t *positi
   for (Device &dev : devs_) {
     std::copy(tokens, tokens + t, dev.tokens.begin());
     std::copy(positions, positions + t, dev.positions.begin());
+    dev.runner->forgetInputs(); // a new chunk: nothing converted in the last one is read again
   }
   runAll(t);
   if (!failure_.empty())
@@ -311,6 +339,9 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.tokens.assign(p.model.maxBatch, 0);
     dev.positions.assign(p.model.maxBatch, 0);
     dev.runner = std::make_unique<CpuStepRunner>(threadsPerDevice_);
+    dev.runner->enableActivationCache(); // every write of this device goes through runDevice
+    dev.batchEnd = matmulBatchEnds(dp);
+
     exec::StorageBases bases;
     bases.acts = dev.acts.data;
     bases.hostActs = dev.hostActs.data; // both arenas are host memory here, but each has its own offsets

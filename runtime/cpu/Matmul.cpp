@@ -1,11 +1,15 @@
 //===- Matmul.cpp - quantized matrix multiplication on the CPU -------------===//
 //
-// Shared core of matmul and matmulId: validate, quantize the selected activation rows into the group's
-// shared scratch (parallel over rows), then run the dot kernels over (weight row, token) pairs.
+// The driver shared by matmul and matmulId: validate, convert the activation rows once (through the cache
+// when there is one), cut the work into units (runs of weight rows for the row kernels, 32-row panels for
+// the panel kernels), and run them as one dynamically scheduled job. A "token set" is the list of
+// (input row, output row) pairs a weight is applied to: every row for matmul, an expert's routed entries
+// for matmulId.
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Matmul.h"
 
-#include "runtime/cpu/quant/Quant.h"
+#include "runtime/cpu/quant/ActQ8.h"
+#include "runtime/cpu/quant/Kernels.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -15,167 +19,251 @@
 namespace tpc::rt::cpu {
 namespace {
 
-/// Tokens at or below which the decode split (rows of W only) is used.
-constexpr int64_t kDecodeTokens = 4;
-/// Prefill tile: weight rows x tokens. 16 rows of a 4096-wide Q4_0 matrix are 37 KB (L2), one token's
-/// quantized row is 4.3 KB (L1).
-constexpr int64_t kRowTile = 16;
-constexpr int64_t kTokenTile = 64; // a multiple of 4 (four-token kernels)
-
-struct Core {
-  const void *w;
-  GGMLType wType;
-  int64_t n, k;
-  size_t wRowStride;
-  const float *x;
-  size_t xRowStride;
-  const int32_t *xRows; // nullptr: identity
-  float *y;
-  size_t yRowStride;
-  const int32_t *yRows; // nullptr: identity
-  int64_t m;
-};
-
 [[noreturn]] void fail(const char *op, const std::string &msg) {
   throw std::invalid_argument(std::string(op) + ": " + msg);
 }
 
-void validate(const char *op, const Core &c) {
-  if (!supportsDequantize(c.wType))
-    fail(op, std::string("weight type ") + ggmlTypeName(c.wType) +
+/// The weight operand and output of a product.
+struct Operands {
+  const uint8_t *w;
+  GGMLType t;
+  int64_t n, k;
+  size_t wStride;
+  float *y;
+  size_t yStride;
+};
+
+void validate(const char *op, const Operands &o, const float *x, size_t xStride, int64_t m, bool indexed) {
+  if (!supportsDequantize(o.t))
+    fail(op, std::string("weight type ") + ggmlTypeName(o.t) +
                  " is not supported by the CPU backend (supported: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
                  "q8_0, q2_K..q8_K, iq4_nl, mxfp4)");
-  if (c.n < 0 || c.m < 0 || c.k < 0)
-    fail(op,
-         "bad shape n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" + std::to_string(c.m));
-  std::optional<uint64_t> rowBytes = ggmlRowBytes(c.wType, static_cast<uint64_t>(c.k));
+  if (o.n < 0 || m < 0 || o.k < 0)
+    fail(op, "bad shape n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) + " m=" + std::to_string(m));
+  std::optional<uint64_t> rowBytes = ggmlRowBytes(o.t, static_cast<uint64_t>(o.k));
   if (!rowBytes)
-    fail(op, "row length k=" + std::to_string(c.k) + " is not a multiple of the " + ggmlTypeName(c.wType) +
-                 " block size " + std::to_string(ggmlTypeInfo(c.wType).blockElems));
-  if (c.n > 1 && c.wRowStride < *rowBytes)
-    fail(op, "weight row stride " + std::to_string(c.wRowStride) + " is smaller than a row (" +
+    fail(op, "row length k=" + std::to_string(o.k) + " is not a multiple of the " + ggmlTypeName(o.t) +
+                 " block size " + std::to_string(ggmlTypeInfo(o.t).blockElems));
+  if (o.n > 1 && o.wStride < *rowBytes)
+    fail(op, "weight row stride " + std::to_string(o.wStride) + " is smaller than a row (" +
                  std::to_string(*rowBytes) + " bytes)");
-  if (c.m > 0 && c.n > 0 && (!c.y || (c.k > 0 && (!c.w || !c.x))))
+  if (m > 0 && o.n > 0 && (!o.y || (o.k > 0 && (!o.w || !x))))
     fail(op, "null weight, input or output pointer");
   // With index arrays any row may be used, so the strides must hold a whole row whatever m is.
-  if ((c.m > 1 || c.xRows) && c.xRowStride < static_cast<size_t>(c.k))
-    fail(op,
-         "input row stride " + std::to_string(c.xRowStride) + " is smaller than k=" + std::to_string(c.k));
-  if ((c.m > 1 || c.yRows) && c.yRowStride < static_cast<size_t>(c.n))
-    fail(op,
-         "output row stride " + std::to_string(c.yRowStride) + " is smaller than n=" + std::to_string(c.n));
+  if ((m > 1 || indexed) && xStride < static_cast<size_t>(o.k))
+    fail(op, "input row stride " + std::to_string(xStride) + " is smaller than k=" + std::to_string(o.k));
+  if ((m > 1 || indexed) && o.yStride < static_cast<size_t>(o.n))
+    fail(op, "output row stride " + std::to_string(o.yStride) + " is smaller than n=" + std::to_string(o.n));
 }
 
-/// Converts rows xRows[i] (i when xRows is null) of x, i < m, into slot i of the group's shared scratch,
-/// as the dot kernels of weight type t take them (nullptr when they take the f32 rows); `bytes` gets the
-/// size of one converted row.
-uint8_t *convertActivations(const char *op, GGMLType t, int64_t k, const float *x, size_t xRowStride,
-                            const int32_t *xRows, int64_t m, ThreadGroup &group, size_t &bytes) {
-  bytes = static_cast<size_t>(activationRowBytes(t, k));
-  GGMLType actType = vecDotType(t);
-  if (actType == GGMLType::F32)
-    return nullptr;
-  size_t scratchBytes = 0;
-  if (__builtin_mul_overflow(bytes, static_cast<size_t>(m), &scratchBytes))
-    fail(op, "activation scratch for m=" + std::to_string(m) + " rows overflows");
-  QuantizeFn quantize = activationQuantizer(actType, activeIsa());
-  uint8_t *act = static_cast<uint8_t *>(group.sharedScratch(scratchBytes));
-  auto rows = [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const float *src = x + static_cast<size_t>(xRows ? xRows[i] : i) * xRowStride;
-      quantize(src, act + bytes * static_cast<size_t>(i), k);
-      completeActivationRow(t, act + bytes * static_cast<size_t>(i), k);
-    }
+/// Activation rows in the kernels' format.
+struct Acts {
+  ActFormat fmt;
+  const uint8_t *base; ///< converted rows (not for F32)
+  size_t rowBytes;
+  const float *x; ///< f32 rows (F32)
+  size_t xStride;
+  const void *row(int64_t i) const {
+    return fmt == ActFormat::F32 ? static_cast<const void *>(x + static_cast<size_t>(i) * xStride)
+                                 : static_cast<const void *>(base + static_cast<size_t>(i) * rowBytes);
+  }
+};
+
+/// Converts rows [0, rows) of x for weights of type t, once (cached when opts has a cache).
+Acts convertActs(const char *op, GGMLType t, int64_t k, const float *x, size_t xStride, int64_t rows,
+                 const MatmulOptions &opts, ThreadGroup &group) {
+  Acts a{activationFormat(t), nullptr, 0, x, xStride};
+  if (a.fmt == ActFormat::F32)
+    return a;
+  a.rowBytes = static_cast<size_t>(activationRowBytes(t, k));
+  size_t total = 0;
+  if (__builtin_mul_overflow(a.rowBytes, static_cast<size_t>(rows), &total))
+    fail(op, "activation scratch for " + std::to_string(rows) + " rows overflows");
+  QuantizeFn quantize = a.fmt == ActFormat::Q8 ? kernelTable(opts.isa).quantizeQ8
+                                               : activationQuantizer(vecDotType(t), opts.isa);
+  auto fill = [&](uint8_t *dst) {
+    auto body = [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i)
+        quantize(x + static_cast<size_t>(i) * xStride, dst + a.rowBytes * static_cast<size_t>(i), k);
+    };
+    if (rows == 1)
+      body(0, 1, 0); // one row: not worth a hand-off
+    else
+      group.parallelFor(rows, body);
   };
-  if (m == 1)
-    rows(0, 1, 0); // one row: not worth a hand-off
-  else
-    group.parallelFor(m, rows);
-  return act;
+  // Cache keys: 1 for ActQ8, 100 + the legacy activation type id.
+  const int key = a.fmt == ActFormat::Q8 ? 1 : 100 + static_cast<int>(vecDotType(t));
+  if (opts.cache) {
+    a.base = opts.cache->get(key, x, rows, k, xStride, a.rowBytes, fill);
+  } else {
+    uint8_t *dst = static_cast<uint8_t *>(group.sharedScratch(total));
+    fill(dst);
+    a.base = dst;
+  }
+  return a;
 }
 
-void run(const char *op, const Core &c, ThreadGroup &group) {
-  validate(op, c);
-  if (c.m == 0 || c.n == 0)
-    return;
-  if (c.k == 0) {
-    // An empty reduction (a device's share of a split K can be 0): the partial sum is zero.
-    for (int64_t i = 0; i < c.m; ++i) {
-      float *yr = c.y + static_cast<size_t>(c.yRows ? c.yRows[i] : i) * c.yRowStride;
-      std::fill(yr, yr + c.n, 0.0f);
-    }
-    return;
+/// The (input row, output row) pairs a weight is applied to; null index arrays mean 0..count-1.
+struct TokenSet {
+  const int32_t *xIdx, *yIdx;
+  int64_t count;
+  int64_t xAt(int64_t i) const { return xIdx ? xIdx[i] : i; }
+  int64_t yAt(int64_t i) const { return yIdx ? yIdx[i] : i; }
+};
+
+/// The kernels of one product.
+struct Kernels {
+  RowKernel row = nullptr;
+  VecDotFn legacy = nullptr;
+  PanelConvert convert = nullptr;
+  PanelTile tile = nullptr;
+  int R = 0;
+};
+
+Kernels kernelsFor(GGMLType t, Isa isa) {
+  const KernelTable &kt = kernelTable(isa);
+  Kernels k;
+  k.row = kt.getRow(t);
+  k.legacy = kt.get(t);
+  if (kt.panelRows > 0 && kt.getConvert(t) && kt.getTile(t)) {
+    k.convert = kt.getConvert(t);
+    k.tile = kt.getTile(t);
+    k.R = kt.panelRows;
   }
-  VecDotFn dot = vecDotKernel(c.wType, activeIsa());
-  VecDot4Fn dot4 = vecDot4Kernel(c.wType, activeIsa());
-  const float *const x = c.x;
-  auto xRow = [&](int64_t i) { return x + static_cast<size_t>(c.xRows ? c.xRows[i] : i) * c.xRowStride; };
-  auto yRow = [&](int64_t i) { return c.y + static_cast<size_t>(c.yRows ? c.yRows[i] : i) * c.yRowStride; };
+  return k;
+}
 
-  // Activation rows in the dot kernel's type: the f32 rows themselves, or quantized copies.
-  size_t actBytes = 0;
-  const uint8_t *act = convertActivations(op, c.wType, c.k, c.x, c.xRowStride, c.xRows, c.m, group, actBytes);
-  auto actRow = [&](int64_t i) -> const void * {
-    return act ? static_cast<const void *>(act + actBytes * static_cast<size_t>(i)) : xRow(i);
-  };
-  const uint8_t *w = static_cast<const uint8_t *>(c.w);
-
-  if (c.m <= kDecodeTokens) {
-    // Decode: split W rows; each weight row is streamed once and dotted with every token.
-    group.parallelFor(c.n, [&](int64_t b, int64_t e, int) {
-      for (int64_t r = b; r < e; ++r) {
-        const uint8_t *wr = w + static_cast<size_t>(r) * c.wRowStride;
-        if (dot4 && c.m == 4) {
-          const void *a[4] = {actRow(0), actRow(1), actRow(2), actRow(3)};
-          float out[4];
-          dot4(c.k, wr, a, out);
-          for (int t = 0; t < 4; ++t)
-            yRow(t)[r] = out[t];
-          continue;
-        }
-        for (int64_t t = 0; t < c.m; ++t)
-          yRow(t)[r] = dot(c.k, wr, actRow(t));
-      }
-    });
-    return;
-  }
-
-  // Prefill: tiles of kRowTile rows x kTokenTile tokens, row-tile major so a thread's consecutive tiles
-  // reuse the same weight rows from cache.
-  int64_t rowTiles = (c.n + kRowTile - 1) / kRowTile;
-  int64_t tokTiles = (c.m + kTokenTile - 1) / kTokenTile;
-  group.parallelFor(rowTiles * tokTiles, [&](int64_t b, int64_t e, int) {
-    for (int64_t tile = b; tile < e; ++tile) {
-      int64_t r0 = (tile / tokTiles) * kRowTile, t0 = (tile % tokTiles) * kTokenTile;
-      int64_t r1 = std::min(c.n, r0 + kRowTile), t1 = std::min(c.m, t0 + kTokenTile);
-      int64_t t = t0;
-      if (dot4) {
-        // Four tokens per weight-row pass: each weight block is unpacked once for all four.
-        for (; t + 4 <= t1; t += 4) {
-          const void *a[4] = {actRow(t), actRow(t + 1), actRow(t + 2), actRow(t + 3)};
-          float *yr[4] = {yRow(t), yRow(t + 1), yRow(t + 2), yRow(t + 3)};
-          float out[4];
-          for (int64_t r = r0; r < r1; ++r) {
-            dot4(c.k, w + static_cast<size_t>(r) * c.wRowStride, a, out);
-            for (int j = 0; j < 4; ++j)
-              yr[j][r] = out[j];
-          }
-        }
-      }
-      for (; t < t1; ++t) {
-        const void *a = actRow(t);
-        float *yr = yRow(t);
-        for (int64_t r = r0; r < r1; ++r)
-          yr[r] = dot(c.k, w + static_cast<size_t>(r) * c.wRowStride, a);
-      }
+/// Rows [r0, r1) of the weight at w against every token of ts, with the row kernels.
+void runRows(const Operands &o, const uint8_t *w, int64_t r0, int64_t r1, const Acts &a, const TokenSet &ts,
+             const Kernels &kn) {
+  for (int64_t t0 = 0; t0 < ts.count; t0 += kMaxRowTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(kMaxRowTokens, ts.count - t0));
+    const void *act[kMaxRowTokens];
+    float *yr[kMaxRowTokens];
+    for (int j = 0; j < nt; ++j) {
+      act[j] = a.row(ts.xAt(t0 + j));
+      yr[j] = o.y + static_cast<size_t>(ts.yAt(t0 + j)) * o.yStride;
     }
+    float out[kMaxRowTokens];
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *wr = w + static_cast<size_t>(r) * o.wStride;
+      if (kn.row) {
+        kn.row(o.k, wr, act, nt, out);
+      } else {
+        for (int j = 0; j < nt; ++j)
+          out[j] = kn.legacy(o.k, wr, act[j]);
+      }
+      for (int j = 0; j < nt; ++j)
+        yr[j][r] = out[j];
+    }
+  }
+}
+
+/// Panel `p` (rows 32p..32p+31 that exist) of the weight at w, converted into the thread's scratch, against
+/// every token of ts.
+void runPanel(const Operands &o, const uint8_t *w, int64_t p, const Acts &a, const TokenSet &ts,
+              const Kernels &kn, ThreadGroup &group, int thread) {
+  const int64_t r0 = p * kPanelRows;
+  const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, o.n - r0));
+  const size_t groupBytes = panelGroupBytes(o.t, o.k, kn.R);
+  uint8_t *panel = static_cast<uint8_t *>(group.threadScratch(thread, groupBytes * (kPanelRows / kn.R)));
+  kn.convert(o.k, w + static_cast<size_t>(r0) * o.wStride, o.wStride, rows, panel);
+  const int groups = (rows + kn.R - 1) / kn.R;
+  float tmp[kMaxTileTokens][16]; // outputs of a group that extends past n (R <= 16)
+  for (int64_t t0 = 0; t0 < ts.count; t0 += kMaxTileTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(kMaxTileTokens, ts.count - t0));
+    const void *act[kMaxTileTokens];
+    float *yr[kMaxTileTokens];
+    for (int j = 0; j < nt; ++j) {
+      act[j] = a.row(ts.xAt(t0 + j));
+      yr[j] = o.y + static_cast<size_t>(ts.yAt(t0 + j)) * o.yStride;
+    }
+    for (int gi = 0; gi < groups; ++gi) {
+      const int64_t base = r0 + static_cast<int64_t>(gi) * kn.R;
+      const int valid = static_cast<int>(std::min<int64_t>(kn.R, o.n - base));
+      float *out[kMaxTileTokens];
+      for (int j = 0; j < nt; ++j)
+        out[j] = valid == kn.R ? yr[j] + base : tmp[j];
+      kn.tile(o.k, panel + groupBytes * static_cast<size_t>(gi), act, nt, out);
+      if (valid < kn.R)
+        for (int j = 0; j < nt; ++j)
+          std::copy(tmp[j], tmp[j] + valid, yr[j] + base);
+    }
+  }
+}
+
+/// One product of a job: a weight (or several experts') applied to token sets, with its kernels and
+/// converted activations.
+struct Product {
+  Operands o;
+  Acts acts;
+  Kernels kn;
+  std::vector<const uint8_t *> weights; ///< per token set
+  std::vector<TokenSet> sets;
+  std::vector<int32_t> xs, ys; ///< matmulId: entries grouped by expert (the sets point into them)
+};
+
+/// A unit of work: rows [r0, r1) of one weight against one token set (panel units: [panel, panel + 1)).
+struct Unit {
+  int32_t product, set;
+  bool panel;
+  int64_t r0, r1;
+};
+
+/// True when a token set of `count` tokens runs through panels.
+bool usePanels(const Kernels &kn, int64_t count, const MatmulOptions &opts) {
+  return opts.allowPanels && kn.convert && count >= kPanelMinTokens;
+}
+
+/// Rows per row-kernel unit: about eight units per thread, 4..256 rows (a decode unit of a 2048-wide q4_K
+/// matrix at 64 rows is 72 KB of weights; fewer, larger units would leave a thread idle at the end).
+int64_t rowsPerUnit(int64_t totalRows, int threads) {
+  int64_t r = totalRows / (8 * static_cast<int64_t>(threads));
+  r = std::clamp<int64_t>(r, 4, 256);
+  return (r + 3) / 4 * 4;
+}
+
+/// Writes zeros into the output rows of every token of ts (k = 0: the empty partial sum).
+void zeroOutputs(const Operands &o, const TokenSet &ts) {
+  for (int64_t i = 0; i < ts.count; ++i) {
+    float *yr = o.y + static_cast<size_t>(ts.yAt(i)) * o.yStride;
+    std::fill(yr, yr + o.n, 0.0f);
+  }
+}
+
+/// Cuts every product into units and runs them as one dynamic job. Token sets are visited in the order of
+/// `setOrder` (pairs of product and set), each set's units (all its panels or row runs) together, so one
+/// job can hold, say, an expert's gate and up panels next to each other while its tokens are in cache.
+void runJob(const std::vector<Product> &ps, const std::vector<std::pair<int32_t, int32_t>> &setOrder,
+            const MatmulOptions &opts, ThreadGroup &group) {
+  int64_t totalRows = 0;
+  for (const Product &p : ps)
+    totalRows += p.o.n * static_cast<int64_t>(p.sets.size());
+  const int64_t rpu = rowsPerUnit(totalRows, group.size());
+  std::vector<Unit> units;
+  for (auto [pi, si] : setOrder) {
+    const Product &p = ps[static_cast<size_t>(pi)];
+    if (usePanels(p.kn, p.sets[static_cast<size_t>(si)].count, opts)) {
+      for (int64_t pn = 0; pn * kPanelRows < p.o.n; ++pn)
+        units.push_back({pi, si, true, pn, pn + 1});
+    } else {
+      for (int64_t r = 0; r < p.o.n; r += rpu)
+        units.push_back({pi, si, false, r, std::min(p.o.n, r + rpu)});
+    }
+  }
+  group.parallelDynamic(static_cast<int64_t>(units.size()), [&](int64_t u, int thread) {
+    const Unit &un = units[static_cast<size_t>(u)];
+    const Product &p = ps[static_cast<size_t>(un.product)];
+    const uint8_t *w = p.weights[static_cast<size_t>(un.set)];
+    const TokenSet &ts = p.sets[static_cast<size_t>(un.set)];
+    if (un.panel)
+      runPanel(p.o, w, un.r0, p.acts, ts, p.kn, group, thread);
+    else
+      runRows(p.o, w, un.r0, un.r1, p.acts, ts, p.kn);
   });
 }
 
-} // namespace
-
-void matmulIdGrouped(const MatmulIdGroupedArgs &a, ThreadGroup &group) {
-  const char *op = "matmul_id";
+void checkIdArgs(const char *op, const MatmulIdArgs &a) {
   if (a.count > 0 && (!a.experts || !a.xRows || !a.yRows))
     fail(op, "null expert or row index array");
   for (int64_t i = 0; i < a.count; ++i) {
@@ -185,69 +273,109 @@ void matmulIdGrouped(const MatmulIdGroupedArgs &a, ThreadGroup &group) {
     if (a.xRows[i] < 0 || a.xRows[i] >= a.xRowCount || a.yRows[i] < 0)
       fail(op, "row index out of range at position " + std::to_string(i));
   }
-  Core c{a.w,          a.wType, a.n, a.k,          a.wRowStride, a.x,
-         a.xRowStride, a.xRows, a.y, a.yRowStride, a.yRows,      a.count};
-  validate(op, c);
-  if (a.count == 0 || a.n == 0)
-    return;
-  if (a.k == 0) {
-    for (int64_t i = 0; i < a.count; ++i)
-      std::fill(a.y + static_cast<size_t>(a.yRows[i]) * a.yRowStride,
-                a.y + static_cast<size_t>(a.yRows[i]) * a.yRowStride + a.n, 0.0f);
-    return;
-  }
-  // Runs of entries with the same expert; one work unit = one weight row of one run's expert, dotted with
-  // every entry of the run (the row is read once).
-  std::vector<int64_t> runs = {0};
-  for (int64_t i = 1; i < a.count; ++i)
-    if (a.experts[i] != a.experts[i - 1])
-      runs.push_back(i);
-  runs.push_back(a.count);
   size_t offset = 0;
-  for (size_t r = 0; r + 1 < runs.size(); ++r)
-    if (__builtin_mul_overflow(static_cast<size_t>(a.experts[runs[r]]), a.wExpertStride, &offset))
-      fail(op, "expert offset overflows");
-  size_t actBytes = 0;
-  const uint8_t *act =
-      convertActivations(op, a.wType, a.k, a.x, a.xRowStride, nullptr, a.xRowCount, group, actBytes);
-  VecDotFn dot = vecDotKernel(a.wType, activeIsa());
-  const uint8_t *w = static_cast<const uint8_t *>(a.w);
-  const int64_t nRuns = static_cast<int64_t>(runs.size()) - 1;
-  group.parallelFor(nRuns * a.n, [&](int64_t b, int64_t e, int) {
-    for (int64_t u = b; u < e; ++u) {
-      const int64_t run = u / a.n, row = u % a.n;
-      const uint8_t *wr = w + static_cast<size_t>(a.experts[runs[run]]) * a.wExpertStride +
-                          static_cast<size_t>(row) * a.wRowStride;
-      for (int64_t i = runs[run]; i < runs[run + 1]; ++i) {
-        const void *ar =
-            act ? static_cast<const void *>(act + actBytes * static_cast<size_t>(a.xRows[i]))
-                : static_cast<const void *>(a.x + static_cast<size_t>(a.xRows[i]) * a.xRowStride);
-        a.y[static_cast<size_t>(a.yRows[i]) * a.yRowStride + static_cast<size_t>(row)] = dot(a.k, wr, ar);
-      }
-    }
-  });
+  if (a.nExperts > 0 && __builtin_mul_overflow(static_cast<size_t>(a.nExperts - 1), a.wExpertStride, &offset))
+    fail(op, "expert offset overflows");
+  Operands o{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride};
+  validate(op, o, a.x, a.xRowStride, a.count, true);
 }
 
-void matmul(const MatmulArgs &a, ThreadGroup &group) {
-  Core c{a.w, a.wType, a.n, a.k, a.wRowStride, a.x, a.xRowStride, nullptr, a.y, a.yRowStride, nullptr, a.m};
-  run("matmul", c, group);
-}
-
-void matmulId(const MatmulIdArgs &a, ThreadGroup &group) {
-  if (a.expert < 0 || a.expert >= a.nExperts)
-    fail("matmul_id", "expert " + std::to_string(a.expert) + " is out of range (" +
-                          std::to_string(a.nExperts) + " experts)");
-  if (a.count > 0 && (!a.xRows || !a.yRows))
-    fail("matmul_id", "null row index array");
+/// The product of one matmulId part: entries grouped by expert (a counting sort, entry order kept within an
+/// expert), one token set per used expert.
+Product idProduct(const char *op, const MatmulIdArgs &a, ThreadGroup &group) {
+  Product p{Operands{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride},
+            convertActs(op, a.wType, a.k, a.x, a.xRowStride, a.xRowCount, a, group),
+            kernelsFor(a.wType, a.isa),
+            {},
+            {},
+            std::vector<int32_t>(static_cast<size_t>(a.count)),
+            std::vector<int32_t>(static_cast<size_t>(a.count))};
+  std::vector<int64_t> start(static_cast<size_t>(a.nExperts) + 1, 0);
   for (int64_t i = 0; i < a.count; ++i)
-    if (a.xRows[i] < 0 || a.yRows[i] < 0)
-      fail("matmul_id", "negative row index at position " + std::to_string(i));
-  size_t offset = 0;
-  if (__builtin_mul_overflow(static_cast<size_t>(a.expert), a.wExpertStride, &offset))
-    fail("matmul_id", "expert offset overflows");
-  const uint8_t *w = static_cast<const uint8_t *>(a.w) + offset;
-  Core c{w, a.wType, a.n, a.k, a.wRowStride, a.x, a.xRowStride, a.xRows, a.y, a.yRowStride, a.yRows, a.count};
-  run("matmul_id", c, group);
+    ++start[static_cast<size_t>(a.experts[i]) + 1];
+  for (size_t e = 1; e < start.size(); ++e)
+    start[e] += start[e - 1];
+  std::vector<int64_t> fillAt(start.begin(), start.end() - 1);
+  for (int64_t i = 0; i < a.count; ++i) {
+    const size_t at = static_cast<size_t>(fillAt[static_cast<size_t>(a.experts[i])]++);
+    p.xs[at] = a.xRows[i];
+    p.ys[at] = a.yRows[i];
+  }
+  for (int64_t e = 0; e < a.nExperts; ++e) {
+    const size_t b = static_cast<size_t>(start[static_cast<size_t>(e)]);
+    const int64_t c = start[static_cast<size_t>(e) + 1] - start[static_cast<size_t>(e)];
+    if (c == 0)
+      continue;
+    p.weights.push_back(p.o.w + static_cast<size_t>(e) * a.wExpertStride);
+    p.sets.push_back(TokenSet{p.xs.data() + b, p.ys.data() + b, c});
+  }
+  return p;
 }
+
+} // namespace
+
+void matmulBatch(const MatmulArgs *parts, size_t count, ThreadGroup &group) {
+  const char *op = "matmul";
+  std::vector<Product> ps;
+  std::vector<std::pair<int32_t, int32_t>> order;
+  for (size_t i = 0; i < count; ++i) {
+    const MatmulArgs &a = parts[i];
+    Operands o{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride};
+    validate(op, o, a.x, a.xRowStride, a.m, false);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const MatmulArgs &a = parts[i];
+    Operands o{static_cast<const uint8_t *>(a.w), a.wType, a.n, a.k, a.wRowStride, a.y, a.yRowStride};
+    const TokenSet all{nullptr, nullptr, a.m};
+    if (a.m == 0 || a.n == 0)
+      continue;
+    if (a.k == 0) {
+      zeroOutputs(o, all);
+      continue;
+    }
+    order.emplace_back(static_cast<int32_t>(ps.size()), 0);
+    ps.push_back(Product{o, convertActs(op, a.wType, a.k, a.x, a.xRowStride, a.m, a, group),
+                         kernelsFor(a.wType, a.isa), {o.w}, {all}, {}, {}});
+  }
+  if (!ps.empty())
+    runJob(ps, order, parts[0], group);
+}
+
+void matmul(const MatmulArgs &a, ThreadGroup &group) { matmulBatch(&a, 1, group); }
+
+void matmulIdBatch(const MatmulIdArgs *parts, size_t count, ThreadGroup &group) {
+  const char *op = "matmul_id";
+  for (size_t i = 0; i < count; ++i)
+    checkIdArgs(op, parts[i]);
+  std::vector<Product> ps;
+  for (size_t i = 0; i < count; ++i) {
+    const MatmulIdArgs &a = parts[i];
+    if (a.count == 0 || a.n == 0)
+      continue;
+    if (a.k == 0) {
+      zeroOutputs(Operands{nullptr, a.wType, a.n, a.k, 0, a.y, a.yRowStride}, TokenSet{nullptr, a.yRows, a.count});
+      continue;
+    }
+    ps.push_back(idProduct(op, a, group));
+  }
+  // Experts with the most tokens first (their units are the longest; dynamic claiming then fills the end of
+  // the job with the short ones), and the parts of one expert (gate, up) next to each other.
+  std::vector<std::pair<int32_t, int32_t>> order;
+  for (size_t pi = 0; pi < ps.size(); ++pi)
+    for (size_t si = 0; si < ps[pi].sets.size(); ++si)
+      order.emplace_back(static_cast<int32_t>(pi), static_cast<int32_t>(si));
+  auto expertOf = [&](const std::pair<int32_t, int32_t> &u) {
+    const Product &p = ps[static_cast<size_t>(u.first)];
+    return p.sets[static_cast<size_t>(u.second)].count;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](const auto &l, const auto &r) {
+    const int64_t cl = expertOf(l), cr = expertOf(r);
+    return cl != cr ? cl > cr : l.second < r.second;
+  });
+  if (!ps.empty())
+    runJob(ps, order, parts[0], group);
+}
+
+void matmulId(const MatmulIdArgs &a, ThreadGroup &group) { matmulIdBatch(&a, 1, group); }
 
 } // namespace tpc::rt::cpu

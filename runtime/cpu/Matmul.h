@@ -1,15 +1,23 @@
 //===- Matmul.h - quantized matrix multiplication on the CPU -----*- C++ -*-===//
 //
 // y[m, n] = x[m, k] . W[n, k]^T for W of any supported ggml type (rows of W are GGUF tensor rows). As in
-// ggml's CPU backend, x is first quantized (once per call) to W's activation type (Quant.h vecDotType) and
-// completed with per-row sums where W's kernels use them (completeActivationRow), in scratch memory owned
-// by the thread group; then integer block dot products run per (row, token) pair.
+// the reference engine, x is first converted once to the weight type's activation format (Quant.h
+// activationFormat: ActQ8 rows shared by q4_0/q5_0/q8_0/q4_K/q5_K/q6_K, f32 rows for float weights, or a
+// legacy type), through an ActivationCache when one is given so that readers of the same input share the
+// conversion; then integer block dot products run.
 //
-// Work split: decode (m <= 4) gives each thread a contiguous range of W rows, so every weight byte is read
-// once from memory; prefill tiles W rows x tokens (16 x 64) so that a tile of weight rows stays in cache
-// while a tile of tokens passes over it, and where a four-token kernel exists (f32, f16, bf16, q4_0, q8_0,
-// q4_K, q5_K, q6_K) each weight block is unpacked once per four tokens. The result of a (row, token) pair
-// never depends on the thread count or the path taken.
+// Paths (chosen from the shapes alone, so a (row, token) result never depends on the thread count):
+//  - rows: fewer than kPanelMinTokens tokens (decode, small batches). Row kernels unpack each weight block
+//    once for up to 8 tokens; work units are runs of weight rows, so every weight byte is read once.
+//  - panels: from kPanelMinTokens tokens (prefill) on ISAs with panel kernels. A unit is a panel of 32
+//    weight rows that the thread converts into its own scratch (Kernels.h: rows interleaved for the
+//    register tiles; 32 rows of a 5632-wide q4_K matrix are 225 KB, within L2), then every token passes
+//    over it in tiles of 8.
+// Units are claimed dynamically (ThreadGroup::parallelDynamic), so uneven units keep every thread busy.
+//
+// Results are deterministic for given shapes and ISA but differ between paths and ISAs in the order of
+// float operations (the integer block sums are exact everywhere): see docs/architecture.md, "CPU matmul
+// tolerance", for the bound the tests hold every path to.
 //
 // Errors (unsupported type, k not whole blocks, strides too small) throw std::invalid_argument with a
 // message naming the argument; no work is started then. Empty shapes are valid: n = 0 or m = 0 writes
@@ -18,7 +26,9 @@
 #ifndef TPC_RUNTIME_CPU_MATMUL_H
 #define TPC_RUNTIME_CPU_MATMUL_H
 
+#include "runtime/cpu/ActivationCache.h"
 #include "runtime/cpu/ThreadGroup.h"
+#include "runtime/cpu/quant/Quant.h"
 #include "runtime/ggml/GGMLTypes.h"
 
 #include <cstddef>
@@ -26,8 +36,19 @@
 
 namespace tpc::rt::cpu {
 
+/// Tokens from which a matmul runs through weight panels (where the ISA has panel kernels): below it the
+/// conversion of a panel costs more than unpacking each block once per 8 tokens.
+constexpr int64_t kPanelMinTokens = 32;
+
+/// What every matmul takes besides its operands.
+struct MatmulOptions {
+  Isa isa = activeIsa();             ///< kernels to use (tests pick each level the machine has)
+  ActivationCache *cache = nullptr;  ///< converted inputs to reuse (null: convert into scratch)
+  bool allowPanels = true;           ///< false: row kernels at every token count (tests, benchmarks)
+};
+
 /// Arguments of matmul.
-struct MatmulArgs {
+struct MatmulArgs : MatmulOptions {
   const void *w = nullptr;        ///< weight rows
   GGMLType wType = GGMLType::F32; ///< their element type
   int64_t n = 0;                  ///< rows of W = outputs per token
@@ -43,47 +64,42 @@ struct MatmulArgs {
 /// y = x . W^T (see the file comment).
 void matmul(const MatmulArgs &args, ThreadGroup &group);
 
-/// What matmulId and matmulIdGrouped share: a 3-D expert weight [nExperts][n][k] and the activation and
-/// output rows the routed entries index (ggml's mul_mat_id).
-struct ExpertMatmul {
-  const void *w = nullptr;        ///< expert 0's first row
-  GGMLType wType = GGMLType::F32; ///< element type
-  int64_t n = 0, k = 0;           ///< rows per expert, row length
-  size_t wRowStride = 0;          ///< bytes between rows of one expert
-  size_t wExpertStride = 0;       ///< bytes between experts
-  int64_t nExperts = 0;           ///< experts in w
-  const float *x = nullptr;       ///< activation rows
-  size_t xRowStride = 0;          ///< floats between x rows
-  float *y = nullptr;             ///< output rows
-  size_t yRowStride = 0;          ///< floats between y rows
-};
+/// Several products as one job (their units claimed from one counter): matmuls that read one input, such as
+/// Q, K and V or gate and up, then cost one hand-off instead of one each, and a thread that finishes its
+/// share of one product takes units of the next. Each part's results are matmul's. Options (panels) are the
+/// first part's; give every part the same cache so the input is converted once.
+void matmulBatch(const MatmulArgs *parts, size_t count, ThreadGroup &group);
 
-/// Arguments of matmulId: one expert against a subset of the rows of x, so the executor can group the
-/// tokens routed to each expert.
-struct MatmulIdArgs : ExpertMatmul {
-  int64_t expert = 0;             ///< the expert to use
-  const int32_t *xRows = nullptr; ///< for i < count: row xRows[i] of x is input i
-  const int32_t *yRows = nullptr; ///< for i < count: output i goes to row yRows[i] of y
-  int64_t count = 0;              ///< number of rows routed to this expert
-};
-
-/// For i < count: y[yRows[i]] = W[expert] . x[xRows[i]]. Row indices must be >= 0 (checked).
-void matmulId(const MatmulIdArgs &args, ThreadGroup &group);
-
-/// Arguments of matmulIdGrouped: every routed (expert, input row, output row) entry of a mul_mat_id at
-/// once, entries grouped by expert (each expert's entries contiguous).
-struct MatmulIdGroupedArgs : ExpertMatmul {
+/// Arguments of matmulId (ggml's mul_mat_id): a 3-D expert weight [nExperts][n][k] and routed entries,
+/// each an (expert, input row, output row) triple, in any order.
+struct MatmulIdArgs : MatmulOptions {
+  const void *w = nullptr;          ///< expert 0's first row
+  GGMLType wType = GGMLType::F32;   ///< element type
+  int64_t n = 0, k = 0;             ///< rows per expert, row length
+  size_t wRowStride = 0;            ///< bytes between rows of one expert
+  size_t wExpertStride = 0;         ///< bytes between experts
+  int64_t nExperts = 0;             ///< experts in w
+  const float *x = nullptr;         ///< activation rows
+  size_t xRowStride = 0;            ///< floats between x rows
   int64_t xRowCount = 0;            ///< rows of x (each is converted once, whatever uses it)
-  const int32_t *experts = nullptr; ///< for i < count: the expert of entry i (grouped)
+  float *y = nullptr;               ///< output rows
+  size_t yRowStride = 0;            ///< floats between y rows
+  const int32_t *experts = nullptr; ///< for i < count: the expert of entry i
   const int32_t *xRows = nullptr;   ///< input row of entry i (< xRowCount)
   const int32_t *yRows = nullptr;   ///< output row of entry i
   int64_t count = 0;                ///< entries
 };
 
-/// For i < count: y[yRows[i]] = W[experts[i]] . x[xRows[i]], as one parallel job over the used experts'
-/// rows (decode: a few rows per expert, where one job per expert would cost more in hand-offs than in
-/// work) with every x row converted once. Results are bit-identical to matmulId's.
-void matmulIdGrouped(const MatmulIdGroupedArgs &args, ThreadGroup &group);
+/// For i < count: y[yRows[i]] = W[experts[i]] . x[xRows[i]], as one dynamically scheduled job over (expert,
+/// row range) units: each expert's entries form its token set, which takes the panel path when it has at
+/// least kPanelMinTokens entries and the row path otherwise; x is converted once for all experts. An
+/// entry's result is the one matmul gives for its expert's token count.
+void matmulId(const MatmulIdArgs &args, ThreadGroup &group);
+
+/// Several matmulIds as one job, units ordered expert by expert across the parts: the experts' gate and up
+/// projections of one input run together, each expert's gate and up units next to each other while its
+/// tokens' activations are in cache. Each part's results are matmulId's.
+void matmulIdBatch(const MatmulIdArgs *parts, size_t count, ThreadGroup &group);
 
 } // namespace tpc::rt::cpu
 

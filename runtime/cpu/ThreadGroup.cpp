@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/ThreadGroup.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <new>
@@ -131,6 +132,24 @@ void ThreadGroup::workerLoop(int thread) {
 }
 
 void ThreadGroup::parallelFor(int64_t n, const RangeFn &fn) { parallelFor(n, 1, fn); }
+
+void ThreadGroup::parallelDynamic(int64_t n, const UnitFn &fn) {
+  if (n <= 0)
+    return;
+  if (nThreads_ == 1 || n == 1) {
+    for (int64_t u = 0; u < n; ++u)
+      fn(u, 0);
+    return;
+  }
+  // One claiming loop per thread, handed out as parallelFor chunks: a thread that starts late finds the
+  // counter exhausted (or its chunk run by another thread, whose loop found no units either) and returns.
+  nextUnit_.store(0, std::memory_order_relaxed);
+  parallelFor(std::min<int64_t>(nThreads_, n), [&](int64_t, int64_t, int thread) {
+    for (int64_t u = nextUnit_.fetch_add(1, std::memory_order_relaxed); u < n;
+         u = nextUnit_.fetch_add(1, std::memory_order_relaxed))
+      fn(u, thread);
+  });
+}
 
 void ThreadGroup::parallelFor(int64_t n, int64_t grain, const RangeFn &fn) {
   if (n <= 0)

@@ -9,6 +9,10 @@
 // finished its chunk takes the chunks nobody has started. On a busy machine a descheduled worker then
 // delays nothing: the caller runs its chunk instead of waiting a whole time slice for it.
 //
+// parallelDynamic serves jobs of uneven units (experts with different token counts, panels of different
+// cost): every thread claims the next unit from an atomic counter until none are left, so no thread idles
+// while another still has a backlog.
+//
 // The calling thread takes part as thread 0. Jobs must not call parallelFor on the same group (no nesting).
 // An exception thrown by a job is rethrown in the caller after every thread has finished.
 //===----------------------------------------------------------------------===//
@@ -46,6 +50,8 @@ private:
 
 /// The job signature: a half-open range [begin, end) and the index of the thread running it.
 using RangeFn = std::function<void(int64_t begin, int64_t end, int thread)>;
+/// A dynamic job's signature: one unit and the index of the thread running it.
+using UnitFn = std::function<void(int64_t unit, int thread)>;
 
 /// A fixed group of worker threads (see the file comment).
 class ThreadGroup {
@@ -65,6 +71,11 @@ public:
 
   /// Like parallelFor but with chunks that are multiples of `grain` (the last one may be shorter).
   void parallelFor(int64_t n, int64_t grain, const RangeFn &fn);
+
+  /// Runs fn(u, thread) for every u in [0, n), units claimed one at a time in increasing order from a shared
+  /// counter by whichever thread is free (dynamic scheduling). Returns when all are done. Which thread runs
+  /// a unit varies from call to call, so a unit's result must not depend on it (only its scratch does).
+  void parallelDynamic(int64_t n, const UnitFn &fn);
 
   /// Scratch private to `thread`, valid until the next call with the same thread and a larger size.
   void *threadScratch(int thread, size_t bytes) { return scratch_[static_cast<size_t>(thread)].get(bytes); }
@@ -91,6 +102,7 @@ private:
   /// claim_[c] holds the generation of the job whose chunk c has been taken.
   std::unique_ptr<std::atomic<uint64_t>[]> claim_;
   alignas(64) std::atomic<int> done_{0};
+  alignas(64) std::atomic<int64_t> nextUnit_{0}; ///< parallelDynamic's claim counter
   std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};
   std::mutex mutex_;

@@ -599,3 +599,110 @@ func.func @negative_slice_axis(%x: tensor<4x8xf32>) {
   %0 = tpc.slice %x {axis = 5} : tensor<4x8xf32>
   return
 }
+
+// -----
+
+/// Non-finite attributes: NaN fails every comparison and infinity passes "> 0", so both are refused by name.
+func.func @negative_rms_norm_eps_nan(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'tpc.rms_norm' op eps must be finite, got nan}}
+  %0 = tpc.rms_norm %x {eps = 0x7FC00000 : f32} : tensor<?x8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_rope_base_inf(%x: tensor<?x8x64xf32>, %p: tensor<?xi32>) {
+  // expected-error @+1 {{'tpc.rope' op base must be finite, got inf}}
+  %0 = tpc.rope neox %x, %p {n_dims = 64, base = 0x7F800000 : f32} : (tensor<?x8x64xf32>, tensor<?xi32>) -> tensor<?x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @negative_softcap_inf(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'tpc.softcap' op cap must be finite, got inf}}
+  %0 = tpc.softcap %x {cap = 0x7F800000 : f32} : tensor<?x8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_scale_nan(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'tpc.scale' op value must be finite, got nan}}
+  %0 = tpc.scale %x {value = 0x7FC00000 : f32} : tensor<?x8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_attention_scale(%q: tensor<?x8x64xf32>, %k: tensor<?x2x64xf32>, %c: !tpc.kv_cache<2x64x64>, %p: tensor<?xi32>) {
+  // expected-error @+1 {{'tpc.attention' op scale must be > 0, got 0}}
+  %0 = tpc.attention %q, %k, %k, %c, %p {scale = 0.0 : f32} : (tensor<?x8x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>) -> tensor<?x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @negative_weighted_rms_norm_weight(%x: tensor<?x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{'tpc.weighted_rms_norm' op weight 'tensor<4xf32>' does not match the last dimension of x 'tensor<?x8xf32>'}}
+  %0 = tpc.weighted_rms_norm %x, %w {eps = 1.0e-5 : f32} : (tensor<?x8xf32>, tensor<4xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_all_reduce_rms_norm_residual(%x: tensor<?x8xf32>, %r: tensor<?x4xf32>) {
+  // expected-error @+1 {{'tpc.all_reduce_rms_norm' op residual 'tensor<?x4xf32>' must have the type of x 'tensor<?x8xf32>'}}
+  %s, %n = tpc.all_reduce_rms_norm %x residual %r {eps = 1.0e-5 : f32} : (tensor<?x8xf32>, tensor<?x4xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @negative_all_reduce_rms_norm_eps(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'tpc.all_reduce_rms_norm' op eps must be >= 0, got -1}}
+  %s, %n = tpc.all_reduce_rms_norm %x {eps = -1.0 : f32} : (tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+/// Like tpc.all_reduce: the addend is partial, everything else mirrored.
+func.func @negative_all_reduce_rms_norm_operand(%x: tensor<?x8xf32> {tpc.state = #tpc.state<mirrored>}) {
+  // expected-error @+1 {{'tpc.all_reduce_rms_norm' op operand must be partial, got #tpc.state<mirrored>}}
+  %s, %n = tpc.all_reduce_rms_norm %x {eps = 1.0e-5 : f32} : (tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @negative_all_reduce_rms_norm_residual_state(%x: tensor<?x8xf32> {tpc.state = #tpc.state<partial>}, %r: tensor<?x8xf32> {tpc.state = #tpc.state<partial>}) {
+  // expected-error @+1 {{'tpc.all_reduce_rms_norm' op residual and weight must be mirrored, got #tpc.state<partial>}}
+  %s, %n = tpc.all_reduce_rms_norm %x residual %r {eps = 1.0e-5 : f32} : (tensor<?x8xf32>, tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @negative_all_reduce_rms_norm_result(%x: tensor<?x8xf32> {tpc.state = #tpc.state<partial>}) {
+  // expected-error @+1 {{'tpc.all_reduce_rms_norm' op result must be mirrored, got #tpc.state<partial>}}
+  %s, %n = tpc.all_reduce_rms_norm %x {eps = 1.0e-5 : f32, tpc.state = [#tpc.state<mirrored>, #tpc.state<partial>]} : (tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+/// The layer stamp is a block index or "output".
+func.func @negative_layer_stamp(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'tpc.scale' op tpc.layer must be a block index (i64 >= 0) or "output", got -1 : i64}}
+  %0 = tpc.scale %x {value = 1.0 : f32, tpc.layer = -1 : i64} : tensor<?x8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_weight_layer_stamp() {
+  // expected-error @+1 {{'tpc.weight' op tpc.layer must be a block index (i64 >= 0) or "output", got "head"}}
+  %0 = tpc.weight layer "head" {ggml_type = "f32", name = "output_norm.weight"} : tensor<8xf32>
+  return
+}

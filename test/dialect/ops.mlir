@@ -8,6 +8,13 @@ func.func @weights_and_embedding(%tokens: tensor<?xi32>) -> tensor<?x256xf32> {
   %e = tpc.weight {ggml_type = "q8_0", name = "token_embd.weight"} : tensor<512x256xf32>
   // CHECK: tpc.weight {ggml_type = "q4_K", name = "blk.0.ffn_up_exps.weight"} : tensor<8x512x256xf32>
   %x = tpc.weight {ggml_type = "q4_K", name = "blk.0.ffn_up_exps.weight"} : tensor<8x512x256xf32>
+  /// The importer's layer stamp prints before the dictionary; on other ops it is an ordinary attribute.
+  // CHECK: tpc.weight layer 3 {ggml_type = "f32", name = "blk.3.attn_norm.weight"} : tensor<256xf32>
+  %l = tpc.weight layer 3 {ggml_type = "f32", name = "blk.3.attn_norm.weight"} : tensor<256xf32>
+  // CHECK: tpc.weight layer "output" {ggml_type = "q6_K", name = "output.weight"} : tensor<512x256xf32>
+  %o = tpc.weight layer "output" {ggml_type = "q6_K", name = "output.weight"} : tensor<512x256xf32>
+  // CHECK: tpc.get_rows %{{.*}}, %{{.*}} {tpc.layer = 3 : i64} : (tensor<512x256xf32>, tensor<?xi32>)
+  %g = tpc.get_rows %e, %tokens {tpc.layer = 3 : i64} : (tensor<512x256xf32>, tensor<?xi32>) -> tensor<?x256xf32>
   // CHECK: tpc.get_rows %[[E]], %{{.*}} : (tensor<512x256xf32>, tensor<?xi32>) -> tensor<?x256xf32>
   %h = tpc.get_rows %e, %tokens : (tensor<512x256xf32>, tensor<?xi32>) -> tensor<?x256xf32>
   return %h : tensor<?x256xf32>
@@ -142,4 +149,22 @@ func.func @communication(%x: tensor<?x256xf32>, %r: tensor<?x256xf32>,
   // CHECK: tpc.backend_copy %{{.*}} {from = "host", to = "device", tpc.placement = ["device"], tpc.state = [#tpc.state<local device = 1>]} : tensor<?x256xf32>
   %d = tpc.backend_copy %x {from = "host", to = "device", tpc.placement = ["device"], tpc.state = [#tpc.state<local device = 1>]} : tensor<?x256xf32>
   return %m : tensor<?x256xf32>
+}
+
+/// The fused forms tpc-fuse-norms makes; both optional operands of the layer boundary in every combination.
+// CHECK-LABEL: func.func @fused_norms
+func.func @fused_norms(%x: tensor<?x256xf32>, %r: tensor<?x256xf32>, %w: tensor<256xf32>) {
+  // CHECK: tpc.weighted_rms_norm %{{.*}}, %{{.*}} {eps = 9.99999997E-7 : f32} : (tensor<?x256xf32>, tensor<256xf32>) -> tensor<?x256xf32>
+  %n = tpc.weighted_rms_norm %x, %w {eps = 1.0e-6 : f32} : (tensor<?x256xf32>, tensor<256xf32>) -> tensor<?x256xf32>
+  // CHECK: %{{.*}}, %{{.*}} = tpc.all_reduce_rms_norm %{{.*}} residual %{{.*}} weight %{{.*}} {eps = 9.99999974E-6 : f32} : (tensor<?x256xf32>, tensor<?x256xf32>, tensor<256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  %s0, %n0 = tpc.all_reduce_rms_norm %x residual %r weight %w {eps = 1.0e-5 : f32} : (tensor<?x256xf32>, tensor<?x256xf32>, tensor<256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  // CHECK: tpc.all_reduce_rms_norm %{{.*}} residual %{{.*}} {eps
+  // CHECK-NOT: weight
+  // CHECK-SAME: : (tensor<?x256xf32>, tensor<?x256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  %s1, %n1 = tpc.all_reduce_rms_norm %x residual %r {eps = 1.0e-5 : f32} : (tensor<?x256xf32>, tensor<?x256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  // CHECK: tpc.all_reduce_rms_norm %{{.*}} weight %{{.*}} {eps
+  %s2, %n2 = tpc.all_reduce_rms_norm %x weight %w {eps = 1.0e-5 : f32} : (tensor<?x256xf32>, tensor<256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  // CHECK: tpc.all_reduce_rms_norm %{{.*}} {eps = 9.99999974E-6 : f32} : (tensor<?x256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  %s3, %n3 = tpc.all_reduce_rms_norm %x {eps = 1.0e-5 : f32} : (tensor<?x256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+  return
 }

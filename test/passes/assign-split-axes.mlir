@@ -4,6 +4,8 @@
 // RUN: not tpc-opt %S/Inputs/llama-layer.mlir '--tpc-assign-split-axes=devices=2 tensor-split=1,1,1' 2>&1 | FileCheck %s --check-prefix=BADSPLIT
 // RUN: not tpc-opt %S/Inputs/llama-layer.mlir '--tpc-assign-split-axes=devices=2 tensor-split=0,0' 2>&1 | FileCheck %s --check-prefix=ZEROSPLIT
 // RUN: tpc-opt %s --split-input-file --tpc-assign-split-axes=devices=2 | FileCheck %s
+// RUN: tpc-opt %S/Inputs/llama-layer.mlir '--tpc-assign-split-axes=devices=3 tensor-split=3,2,1 remarks=true' -o /dev/null 2>&1 | FileCheck %s --check-prefix=LOG
+// RUN: tpc-opt %s --split-input-file '--tpc-assign-split-axes=devices=2 remarks=true' -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRANULE
 
 /// Splits come from op structure: the matmuls feeding attention heads and the GLU are column parallel (rows of
 /// their weights split), the matmuls consuming them row parallel (reduction axis split, result partial).
@@ -169,3 +171,11 @@ func.func @no_drift(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %r2 = tpc.add %r1, %y2 : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
   return %r2 : tensor<?x4xf32>
 }
+
+/// The decision log (remarks=true; Debian's LLVM has no -debug-only): each seed's group and its shares, and
+/// a quantized weight cut along its rows growing its group's multiple.
+// LOG: remark: tpc-assign-split-axes: seeds a group of 512 table rows (vocabulary parallel): per device [256, 171, 85]
+// LOG: remark: tpc-assign-split-axes: seeds a group of 2 KV heads: per device [1, 0, 1]
+// LOG: remark: tpc-assign-split-axes: seeds a group of 768 GLU elements: per device [384, 256, 128]
+// LOG: remark: tpc-assign-split-axes: seeds a group of 512 output rows (column parallel logits): per device [256, 171, 85]
+// GRANULE: remark: tpc-assign-split-axes: 'down' (q4_K) is cut along its rows in 256-element blocks: its group moves in multiples of 256 units

@@ -1,5 +1,6 @@
 // RUN: tpc-opt %s --split-input-file --tpc-fuse-moe-scale-chain | FileCheck %s
 // RUN: tpc-opt %s --split-input-file --tpc-fuse-moe-scale-chain --tpc-assign-split-axes=devices=2 --tpc-insert-collectives | FileCheck %s --check-prefix=TP
+// RUN: tpc-opt %s --split-input-file --tpc-fuse-moe-scale-chain=remarks=true -o /dev/null 2>&1 | FileCheck %s --check-prefix=LOG
 
 /// gemma4's MoE tail: the per-expert scale is gathered by expert id and reshaped *between* the down projection
 /// and the first multiply, then the router weights multiply, then the sum over the selected experts. The
@@ -52,3 +53,6 @@ func.func @shared_link(%d: tensor<?x2x8xf32>, %rw: tensor<?x2x1xf32>) -> (tensor
   %y = tpc.sum %m {axis = 1 : i64} : tensor<?x2x8xf32> -> tensor<?x8xf32>
   return %y, %m : tensor<?x8xf32>, tensor<?x2x8xf32>
 }
+
+/// The decision log: every fused chain, and why a sum over experts was left alone.
+// LOG: remark: tpc-fuse-moe-scale-chain: mul_mat_id, 2 multiplies and the sum over experts fused

@@ -4,6 +4,7 @@
 // RUN: not tpc-opt %S/Inputs/llama-layer.mlir '--tpc-insert-backend-copies=override-tensor=ffn=gpu7' 2>&1 | FileCheck %s --check-prefix=BADTARGET
 // RUN: not tpc-opt %S/Inputs/llama-layer.mlir '--tpc-insert-backend-copies=override-tensor=*ffn=cpu' 2>&1 | FileCheck %s --check-prefix=BADREGEX
 // RUN: not tpc-opt %S/Inputs/collective-reads-weight.mlir '--tpc-insert-backend-copies=override-tensor=token_embd=cpu' 2>&1 | FileCheck %s --check-prefix=COLLECTIVE
+// RUN: tpc-opt %S/Inputs/llama-layer.mlir --tpc-assign-split-axes=devices=2 --tpc-insert-collectives '--tpc-insert-backend-copies=override-tensor=ffn_down=cpu no-kv-offload=true remarks=true' -o /dev/null 2>&1 | FileCheck %s --check-prefix=LOG
 
 /// --no-kv-offload: the cache lives on the host and stays split per device (each device's host part holds its
 /// KV heads); the attention reading it runs on the host, and every copy carries its source's split state, so
@@ -32,3 +33,10 @@
 // BADREGEX: --override-tensor '*ffn=cpu': bad regular expression
 /// A collective runs on the device: a pinned weight it reads directly is an error naming the weight.
 // COLLECTIVE: error: --override-tensor: weight 'token_embd.weight' is read by tpc.all_gather, a collective, which runs on the device; it cannot stay on the host
+
+/// The decision log: what is pinned and why, which ops follow it to the host, each copy.
+// LOG-DAG: remark: tpc-insert-backend-copies: 'blk.0.ffn_down.weight' stays on the host (--override-tensor 'ffn_down=cpu')
+// LOG-DAG: remark: tpc-insert-backend-copies: the KV cache stays on the host (--no-kv-offload)
+// LOG-DAG: remark: tpc-insert-backend-copies: tpc.attention runs on the host: it reads a host tensor
+// LOG-DAG: remark: tpc-insert-backend-copies: operand 4 crosses to the host: backend_copy
+// LOG-DAG: remark: tpc-insert-backend-copies: operand 0 crosses to the device: backend_copy

@@ -1,4 +1,6 @@
 // RUN: tpc-opt %s --split-input-file --tpc-insert-collectives | FileCheck %s
+// RUN: tpc-opt %S/Inputs/llama-layer.mlir --tpc-assign-split-axes=devices=2 -o %t.assigned.mlir
+// RUN: tpc-opt %t.assigned.mlir --tpc-insert-collectives=remarks=true -o /dev/null 2>&1 | FileCheck %s --check-prefix=LOG
 
 /// Each conversion is its own collective: partial -> mirrored all_reduce (one, shared by both consumers),
 /// split -> mirrored all_gather, mirrored -> split slice (no traffic), partial -> split reduce_scatter.
@@ -93,3 +95,9 @@ func.func @bucket(%xs: tensor<?x8xf32> {tpc.state = #tpc.state<split axis = 1, s
   return %s : tensor<?x8xf32>
 }
 }
+
+/// The decision log: each collective with the states it converts, each sinking step.
+// LOG: remark: tpc-insert-collectives: operand 0 is #tpc.state<partial>, needs #tpc.state<mirrored>: inserted tpc.all_reduce
+// LOG: remark: tpc-insert-collectives: operand 0 is #tpc.state<split axis = 1, sizes = [256, 256], granule = 1, segments = 1>, needs #tpc.state<mirrored>: inserted tpc.all_gather
+// LOG: remark: tpc-insert-collectives: all_reduce sunk past tpc.add, the residual added on device 0 only
+// LOG: remark: tpc-insert-collectives: all_reduce sunk past tpc.add, the residual added on device 0 only

@@ -7,5 +7,5 @@
 // RUN: diff %t/opt.mlir %t/cli.mlir
 // RUN: FileCheck %s < %t/opt.mlir
 // CHECK: tpc.activation_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}>{{.*}}tpc.devices = 3
-// CHECK: tpc.all_reduce {{.*}}tpc.offsets = [array<i64:
+// CHECK: tpc.all_reduce_rms_norm {{.*}}tpc.offsets = [array<i64:
 // CHECK: return

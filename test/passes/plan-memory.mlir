@@ -1,4 +1,5 @@
 // RUN: tpc-opt %s --split-input-file --tpc-plan-memory=max-batch=4 | FileCheck %s
+// RUN: tpc-opt %s --split-input-file '--tpc-plan-memory=max-batch=4 remarks=true' -o /dev/null 2>&1 | FileCheck %s --check-prefix=LOG
 /// tpc-plan-memory: one arena slot per activation for max-batch tokens, reusing the slots of dead values.
 
 /// A chain of [?, 64] f32 matmuls (4 tokens x 64 x 4 bytes = 1 KiB each; a matmul never writes in
@@ -101,3 +102,7 @@ module {
     return %6 : tensor<?x64xf32>
   }
 }
+
+/// The decision log: the arena of each device, and every op that writes in place.
+// LOG: remark: tpc-plan-memory: device 0: 2048 bytes of device activations, 0 of host activations for 4 tokens
+// LOG: remark: tpc-plan-memory: writes in place over operand 0 on device 0

@@ -23,7 +23,8 @@ def Tpc_Dialect : Dialect {
   let cppNamespace = "::mlir::tpc";
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
-  // tpc.state, tpc.placement on ops and tpc.devices on the module are checked by the dialect.
+  // tpc.state, tpc.placement, tpc.on_device, tpc.layer on ops and tpc.devices on the module are checked by
+  // the dialect.
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
@@ -39,6 +40,12 @@ def Tpc_Dialect : Dialect {
     /// Name of the per-result local shapes tpc-localize records (ArrayAttr per result of one
     /// DenseI64ArrayAttr per device).
     static constexpr ::llvm::StringLiteral kLocalShapesAttrName = "tpc.local_shapes";
+    /// Name of the importer's layer stamp: an i64 block index N >= 0 on the weights and ops of block N,
+    /// the string kLayerOutputHead on those of the output head; absent on the embedding and on ops the
+    /// passes create (collectives, copies), which belong where their operands come from.
+    static constexpr ::llvm::StringLiteral kLayerAttrName = "tpc.layer";
+    /// The tpc.layer value of the output head (final norm, output projection, logit soft-cap).
+    static constexpr ::llvm::StringLiteral kLayerOutputHead = "output";
 
   private:
     // Defined next to the storage classes they need (TpcAttrs.cpp, TpcTypes.cpp).

@@ -5,7 +5,8 @@
 //   tpc.state     (on an op)       ArrayAttr of #tpc.state, one per result, each consistent with its
 //                                  result's type and with tpc.devices when the module declares it;
 //   tpc.state     (on a function argument or result) a single #tpc.state;
-//   tpc.placement (on an op)       "device" or "host", or an ArrayAttr of them, one per result.
+//   tpc.placement (on an op)       "device" or "host", or an ArrayAttr of them, one per result;
+//   tpc.layer     (on an op)       the importer's layer stamp: an i64 block index >= 0, or "output".
 // Other tpc.* attribute names are left to the passes that add them.
 //===----------------------------------------------------------------------===//
 
@@ -156,6 +157,14 @@ LogicalResult TpcDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       return op->emitOpError() << "tpc.on_device needs an op whose result has the type of operand 0 "
                                   "(the other devices forward that operand)";
     return success();
+  }
+  if (name == kLayerAttrName) {
+    auto n = dyn_cast<IntegerAttr>(attr.getValue());
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if ((n && n.getType().isInteger(64) && n.getInt() >= 0) || (s && s.getValue() == kLayerOutputHead))
+      return success();
+    return op->emitOpError() << "tpc.layer must be a block index (i64 >= 0) or \"" << kLayerOutputHead
+                             << "\", got " << attr.getValue();
   }
   if (name == kPlacementAttrName) {
     if (auto list = dyn_cast<ArrayAttr>(attr.getValue())) {

@@ -16,7 +16,10 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MathExtras.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::tpc;
@@ -77,6 +80,23 @@ struct Infer {
     if (!a)
       return fail("requires attribute '", name, "'");
     return a;
+  }
+
+  /// A finite float attribute at least `min` (above it when `strict`); `note` follows the bound in errors.
+  LogicalResult finite(FloatAttr a, StringRef name, double min, bool strict, StringRef note = "") const {
+    if (!a)
+      return fail("requires attribute '", name, "'");
+    double v = a.getValueAsDouble();
+    auto num = [](double x) {
+      std::string text;
+      llvm::raw_string_ostream(text) << llvm::format("%g", x);
+      return text;
+    };
+    if (!std::isfinite(v))
+      return fail(name, " must be finite, got ", num(v));
+    if (strict ? !(v > min) : !(v >= min))
+      return fail(name, " must be ", strict ? "> " : ">= ", num(min), note, ", got ", num(v));
+    return success();
   }
 
   /// A static, in-range axis.
@@ -185,13 +205,12 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loca
     if (s->getDimSize(0) != hq)
       return in.fail("sinks ", *s, " must have one entry per query head (", hq, ")");
   }
-  auto scale = in.attr(adaptor.getScaleAttr(), "scale");
-  if (failed(scale))
+  if (failed(in.finite(adaptor.getScaleAttr(), "scale", 0, /*strict=*/true)))
     return failure();
   if (IntegerAttr window = adaptor.getSlidingWindowAttr(); window && window.getInt() < 0)
     return in.fail("sliding_window must be >= 0 (0 = none), got ", window.getInt());
-  if (adaptor.getSoftcap().convertToFloat() < 0)
-    return in.fail("softcap must be >= 0 (0 = none), got ", adaptor.getSoftcap().convertToFloat());
+  if (failed(in.finite(adaptor.getSoftcapAttr(), "softcap", 0, /*strict=*/false, " (0 = none)")))
+    return failure();
   types.push_back(RankedTensorType::get({tokens, hq, dv}, f32(ctx)));
   return success();
 }
@@ -408,11 +427,8 @@ LogicalResult ReshapeOp::verify() {
 LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
                                           SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
-  auto eps = in.attr(adaptor.getEpsAttr(), "eps");
-  if (failed(eps))
+  if (failed(in.finite(adaptor.getEpsAttr(), "eps", 0, /*strict=*/false)))
     return failure();
-  if (!(eps->getValueAsDouble() >= 0))
-    return in.fail("eps must be >= 0, got ", eps->getValueAsDouble());
   return inferSame(ctx, in, adaptor.getX(), 1, types);
 }
 
@@ -422,8 +438,7 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
   auto x = in.tensor(adaptor.getX(), "x", f32(ctx), 0, 3);
   auto pos = in.tensor(adaptor.getPos(), "pos", i32(ctx), 0, 1);
   auto nDimsAttr = in.attr(adaptor.getNDimsAttr(), "n_dims");
-  auto base = in.attr(adaptor.getBaseAttr(), "base");
-  if (failed(x) || failed(pos) || failed(nDimsAttr) || failed(base))
+  if (failed(x) || failed(pos) || failed(nDimsAttr))
     return failure();
   if (!compatible(x->getDimSize(0), pos->getDimSize(0)))
     return in.fail("pos ", *pos, " has a different token count than x ", *x);
@@ -432,10 +447,9 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
     return in.fail("x ", *x, " must have a static head size");
   if (nDims < 2 || nDims % 2 != 0 || nDims > d)
     return in.fail("n_dims ", nDims, " must be even, >= 2 and <= the head size ", d);
-  if (!(base->getValueAsDouble() > 0))
-    return in.fail("base must be > 0, got ", base->getValueAsDouble());
-  if (!(adaptor.getFreqScale().convertToFloat() > 0))
-    return in.fail("freq_scale must be > 0, got ", adaptor.getFreqScale().convertToFloat());
+  if (failed(in.finite(adaptor.getBaseAttr(), "base", 0, /*strict=*/true)) ||
+      failed(in.finite(adaptor.getFreqScaleAttr(), "freq_scale", 0, /*strict=*/true)))
+    return failure();
   if (Value ff = adaptor.getFreqFactors()) {
     auto f = in.tensor(ff, "freq_factors", f32(ctx), 0, 1);
     if (failed(f))
@@ -450,7 +464,7 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
 LogicalResult ScaleOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
                                         SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
-  if (failed(in.attr(adaptor.getValueAttr(), "value")))
+  if (failed(in.finite(adaptor.getValueAttr(), "value", -INFINITY, /*strict=*/true)))
     return failure();
   return inferSame(ctx, in, adaptor.getX(), 0, types);
 }
@@ -458,11 +472,8 @@ LogicalResult ScaleOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location
 LogicalResult SoftcapOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
                                           SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
-  auto cap = in.attr(adaptor.getCapAttr(), "cap");
-  if (failed(cap))
+  if (failed(in.finite(adaptor.getCapAttr(), "cap", 0, /*strict=*/true)))
     return failure();
-  if (!(cap->getValueAsDouble() > 0))
-    return in.fail("cap must be > 0, got ", cap->getValueAsDouble());
   return inferSame(ctx, in, adaptor.getX(), 0, types);
 }
 
@@ -560,6 +571,33 @@ LogicalResult ViewOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
+ParseResult WeightOp::parse(OpAsmParser &parser, OperationState &result) {
+  if (succeeded(parser.parseOptionalKeyword("layer"))) {
+    Attribute layer;
+    if (parser.parseAttribute(layer))
+      return failure();
+    result.addAttribute(TpcDialect::kLayerAttrName, layer);
+  }
+  SMLoc loc = parser.getCurrentLocation();
+  Type type;
+  if (parser.parseOptionalAttrDict(result.attributes) ||
+      failed(verifyInherentAttrs(result.name, result.attributes,
+                                 [&] { return parser.emitError(loc) << "'" << result.name << "' op "; })) ||
+      parser.parseColon() || parser.parseType(type))
+    return failure();
+  result.addTypes(type);
+  return success();
+}
+
+void WeightOp::print(OpAsmPrinter &p) {
+  if (Attribute layer = (*this)->getAttr(TpcDialect::kLayerAttrName)) {
+    p << " layer ";
+    p.printAttributeWithoutType(layer);
+  }
+  p.printOptionalAttrDict((*this)->getAttrs(), {TpcDialect::kLayerAttrName});
+  p << " : " << getType();
+}
+
 LogicalResult WeightOp::verify() {
   std::optional<::tpc::GGMLType> type = ::tpc::ggmlTypeFromName(getGgmlType().str());
   if (!type)
@@ -574,6 +612,47 @@ LogicalResult WeightOp::verify() {
   if (t.getShape().back() % block != 0)
     return emitOpError() << "weight \"" << getName() << "\": innermost dim " << t.getShape().back()
                          << " is not a multiple of the " << getGgmlType() << " block size " << block;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fused ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A norm weight for rows of `x`: rank 1, as long as x's last dimension.
+LogicalResult checkNormWeight(MLIRContext *ctx, const Infer &in, RankedTensorType x, Value weight) {
+  auto w = in.tensor(weight, "weight", f32(ctx), 0, 1);
+  if (failed(w))
+    return failure();
+  if (!compatible(w->getDimSize(0), x.getDimSize(x.getRank() - 1)))
+    return in.fail("weight ", *w, " does not match the last dimension of x ", x);
+  return success();
+}
+} // namespace
+
+LogicalResult AllReduceRmsNormOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                   Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Infer in{loc, getOperationName()};
+  auto x = in.tensor(adaptor.getX(), "x", f32(ctx), 1);
+  if (failed(x) || failed(in.finite(adaptor.getEpsAttr(), "eps", 0, /*strict=*/false)))
+    return failure();
+  if (Value r = adaptor.getResidual(); r && r.getType() != *x)
+    return in.fail("residual ", r.getType(), " must have the type of x ", *x);
+  if (Value w = adaptor.getWeight(); w && failed(checkNormWeight(ctx, in, *x, w)))
+    return failure();
+  types.append(2, *x);
+  return success();
+}
+
+LogicalResult WeightedRmsNormOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Infer in{loc, getOperationName()};
+  auto x = in.tensor(adaptor.getX(), "x", f32(ctx), 1);
+  if (failed(x) || failed(in.finite(adaptor.getEpsAttr(), "eps", 0, /*strict=*/false)) ||
+      failed(checkNormWeight(ctx, in, *x, adaptor.getWeight())))
+    return failure();
+  types.push_back(*x);
   return success();
 }
 
@@ -639,6 +718,18 @@ LogicalResult AllReduceOp::verify() {
             *this, in, out, [](StateAttr s) { return s.isPartial() ? nullptr : "partial"; },
             [](StateAttr s) { return s.isMirrored() ? nullptr : "mirrored"; })))
       return failure();
+  return success();
+}
+
+LogicalResult AllReduceRmsNormOp::verify() {
+  auto partial = [](StateAttr s) { return s.isPartial() ? nullptr : "partial"; };
+  auto mirrored = [](StateAttr s) { return s.isMirrored() ? nullptr : "mirrored"; };
+  if (failed(checkStates(*this, getX(), getSum(), partial, mirrored)) ||
+      failed(checkStates(*this, getX(), getResult(), partial, mirrored)))
+    return failure();
+  for (Value v : {getResidual(), getWeight()})
+    if (StateAttr s = v ? getValueState(v) : StateAttr(); s && !s.isMirrored())
+      return emitOpError() << "residual and weight must be mirrored, got " << s;
   return success();
 }
 

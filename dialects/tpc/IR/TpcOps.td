@@ -1,8 +1,9 @@
 //===- TpcOps.td - tpc dialect ops -------------------------*- tablegen -*-===//
 //
 // The ops of the tpc dialect, the contract between the importer, the passes, the plan emitter and the
-// runtime. Two groups: model ops (what the importer emits) and communication/placement ops (what
-// partitioning inserts). Alphabetical within each group.
+// runtime. Three groups: model ops (what the importer emits), fused ops (what tpc-fuse-norms makes of
+// them for the plan) and communication/placement ops (what partitioning inserts). Alphabetical within
+// each group.
 //
 // Every op infers its result type (InferTypeOpAdaptor; tpc.weight and tpc.reshape excepted, whose result
 // type is their input), and the inference itself rejects shape/type mismatches with a precise message, so
@@ -454,17 +455,78 @@ def Tpc_WeightOp : Tpc_Op<"weight", [Pure]> {
     The result has the logical row-major shape, the reverse of ggml's `ne` (`ne = [256, 512]` gives
     `tensor<512x256xf32>`, an expert tensor `ne = [256, 512, 8]` gives `tensor<8x512x256xf32>`). The
     element type is always f32; `ggml_type` is the stored type ("f32", "q8_0", "q4_K", ...). The shape is
-    static and positive and its innermost dimension a whole number of the type's blocks.
+    static and positive and its innermost dimension a whole number of the type's blocks. The importer's
+    layer stamp (`tpc.layer`, see the dialect) prints before the dictionary.
 
     ```mlir
-    %w = tpc.weight {ggml_type = "q4_K", name = "blk.0.attn_q.weight"} : tensor<512x256xf32>
+    %w = tpc.weight layer 0 {ggml_type = "q4_K", name = "blk.0.attn_q.weight"} : tensor<512x256xf32>
+    %e = tpc.weight {ggml_type = "q8_0", name = "token_embd.weight"} : tensor<512x256xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, StrAttr:$ggml_type);
   let results = (outs Tpc_F32Tensor:$result);
-  let assemblyFormat = "attr-dict `:` type($result)";
+  // `tpc.weight [layer N | layer "output"] {ggml_type = ..., name = ...} : type`: the importer's layer stamp
+  // (tpc.layer) is printed before the dictionary, so the dictionary reads as the GGUF tensor alone.
+  let hasCustomAssemblyFormat = 1;
   // The ggml type name and the block size are checked against runtime/ggml's type table.
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fused ops: produced by tpc-fuse-norms from the ops above, never by the importer (alphabetical)
+//===----------------------------------------------------------------------===//
+
+def Tpc_AllReduceRmsNormOp : Tpc_Op<"all_reduce_rms_norm",
+    [Pure, AttrSizedOperandSegments, Tpc_VerifyByInference, InferTypeOpAdaptor]> {
+  let summary = "A layer boundary in one collective: [residual +] all-reduce, then RMS norm [x weight].";
+  let description = [{
+    `sum = all_reduce(x + (device == 0 ? residual : 0))` and `result = rms_norm(sum, eps) * weight`:
+    `x` is partial, `residual` (optional, added on device 0 only) and `weight` (optional, the f32 norm
+    weight of `x`'s last dimension) are mirrored; both results are mirrored and have `x`'s type. `sum`
+    is the residual stream the next layer adds to, `result` what it reads. Produced by `tpc-fuse-norms`
+    from `add {tpc.on_device = 0}` -> `all_reduce` -> `rms_norm` [-> `mul`]; one plan step
+    (AllReduceRmsNorm), so each backend may fuse the sum and the norm.
+
+    ```mlir
+    %sum, %n = tpc.all_reduce_rms_norm %x residual %r weight %w {eps = 1.0e-05 : f32}
+        : (tensor<?x256xf32>, tensor<?x256xf32>, tensor<256xf32>) -> (tensor<?x256xf32>, tensor<?x256xf32>)
+    ```
+    With 2 devices (a row of 2 elements, no weight):
+    ```
+    x (partial)    residual          sum (mirrored)      result (mirrored)
+    dev 0 [1 2]    [10 20]    -->    [14 26] on both     rms_norm([14 26]) on both
+    dev 1 [3 4]    (unused)
+    ```
+  }];
+  let arguments = (ins
+    Tpc_F32Tensor:$x,
+    Optional<Tpc_F32Tensor>:$residual,
+    Optional<Tpc_F32Tensor>:$weight,
+    F32Attr:$eps
+  );
+  let results = (outs Tpc_F32Tensor:$sum, Tpc_F32Tensor:$result);
+  let assemblyFormat = [{
+    $x (`residual` $residual^)? (`weight` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+  // The states, where annotated, must be the ones the collective converts (x partial, the rest mirrored).
+  let hasVerifier = 1;
+}
+
+def Tpc_WeightedRmsNormOp : Tpc_InferOp<"weighted_rms_norm"> {
+  let summary = "RMS normalization over the last axis times a norm weight (rms_norm + mul in one op).";
+  let description = [{
+    `result = x / sqrt(mean(x^2, last axis) + eps) * weight`, where `weight` has the size of the last
+    dimension of `x`. Produced by `tpc-fuse-norms` from a `tpc.rms_norm` whose only use is a `tpc.mul`
+    by a mirrored f32 norm weight; the importer keeps ggml's two ops.
+
+    ```mlir
+    %n = tpc.weighted_rms_norm %x, %w {eps = 1.0e-06 : f32}
+        : (tensor<?x256xf32>, tensor<256xf32>) -> tensor<?x256xf32>
+    ```
+  }];
+  let arguments = (ins Tpc_F32Tensor:$x, Tpc_F32Tensor:$weight, F32Attr:$eps);
+  let results = (outs Tpc_F32Tensor:$result);
+  let assemblyFormat = "$x `,` $weight attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -99,6 +99,18 @@ FailureOr<States> RmsNormOp::transfer(ArrayRef<StateAttr> s) {
 FailureOr<States> RmsNormOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
   return rowwise(*this, r, getType().getRank() - 1);
 }
+// The weighted norm is the row-wise norm with a mirrored weight over the last axis.
+FailureOr<States> WeightedRmsNormOp::transfer(ArrayRef<StateAttr> s) {
+  if (s.size() != 2 || !s[1] || !s[1].isMirrored())
+    return failure();
+  return rowwise(*this, s.take_front(), getType().getRank() - 1);
+}
+FailureOr<States> WeightedRmsNormOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  FailureOr<States> x = rowwise(*this, r, getType().getRank() - 1);
+  if (failed(x))
+    return failure();
+  return States{x->front(), mirrored(*this)};
+}
 FailureOr<States> SoftmaxOp::transfer(ArrayRef<StateAttr> s) {
   return rowwise(*this, s, getType().getRank() - 1);
 }
@@ -519,6 +531,21 @@ FailureOr<States> AllReduceOp::requirements(ArrayRef<StateAttr> r, ArrayRef<Stat
   if (r.size() != getNumResults() || llvm::any_of(r, [](StateAttr t) { return !t || !t.isMirrored(); }))
     return failure();
   return States(getNumOperands(), partial(*this));
+}
+
+// The fused layer boundary converts like an all-reduce; the residual and the norm weight are mirrored.
+FailureOr<States> AllReduceRmsNormOp::transfer(ArrayRef<StateAttr> s) {
+  if (s.size() != getNumOperands() || !s[0] || !s[0].isPartial() ||
+      llvm::any_of(s.drop_front(), [](StateAttr t) { return !t || !t.isMirrored(); }))
+    return failure();
+  return States(2, mirrored(*this));
+}
+FailureOr<States> AllReduceRmsNormOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  if (r.size() != 2 || llvm::any_of(r, [](StateAttr t) { return !t || !t.isMirrored(); }))
+    return failure();
+  States need(getNumOperands(), mirrored(*this));
+  need[0] = partial(*this);
+  return need;
 }
 
 // The split sizes of a reduce-scatter, gather or slice are the result's (or operand's) own: the forward

@@ -13,7 +13,7 @@
 namespace tpc::rt::cpu {
 
 void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
-                  std::vector<KvBuffers> &kv, ThreadGroup &tg) {
+                  std::vector<KvBuffers> &kv, ThreadGroup &tg, ActivationCache *cache) {
   const TensorRef &x = in[0];
   const TensorRef &y = out[0];
   switch (s.op) {
@@ -27,10 +27,10 @@ void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::ve
     opRmsNorm(x, in.size() > 1 ? &in[1] : nullptr, y, RmsNormParams::read(s).eps, tg);
     return;
   case OpKind::Matmul:
-    opMatmul(x, in[1], y, tg);
+    opMatmul(x, in[1], y, tg, cache);
     return;
   case OpKind::MulMatId:
-    opMulMatId(x, in[1], in[2], y, tg);
+    opMulMatId(x, in[1], in[2], y, tg, cache);
     return;
   case OpKind::Add:
   case OpKind::Mul:

@@ -1,11 +1,12 @@
 //===- MatmulOps.cpp - matmul, expert matmul and row lookups ----------------===//
 //
 // Thin adapters from bound tensors to runtime/cpu's kernels: cpu::matmul (y = x·wᵀ for every weight type,
-// activations converted once to the weight type's vec-dot type, as the reference engine does) and
-// cpu::matmulId for MUL_MAT_ID, which groups the (token, slot) pairs by expert in token order (so results
-// do not depend on threading) and runs one product per used expert; up to 4 tokens (decode) all used
-// experts run as one job (cpu::matmulIdGrouped, same results). An f32 tensor can stand in for a
-// weight (rows of K floats).
+// activations converted once to the weight type's activation format, as the reference engine does) and
+// cpu::matmulId for MUL_MAT_ID, which takes every routed (token, slot) pair at once and runs all used
+// experts as one job with x converted once. Both go through the device's ActivationCache when the session
+// gives one, so matmuls reading one input (Q/K/V, gate/up, the experts' gate/up) convert it once, and
+// consecutive ones on one input can run as one job (matmulBatchEnds finds them, opMatmulBatch runs them).
+// An f32 tensor can stand in for a weight (rows of K floats).
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/ops/Ops.h"
 
@@ -51,8 +52,10 @@ void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y,
   });
 }
 
-void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg) {
+namespace {
+cpu::MatmulArgs matmulArgs(const TensorRef &x, const TensorRef &w, const TensorRef &y, ActivationCache *cache) {
   cpu::MatmulArgs a;
+  a.cache = cache;
   a.w = w.data;
   a.wType = typeOf(w);
   a.n = w.rows();
@@ -63,66 +66,110 @@ void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, Thread
   a.xRowStride = static_cast<size_t>(a.k);
   a.y = y.f();
   a.yRowStride = static_cast<size_t>(a.n);
-  cpu::matmul(a, tg);
+  return a;
+}
+} // namespace
+
+void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg, ActivationCache *cache) {
+  cpu::matmul(matmulArgs(x, w, y, cache), tg);
 }
 
-void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
-                ThreadGroup &tg) {
+namespace {
+/// The routed entries of a MUL_MAT_ID, kept alive for the call.
+struct IdEntries {
+  std::vector<int32_t> experts, xRows, yRows;
+};
+
+cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
+                               ActivationCache *cache, IdEntries &en) {
   const int64_t k = x.inner(), e = w.shape[0], n = w.shape[1];
   const int64_t t = ids.shape[0], slots = ids.shape[1];
   const bool perSlot = x.shape.size() == 3; // x[T,k,K] rather than x[T,K] shared by every slot
-  std::vector<std::vector<int32_t>> xRows(e), yRows(e);
+  std::vector<int32_t> &experts = en.experts, &xRows = en.xRows, &yRows = en.yRows;
+  experts.reserve(static_cast<size_t>(t * slots));
+  xRows.reserve(experts.capacity());
+  yRows.reserve(experts.capacity());
   for (int64_t ti = 0; ti < t; ++ti)
     for (int64_t j = 0; j < slots; ++j) {
-      int32_t ex = ids.i()[ti * slots + j];
+      const int32_t ex = ids.i()[ti * slots + j];
       if (ex < 0 || ex >= e) { // only a broken router gives this; keep the output defined
         std::fill(y.f() + (ti * slots + j) * n, y.f() + (ti * slots + j + 1) * n, 0.0f);
         continue;
       }
-      xRows[ex].push_back(static_cast<int32_t>(perSlot ? ti * slots + j : ti));
-      yRows[ex].push_back(static_cast<int32_t>(ti * slots + j));
+      experts.push_back(ex);
+      xRows.push_back(static_cast<int32_t>(perSlot ? ti * slots + j : ti));
+      yRows.push_back(static_cast<int32_t>(ti * slots + j));
     }
-  cpu::ExpertMatmul base;
-  base.w = w.data;
-  base.wType = typeOf(w);
-  base.n = n;
-  base.k = k;
-  base.wRowStride = rowBytesOf(w);
-  base.wExpertStride = base.wRowStride * static_cast<size_t>(n);
-  base.nExperts = e;
-  base.x = x.f();
-  base.xRowStride = static_cast<size_t>(k);
-  base.y = y.f();
-  base.yRowStride = static_cast<size_t>(n);
-  if (t <= 4) {
-    // Decode: every used expert in one parallel job (per-expert jobs would be a few rows each).
-    std::vector<int32_t> experts, xr, yr;
-    for (int64_t ex = 0; ex < e; ++ex) {
-      experts.insert(experts.end(), xRows[ex].size(), static_cast<int32_t>(ex));
-      xr.insert(xr.end(), xRows[ex].begin(), xRows[ex].end());
-      yr.insert(yr.end(), yRows[ex].begin(), yRows[ex].end());
+  cpu::MatmulIdArgs a;
+  a.cache = cache;
+  a.w = w.data;
+  a.wType = typeOf(w);
+  a.n = n;
+  a.k = k;
+  a.wRowStride = rowBytesOf(w);
+  a.wExpertStride = a.wRowStride * static_cast<size_t>(n);
+  a.nExperts = e;
+  a.x = x.f();
+  a.xRowStride = static_cast<size_t>(k);
+  a.xRowCount = x.rows();
+  a.y = y.f();
+  a.yRowStride = static_cast<size_t>(n);
+  a.experts = experts.data();
+  a.xRows = xRows.data();
+  a.yRows = yRows.data();
+  a.count = static_cast<int64_t>(experts.size());
+  return a;
+}
+} // namespace
+
+void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg,
+                ActivationCache *cache) {
+  IdEntries en;
+  cpu::matmulId(mulMatIdArgs(x, w, ids, y, cache, en), tg);
+}
+
+std::vector<size_t> matmulBatchEnds(const DevicePlan &dp) {
+  const std::vector<Step> &st = dp.steps;
+  std::vector<size_t> end(st.size());
+  for (size_t i = 0; i < st.size(); ++i) {
+    end[i] = i + 1;
+    const Step &a = st[i];
+    if (a.op != OpKind::Matmul && a.op != OpKind::MulMatId)
+      continue;
+    size_t j = i + 1;
+    for (; j < st.size(); ++j) {
+      const Step &b = st[j];
+      // Same op on the same input (and routing); no part may read what an earlier part writes.
+      if (b.op != a.op || b.inputs[0] != a.inputs[0] || b.placement != a.placement ||
+          (a.op == OpKind::MulMatId && b.inputs[2] != a.inputs[2]))
+        break;
+      bool reads = false;
+      for (size_t p = i; p < j; ++p)
+        for (int32_t o : st[p].outputs)
+          for (int32_t in : b.inputs)
+            reads |= in == o;
+      if (reads)
+        break;
     }
-    cpu::MatmulIdGroupedArgs g;
-    static_cast<cpu::ExpertMatmul &>(g) = base;
-    g.xRowCount = x.rows();
-    g.experts = experts.data();
-    g.xRows = xr.data();
-    g.yRows = yr.data();
-    g.count = static_cast<int64_t>(experts.size());
-    cpu::matmulIdGrouped(g, tg);
+    end[i] = j;
+  }
+  return end;
+}
+
+void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
+                   const std::vector<std::vector<TensorRef>> &outs, ThreadGroup &tg, ActivationCache *cache) {
+  if (op == OpKind::Matmul) {
+    std::vector<cpu::MatmulArgs> parts;
+    for (size_t i = 0; i < ins.size(); ++i)
+      parts.push_back(matmulArgs(ins[i][0], ins[i][1], outs[i][0], cache));
+    cpu::matmulBatch(parts.data(), parts.size(), tg);
     return;
   }
-  cpu::MatmulIdArgs a;
-  static_cast<cpu::ExpertMatmul &>(a) = base;
-  for (int64_t ex = 0; ex < e; ++ex) {
-    if (xRows[ex].empty())
-      continue;
-    a.expert = ex;
-    a.xRows = xRows[ex].data();
-    a.yRows = yRows[ex].data();
-    a.count = static_cast<int64_t>(xRows[ex].size());
-    cpu::matmulId(a, tg);
-  }
+  std::vector<IdEntries> en(ins.size());
+  std::vector<cpu::MatmulIdArgs> parts;
+  for (size_t i = 0; i < ins.size(); ++i)
+    parts.push_back(mulMatIdArgs(ins[i][0], ins[i][1], ins[i][2], outs[i][0], cache, en[i]));
+  cpu::matmulIdBatch(parts.data(), parts.size(), tg);
 }
 
 } // namespace tpc::rt::cpu

@@ -9,6 +9,7 @@
 #ifndef TPC_RUNTIME_CPU_OPS_OPS_H
 #define TPC_RUNTIME_CPU_OPS_OPS_H
 
+#include "runtime/cpu/ActivationCache.h"
 #include "runtime/cpu/ThreadGroup.h"
 #include "runtime/exec/Tensor.h"
 #include "runtime/plan/StepParams.h"
@@ -73,11 +74,19 @@ using exec::splitAxis;
 /// GET_ROWS: y[i] = table[ids[i]] as floats (out-of-range ids give zeros).
 void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y, int64_t firstId,
                ThreadGroup &tg);
-/// MATMUL: y[m, n] = x[m, :] . w[n, :].
-void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg);
-/// MUL_MAT_ID: y[t, j] = w[ids[t, j]] . x[t, j] (or x[t] when x has no slot axis).
+/// MATMUL: y[m, n] = x[m, :] . w[n, :]; x's conversion is taken from / kept in `cache` when given.
+void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg,
+              ActivationCache *cache = nullptr);
+/// MUL_MAT_ID: y[t, j] = w[ids[t, j]] . x[t, j] (or x[t] when x has no slot axis); cache as for opMatmul.
 void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
-                ThreadGroup &tg);
+                ThreadGroup &tg, ActivationCache *cache = nullptr);
+/// For each step index i of `dp`: the end of the run of steps from i that can run as one matmul job
+/// (consecutive Matmuls on the same input, or MulMatIds on the same input and routing, none reading
+/// another's output); i + 1 where there is none.
+std::vector<size_t> matmulBatchEnds(const DevicePlan &dp);
+/// Runs such a run of Matmul (or MulMatId) steps, operands bound per step, as one job.
+void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
+                   const std::vector<std::vector<TensorRef>> &outs, ThreadGroup &tg, ActivationCache *cache);
 /// Row r of a weight (or f32 tensor) as floats.
 void loadRow(const TensorRef &w, int64_t r, float *dst);
 
@@ -95,10 +104,11 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
 /// Runs one step that is not a collective on bound operands in host memory, with `kv` the device's caches
 /// (Attention appends to the one it names): the switch behind CpuStepRunner (CpuBackend.h), which the CPU
 /// session and accelerator backends' host-placed steps go through. Copy and Reshape are host memcpys.
+/// Matmuls take converted inputs from `cache` when given; the caller must then report every write to it.
 /// Throws std::invalid_argument for a collective (AllReduce, ReduceScatter, AllGather, AllReduceRmsNorm):
 /// sessions run those through exec::CollectiveRunner.
 void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
-                  std::vector<KvBuffers> &kv, ThreadGroup &tg);
+                  std::vector<KvBuffers> &kv, ThreadGroup &tg, ActivationCache *cache = nullptr);
 
 } // namespace tpc::rt::cpu
 

@@ -1,10 +1,11 @@
 //===- Activation.cpp - the CPU backend's activation rows ------------------===//
 //
-// Activation rows are quantized before the integer dot kernels read them: Q8_0 / Q8_1 with the reference
-// engine's rounding (a bf16-rounded scale, see activationScale), Q8_K with the reference quantizer, and for
-// Q4_K/Q5_K weights a trailer of per-block scales and scaled sums that the kernels would otherwise
-// recompute for every weight row.
+// Activation rows are quantized before the integer dot kernels read them: ActQ8 (ActQ8.h) for the fast
+// kernels' weight types, and for the legacy types Q8_0 / Q8_1 with the reference engine's rounding (a
+// bf16-rounded scale, see activationScale) or Q8_K with the reference quantizer. This file holds the portable
+// quantizers; the SIMD ones (Kernels*.cpp) give the same bytes.
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/ggml/Blocks.h"
 
@@ -38,26 +39,72 @@ template <typename Block, bool Sum> void quantActivation(const float *x, Block *
 
 } // namespace
 
-GGMLType vecDotType(GGMLType t) {
+ActFormat activationFormat(GGMLType t) {
   switch (t) {
-  case GGMLType::Q4_0:
+  case GGMLType::F32:
+  case GGMLType::F16:
+  case GGMLType::BF16:
+    return ActFormat::F32;
+  case GGMLType::Q4_0: // 32-block activations like the reference engine's (its Q8_0_X4 / Q8_2_X4)
   case GGMLType::Q5_0:
   case GGMLType::Q8_0:
+  case GGMLType::Q4_K:
+  case GGMLType::Q5_K:
+  case GGMLType::Q6_K:
+    return ActFormat::Q8;
+  default:
+    return ActFormat::Legacy;
+  }
+}
+
+GGMLType vecDotType(GGMLType t) {
+  switch (t) {
   case GGMLType::IQ4_NL:
   case GGMLType::MXFP4:
     return GGMLType::Q8_0;
   case GGMLType::Q4_1:
   case GGMLType::Q5_1:
-  case GGMLType::Q4_K: // 32-block activations like the reference engine (its Q8_2), not Q8_K
-  case GGMLType::Q5_K:
     return GGMLType::Q8_1;
   case GGMLType::Q2_K:
   case GGMLType::Q3_K:
-  case GGMLType::Q6_K:
   case GGMLType::Q8_K:
     return GGMLType::Q8_K;
   default:
     return GGMLType::F32;
+  }
+}
+
+void quantizeActQ8Row(const float *x, void *dst, int64_t k) {
+  if (k < 0 || k % kQK != 0)
+    throw std::invalid_argument("quantize activations: row of " + std::to_string(k) +
+                                " elements is not a whole number of 32-element blocks");
+  ActQ8Group *g = static_cast<ActQ8Group *>(dst);
+  const int64_t nb = k / kQK;
+  for (int64_t b = 0; b < 4 * actQ8Groups(k); ++b) {
+    ActQ8Group &grp = g[b / 4];
+    const int s = static_cast<int>(b % 4);
+    if (b >= nb) { // the zero tail of the last group
+      grp.d[s] = grp.ds[s] = 0;
+      grp.hs[2 * s] = grp.hs[2 * s + 1] = 0;
+      std::memset(grp.qs + 32 * s, 0, 32);
+      continue;
+    }
+    const float *xb = x + b * kQK;
+    float amax = 0;
+    for (int j = 0; j < kQK; ++j)
+      amax = std::max(amax, std::fabs(xb[j]));
+    const float d = activationScale(amax);
+    const float id = d > 0 ? 1.0f / d : 0.0f;
+    int half[2] = {0, 0};
+    for (int j = 0; j < kQK; ++j) {
+      const int q = std::clamp(roundEven(xb[j] * id), -127, 127);
+      grp.qs[32 * s + j] = static_cast<int8_t>(q);
+      half[j / 16] += q;
+    }
+    grp.d[s] = d;
+    grp.ds[s] = d * static_cast<float>(half[0] + half[1]);
+    grp.hs[2 * s] = static_cast<int16_t>(half[0]);
+    grp.hs[2 * s + 1] = static_cast<int16_t>(half[1]);
   }
 }
 
@@ -76,30 +123,15 @@ void quantizeActivationRow(GGMLType t, const float *src, void *dst, int64_t n) {
 }
 
 uint64_t activationRowBytes(GGMLType wType, int64_t k) {
-  const uint64_t base = ggmlRowBytes(vecDotType(wType), static_cast<uint64_t>(k)).value_or(0);
-  if (wType == GGMLType::Q4_K || wType == GGMLType::Q5_K)
-    return base + static_cast<uint64_t>(k / kQKK) * 16 * sizeof(float);
-  return base;
-}
-
-void completeActivationRow(GGMLType wType, void *row, int64_t k) {
-  if (wType != GGMLType::Q4_K && wType != GGMLType::Q5_K)
-    return;
-  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(row);
-  // The trailer follows the blocks; its floats are read unaligned by the kernels.
-  uint8_t *trailer = static_cast<uint8_t *>(row) + static_cast<size_t>(k / kQK) * sizeof(BlockQ8_1);
-  for (int64_t i = 0; i < k / kQKK; ++i) {
-    float f[16];
-    for (int g = 0; g < 8; ++g) {
-      const BlockQ8_1 &b = y[8 * i + g];
-      int sum = 0;
-      for (int8_t q : b.qs)
-        sum += q;
-      f[g] = fp16ToFp32(b.d);
-      f[8 + g] = f[g] * static_cast<float>(sum);
-    }
-    std::memcpy(trailer + static_cast<size_t>(i) * sizeof(f), f, sizeof(f));
+  switch (activationFormat(wType)) {
+  case ActFormat::F32:
+    return static_cast<uint64_t>(k) * sizeof(float);
+  case ActFormat::Q8:
+    return actQ8RowBytes(k);
+  case ActFormat::Legacy:
+    break;
   }
+  return ggmlRowBytes(vecDotType(wType), static_cast<uint64_t>(k)).value_or(0);
 }
 
 } // namespace tpc::rt::cpu

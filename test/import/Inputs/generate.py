@@ -8,7 +8,7 @@ import os
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-U32, F32, BOOL, STR, ARR = 4, 6, 7, 8, 9
+U32, I32, F32, BOOL, STR, ARR = 4, 5, 6, 7, 8, 9
 
 
 def s(x):
@@ -20,6 +20,8 @@ def kv(key, vtype, value):
     out = s(key) + struct.pack("<I", vtype)
     if vtype == U32:
         return out + struct.pack("<I", value)
+    if vtype == I32:
+        return out + struct.pack("<i", value)
     if vtype == F32:
         return out + struct.pack("<f", value)
     if vtype == STR:
@@ -60,6 +62,11 @@ def llama_meta(arch="llama", extra=()):
             (arch + ".attention.layer_norm_rms_epsilon", F32, 1e-5)] + list(extra)
 
 
+def with_key(meta, key, vtype, value):
+    """meta with `key` replaced (or added) by a value of `vtype`."""
+    return [m for m in meta if m[0] != key] + [(key, vtype, value)]
+
+
 def llama_tensors(skip=(), override=None):
     t = [("token_embd.weight", [32, 8]), ("output_norm.weight", [32]),
          ("blk.0.attn_norm.weight", [32]), ("blk.0.attn_q.weight", [32, 32]),
@@ -85,3 +92,32 @@ write("kv-array-length.gguf",
       [m for m in llama_meta() if m[0] != "llama.attention.head_count_kv"] +
       [("llama.attention.head_count_kv", ARR, (U32, [1, 1]))], llama_tensors())
 write("rope-dims-odd.gguf", llama_meta(extra=[("llama.rope.dimension_count", U32, 15)]), llama_tensors())
+
+# One file per class of bad hyperparameter value: not finite, out of range, inconsistent with another key or
+# with the tensor shapes. Each must be an error naming the key, its value and what is expected.
+NAN, INF = float("nan"), float("inf")
+write("eps-nan.gguf", with_key(llama_meta(), "llama.attention.layer_norm_rms_epsilon", F32, NAN), llama_tensors())
+write("rope-base-negative.gguf", llama_meta(extra=[("llama.rope.freq_base", F32, -5.0)]), llama_tensors())
+write("rope-base-inf.gguf", llama_meta(extra=[("llama.rope.freq_base", F32, INF)]), llama_tensors())
+write("softcap-nan.gguf", llama_meta(extra=[("llama.final_logit_softcapping", F32, NAN)]), llama_tensors())
+write("rope-dims-zero.gguf", llama_meta(extra=[("llama.rope.dimension_count", U32, 0)]), llama_tensors())
+write("head-count-zero.gguf", with_key(llama_meta(), "llama.attention.head_count", U32, 0), llama_tensors())
+write("context-length-zero.gguf", llama_meta(extra=[("llama.context_length", U32, 0)]), llama_tensors())
+write("ffn-length-zero.gguf", with_key(llama_meta(), "llama.feed_forward_length", U32, 0), llama_tensors())
+# 64 heads over a 32-wide embedding: the default head size embedding_length / head_count is 0.
+write("head-dim-zero.gguf", with_key(with_key(llama_meta(), "llama.attention.head_count", U32, 64),
+                                     "llama.attention.head_count_kv", U32, 64), llama_tensors())
+# key_length 8 x 2 heads = 16 rows, but attn_q has 32: the error names the keys the shape comes from.
+write("key-length-mismatch.gguf", llama_meta(extra=[("llama.attention.key_length", U32, 8)]), llama_tensors())
+write("expert-used-too-many.gguf", llama_meta("qwen3moe", extra=[
+    ("qwen3moe.expert_count", U32, 4), ("qwen3moe.expert_used_count", U32, 8),
+    ("qwen3moe.expert_feed_forward_length", U32, 16)]), llama_tensors())
+# gemma3's sliding layers need a window: absent (0) and negative.
+write("sliding-window-zero.gguf", llama_meta("gemma3"), llama_tensors())
+write("sliding-window-negative.gguf", llama_meta("gemma3", extra=[("gemma3.attention.sliding_window", I32, -1)]),
+      llama_tensors())
+# gemma4: more rotated dims on the sliding layers than their head size.
+write("gemma4-rope-dims-swa.gguf", llama_meta("gemma4", extra=[
+    ("gemma4.expert_count", U32, 4), ("gemma4.expert_used_count", U32, 2),
+    ("gemma4.expert_feed_forward_length", U32, 16), ("gemma4.attention.key_length_swa", U32, 16),
+    ("gemma4.rope.dimension_count_swa", U32, 32)]), llama_tensors())

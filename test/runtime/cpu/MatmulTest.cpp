@@ -1,13 +1,18 @@
-//===- MatmulTest.cpp - matmul and matmulId against a naive reference ------===//
+//===- MatmulTest.cpp - matmul and matmulId against double references ------===//
 //
-// The reference dequantizes W to floats and applies the same activation quantization the kernels use
-// (quantize then dequantize x to vecDotType), then sums in double: the only difference left is float
-// rounding, so the tolerance is relative to sum |w*x|. Shapes are odd on purpose (n not a multiple of the
-// thread count, m = 1, 4, 7, 64 and 70: decode with one and four tokens, prefill, a second token tile).
+// The driver over the kernels: every supported type at every ISA level this machine has, token counts on
+// both sides of the panel threshold and of the 8-token tiles (1, 4, 7, 9, 31, 32, 33, 70), a row count that
+// is no multiple of a panel group (67), 1-3 threads. The reference is the exact product of the quantized
+// operands (activations quantized by the reference quantizer, which every ISA's quantizer matches byte for
+// byte) with the derived tolerance of KernelRef.h; the legacy types keep their own reference (their
+// activation blocks carry an fp16-rounded d * sum). Results must not change with the thread count.
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Matmul.h"
-#include "runtime/ggml/Blocks.h"
+#include "runtime/cpu/quant/ActQ8.h"
+#include "runtime/cpu/quant/Kernels.h"
 #include "runtime/cpu/quant/Quant.h"
+#include "runtime/ggml/Blocks.h"
+#include "test/runtime/cpu/KernelRef.h"
 #include "test/runtime/cpu/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -23,58 +28,39 @@ using namespace tpc::rt::cpu::test;
 
 namespace {
 
+/// A random weight matrix, inputs and the reference outputs with their tolerances.
 struct Problem {
   GGMLType t;
   int64_t n, k, m;
   std::vector<uint8_t> w;
-  std::vector<float> wf; // dequantized W
-  std::vector<float> x, xq;
-  std::vector<double> q81Fix; // per (token, row): m * (s - d * sum q) of the Q8_1 blocks (fp16 rounding of s)
+  std::vector<float> x;
   size_t wStride;
+  std::vector<double> ref, tol; ///< [m][n]
 
-  Problem(GGMLType type, int64_t n_, int64_t k_, int64_t m_, uint32_t seed) : t(type), n(n_), k(k_), m(m_) {
+  /// `xIn`: the inputs to use (m x k), else random ones.
+  Problem(GGMLType type, int64_t n_, int64_t k_, int64_t m_, uint32_t seed, const std::vector<float> *xIn = nullptr)
+      : t(type), n(n_), k(k_), m(m_) {
     wStride = rowBytes(t, k) + 64; // a padded stride, as a split or a view would give
     w.assign(wStride * n, 0xcd);
-    wf.resize(static_cast<size_t>(n * k));
     std::vector<float> src = randomFloats(n * k, seed, 0.1f);
-    for (int64_t r = 0; r < n; ++r) {
-      quantizeOrCopy(src.data() + r * k, w.data() + r * wStride);
-      dequantizeRow(t, w.data() + r * wStride, wf.data() + r * k, k);
-    }
-    x = randomFloats(m * k, seed + 1);
-    xq = x;
-    GGMLType act = vecDotType(t);
-    if (act != GGMLType::F32) {
-      std::vector<uint8_t> tmp(rowBytes(act, k));
-      q81Fix.assign(static_cast<size_t>(m * n), 0.0);
-      for (int64_t i = 0; i < m; ++i) {
-        quantizeActivationRow(act, x.data() + i * k, tmp.data(), k);
-        dequantizeRow(act, tmp.data(), xq.data() + i * k, k);
-        if (act != GGMLType::Q8_1 || ggmlTypeInfo(t).blockElems != 32)
-          continue; // the K-quant kernels take the min term from the quants, not from s
-        // The kernel uses the block's stored s = fp16(d * sum q) for the offset term, as ggml does.
-        const auto *b = reinterpret_cast<const BlockQ8_1 *>(tmp.data());
-        for (int64_t r = 0; r < n; ++r)
-          for (int64_t blk = 0; blk < k / 32; ++blk) {
-            int sum = 0;
-            for (int8_t q : b[blk].qs)
-              sum += q;
-            uint16_t mw;
-            std::memcpy(&mw, w.data() + r * wStride + blk * ggmlTypeInfo(t).blockBytes + 2, 2);
-            q81Fix[i * n + r] +=
-                double(fp16ToFp32(mw)) * (double(fp16ToFp32(b[blk].s)) - double(fp16ToFp32(b[blk].d)) * sum);
-          }
-      }
-    }
+    for (int64_t r = 0; r < n; ++r)
+      quantizeOrCopy(src.data() + r * k, w.data() + r * wStride, seed + static_cast<uint32_t>(r));
+    x = xIn ? *xIn : randomFloats(m * k, seed + 1);
+    ref.assign(static_cast<size_t>(m * n), 0.0);
+    tol.assign(static_cast<size_t>(m * n), 0.0);
+    if (activationFormat(t) == ActFormat::Legacy)
+      legacyReference();
+    else
+      exactReference();
   }
 
-  void quantizeOrCopy(const float *src, uint8_t *dst) {
+  void quantizeOrCopy(const float *src, uint8_t *dst, uint32_t seed) {
     if (supportsQuantize(t)) {
       quantizeRow(t, src, dst, k);
       return;
     }
     // IQ4_NL / MXFP4 have no quantizer here: random nibbles with a sane scale.
-    std::mt19937 rng(static_cast<uint32_t>(src[0] * 1e6f) ^ 77u);
+    std::mt19937 rng(seed ^ 77u);
     const GGMLTypeInfo &info = ggmlTypeInfo(t);
     for (size_t off = 0; off < rowBytes(t, k); off += info.blockBytes) {
       for (uint32_t b = 0; b < info.blockBytes; ++b)
@@ -88,64 +74,122 @@ struct Problem {
     }
   }
 
-  double refAt(int64_t i, int64_t r, double &mag) const {
-    double s = 0;
-    mag = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      double p = double(wf[r * k + j]) * xq[i * k + j];
-      s += p;
-      mag += std::fabs(p);
+  /// ActQ8 and float types: the exact product of the quantized operands (KernelRef.h).
+  void exactReference() {
+    std::vector<uint8_t> act(actQ8RowBytes(k));
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<double> a(static_cast<size_t>(k));
+      if (activationFormat(t) == ActFormat::Q8) {
+        quantizeActQ8Row(x.data() + i * k, act.data(), k);
+        a = decodeActQ8(act.data(), k);
+      } else {
+        for (int64_t j = 0; j < k; ++j)
+          a[static_cast<size_t>(j)] = x[static_cast<size_t>(i * k + j)];
+      }
+      for (int64_t r = 0; r < n; ++r) {
+        const RefDot d = refDot(t, decodeExact(t, w.data() + r * wStride, k), a);
+        ref[static_cast<size_t>(i * n + r)] = d.value;
+        tol[static_cast<size_t>(i * n + r)] = d.tol;
+      }
     }
-    return q81Fix.empty() ? s : s + q81Fix[i * n + r];
+  }
+
+  /// Legacy types: W dequantized, x quantized to vecDotType and back, with the Q8_1 blocks' stored
+  /// fp16(d * sum q) used for the offset term as the kernels do.
+  void legacyReference() {
+    const GGMLType act = vecDotType(t);
+    std::vector<float> wf(static_cast<size_t>(n * k)), xq(static_cast<size_t>(k));
+    for (int64_t r = 0; r < n; ++r)
+      dequantizeRow(t, w.data() + r * wStride, wf.data() + r * k, k);
+    std::vector<uint8_t> tmp(rowBytes(act, k));
+    for (int64_t i = 0; i < m; ++i) {
+      quantizeActivationRow(act, x.data() + i * k, tmp.data(), k);
+      dequantizeRow(act, tmp.data(), xq.data(), k);
+      for (int64_t r = 0; r < n; ++r) {
+        double s = 0, mag = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          const double p = double(wf[static_cast<size_t>(r * k + j)]) * xq[static_cast<size_t>(j)];
+          s += p;
+          mag += std::fabs(p);
+        }
+        if (act == GGMLType::Q8_1) {
+          const auto *b = reinterpret_cast<const BlockQ8_1 *>(tmp.data());
+          for (int64_t blk = 0; blk < k / 32; ++blk) {
+            int sum = 0;
+            for (int8_t q : b[blk].qs)
+              sum += q;
+            uint16_t mw;
+            std::memcpy(&mw, w.data() + r * wStride + blk * ggmlTypeInfo(t).blockBytes + 2, 2);
+            s += double(fp16ToFp32(mw)) * (double(fp16ToFp32(b[blk].s)) - double(fp16ToFp32(b[blk].d)) * sum);
+          }
+        }
+        ref[static_cast<size_t>(i * n + r)] = s;
+        tol[static_cast<size_t>(i * n + r)] = 2e-5 * mag + 1e-6;
+      }
+    }
+  }
+
+  /// Runs matmul with the given options into y (rows of yStride floats), on `xIn` (same values as x) if given.
+  void run(ThreadGroup &g, const MatmulOptions &opts, std::vector<float> &y, size_t yStride,
+           const float *xIn = nullptr) const {
+    MatmulArgs a;
+    static_cast<MatmulOptions &>(a) = opts;
+    a.w = w.data();
+    a.wType = t;
+    a.n = n;
+    a.k = k;
+    a.wRowStride = wStride;
+    a.x = xIn ? xIn : x.data();
+    a.m = m;
+    a.xRowStride = static_cast<size_t>(k);
+    a.y = y.data();
+    a.yRowStride = yStride;
+    matmul(a, g);
   }
 };
 
-void expectMatches(const Problem &p, const std::vector<float> &y, size_t yStride, const std::string &what) {
-  for (int64_t i = 0; i < p.m; ++i)
-    for (int64_t r = 0; r < p.n; ++r) {
-      double mag;
-      double ref = p.refAt(i, r, mag);
-      ASSERT_NEAR(y[i * yStride + r], ref, 2e-5 * mag + 1e-6)
-          << what << " type " << ggmlTypeName(p.t) << " token " << i << " row " << r;
-    }
+std::vector<Isa> isasHere() {
+  std::vector<Isa> v = {Isa::Scalar};
+  for (Isa isa : {Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
+    if (isaAvailable(isa))
+      v.push_back(isa);
+  return v;
 }
 
 } // namespace
 
 class MatmulType : public ::testing::TestWithParam<GGMLType> {};
 
-TEST_P(MatmulType, MatchesReferenceForOddShapesAndThreadCounts) {
+TEST_P(MatmulType, MatchesReferenceForOddShapesThreadsAndIsas) {
   GGMLType t = GetParam();
   const int64_t k = 512, n = 67;
-  for (int64_t m : {1, 4, 7, 64, 70}) {
+  for (int64_t m : {1, 4, 7, 9, 31, 32, 33, 70}) {
     Problem p(t, n, k, m, static_cast<uint32_t>(m) * 31 + static_cast<uint32_t>(t));
-    std::vector<float> first;
-    for (int threads : {1, 2, 3}) {
-      ThreadGroup g(threads);
-      size_t yStride = static_cast<size_t>(n) + 3;
-      std::vector<float> y(yStride * m, std::nanf(""));
-      MatmulArgs a;
-      a.w = p.w.data();
-      a.wType = t;
-      a.n = n;
-      a.k = k;
-      a.wRowStride = p.wStride;
-      a.x = p.x.data();
-      a.m = m;
-      a.xRowStride = static_cast<size_t>(k);
-      a.y = y.data();
-      a.yRowStride = yStride;
-      matmul(a, g);
-      expectMatches(p, y, yStride, "m=" + std::to_string(m) + " threads=" + std::to_string(threads));
-      for (int64_t i = 0; i < m; ++i)
-        for (size_t r = n; r < yStride; ++r)
-          ASSERT_TRUE(std::isnan(y[i * yStride + r])) << "wrote past n";
-      // The split never changes a result: each (row, token) is one kernel call.
-      if (first.empty())
-        first = y;
-      else
-        for (size_t j = 0; j < y.size(); ++j)
-          ASSERT_TRUE(floatToBits(y[j]) == floatToBits(first[j])) << "threads changed output " << j;
+    for (Isa isa : isasHere()) {
+      std::vector<float> first;
+      for (int threads : {1, 2, 3}) {
+        ThreadGroup g(threads);
+        const size_t yStride = static_cast<size_t>(n) + 3;
+        std::vector<float> y(yStride * m, std::nanf(""));
+        MatmulOptions o;
+        o.isa = isa;
+        p.run(g, o, y, yStride);
+        const std::string what = std::string(ggmlTypeName(t)) + " " + isaName(isa) + " m=" + std::to_string(m) +
+                                 " threads=" + std::to_string(threads);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t r = 0; r < n; ++r)
+            ASSERT_NEAR(y[i * yStride + r], p.ref[static_cast<size_t>(i * n + r)], p.tol[static_cast<size_t>(i * n + r)])
+                << what << " token " << i << " row " << r;
+          for (size_t r = n; r < yStride; ++r)
+            ASSERT_TRUE(std::isnan(y[i * yStride + r])) << what << ": wrote past n";
+        }
+        // Units are claimed dynamically, but a (row, token) result never depends on who computed it.
+        if (first.empty())
+          first = y;
+        else
+          for (size_t j = 0; j < y.size(); ++j)
+            ASSERT_EQ(floatToBits(y[j]), floatToBits(first[j])) << what << ": threads changed output " << j;
+      }
     }
   }
 }
@@ -155,51 +199,205 @@ INSTANTIATE_TEST_SUITE_P(Cpu, MatmulType, ::testing::ValuesIn(supportedTypes()),
                            return std::string(ggmlTypeName(i.param));
                          });
 
-TEST(MatmulId, SelectedRowsAgainstOneExpert) {
-  const GGMLType t = GGMLType::Q4_K;
-  const int64_t k = 256, n = 40, experts = 3, rows = 10;
-  std::vector<Problem> ex;
-  for (int e = 0; e < experts; ++e)
-    ex.emplace_back(t, n, k, rows, 100 + e);
-  // Pack the experts into one 3-D tensor; all problems share x (same seed + 1? no: use expert 0's x).
-  size_t expertStride = ex[0].wStride * n;
-  std::vector<uint8_t> w;
-  for (auto &p : ex)
-    w.insert(w.end(), p.w.begin(), p.w.end());
-  const std::vector<int32_t> xRows = {5, 2, 9}, yRows = {0, 3, 1};
-  std::vector<float> y(4 * n, -7.0f);
-  ThreadGroup g(2);
-  MatmulIdArgs a;
-  a.w = w.data();
-  a.wType = t;
-  a.n = n;
-  a.k = k;
-  a.wRowStride = ex[0].wStride;
-  a.wExpertStride = expertStride;
-  a.nExperts = experts;
-  a.expert = 1;
-  a.x = ex[0].x.data();
-  a.xRowStride = k;
-  a.xRows = xRows.data();
-  a.y = y.data();
-  a.yRowStride = n;
-  a.yRows = yRows.data();
-  a.count = 3;
-  matmulId(a, g);
-  for (size_t i = 0; i < xRows.size(); ++i)
-    for (int64_t r = 0; r < n; ++r) {
-      double ref = 0, mag = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        double pr = double(ex[1].wf[r * k + j]) * ex[0].xq[xRows[i] * k + j];
-        ref += pr;
-        mag += std::fabs(pr);
-      }
-      ASSERT_NEAR(y[yRows[i] * n + r], ref, 2e-5 * mag + 1e-6) << i << " " << r;
+TEST(Matmul, PanelAndRowPathsAgreeWithinTheBound) {
+  // The two paths sum the same exact terms in another order: at 40 tokens both must meet the bound, and
+  // they differ (otherwise the panel path would not have run).
+  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q8_0, GGMLType::Q5_0, GGMLType::F16}) {
+    Problem p(t, 64, 1024, 40, 5);
+    ThreadGroup g(2);
+    std::vector<float> panels(64 * 40), rows(64 * 40);
+    MatmulOptions o;
+    p.run(g, o, panels, 64);
+    o.allowPanels = false;
+    p.run(g, o, rows, 64);
+    int differ = 0;
+    for (size_t j = 0; j < panels.size(); ++j) {
+      ASSERT_NEAR(panels[j], p.ref[j], p.tol[j]) << ggmlTypeName(t) << " panels " << j;
+      ASSERT_NEAR(rows[j], p.ref[j], p.tol[j]) << ggmlTypeName(t) << " rows " << j;
+      differ += floatToBits(panels[j]) != floatToBits(rows[j]);
     }
-  for (int64_t r = 0; r < n; ++r)
-    EXPECT_EQ(y[2 * n + r], -7.0f) << "row 2 was not routed here";
-  a.expert = 3;
-  EXPECT_THROW(matmulId(a, g), std::invalid_argument);
+    if (kernelTable(activeIsa()).panelRows > 0) {
+      EXPECT_GT(differ, 0) << ggmlTypeName(t) << ": the panel path gave the row path's bits everywhere";
+    }
+  }
+}
+
+namespace {
+
+/// Experts packed into one [E][n][k] tensor (each expert a Problem sharing x's seed).
+struct Experts {
+  std::vector<Problem> ex;
+  std::vector<uint8_t> w;
+  Experts(GGMLType t, int64_t e, int64_t n, int64_t k, int64_t xRows) {
+    const std::vector<float> x = randomFloats(xRows * k, 299);
+    for (int64_t i = 0; i < e; ++i)
+      ex.emplace_back(t, n, k, xRows, 300 + static_cast<uint32_t>(i), &x);
+    for (auto &p : ex)
+      w.insert(w.end(), p.w.begin(), p.w.end());
+  }
+  MatmulIdArgs args(const Problem &x0, float *y, int64_t n) const {
+    MatmulIdArgs a;
+    a.w = w.data();
+    a.wType = ex[0].t;
+    a.n = n;
+    a.k = ex[0].k;
+    a.wRowStride = ex[0].wStride;
+    a.wExpertStride = ex[0].wStride * static_cast<size_t>(n);
+    a.nExperts = static_cast<int64_t>(ex.size());
+    a.x = x0.x.data();
+    a.xRowStride = static_cast<size_t>(x0.k);
+    a.xRowCount = x0.m;
+    a.y = y;
+    a.yRowStride = static_cast<size_t>(n);
+    return a;
+  }
+};
+
+} // namespace
+
+// Entries in any order; experts with 40 entries (panels) and with 1-3 (rows); each entry must equal what
+// matmul gives for its expert's rows in entry order, bit for bit, and every entry the reference.
+TEST(MatmulId, EntriesEqualPerExpertMatmuls) {
+  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q8_0, GGMLType::Q6_K, GGMLType::F32, GGMLType::Q4_1}) {
+    SCOPED_TRACE(ggmlTypeName(t));
+    const int64_t k = 256, n = 37, xCount = 50;
+    Experts ex(t, 5, n, k, xCount);
+    std::vector<int32_t> exps, xRows, yRows;
+    std::mt19937 rng(3);
+    for (int i = 0; i < 40; ++i) { // expert 2: many tokens
+      exps.push_back(2);
+      xRows.push_back(static_cast<int32_t>(rng() % xCount));
+    }
+    for (int32_t e : {3, 0, 3, 4, 4, 4}) { // a few tokens each, interleaved
+      exps.push_back(e);
+      xRows.push_back(static_cast<int32_t>(rng() % xCount));
+    }
+    std::shuffle(exps.begin(), exps.end(), rng); // xRows stay random per entry
+    for (size_t i = 0; i < exps.size(); ++i)
+      yRows.push_back(static_cast<int32_t>(i));
+    ThreadGroup g(3);
+    std::vector<float> got(exps.size() * n, -1.0f);
+    MatmulIdArgs a = ex.args(ex.ex[0], got.data(), n);
+    a.experts = exps.data();
+    a.xRows = xRows.data();
+    a.yRows = yRows.data();
+    a.count = static_cast<int64_t>(exps.size());
+    matmulId(a, g);
+    for (int32_t e = 0; e < 5; ++e) {
+      std::vector<float> xs;
+      std::vector<size_t> entries;
+      for (size_t i = 0; i < exps.size(); ++i)
+        if (exps[i] == e) {
+          entries.push_back(i);
+          xs.insert(xs.end(), ex.ex[0].x.begin() + xRows[i] * k, ex.ex[0].x.begin() + (xRows[i] + 1) * k);
+        }
+      if (entries.empty())
+        continue;
+      std::vector<float> want(entries.size() * n);
+      MatmulArgs one;
+      one.w = ex.w.data() + static_cast<size_t>(e) * ex.ex[0].wStride * n;
+      one.wType = t;
+      one.n = n;
+      one.k = k;
+      one.wRowStride = ex.ex[0].wStride;
+      one.x = xs.data();
+      one.m = static_cast<int64_t>(entries.size());
+      one.xRowStride = k;
+      one.y = want.data();
+      one.yRowStride = n;
+      matmul(one, g);
+      for (size_t j = 0; j < entries.size(); ++j)
+        for (int64_t r = 0; r < n; ++r) {
+          const float v = got[entries[j] * n + r];
+          ASSERT_EQ(floatToBits(v), floatToBits(want[j * n + r])) << "expert " << e << " entry " << entries[j];
+          const size_t refAt = static_cast<size_t>(xRows[entries[j]] * n + r);
+          ASSERT_NEAR(v, ex.ex[static_cast<size_t>(e)].ref[refAt], ex.ex[static_cast<size_t>(e)].tol[refAt]);
+        }
+    }
+    std::vector<int32_t> badExp = exps;
+    badExp[2] = 5;
+    a.experts = badExp.data();
+    EXPECT_THROW(matmulId(a, g), std::invalid_argument);
+    a.experts = exps.data();
+    std::vector<int32_t> badX = xRows;
+    badX[1] = static_cast<int32_t>(xCount);
+    a.xRows = badX.data();
+    EXPECT_THROW(matmulId(a, g), std::invalid_argument);
+  }
+}
+
+// Gate and up: two matmulIds on one input and one routing as one job equal the two separate calls.
+TEST(MatmulIdBatch, GateAndUpTogetherEqualSeparateCalls) {
+  const int64_t k = 256, n = 40, xCount = 48;
+  Experts gate(GGMLType::Q4_K, 4, n, k, xCount), up(GGMLType::Q5_K, 4, n, k, xCount);
+  std::vector<int32_t> exps, xRows, yRows;
+  for (int i = 0; i < xCount; ++i)
+    for (int s = 0; s < 2; ++s) { // 2 slots per token; expert 1 gets every token (panels), the others few
+      exps.push_back(s == 0 ? 1 : (i % 7 == 0 ? 3 : i % 5 == 0 ? 0 : 2));
+      xRows.push_back(i);
+      yRows.push_back(2 * i + s);
+    }
+  ThreadGroup g(2);
+  ActivationCache cache;
+  std::vector<float> yg(exps.size() * n), yu(exps.size() * n), wg(exps.size() * n), wu(exps.size() * n);
+  MatmulIdArgs parts[2] = {gate.args(gate.ex[0], yg.data(), n), up.args(gate.ex[0], yu.data(), n)};
+  for (MatmulIdArgs &a : parts) {
+    a.cache = &cache;
+    a.experts = exps.data();
+    a.xRows = xRows.data();
+    a.yRows = yRows.data();
+    a.count = static_cast<int64_t>(exps.size());
+  }
+  matmulIdBatch(parts, 2, g);
+  EXPECT_EQ(cache.conversions(), 1u);
+  MatmulIdArgs one = parts[0];
+  one.cache = nullptr;
+  one.y = wg.data();
+  matmulId(one, g);
+  one = parts[1];
+  one.cache = nullptr;
+  one.y = wu.data();
+  matmulId(one, g);
+  for (size_t j = 0; j < yg.size(); ++j) {
+    ASSERT_EQ(floatToBits(yg[j]), floatToBits(wg[j])) << "gate " << j;
+    ASSERT_EQ(floatToBits(yu[j]), floatToBits(wu[j])) << "up " << j;
+  }
+}
+
+// Q/K/V-like parts of different types and sizes on one input as one job: each part equals its own matmul,
+// and the input is converted once (through the shared cache); the same for two matmulId parts (gate, up).
+TEST(MatmulBatch, PartsEqualSeparateProductsAndShareTheConversion) {
+  for (int64_t m : {3, 40}) {
+    SCOPED_TRACE(m);
+    Problem q(GGMLType::Q4_K, 64, 512, m, 1), k(GGMLType::Q8_0, 24, 512, m, 2, &q.x), v(GGMLType::Q6_K, 24, 512, m, 3, &q.x);
+    ThreadGroup g(2);
+    ActivationCache cache;
+    std::vector<float> yq(64 * m), yk(24 * m), yv(24 * m), wq(64 * m), wk(24 * m), wv(24 * m);
+    MatmulArgs parts[3];
+    const Problem *ps[3] = {&q, &k, &v};
+    std::vector<float> *ys[3] = {&yq, &yk, &yv}, *ws[3] = {&wq, &wk, &wv};
+    for (int i = 0; i < 3; ++i) {
+      MatmulArgs &a = parts[i];
+      a.cache = &cache;
+      a.w = ps[i]->w.data();
+      a.wType = ps[i]->t;
+      a.n = ps[i]->n;
+      a.k = 512;
+      a.wRowStride = ps[i]->wStride;
+      a.x = q.x.data();
+      a.m = m;
+      a.xRowStride = 512;
+      a.y = ys[i]->data();
+      a.yRowStride = static_cast<size_t>(ps[i]->n);
+      ps[i]->run(g, MatmulOptions{}, *ws[i], static_cast<size_t>(ps[i]->n));
+    }
+    matmulBatch(parts, 3, g);
+    EXPECT_EQ(cache.conversions(), 1u);
+    EXPECT_EQ(cache.hits(), 2u);
+    for (int i = 0; i < 3; ++i)
+      for (size_t j = 0; j < ys[i]->size(); ++j)
+        ASSERT_EQ(floatToBits((*ys[i])[j]), floatToBits((*ws[i])[j])) << "part " << i << " " << j;
+  }
 }
 
 TEST(MatmulErrors, BadArgumentsAreClearErrors) {
@@ -237,7 +435,7 @@ TEST(MatmulEmpty, ZeroSizedDimensions) {
   ThreadGroup g(2);
   for (GGMLType t : {GGMLType::F32, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K}) {
     SCOPED_TRACE(ggmlTypeName(t));
-    const int64_t n = 5, m = 7;
+    const int64_t n = 5, m = 40;
     std::vector<float> y(m * n, -3.0f);
     MatmulArgs a;
     a.w = nullptr; // no weight bytes at all: a [n, 0] slice is empty
@@ -273,13 +471,14 @@ TEST(MatmulEmpty, ZeroSizedDimensions) {
   }
   // matmulId with k = 0 zeroes only the routed rows.
   std::vector<float> y(4 * 6, -3.0f);
-  const std::vector<int32_t> xRows = {1, 0}, yRows = {2, 0};
+  const std::vector<int32_t> exps = {1, 1}, xRows = {1, 0}, yRows = {2, 0};
   MatmulIdArgs id;
   id.wType = GGMLType::Q4_K;
   id.n = 6;
   id.k = 0;
   id.nExperts = 2;
-  id.expert = 1;
+  id.xRowCount = 2;
+  id.experts = exps.data();
   id.xRows = xRows.data();
   id.y = y.data();
   id.yRowStride = 6;
@@ -299,70 +498,33 @@ TEST(MatmulEmpty, ZeroSizedDimensions) {
   EXPECT_THROW(matmul(bad, g), std::invalid_argument);
 }
 
-// The grouped (decode) expert product must give the per-expert product's bits, for a shared x row and for
-// x rows per slot, with experts used by several entries; bad experts and rows are clear errors.
-TEST(MatmulIdGrouped, EqualsPerExpertProducts) {
-  for (GGMLType t : {GGMLType::Q4_K, GGMLType::Q8_0, GGMLType::Q6_K, GGMLType::F32}) {
-    SCOPED_TRACE(ggmlTypeName(t));
-    const int64_t k = 512, n = 37, experts = 5, xCount = 4;
-    std::vector<Problem> ex;
-    for (int e = 0; e < experts; ++e)
-      ex.emplace_back(t, n, k, xCount, 300 + e);
-    std::vector<uint8_t> w;
-    for (auto &p : ex)
-      w.insert(w.end(), p.w.begin(), p.w.end());
-    // Entries grouped by expert: expert 3 twice, 0 once, 4 three times.
-    const std::vector<int32_t> exps = {3, 3, 0, 4, 4, 4}, xRows = {0, 2, 1, 3, 0, 1},
-                               yRows = {0, 1, 2, 3, 4, 5};
-    ThreadGroup g(3);
-    std::vector<float> got(6 * n, -1.0f), want(6 * n, -2.0f);
-    MatmulIdGroupedArgs a;
-    a.w = w.data();
-    a.wType = t;
-    a.n = n;
-    a.k = k;
-    a.wRowStride = ex[0].wStride;
-    a.wExpertStride = ex[0].wStride * n;
-    a.nExperts = experts;
-    a.x = ex[0].x.data();
-    a.xRowStride = k;
-    a.xRowCount = xCount;
-    a.y = got.data();
-    a.yRowStride = n;
-    a.experts = exps.data();
-    a.xRows = xRows.data();
-    a.yRows = yRows.data();
-    a.count = 6;
-    matmulIdGrouped(a, g);
-    for (size_t i = 0; i < exps.size(); ++i) {
-      MatmulIdArgs one;
-      one.w = w.data();
-      one.wType = t;
-      one.n = n;
-      one.k = k;
-      one.wRowStride = ex[0].wStride;
-      one.wExpertStride = ex[0].wStride * n;
-      one.nExperts = experts;
-      one.expert = exps[i];
-      one.x = ex[0].x.data();
-      one.xRowStride = k;
-      one.xRows = &xRows[i];
-      one.y = want.data();
-      one.yRowStride = n;
-      one.yRows = &yRows[i];
-      one.count = 1;
-      matmulId(one, g);
-    }
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(got[i], want[i]) << i;
-    std::vector<int32_t> badExp = exps;
-    badExp[2] = experts;
-    a.experts = badExp.data();
-    EXPECT_THROW(matmulIdGrouped(a, g), std::invalid_argument);
-    a.experts = exps.data();
-    std::vector<int32_t> badX = xRows;
-    badX[1] = xCount;
-    a.xRows = badX.data();
-    EXPECT_THROW(matmulIdGrouped(a, g), std::invalid_argument);
-  }
+TEST(ActivationCache, ConvertsOnceUntilTheInputIsWritten) {
+  ThreadGroup g(2);
+  ActivationCache cache;
+  Problem q(GGMLType::Q4_K, 16, 256, 5, 1);
+  Problem v(GGMLType::Q6_K, 8, 256, 5, 2, &q.x); // Q and V read one input: one ActQ8 conversion for both
+  std::vector<float> y1(16 * 5), y2(8 * 5), y3(16 * 5);
+  MatmulOptions o;
+  o.cache = &cache;
+  q.run(g, o, y1, 16);
+  v.run(g, o, y2, 8, q.x.data());
+  EXPECT_EQ(cache.conversions(), 1u);
+  EXPECT_EQ(cache.hits(), 1u);
+  // A write elsewhere keeps the copy; a write into the input drops it, and the next reader converts the new
+  // values (a stale copy would give the old outputs).
+  cache.invalidate(y1.data(), y1.size() * 4);
+  q.run(g, o, y3, 16);
+  EXPECT_EQ(cache.conversions(), 1u);
+  for (float &f : q.x)
+    f = -f;
+  cache.invalidate(q.x.data() + 700, 4);
+  q.run(g, o, y3, 16);
+  EXPECT_EQ(cache.conversions(), 2u);
+  for (size_t j = 0; j < y1.size(); ++j)
+    ASSERT_EQ(y3[j], -y1[j]) << j; // the quantizer is odd: negated inputs give negated outputs
+  // A legacy type converts to its own format, not ActQ8.
+  Problem l(GGMLType::Q4_1, 4, 256, 5, 3, &q.x);
+  std::vector<float> y4(4 * 5);
+  l.run(g, o, y4, 4, q.x.data());
+  EXPECT_EQ(cache.conversions(), 3u);
 }

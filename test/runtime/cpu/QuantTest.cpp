@@ -3,6 +3,7 @@
 // Conversions are checked exhaustively (fp16) or on their rounding ties; block layouts on hand-built
 // blocks; quantizers by round-trip error on Gaussian rows, with bounds per type.
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/quant/Kernels.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/ggml/Blocks.h"
 #include "test/runtime/cpu/TestUtil.h"
@@ -222,13 +223,25 @@ TEST(Errors, UnsupportedTypesAreReportedNotCrashed) {
 }
 
 TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
+  int fast = 0;
   for (GGMLType t : supportedTypes()) {
     EXPECT_TRUE(supportsDequantize(t)) << ggmlTypeName(t);
-    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512})
-      EXPECT_NE(vecDotKernel(t, isa), nullptr) << ggmlTypeName(t) << " " << isaName(isa);
-    GGMLType a = vecDotType(t);
-    EXPECT_TRUE(a == GGMLType::F32 || supportsQuantize(a)) << ggmlTypeName(t);
+    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI}) {
+      const KernelTable &kt = kernelTable(isa);
+      if (activationFormat(t) == ActFormat::Legacy) {
+        EXPECT_NE(vecDotKernel(t, isa), nullptr) << ggmlTypeName(t) << " " << isaName(isa);
+        EXPECT_TRUE(supportsQuantize(vecDotType(t))) << ggmlTypeName(t);
+      } else {
+        ++fast;
+        EXPECT_NE(kt.getRow(t), nullptr) << ggmlTypeName(t) << " " << isaName(isa);
+        EXPECT_EQ(vecDotKernel(t, isa), nullptr) << ggmlTypeName(t) << ": one kernel family per type";
+        if (kt.panelRows > 0) {
+          EXPECT_TRUE(kt.getConvert(t) && kt.getTile(t)) << ggmlTypeName(t) << " " << isaName(isa);
+        }
+      }
+    }
   }
+  EXPECT_EQ(fast, 9 * 4) << "f32, f16, bf16, q4_0, q5_0, q8_0, q4_K, q5_K, q6_K run on the row/panel kernels";
 }
 
 TEST(Quantize, ActivationScalesAreBf16AndQuantsFollowThem) {

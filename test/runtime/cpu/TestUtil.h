@@ -21,6 +21,15 @@ inline std::vector<GGMLType> supportedTypes() {
           GGMLType::Q6_K, GGMLType::Q8_K, GGMLType::IQ4_NL, GGMLType::MXFP4};
 }
 
+/// The supported types whose kernels are the legacy one-row dots (Quant.h activationFormat).
+inline std::vector<GGMLType> legacyTypes() {
+  std::vector<GGMLType> v;
+  for (GGMLType t : supportedTypes())
+    if (activationFormat(t) == ActFormat::Legacy)
+      v.push_back(t);
+  return v;
+}
+
 /// n normally distributed floats.
 inline std::vector<float> randomFloats(int64_t n, uint32_t seed, float sigma = 1.0f) {
   std::mt19937 rng(seed);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <stdexcept>
 #include <vector>
 
@@ -122,4 +124,46 @@ TEST(ThreadGroup, SlowChunkOnWorkerStillCompletesTheJob) {
   });
   blocker.join();
   EXPECT_EQ(ran.load(), 3);
+}
+
+TEST(ThreadGroup, DynamicUnitsRunOnceAndBalanceUnevenWork) {
+  for (int threads : {1, 2, 3}) {
+    ThreadGroup g(threads);
+    for (int64_t n : {0, 1, 2, 5, 300}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      g.parallelDynamic(n, [&](int64_t u, int t) {
+        ASSERT_GE(t, 0);
+        ASSERT_LT(t, threads);
+        hits[static_cast<size_t>(u)]++;
+      });
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "threads " << threads << " n " << n;
+    }
+  }
+  // One long unit first, then many short ones: with static chunks the thread holding the long unit would
+  // also own half of the short ones; with claiming, the other thread takes (nearly) all of them.
+  ThreadGroup g(2);
+  std::vector<int> owner(201, -1);
+  g.parallelDynamic(201, [&](int64_t u, int t) {
+    owner[static_cast<size_t>(u)] = t;
+    if (u == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  int longOwnerShort = 0;
+  for (size_t u = 1; u < owner.size(); ++u)
+    longOwnerShort += owner[u] == owner[0];
+  EXPECT_LT(longOwnerShort, 50) << "the thread busy with the long unit also ran most short units";
+}
+
+TEST(ThreadGroup, DynamicJobErrorsReachTheCaller) {
+  ThreadGroup g(2);
+  EXPECT_THROW(g.parallelDynamic(10,
+                                 [](int64_t u, int) {
+                                   if (u == 7)
+                                     throw std::runtime_error("unit 7");
+                                 }),
+               std::runtime_error);
+  int sum = 0;
+  g.parallelDynamic(4, [&](int64_t u, int) { __atomic_add_fetch(&sum, static_cast<int>(u), __ATOMIC_RELAXED); });
+  EXPECT_EQ(sum, 6);
 }

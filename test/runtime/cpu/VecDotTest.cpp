@@ -1,9 +1,10 @@
-//===- VecDotTest.cpp - SIMD dot kernels against the scalar reference ------===//
+//===- VecDotTest.cpp - legacy SIMD dot kernels against the scalar ones ----===//
 //
-// Blocks get random quant bytes but power-of-two scales (and small power-of-two offsets), so every float
-// operation in both kernels is exact and the SIMD result must equal the scalar one bit for bit whatever
-// the summation order; that isolates the integer part (unpacking, signs, saturation), which is where
-// SIMD kernels go wrong. Float weight types are compared with a tight tolerance instead.
+// The legacy weight types (Quant.h: one row against one activation row of vecDotType). Blocks get random
+// quant bytes but power-of-two scales (and small power-of-two offsets), so every float operation in both
+// kernels is exact and the SIMD result must equal the scalar one bit for bit whatever the summation order;
+// that isolates the integer part (unpacking, signs, saturation), which is where SIMD kernels go wrong.
+// The ActQ8 and float kernels are KernelTest.cpp's.
 //===----------------------------------------------------------------------===//
 #include "runtime/ggml/Blocks.h"
 #include "runtime/cpu/quant/Quant.h"
@@ -112,7 +113,6 @@ std::vector<uint8_t> randomActivations(GGMLType t, int64_t k, std::mt19937 &rng)
         x = static_cast<int8_t>(q(rng));
     }
   }
-  completeActivationRow(t, v.data(), k);
   return v;
 }
 
@@ -125,9 +125,7 @@ TEST_P(VecDotIsa, IntegerKernelsMatchScalarExactly) {
   if (!isaAvailable(isa))
     GTEST_SKIP() << "this CPU has no " << isaName(isa);
   std::mt19937 rng(1234);
-  for (GGMLType t : supportedTypes()) {
-    if (vecDotType(t) == GGMLType::F32)
-      continue;
+  for (GGMLType t : legacyTypes()) {
     for (int64_t k : {256, 512, 1024}) {
       for (int rep = 0; rep < 20; ++rep) {
         std::vector<uint8_t> w = randomBlocks(t, k, rng);
@@ -141,35 +139,13 @@ TEST_P(VecDotIsa, IntegerKernelsMatchScalarExactly) {
   }
 }
 
-TEST_P(VecDotIsa, FloatKernelsMatchScalarClosely) {
-  Isa isa = GetParam();
-  if (!isaAvailable(isa))
-    GTEST_SKIP() << "this CPU has no " << isaName(isa);
-  for (GGMLType t : {GGMLType::F32, GGMLType::F16, GGMLType::BF16}) {
-    for (int64_t k : {1, 7, 32, 100, 4096}) {
-      std::vector<float> wf = randomFloats(k, 5), a = randomFloats(k, 6);
-      std::vector<uint8_t> w(rowBytes(t, k));
-      quantizeRow(t, wf.data(), w.data(), k);
-      float ref = vecDotKernel(t, Isa::Scalar)(k, w.data(), a.data());
-      float got = vecDotKernel(t, isa)(k, w.data(), a.data());
-      double mag = 0;
-      for (int64_t i = 0; i < k; ++i)
-        mag += std::fabs(double(wf[i]) * a[i]);
-      EXPECT_NEAR(got, ref, 1e-5 * mag + 1e-7) << ggmlTypeName(t) << " k=" << k;
-    }
-  }
-}
-
 TEST_P(VecDotIsa, ExtremeQuantsDoNotSaturate) {
   // All-max weights against all +-127 activations: the largest sums the byte-pair instructions see.
   Isa isa = GetParam();
   if (!isaAvailable(isa))
     GTEST_SKIP() << "this CPU has no " << isaName(isa);
   const int64_t k = 256;
-  for (GGMLType t : supportedTypes()) {
-    GGMLType act = vecDotType(t);
-    if (act == GGMLType::F32)
-      continue;
+  for (GGMLType t : legacyTypes()) {
     std::mt19937 rng(9);
     std::vector<uint8_t> w = randomBlocks(t, k, rng);
     std::vector<uint8_t> a = randomActivations(t, k, rng);
@@ -188,44 +164,6 @@ TEST_P(VecDotIsa, ExtremeQuantsDoNotSaturate) {
       ASSERT_EQ(floatToBits(got), floatToBits(ref)) << ggmlTypeName(t) << " fill=" << fill;
     }
   }
-}
-
-TEST_P(VecDotIsa, FourTokenKernelsEqualSingleTokenKernels) {
-  Isa isa = GetParam();
-  if (!isaAvailable(isa))
-    GTEST_SKIP() << "this CPU has no " << isaName(isa);
-  std::mt19937 rng(77);
-  int covered = 0;
-  for (GGMLType t : supportedTypes()) {
-    VecDot4Fn f4 = vecDot4Kernel(t, isa);
-    if (!f4)
-      continue;
-    ++covered;
-    // Odd block counts for 32-blocks; a ragged tail (not a multiple of 8) for the float types.
-    const int64_t k = ggmlTypeInfo(t).blockElems == 256  ? 1024
-                      : ggmlTypeInfo(t).blockElems == 32 ? 1056
-                                                         : 1053;
-    // Real-valued scales here: bit-identity must hold for any inputs, not only exact ones.
-    std::vector<float> wf = randomFloats(k, 5);
-    std::vector<uint8_t> w(rowBytes(t, k));
-    quantizeRow(t, wf.data(), w.data(), k);
-    std::vector<std::vector<uint8_t>> acts;
-    const void *ap[4];
-    acts.reserve(4);
-    for (int j = 0; j < 4; ++j) {
-      std::vector<float> xf = randomFloats(k, 100 + j);
-      acts.emplace_back(activationRowBytes(t, k));
-      quantizeRow(vecDotType(t), xf.data(), acts.back().data(), k); // F32 "quantizes" to a copy
-      completeActivationRow(t, acts.back().data(), k);
-      ap[j] = acts.back().data();
-    }
-    float out[4];
-    f4(k, w.data(), ap, out);
-    for (int j = 0; j < 4; ++j)
-      ASSERT_EQ(floatToBits(out[j]), floatToBits(vecDotKernel(t, isa)(k, w.data(), ap[j])))
-          << ggmlTypeName(t) << " token " << j;
-  }
-  EXPECT_GE(covered, 8) << "expected four-token kernels for f32, f16, bf16, q4_0, q8_0, q4_K, q5_K, q6_K";
 }
 
 TEST_P(VecDotIsa, ActivationQuantizersEqualReference) {
@@ -262,7 +200,7 @@ TEST_P(VecDotIsa, ActivationQuantizersEqualReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, VecDotIsa, ::testing::Values(Isa::AVX2, Isa::AVX512),
+INSTANTIATE_TEST_SUITE_P(Cpu, VecDotIsa, ::testing::Values(Isa::AVX2, Isa::AVX512VNNI),
                          [](const ::testing::TestParamInfo<Isa> &i) {
                            return std::string(isaName(i.param));
                          });

@@ -69,16 +69,22 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
   auto layers = mlir::tpc::attributeLayers(m);
   std::map<int64_t, LayerTraffic> traffic;
   m.walk([&](mlir::Operation *op) {
-    if (!llvm::isa<mlir::tpc::AllReduceOp, mlir::tpc::AllGatherOp, mlir::tpc::ReduceScatterOp>(op))
+    if (!llvm::isa<mlir::tpc::AllReduceOp, mlir::tpc::AllReduceRmsNormOp, mlir::tpc::AllGatherOp,
+                   mlir::tpc::ReduceScatterOp>(op))
       return;
     LayerTraffic &t = traffic[layers.lookup(op)];
-    if (llvm::isa<mlir::tpc::AllReduceOp>(op))
+    llvm::SmallVector<mlir::Value> payload(op->getOperands());
+    if (llvm::isa<mlir::tpc::AllReduceOp>(op)) {
       ++t.allReduce;
-    else if (llvm::isa<mlir::tpc::AllGatherOp>(op))
+    } else if (auto fused = llvm::dyn_cast<mlir::tpc::AllReduceRmsNormOp>(op)) {
+      ++t.allReduce; // a layer boundary: only x crosses devices (the residual and norm weight stay local)
+      payload = {fused.getX()};
+    } else if (llvm::isa<mlir::tpc::AllGatherOp>(op)) {
       ++t.allGather;
-    else
+    } else {
       ++t.reduceScatter;
-    for (mlir::Value v : op->getOperands()) {
+    }
+    for (mlir::Value v : payload) {
       t.bytesPerToken += perToken(v) * 4;
       ++t.tensors;
     }

@@ -4,16 +4,16 @@
 // shape of a value on device d (its global shape with the split axis replaced by sizes[d]), which values
 // own an activation buffer, and which only alias another value (a reshape of a buffer, the result of an
 // op pinned to another device with `tpc.on_device`), and which side (host or device) holds a result.
-// Header-only and dependent on the tpc dialect alone,
-// so passes/ can include it without linking the compiler.
+// Header-only and dependent on the tpc dialect alone; it lives in passes/ because tpc-plan-memory defines
+// what these mean and the emitter (compiler/emit, which may depend on passes/) follows it.
 //
 //   int64_t n = mlir::tpc::numDevices(module);
 //   SmallVector<int64_t> s = mlir::tpc::localShape(value, d);   // -1 = the token dimension
 //   mlir::tpc::Storage k = mlir::tpc::valueStorage(value, d);   // Buffer, Alias, Weight, ...
 //   bool h = mlir::tpc::resultOnHost(op, i);                     // host arena or device arena
 //===----------------------------------------------------------------------===//
-#ifndef TPC_COMPILER_EMIT_LOCALSHAPES_H
-#define TPC_COMPILER_EMIT_LOCALSHAPES_H
+#ifndef TPC_PASSES_LOCALSHAPES_H
+#define TPC_PASSES_LOCALSHAPES_H
 
 #include "dialects/tpc/IR/TpcOps.h"
 
@@ -23,22 +23,17 @@
 namespace mlir::tpc {
 
 /// `tpc.devices` of the module (1 when absent).
-inline int64_t numDevices(ModuleOp m) {
-  if (auto a = m->getAttrOfType<IntegerAttr>("tpc.devices"))
-    return a.getInt();
-  return 1;
-}
+inline int64_t numDevices(ModuleOp m) { return getNumDevices(m).value_or(1); }
 
 /// Local shape of `v` on `device`: the global shape with a split axis narrowed to sizes[device]; -1 for
 /// the dynamic token dimension. Mirrored, partial and unannotated values keep the global shape.
 inline SmallVector<int64_t> localShape(Value v, int64_t device) {
-  SmallVector<int64_t> shape;
-  if (auto t = dyn_cast<RankedTensorType>(v.getType()))
-    for (int64_t d : t.getShape())
-      shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
-  StateAttr s = getValueState(v);
-  if (s && s.isSplit() && s.getAxis() < int64_t(shape.size()) && device < int64_t(s.getSizes().size()))
-    shape[s.getAxis()] = s.getSizes()[device];
+  if (!isa<RankedTensorType>(v.getType()))
+    return {};
+  SmallVector<int64_t> shape = getLocalShape(v, device);
+  for (int64_t &d : shape)
+    if (ShapedType::isDynamic(d))
+      d = -1;
   return shape;
 }
 
@@ -120,4 +115,4 @@ inline bool runsOn(Operation *op, int64_t device) {
 
 } // namespace mlir::tpc
 
-#endif // TPC_COMPILER_EMIT_LOCALSHAPES_H
+#endif // TPC_PASSES_LOCALSHAPES_H

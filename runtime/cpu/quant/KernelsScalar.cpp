@@ -1,0 +1,397 @@
+//===- KernelsScalar.cpp - portable kernels and ISA dispatch ----------------===//
+//
+// The scalar kernels for every weight type (integer sums per block, exactly as the SIMD kernels compute
+// them; the float combination in the natural order) and the run-time choice of kernel table. The SIMD
+// tables live in KernelsAVX2.cpp / KernelsAVX512.cpp, compiled with per-function target attributes so the
+// library needs no -march flag and runs on any x86-64.
+//===----------------------------------------------------------------------===//
+#include "runtime/ggml/Blocks.h"
+#include "runtime/cpu/quant/Quant.h"
+#include "runtime/cpu/quant/ActQ8.h"
+#include "runtime/cpu/quant/Kernels.h"
+
+#include <cstdlib>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#include <cstring>
+#include <string>
+
+namespace tpc::rt::cpu {
+namespace {
+
+/// Sum over a 32-element block of table-or-offset weights times int8 activations.
+template <typename Decode> int dotBlock32(const uint8_t *qs, const int8_t *a, Decode decode) {
+  int s = 0;
+  for (int j = 0; j < kQK / 2; ++j)
+    s += decode(qs[j] & 0xf, j) * a[j] + decode(qs[j] >> 4, j + 16) * a[j + 16];
+  return s;
+}
+
+/// Q4_1 weights . activations, scalar reference.
+float dotQ4_1(int64_t k, const void *w, const void *a) {
+  const BlockQ4_1 *x = static_cast<const BlockQ4_1 *>(w);
+  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return q; });
+    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is) +
+         fp16ToFp32(x[i].m) * fp16ToFp32(y[i].s);
+  }
+  return s;
+}
+
+/// Q5_1 weights . activations, scalar reference.
+float dotQ5_1(int64_t k, const void *w, const void *a) {
+  const BlockQ5_1 *x = static_cast<const BlockQ5_1 *>(w);
+  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, 4);
+    int is = dotBlock32(x[i].qs, y[i].qs, [qh](int q, int e) { return q | (((qh >> e) & 1) << 4); });
+    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is) +
+         fp16ToFp32(x[i].m) * fp16ToFp32(y[i].s);
+  }
+  return s;
+}
+
+/// IQ4_NL weights . activations, scalar reference.
+float dotIQ4_NL(int64_t k, const void *w, const void *a) {
+  const BlockIQ4_NL *x = static_cast<const BlockIQ4_NL *>(w);
+  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return kIQ4NLValues[q]; });
+    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is);
+  }
+  return s;
+}
+
+/// MXFP4 weights . activations, scalar reference.
+float dotMXFP4(int64_t k, const void *w, const void *a) {
+  const BlockMXFP4 *x = static_cast<const BlockMXFP4 *>(w);
+  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return kMXFP4Values[q]; });
+    s += e8m0ToFp32Half(x[i].e) * fp16ToFp32(y[i].d) * static_cast<float>(is);
+  }
+  return s;
+}
+
+/// Q2_K weights . activations, scalar reference.
+float dotQ2_K(int64_t k, const void *w, const void *a) {
+  const BlockQ2_K *x = static_cast<const BlockQ2_K *>(w);
+  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    int isum = 0, msum = 0;
+    for (int e = 0; e < kQKK; ++e) {
+      int q = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      isum += (x[i].scales[e / 16] & 0xf) * q * y[i].qs[e];
+    }
+    for (int g = 0; g < 16; ++g)
+      msum += (x[i].scales[g] >> 4) * y[i].bsums[g];
+    s += y[i].d *
+         (fp16ToFp32(x[i].d) * static_cast<float>(isum) - fp16ToFp32(x[i].dmin) * static_cast<float>(msum));
+  }
+  return s;
+}
+
+/// Q3_K weights . activations, scalar reference.
+float dotQ3_K(int64_t k, const void *w, const void *a) {
+  const BlockQ3_K *x = static_cast<const BlockQ3_K *>(w);
+  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    int8_t sc[16];
+    unpackScalesQ3K(x[i].scales, sc);
+    int isum = 0;
+    for (int g = 0; g < 16; ++g) {
+      int gs = 0;
+      for (int e = 16 * g; e < 16 * g + 16; ++e) {
+        int q = ((x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) -
+                (((x[i].hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+        gs += q * y[i].qs[e];
+      }
+      isum += sc[g] * gs;
+    }
+    s += fp16ToFp32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return s;
+}
+
+/// Q8_K weights . activations, scalar reference.
+float dotQ8_K(int64_t k, const void *w, const void *a) {
+  const BlockQ8_K *x = static_cast<const BlockQ8_K *>(w);
+  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    int isum = 0;
+    for (int j = 0; j < kQKK; ++j)
+      isum += x[i].qs[j] * y[i].qs[j];
+    s += x[i].d * y[i].d * static_cast<float>(isum);
+  }
+  return s;
+}
+
+//===-- ActQ8 and float row kernels ------------------------------------------===//
+// Integer sums per block (or per 16-element half for q6_K) are exact; the float combination is the natural
+// one: (weight scale * activation scale) * integer sum, plus the offset or min term times the activation
+// block's d * sum(q). The SIMD kernels compute the same terms, summed in another order.
+
+/// Quants of block b of an ActQ8 row.
+inline const int8_t *actQs(const ActQ8Group *a, int64_t b) { return a[b >> 2].qs + 32 * (b & 3); }
+/// Scale of block b.
+inline float actD(const ActQ8Group *a, int64_t b) { return a[b >> 2].d[b & 3]; }
+/// d * sum(q) of block b.
+inline float actDs(const ActQ8Group *a, int64_t b) { return a[b >> 2].ds[b & 3]; }
+
+/// q4_0 / q5_0 / q8_0 weights (signed values q - offset) . an ActQ8 row.
+template <typename Block, int Kind> float dotLegacy32(int64_t k, const void *w, const void *a) {
+  const Block *x = static_cast<const Block *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t b = 0; b < k / kQK; ++b) {
+    const int8_t *q8 = actQs(y, b);
+    int is = 0;
+    if constexpr (Kind == 8) {
+      for (int j = 0; j < kQK; ++j)
+        is += x[b].qs[j] * q8[j];
+    } else {
+      uint32_t qh = 0;
+      if constexpr (Kind == 5)
+        std::memcpy(&qh, x[b].qh, 4);
+      is = dotBlock32(x[b].qs, q8, [qh](int q, int e) {
+        return Kind == 5 ? (q | (((qh >> e) & 1) << 4)) - 16 : q - 8;
+      });
+    }
+    s += (fp16ToFp32(x[b].d) * actD(y, b)) * static_cast<float>(is);
+  }
+  return s;
+}
+
+/// q4_K / q5_K weights . an ActQ8 row: per group of 32, (d sc) d8 sum(q a) - (dmin m) d8 sum(a).
+template <typename Block, bool Five> float dotQ45K(int64_t k, const void *w, const void *a) {
+  const Block *x = static_cast<const Block *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    const float d = fp16ToFp32(x[i].d), dmin = fp16ToFp32(x[i].dmin);
+    for (int g = 0; g < 8; ++g) {
+      uint8_t sc, m;
+      scaleMinK4(g, x[i].scales, sc, m);
+      const int64_t b = 8 * i + g;
+      const int8_t *q8 = actQs(y, b);
+      int is = 0;
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t byte = x[i].qs[32 * (g / 2) + l];
+        int q = (g & 1) ? (byte >> 4) : (byte & 0xf);
+        if constexpr (Five)
+          q |= ((x[i].qh[l] >> g) & 1) << 4;
+        is += q * q8[l];
+      }
+      s += ((d * sc) * actD(y, b)) * static_cast<float>(is) - (dmin * m) * actDs(y, b);
+    }
+  }
+  return s;
+}
+
+/// q6_K weights . an ActQ8 row: per block of 32, d d8 (sc_a sum_a((q - 32) a) + sc_b sum_b(...)).
+float dotQ6K(int64_t k, const void *w, const void *a) {
+  const BlockQ6_K *x = static_cast<const BlockQ6_K *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    const float d = fp16ToFp32(x[i].d);
+    for (int c = 0; c < 8; ++c) {
+      const int64_t b = 8 * i + c;
+      const int8_t *q8 = actQs(y, b);
+      int is = 0;
+      for (int h = 0; h < 2; ++h) {
+        int hs = 0;
+        for (int l = 16 * h; l < 16 * h + 16; ++l) {
+          const int e = 32 * c + l, hh = e / 128, p = (e % 128) / 32, ll = e % 32;
+          const int lo = (x[i].ql[64 * hh + ll + 32 * (p & 1)] >> (p >= 2 ? 4 : 0)) & 0xf;
+          const int hi = (x[i].qh[32 * hh + ll] >> (2 * p)) & 3;
+          hs += ((lo | (hi << 4)) - 32) * q8[l];
+        }
+        is += x[i].scales[2 * c + h] * hs;
+      }
+      s += (d * actD(y, b)) * static_cast<float>(is);
+    }
+  }
+  return s;
+}
+
+/// Float weights . f32 activations, in element order.
+template <typename T, float (*Load)(T)> float dotFloat(int64_t k, const void *w, const void *a) {
+  const T *x = static_cast<const T *>(w);
+  const float *y = static_cast<const float *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k; ++i)
+    s += Load(x[i]) * y[i];
+  return s;
+}
+inline float loadF32(float v) { return v; }
+inline float loadF16(uint16_t h) { return fp16ToFp32(h); }
+inline float loadBF16(uint16_t h) { return bf16ToFp32(h); }
+
+/// A row kernel from a one-token dot.
+template <float (*Dot)(int64_t, const void *, const void *)>
+void rowKernel(int64_t k, const void *w, const void *const *act, int nt, float *out) {
+  for (int t = 0; t < nt; ++t)
+    out[t] = Dot(k, w, act[t]);
+}
+
+} // namespace
+
+size_t panelGroupBytes(GGMLType t, int64_t k, int R) {
+  if (activationFormat(t) == ActFormat::F32)
+    return static_cast<size_t>(k) * sizeof(float) * static_cast<size_t>(R);
+  return static_cast<size_t>(k / kQK) * 40 * static_cast<size_t>(R);
+}
+
+KernelTable scalarKernelTable() {
+  KernelTable t;
+  t.set(GGMLType::Q4_1, dotQ4_1);
+  t.set(GGMLType::Q5_1, dotQ5_1);
+  t.set(GGMLType::Q2_K, dotQ2_K);
+  t.set(GGMLType::Q3_K, dotQ3_K);
+  t.set(GGMLType::Q8_K, dotQ8_K);
+  t.set(GGMLType::IQ4_NL, dotIQ4_NL);
+  t.set(GGMLType::MXFP4, dotMXFP4);
+  t.quantizeQ8 = quantizeActQ8Row;
+  t.row[static_cast<uint32_t>(GGMLType::F32)] = rowKernel<dotFloat<float, loadF32>>;
+  t.row[static_cast<uint32_t>(GGMLType::F16)] = rowKernel<dotFloat<uint16_t, loadF16>>;
+  t.row[static_cast<uint32_t>(GGMLType::BF16)] = rowKernel<dotFloat<uint16_t, loadBF16>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q4_0)] = rowKernel<dotLegacy32<BlockQ4_0, 4>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q5_0)] = rowKernel<dotLegacy32<BlockQ5_0, 5>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q8_0)] = rowKernel<dotLegacy32<BlockQ8_0, 8>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q4_K)] = rowKernel<dotQ45K<BlockQ4_K, false>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q5_K)] = rowKernel<dotQ45K<BlockQ5_K, true>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q6_K)] = rowKernel<dotQ6K>;
+  return t;
+}
+
+const char *isaName(Isa isa) {
+  switch (isa) {
+  case Isa::Scalar:
+    return "scalar";
+  case Isa::AVX2:
+    return "avx2";
+  case Isa::AVX512:
+    return "avx512";
+  case Isa::AVX512VNNI:
+    return "avx512vnni";
+  }
+  return "?";
+}
+
+#if defined(__x86_64__)
+namespace {
+/// CPU features read once with cpuid; the OS must also save the wider registers (xgetbv), which is what
+/// __builtin_cpu_supports checks too (clang's does not know "f16c", hence the hand-written version).
+struct X86Features {
+  bool avx2 = false, avx512 = false, vnni = false;
+  X86Features() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+      return;
+    bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+    if (!osxsave || !avx)
+      return;
+    unsigned xlo, xhi;
+    __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    bool ymm = (xlo & 0x6) == 0x6, zmm = (xlo & 0xe6) == 0xe6;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+      return;
+    avx2 = ymm && fma && f16c && (b & (1u << 5));
+    bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
+    avx512 = avx2 && zmm && f && dq && bw && vl;
+    vnni = avx512 && (c & (1u << 11));
+  }
+};
+/// The features of this CPU (read once).
+const X86Features &x86Features() {
+  static const X86Features f;
+  return f;
+}
+} // namespace
+#endif
+
+bool isaAvailable(Isa isa) {
+  switch (isa) {
+  case Isa::Scalar:
+    return true;
+  case Isa::AVX2:
+#if defined(__x86_64__)
+    return x86Features().avx2;
+#else
+    return false;
+#endif
+  case Isa::AVX512:
+#if defined(__x86_64__)
+    return x86Features().avx512;
+#else
+    return false;
+#endif
+  case Isa::AVX512VNNI:
+#if defined(__x86_64__)
+    return x86Features().vnni;
+#else
+    return false;
+#endif
+  }
+  return false;
+}
+
+Isa activeIsa() {
+  static const Isa isa = [] {
+    Isa best = Isa::Scalar;
+    for (Isa i : {Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
+      if (isaAvailable(i))
+        best = i;
+    if (const char *env = std::getenv("TPC_CPU_ISA"))
+      for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
+        if (std::string(env) == isaName(i) && static_cast<int>(i) < static_cast<int>(best))
+          best = i;
+    return best;
+  }();
+  return isa;
+}
+
+const KernelTable &kernelTable(Isa isa) {
+  static const KernelTable scalar = scalarKernelTable();
+#if defined(__x86_64__)
+  static const KernelTable avx2 = isaAvailable(Isa::AVX2) ? avx2KernelTable(scalar) : scalar;
+  static const KernelTable avx512 = isaAvailable(Isa::AVX512) ? avx512KernelTable(avx2) : avx2;
+  static const KernelTable vnni = isaAvailable(Isa::AVX512VNNI) ? avx512VnniKernelTable(avx2) : avx512;
+  if (isa == Isa::AVX512VNNI && isaAvailable(Isa::AVX512VNNI))
+    return vnni;
+  if (isa >= Isa::AVX512 && isaAvailable(Isa::AVX512))
+    return avx512;
+  if (isa != Isa::Scalar && isaAvailable(Isa::AVX2))
+    return avx2;
+#endif
+  return scalar;
+}
+
+VecDotFn vecDotKernel(GGMLType t, Isa isa) { return kernelTable(isa).get(t); }
+
+QuantizeFn activationQuantizer(GGMLType t, Isa isa) {
+  if (QuantizeFn f = kernelTable(isa).getQuantize(t))
+    return f;
+  switch (t) {
+  case GGMLType::Q8_0:
+    return [](const float *s, void *d, int64_t n) { quantizeActivationRow(GGMLType::Q8_0, s, d, n); };
+  case GGMLType::Q8_1:
+    return [](const float *s, void *d, int64_t n) { quantizeActivationRow(GGMLType::Q8_1, s, d, n); };
+  case GGMLType::Q8_K:
+    return [](const float *s, void *d, int64_t n) { quantizeActivationRow(GGMLType::Q8_K, s, d, n); };
+  default:
+    return nullptr;
+  }
+}
+} // namespace tpc::rt::cpu

@@ -1,0 +1,163 @@
+//===- KernelRef.h - double-precision references for the matmul kernels -*- C++ -*-===//
+//
+// Exact decoding of weight rows and ActQ8 rows into doubles, and the tolerance every kernel path is held to.
+//
+// The tolerance (docs/architecture.md, "CPU matmul tolerance"): the kernels' integer block sums are exact, so
+// a kernel result differs from the exact dot product of the quantized operands only by float rounding. Each
+// path sums the same terms, per 32-element block a product term (weight scale x activation scale x integer
+// sum) and, for formats with an offset or min, an offset term, in some order; each term is formed with at
+// most 3 roundings. Higham's bound for a sum of N such terms in any order gives
+//   |kernel - exact| <= gamma(N + 3) * M,  gamma(n) = n u / (1 - n u),  u = 2^-24,
+// where M is the sum of the terms' magnitudes. M is computed here from the format's own decomposition of each
+// weight, sum_i (|scale_i q_i| + |offset_i|) |a_i| (q8_0 counts 128 |d| as its offset: the VNNI panel stores
+// q + 128), so it bounds every path's terms; N = 2 k / 32 + 8 for the quantized types (two terms per block,
+// a few more for horizontal sums), k + 8 for the float types (one FMA per element).
+//===----------------------------------------------------------------------===//
+#ifndef TPC_TEST_RUNTIME_CPU_KERNELREF_H
+#define TPC_TEST_RUNTIME_CPU_KERNELREF_H
+
+#include "runtime/cpu/quant/ActQ8.h"
+#include "runtime/cpu/quant/Quant.h"
+#include "runtime/ggml/Blocks.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace tpc::rt::cpu::test {
+
+/// A weight row decoded exactly: value[i] and the magnitude weight mag[i] = |scale q| + |offset|.
+struct DecodedRow {
+  std::vector<double> value, mag;
+};
+
+/// Decodes k elements of an ActQ8-format or float weight row in double, exactly.
+inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
+  DecodedRow r;
+  r.value.resize(static_cast<size_t>(k));
+  r.mag.resize(static_cast<size_t>(k));
+  auto put = [&](int64_t i, double scale, double q, double offset) {
+    r.value[static_cast<size_t>(i)] = scale * q + offset;
+    r.mag[static_cast<size_t>(i)] = std::fabs(scale * q) + std::fabs(offset);
+  };
+  const uint8_t *p = static_cast<const uint8_t *>(row);
+  switch (t) {
+  case GGMLType::F32:
+  case GGMLType::F16:
+  case GGMLType::BF16:
+    for (int64_t i = 0; i < k; ++i) {
+      uint16_t h = 0;
+      float f = 0;
+      if (t == GGMLType::F32)
+        std::memcpy(&f, p + 4 * i, 4);
+      else
+        std::memcpy(&h, p + 2 * i, 2);
+      put(i, t == GGMLType::F32 ? f : t == GGMLType::F16 ? fp16ToFp32(h) : bf16ToFp32(h), 1, 0);
+    }
+    break;
+  case GGMLType::Q4_0:
+  case GGMLType::Q5_0:
+  case GGMLType::Q8_0: {
+    for (int64_t b = 0; b < k / kQK; ++b) {
+      if (t == GGMLType::Q8_0) {
+        const auto &x = reinterpret_cast<const BlockQ8_0 *>(p)[b];
+        for (int j = 0; j < 32; ++j) {
+          put(32 * b + j, fp16ToFp32(x.d), x.qs[j], 0);
+          r.mag[static_cast<size_t>(32 * b + j)] += 128 * std::fabs(fp16ToFp32(x.d)); // VNNI: q + 128, -128 d
+        }
+      } else if (t == GGMLType::Q4_0) {
+        const auto &x = reinterpret_cast<const BlockQ4_0 *>(p)[b];
+        for (int j = 0; j < 16; ++j) {
+          put(32 * b + j, fp16ToFp32(x.d), x.qs[j] & 15, -8.0 * fp16ToFp32(x.d));
+          put(32 * b + j + 16, fp16ToFp32(x.d), x.qs[j] >> 4, -8.0 * fp16ToFp32(x.d));
+        }
+      } else {
+        const auto &x = reinterpret_cast<const BlockQ5_0 *>(p)[b];
+        uint32_t qh;
+        std::memcpy(&qh, x.qh, 4);
+        for (int j = 0; j < 16; ++j) {
+          put(32 * b + j, fp16ToFp32(x.d), (x.qs[j] & 15) | (((qh >> j) & 1) << 4), -16.0 * fp16ToFp32(x.d));
+          put(32 * b + j + 16, fp16ToFp32(x.d), (x.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4),
+              -16.0 * fp16ToFp32(x.d));
+        }
+      }
+    }
+    break;
+  }
+  case GGMLType::Q4_K:
+  case GGMLType::Q5_K:
+    for (int64_t i = 0; i < k / kQKK; ++i) {
+      const uint8_t *blk = p + i * (t == GGMLType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K));
+      uint16_t dh, mh;
+      std::memcpy(&dh, blk, 2);
+      std::memcpy(&mh, blk + 2, 2);
+      const uint8_t *scales = blk + 4;
+      const uint8_t *qh = blk + 16;
+      const uint8_t *qs = t == GGMLType::Q4_K ? blk + 16 : blk + 48;
+      for (int g = 0; g < 8; ++g) {
+        uint8_t sc, m;
+        scaleMinK4(g, scales, sc, m);
+        for (int l = 0; l < 32; ++l) {
+          int q = (g & 1) ? (qs[32 * (g / 2) + l] >> 4) : (qs[32 * (g / 2) + l] & 15);
+          if (t == GGMLType::Q5_K)
+            q |= ((qh[l] >> g) & 1) << 4;
+          put(256 * i + 32 * g + l, double(fp16ToFp32(dh)) * sc, q, -double(fp16ToFp32(mh)) * m);
+        }
+      }
+    }
+    break;
+  case GGMLType::Q6_K:
+    for (int64_t i = 0; i < k / kQKK; ++i) {
+      const auto &x = reinterpret_cast<const BlockQ6_K *>(p)[i];
+      for (int e = 0; e < 256; ++e) {
+        const int h = e / 128, pl = (e % 128) / 32, l = e % 32;
+        const int lo = (x.ql[64 * h + l + 32 * (pl & 1)] >> (pl >= 2 ? 4 : 0)) & 0xf;
+        const int hi = (x.qh[32 * h + l] >> (2 * pl)) & 3;
+        const double s = double(fp16ToFp32(x.d)) * x.scales[e / 16];
+        put(256 * i + e, s, lo | (hi << 4), -32.0 * s);
+      }
+    }
+    break;
+  default:
+    break;
+  }
+  return r;
+}
+
+/// The k values of an ActQ8 row, exactly (d * q).
+inline std::vector<double> decodeActQ8(const void *row, int64_t k) {
+  const ActQ8Group *g = static_cast<const ActQ8Group *>(row);
+  std::vector<double> v(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i)
+    v[static_cast<size_t>(i)] = double(g[i / 128].d[(i % 128) / 32]) * g[i / 128].qs[i % 128];
+  return v;
+}
+
+/// gamma(n) for float32.
+inline double gammaN(double n) {
+  const double u = std::ldexp(1.0, -24);
+  return n * u / (1 - n * u);
+}
+
+/// The exact dot product of a decoded weight row and activation values, and the tolerance of every kernel
+/// path (see the file comment).
+struct RefDot {
+  double value = 0, tol = 0;
+};
+inline RefDot refDot(GGMLType t, const DecodedRow &w, const std::vector<double> &a) {
+  RefDot r;
+  double mag = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    r.value += w.value[i] * a[i];
+    mag += w.mag[i] * std::fabs(a[i]);
+  }
+  const double k = static_cast<double>(a.size());
+  const double n = activationFormat(t) == ActFormat::F32 ? k + 8 : 2 * k / 32 + 8;
+  r.tol = gammaN(n + 3) * mag;
+  return r;
+}
+
+} // namespace tpc::rt::cpu::test
+
+#endif // TPC_TEST_RUNTIME_CPU_KERNELREF_H

@@ -1,0 +1,362 @@
+//===- KernelTest.cpp - row and panel kernels against a double reference ---===//
+//
+// Every ActQ8 / float kernel of every ISA level this machine has (scalar; AVX2; the VNNI code paths with
+// vpdpbusd emulated on AVX2; AVX-512 and AVX-512 VNNI where present) against the exact dot product of its quantized operands
+// in double, within the derived bound of KernelRef.h. Weights are real quantizer output and random bytes
+// (every quant value, negative and odd scales); activations are ActQ8 rows of random floats and rows of
+// extreme quants. Also: a token's result does not depend on how many tokens a call takes or where it sits
+// in the call (the property that keeps results independent of threading), padded panel rows give zeros,
+// and the SIMD ActQ8 quantizers give the reference quantizer's bytes.
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/quant/ActQ8.h"
+#include "runtime/cpu/quant/Kernels.h"
+#include "test/runtime/cpu/KernelRef.h"
+#include "test/runtime/cpu/TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+using namespace tpc;
+using namespace tpc::rt::cpu;
+using namespace tpc::rt::cpu::test;
+
+namespace {
+
+/// The kernel table of an ISA level by name, or nullptr where this machine cannot run it.
+const KernelTable *levelTable(const std::string &level) {
+  if (level == "scalar")
+    return &kernelTable(Isa::Scalar);
+  if (level == "avx2")
+    return isaAvailable(Isa::AVX2) ? &kernelTable(Isa::AVX2) : nullptr;
+  if (level == "vnni_emulated") {
+    if (!isaAvailable(Isa::AVX2))
+      return nullptr;
+    static const KernelTable t = emulatedVnniKernelTable(kernelTable(Isa::AVX2));
+    return &t;
+  }
+  if (level == "avx512")
+    return isaAvailable(Isa::AVX512) ? &kernelTable(Isa::AVX512) : nullptr;
+  if (level == "avx512vnni")
+    return isaAvailable(Isa::AVX512VNNI) ? &kernelTable(Isa::AVX512VNNI) : nullptr;
+  return nullptr;
+}
+
+/// The weight types with row and panel kernels.
+const GGMLType kTypes[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0, GGMLType::Q5_0,
+                           GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
+
+void setHalf(uint8_t *p, float v) {
+  const uint16_t h = fp32ToFp16(v);
+  std::memcpy(p, &h, 2);
+}
+
+/// A weight row: `raw` = random bytes with sane random scales (every quant value, negative scales), else
+/// the reference quantizer's output for Gaussian values.
+std::vector<uint8_t> weightRow(GGMLType t, int64_t k, std::mt19937 &rng, bool raw) {
+  std::vector<uint8_t> v(rowBytes(t, k));
+  std::vector<float> f = randomFloats(k, rng(), 0.05f);
+  if (!raw || activationFormat(t) == ActFormat::F32) {
+    quantizeRow(t, f.data(), v.data(), k);
+    return v;
+  }
+  for (uint8_t &b : v)
+    b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+  const GGMLTypeInfo &info = ggmlTypeInfo(t);
+  for (size_t off = 0; off < v.size(); off += info.blockBytes) {
+    uint8_t *b = v.data() + off;
+    if (t == GGMLType::Q6_K)
+      setHalf(b + 208, scale(rng));
+    else
+      setHalf(b, scale(rng));
+    if (t == GGMLType::Q4_K || t == GGMLType::Q5_K)
+      setHalf(b + 2, std::fabs(scale(rng)));
+  }
+  return v;
+}
+
+/// The same byte pattern in every quant byte of a row, scales kept: the largest integer sums.
+std::vector<uint8_t> filledRow(GGMLType t, int64_t k, uint8_t fill, std::mt19937 &rng) {
+  std::vector<uint8_t> v = weightRow(t, k, rng, true);
+  const GGMLTypeInfo &info = ggmlTypeInfo(t);
+  for (size_t off = 0; off < v.size(); off += info.blockBytes) {
+    uint8_t *b = v.data() + off;
+    const size_t lo = t == GGMLType::Q6_K ? 0 : (t == GGMLType::Q4_K || t == GGMLType::Q5_K) ? 4 : 2;
+    const size_t hi = t == GGMLType::Q6_K ? 192 : info.blockBytes; // Q6_K: ql and qh, not the scales
+    for (size_t j = lo; j < hi; ++j)
+      b[j] = fill;
+  }
+  return v;
+}
+
+/// An ActQ8 row of k Gaussian floats (sigma varies per row), or with `extreme` every quant +-127.
+std::vector<uint8_t> actRow(int64_t k, std::mt19937 &rng, bool extreme = false, bool allPositive = false) {
+  std::vector<float> x = randomFloats(k, rng(), 0.1f + static_cast<float>(rng() % 100));
+  if (extreme)
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = (allPositive || i % 3) ? 1.0f : -1.0f;
+  std::vector<uint8_t> a(actQ8RowBytes(k));
+  quantizeActQ8Row(x.data(), a.data(), k);
+  return a;
+}
+
+/// A float activation row for the float kernels.
+std::vector<uint8_t> floatRow(int64_t k, std::mt19937 &rng) {
+  std::vector<float> x = randomFloats(k, rng());
+  std::vector<uint8_t> a(static_cast<size_t>(k) * 4);
+  std::memcpy(a.data(), x.data(), a.size());
+  return a;
+}
+
+/// Activation values the kernels see, in double.
+std::vector<double> actValues(GGMLType t, const std::vector<uint8_t> &a, int64_t k) {
+  if (activationFormat(t) == ActFormat::Q8)
+    return decodeActQ8(a.data(), k);
+  std::vector<double> v(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    float f;
+    std::memcpy(&f, a.data() + 4 * i, 4);
+    v[static_cast<size_t>(i)] = f;
+  }
+  return v;
+}
+
+/// Row lengths to test: whole super-blocks; for the 32-block types also partial ActQ8 groups.
+std::vector<int64_t> lengths(GGMLType t) {
+  if (ggmlTypeInfo(t).blockElems == 256)
+    return {256, 768};
+  if (activationFormat(t) == ActFormat::F32)
+    return {37, 256, 1000};
+  return {32, 96, 160, 512};
+}
+
+class KernelLevel : public ::testing::TestWithParam<std::string> {
+protected:
+  const KernelTable *table() {
+    const KernelTable *t = levelTable(GetParam());
+    if (!t)
+      ADD_FAILURE() << "no table";
+    return t;
+  }
+  void SetUp() override {
+    if (!levelTable(GetParam()))
+      GTEST_SKIP() << "this CPU cannot run the " << GetParam() << " kernels";
+  }
+};
+
+/// Checks a row kernel on `weights` against activations: every nt, each token against the reference, and
+/// each token's bits equal in every call shape.
+void checkRowKernel(RowKernel row, GGMLType t, int64_t k, const std::vector<uint8_t> &w,
+                    const std::vector<std::vector<uint8_t>> &acts, const std::string &what) {
+  const DecodedRow dw = decodeExact(t, w.data(), k);
+  const void *ap[kMaxRowTokens];
+  for (int j = 0; j < kMaxRowTokens; ++j)
+    ap[j] = acts[static_cast<size_t>(j)].data();
+  float alone[kMaxRowTokens];
+  for (int j = 0; j < kMaxRowTokens; ++j) {
+    row(k, w.data(), &ap[j], 1, &alone[j]);
+    const RefDot r = refDot(t, dw, actValues(t, acts[static_cast<size_t>(j)], k));
+    ASSERT_NEAR(alone[j], r.value, r.tol) << what << " token " << j;
+  }
+  for (int nt = 2; nt <= kMaxRowTokens; ++nt) {
+    // Tokens j..j+nt-1 (wrapping), so every token sits at several positions across the calls.
+    for (int first = 0; first < kMaxRowTokens; first += 3) {
+      const void *sub[kMaxRowTokens];
+      for (int j = 0; j < nt; ++j)
+        sub[j] = ap[(first + j) % kMaxRowTokens];
+      float out[kMaxRowTokens];
+      row(k, w.data(), sub, nt, out);
+      for (int j = 0; j < nt; ++j)
+        ASSERT_EQ(floatToBits(out[j]), floatToBits(alone[(first + j) % kMaxRowTokens]))
+            << what << " nt=" << nt << " position " << j;
+    }
+  }
+}
+
+TEST_P(KernelLevel, RowKernelsMatchDoubleReference) {
+  const KernelTable *kt = table();
+  std::mt19937 rng(11);
+  for (GGMLType t : kTypes) {
+    RowKernel row = kt->getRow(t);
+    ASSERT_NE(row, nullptr) << ggmlTypeName(t);
+    for (int64_t k : lengths(t))
+      for (bool raw : {false, true}) {
+        if (raw && activationFormat(t) == ActFormat::F32)
+          continue;
+        std::vector<uint8_t> w = weightRow(t, k, rng, raw);
+        std::vector<std::vector<uint8_t>> acts;
+        for (int j = 0; j < kMaxRowTokens; ++j)
+          acts.push_back(activationFormat(t) == ActFormat::Q8 ? actRow(k, rng) : floatRow(k, rng));
+        checkRowKernel(row, t, k, w, acts,
+                       std::string(ggmlTypeName(t)) + " k=" + std::to_string(k) + (raw ? " raw" : " quantized"));
+      }
+  }
+}
+
+/// Converts `rows` weight rows into a panel and checks every tile call shape against the reference; padded
+/// rows must come out as zeros.
+void checkPanel(const KernelTable &kt, GGMLType t, int64_t k, int rows, const std::vector<std::vector<uint8_t>> &w,
+                const std::vector<std::vector<uint8_t>> &acts, const std::string &what) {
+  const int R = kt.panelRows;
+  const size_t groupBytes = panelGroupBytes(t, k, R);
+  const size_t wb = rowBytes(t, k) + 16; // a stride larger than a row, as a split gives
+  std::vector<uint8_t> src(wb * static_cast<size_t>(rows), 0xcd);
+  for (int r = 0; r < rows; ++r)
+    std::copy(w[static_cast<size_t>(r)].begin(), w[static_cast<size_t>(r)].end(), src.begin() + wb * r);
+  std::vector<uint8_t> panel(groupBytes * (kPanelRows / R), 0xee);
+  kt.getConvert(t)(k, src.data(), wb, rows, panel.data());
+  const int ntok = static_cast<int>(acts.size());
+  std::vector<std::vector<float>> alone(static_cast<size_t>(ntok), std::vector<float>(kPanelRows));
+  for (int j = 0; j < ntok; ++j) {
+    const void *a = acts[static_cast<size_t>(j)].data();
+    const std::vector<double> av = actValues(t, acts[static_cast<size_t>(j)], k);
+    for (int g = 0; g < kPanelRows / R; ++g) {
+      float *o = alone[static_cast<size_t>(j)].data() + g * R;
+      kt.getTile(t)(k, panel.data() + groupBytes * g, &a, 1, &o);
+    }
+    for (int r = 0; r < kPanelRows; ++r) {
+      const float got = alone[static_cast<size_t>(j)][static_cast<size_t>(r)];
+      if (r >= rows) {
+        ASSERT_EQ(got, 0.0f) << what << " padded row " << r;
+        continue;
+      }
+      const RefDot ref = refDot(t, decodeExact(t, w[static_cast<size_t>(r)].data(), k), av);
+      ASSERT_NEAR(got, ref.value, ref.tol) << what << " row " << r << " token " << j;
+    }
+  }
+  for (int nt = 2; nt <= kMaxTileTokens; ++nt) {
+    const void *ap[kMaxTileTokens];
+    std::vector<std::vector<float>> outs(static_cast<size_t>(nt), std::vector<float>(R));
+    float *op[kMaxTileTokens];
+    for (int j = 0; j < nt; ++j) {
+      ap[j] = acts[static_cast<size_t>((j + nt) % ntok)].data();
+      op[j] = outs[static_cast<size_t>(j)].data();
+    }
+    for (int g = 0; g < kPanelRows / R; ++g) {
+      kt.getTile(t)(k, panel.data() + groupBytes * g, ap, nt, op);
+      for (int j = 0; j < nt; ++j)
+        for (int r = 0; r < R; ++r)
+          ASSERT_EQ(floatToBits(outs[static_cast<size_t>(j)][static_cast<size_t>(r)]),
+                    floatToBits(alone[static_cast<size_t>((j + nt) % ntok)][static_cast<size_t>(g * R + r)]))
+              << what << " nt=" << nt << " position " << j << " row " << g * R + r;
+    }
+  }
+}
+
+TEST_P(KernelLevel, PanelTilesMatchDoubleReference) {
+  const KernelTable *kt = table();
+  if (kt->panelRows == 0)
+    GTEST_SKIP() << GetParam() << " has no panel kernels (the matmul driver uses its row kernels)";
+  std::mt19937 rng(12);
+  for (GGMLType t : kTypes) {
+    ASSERT_TRUE(kt->getConvert(t) && kt->getTile(t)) << ggmlTypeName(t);
+    for (int64_t k : lengths(t))
+      for (int rows : {kPanelRows, 27}) {
+        std::vector<std::vector<uint8_t>> w, acts;
+        for (int r = 0; r < rows; ++r)
+          w.push_back(weightRow(t, k, rng, r % 2 == 1));
+        for (int j = 0; j < 9; ++j)
+          acts.push_back(activationFormat(t) == ActFormat::Q8 ? actRow(k, rng) : floatRow(k, rng));
+        checkPanel(*kt, t, k, rows, w, acts,
+                   std::string(ggmlTypeName(t)) + " k=" + std::to_string(k) + " rows=" + std::to_string(rows));
+      }
+  }
+}
+
+TEST_P(KernelLevel, ExtremeQuantsDoNotSaturate) {
+  // The largest byte sums the pair instructions see: every quant at its maximum (or a pattern) against
+  // activations of +-127; q8_0 also at -128.
+  const KernelTable *kt = table();
+  std::mt19937 rng(13);
+  for (GGMLType t : kTypes) {
+    if (activationFormat(t) != ActFormat::Q8)
+      continue;
+    const int64_t k = 256;
+    for (uint8_t fill : {uint8_t(0xff), uint8_t(0x80), uint8_t(0x7f), uint8_t(0x00), uint8_t(0x88)}) {
+      std::vector<std::vector<uint8_t>> w, acts;
+      for (int r = 0; r < kPanelRows; ++r)
+        w.push_back(filledRow(t, k, fill, rng));
+      for (int j = 0; j < kMaxRowTokens; ++j)
+        acts.push_back(actRow(k, rng, true, j % 2 == 0));
+      const std::string what = std::string(ggmlTypeName(t)) + " fill=" + std::to_string(fill);
+      checkRowKernel(kt->getRow(t), t, k, w[0], acts, what);
+      if (kt->panelRows > 0)
+        checkPanel(*kt, t, k, kPanelRows, w, acts, what);
+    }
+  }
+}
+
+TEST_P(KernelLevel, ActQ8QuantizerEqualsReference) {
+  const KernelTable *kt = table();
+  ASSERT_NE(kt->quantizeQ8, nullptr);
+  for (int64_t k : {32, 96, 128, 256, 4128}) {
+    for (uint32_t seed = 0; seed < 6; ++seed) {
+      std::vector<float> x = randomFloats(k, seed, seed % 2 ? 1e-3f : 10.0f);
+      if (seed == 3)
+        std::fill(x.begin(), x.begin() + 32, 0.0f); // an all-zero block
+      for (int64_t j = 0; j < k; j += 7)
+        x[static_cast<size_t>(j)] = std::nearbyint(x[static_cast<size_t>(j)]) + 0.5f;
+      std::vector<uint8_t> ref(actQ8RowBytes(k), 0x11), got(actQ8RowBytes(k), 0xee);
+      quantizeActQ8Row(x.data(), ref.data(), k);
+      kt->quantizeQ8(x.data(), got.data(), k);
+      ASSERT_EQ(ref, got) << "k=" << k << " seed " << seed;
+    }
+  }
+  // Ties: scale exactly 1 (amax 127) with values at j + 0.5 round half to even.
+  std::vector<float> x(256);
+  for (int j = 0; j < 256; ++j)
+    x[static_cast<size_t>(j)] = (j % 2 ? 1 : -1) * (static_cast<float>(j % 100) + 0.5f);
+  for (int b = 0; b < 256; b += 32)
+    x[static_cast<size_t>(b)] = 127.0f;
+  std::vector<uint8_t> ref(actQ8RowBytes(256)), got(actQ8RowBytes(256));
+  quantizeActQ8Row(x.data(), ref.data(), 256);
+  kt->quantizeQ8(x.data(), got.data(), 256);
+  ASSERT_EQ(ref, got) << "ties";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, KernelLevel, ::testing::Values("scalar", "avx2", "vnni_emulated", "avx512", "avx512vnni"),
+                         [](const ::testing::TestParamInfo<std::string> &i) { return i.param; });
+
+TEST(ActQ8, BlocksHoldScalesQuantsAndSums) {
+  const int64_t k = 96 + 32; // four blocks: one whole group
+  std::vector<float> x = randomFloats(k * 3, 3, 2.0f);
+  std::vector<uint8_t> row(actQ8RowBytes(k * 3));
+  quantizeActQ8Row(x.data(), row.data(), k * 3);
+  const auto *g = reinterpret_cast<const ActQ8Group *>(row.data());
+  for (int64_t b = 0; b < 3 * k / 32; ++b) {
+    const ActQ8Group &grp = g[b / 4];
+    const int s = static_cast<int>(b % 4);
+    const float d = grp.d[s];
+    EXPECT_EQ(floatToBits(d) & 0xffffu, 0u) << "scale of block " << b << " is not a bf16 value";
+    float amax = 0;
+    for (int j = 0; j < 32; ++j)
+      amax = std::max(amax, std::fabs(x[static_cast<size_t>(32 * b + j)]));
+    EXPECT_NEAR(d, amax / 127, amax / 127 / 256) << b;
+    int half[2] = {0, 0};
+    for (int j = 0; j < 32; ++j) {
+      const int q = grp.qs[32 * s + j];
+      half[j / 16] += q;
+      ASSERT_GE(q, -127);
+      // |x - d q| <= d / 2: the rounding error every activation carries.
+      ASSERT_LE(std::fabs(x[static_cast<size_t>(32 * b + j)] - d * q), d / 2 * (1 + 1e-6)) << b << " " << j;
+    }
+    EXPECT_EQ(grp.hs[2 * s], half[0]);
+    EXPECT_EQ(grp.hs[2 * s + 1], half[1]);
+    EXPECT_EQ(grp.ds[s], d * static_cast<float>(half[0] + half[1]));
+  }
+  // A row that ends inside a group: the missing blocks are zero.
+  std::vector<uint8_t> tail(actQ8RowBytes(64), 0x55);
+  quantizeActQ8Row(x.data(), tail.data(), 64);
+  const auto *tg = reinterpret_cast<const ActQ8Group *>(tail.data());
+  for (int s = 2; s < 4; ++s) {
+    EXPECT_EQ(tg->d[s], 0.0f);
+    EXPECT_EQ(tg->ds[s], 0.0f);
+    for (int j = 0; j < 32; ++j)
+      ASSERT_EQ(tg->qs[32 * s + j], 0);
+  }
+}
+
+} // namespace
