@@ -175,7 +175,7 @@ func.func @no_drift(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 /// The decision log (remarks=true; Debian's LLVM has no -debug-only): each seed's group and its shares, and
 /// a quantized weight cut along its rows growing its group's multiple.
 // LOG: remark: tpc-assign-split-axes: seeds a group of 512 table rows (vocabulary parallel): per device [256, 171, 85]
-// LOG: remark: tpc-assign-split-axes: seeds a group of 2 KV heads: per device [1, 0, 1]
+// LOG: remark: tpc-assign-split-axes: seeds a group of 2 KV heads: per device [1, 1, 0]
 // LOG: remark: tpc-assign-split-axes: seeds a group of 768 GLU elements: per device [384, 256, 128]
 // LOG: remark: tpc-assign-split-axes: seeds a group of 512 output rows (column parallel logits): per device [256, 171, 85]
 // GRANULE: remark: tpc-assign-split-axes: 'down' (q4_K) is cut along its rows in 256-element blocks: its group moves in multiples of 256 units

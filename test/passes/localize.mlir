@@ -15,4 +15,4 @@
 // MISSING: error: 'tpc.rms_norm' op tpc-localize: operand 0 is #tpc.state<partial> but the op needs #tpc.state<mirrored> (a collective is missing)
 
 /// The decision log: the values whose local shapes differ per device (an uneven split).
-// LOG: remark: tpc-localize: result 0 has different local shapes per device: [array<i64: 128, 256>, array<i64: 0, 256>, array<i64: 128, 256>]
+// LOG: remark: tpc-localize: result 0 has different local shapes per device: [array<i64: 128, 256>, array<i64: 128, 256>, array<i64: 0, 256>]
