@@ -52,12 +52,15 @@ struct Group {
   /// The group whose per-device units this one takes (-1: its own). A tied table's output projection
   /// follows its lookup, so both read the same rows on every device and the emitter loads them once.
   int follows = -1;
+  /// A MoE GLU whose units are whole experts (expert parallel) rather than intermediate elements.
+  bool experts = false;
 };
 
 class Assigner {
 public:
-  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios, bool remarks)
-      : fn_(fn), ctx_(fn.getContext()), n_(devices), ratios_(ratios.begin(), ratios.end()), remarks_(remarks) {}
+  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios, bool expertSplit, bool remarks)
+      : fn_(fn), ctx_(fn.getContext()), n_(devices), ratios_(ratios.begin(), ratios.end()),
+        expertSplit_(expertSplit), remarks_(remarks) {}
 
   LogicalResult run() {
     if (n_ > 1)
@@ -78,7 +81,8 @@ public:
     }
     for (const Group &g : groups_)
       TPC_DECISION(remarks_, g.seed,
-                   "seeds a group of " << g.units << " " << unitName(g.seed) << ": per device "
+                   "seeds a group of " << g.units << " " << (g.experts ? "experts (expert parallel)" : unitName(g.seed))
+                                       << ": per device "
                                        << listString(g.perDevice)
                                        << (g.multiple > 1 ? " (multiples of " + std::to_string(g.multiple) + ")"
                                                           : std::string()));
@@ -107,7 +111,14 @@ private:
         // MQA: one KV head serves every Q head, so K/V stay whole and the Q heads split one by one.
         groups_.push_back({op, hkv == 1 ? hq : hkv});
       } else if (auto glu = dyn_cast<GluOp>(op)) {
-        groups_.push_back({op, glu.getType().getDimSize(glu.getType().getRank() - 1)});
+        auto experts = glu.getGate().getDefiningOp<MulMatIdOp>();
+        if (expertSplit_ && experts) {
+          Group g{op, experts.getW().getType().getDimSize(0)};
+          g.experts = true;
+          groups_.push_back(g);
+        } else {
+          groups_.push_back({op, glu.getType().getDimSize(glu.getType().getRank() - 1)});
+        }
       } else if (auto mm = dyn_cast<MatmulOp>(op)) {
         if (returnsLogits(mm))
           if (auto w = mm.getW().getDefiningOp<WeightOp>())
@@ -218,6 +229,16 @@ private:
       want(att.getCache(), cache, g);
       if (att.getSinks())
         want(att.getSinks(), split(g, 0, group), g);
+      return;
+    }
+    if (auto glu = dyn_cast<GluOp>(op); glu && groups_[g].experts) {
+      // Whole experts: the gate/up expert weights split on the expert axis (mul_mat_id's rules), the rows
+      // routed to each device's experts flow on to the down projection, whose weight follows forward.
+      StateAttr routed = StateAttr::getRouted(ctx_, groups_[g].perDevice);
+      setResult(glu.getResult(), routed, g);
+      want(glu.getGate(), routed, g);
+      if (glu.getUp())
+        want(glu.getUp(), routed, g);
       return;
     }
     if (auto glu = dyn_cast<GluOp>(op)) {
@@ -486,6 +507,7 @@ private:
   MLIRContext *ctx_;
   int64_t n_;
   std::vector<double> ratios_;
+  bool expertSplit_;
   bool remarks_;
   std::vector<Group> groups_;
   DenseMap<Value, StateAttr> st_;
@@ -542,13 +564,18 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
         return signalPassFailure();
       }
     }
+    if (moeSplit != "intermediate" && moeSplit != "expert") {
+      module.emitError() << "tpc-assign-split-axes: moe-split '" << moeSplit
+                         << "' is not a MoE split; use intermediate or expert";
+      return signalPassFailure();
+    }
     module->setAttr(TpcDialect::kDevicesAttrName,
                     IntegerAttr::get(IntegerType::get(module.getContext(), 64), devices));
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
       oneWeightPerUse(fn, remarks);
-      if (failed(Assigner(fn, devices, ratios, remarks).run()))
+      if (failed(Assigner(fn, devices, ratios, moeSplit == "expert", remarks).run()))
         return signalPassFailure();
     }
   }

@@ -29,6 +29,7 @@ LogicalResult buildTpcPipeline(OpPassManager &pm, const PipelineOptions &opts, c
       TpcAssignSplitAxesOptions o;
       o.devices = opts.devices;
       o.tensorSplit = opts.tensorSplit;
+      o.moeSplit = opts.moeSplit;
       pm.addPass(createTpcAssignSplitAxes(o));
     } else if (stage == "tpc-insert-collectives") {
       pm.addPass(createTpcInsertCollectives());
@@ -62,6 +63,8 @@ struct PipelineCliOptions : PassPipelineOptions<PipelineCliOptions> {
   Option<bool> noKvOffload{*this, "no-kv-offload", llvm::cl::desc("KV cache on the host"),
                            llvm::cl::init(false)};
   Option<int64_t> maxBatch{*this, "max-batch", llvm::cl::desc("Tokens per call"), llvm::cl::init(512)};
+  Option<std::string> moeSplit{*this, "moe-split", llvm::cl::desc("intermediate or expert"),
+                               llvm::cl::init("intermediate")};
 };
 } // namespace
 
@@ -75,6 +78,7 @@ void registerTpcPipeline() {
         o.overrideTensor.assign(cli.overrideTensor.begin(), cli.overrideTensor.end());
         o.noKvOffload = cli.noKvOffload;
         o.maxBatch = cli.maxBatch;
+        o.moeSplit = cli.moeSplit;
         (void)buildTpcPipeline(pm, o);
       });
 }

@@ -43,6 +43,7 @@ struct CompileOptions {
   std::vector<std::string> overrideTensor;
   bool noKvOffload = false;
   int64_t maxBatch = 512;
+  std::string moeSplit = "intermediate";
   std::string output;
   std::string emit = "plan";
   std::string stopAfter;
@@ -152,6 +153,7 @@ void runCompile(const CompileOptions &opts) {
   pipe.overrideTensor = overrideEntries(opts.overrideTensor);
   pipe.noKvOffload = opts.noKvOffload;
   pipe.maxBatch = opts.maxBatch;
+  pipe.moeSplit = opts.moeSplit;
 
   auto file = gguf::GGUFFile::open(opts.model);
   if (!file)
@@ -224,6 +226,10 @@ void registerCompile(CLI::App &app) {
   cmd->add_flag("--no-kv-offload", opts->noKvOffload, "Keep the KV cache in host memory (also -nkvo)");
   cmd->add_option("--max-batch", opts->maxBatch, "Tokens per evaluation the activation arenas hold")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd->add_option("--moe-split", opts->moeSplit,
+                  "How MoE layers split: intermediate (default: every expert's intermediate dimension) or "
+                  "expert (whole experts per device, in proportion to --tensor-split; CPU runtime only for now)")
+      ->check(CLI::IsMember({"intermediate", "expert"}));
   cmd->add_option("-o,--output", opts->output,
                   "Output file (plan: default plan.bin; --emit=mlir: default stdout)");
   cmd->add_option("--emit", opts->emit, "What to write: plan (default) or mlir (the IR)")
