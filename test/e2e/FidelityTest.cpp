@@ -166,12 +166,22 @@ std::vector<Case> cases() {
   // on every device although placement changes each device's arena layout (test/compiler/
   // placement-fixtures.test compares it with the plain plan); here against the reference, through the CLI.
   all.push_back({"tiny-llama-Q4_K_M", 3, "3,2,1", true, "--no-kv-offload"});
+  // Expert parallel: whole experts per device (in proportion to the shares), rows routed to another
+  // device's experts are zeros here, one all-reduce per MoE block as before.
+  for (const char *m : {"tiny-qwen3moe", "tiny-qwen3moe-Q4_K_M", "tiny-gemma4moe"}) {
+    const std::string ep = "--moe-split expert";
+    all.push_back({m, 1, "", false, ep});
+    all.push_back({m, 2, "", std::string(m) == "tiny-qwen3moe", ep});
+    all.push_back({m, 3, "3,2,1", false, ep});
+    all.push_back({m, 4, "4,3,2,1", false, ep});
+  }
   return all;
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
+  const std::string &f = info.param.flags;
   std::string n = info.param.model + "_d" + std::to_string(info.param.devices) +
-                  (info.param.flags.empty() ? "" : "_host");
+                  (f.empty() ? "" : f.find("--moe-split expert") != std::string::npos ? "_expert" : "_host");
   for (char &ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch)))
       ch = '_';
