@@ -63,6 +63,51 @@ std::vector<uint64_t> mirroredWeightBytes(mlir::ModuleOp m, const rt::Plan &plan
   return out;
 }
 
+/// How one MoE layer splits: its expert weights' state (the gate/up of its first mul_mat_id).
+struct MoeLayer {
+  bool expert = false;             ///< whole experts per device (else each expert's intermediate dim)
+  int64_t experts = 0;             ///< experts of the layer
+  std::vector<int64_t> perDevice; ///< expert: experts per device; intermediate: that dim's share
+  int64_t width = 0;               ///< intermediate: the dim split
+};
+
+/// Per layer, the MoE split; the predicted expert load of device d is its share of the routed rows under
+/// uniform routing: experts_d / experts (expert parallel), or its share of every routed expert's rows.
+std::map<int64_t, MoeLayer> moeLayers(mlir::ModuleOp m) {
+  auto layers = mlir::tpc::attributeLayers(m);
+  std::map<int64_t, MoeLayer> out;
+  m.walk([&](mlir::tpc::MulMatIdOp op) {
+    int64_t layer = layers.lookup(op);
+    if (out.count(layer))
+      return;
+    MoeLayer &l = out[layer];
+    auto wt = op.getW().getType();
+    l.experts = wt.getDimSize(0);
+    mlir::tpc::StateAttr s = mlir::tpc::getValueState(op.getW());
+    if (s && s.isSplit()) {
+      l.expert = s.getAxis() == 0;
+      l.perDevice.assign(s.getSizes().begin(), s.getSizes().end());
+      l.width = wt.getDimSize(s.getAxis());
+    }
+  });
+  return out;
+}
+
+/// The predicted share of the routed expert rows each device computes.
+std::vector<double> moeLoad(const MoeLayer &l) {
+  std::vector<double> out;
+  for (int64_t u : l.perDevice)
+    out.push_back(l.width ? double(u) / double(l.width) : 0.0);
+  return out;
+}
+
+std::string joined(const std::vector<double> &v, const char *fmtSpec) {
+  std::string s;
+  for (double x : v)
+    s += (s.empty() ? "" : ", ") + fmt::format(fmt::runtime(fmtSpec), x);
+  return s;
+}
+
 } // namespace
 
 void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt::Plan &plan) {
@@ -96,6 +141,7 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
   // Memory split by side (what each GPU allocates vs what stays in host memory), as `tpc inspect` shows it.
   const std::vector<rt::DeviceSummary> mem = rt::summarizeDevices(plan);
   const std::vector<uint64_t> whole = mirroredWeightBytes(m, plan);
+  const std::map<int64_t, MoeLayer> moe = moeLayers(m);
   const bool anyHost = std::any_of(mem.begin(), mem.end(), [](const rt::DeviceSummary &m) {
     return m.hostWeightBytes || m.hostActivationBytes || m.hostKvBytesPerToken;
   });
@@ -118,6 +164,16 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
           "\"tensors\": {}, \"bytes_per_token\": {}}}",
           first ? "" : ", ", layerName(layer), t.allReduce, t.allGather, t.reduceScatter, t.tensors,
           t.bytesPerToken);
+      first = false;
+    }
+    s += "], \"moe\": [";
+    first = true;
+    for (auto &[layer, l] : moe) {
+      s += fmt::format("{}{{\"layer\": \"{}\", \"split\": \"{}\", \"experts\": {}, \"per_device\": [{}], "
+                       "\"predicted_expert_load\": [{}]}}",
+                       first ? "" : ", ", layerName(layer), l.perDevice.empty() ? "mirrored" : l.expert ? "expert" : "intermediate",
+                       l.experts, joined(std::vector<double>(l.perDevice.begin(), l.perDevice.end()), "{:.0f}"),
+                       joined(moeLoad(l), "{:.4f}"));
       first = false;
     }
     s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}}}\n", total,
@@ -150,6 +206,17 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
     fmt::print("| {} | {} | {} | {} | {} | {} |\n", layerName(layer), t.allReduce, t.allGather,
                t.reduceScatter, t.tensors, t.bytesPerToken);
   fmt::print("\ntotal: {} bytes per token{}\n", total, traffic.empty() ? " (no collectives)" : "");
+  if (moe.empty())
+    return;
+  fmt::print("\nMoE layers (per device: whole experts, or units of each expert's intermediate dim; predicted "
+             "load: the device's share of the routed expert rows, uniform routing):\n\n");
+  fmt::print("| layer | split | experts | per device | predicted load |\n");
+  fmt::print("|-------|-------|--------:|------------|----------------|\n");
+  for (auto &[layer, l] : moe)
+    fmt::print("| {} | {} | {} | {} | {} |\n", layerName(layer),
+               l.perDevice.empty() ? "mirrored" : l.expert ? "expert" : "intermediate", l.experts,
+               joined(std::vector<double>(l.perDevice.begin(), l.perDevice.end()), "{:.0f}"),
+               joined(moeLoad(l), "{:.3f}"));
 }
 
 } // namespace tpc::cli
