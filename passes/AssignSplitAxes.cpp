@@ -29,6 +29,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 #include <map>
@@ -54,17 +55,40 @@ struct Group {
   int follows = -1;
   /// A MoE GLU whose units are whole experts (expert parallel) rather than intermediate elements.
   bool experts = false;
+  /// A MoE GLU: its experts and the experts each token selects (for the auto choice).
+  int64_t moeExperts = 0, moeUsed = 0;
 };
+
+/// How MoE layers split (the `moe-split` option).
+enum class MoeSplit { intermediate, expert, automatic };
 
 class Assigner {
 public:
-  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios, bool expertSplit, bool remarks)
+  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios, MoeSplit moeSplit, bool remarks)
       : fn_(fn), ctx_(fn.getContext()), n_(devices), ratios_(ratios.begin(), ratios.end()),
-        expertSplit_(expertSplit), remarks_(remarks) {}
+        moeSplit_(moeSplit), remarks_(remarks) {}
 
   LogicalResult run() {
     if (n_ > 1)
       collectSeeds();
+    if (failed(settle()))
+      return failure();
+    // Auto: the MoE layers whose intermediate split costs more than whole experts switch, then settle again.
+    if (moeSplit_ == MoeSplit::automatic && chooseMoeSplits() && failed(settle()))
+      return failure();
+    for (const Group &g : groups_)
+      TPC_DECISION(remarks_, g.seed,
+                   "seeds a group of " << g.units << " " << (g.experts ? "experts (expert parallel)" : unitName(g.seed))
+                                       << ": per device " << listString(g.perDevice)
+                                       << (g.multiple > 1 ? " (multiples of " + std::to_string(g.multiple) + ")"
+                                                          : std::string()));
+    write();
+    return success();
+  }
+
+private:
+  /// Steps 2-4 to their fixpoint for the current groups.
+  LogicalResult settle() {
     // Granule fixpoint: each round can only grow a group's multiple, and multiples divide the units.
     for (int round = 0;; ++round) {
       distribute();
@@ -79,18 +103,9 @@ public:
       if (round == 8)
         return fn_.emitError("tpc-assign-split-axes: quant-block granules did not settle (a tpc bug)");
     }
-    for (const Group &g : groups_)
-      TPC_DECISION(remarks_, g.seed,
-                   "seeds a group of " << g.units << " " << (g.experts ? "experts (expert parallel)" : unitName(g.seed))
-                                       << ": per device "
-                                       << listString(g.perDevice)
-                                       << (g.multiple > 1 ? " (multiples of " + std::to_string(g.multiple) + ")"
-                                                          : std::string()));
-    write();
     return success();
   }
 
-private:
   // ---- seeds ----------------------------------------------------------------------------------------
 
   /// What a group's units are, for the log.
@@ -112,13 +127,14 @@ private:
         groups_.push_back({op, hkv == 1 ? hq : hkv});
       } else if (auto glu = dyn_cast<GluOp>(op)) {
         auto experts = glu.getGate().getDefiningOp<MulMatIdOp>();
-        if (expertSplit_ && experts) {
-          Group g{op, experts.getW().getType().getDimSize(0)};
-          g.experts = true;
-          groups_.push_back(g);
-        } else {
-          groups_.push_back({op, glu.getType().getDimSize(glu.getType().getRank() - 1)});
+        Group g{op, glu.getType().getDimSize(glu.getType().getRank() - 1)};
+        if (experts) {
+          g.moeExperts = experts.getW().getType().getDimSize(0);
+          g.moeUsed = experts.getIds().getType().getDimSize(1);
+          if (moeSplit_ == MoeSplit::expert)
+            toExperts(g);
         }
+        groups_.push_back(g);
       } else if (auto mm = dyn_cast<MatmulOp>(op)) {
         if (returnsLogits(mm))
           if (auto w = mm.getW().getDefiningOp<WeightOp>())
@@ -162,6 +178,85 @@ private:
     }
     // Groups are distributed in program order: the later use (the projection) follows the earlier one.
     groups_[std::max(lookup, proj)].follows = std::min(lookup, proj);
+  }
+
+  static void toExperts(Group &g) {
+    g.units = g.moeExperts;
+    g.multiple = 1;
+    g.experts = true;
+  }
+
+  /// The auto MoE choice, per layer, by the expected time of the layer's expert matmuls at decode (one token:
+  /// the devices wait for each other at the block's all-reduce, so the busiest device sets it), in units of
+  /// the balanced time. Both layouts read the same expert bytes in total, and the matmul kernels run either
+  /// shape at their row rate, so the cost is the busiest device's share of the routed rows over its ratio:
+  ///  - intermediate: every device computes its rows of each of the `used` experts: u_d / F, as rounded to
+  ///    quant blocks (the granule waste: 768 = 3 Q4_K blocks over 4 devices leaves 1/3, 1/3, 1/3, 0);
+  ///  - expert: device d computes the selected experts it holds: E[max_d X_d / (used * share_d)], X the
+  ///    counts of a token's `used` experts landing on each device under uniform routing (every expert
+  ///    equally likely; a fixed-seed sample of 4096 tokens).
+  /// The layout with the lower cost wins (ties: intermediate). True when a group switched.
+  bool chooseMoeSplits() {
+    std::vector<double> share(ratios_.begin(), ratios_.end());
+    if (share.empty())
+      share.assign(n_, 1.0);
+    double total = 0;
+    for (double r : share)
+      total += r;
+    for (double &r : share)
+      r /= total;
+    bool changed = false;
+    for (Group &g : groups_) {
+      if (!g.moeExperts || g.experts || g.moeUsed < 1)
+        continue;
+      double inter = 0;
+      for (int64_t d = 0; d < n_; ++d)
+        if (share[d] > 0)
+          inter = std::max(inter, double(g.perDevice[d]) / double(g.units) / share[d]);
+      // Experts per device by largest remainder (as distribute() would give them, without the credit).
+      std::vector<int64_t> owner;
+      std::vector<double> want(n_);
+      int64_t given = 0;
+      std::vector<int64_t> got(n_);
+      for (int64_t d = 0; d < n_; ++d)
+        given += got[d] = int64_t(std::floor(want[d] = share[d] * double(g.moeExperts)));
+      for (; given < g.moeExperts; ++given) {
+        int64_t best = 0;
+        for (int64_t d = 1; d < n_; ++d)
+          if (want[d] - double(got[d]) > want[best] - double(got[best]))
+            best = d;
+        ++got[best];
+      }
+      for (int64_t d = 0; d < n_; ++d)
+        owner.insert(owner.end(), got[d], d);
+      uint64_t state = 0x9E3779B97F4A7C15ULL;
+      const int kTokens = 4096;
+      double expert = 0;
+      std::vector<int64_t> load(n_);
+      for (int t = 0; t < kTokens; ++t) {
+        std::fill(load.begin(), load.end(), 0);
+        for (int64_t j = 0; j < g.moeUsed; ++j) {
+          state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+          ++load[owner[(state >> 33) % uint64_t(g.moeExperts)]];
+        }
+        double worst = 0;
+        for (int64_t d = 0; d < n_; ++d)
+          if (share[d] > 0)
+            worst = std::max(worst, double(load[d]) / (double(g.moeUsed) * share[d]));
+        expert += worst / kTokens;
+      }
+      bool toExpert = expert < inter;
+      TPC_DECISION(remarks_, g.seed,
+                   "MoE split: intermediate costs " << llvm::formatv("{0:F3}", inter).str() << ", whole experts "
+                                                    << llvm::formatv("{0:F3}", expert).str()
+                                                    << " (x the balanced time): "
+                                                    << (toExpert ? "expert" : "intermediate"));
+      if (toExpert) {
+        toExperts(g);
+        changed = true;
+      }
+    }
+    return changed;
   }
 
   int groupOfSeed(Operation *op) const {
@@ -507,7 +602,7 @@ private:
   MLIRContext *ctx_;
   int64_t n_;
   std::vector<double> ratios_;
-  bool expertSplit_;
+  MoeSplit moeSplit_;
   bool remarks_;
   std::vector<Group> groups_;
   DenseMap<Value, StateAttr> st_;
@@ -564,9 +659,9 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
         return signalPassFailure();
       }
     }
-    if (moeSplit != "intermediate" && moeSplit != "expert") {
+    if (moeSplit != "intermediate" && moeSplit != "expert" && moeSplit != "auto") {
       module.emitError() << "tpc-assign-split-axes: moe-split '" << moeSplit
-                         << "' is not a MoE split; use intermediate or expert";
+                         << "' is not a MoE split; use auto, intermediate or expert";
       return signalPassFailure();
     }
     module->setAttr(TpcDialect::kDevicesAttrName,
@@ -575,7 +670,10 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
       if (fn.isExternal())
         continue;
       oneWeightPerUse(fn, remarks);
-      if (failed(Assigner(fn, devices, ratios, moeSplit == "expert", remarks).run()))
+      MoeSplit how = moeSplit == "expert"         ? MoeSplit::expert
+                     : moeSplit == "intermediate" ? MoeSplit::intermediate
+                                                  : MoeSplit::automatic;
+      if (failed(Assigner(fn, devices, ratios, how, remarks).run()))
         return signalPassFailure();
     }
   }

@@ -46,9 +46,9 @@ def TpcAssignSplitAxes : Pass<"tpc-assign-split-axes", "::mlir::ModuleOp"> {
     Option<"devices", "devices", "int64_t", /*default=*/"1", "Number of devices">,
     ListOption<"tensorSplit", "tensor-split", "double",
                "Relative share of each device (default: equal)">,
-    Option<"moeSplit", "moe-split", "std::string", /*default=*/"\"intermediate\"",
-           "How MoE layers split: intermediate (every expert's intermediate dimension over the devices) or "
-           "expert (whole experts per device, rows routed to them)">,
+    Option<"moeSplit", "moe-split", "std::string", /*default=*/"\"auto\"",
+           "How MoE layers split: auto (per layer, the cheaper at decode), intermediate (every expert's "
+           "intermediate dimension over the devices) or expert (whole experts per device, rows routed to them)">,
     RemarksOption,
   ];
 }

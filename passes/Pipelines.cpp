@@ -63,8 +63,8 @@ struct PipelineCliOptions : PassPipelineOptions<PipelineCliOptions> {
   Option<bool> noKvOffload{*this, "no-kv-offload", llvm::cl::desc("KV cache on the host"),
                            llvm::cl::init(false)};
   Option<int64_t> maxBatch{*this, "max-batch", llvm::cl::desc("Tokens per call"), llvm::cl::init(512)};
-  Option<std::string> moeSplit{*this, "moe-split", llvm::cl::desc("intermediate or expert"),
-                               llvm::cl::init("intermediate")};
+  Option<std::string> moeSplit{*this, "moe-split", llvm::cl::desc("auto, intermediate or expert"),
+                               llvm::cl::init("auto")};
 };
 } // namespace
 

@@ -21,7 +21,7 @@ struct PipelineOptions {
   std::vector<std::string> overrideTensor; ///< REGEX=cpu
   bool noKvOffload = false;
   int64_t maxBatch = 512;
-  std::string moeSplit = "intermediate"; ///< intermediate or expert (whole experts per device)
+  std::string moeSplit = "auto"; ///< auto, intermediate or expert (whole experts per device)
 };
 
 /// The pass names in pipeline order (for `--emit=mlir --stop-after NAME`-style stage selection). The whole

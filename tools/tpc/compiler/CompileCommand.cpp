@@ -43,7 +43,7 @@ struct CompileOptions {
   std::vector<std::string> overrideTensor;
   bool noKvOffload = false;
   int64_t maxBatch = 512;
-  std::string moeSplit = "intermediate";
+  std::string moeSplit = "auto";
   std::string output;
   std::string emit = "plan";
   std::string stopAfter;
@@ -227,9 +227,10 @@ void registerCompile(CLI::App &app) {
   cmd->add_option("--max-batch", opts->maxBatch, "Tokens per evaluation the activation arenas hold")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd->add_option("--moe-split", opts->moeSplit,
-                  "How MoE layers split: intermediate (default: every expert's intermediate dimension) or "
-                  "expert (whole experts per device, in proportion to --tensor-split; CPU runtime only for now)")
-      ->check(CLI::IsMember({"intermediate", "expert"}));
+                  "How MoE layers split: auto (default: per layer, the cheaper at decode under uniform routing), "
+                  "intermediate (every expert's intermediate dimension) or expert (whole experts per device, in "
+                  "proportion to --tensor-split; CPU runtime only for now)")
+      ->check(CLI::IsMember({"auto", "intermediate", "expert"}));
   cmd->add_option("-o,--output", opts->output,
                   "Output file (plan: default plan.bin; --emit=mlir: default stdout)");
   cmd->add_option("--emit", opts->emit, "What to write: plan (default) or mlir (the IR)")
