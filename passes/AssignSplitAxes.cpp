@@ -31,8 +31,11 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <numeric>
 
@@ -62,11 +65,50 @@ struct Group {
 /// How MoE layers split (the `moe-split` option).
 enum class MoeSplit { intermediate, expert, automatic };
 
+/// Per layer, the tokens routed to each expert (a `routing-profile` file; empty: uniform routing).
+using RoutingProfile = std::map<int64_t, std::vector<double>>;
+
+/// Reads a routing profile: `#` comments, blank lines, and one line per MoE layer, `blk.N: c0 c1 ...` with
+/// a count per expert. A bad line fails with "FILE:LINE: ..." in `error`.
+std::optional<RoutingProfile> readRoutingProfile(const std::string &path, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open the routing profile";
+    return std::nullopt;
+  }
+  RoutingProfile out;
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    StringRef l = StringRef(line).trim();
+    if (l.empty() || l.starts_with("#"))
+      continue;
+    auto [head, rest] = l.split(':');
+    int64_t layer = -1;
+    if (!head.consume_front("blk.") || head.getAsInteger(10, layer) || layer < 0 || rest.trim().empty()) {
+      error = path + ":" + std::to_string(no) + ": expected 'blk.N: count count ...' (tokens per expert)";
+      return std::nullopt;
+    }
+    std::vector<double> &counts = out[layer];
+    SmallVector<StringRef> fields;
+    rest.split(fields, ' ', -1, /*KeepEmpty=*/false);
+    for (StringRef f : fields) {
+      double c = 0;
+      if (f.trim().getAsDouble(c) || !(c >= 0) || !std::isfinite(c)) {
+        error = path + ":" + std::to_string(no) + ": '" + f.str() + "' is not a count (>= 0)";
+        return std::nullopt;
+      }
+      counts.push_back(c);
+    }
+  }
+  return out;
+}
+
 class Assigner {
 public:
-  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios, MoeSplit moeSplit, bool remarks)
+  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios, MoeSplit moeSplit,
+           const RoutingProfile &profile, bool remarks)
       : fn_(fn), ctx_(fn.getContext()), n_(devices), ratios_(ratios.begin(), ratios.end()),
-        moeSplit_(moeSplit), remarks_(remarks) {}
+        moeSplit_(moeSplit), profile_(profile), remarks_(remarks) {}
 
   LogicalResult run() {
     if (n_ > 1)
@@ -194,7 +236,8 @@ private:
   ///    quant blocks (the granule waste: 768 = 3 Q4_K blocks over 4 devices leaves 1/3, 1/3, 1/3, 0);
   ///  - expert: device d computes the selected experts it holds: E[max_d X_d / (used * share_d)], X the
   ///    counts of a token's `used` experts landing on each device under uniform routing (every expert
-  ///    equally likely; a fixed-seed sample of 4096 tokens).
+  ///    equally likely), or the layer's routing profile (each expert as likely as its share of the profiled
+  ///    tokens); a fixed-seed sample of 4096 tokens.
   /// The layout with the lower cost wins (ties: intermediate). True when a group switched.
   bool chooseMoeSplits() {
     std::vector<double> share(ratios_.begin(), ratios_.end());
@@ -229,6 +272,16 @@ private:
       }
       for (int64_t d = 0; d < n_; ++d)
         owner.insert(owner.end(), got[d], d);
+      // Cumulative routing weights of the experts (the profile's, else equal).
+      std::vector<double> cumulative(g.moeExperts);
+      auto layer = g.seed->getAttrOfType<IntegerAttr>(TpcDialect::kLayerAttrName);
+      auto prof = layer ? profile_.find(layer.getInt()) : profile_.end();
+      bool profiled = prof != profile_.end() && int64_t(prof->second.size()) == g.moeExperts;
+      double acc = 0;
+      for (int64_t e = 0; e < g.moeExperts; ++e)
+        cumulative[e] = acc += profiled ? prof->second[e] : 1.0;
+      if (acc <= 0)
+        continue;
       uint64_t state = 0x9E3779B97F4A7C15ULL;
       const int kTokens = 4096;
       double expert = 0;
@@ -237,7 +290,9 @@ private:
         std::fill(load.begin(), load.end(), 0);
         for (int64_t j = 0; j < g.moeUsed; ++j) {
           state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-          ++load[owner[(state >> 33) % uint64_t(g.moeExperts)]];
+          double u = double(state >> 11) * 0x1.0p-53 * acc;
+          auto it = std::upper_bound(cumulative.begin(), cumulative.end(), u);
+          ++load[owner[std::min<int64_t>(it - cumulative.begin(), g.moeExperts - 1)]];
         }
         double worst = 0;
         for (int64_t d = 0; d < n_; ++d)
@@ -247,7 +302,7 @@ private:
       }
       bool toExpert = expert < inter;
       TPC_DECISION(remarks_, g.seed,
-                   "MoE split: intermediate costs " << llvm::formatv("{0:F3}", inter).str() << ", whole experts "
+                   "MoE split" << (profiled ? " (routing profile)" : "") << ": intermediate costs " << llvm::formatv("{0:F3}", inter).str() << ", whole experts "
                                                     << llvm::formatv("{0:F3}", expert).str()
                                                     << " (x the balanced time): "
                                                     << (toExpert ? "expert" : "intermediate"));
@@ -603,6 +658,7 @@ private:
   int64_t n_;
   std::vector<double> ratios_;
   MoeSplit moeSplit_;
+  const RoutingProfile &profile_;
   bool remarks_;
   std::vector<Group> groups_;
   DenseMap<Value, StateAttr> st_;
@@ -664,6 +720,16 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
                          << "' is not a MoE split; use auto, intermediate or expert";
       return signalPassFailure();
     }
+    RoutingProfile profile;
+    if (!routingProfile.empty()) {
+      std::string error;
+      std::optional<RoutingProfile> p = readRoutingProfile(routingProfile, error);
+      if (!p) {
+        module.emitError() << "tpc-assign-split-axes: " << error;
+        return signalPassFailure();
+      }
+      profile = std::move(*p);
+    }
     module->setAttr(TpcDialect::kDevicesAttrName,
                     IntegerAttr::get(IntegerType::get(module.getContext(), 64), devices));
     for (auto fn : module.getOps<func::FuncOp>()) {
@@ -673,7 +739,7 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
       MoeSplit how = moeSplit == "expert"         ? MoeSplit::expert
                      : moeSplit == "intermediate" ? MoeSplit::intermediate
                                                   : MoeSplit::automatic;
-      if (failed(Assigner(fn, devices, ratios, how, remarks).run()))
+      if (failed(Assigner(fn, devices, ratios, how, profile, remarks).run()))
         return signalPassFailure();
     }
   }

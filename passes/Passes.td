@@ -49,6 +49,9 @@ def TpcAssignSplitAxes : Pass<"tpc-assign-split-axes", "::mlir::ModuleOp"> {
     Option<"moeSplit", "moe-split", "std::string", /*default=*/"\"auto\"",
            "How MoE layers split: auto (per layer, the cheaper at decode), intermediate (every expert's "
            "intermediate dimension over the devices) or expert (whole experts per device, rows routed to them)">,
+    Option<"routingProfile", "routing-profile", "std::string", /*default=*/"\"\"",
+           "For moe-split=auto: a file of tokens routed to each expert per layer ('blk.N: c0 c1 ...' lines); "
+           "default: uniform routing">,
     RemarksOption,
   ];
 }

@@ -30,6 +30,7 @@ LogicalResult buildTpcPipeline(OpPassManager &pm, const PipelineOptions &opts, c
       o.devices = opts.devices;
       o.tensorSplit = opts.tensorSplit;
       o.moeSplit = opts.moeSplit;
+      o.routingProfile = opts.routingProfile;
       pm.addPass(createTpcAssignSplitAxes(o));
     } else if (stage == "tpc-insert-collectives") {
       pm.addPass(createTpcInsertCollectives());

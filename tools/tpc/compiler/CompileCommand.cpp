@@ -44,6 +44,7 @@ struct CompileOptions {
   bool noKvOffload = false;
   int64_t maxBatch = 512;
   std::string moeSplit = "auto";
+  std::string routingProfile;
   std::string output;
   std::string emit = "plan";
   std::string stopAfter;
@@ -154,6 +155,7 @@ void runCompile(const CompileOptions &opts) {
   pipe.noKvOffload = opts.noKvOffload;
   pipe.maxBatch = opts.maxBatch;
   pipe.moeSplit = opts.moeSplit;
+  pipe.routingProfile = opts.routingProfile;
 
   auto file = gguf::GGUFFile::open(opts.model);
   if (!file)
@@ -231,6 +233,9 @@ void registerCompile(CLI::App &app) {
                   "intermediate (every expert's intermediate dimension) or expert (whole experts per device, in "
                   "proportion to --tensor-split; CPU runtime only for now)")
       ->check(CLI::IsMember({"auto", "intermediate", "expert"}));
+  cmd->add_option("--routing-profile", opts->routingProfile,
+                  "With --moe-split auto: per MoE layer, the tokens routed to each expert ('blk.N: c0 c1 ...' "
+                  "lines, # comments) instead of uniform routing");
   cmd->add_option("-o,--output", opts->output,
                   "Output file (plan: default plan.bin; --emit=mlir: default stdout)");
   cmd->add_option("--emit", opts->emit, "What to write: plan (default) or mlir (the IR)")
