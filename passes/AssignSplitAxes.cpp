@@ -240,14 +240,7 @@ private:
   ///    tokens); a fixed-seed sample of 4096 tokens.
   /// The layout with the lower cost wins (ties: intermediate). True when a group switched.
   bool chooseMoeSplits() {
-    std::vector<double> share(ratios_.begin(), ratios_.end());
-    if (share.empty())
-      share.assign(n_, 1.0);
-    double total = 0;
-    for (double r : share)
-      total += r;
-    for (double &r : share)
-      r /= total;
+    const std::vector<double> share = shares();
     bool changed = false;
     for (Group &g : groups_) {
       if (!g.moeExperts || g.experts || g.moeUsed < 1)
@@ -576,8 +569,8 @@ private:
     return changed;
   }
 
-  /// Per-device unit counts of every group, in program order.
-  void distribute() {
+  /// Each device's fraction of the tensor-split ratios (equal when none were given).
+  std::vector<double> shares() const {
     std::vector<double> r(ratios_.begin(), ratios_.end());
     if (r.empty())
       r.assign(n_, 1.0);
@@ -586,6 +579,12 @@ private:
       total += x;
     for (double &x : r)
       x /= total;
+    return r;
+  }
+
+  /// Per-device unit counts of every group, in program order.
+  void distribute() {
+    const std::vector<double> r = shares();
     // The rounding credit is carried between groups of one kind (same seed op, units and multiple: the
     // attention of every layer, its FFN, its experts), so each kind rotates its leftover chunks over the
     // devices. One credit for all groups let a KV head a device missed be paid back with an expert chunk
