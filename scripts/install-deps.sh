@@ -11,7 +11,8 @@ pkgs=(
   libcli11-dev libfmt-dev libgtest-dev                    # CLI, user-facing output, unit tests
   libflatbuffers-dev flatbuffers-compiler                 # the plan format
   libcpp-httplib-dev nlohmann-json3-dev pkgconf           # tpc serve: HTTP and JSON
-  curl python3-venv chromium                              # tpc serve's tests: clients and the page in a browser
+  curl python3-venv chromium                              # tests: serve's clients, its page and inspect --html in a browser
+  openmpi-bin libopenmpi-dev                              # mpirun / srun tpc run: one rank per process
 )
 if [[ "${1:-}" == "--fuzz" ]]; then pkgs+=(clang-19 libclang-rt-19-dev); fi
 

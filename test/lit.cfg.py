@@ -32,6 +32,14 @@ elif lit_config.params.get("require_shared"):
     # lit-<folder>-shared found the fixtures before starting lit: all UNSUPPORTED would be a silent pass.
     lit_config.fatal(f"{config.tpc_shared_dir}/fixtures/README.md not found (require_shared)")
 
+# Multi-process runs (test/mpi): %{mpirun} starts a job on this machine over shared memory, %{mpirun-tcp}
+# over TCP on the loopback interface (the path a second host takes); both end after 120 s at most.
+if config.tpc_mpirun:
+    config.available_features.add("mpi")
+    config.substitutions.append(("%{mpirun-tcp}", "timeout 120 " + config.tpc_mpirun + " --mca btl tcp,self"))
+    config.substitutions.append(("%{mpirun}", "timeout 120 " + config.tpc_mpirun))
+    config.substitutions.append(("%{mpi-job}", sys.executable + " " + os.path.join(config.test_source_root, "mpi", "mpi-job.py")))
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.tpc_tools_dir, config.llvm_tools_dir]

@@ -33,6 +33,17 @@ uint64_t decodeBytes(const DevicePlan &dev, const Step &s, size_t operand, const
 }
 } // namespace
 
+uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s) {
+  if (!isCollective(s.op))
+    return 0;
+  // The fused all-reduce + norm moves only its first output (the norm is local).
+  const size_t moved = s.op == OpKind::AllReduceRmsNorm ? 1 : s.outputs.size();
+  uint64_t bytes = 0;
+  for (size_t o = 0; o < moved && o < s.outputs.size(); ++o)
+    bytes += perToken(dev.tensors[s.outputs[o]]) * 4;
+  return bytes;
+}
+
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
   std::vector<DeviceSummary> out;
   for (const DevicePlan &dev : plan.devices) {
@@ -62,10 +73,7 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
       if (!isCollective(st.op))
         continue;
       ++s.collectives;
-      // The fused all-reduce + norm moves only its first output (the norm is local).
-      const size_t moved = st.op == OpKind::AllReduceRmsNorm ? 1 : st.outputs.size();
-      for (size_t o = 0; o < moved && o < st.outputs.size(); ++o)
-        s.collectiveBytesPerToken += perToken(dev.tensors[st.outputs[o]]) * 4;
+      s.collectiveBytesPerToken += collectiveBytesPerToken(dev, st);
     }
     s.opCounts.assign(counts.begin(), counts.end());
     std::stable_sort(s.opCounts.begin(), s.opCounts.end(),

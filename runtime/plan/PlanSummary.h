@@ -32,6 +32,11 @@ struct DeviceSummary {
   std::vector<std::pair<std::string, size_t>> opCounts; ///< op name -> steps, most frequent first
 };
 
+/// The f32 payload collective step `s` of `dev` moves for one token (its outputs' elements per token, or in
+/// total for fixed-shape tensors, times 4; a fused all-reduce + norm counts only its sum); 0 for other ops.
+/// DeviceSummary::collectiveBytesPerToken is the sum over a device's steps.
+uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s);
+
 /// The figures of every device, in rank order.
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan);
 

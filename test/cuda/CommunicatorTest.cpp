@@ -5,13 +5,19 @@
 // a bucketed all-reduce in place, all-gather and reduce-scatter with uneven and empty parts, and a
 // broadcast of i32, against sums computed on the host in rank order (the loopback kernel adds in rank
 // order, so its results are exact; NCCL's order differs, so it gets a tolerance). A call that leaves a
-// rank out is an error that aborts the communicator, and every later call then fails. Skips visibly
-// without a GPU.
+// rank out is an error that aborts the communicator, and every later call then fails. The per-rank
+// communicators of a multi-process job (RankCommunicators.h: MPI on host-staged buffers, NCCL per rank) go
+// through the same checks, each rank called from its own thread as the ranks of a job call them, with an
+// in-process host communicator standing in for MPI. Skips visibly without a GPU.
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 
+#include "runtime/comm/InProcessCommunicator.h"
 #include "runtime/cuda/Communicators.h"
 #include "runtime/cuda/DeviceMemory.h"
+#include "runtime/cuda/RankCommunicators.h"
+
+#include <thread>
 
 #include <cuda_runtime.h>
 
@@ -48,8 +54,9 @@ struct Rank {
   }
 };
 
-/// Runs every collective on `c` (ranks on `gpus`) and compares with host sums within `tol`.
-void checkCommunicator(comm::Communicator &c, const std::vector<int> &gpus, float tol) {
+/// Runs every collective on `c` (ranks on `gpus`) and compares with host sums within `tol`; `groupCall`:
+/// also checks that a call leaving a rank out fails (a group communicator's rule).
+void checkCommunicator(comm::Communicator &c, const std::vector<int> &gpus, float tol, bool groupCall = true) {
   const int n = static_cast<int>(gpus.size());
   ASSERT_EQ(c.size(), n);
   EXPECT_TRUE(c.streamOrdered());
@@ -151,6 +158,8 @@ void checkCommunicator(comm::Communicator &c, const std::vector<int> &gpus, floa
     EXPECT_EQ(gotIds, ids) << "broadcast on rank " << r;
   }
 
+  if (!groupCall)
+    return;
   // A call that leaves a rank out fails and aborts; every later call fails too.
   ar.pop_back();
   auto partial = c.allReduce(ar);
@@ -180,6 +189,167 @@ TEST(CudaCommunicators, NcclMatchesHostSums) {
     GTEST_SKIP() << c.message();
   ASSERT_TRUE(c) << c.message();
   checkCommunicator(**c, {0, 1}, 1e-6f);
+}
+
+/// One rank of a host communicator, as the MPI communicator of one process presents itself.
+class OneRankOf final : public comm::Communicator {
+public:
+  OneRankOf(std::shared_ptr<comm::Communicator> all, int rank) : all_(std::move(all)), rank_(rank) {}
+  const char *name() const override { return "one rank"; }
+  int size() const override { return all_->size(); }
+  std::vector<int> localRanks() const override { return {rank_}; }
+  bool streamOrdered() const override { return false; }
+  using Communicator::allGather;
+  using Communicator::allReduce;
+  using Communicator::barrier;
+  using Communicator::broadcast;
+  using Communicator::reduceScatter;
+  Expected<void> allReduce(const std::vector<comm::AllReduceEntry> &l, comm::ElemType t) override {
+    return all_->allReduce(l, t);
+  }
+  Expected<void> allGather(const std::vector<comm::AllGatherEntry> &l, const comm::AxisParts &p,
+                           comm::ElemType t) override {
+    return all_->allGather(l, p, t);
+  }
+  Expected<void> reduceScatter(const std::vector<comm::ReduceScatterEntry> &l, const comm::AxisParts &p,
+                               comm::ElemType t) override {
+    return all_->reduceScatter(l, p, t);
+  }
+  Expected<void> broadcast(const std::vector<comm::BroadcastEntry> &l, int root, comm::ElemType t) override {
+    return all_->broadcast(l, root, t);
+  }
+  Expected<void> barrier(const std::vector<int> &r) override { return all_->barrier(r); }
+  void abort(const std::string &why) override { all_->abort(why); }
+  bool aborted() const override { return all_->aborted(); }
+
+private:
+  std::shared_ptr<comm::Communicator> all_;
+  int rank_;
+};
+
+/// A group call (one entry per rank) spread over per-rank communicators, each rank on its own thread.
+class PerRankGroup final : public comm::Communicator {
+public:
+  explicit PerRankGroup(std::vector<std::shared_ptr<comm::Communicator>> ranks) : ranks_(std::move(ranks)) {}
+  const char *name() const override { return ranks_[0]->name(); }
+  int size() const override { return int(ranks_.size()); }
+  std::vector<int> localRanks() const override {
+    std::vector<int> r;
+    for (int i = 0; i < size(); ++i)
+      r.push_back(i);
+    return r;
+  }
+  bool streamOrdered() const override { return true; }
+  using Communicator::allGather;
+  using Communicator::allReduce;
+  using Communicator::barrier;
+  using Communicator::broadcast;
+  using Communicator::reduceScatter;
+  Expected<void> allReduce(const std::vector<comm::AllReduceEntry> &l, comm::ElemType t) override {
+    return each(l, [&](comm::Communicator &c, const auto &one) { return c.allReduce(one, t); });
+  }
+  Expected<void> allGather(const std::vector<comm::AllGatherEntry> &l, const comm::AxisParts &p,
+                           comm::ElemType t) override {
+    return each(l, [&](comm::Communicator &c, const auto &one) { return c.allGather(one, p, t); });
+  }
+  Expected<void> reduceScatter(const std::vector<comm::ReduceScatterEntry> &l, const comm::AxisParts &p,
+                               comm::ElemType t) override {
+    return each(l, [&](comm::Communicator &c, const auto &one) { return c.reduceScatter(one, p, t); });
+  }
+  Expected<void> broadcast(const std::vector<comm::BroadcastEntry> &l, int root, comm::ElemType t) override {
+    return each(l, [&](comm::Communicator &c, const auto &one) { return c.broadcast(one, root, t); });
+  }
+  Expected<void> barrier(const std::vector<int> &r) override {
+    std::vector<comm::BroadcastEntry> l;
+    for (int i : r)
+      l.push_back({i, {}, nullptr});
+    return each(l, [&](comm::Communicator &c, const auto &one) { return c.barrier({one[0].rank}); });
+  }
+  void abort(const std::string &why) override {
+    for (auto &c : ranks_)
+      c->abort(why);
+  }
+  bool aborted() const override { return ranks_[0]->aborted(); }
+
+private:
+  template <typename E, typename F> Expected<void> each(const std::vector<E> &local, F call) {
+    std::vector<Expected<void>> res(local.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < local.size(); ++i)
+      threads.emplace_back([&, i] { res[i] = call(*ranks_[local[i].rank], std::vector<E>{local[i]}); });
+    for (std::thread &t : threads)
+      t.join();
+    for (Expected<void> &r : res)
+      if (!r)
+        return r;
+    return {};
+  }
+  std::vector<std::shared_ptr<comm::Communicator>> ranks_;
+};
+
+/// Host-staged communicators of `n` ranks on GPU `gpu` over one in-process host communicator.
+std::vector<std::shared_ptr<comm::Communicator>> hostStagedRanks(int n, int gpu) {
+  auto host = std::make_shared<comm::InProcessCommunicator>(n);
+  std::vector<std::shared_ptr<comm::Communicator>> out;
+  for (int r = 0; r < n; ++r) {
+    auto c = cuda::makeHostStagedCommunicator(std::make_shared<OneRankOf>(host, r), gpu);
+    EXPECT_TRUE(c) << c.message();
+    if (c)
+      out.push_back(c.take());
+  }
+  return out;
+}
+
+TEST(CudaRankCommunicators, HostStagedRanksSharingAGpuMatchRankOrderSums) {
+  TPC_REQUIRE_GPU();
+  auto ranks = hostStagedRanks(3, 0);
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_STREQ(ranks[0]->name(), "mpi, host-staged");
+  PerRankGroup group(ranks);
+  checkCommunicator(group, {0, 0, 0}, 0.0f, /*groupCall=*/false); // the host sums in rank order: exact
+}
+
+TEST(CudaRankCommunicators, NcclRanksFromOneUniqueIdMatchHostSums) {
+  TPC_REQUIRE_GPU();
+  if (cuda::cudaDeviceCount() < 2)
+    GTEST_SKIP() << "NCCL ranks need two GPUs";
+  auto id = cuda::NcclComms::uniqueId();
+  if (!id && id.message().find("cannot be loaded") != std::string::npos)
+    GTEST_SKIP() << id.message();
+  ASSERT_TRUE(id) << id.message();
+  // ncclCommInitRank returns when every rank has joined: the ranks join from their own threads.
+  std::vector<Expected<std::shared_ptr<comm::Communicator>>> made(2, Error{"not made"});
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] { made[r] = cuda::makeNcclRankCommunicator(*id, r, 2, r); });
+  for (std::thread &t : threads)
+    t.join();
+  std::vector<std::shared_ptr<comm::Communicator>> ranks;
+  for (auto &m : made) {
+    ASSERT_TRUE(m) << m.message();
+    ranks.push_back(m.take());
+  }
+  PerRankGroup group(ranks);
+  checkCommunicator(group, {0, 1}, 1e-6f, /*groupCall=*/false);
+}
+
+TEST(CudaRankCommunicators, ACallForAnotherRankFailsAndAbortsEveryLaterCall) { // no GPU needed: refused up front
+  auto ranks = hostStagedRanks(2, 0);
+  ASSERT_EQ(ranks.size(), 2u);
+  float x = 1.0f;
+  auto wrong = ranks[0]->allReduce(1, {{&x, 1}});
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.message().find("exactly this process's rank 0"), std::string::npos) << wrong.message();
+  EXPECT_TRUE(ranks[0]->aborted());
+  auto later = ranks[0]->allReduce(0, {{&x, 1}});
+  ASSERT_FALSE(later);
+  EXPECT_NE(later.message().find("aborted"), std::string::npos) << later.message();
+}
+
+TEST(CudaRankCommunicators, HostStagingNeedsABlockingOneRankHostCommunicator) { // no GPU needed
+  auto two = cuda::makeHostStagedCommunicator(std::make_shared<comm::InProcessCommunicator>(2), 0);
+  ASSERT_FALSE(two);
+  EXPECT_NE(two.message().find("one local rank"), std::string::npos) << two.message();
 }
 
 TEST(CudaCommunicators, LoopbackRefusesMoreRanksThanItsKernelTakes) { // no GPU needed: refused up front

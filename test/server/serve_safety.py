@@ -149,20 +149,22 @@ class ServeSafety(unittest.TestCase):
 
 class ServeDrain(unittest.TestCase):
     def test_sigterm_drains_streams_and_exits(self):
-        plan, _ = su.test_plan()
-        server = su.Server(plan, "-np", "2", "-c", "512")
+        # A model slow enough that the stream is still running when SIGTERM arrives (see slow_plan).
+        server = su.Server(su.slow_plan(), "-np", "2", "-c", "1024")
         try:
             events = []
-            done = threading.Event()
+            started, done = threading.Event(), threading.Event()
 
             def client():
                 events.extend(server.stream("/v1/completions", {"prompt": [1, 5, 9], "max_tokens": 300,
-                                                                "temperature": 0, "ignore_eos": True, "stream": True}))
+                                                                "temperature": 0, "ignore_eos": True, "stream": True},
+                                            on_event=lambda e: started.set()))
                 done.set()
 
             t = threading.Thread(target=client)
             t.start()
-            su.wait_until(lambda: server.metrics()["tpc_slots_busy"] == 1, 10, "the stream to start")
+            self.assertTrue(started.wait(60), "no streamed event within 60 s")
+            self.assertFalse(done.is_set(), "the stream ended before SIGTERM: the test model is too fast")
             server.proc.send_signal(signal.SIGTERM)
             su.wait_until(lambda: any("SIGTERM received" in l for l in server.lines), 10, "the drain message")
             refused = None

@@ -53,6 +53,20 @@ def test_plan():
     return compile_plan(os.path.join(SOURCE, "examples", "models", "tiny-demo.gguf"), "tiny-demo"), "tiny-demo"
 
 
+def slow_plan():
+    """A plan whose tokens take milliseconds, not microseconds, so a test can act while a stream runs
+    (the fixtures and tiny-demo generate 300 tokens faster than a poll): one layer of `tpc synth`'s
+    bench-llama (50 MB, Q8_0), 2 devices. Needs neither ../shared nor the network."""
+    os.makedirs(WORK, exist_ok=True)
+    gguf = os.path.join(WORK, "bench-llama-1layer.gguf")
+    if not os.path.exists(gguf):
+        tmp = f"{gguf}.{os.getpid()}.tmp"
+        subprocess.run([TPC, "synth", "--preset", "bench-llama", "--layers", "1", "--type", "Q8_0", "-o", tmp],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+        os.replace(tmp, gguf)
+    return compile_plan(gguf, "bench-llama-1layer", devices=2)
+
+
 def run_greedy(plan, prompt, n):
     """Token ids `tpc run --greedy` generates for `prompt`."""
     out = subprocess.run([TPC, "run", plan, "-p", prompt, "-n", str(n), "--greedy", "-t", "1"], check=True,
@@ -130,8 +144,9 @@ class Server:
     def post(self, path, body, **kw):
         return self.request("POST", path, body, **kw)
 
-    def stream(self, path, body, headers=None, timeout=120):
-        """The parsed `data:` events of a streamed response ("[DONE]" kept as the string)."""
+    def stream(self, path, body, headers=None, timeout=120, on_event=None):
+        """The parsed `data:` events of a streamed response ("[DONE]" kept as the string); `on_event(event)`
+        is called as each one arrives."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             h = {"Content-Type": "application/json"}
@@ -146,6 +161,8 @@ class Server:
                 if line.startswith("data: "):
                     data = line[6:]
                     events.append(data if data == "[DONE]" else json.loads(data))
+                    if on_event:
+                        on_event(events[-1])
             return events
         finally:
             conn.close()

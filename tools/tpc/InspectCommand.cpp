@@ -1,10 +1,11 @@
 //===- InspectCommand.cpp - `tpc inspect` -----------------------------------===//
 //
-// `tpc inspect FILE [--json] [--metadata]`: what a file holds. The file kind is decided by its magic in
+// `tpc inspect FILE [--json] [--metadata] [--html OUT] [--svg OUT] [--layer L]`: what a file holds. The file kind is decided by its magic in
 // one place (detectFileKind): a GGUF model or a device plan; anything else gets one error line.
 // For a plan: its header (source GGUF, fingerprint, compiler), model facts and per device the memory (device
 // side, and the host side where the plan places anything there),
-// steps, collectives and their bytes per token (describePlan); --json gives the same figures.
+// steps, collectives and their bytes per token (describePlan); --json gives the same figures; --html writes
+// one self-contained page of figures of them and --svg the figures alone (PlanPicture.h).
 // For a GGUF: architecture, the hyperparameters the importers read (whichever are present), a tokenizer
 // summary, the tensor table and totals per ggml type; --json prints the same as one JSON object and
 // --metadata adds every metadata key. Reader errors are the reader's one-line messages (exit status 1).
@@ -13,12 +14,14 @@
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
 #include "tools/tpc/Command.h"
+#include "tools/tpc/PlanPicture.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,6 +37,8 @@ struct InspectOptions {
   std::string file;
   bool json = false;
   bool metadata = false;
+  std::string html, svg; ///< where to write the pictures of a plan
+  std::string layer;     ///< the layer the dataflow figure shows first
 };
 
 //===----------------------------------------------------------------------===//
@@ -437,11 +442,34 @@ void inspectGGUF(const InspectOptions &opts) {
   fmt::print("{}", out);
 }
 
-/// Loads a plan (every loader check applies: a damaged plan is one error line) and prints its summary.
+/// Writes `text` to `path` whole, or throws naming the flag and the file.
+void writeFile(const std::string &flag, const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out)
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!out || !out.flush())
+    throw Failure(fmt::format("{} {}: cannot write: {}", flag, path, std::strerror(errno)));
+}
+
+/// Loads a plan (every loader check applies: a damaged plan is one error line) and prints its summary, or
+/// writes its pictures (--html, --svg).
 void inspectPlan(const InspectOptions &opts) {
   Expected<rt::Plan> plan = rt::loadPlan(opts.file);
   if (!plan)
     throw Failure(plan.message());
+  if (!opts.html.empty() || !opts.svg.empty()) {
+    picture::Picture pic = picture::buildPicture(*plan, opts.file, 0);
+    pic.chosenLayer = picture::findLayer(pic, opts.layer);
+    if (!opts.html.empty()) {
+      writeFile("--html", opts.html, picture::renderHtml(pic));
+      fmt::print("wrote {}\n", opts.html);
+    }
+    if (!opts.svg.empty()) {
+      writeFile("--svg", opts.svg, picture::renderSvg(pic));
+      fmt::print("wrote {}\n", opts.svg);
+    }
+    return;
+  }
   if (!opts.json) {
     fmt::print("{}", rt::describePlan(*plan));
     return;
@@ -506,6 +534,10 @@ void runInspect(const InspectOptions &opts) {
   std::string head;
   switch (detectFileKind(opts.file, head)) {
   case FileKind::GGUF:
+    if (!opts.html.empty() || !opts.svg.empty())
+      throw Failure(fmt::format("{}: --html and --svg draw a device plan, and this is a GGUF model; compile it "
+                                "first (tpc compile {} -o plan.bin) and inspect the plan",
+                                opts.file, opts.file));
     return inspectGGUF(opts);
   case FileKind::Plan:
     return inspectPlan(opts);
@@ -524,7 +556,16 @@ void registerInspect(CLI::App &app) {
   sub->add_option("file", opts->file, "GGUF model or plan file")->required();
   sub->add_flag("--json", opts->json, "print one JSON object instead of text");
   sub->add_flag("--metadata", opts->metadata, "also list every metadata key and value");
-  sub->callback([opts] { runInspect(*opts); });
+  sub->add_option("--html", opts->html, "plan: write one self-contained page of figures (memory, collectives, "
+                                        "weight cuts, one layer's dataflow) to this file");
+  sub->add_option("--svg", opts->svg, "plan: write the figures alone as one SVG file");
+  sub->add_option("--layer", opts->layer, "the layer whose dataflow is drawn (N, blk.N, embed, output; default: "
+                                          "the first block)");
+  sub->callback([opts] {
+    if (!opts->layer.empty() && opts->html.empty() && opts->svg.empty())
+      throw Failure("--layer chooses the layer --html or --svg draws; give one of them too");
+    runInspect(*opts);
+  });
 }
 
 } // namespace

@@ -8,11 +8,12 @@
 // fixtures' .logits.f32 files. `--bench -pp 512 -tg 128 [-r 5] [--json]` prints a llama-bench style table.
 // llama-bench spells the test sizes "-pp"/"-tg", which CLI11 cannot declare (one-letter short names), so
 // main.cpp rewrites those two spellings to --pp/--tg before parsing. Every error is one line naming the
-// flag or file.
+// flag or file. Under `mpirun -np N` (or `srun`) the process is one rank of a job and runs one plan device;
+// rank 0 runs everything here and the others follow its evaluate() calls (Ranks.h).
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
+#include "tools/tpc/Ranks.h"
 
-#include "runtime/backends/Backends.h"
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/sampler/Sampler.h"
@@ -33,6 +34,7 @@
 namespace {
 
 using tpc::cli::Failure;
+using tpc::cli::runOnPlan;
 using namespace tpc::rt;
 
 /// Options of one `tpc run` invocation.
@@ -378,9 +380,6 @@ std::vector<int> parseOrdinals(const std::string &list) {
 }
 
 void runRun(const RunOptions &o) {
-  auto plan = loadPlan(o.plan);
-  if (!plan)
-    throw Failure(plan.message());
   if (o.threads < 0)
     throw Failure("-t: threads must be >= 0");
   if (o.ctxSize < 0)
@@ -391,20 +390,17 @@ void runRun(const RunOptions &o) {
   so.ggufPath = o.gguf;
   so.ordinals = parseOrdinals(o.gpus);
   so.progress = true;
-  auto backend = builtinBackends().select(o.backend);
-  if (!backend)
-    throw Failure("--backend: " + backend.message());
-  auto session = (*backend)->open(std::move(*plan), so);
-  if (!session)
-    throw Failure(session.message());
-  Session &s = **session;
-  s.setProfiling(o.profile);
-  if (o.bench)
-    runBench(s, o);
-  else
-    runGenerate(s, o);
-  if (o.profile)
-    printProfile(s);
+  // In-process, or as one rank of `mpirun -np N tpc run ...` (Ranks.h): this code runs on rank 0 only,
+  // and every evaluate() reaches the other ranks.
+  runOnPlan(o.plan, so, o.backend, [&](Session &s) {
+    s.setProfiling(o.profile);
+    if (o.bench)
+      runBench(s, o);
+    else
+      runGenerate(s, o);
+    if (o.profile)
+      printProfile(s);
+  });
 }
 
 void registerRun(CLI::App &app) {

@@ -1,0 +1,102 @@
+//===- MpiCommunicator.h - the plan's collectives between MPI ranks -*- C++ -*-===//
+//
+// One rank per process (rank = plan device = MPI rank), host buffers, blocking calls: the communicator of
+// a CPU rank of `mpirun -np N tpc run plan.bin`, and the host side of a GPU rank whose collectives are
+// staged through host memory. Every call carries exactly this process's rank.
+//
+// Algorithms (all on a duplicate of the world communicator):
+//   all-reduce     Sums::RankOrder (the default): the in-process communicator's algorithm over the
+//                  network: rank r owns elements [n·r/N, n·(r+1)/N) of the bucket; MPI_Alltoallv brings
+//                  every rank's addends of that share to rank r, which sums them in rank order
+//                  (x0 + x1 + ...), and MPI_Allgatherv hands the sums back. Bit for bit the in-process
+//                  result at any N, with the traffic of a ring all-reduce (2·(N-1)/N of the bucket per
+//                  rank) in two steps. Sums::Native: one MPI_Allreduce, whose summation order is Open
+//                  MPI's algorithm's (it may group (x0 + x2) + x1 at N = 3; the same on every rank, but
+//                  not the in-process bits). At N = 2 both are x0 + x1 (one IEEE addition is commutative),
+//                  so N = 2 always takes the single MPI_Allreduce. A bucket of several tensors is packed
+//                  into one buffer: one collective per bucket, as in-process.
+//   reduce-scatter MPI_Alltoallv of each rank's slices of the others' parts, summed in rank order (exact).
+//   all-gather     MPI_Allgatherv, straight into the whole when outer == 1, else through a staging buffer.
+//   broadcast      MPI_Bcast; barrier MPI_Barrier.
+// Counts are MPI ints: a collective of more than 2^31 - 1 elements is refused with an error.
+//
+// Failures: an MPI error is the call's one-line error and aborts the communicator. abort() fails this
+// process's later calls but cannot release a peer that waits inside MPI for this rank: a rank that stops
+// working with its peers must end the job (MpiWorld::abortJob), which the launcher turns into the end of
+// every rank.
+//
+// Usage:
+//   auto world = comm::MpiWorld::init();
+//   auto comm = std::make_shared<comm::MpiCommunicator>(*world);
+//   opts.devices = {(*world)->rank()};  opts.comm = comm;   // one plan device per rank
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_COMM_MPICOMMUNICATOR_H
+#define TPC_RUNTIME_COMM_MPICOMMUNICATOR_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/comm/MpiWorld.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+namespace tpc::rt::comm {
+
+/// How an all-reduce over 3 or more ranks sums (see the file comment).
+enum class MpiSums : uint8_t { RankOrder, Native };
+
+/// The collectives of one MPI rank (see the file comment).
+class MpiCommunicator final : public Communicator {
+public:
+  /// Over `world`'s communicator (duplicated, so that tpc's collectives never match other traffic); keeps
+  /// `world` alive. A failed duplication leaves the communicator aborted (every call then says why).
+  explicit MpiCommunicator(std::shared_ptr<MpiWorld> world, MpiSums sums = MpiSums::RankOrder);
+  ~MpiCommunicator() override;
+
+  const char *name() const override { return "mpi"; }
+  int size() const override { return world_->size(); }
+  std::vector<int> localRanks() const override { return {world_->rank()}; }
+  bool streamOrdered() const override { return false; }
+  MpiSums sums() const { return sums_; }
+
+  using Communicator::allGather;
+  using Communicator::allReduce;
+  using Communicator::barrier;
+  using Communicator::broadcast;
+  using Communicator::reduceScatter;
+  Expected<void> allReduce(const std::vector<AllReduceEntry> &local, ElemType type = ElemType::F32) override;
+  Expected<void> allGather(const std::vector<AllGatherEntry> &local, const AxisParts &layout,
+                           ElemType type = ElemType::F32) override;
+  Expected<void> reduceScatter(const std::vector<ReduceScatterEntry> &local, const AxisParts &layout,
+                               ElemType type = ElemType::F32) override;
+  Expected<void> broadcast(const std::vector<BroadcastEntry> &local, int root,
+                           ElemType type = ElemType::F32) override;
+  Expected<void> barrier(const std::vector<int> &ranks) override;
+  void abort(const std::string &reason) override;
+  bool aborted() const override { return aborted_.load(); }
+
+private:
+  /// "" when `ranks` is exactly this process's rank and the communicator was not aborted.
+  std::string checkCall(const char *what, const std::vector<int> &ranks);
+  /// Aborts with "<what>: <why>" and returns it as the error.
+  Error fail(const char *what, const std::string &why);
+  /// Returns the error for an MPI return code (and aborts), or success.
+  Expected<void> mpiCheck(const char *what, int rc);
+  /// The rank-order sum of `n` floats at `x` (see the file comment).
+  Expected<void> rankOrderSum(float *x, int64_t n);
+
+  std::shared_ptr<MpiWorld> world_;
+  std::shared_ptr<void> comm_; ///< MPI_Comm
+  const MpiSums sums_;
+  std::atomic<bool> aborted_{false};
+  std::mutex mu_;
+  std::string reason_;
+  // Scratch reused across calls (decode calls the same sizes every step): packed bucket, all-to-all
+  // receive blocks, all-gather staging.
+  std::vector<float> pack_, recv_;
+  std::vector<char> stage_;
+};
+
+} // namespace tpc::rt::comm
+
+#endif // TPC_RUNTIME_COMM_MPICOMMUNICATOR_H
