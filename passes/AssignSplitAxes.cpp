@@ -18,7 +18,8 @@
 //     group's sizes violate that, the group's unit multiple grows (lcm) and steps 2-3 rerun.
 //
 // Per-device unit counts come from the tensor-split ratios, in chunks of the group's multiple, by largest
-// remainder with a credit carried from group to group so rounding does not favour one device throughout.
+// remainder with a credit carried from group to group of the same kind (the attention of every layer, its
+// FFN, ...) so rounding does not favour one device throughout.
 //===----------------------------------------------------------------------===//
 #include "passes/DecisionLog.h"
 #include "passes/Passes.h"
@@ -27,8 +28,15 @@
 #include "runtime/ggml/GGMLTypes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <tuple>
 #include <numeric>
 
 #define DEBUG_TYPE "tpc-assign-split-axes"
@@ -45,16 +53,84 @@ struct Group {
   int64_t units = 0;    ///< indivisible units the devices share
   int64_t multiple = 1; ///< per-device unit counts are multiples of this (quant blocks)
   SmallVector<int64_t> perDevice;
+  /// The group whose per-device units this one takes (-1: its own). A tied table's output projection
+  /// follows its lookup, so both read the same rows on every device and the emitter loads them once.
+  int follows = -1;
+  /// A MoE GLU whose units are whole experts (expert parallel) rather than intermediate elements.
+  bool experts = false;
+  /// A MoE GLU: its experts and the experts each token selects (for the auto choice).
+  int64_t moeExperts = 0, moeUsed = 0;
 };
+
+/// How MoE layers split (the `moe-split` option).
+enum class MoeSplit { intermediate, expert, automatic };
+
+/// Per layer, the tokens routed to each expert (a `routing-profile` file; empty: uniform routing).
+using RoutingProfile = std::map<int64_t, std::vector<double>>;
+
+/// Reads a routing profile: `#` comments, blank lines, and one line per MoE layer, `blk.N: c0 c1 ...` with
+/// a count per expert. A bad line fails with "FILE:LINE: ..." in `error`.
+std::optional<RoutingProfile> readRoutingProfile(const std::string &path, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = path + ": cannot open the routing profile";
+    return std::nullopt;
+  }
+  RoutingProfile out;
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    StringRef l = StringRef(line).trim();
+    if (l.empty() || l.starts_with("#"))
+      continue;
+    auto [head, rest] = l.split(':');
+    int64_t layer = -1;
+    if (!head.consume_front("blk.") || head.getAsInteger(10, layer) || layer < 0 || rest.trim().empty()) {
+      error = path + ":" + std::to_string(no) + ": expected 'blk.N: count count ...' (tokens per expert)";
+      return std::nullopt;
+    }
+    std::vector<double> &counts = out[layer];
+    SmallVector<StringRef> fields;
+    rest.split(fields, ' ', -1, /*KeepEmpty=*/false);
+    for (StringRef f : fields) {
+      double c = 0;
+      if (f.trim().getAsDouble(c) || !(c >= 0) || !std::isfinite(c)) {
+        error = path + ":" + std::to_string(no) + ": '" + f.str() + "' is not a count (>= 0)";
+        return std::nullopt;
+      }
+      counts.push_back(c);
+    }
+  }
+  return out;
+}
 
 class Assigner {
 public:
-  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios, bool remarks)
-      : fn_(fn), ctx_(fn.getContext()), n_(devices), ratios_(ratios.begin(), ratios.end()), remarks_(remarks) {}
+  Assigner(func::FuncOp fn, int64_t devices, ArrayRef<double> ratios, MoeSplit moeSplit,
+           const RoutingProfile &profile, bool remarks)
+      : fn_(fn), ctx_(fn.getContext()), n_(devices), ratios_(ratios.begin(), ratios.end()),
+        moeSplit_(moeSplit), profile_(profile), remarks_(remarks) {}
 
   LogicalResult run() {
     if (n_ > 1)
       collectSeeds();
+    if (failed(settle()))
+      return failure();
+    // Auto: the MoE layers whose intermediate split costs more than whole experts switch, then settle again.
+    if (moeSplit_ == MoeSplit::automatic && chooseMoeSplits() && failed(settle()))
+      return failure();
+    for (const Group &g : groups_)
+      TPC_DECISION(remarks_, g.seed,
+                   "seeds a group of " << g.units << " " << (g.experts ? "experts (expert parallel)" : unitName(g.seed))
+                                       << ": per device " << listString(g.perDevice)
+                                       << (g.multiple > 1 ? " (multiples of " + std::to_string(g.multiple) + ")"
+                                                          : std::string()));
+    write();
+    return success();
+  }
+
+private:
+  /// Steps 2-4 to their fixpoint for the current groups.
+  LogicalResult settle() {
     // Granule fixpoint: each round can only grow a group's multiple, and multiples divide the units.
     for (int round = 0;; ++round) {
       distribute();
@@ -69,17 +145,9 @@ public:
       if (round == 8)
         return fn_.emitError("tpc-assign-split-axes: quant-block granules did not settle (a tpc bug)");
     }
-    for (const Group &g : groups_)
-      TPC_DECISION(remarks_, g.seed,
-                   "seeds a group of " << g.units << " " << unitName(g.seed) << ": per device "
-                                       << listString(g.perDevice)
-                                       << (g.multiple > 1 ? " (multiples of " + std::to_string(g.multiple) + ")"
-                                                          : std::string()));
-    write();
     return success();
   }
 
-private:
   // ---- seeds ----------------------------------------------------------------------------------------
 
   /// What a group's units are, for the log.
@@ -92,21 +160,167 @@ private:
   }
 
   void collectSeeds() {
+    // Uses of a table that a tied embedding shares (lookup and output projection), by GGUF name.
+    llvm::StringMap<SmallVector<Operation *, 2>> tableUses;
     fn_.walk([&](Operation *op) {
       if (auto att = dyn_cast<AttentionOp>(op)) {
         int64_t hq = att.getQ().getType().getDimSize(1), hkv = att.getK().getType().getDimSize(1);
         // MQA: one KV head serves every Q head, so K/V stay whole and the Q heads split one by one.
         groups_.push_back({op, hkv == 1 ? hq : hkv});
       } else if (auto glu = dyn_cast<GluOp>(op)) {
-        groups_.push_back({op, glu.getType().getDimSize(glu.getType().getRank() - 1)});
+        auto experts = glu.getGate().getDefiningOp<MulMatIdOp>();
+        Group g{op, glu.getType().getDimSize(glu.getType().getRank() - 1)};
+        if (experts) {
+          g.moeExperts = experts.getW().getType().getDimSize(0);
+          g.moeUsed = experts.getIds().getType().getDimSize(1);
+          if (moeSplit_ == MoeSplit::expert)
+            toExperts(g);
+        }
+        groups_.push_back(g);
       } else if (auto mm = dyn_cast<MatmulOp>(op)) {
+        if (returnsLogits(mm))
+          if (auto w = mm.getW().getDefiningOp<WeightOp>())
+            tableUses[w.getName()].push_back(op);
         if (isFinalProjection(mm))
           groups_.push_back({op, mm.getType().getDimSize(mm.getType().getRank() - 1)});
       } else if (auto gr = dyn_cast<GetRowsOp>(op)) {
+        if (auto w = gr.getTable().getDefiningOp<WeightOp>(); w && w.getType().getRank() == 2)
+          tableUses[w.getName()].push_back(op);
         if (isVocabParallel(gr))
           groups_.push_back({op, gr.getTable().getType().getDimSize(0)});
       }
     });
+    for (auto &entry : tableUses)
+      tieTable(entry.getValue());
+  }
+
+  /// A table read by a lookup and by the output projection (tied embeddings) takes one row split for
+  /// both: the vocabulary-parallel lookup and the column-parallel projection both hold rows
+  /// [offset_d, offset_d + rows_d) of the one table, so each device loads one slice that both steps read.
+  /// Where only one use would split on its own (a small table below the lookup's 64 rows per device, or
+  /// a projection whose rows are narrower than 16 floats), the other follows it anyway: the split costs
+  /// that use one collective per call (an all-reduce of the looked-up rows, or the logits gather), while
+  /// a whole copy beside a slice would load the same bytes twice on every device.
+  void tieTable(ArrayRef<Operation *> uses) {
+    if (uses.size() < 2 || uses.size() > 2 || !isa<GetRowsOp>(uses[0]) || !isa<MatmulOp>(uses[1]))
+      return;
+    int lookup = groupOfSeed(uses[0]), proj = groupOfSeed(uses[1]);
+    if (lookup < 0 && proj < 0)
+      return;
+    int64_t rows = cast<GetRowsOp>(uses[0]).getTable().getType().getDimSize(0);
+    if (cast<MatmulOp>(uses[1]).getType().getDimSize(1) != rows)
+      return;
+    if (lookup < 0) {
+      lookup = static_cast<int>(groups_.size());
+      groups_.push_back({uses[0], rows});
+    }
+    if (proj < 0) {
+      proj = static_cast<int>(groups_.size());
+      groups_.push_back({uses[1], rows});
+    }
+    // Groups are distributed in program order: the later use (the projection) follows the earlier one.
+    groups_[std::max(lookup, proj)].follows = std::min(lookup, proj);
+  }
+
+  static void toExperts(Group &g) {
+    g.units = g.moeExperts;
+    g.multiple = 1;
+    g.experts = true;
+  }
+
+  /// The auto MoE choice, per layer, by the expected time of the layer's expert matmuls at decode (one token:
+  /// the devices wait for each other at the block's all-reduce, so the busiest device sets it), in units of
+  /// the balanced time. Both layouts read the same expert bytes in total, and the matmul kernels run either
+  /// shape at their row rate, so the cost is the busiest device's share of the routed rows over its ratio:
+  ///  - intermediate: every device computes its rows of each of the `used` experts: u_d / F, as rounded to
+  ///    quant blocks (the granule waste: 768 = 3 Q4_K blocks over 4 devices leaves 1/3, 1/3, 1/3, 0);
+  ///  - expert: device d computes the selected experts it holds: E[max_d X_d / (used * share_d)], X the
+  ///    counts of a token's `used` experts landing on each device under uniform routing (every expert
+  ///    equally likely), or the layer's routing profile (each expert as likely as its share of the profiled
+  ///    tokens); a fixed-seed sample of 4096 tokens.
+  /// The layout with the lower cost wins (ties: intermediate). True when a group switched.
+  bool chooseMoeSplits() {
+    const std::vector<double> share = shares();
+    bool changed = false;
+    for (Group &g : groups_) {
+      if (!g.moeExperts || g.experts || g.moeUsed < 1)
+        continue;
+      double inter = 0;
+      for (int64_t d = 0; d < n_; ++d)
+        if (share[d] > 0)
+          inter = std::max(inter, double(g.perDevice[d]) / double(g.units) / share[d]);
+      // Experts per device by largest remainder (as distribute() would give them, without the credit).
+      std::vector<int64_t> owner;
+      std::vector<double> want(n_);
+      int64_t given = 0;
+      std::vector<int64_t> got(n_);
+      for (int64_t d = 0; d < n_; ++d)
+        given += got[d] = int64_t(std::floor(want[d] = share[d] * double(g.moeExperts)));
+      for (; given < g.moeExperts; ++given) {
+        int64_t best = 0;
+        for (int64_t d = 1; d < n_; ++d)
+          if (want[d] - double(got[d]) > want[best] - double(got[best]))
+            best = d;
+        ++got[best];
+      }
+      for (int64_t d = 0; d < n_; ++d)
+        owner.insert(owner.end(), got[d], d);
+      // Cumulative routing weights of the experts (the profile's, else equal).
+      std::vector<double> cumulative(g.moeExperts);
+      auto layer = g.seed->getAttrOfType<IntegerAttr>(TpcDialect::kLayerAttrName);
+      auto prof = layer ? profile_.find(layer.getInt()) : profile_.end();
+      bool profiled = prof != profile_.end() && int64_t(prof->second.size()) == g.moeExperts;
+      double acc = 0;
+      for (int64_t e = 0; e < g.moeExperts; ++e)
+        cumulative[e] = acc += profiled ? prof->second[e] : 1.0;
+      if (acc <= 0)
+        continue;
+      uint64_t state = 0x9E3779B97F4A7C15ULL;
+      const int kTokens = 4096;
+      double expert = 0;
+      std::vector<int64_t> load(n_);
+      for (int t = 0; t < kTokens; ++t) {
+        std::fill(load.begin(), load.end(), 0);
+        for (int64_t j = 0; j < g.moeUsed; ++j) {
+          state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+          double u = double(state >> 11) * 0x1.0p-53 * acc;
+          auto it = std::upper_bound(cumulative.begin(), cumulative.end(), u);
+          ++load[owner[std::min<int64_t>(it - cumulative.begin(), g.moeExperts - 1)]];
+        }
+        double worst = 0;
+        for (int64_t d = 0; d < n_; ++d)
+          if (share[d] > 0)
+            worst = std::max(worst, double(load[d]) / (double(g.moeUsed) * share[d]));
+        expert += worst / kTokens;
+      }
+      bool toExpert = expert < inter;
+      TPC_DECISION(remarks_, g.seed,
+                   "MoE split" << (profiled ? " (routing profile)" : "") << ": intermediate costs " << llvm::formatv("{0:F3}", inter).str() << ", whole experts "
+                                                    << llvm::formatv("{0:F3}", expert).str()
+                                                    << " (x the balanced time): "
+                                                    << (toExpert ? "expert" : "intermediate"));
+      if (toExpert) {
+        toExperts(g);
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  int groupOfSeed(Operation *op) const {
+    for (auto [i, g] : llvm::enumerate(groups_))
+      if (g.seed == op)
+        return static_cast<int>(i);
+    return -1;
+  }
+
+  /// True when the function returns `mm`'s result, possibly through elementwise ops that keep a split of
+  /// the vocabulary axis (gemma's final soft-cap, a scale): the gather can wait until the return.
+  static bool returnsLogits(MatmulOp mm) {
+    Operation *cur = mm;
+    while (cur->hasOneUse() && isa<SoftcapOp, ScaleOp, UnaryOp>(*cur->user_begin()))
+      cur = *cur->user_begin();
+    return cur->hasOneUse() && isa<func::ReturnOp>(*cur->user_begin());
   }
 
   /// The last projection (logits, possibly soft-capped): column-parallel when holding 1/N of its weight saves
@@ -114,14 +328,7 @@ private:
   /// streams from memory, so split when a weight row is larger than 16 output floats' worth.
   bool isFinalProjection(MatmulOp mm) {
     auto w = mm.getW().getDefiningOp<WeightOp>();
-    if (!w)
-      return false;
-    // The logits may pass through elementwise ops first (gemma's final soft-cap, a scale): each keeps a
-    // split of the vocabulary axis, so the gather can wait until the return.
-    Operation *cur = mm;
-    while (cur->hasOneUse() && isa<SoftcapOp, ScaleOp, UnaryOp>(*cur->user_begin()))
-      cur = *cur->user_begin();
-    if (!cur->hasOneUse() || !isa<func::ReturnOp>(*cur->user_begin()))
+    if (!w || !returnsLogits(mm))
       return false;
     auto wt = w.getType();
     auto type = ::tpc::ggmlTypeFromName(w.getGgmlType().str());
@@ -165,6 +372,16 @@ private:
       want(att.getCache(), cache, g);
       if (att.getSinks())
         want(att.getSinks(), split(g, 0, group), g);
+      return;
+    }
+    if (auto glu = dyn_cast<GluOp>(op); glu && groups_[g].experts) {
+      // Whole experts: the gate/up expert weights split on the expert axis (mul_mat_id's rules), the rows
+      // routed to each device's experts flow on to the down projection, whose weight follows forward.
+      StateAttr routed = StateAttr::getRouted(ctx_, groups_[g].perDevice);
+      setResult(glu.getResult(), routed, g);
+      want(glu.getGate(), routed, g);
+      if (glu.getUp())
+        want(glu.getUp(), routed, g);
       return;
     }
     if (auto glu = dyn_cast<GluOp>(op)) {
@@ -352,8 +569,8 @@ private:
     return changed;
   }
 
-  /// Per-device unit counts of every group, in program order.
-  void distribute() {
+  /// Each device's fraction of the tensor-split ratios (equal when none were given).
+  std::vector<double> shares() const {
     std::vector<double> r(ratios_.begin(), ratios_.end());
     if (r.empty())
       r.assign(n_, 1.0);
@@ -362,8 +579,28 @@ private:
       total += x;
     for (double &x : r)
       x /= total;
-    std::vector<double> credit(n_, 0.0);
+    return r;
+  }
+
+  /// Per-device unit counts of every group, in program order.
+  void distribute() {
+    const std::vector<double> r = shares();
+    // The rounding credit is carried between groups of one kind (same seed op, units and multiple: the
+    // attention of every layer, its FFN, its experts), so each kind rotates its leftover chunks over the
+    // devices. One credit for all groups let a KV head a device missed be paid back with an expert chunk
+    // many times its bytes: gemma4-26b-a4b over three devices gave device 1 6% more than its share.
+    std::map<std::tuple<StringRef, int64_t, int64_t>, std::vector<double>> credits;
+    // A tied pair moves in the larger of the two multiples (each use's granules hold for both).
+    for (Group &g : groups_)
+      if (g.follows >= 0)
+        groups_[g.follows].multiple = g.multiple = std::lcm(groups_[g.follows].multiple, g.multiple);
     for (Group &g : groups_) {
+      if (g.follows >= 0) {
+        g.perDevice = groups_[g.follows].perDevice; // same rows, no second rounding
+        continue;
+      }
+      std::vector<double> &credit = credits[{g.seed->getName().getStringRef(), g.units, g.multiple}];
+      credit.resize(n_, 0.0);
       int64_t chunks = g.units / g.multiple;
       std::vector<double> target(n_);
       double sum = 0;
@@ -419,6 +656,8 @@ private:
   MLIRContext *ctx_;
   int64_t n_;
   std::vector<double> ratios_;
+  MoeSplit moeSplit_;
+  const RoutingProfile &profile_;
   bool remarks_;
   std::vector<Group> groups_;
   DenseMap<Value, StateAttr> st_;
@@ -475,13 +714,31 @@ struct AssignSplitAxesPass : impl::TpcAssignSplitAxesBase<AssignSplitAxesPass> {
         return signalPassFailure();
       }
     }
+    if (moeSplit != "intermediate" && moeSplit != "expert" && moeSplit != "auto") {
+      module.emitError() << "tpc-assign-split-axes: moe-split '" << moeSplit
+                         << "' is not a MoE split; use auto, intermediate or expert";
+      return signalPassFailure();
+    }
+    RoutingProfile profile;
+    if (!routingProfile.empty()) {
+      std::string error;
+      std::optional<RoutingProfile> p = readRoutingProfile(routingProfile, error);
+      if (!p) {
+        module.emitError() << "tpc-assign-split-axes: " << error;
+        return signalPassFailure();
+      }
+      profile = std::move(*p);
+    }
     module->setAttr(TpcDialect::kDevicesAttrName,
                     IntegerAttr::get(IntegerType::get(module.getContext(), 64), devices));
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
       oneWeightPerUse(fn, remarks);
-      if (failed(Assigner(fn, devices, ratios, remarks).run()))
+      MoeSplit how = moeSplit == "expert"         ? MoeSplit::expert
+                     : moeSplit == "intermediate" ? MoeSplit::intermediate
+                                                  : MoeSplit::automatic;
+      if (failed(Assigner(fn, devices, ratios, how, profile, remarks).run()))
         return signalPassFailure();
     }
   }

@@ -4,7 +4,7 @@
 //
 //  1. Convert. For every op, `requirements(its result states, its operand states)` says what it needs;
 //     where an operand's state differs, insert the conversion right after the producer (shared by every
-//     consumer needing the same state): partial -> mirrored all_reduce, partial -> split reduce_scatter,
+//     consumer needing the same state): partial (or routed) -> mirrored all_reduce, -> split reduce_scatter,
 //     split -> mirrored all_gather, mirrored -> split slice (no traffic), split -> other split via a
 //     gather and a slice. The function's results must be mirrored.
 //  2. Sink. An all-reduce whose only consumer is linear in it (with mirrored other operands) moves after
@@ -116,7 +116,7 @@ private:
   LogicalResult make(OpOperand &o, StateAttr need) {
     Value v = o.get();
     StateAttr have = stateOrMirrored(v);
-    if (!need || sameLayout(have, need) || have.isLocal() || need.isLocal())
+    if (!need || satisfies(have, need) || have.isLocal() || need.isLocal())
       return success();
     auto key = std::make_pair(v.getAsOpaquePointer(), need.getAsOpaquePointer());
     if (auto it = cache_.find(key); it != cache_.end()) {
@@ -135,9 +135,11 @@ private:
       setStates(op, {s});
       return op->getResult(0);
     };
-    if (have.isPartial() && need.isMirrored()) {
+    // A routed value is summed like a partial one (its addends do not overlap).
+    bool addend = have.isPartial() || have.isRouted();
+    if (addend && need.isMirrored()) {
       out = emitted(b.create<AllReduceOp>(loc, ValueRange{v}), m);
-    } else if (have.isPartial() && need.isSplit()) {
+    } else if (addend && need.isSplit()) {
       out = emitted(b.create<ReduceScatterOp>(loc, v.getType(), v, b.getI64IntegerAttr(need.getAxis())), need);
     } else if (have.isSplit() && need.isMirrored()) {
       out = emitted(b.create<AllGatherOp>(loc, v.getType(), v, b.getI64IntegerAttr(have.getAxis())), m);

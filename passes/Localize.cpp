@@ -35,7 +35,7 @@ struct LocalizePass : impl::TpcLocalizeBase<LocalizePass> {
           return op->emitOpError() << "tpc-localize: its operands cannot produce its result states";
         for (auto [i, pair] : llvm::enumerate(llvm::zip(have, *need))) {
           auto [h, w] = pair;
-          if (w && !sameLayout(h, w) && !h.isLocal())
+          if (w && !satisfies(h, w) && !h.isLocal())
             return op->emitOpError() << "tpc-localize: operand " << i << " is " << h << " but the op needs " << w
                                      << " (a collective is missing)";
         }

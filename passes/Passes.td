@@ -46,6 +46,12 @@ def TpcAssignSplitAxes : Pass<"tpc-assign-split-axes", "::mlir::ModuleOp"> {
     Option<"devices", "devices", "int64_t", /*default=*/"1", "Number of devices">,
     ListOption<"tensorSplit", "tensor-split", "double",
                "Relative share of each device (default: equal)">,
+    Option<"moeSplit", "moe-split", "std::string", /*default=*/"\"auto\"",
+           "How MoE layers split: auto (per layer, the cheaper at decode), intermediate (every expert's "
+           "intermediate dimension over the devices) or expert (whole experts per device, rows routed to them)">,
+    Option<"routingProfile", "routing-profile", "std::string", /*default=*/"\"\"",
+           "For moe-split=auto: a file of tokens routed to each expert per layer ('blk.N: c0 c1 ...' lines); "
+           "default: uniform routing">,
     RemarksOption,
   ];
 }

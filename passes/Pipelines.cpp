@@ -29,6 +29,8 @@ LogicalResult buildTpcPipeline(OpPassManager &pm, const PipelineOptions &opts, c
       TpcAssignSplitAxesOptions o;
       o.devices = opts.devices;
       o.tensorSplit = opts.tensorSplit;
+      o.moeSplit = opts.moeSplit;
+      o.routingProfile = opts.routingProfile;
       pm.addPass(createTpcAssignSplitAxes(o));
     } else if (stage == "tpc-insert-collectives") {
       pm.addPass(createTpcInsertCollectives());
@@ -65,6 +67,8 @@ struct PipelineCliOptions : PassPipelineOptions<PipelineCliOptions> {
   Option<int64_t> maxBatch{*this, "max-batch", llvm::cl::desc("Tokens per call"), llvm::cl::init(512)};
   Option<int64_t> maxOutputRows{*this, "max-output-rows", llvm::cl::desc("Logits rows per call"),
                                 llvm::cl::init(64)};
+  Option<std::string> moeSplit{*this, "moe-split", llvm::cl::desc("auto, intermediate or expert"),
+                               llvm::cl::init("auto")};
 };
 } // namespace
 
@@ -79,6 +83,7 @@ void registerTpcPipeline() {
         o.noKvOffload = cli.noKvOffload;
         o.maxBatch = cli.maxBatch;
         o.maxOutputRows = cli.maxOutputRows;
+        o.moeSplit = cli.moeSplit;
         (void)buildTpcPipeline(pm, o);
       });
 }

@@ -22,6 +22,8 @@ struct PipelineOptions {
   bool noKvOffload = false;
   int64_t maxBatch = 512;
   int64_t maxOutputRows = 64; ///< logits rows per call (tpc-plan-memory's max-output-rows)
+  std::string moeSplit = "auto"; ///< auto, intermediate or expert (whole experts per device)
+  std::string routingProfile;    ///< for auto: per-layer tokens per expert (empty: uniform routing)
 };
 
 /// The pass names in pipeline order (for `--emit=mlir --stop-after NAME`-style stage selection). The whole

@@ -20,6 +20,12 @@ inline StateAttr stateOrMirrored(Value v) {
   return StateAttr::getMirrored(v.getContext());
 }
 
+/// True when a value in state `have` serves a consumer that needs `need` as it is: the same layout, or a
+/// routed value where a partial one is needed (its addends merely do not overlap).
+inline bool satisfies(StateAttr have, StateAttr need) {
+  return sameLayout(have, need) || (have && need && have.isRouted() && need.isPartial());
+}
+
 /// Writes `tpc.state` on `op` (one entry per result).
 inline void setStates(Operation *op, ArrayRef<StateAttr> states) {
   SmallVector<Attribute> attrs(states.begin(), states.end());

@@ -493,6 +493,10 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           .Case([&](MulMatIdOp o) -> LogicalResult {
             kind = rt::OpKind::MulMatId;
             ok = addIn(o.getX()) && addIn(o.getW()) && addIn(o.getIds());
+            // Expert parallel: this device holds experts [offset, offset + local experts); rows routed
+            // elsewhere are zeros here (the result is routed, summed by the combine's all-reduce).
+            if (StateAttr w = splitOf(o.getW()); w && w.isSplit() && w.getAxis() == 0)
+              params = rt::MulMatIdParams{localOffset(w)}.pack();
             return success();
           })
           .Case<AddOp, MulOp, DivOp>([&](auto o) -> LogicalResult {

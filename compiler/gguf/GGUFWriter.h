@@ -74,7 +74,8 @@ public:
   /// Computes the layout (also checks every metadata value is well-formed: array element types match).
   Expected<Layout> layout() const;
 
-  /// Writes the file at `path` with `threads` fill workers (0 = hardware concurrency).
+  /// Writes the file at `path` with `threads` fill workers (0 = hardware concurrency). An empty `fill`
+  /// leaves the tensor data zero, as a hole where the filesystem allows (no blocks reserved).
   Expected<void> write(const std::string &path, const FillFn &fill, unsigned threads = 1) const;
   /// Writes into memory (tests).
   Expected<std::vector<uint8_t>> writeToBuffer(const FillFn &fill, unsigned threads = 1) const;

@@ -102,6 +102,15 @@ std::vector<ModelSpec> makePresets() {
   g4.vocab = VocabKind::Gemma;
   v.push_back(g4);
 
+  // Gemma 3 270M: a 262,144-row table tied to the output projection is 53% of its bytes.
+  ModelSpec g3 = qwen3("gemma3-270m", "Gemma-3 270M shapes (268M parameters, tied 262,144-row table)", 640,
+                       18, 4, 1, 256, 2048, 262144, VocabKind::Gemma);
+  g3.arch = "gemma3";
+  g3.nCtx = 32768;
+  g3.slidingWindow = 512;
+  g3.tiedOutput = true;
+  v.push_back(g3);
+
   // Small models of each architecture, shaped like the shared fixtures (tests, examples).
   v.push_back(llama("tiny-llama", "small llama (fixture shapes: 256 wide, 4 layers, GQA 8/2)", 256, 4, 8, 2,
                     768, 512, VocabKind::Spm512));

@@ -32,7 +32,7 @@ enum class VocabKind {
 /// Shapes and hyperparameters of one synthetic model.
 struct ModelSpec {
   std::string preset;      ///< preset name (also general.name)
-  std::string arch;        ///< general.architecture: llama, qwen3, qwen3moe, gemma4
+  std::string arch;        ///< general.architecture: llama, qwen3, qwen3moe, gemma3, gemma4
   std::string description; ///< one line for `tpc synth --list`
   uint32_t nLayer = 0, nEmbd = 0, nHead = 0;
   uint32_t nHeadKv = 0; ///< KV heads (gemma4: of the sliding-window layers)

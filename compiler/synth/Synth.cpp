@@ -91,6 +91,19 @@ public:
     output();
   }
 
+  void gemma3() {
+    embeddings();
+    for (uint32_t il = 0; il < s.nLayer; ++il) {
+      norm(blk(il, "attn_norm.weight"), s.nEmbd);
+      attention(il, true, true);
+      norm(blk(il, "post_attention_norm.weight"), s.nEmbd);
+      norm(blk(il, "ffn_norm.weight"), s.nEmbd);
+      denseFFN(il);
+      norm(blk(il, "post_ffw_norm.weight"), s.nEmbd);
+    }
+    output();
+  }
+
   void gemma4() {
     embeddings();
     // Proportional RoPE on the global layers: the first ropePartial of the pairs rotate, the rest get
@@ -165,6 +178,8 @@ void writeHParams(gguf::GGUFWriter &w, const ModelSpec &s) {
     if (s.arch == "llama") {
       w.setU32(a + "rope.dimension_count", s.headDim);
     } else {
+      if (s.arch == "gemma3")
+        w.setU32(a + "attention.sliding_window", s.slidingWindow);
       w.setU32(a + "attention.key_length", s.headDim);
       w.setU32(a + "attention.value_length", s.headDim);
     }
@@ -196,11 +211,14 @@ Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
   s.spec_ = spec.take();
   s.wtype_ = *wt;
   s.seed_ = opts.seed;
+  s.zeros_ = opts.zeros;
   const ModelSpec &m = s.spec_;
 
   Planner p(m);
   if (m.arch == "gemma4")
     p.gemma4();
+  else if (m.arch == "gemma3")
+    p.gemma3();
   else
     p.llamaOrQwen3();
   s.tensors_ = std::move(p.out);
@@ -270,6 +288,8 @@ void Synthesizer::fill(size_t index, uint8_t *dst, size_t nbytes) const {
 }
 
 Expected<void> Synthesizer::write(const std::string &path, unsigned threads) const {
+  if (zeros_)
+    return writer_.write(path, {}, threads);
   return writer_.write(
       path, [this](size_t i, uint8_t *dst, size_t n) { fill(i, dst, n); }, threads);
 }

@@ -40,6 +40,9 @@ struct SynthOptions {
   std::string type = "Q4_K_M";
   uint64_t seed = 0;
   uint32_t layers = 0; ///< 0: the preset's layer count
+  /// Tensor data left zero and unwritten (a sparse file): real shapes at no cost, for compile tests that
+  /// never read values (`tpc synth --zeros`).
+  bool zeros = false;
 };
 
 /// One tensor of the model: its data type, shape and value distribution.
@@ -75,6 +78,7 @@ private:
   ModelSpec spec_;
   WeightType wtype_;
   uint64_t seed_ = 0;
+  bool zeros_ = false;
   std::vector<TensorPlan> tensors_;
   std::vector<uint64_t> nameHash_;
   gguf::GGUFWriter writer_;

@@ -52,7 +52,10 @@ Expected<void> CpuStepRunner::runBatch(const std::vector<const Step *> &steps,
                                        const std::vector<std::vector<exec::TensorRef>> &in,
                                        const std::vector<std::vector<exec::TensorRef>> &out) {
   try {
-    opMatmulBatch(steps.front()->op, in, out, tg_, cacheOn_ ? &cache_ : nullptr, f32Reference_);
+    std::vector<int64_t> firstExperts;
+    for (const Step *s : steps)
+      firstExperts.push_back(s->op == OpKind::MulMatId ? MulMatIdParams::read(*s).firstExpert.value_or(0) : 0);
+    opMatmulBatch(steps.front()->op, in, out, firstExperts, tg_, cacheOn_ ? &cache_ : nullptr, f32Reference_);
   } catch (const std::exception &e) {
     cache_.clear();
     return Error{fmt::format("steps '{}'..'{}' ({}): {}", steps.front()->name, steps.back()->name,

@@ -17,6 +17,8 @@ ParamCounts paramCountsOf(OpKind op) {
   switch (op) {
   case OpKind::GetRows:
     return countsOf<GetRowsParams>();
+  case OpKind::MulMatId:
+    return countsOf<MulMatIdParams>();
   case OpKind::RmsNorm:
     return countsOf<RmsNormParams>();
   case OpKind::Scale:
@@ -47,7 +49,6 @@ ParamCounts paramCountsOf(OpKind op) {
     return countsOf<AllReduceRmsNormParams>();
   case OpKind::TakeAlong:
   case OpKind::Matmul:
-  case OpKind::MulMatId:
   case OpKind::Add:
   case OpKind::Mul:
   case OpKind::Div:

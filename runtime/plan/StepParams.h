@@ -43,6 +43,18 @@ struct GetRowsParams {
   }
 };
 
+/// MulMatId: ints = {firstExpert} only for an expert-parallel share of the experts (the weight holds experts
+/// [firstExpert, firstExpert + local experts); ids outside it give zero rows and cost nothing); none for
+/// every expert.
+struct MulMatIdParams {
+  static constexpr int kInts = 0, kFloats = 0;
+  std::optional<int64_t> firstExpert;
+  PackedParams pack() const { return firstExpert ? PackedParams{{*firstExpert}, {}} : PackedParams{}; }
+  static MulMatIdParams read(const Step &s) {
+    return s.ints.empty() ? MulMatIdParams{} : MulMatIdParams{s.ints[0]};
+  }
+};
+
 /// RmsNorm: floats = {eps}.
 struct RmsNormParams {
   static constexpr int kInts = 0, kFloats = 1;

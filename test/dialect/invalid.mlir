@@ -499,7 +499,7 @@ func.func @negative_all_gather_result_state(%x: tensor<?x8xf32> {tpc.state = #tp
 
 /// An all-reduce of a split or mirrored value would sum copies or disjoint slices: rejected.
 func.func @negative_all_reduce_split(%x: tensor<?x8xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [4, 4]>}) {
-  // expected-error @+1 {{'tpc.all_reduce' op operand must be partial, got #tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>}}
+  // expected-error @+1 {{'tpc.all_reduce' op operand must be partial (or routed), got #tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>}}
   %0 = tpc.all_reduce %x : tensor<?x8xf32>
   return
 }
@@ -507,7 +507,7 @@ func.func @negative_all_reduce_split(%x: tensor<?x8xf32> {tpc.state = #tpc.state
 // -----
 
 func.func @negative_all_reduce_mirrored(%x: tensor<?x8xf32> {tpc.state = #tpc.state<mirrored>}) {
-  // expected-error @+1 {{'tpc.all_reduce' op operand must be partial, got #tpc.state<mirrored>}}
+  // expected-error @+1 {{'tpc.all_reduce' op operand must be partial (or routed), got #tpc.state<mirrored>}}
   %0 = tpc.all_reduce %x : tensor<?x8xf32>
   return
 }

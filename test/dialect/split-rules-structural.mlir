@@ -103,4 +103,34 @@ func.func @select_rows(%xm: tensor<?x8xf32> {tpc.state = #tpc.state<mirrored>},
   %2 = tpc.select_rows %xp, %rows : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
   return
 }
+func.func @expert_parallel(%x: tensor<?x6xf32> {tpc.state = #tpc.state<mirrored>},
+                           %wgu: tensor<4x8x6xf32> {tpc.state = #tpc.state<split axis = 0, sizes = [3, 1]>},
+                           %wd: tensor<4x6x4xf32> {tpc.state = #tpc.state<split axis = 0, sizes = [3, 1]>},
+                           %wi: tensor<4x6x4xf32> {tpc.state = #tpc.state<split axis = 0, sizes = [2, 2]>},
+                           %ids: tensor<?x2xi32> {tpc.state = #tpc.state<mirrored>},
+                           %m: tensor<?x2xf32> {tpc.state = #tpc.state<mirrored>},
+                           %r: tensor<?x2x4xf32> {tpc.state = #tpc.state<routed sizes = [3, 1]>}) {
+  /// Whole experts per device: each device writes the rows routed to its 3 (or 1) experts, zeros elsewhere.
+  // expected-remark @+2 {{transfer: [#tpc.state<routed sizes = [3, 1]>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<mirrored>, #tpc.state<split axis = 0, sizes = [3, 1], granule = 1, segments = 1>, #tpc.state<mirrored>]}}
+  %0 = tpc.mul_mat_id %x, %wgu, %ids {tpc.state = [#tpc.state<routed sizes = [3, 1]>]} : (tensor<?x6xf32>, tensor<4x8x6xf32>, tensor<?x2xi32>) -> tensor<?x2x8xf32>
+  /// GLU maps the zero rows to zero whatever its function.
+  // expected-remark @+1 {{transfer: [#tpc.state<routed sizes = [3, 1]>]}}
+  %1 = tpc.glu silu %0 : (tensor<?x2x8xf32>) -> tensor<?x2x4xf32>
+  /// The down projection reads the routed rows of the same experts.
+  // expected-remark @+2 {{transfer: [#tpc.state<routed sizes = [3, 1]>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<routed sizes = [3, 1]>, #tpc.state<split axis = 0, sizes = [3, 1], granule = 1, segments = 1>, #tpc.state<mirrored>]}}
+  %2 = tpc.mul_mat_id %r, %wd, %ids {tpc.state = [#tpc.state<routed sizes = [3, 1]>]} : (tensor<?x2x4xf32>, tensor<4x6x4xf32>, tensor<?x2xi32>) -> tensor<?x2x6xf32>
+  /// Routed over other experts than its weight's: no local rule.
+  // expected-remark @+1 {{transfer: none}}
+  %3 = tpc.mul_mat_id %r, %wi, %ids : (tensor<?x2x4xf32>, tensor<4x6x4xf32>, tensor<?x2xi32>) -> tensor<?x2x6xf32>
+  /// The sum over the slots leaves each device an addend, closed by the same all-reduce as before.
+  // expected-remark @+2 {{transfer: [#tpc.state<partial>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<routed sizes = [3, 1]>, #tpc.state<mirrored>]}}
+  %4 = tpc.expert_combine %2, %m {tpc.state = [#tpc.state<partial>]} : (tensor<?x2x6xf32>, tensor<?x2xf32>) -> tensor<?x6xf32>
+  /// exp(0) = 1: a routed value cannot pass.
+  // expected-remark @+1 {{transfer: none}}
+  %5 = tpc.unary exp %r : tensor<?x2x4xf32> -> tensor<?x2x4xf32>
+  return
+}
 }

@@ -11,6 +11,7 @@
 // CHECK: tpc.state = [#tpc.state<split axis = 1, sizes = [256, 128, 128], granule = 64, segments = 1>]
 // CHECK: tpc.state = [#tpc.state<split axis = 1, sizes = [256, 0, 256], granule = 64, segments = 2>]
 // CHECK: tpc.state = [#tpc.state<split axis = 0, sizes = [4, 4, 0], granule = 1, segments = 1>]
+// CHECK: tpc.state = [#tpc.state<routed sizes = [4, 3, 1]>]
 module attributes {tpc.devices = 3} {
   func.func @forms(%x: tensor<?x512xf32>, %c: !tpc.kv_cache<3x64x64> {tpc.state = #tpc.state<split axis = 0, sizes = [2, 1, 0]>}) {
     %0 = tpc.scale %x {value = 1.0 : f32, tpc.state = [#tpc.state<mirrored>]} : tensor<?x512xf32> -> tensor<?x512xf32>
@@ -21,6 +22,8 @@ module attributes {tpc.devices = 3} {
     %4 = tpc.scale %x {value = 1.0 : f32, tpc.state = [#tpc.state<split axis = 1, sizes = [256, 0, 256], granule = 64, segments = 2>]} : tensor<?x512xf32> -> tensor<?x512xf32>
     /// The dynamic token axis can be split; its sum is checked at run time.
     %5 = tpc.scale %x {value = 1.0 : f32, tpc.state = [#tpc.state<split axis = 0, sizes = [4, 4, 0]>]} : tensor<?x512xf32> -> tensor<?x512xf32>
+    /// Rows routed to whole experts (expert parallel): experts per device, not a dimension of the value.
+    %6 = tpc.scale %x {value = 1.0 : f32, tpc.state = [#tpc.state<routed sizes = [4, 3, 1]>]} : tensor<?x512xf32> -> tensor<?x512xf32>
     return
   }
 }
@@ -31,8 +34,13 @@ module attributes {tpc.devices = 3} {
 // The attribute's own checks
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{unknown split state 'sharded', expected mirrored, split, partial or local}}
+// expected-error @+1 {{unknown split state 'sharded', expected mirrored, split, partial, local or routed}}
 func.func private @negative_unknown_kind() attributes {x = #tpc.state<sharded>}
+
+// -----
+
+// expected-error @+1 {{routed state: experts of device 1 must be >= 0, got -2}}
+func.func private @negative_routed() attributes {x = #tpc.state<routed sizes = [4, -2]>}
 
 // -----
 

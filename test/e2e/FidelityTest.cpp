@@ -181,12 +181,22 @@ std::vector<Case> cases() {
     all.push_back({"tiny-gemma3", 2, "", false, "", mb});
     all.push_back({"tiny-gemma4moe", 3, "3,2,1", false, "", mb});
   }
+  // Expert parallel: whole experts per device (in proportion to the shares), rows routed to another
+  // device's experts are zeros here, one all-reduce per MoE block as before.
+  for (const char *m : {"tiny-qwen3moe", "tiny-qwen3moe-Q4_K_M", "tiny-gemma4moe"}) {
+    const std::string ep = "--moe-split expert";
+    all.push_back({m, 1, "", false, ep});
+    all.push_back({m, 2, "", std::string(m) == "tiny-qwen3moe", ep});
+    all.push_back({m, 3, "3,2,1", false, ep});
+    all.push_back({m, 4, "4,3,2,1", false, ep});
+  }
   return all;
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case> &info) {
+  const std::string &f = info.param.flags;
   std::string n = info.param.model + "_d" + std::to_string(info.param.devices) +
-                  (info.param.flags.empty() ? "" : "_host") +
+                  (f.empty() ? "" : f.find("--moe-split expert") != std::string::npos ? "_expert" : "_host") +
                   (info.param.maxBatch == 16 ? "" : "_ring_mb" + std::to_string(info.param.maxBatch));
   for (char &ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch)))

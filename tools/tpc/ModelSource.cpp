@@ -102,6 +102,14 @@ void addCompileFlags(CLI::App &cmd, CompileFlags &f) {
                      "e.g. every row of a long prompt, runs in chunks)")
           ->capture_default_str()
           ->check(CLI::Range(int64_t(1), int64_t(1) << 20)),
+      cmd.add_option("--moe-split", f.moeSplit,
+                     "How MoE layers split: auto (default: per layer, the cheaper at decode under uniform "
+                     "routing), intermediate (every expert's intermediate dimension) or expert (whole experts per "
+                     "device, in proportion to --tensor-split)")
+          ->check(CLI::IsMember({"auto", "intermediate", "expert"})),
+      cmd.add_option("--routing-profile", f.routingProfile,
+                     "With --moe-split auto: per MoE layer, the tokens routed to each expert ('blk.N: c0 c1 ...' "
+                     "lines, # comments) instead of uniform routing"),
   };
 }
 
@@ -118,6 +126,8 @@ CompileRequest checkCompileFlags(const CompileFlags &f) {
   r.noKvOffload = f.noKvOffload;
   r.maxBatch = f.maxBatch;
   r.maxOutputRows = f.maxOutputRows;
+  r.moeSplit = f.moeSplit;
+  r.routingProfile = f.routingProfile;
   return r;
 }
 

@@ -38,12 +38,14 @@ struct CompileFlags {
   bool noKvOffload = false;
   int64_t maxBatch = 512;
   int64_t maxOutputRows = 64;
+  std::string moeSplit = "auto"; ///< auto, intermediate or expert
+  std::string routingProfile;     ///< for auto: per-layer tokens per expert (empty: uniform)
   std::vector<CLI::Option *> options; ///< the declared options, to tell which were given
   CLI::Option *devicesOption = nullptr;
 };
 
 /// Declares --devices, --tensor-split (-ts), --override-tensor (-ot), --no-kv-offload (-nkvo) and
-/// --max-batch, --max-output-rows on `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
+/// --max-batch, --max-output-rows, --moe-split, --routing-profile on `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
 void addCompileFlags(CLI::App &cmd, CompileFlags &flags);
 
 /// The checked compile flags, as the compiler takes them.
@@ -54,6 +56,8 @@ struct CompileRequest {
   bool noKvOffload = false;
   int64_t maxBatch = 512;
   int64_t maxOutputRows = 64;
+  std::string moeSplit = "auto";
+  std::string routingProfile;
 };
 /// Checks the flags (shares, override entries) and returns them; throws Failure naming the flag.
 CompileRequest checkCompileFlags(const CompileFlags &flags);

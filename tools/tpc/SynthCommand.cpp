@@ -1,8 +1,9 @@
 //===- SynthCommand.cpp - `tpc synth` ------------------------------------------===//
 //
-// `tpc synth --preset NAME [--arch ARCH] [--type TYPE] -o model.gguf [--seed S] [--layers N] [-t N]`:
-// writes a GGUF with the shapes, metadata and tokenizer of a real model and random weights (see
-// compiler/synth/Synth.h); `--list` prints the presets. Plain C++ (no MLIR), so it is built in both modes.
+// `tpc synth --preset NAME [--arch ARCH] [--type TYPE] -o model.gguf [--seed S] [--layers N] [-t N]
+// [--zeros]`: writes a GGUF with the shapes, metadata and tokenizer of a real model and random weights (see
+// compiler/synth/Synth.h; `--zeros` leaves them zero in a sparse file); `--list` prints the presets. Plain
+// C++ (no MLIR), so it is built in both modes.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 
@@ -55,7 +56,8 @@ void runSynth(const SynthCliOptions &o) {
   double gib = static_cast<double>(s->fileSize()) / (1024.0 * 1024 * 1024);
   fmt::print("wrote {}: {} ({}, {} layers), {} {}, {} tensors, {:.3f} B parameters, {:.2f} GiB in {:.1f} s "
              "({} threads, {:.2f} GiB/s)\n",
-             o.output, m.preset, m.arch, m.nLayer, s->weightType().name, fmt::format("seed {}", o.synth.seed),
+             o.output, m.preset, m.arch, m.nLayer, s->weightType().name,
+             o.synth.zeros ? std::string("zeros") : fmt::format("seed {}", o.synth.seed),
              s->tensors().size(), static_cast<double>(s->parameterCount()) / 1e9, gib, secs, threads,
              secs > 0 ? gib / secs : 0.0);
 }
@@ -72,6 +74,8 @@ void registerSynth(CLI::App &app) {
   cmd->add_option("--seed", o->synth.seed, "random seed (same seed, same file)")->capture_default_str();
   cmd->add_option("--layers", o->synth.layers, "keep only the first N layers (same layer shapes)");
   cmd->add_option("-t,--threads", o->threads, "fill threads (0 = all cores)")->capture_default_str();
+  cmd->add_flag("--zeros", o->synth.zeros,
+                "leave the weights zero and unwritten (a sparse file of real shapes, for compile tests)");
   cmd->add_flag("--list", o->list, "list the presets and types");
   cmd->callback([o] { runSynth(*o); });
 }

@@ -40,8 +40,22 @@ StateAttr StateAttr::getSplit(MLIRContext *ctx, int64_t axis, ArrayRef<int64_t> 
   return get(ctx, StateKind::split, axis, sizes, granule, segments, 0);
 }
 
+StateAttr StateAttr::getRouted(MLIRContext *ctx, ArrayRef<int64_t> sizes) {
+  return get(ctx, StateKind::routed, 0, sizes, 1, 1, 0);
+}
+
 LogicalResult StateAttr::verify(function_ref<InFlightDiagnostic()> emitError, StateKind kind, int64_t axis,
                                 ArrayRef<int64_t> sizes, int64_t granule, int64_t segments, int64_t device) {
+  if (kind == StateKind::routed) {
+    if (axis != 0 || granule != 1 || segments != 1 || device != 0)
+      return emitError() << "routed state takes only sizes (experts per device)";
+    if (sizes.empty())
+      return emitError() << "routed state: sizes must list the experts of each device, got none";
+    for (auto [d, size] : llvm::enumerate(sizes))
+      if (size < 0)
+        return emitError() << "routed state: experts of device " << d << " must be >= 0, got " << size;
+    return success();
+  }
   if (kind != StateKind::split) {
     if (axis != 0 || !sizes.empty() || granule != 1 || segments != 1)
       return emitError() << "state '" << stringifyStateKind(kind)
@@ -78,7 +92,7 @@ LogicalResult StateAttr::verify(function_ref<InFlightDiagnostic()> emitError, St
   return success();
 }
 
-/// Parses `mirrored`, `partial`, `local device = D` or
+/// Parses `mirrored`, `partial`, `local device = D`, `routed sizes = [...]` or
 /// `split axis = A, sizes = [...]` with optional `, granule = G` and `, segments = S`, between `<`
 /// and `>`.
 Attribute StateAttr::parse(AsmParser &p, Type) {
@@ -91,7 +105,7 @@ Attribute StateAttr::parse(AsmParser &p, Type) {
   std::optional<StateKind> kind = symbolizeStateKind(kindName);
   if (!kind) {
     p.emitError(loc) << "unknown split state '" << kindName
-                     << "', expected mirrored, split, partial or local";
+                     << "', expected mirrored, split, partial, local or routed";
     return {};
   }
   int64_t axis = 0, granule = 1, segments = 1, device = 0;
@@ -102,6 +116,12 @@ Attribute StateAttr::parse(AsmParser &p, Type) {
     break;
   case StateKind::local:
     if (p.parseKeyword("device") || p.parseEqual() || p.parseInteger(device))
+      return {};
+    break;
+  case StateKind::routed:
+    if (p.parseKeyword("sizes") || p.parseEqual() ||
+        p.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                  [&] { return p.parseInteger(sizes.emplace_back()); }))
       return {};
     break;
   case StateKind::split: {
@@ -139,6 +159,11 @@ void StateAttr::print(AsmPrinter &p) const {
   p << '<' << stringifyStateKind(getKind());
   if (isLocal())
     p << " device = " << getDevice();
+  if (isRouted()) {
+    p << " sizes = [";
+    llvm::interleaveComma(getSizes(), p);
+    p << ']';
+  }
   if (isSplit()) {
     p << " axis = " << getAxis() << ", sizes = [";
     llvm::interleaveComma(getSizes(), p);

@@ -20,7 +20,7 @@ def Tpc_StateAttr : AttrDef<Tpc_Dialect, "State"> {
   let mnemonic = "state";
   let summary = "How a value is distributed over the devices.";
   let description = [{
-    One of four kinds:
+    One of five kinds:
 
     - `mirrored`: a full copy on every device.
     - `split axis = A, sizes = [s0, s1, ...], granule = G, segments = S`: split along axis `A`; device
@@ -30,17 +30,25 @@ def Tpc_StateAttr : AttrDef<Tpc_Dialect, "State"> {
       `segments` default to 1 when omitted.
     - `partial`: each device holds an addend of the value (sum semantics).
     - `local device = D`: the value lives on device `D` only.
+    - `routed sizes = [e0, e1, ...]`: rows of tokens routed to experts (expert parallelism). Device `d` owns
+      `sizes[d]` consecutive experts (`sum(sizes)` = the expert count); each (token, selected slot) row of
+      the value is held by the device owning the expert that slot selected, and every other device holds
+      zeros there. The devices' values add up to the whole one (a `partial` whose addends do not overlap),
+      so ops that map zero to zero (GLU, a scale) keep it, and a sum over the slots makes it `partial`.
 
     ```mlir
     #tpc.state<mirrored>
     #tpc.state<split axis = 1, sizes = [256, 128, 128], granule = 64, segments = 1>
     #tpc.state<partial>
     #tpc.state<local device = 0>
+    #tpc.state<routed sizes = [64, 43, 21]>
     ```
 
     The attribute verifies its own consistency (non-negative sizes, multiples of the granule, axis and
     device non-negative). Where it is attached to a value (`tpc.state`), the dialect also checks
-    `axis < rank`, `sum(sizes) == dim(axis)` for a static dimension and `sizes.size() == tpc.devices`.
+    `axis < rank`, `sum(sizes) == dim(axis)` for a static dimension and `sizes.size() == tpc.devices`
+    (for `routed`, only the last: the expert count is not a dimension of the value; the rules of
+    `mul_mat_id` tie it to the experts of its weight).
   }];
   let parameters = (ins
     "::mlir::tpc::StateKind":$kind,
@@ -69,10 +77,13 @@ def Tpc_StateAttr : AttrDef<Tpc_Dialect, "State"> {
     static StateAttr getSplit(::mlir::MLIRContext *ctx, int64_t axis,
                               ::llvm::ArrayRef<int64_t> sizes, int64_t granule = 1,
                               int64_t segments = 1);
+    /// `#tpc.state<routed sizes = [...]>`: experts per device.
+    static StateAttr getRouted(::mlir::MLIRContext *ctx, ::llvm::ArrayRef<int64_t> sizes);
     bool isMirrored() const { return getKind() == ::mlir::tpc::StateKind::mirrored; }
     bool isSplit() const { return getKind() == ::mlir::tpc::StateKind::split; }
     bool isPartial() const { return getKind() == ::mlir::tpc::StateKind::partial; }
     bool isLocal() const { return getKind() == ::mlir::tpc::StateKind::local; }
+    bool isRouted() const { return getKind() == ::mlir::tpc::StateKind::routed; }
   }];
 }
 

@@ -46,6 +46,8 @@ bool mlir::tpc::sameLayout(StateAttr a, StateAttr b) {
     return a.getAxis() == b.getAxis() && a.getSizes() == b.getSizes() && a.getSegments() == b.getSegments();
   if (a.isLocal())
     return a.getDevice() == b.getDevice();
+  if (a.isRouted())
+    return a.getSizes() == b.getSizes();
   return true;
 }
 
@@ -81,11 +83,17 @@ LogicalResult mlir::tpc::verifyStateForType(function_ref<InFlightDiagnostic()> e
   if (numDevices && state.isLocal() && state.getDevice() >= *numDevices)
     return emitError() << "local state on device " << state.getDevice()
                        << " but tpc.devices = " << *numDevices;
-  if (!state.isSplit())
+  if (!state.isSplit() && !state.isRouted())
     return success();
   int64_t n = static_cast<int64_t>(state.getSizes().size());
   if (numDevices && n != *numDevices)
-    return emitError() << "split state lists " << n << " sizes but tpc.devices = " << *numDevices;
+    return emitError() << stringifyStateKind(state.getKind()) << " state lists " << n
+                       << " sizes but tpc.devices = " << *numDevices;
+  if (state.isRouted()) {
+    if (!isa<RankedTensorType>(type))
+      return emitError() << "routed state on a value of type " << type << ", which is not a tensor";
+    return success(); // the expert count is the experts' weight's, checked by the mul_mat_id rules
+  }
   int64_t rank = 0, dim = ShapedType::kDynamic;
   if (auto tensor = dyn_cast<RankedTensorType>(type)) {
     rank = tensor.getRank();

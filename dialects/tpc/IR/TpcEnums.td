@@ -29,6 +29,7 @@ def Tpc_StateKind : I32EnumAttr<"StateKind", "kind of a split state", [
     I32EnumAttrCase<"split", 1>,
     I32EnumAttrCase<"partial", 2>,
     I32EnumAttrCase<"local", 3>,
+    I32EnumAttrCase<"routed", 4>,
   ]> {
   let cppNamespace = "::mlir::tpc";
 }

@@ -1,8 +1,9 @@
 //===- TpcInterfaces.cpp - SplitStateInterface and its rules ------*- C++ -*-===//
 //
 // The generated SplitStateInterface code, its default rules and the rules of the ops where they are
-// plain elementwise facts: activations keep any non-partial state, scale is linear (partial stays
-// partial), and the broadcasting binary ops follow the table in BinaryRules below. The structural ops
+// plain elementwise facts: activations keep any non-partial state (a routed one only when they map zero to
+// zero), scale is linear (partial stays partial), and the broadcasting binary ops follow the table in
+// BinaryRules below. The structural ops
 // (matmul, attention, MoE, views, collectives) have theirs in TpcSplitRules.cpp.
 // A null state in the input means "unknown" and makes a rule fail.
 //===----------------------------------------------------------------------===//
@@ -46,12 +47,16 @@ FailureOr<SmallVector<StateAttr>> mlir::tpc::detail::requireAllMirrored(Operatio
 // Elementwise rules
 //===----------------------------------------------------------------------===//
 
-/// Nonlinear one-operand ops: any state but partial passes through (f(a) + f(b) != f(a + b)).
-static FailureOr<SmallVector<StateAttr>> passNonPartial(ArrayRef<StateAttr> states) {
-  if (states.size() != 1 || !states[0] || states[0].isPartial())
+/// Nonlinear one-operand ops: any state but partial passes through (f(a) + f(b) != f(a + b)); a routed
+/// one (zeros on the devices that do not hold a row) only when f(0) = 0.
+static FailureOr<SmallVector<StateAttr>> passNonPartial(ArrayRef<StateAttr> states, bool zeroToZero) {
+  if (states.size() != 1 || !states[0] || states[0].isPartial() || (states[0].isRouted() && !zeroToZero))
     return failure();
   return SmallVector<StateAttr>{states[0]};
 }
+
+/// True for the functions with f(0) = 0.
+static bool mapsZeroToZero(UnaryFn fn) { return fn != UnaryFn::exp && fn != UnaryFn::sigmoid; }
 
 /// Linear one-operand ops: every state passes through.
 static FailureOr<SmallVector<StateAttr>> passAny(ArrayRef<StateAttr> states) {
@@ -60,21 +65,30 @@ static FailureOr<SmallVector<StateAttr>> passAny(ArrayRef<StateAttr> states) {
   return SmallVector<StateAttr>{states[0]};
 }
 
-FailureOr<SmallVector<StateAttr>> UnaryOp::transfer(ArrayRef<StateAttr> s) { return passNonPartial(s); }
-FailureOr<SmallVector<StateAttr>> UnaryOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) { return passNonPartial(s); }
-FailureOr<SmallVector<StateAttr>> SoftcapOp::transfer(ArrayRef<StateAttr> s) { return passNonPartial(s); }
-FailureOr<SmallVector<StateAttr>> SoftcapOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) { return passNonPartial(s); }
+FailureOr<SmallVector<StateAttr>> UnaryOp::transfer(ArrayRef<StateAttr> s) {
+  return passNonPartial(s, mapsZeroToZero(getFn()));
+}
+FailureOr<SmallVector<StateAttr>> UnaryOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) {
+  return passNonPartial(s, mapsZeroToZero(getFn()));
+}
+FailureOr<SmallVector<StateAttr>> SoftcapOp::transfer(ArrayRef<StateAttr> s) { return passNonPartial(s, true); }
+FailureOr<SmallVector<StateAttr>> SoftcapOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) {
+  return passNonPartial(s, true);
+}
 FailureOr<SmallVector<StateAttr>> ScaleOp::transfer(ArrayRef<StateAttr> s) { return passAny(s); }
 FailureOr<SmallVector<StateAttr>> ScaleOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) { return passAny(s); }
 
 namespace {
 /// Rules of `lhs op rhs` with rhs broadcast to lhs. `linearInBoth` (add): partial + partial is
-/// partial. `linearInLhs` (mul, div): partial op mirrored is partial. An add marked `tpc.on_device`
+/// partial. `linearInLhs` (mul, div): partial op mirrored is partial; routed * mirrored stays routed
+/// (0 * m = 0; not div: 0 / 0 is not 0). An add marked `tpc.on_device`
 /// runs on that device only (the others pass lhs through), so partial + mirrored stays partial: the
 /// residual joins the addends once, on one rank.
 struct BinaryRules {
   Operation *op;
   bool linearInBoth;
+
+  bool isMul() const { return isa<MulOp>(op); }
 
   bool onOneDevice() const { return linearInBoth && op->hasAttr(TpcDialect::kOnDeviceAttrName); }
 
@@ -102,6 +116,8 @@ struct BinaryRules {
       return SmallVector<StateAttr>{l};
     if (l.isPartial() && r.isMirrored() && (!linearInBoth || onOneDevice()))
       return SmallVector<StateAttr>{l};
+    if (l.isRouted() && r.isMirrored() && isMul())
+      return SmallVector<StateAttr>{l};
     return failure();
   }
 
@@ -114,6 +130,11 @@ struct BinaryRules {
       return SmallVector<StateAttr>{res, res};
     if (res.isSplit())
       return SmallVector<StateAttr>{res, rhsFor(res)};
+    if (res.isRouted()) {
+      if (!isMul())
+        return failure();
+      return SmallVector<StateAttr>{res, StateAttr::getMirrored(ctx)};
+    }
     // Partial result.
     return SmallVector<StateAttr>{res, linearInBoth && !onOneDevice() ? res : StateAttr::getMirrored(ctx)};
   }

@@ -728,7 +728,8 @@ LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 LogicalResult AllReduceOp::verify() {
   for (auto [in, out] : llvm::zip(getInputs(), getResults()))
     if (failed(checkStates(
-            *this, in, out, [](StateAttr s) { return s.isPartial() ? nullptr : "partial"; },
+            *this, in, out,
+            [](StateAttr s) { return s.isPartial() || s.isRouted() ? nullptr : "partial (or routed)"; },
             [](StateAttr s) { return s.isMirrored() ? nullptr : "mirrored"; })))
       return failure();
   return success();

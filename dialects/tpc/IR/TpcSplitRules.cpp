@@ -4,7 +4,8 @@
 // when its operands are split, mirrored or partial, and what it needs of its operands for a given result
 // state. The rules state facts about the ops, not policy: which of several legal states a value gets is
 // tpc-assign-split-axes' choice. States are in global shapes; sizes travel through reshapes scaled by the
-// dimensions merged into or split off the split axis.
+// dimensions merged into or split off the split axis. A `routed` value (expert parallelism: rows held by
+// the device owning their expert, zeros elsewhere) passes only ops that map zero to zero.
 //===----------------------------------------------------------------------===//
 
 #include "dialects/tpc/IR/TpcOps.h"
@@ -19,6 +20,9 @@ using States = SmallVector<StateAttr>;
 
 StateAttr mirrored(Operation *op) { return StateAttr::getMirrored(op->getContext()); }
 StateAttr partial(Operation *op) { return StateAttr::getPartial(op->getContext()); }
+bool isRouted(StateAttr s) { return s && s.isRouted(); }
+/// Partial in the wide sense: each device holds an addend (a routed value's addends do not overlap).
+bool isAddend(StateAttr s) { return s && (s.isPartial() || s.isRouted()); }
 
 /// `s` moved to another axis (sizes, granule and segments unchanged).
 StateAttr onAxis(StateAttr s, int64_t axis) {
@@ -78,13 +82,13 @@ FailureOr<States> identity(ArrayRef<StateAttr> s) {
 
 FailureOr<States> WeightOp::transfer(ArrayRef<StateAttr>) { return States{mirrored(*this)}; }
 FailureOr<States> WeightOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
-  if (r.size() != 1 || !r[0] || r[0].isPartial())
+  if (r.size() != 1 || !r[0] || isAddend(r[0]))
     return failure();
   return States{};
 }
 FailureOr<States> KvCacheOp::transfer(ArrayRef<StateAttr>) { return States{mirrored(*this)}; }
 FailureOr<States> KvCacheOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
-  if (r.size() != 1 || !r[0] || r[0].isPartial() || (r[0].isSplit() && r[0].getAxis() != 0))
+  if (r.size() != 1 || !r[0] || isAddend(r[0]) || (r[0].isSplit() && r[0].getAxis() != 0))
     return failure();
   return States{};
 }
@@ -133,7 +137,7 @@ FailureOr<States> TakeAlongOp::transfer(ArrayRef<StateAttr> s) {
   return failure();
 }
 FailureOr<States> TakeAlongOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
-  if (r.size() != 1 || !r[0] || r[0].isPartial() || (r[0].isSplit() && r[0].getAxis() == getAxis()))
+  if (r.size() != 1 || !r[0] || isAddend(r[0]) || (r[0].isSplit() && r[0].getAxis() == getAxis()))
     return failure();
   return States{r[0], r[0]};
 }
@@ -160,7 +164,7 @@ FailureOr<States> RopeOp::transfer(ArrayRef<StateAttr> s) {
   return failure();
 }
 FailureOr<States> RopeOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
-  if (r.size() != 1 || !r[0] || r[0].isPartial() || isSplitOn(r[0], 2))
+  if (r.size() != 1 || !r[0] || isAddend(r[0]) || isSplitOn(r[0], 2))
     return failure();
   States out{r[0]};
   out.append(getNumOperands() - 1, mirrored(*this));
@@ -176,7 +180,8 @@ FailureOr<States> GluOp::transfer(ArrayRef<StateAttr> s) {
       return failure();
     return States{s[0]};
   }
-  if (isTrivial(s[0]) || (s[0].isSplit() && s[0].getAxis() != last))
+  // Routed rows: fn(0) * 0 = 0 on the devices that do not hold a row, whatever fn is.
+  if (isTrivial(s[0]) || s[0].isRouted() || (s[0].isSplit() && s[0].getAxis() != last))
     return States{s[0]};
   // A merged [gate | up] operand split per segment: each device holds matching halves.
   if (s[0].getSegments() != 2)
@@ -222,8 +227,8 @@ FailureOr<States> MatmulOp::transfer(ArrayRef<StateAttr> s) {
   // Token (or other batch) axes split with a whole weight.
   if (x.isSplit() && x.getAxis() < k && freeOrMirrored(w))
     return States{x};
-  // Linear in x: partial x times a whole weight.
-  if (x.isPartial() && freeOrMirrored(w))
+  // Linear in x: partial x times a whole weight (a routed x keeps its zero rows).
+  if (isAddend(x) && freeOrMirrored(w))
     return States{x};
   return failure();
 }
@@ -252,6 +257,13 @@ FailureOr<States> MulMatIdOp::transfer(ArrayRef<StateAttr> s) {
   int64_t k = getX().getType().getRank() - 1;
   if (isTrivial(x) && (!w || sameLayout(w, x)) && sameLayout(x, s[2]))
     return States{x};
+  // Experts split over devices (expert parallel): each device runs the experts it holds for the rows
+  // routed to them and writes zeros for the rest. A routed per-slot x (the down projection's) must be
+  // routed over the same experts; its foreign rows are zeros and are skipped.
+  if (isSplitOn(w, 0) && (x.isMirrored() || (x.isRouted() && x.getSizes() == w.getSizes())))
+    return States{StateAttr::getRouted(getContext(), w.getSizes())};
+  if (x.isRouted() && !w)
+    return States{x};
   // Every expert's rows split the same way (tensor parallel inside each expert).
   if (x.isMirrored() && isSplitOn(w, 1))
     return States{onAxis(w, 2)};
@@ -268,6 +280,13 @@ FailureOr<States> MulMatIdOp::requirements(ArrayRef<StateAttr> r, ArrayRef<State
     return States{res, res, res};
   if (isSplitOn(res, 2))
     return States{m, onAxis(res, 1), m};
+  if (res.isRouted()) {
+    // The experts' weights split by whole experts; a shared x is whole, a per-slot x routed alike (or
+    // whole, when it already is: a device reads only the rows of its experts).
+    StateAttr w = StateAttr::getSplit(getContext(), 0, res.getSizes());
+    bool perSlot = getX().getType().getRank() == 3 && !(!ops.empty() && ops[0] && ops[0].isMirrored());
+    return States{perSlot ? res : m, w, m};
+  }
   StateAttr x = ops.empty() ? StateAttr() : ops[0];
   if (res.isPartial() && isSplitOn(x, k))
     return States{x, onAxis(x, 2), m};
@@ -282,18 +301,19 @@ FailureOr<States> ExpertCombineOp::transfer(ArrayRef<StateAttr> s) {
     return States{x};
   if (isSplitOn(x, 2))
     return States{onAxis(x, 1)};
-  // Experts split over devices: each holds the sum over its experts, an addend.
-  if (isSplitOn(x, 1))
+  // Selected slots split over devices, or rows routed to the devices' experts: each device holds the sum
+  // over its rows, an addend.
+  if (isSplitOn(x, 1) || x.isRouted())
     return States{partial(*this)};
   return failure();
 }
 FailureOr<States> ExpertCombineOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr> ops) {
-  if (r.size() != 1 || !r[0] || r[0].isLocal())
+  if (r.size() != 1 || !r[0] || r[0].isLocal() || r[0].isRouted())
     return failure();
   StateAttr res = r[0], x = res;
   if (isSplitOn(res, 1))
     x = onAxis(res, 2);
-  else if (res.isPartial() && !ops.empty() && isSplitOn(ops[0], 1))
+  else if (res.isPartial() && !ops.empty() && (isSplitOn(ops[0], 1) || isRouted(ops[0])))
     x = ops[0];
   States out{x};
   out.append(getNumOperands() - 1, mirrored(*this));
@@ -339,6 +359,8 @@ FailureOr<States> SumOp::transfer(ArrayRef<StateAttr> s) {
     return failure();
   StateAttr x = s[0];
   int64_t axis = getAxis();
+  if (x.isRouted())
+    return States{partial(*this)}; // rows of several devices meet in one sum (a partial is the safe claim)
   if (!x.isSplit())
     return States{x};
   if (x.getAxis() == axis)
@@ -350,8 +372,10 @@ FailureOr<States> SumOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>
   if (r.size() != 1 || !r[0])
     return failure();
   StateAttr res = r[0];
+  if (res.isRouted())
+    return failure();
   if (!res.isSplit()) {
-    if (res.isPartial() && !ops.empty() && isSplitOn(ops[0], getAxis()))
+    if (res.isPartial() && !ops.empty() && (isSplitOn(ops[0], getAxis()) || isRouted(ops[0])))
       return States{ops[0]};
     return States{res};
   }
@@ -536,14 +560,18 @@ FailureOr<States> AttentionOp::requirements(ArrayRef<StateAttr> r, ArrayRef<Stat
 //===----------------------------------------------------------------------===//
 
 FailureOr<States> AllReduceOp::transfer(ArrayRef<StateAttr> s) {
-  if (s.size() != getNumOperands() || llvm::any_of(s, [](StateAttr t) { return !t || !t.isPartial(); }))
+  if (s.size() != getNumOperands() || llvm::any_of(s, [](StateAttr t) { return !isAddend(t); }))
     return failure();
   return States(getNumResults(), mirrored(*this));
 }
-FailureOr<States> AllReduceOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+FailureOr<States> AllReduceOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr> ops) {
   if (r.size() != getNumResults() || llvm::any_of(r, [](StateAttr t) { return !t || !t.isMirrored(); }))
     return failure();
-  return States(getNumOperands(), partial(*this));
+  States out(getNumOperands(), partial(*this));
+  for (auto [i, o] : llvm::enumerate(ops))
+    if (i < out.size() && isRouted(o))
+      out[i] = o; // a routed addend is summed the same way
+  return out;
 }
 
 // The fused layer boundary converts like an all-reduce; the residual and the norm weight are mirrored.
@@ -564,10 +592,10 @@ FailureOr<States> AllReduceRmsNormOp::requirements(ArrayRef<StateAttr> r, ArrayR
 // The split sizes of a reduce-scatter, gather or slice are the result's (or operand's) own: the forward
 // rules that would need to invent sizes fail, and the passes create these ops with explicit states.
 FailureOr<States> ReduceScatterOp::transfer(ArrayRef<StateAttr>) { return failure(); }
-FailureOr<States> ReduceScatterOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+FailureOr<States> ReduceScatterOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr> ops) {
   if (r.size() != 1 || !isSplitOn(r[0], getAxis()))
     return failure();
-  return States{partial(*this)};
+  return States{!ops.empty() && isRouted(ops[0]) ? ops[0] : partial(*this)};
 }
 FailureOr<States> AllGatherOp::transfer(ArrayRef<StateAttr> s) {
   if (s.size() != 1 || !isSplitOn(s[0], getAxis()))

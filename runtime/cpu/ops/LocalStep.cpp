@@ -30,7 +30,7 @@ void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::ve
     opMatmul(x, in[1], y, tg, cache, f32Reference);
     return;
   case OpKind::MulMatId:
-    opMulMatId(x, in[1], in[2], y, tg, cache, f32Reference);
+    opMulMatId(x, in[1], in[2], y, MulMatIdParams::read(s).firstExpert.value_or(0), tg, cache, f32Reference);
     return;
   case OpKind::Add:
   case OpKind::Mul:

@@ -84,7 +84,7 @@ struct IdEntries {
 };
 
 cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
-                               ActivationCache *cache, bool f32Reference, IdEntries &en) {
+                               int64_t firstExpert, ActivationCache *cache, bool f32Reference, IdEntries &en) {
   const int64_t k = x.inner(), e = w.shape[0], n = w.shape[1];
   const int64_t t = ids.shape[0], slots = ids.shape[1];
   const bool perSlot = x.shape.size() == 3; // x[T,k,K] rather than x[T,K] shared by every slot
@@ -94,12 +94,12 @@ cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const Ten
   yRows.reserve(experts.capacity());
   for (int64_t ti = 0; ti < t; ++ti)
     for (int64_t j = 0; j < slots; ++j) {
-      const int32_t ex = ids.i()[ti * slots + j];
-      if (ex < 0 || ex >= e) { // only a broken router gives this; keep the output defined
+      const int64_t ex = ids.i()[ti * slots + j] - firstExpert;
+      if (ex < 0 || ex >= e) { // another device's expert (expert parallel), or a broken router: zeros
         std::fill(y.f() + (ti * slots + j) * n, y.f() + (ti * slots + j + 1) * n, 0.0f);
         continue;
       }
-      experts.push_back(ex);
+      experts.push_back(static_cast<int32_t>(ex));
       xRows.push_back(static_cast<int32_t>(perSlot ? ti * slots + j : ti));
       yRows.push_back(static_cast<int32_t>(ti * slots + j));
     }
@@ -126,10 +126,10 @@ cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const Ten
 }
 } // namespace
 
-void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y, ThreadGroup &tg,
-                ActivationCache *cache, bool f32Reference) {
+void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
+                int64_t firstExpert, ThreadGroup &tg, ActivationCache *cache, bool f32Reference) {
   IdEntries en;
-  cpu::matmulId(mulMatIdArgs(x, w, ids, y, cache, f32Reference, en), tg);
+  cpu::matmulId(mulMatIdArgs(x, w, ids, y, firstExpert, cache, f32Reference, en), tg);
 }
 
 std::vector<size_t> matmulBatchEnds(const DevicePlan &dp) {
@@ -161,8 +161,8 @@ std::vector<size_t> matmulBatchEnds(const DevicePlan &dp) {
 }
 
 void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
-                   const std::vector<std::vector<TensorRef>> &outs, ThreadGroup &tg, ActivationCache *cache,
-                   bool f32Reference) {
+                   const std::vector<std::vector<TensorRef>> &outs, const std::vector<int64_t> &firstExperts,
+                   ThreadGroup &tg, ActivationCache *cache, bool f32Reference) {
   if (op == OpKind::Matmul) {
     std::vector<cpu::MatmulArgs> parts;
     for (size_t i = 0; i < ins.size(); ++i)
@@ -173,7 +173,8 @@ void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
   std::vector<IdEntries> en(ins.size());
   std::vector<cpu::MatmulIdArgs> parts;
   for (size_t i = 0; i < ins.size(); ++i)
-    parts.push_back(mulMatIdArgs(ins[i][0], ins[i][1], ins[i][2], outs[i][0], cache, f32Reference, en[i]));
+    parts.push_back(mulMatIdArgs(ins[i][0], ins[i][1], ins[i][2], outs[i][0],
+                                 i < firstExperts.size() ? firstExperts[i] : 0, cache, f32Reference, en[i]));
   cpu::matmulIdBatch(parts.data(), parts.size(), tg);
 }
 

@@ -78,18 +78,20 @@ void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y,
 /// `f32Reference`: the float32 reference product (MatmulOptions::f32Reference) instead.
 void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, ThreadGroup &tg,
               ActivationCache *cache = nullptr, bool f32Reference = false);
-/// MUL_MAT_ID: y[t, j] = w[ids[t, j]] . x[t, j] (or x[t] when x has no slot axis); cache, f32Reference as
-/// for opMatmul.
+/// MUL_MAT_ID: y[t, j] = w[ids[t, j] - firstExpert] . x[t, j] (or x[t] when x has no slot axis); cache,
+/// f32Reference as for opMatmul. An expert-parallel share holds experts [firstExpert, firstExpert +
+/// w.shape[0]): rows routed to other experts are zeros and are not computed.
 void opMulMatId(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
-                ThreadGroup &tg, ActivationCache *cache = nullptr, bool f32Reference = false);
+                int64_t firstExpert, ThreadGroup &tg, ActivationCache *cache = nullptr, bool f32Reference = false);
 /// For each step index i of `dp`: the end of the run of steps from i that can run as one matmul job
 /// (consecutive Matmuls on the same input, or MulMatIds on the same input and routing, none reading
 /// another's output); i + 1 where there is none.
 std::vector<size_t> matmulBatchEnds(const DevicePlan &dp);
-/// Runs such a run of Matmul (or MulMatId) steps, operands bound per step, as one job.
+/// Runs such a run of Matmul (or MulMatId) steps, operands bound per step, as one job (`firstExperts`: each
+/// MulMatId step's first expert).
 void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
-                   const std::vector<std::vector<TensorRef>> &outs, ThreadGroup &tg, ActivationCache *cache,
-                   bool f32Reference = false);
+                   const std::vector<std::vector<TensorRef>> &outs, const std::vector<int64_t> &firstExperts,
+                   ThreadGroup &tg, ActivationCache *cache, bool f32Reference = false);
 /// Row r of a weight (or f32 tensor) as floats.
 void loadRow(const TensorRef &w, int64_t r, float *dst);
 

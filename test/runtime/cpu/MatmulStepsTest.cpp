@@ -113,8 +113,8 @@ TEST(MatmulSteps, RunnerConvertsASharedInputOnceUntilItIsWritten) {
   cpu::ThreadGroup tg(2);
   std::vector<float> q2(q.size()), g2(g.size()), u2(u.size());
   cpu::opMatmul(f32Ref(x, {t, k}), weightRef(wq, GGMLType::Q4_K, {nq, k}), f32Ref(q2, {t, nq}), tg);
-  cpu::opMulMatId(f32Ref(h, {t, k}), weightRef(wg, GGMLType::Q4_K, {e, f, k}), idsRef, f32Ref(g2, {t, 2, f}), tg);
-  cpu::opMulMatId(f32Ref(h, {t, k}), weightRef(wu, GGMLType::Q5_0, {e, f, k}), idsRef, f32Ref(u2, {t, 2, f}), tg);
+  cpu::opMulMatId(f32Ref(h, {t, k}), weightRef(wg, GGMLType::Q4_K, {e, f, k}), idsRef, f32Ref(g2, {t, 2, f}), 0, tg);
+  cpu::opMulMatId(f32Ref(h, {t, k}), weightRef(wu, GGMLType::Q5_0, {e, f, k}), idsRef, f32Ref(u2, {t, 2, f}), 0, tg);
   EXPECT_EQ(q, q2);
   EXPECT_EQ(g, g2);
   EXPECT_EQ(u, u2);
@@ -174,9 +174,37 @@ TEST(MatmulSteps, SessionWithGroupedMatmulsMatchesTheKernels) {
     std::vector<float> wantQ(t * nq), wantV(t * nkv), wantU(t * 2 * f);
     cpu::opMatmul(f32Ref(xs, {t, k}), weightRef(wq, GGMLType::Q4_K, {nq, k}), f32Ref(wantQ, {t, nq}), tg);
     cpu::opMatmul(f32Ref(xs, {t, k}), weightRef(wv, GGMLType::Q6_K, {nkv, k}), f32Ref(wantV, {t, nkv}), tg);
-    cpu::opMulMatId(f32Ref(xs, {t, k}), weightRef(wu, GGMLType::Q4_K, {e, f, k}), idsRef, f32Ref(wantU, {t, 2, f}), tg);
+    cpu::opMulMatId(f32Ref(xs, {t, k}), weightRef(wu, GGMLType::Q4_K, {e, f, k}), idsRef, f32Ref(wantU, {t, 2, f}), 0, tg);
     EXPECT_EQ(s->tensorData(0, q, t), wantQ);
     EXPECT_EQ(s->tensorData(0, v, t), wantV);
     EXPECT_EQ(s->tensorData(0, u, t), wantU);
   }
+}
+
+// Expert parallel: a device holding experts [2, 4) of 4 (firstExpert 2, a weight of the last two experts'
+// rows) gives the whole weight's rows for the pairs routed to experts 2 and 3, and zeros for the others.
+TEST(MatmulSteps, ExpertShareComputesItsExpertsAndZerosTheRest) {
+  const int64_t k = 256, e = 4, f = 40, t = 5;
+  std::vector<uint8_t> w = quantWeight(GGMLType::Q4_K, e * f, k, 11);
+  const size_t expertBytes = w.size() / e;
+  std::vector<uint8_t> share(w.begin() + 2 * expertBytes, w.end());
+  std::vector<float> x = randomFloats(t * k, 12);
+  std::vector<int32_t> idsV = {0, 2, 3, 1, 2, 3, 1, 0, 3, 2};
+  TensorRef ids;
+  ids.data = idsV.data();
+  ids.dtype = DType::I32;
+  ids.shape = {t, 2};
+  cpu::ThreadGroup tg(2);
+  std::vector<float> whole(t * 2 * f), part(t * 2 * f, 7.0f);
+  cpu::opMulMatId(f32Ref(x, {t, k}), weightRef(w, GGMLType::Q4_K, {e, f, k}), ids, f32Ref(whole, {t, 2, f}), 0, tg);
+  cpu::opMulMatId(f32Ref(x, {t, k}), weightRef(share, GGMLType::Q4_K, {2, f, k}), ids, f32Ref(part, {t, 2, f}), 2,
+                  tg);
+  // (Near, not equal: the kernels may group a different set of rows per expert.)
+  for (int64_t p = 0; p < t * 2; ++p)
+    for (int64_t i = 0; i < f; ++i) {
+      if (idsV[p] < 2)
+        ASSERT_EQ(part[p * f + i], 0.0f) << "pair " << p << " routed to expert " << idsV[p];
+      else
+        ASSERT_NEAR(part[p * f + i], whole[p * f + i], 1e-4f) << "pair " << p << " expert " << idsV[p];
+    }
 }

@@ -11,9 +11,9 @@
 #include "compiler/emit/PlanEmitter.h"
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/import/Importer.h"
+#include "tools/tpc/compiler/CompileReport.h"
 #include "passes/Pipelines.h"
 #include "runtime/plan/PlanIO.h"
-#include "runtime/plan/PlanSummary.h"
 #include "tools/tpc/Command.h"
 #include "tools/tpc/ModelSource.h"
 
@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <map>
+#include <cctype>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -66,133 +67,6 @@ void writeText(const std::string &path, const std::string &text) {
   std::unique_ptr<FILE, int (*)(FILE *)> out(std::fopen(path.c_str(), "wb"), &std::fclose);
   if (!out || std::fwrite(text.data(), 1, text.size(), out.get()) != text.size())
     throw Failure(path + ": cannot write the output (-o)");
-}
-
-/// Collectives of one layer.
-struct LayerTraffic {
-  int allReduce = 0, allGather = 0, reduceScatter = 0;
-  int tensors = 0;           ///< operands over all of them (a bucketed all-reduce carries several)
-  int64_t bytesPerToken = 0; ///< payload: f32 elements per token of every operand
-};
-
-std::string layerName(int64_t layer) {
-  if (layer == mlir::tpc::kLayerOutput)
-    return "output";
-  if (layer == mlir::tpc::kLayerNone)
-    return "input";
-  return "blk." + std::to_string(layer);
-}
-
-/// Elements per token of a value's global shape (the dynamic token or output-rows dimension counts 1).
-int64_t perToken(mlir::Value v) {
-  int64_t n = 1;
-  for (int64_t d : llvm::cast<mlir::ShapedType>(v.getType()).getShape())
-    n *= mlir::ShapedType::isDynamic(d) ? 1 : d;
-  return n;
-}
-
-void printReport(const CompileOptions &opts, mlir::ModuleOp m, const rt::Plan &plan) {
-  auto layers = mlir::tpc::attributeLayers(m);
-  std::map<int64_t, LayerTraffic> traffic;
-  m.walk([&](mlir::Operation *op) {
-    if (!llvm::isa<mlir::tpc::AllReduceOp, mlir::tpc::AllReduceRmsNormOp, mlir::tpc::AllGatherOp,
-                   mlir::tpc::ReduceScatterOp>(op))
-      return;
-    LayerTraffic &t = traffic[layers.lookup(op)];
-    llvm::SmallVector<mlir::Value> payload(op->getOperands());
-    if (llvm::isa<mlir::tpc::AllReduceOp>(op)) {
-      ++t.allReduce;
-    } else if (auto fused = llvm::dyn_cast<mlir::tpc::AllReduceRmsNormOp>(op)) {
-      ++t.allReduce; // a layer boundary: only x crosses devices (the residual and norm weight stay local)
-      payload = {fused.getX()};
-    } else if (llvm::isa<mlir::tpc::AllGatherOp>(op)) {
-      ++t.allGather;
-    } else {
-      ++t.reduceScatter;
-    }
-    for (mlir::Value v : payload) {
-      t.bytesPerToken += perToken(v) * 4;
-      ++t.tensors;
-    }
-  });
-  int64_t total = 0;
-  for (auto &[layer, t] : traffic)
-    total += t.bytesPerToken;
-  const size_t n = plan.devices.size();
-  // Memory split by side (what each GPU allocates vs what stays in host memory), as `tpc inspect` shows it.
-  const std::vector<rt::DeviceSummary> mem = rt::summarizeDevices(plan);
-  const bool anyHost = std::any_of(mem.begin(), mem.end(), [](const rt::DeviceSummary &m) {
-    return m.hostWeightBytes || m.hostActivationBytes || m.hostKvBytesPerToken;
-  });
-  if (opts.json) {
-    std::string s =
-        fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"devices\": [", opts.model, plan.model.arch);
-    for (size_t d = 0; d < n; ++d) {
-      const rt::DeviceSummary &m = mem[d];
-      s += fmt::format("{}{{\"device\": {}, \"weight_bytes\": {}, \"kv_bytes_per_1k_tokens\": {}, "
-                       "\"kv_full_bytes_per_token\": {}, \"kv_full_layers\": {}, "
-                       "\"kv_window_bytes_per_position\": {}, \"kv_window_layers\": {}, "
-                       "\"activation_bytes\": {}, \"host_weight_bytes\": {}, \"host_kv_bytes_per_1k_tokens\": {}, "
-                       "\"host_activation_bytes\": {}}}",
-                       d ? ", " : "", d, m.weightBytes, rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Device),
-                       m.kvFullBytesPerToken, m.kvFullLayers, m.kvWindowBytesPerPosition, m.kvWindowLayers,
-                       m.activationBytes, m.hostWeightBytes, rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Host),
-                       m.hostActivationBytes);
-    }
-    s += "], \"collectives\": [";
-    bool first = true;
-    for (auto &[layer, t] : traffic) {
-      s += fmt::format(
-          "{}{{\"layer\": \"{}\", \"all_reduce\": {}, \"all_gather\": {}, \"reduce_scatter\": {}, "
-          "\"tensors\": {}, \"bytes_per_token\": {}}}",
-          first ? "" : ", ", layerName(layer), t.allReduce, t.allGather, t.reduceScatter, t.tensors,
-          t.bytesPerToken);
-      first = false;
-    }
-    s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}, \"max_output_rows\": {}}}\n",
-                     total, plan.model.maxBatch, plan.model.maxOutputRows);
-    fmt::print("{}", s);
-    return;
-  }
-  fmt::print("{} ({}) on {} device(s), max batch {}, max output rows {}\n\n", opts.model, plan.model.arch, n,
-             plan.model.maxBatch, plan.model.maxOutputRows);
-  const double MiB = 1048576.0;
-  fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |{}\n",
-             anyHost ? " host weights (MiB) | host KV per 1k tokens (MiB) | host activations (MiB) |" : "");
-  fmt::print("|-------:|--------------:|-----------------------:|------------------:|{}\n",
-             anyHost ? "-------------------:|----------------------------:|-----------------------:|" : "");
-  for (size_t d = 0; d < n; ++d) {
-    const rt::DeviceSummary &m = mem[d];
-    fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |", d, m.weightBytes / MiB,
-               rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Device) / MiB, m.activationBytes / MiB);
-    if (anyHost)
-      fmt::print(" {:>18.3f} | {:>27.3f} | {:>22.3f} |", m.hostWeightBytes / MiB,
-                 rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Host) / MiB, m.hostActivationBytes / MiB);
-    fmt::print("\n");
-  }
-  // KV by layer kind: a full layer's cache grows with the context, a sliding-window layer's is a ring of
-  // window + max batch positions (the "per 1k tokens" column counts both at a context of 1024).
-  for (size_t d = 0; d < n; ++d) {
-    const rt::DeviceSummary &m = mem[d];
-    if (m.kvWindowLayers == 0)
-      continue;
-    std::string windows;
-    for (int64_t w : m.kvWindows)
-      windows += fmt::format("{}{} (ring {})", windows.empty() ? "" : ", ", w, w + plan.model.maxBatch);
-    fmt::print("{}device {} KV: {} full layer(s) {} B per token; {} sliding-window layer(s) {} B per position, "
-               "window {}\n",
-               d == 0 ? "\n" : "", d, m.kvFullLayers, m.kvFullBytesPerToken, m.kvWindowLayers,
-               m.kvWindowBytesPerPosition, windows);
-  }
-  fmt::print(
-      "\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
-      "2(N-1)/N of it per device; tensors > collectives where one all-reduce carries a bucket):\n\n");
-  fmt::print("| layer | all_reduce | all_gather | reduce_scatter | tensors | bytes/token |\n");
-  fmt::print("|-------|-----------:|-----------:|---------------:|--------:|------------:|\n");
-  for (auto &[layer, t] : traffic)
-    fmt::print("| {} | {} | {} | {} | {} | {} |\n", layerName(layer), t.allReduce, t.allGather,
-               t.reduceScatter, t.tensors, t.bytesPerToken);
-  fmt::print("\ntotal: {} bytes per token{}\n", total, traffic.empty() ? " (no collectives)" : "");
 }
 
 /// One compilation of a GGUF: the file, an MLIR context whose errors are collected into one line (warnings
@@ -234,6 +108,8 @@ public:
     pipe.noKvOffload = r.noKvOffload;
     pipe.maxBatch = r.maxBatch;
     pipe.maxOutputRows = r.maxOutputRows;
+    pipe.moeSplit = r.moeSplit;
+    pipe.routingProfile = r.routingProfile;
     mlir::PassManager pm(&ctx_);
     if (mlir::failed(mlir::tpc::buildTpcPipeline(pm, pipe, stopAfter)))
       throw Failure("--stop-after: cannot build the pipeline up to '" + stopAfter + "'");
@@ -293,7 +169,7 @@ void runCompile(const CompileOptions &opts) {
   }
   rt::Plan plan = c.emit();
   if (opts.report)
-    printReport(opts, c.module(), plan);
+    printReport(opts.model, opts.json, c.module(), plan);
   // With --report the plan is written only where -o asks for it.
   std::string out = opts.output.empty() && !opts.report ? "plan.bin" : opts.output;
   if (out.empty())
