@@ -62,6 +62,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tpc", required=True)
     ap.add_argument("--ref", required=True, help="the reference's llama-bench")
+    ap.add_argument("--base", default=None, help="an older tpc run in the same rounds (before/after)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
@@ -77,14 +78,14 @@ def main():
     devices = [int(d) for d in a.devices.split(",")]
     depth = a.depth if a.depth > 0 and tpc_has_depth(a.tpc) else 0
     tests = [f"pp{a.pp}", f"tg{a.tg}"] + ([f"tg{a.tg}@d{depth}"] if depth else [])
-    engines = [f"d{d}" for d in devices] + ["ref"]
+    engines = [f"d{d}" for d in devices] + ([f"base-d{d}" for d in devices] if a.base else []) + ["ref"]
 
     name, isa, simd = cpu_header()
     commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short",
                              "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"# tpc vs reference, {isa}: {name}, {os.cpu_count()} cores, {a.threads} threads")
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, tpc {commit or '?'} ({a.tpc}), "
-          f"reference {a.ref}, host {platform.node()}")
+          f"reference {a.ref}, host {platform.node()}" + (f", base (before) {a.base}" if a.base else ""))
     print(f"# SIMD flags: {' '.join(simd) or 'none'}")
     print(f"# {a.rounds} paired rounds per model, order rotating; load average before: {load():.2f}")
     if not depth:
@@ -110,9 +111,10 @@ def main():
                     if depth:
                         r.update(run_ref_depth(a.ref, model, depth, a.tg, a.threads, extra))
                 else:
-                    r = run_tpc(a.tpc, plans[e], a.pp, a.tg, a.threads)
+                    exe, plan = (a.base, plans[e[5:]]) if e.startswith("base-") else (a.tpc, plans[e])
+                    r = run_tpc(exe, plan, a.pp, a.tg, a.threads)
                     if depth:
-                        r.update(run_tpc_depth(a.tpc, plans[e], depth, a.tg, a.threads))
+                        r.update(run_tpc_depth(exe, plan, depth, a.tg, a.threads))
                 res[e] = r
             for t in tests:
                 for e in engines:
@@ -128,7 +130,9 @@ def main():
     mine = [e for e in engines if e != "ref"]
     cols = ["ref t/s"] + [f"tpc {e} t/s" for e in mine] + [f"{e}/ref" for e in mine]
     if "d1" in mine:
-        cols += [f"{e}/d1" for e in mine if e != "d1"]
+        cols += [f"{e}/d1" for e in mine if e.endswith("d2")]
+    after = [e for e in mine if f"base-{e}" in mine]
+    cols += [f"{e}/base-{e}" for e in after]
     print("| model | test | " + " | ".join(cols) + " |")
     print("| --- | --- | " + " | ".join("---:" for _ in cols) + " |")
     for mname, s in summary:
@@ -137,7 +141,9 @@ def main():
             cells += [f"{statistics.median(s[(t, e)]):.2f}" for e in mine]
             cells += [spread([x / y for x, y in zip(s[(t, e)], s[(t, 'ref')])]) for e in mine]
             if "d1" in mine:
-                cells += [spread([x / y for x, y in zip(s[(t, e)], s[(t, 'd1')])]) for e in mine if e != "d1"]
+                cells += [spread([x / y for x, y in zip(s[(t, e)], s[(t, e[:-1] + "1")])])
+                          for e in mine if e.endswith("d2")]
+            cells += [spread([x / y for x, y in zip(s[(t, e)], s[(t, f"base-{e}")])]) for e in after]
             print(f"| {mname} | {t} | " + " | ".join(cells) + " |")
     print()
     print(f"Ratios are per round (same minute), median (min-max) over {a.rounds} rounds; t/s are medians. "

@@ -12,7 +12,8 @@
 #
 # Environment: TPC (build/bin/tpc), IK_BIN (/work/ik/build/bin: the reference built with
 # `cmake -DGGML_CUDA=OFF -DLLAMA_CURL=OFF`, target llama-bench), ROUNDS (3), PP (512), TG (128),
-# DEPTH (4096; 0 = off), THREADS (2), DEVICES ("1,2"), BENCH_CACHE (build/bench-models), REF_ARGS.
+# DEPTH (4096; 0 = off), THREADS (2), DEVICES ("1,2"), BENCH_CACHE (build/bench-models), REF_ARGS,
+# BASE (an older tpc run in the same rounds, for before/after columns "base-d1", "base-d2").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tpc=${TPC:-$root/build/bin/tpc}
@@ -51,4 +52,4 @@ for m in "${models[@]}"; do
 done
 exec python3 "$root/bench/compare.py" --tpc "$tpc" --ref "$ik/llama-bench" --rounds "${ROUNDS:-3}" \
   --pp "${PP:-512}" --tg "${TG:-128}" --depth "${DEPTH:-4096}" --threads "${THREADS:-2}" \
-  --devices "${DEVICES:-1,2}" --ref-args "${REF_ARGS:-}" "${models[@]}"
+  --devices "${DEVICES:-1,2}" --ref-args "${REF_ARGS:-}" ${BASE:+--base "$BASE"} "${models[@]}"

@@ -9,13 +9,20 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace tpc::rt::comm {
 
 namespace {
-/// Spin iterations before a rank waiting at a barrier sleeps (~20 us: PAUSE takes ~70 ns on the VMs).
+/// A rank waiting at a barrier spins (~20 us: PAUSE takes ~70 ns on the VMs), then yields its core until
+/// kSleepAfter, then sleeps. Decode meets here twice a layer; sleeping after 20 us (as this did) put a
+/// futex wake-up (50-100 us on a busy machine) on the critical path whenever one device ran a little
+/// late. Yielding keeps the rank ready without starving other runnable threads; an idle session still
+/// sleeps after 2 ms (the thread group's policy too).
 constexpr int kBarrierSpin = 300;
+constexpr auto kSleepAfter = std::chrono::milliseconds(2);
 /// Largest bucket (floats per rank) reduced with one barrier: N full sums of 64 KiB cost less than the two
 /// barriers the split path adds; prefill activations (tokens x hidden) are far larger and take that path.
 constexpr int64_t kSmallAllReduce = 16384;
@@ -63,10 +70,16 @@ bool InProcessCommunicator::arrive(int ranks) {
     cv_.notify_all();
     return !aborted_.load();
   }
-  for (int spins = 0; spins < kBarrierSpin; ++spins) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 0;; ++spins) {
     if (generation_.load(std::memory_order_acquire) != gen || aborted_.load(std::memory_order_relaxed))
       return !aborted_.load();
-    cpuRelax();
+    if (spins < kBarrierSpin)
+      cpuRelax();
+    else if (std::chrono::steady_clock::now() - start < kSleepAfter)
+      std::this_thread::yield();
+    else
+      break;
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return aborted_.load() || generation_.load() != gen; });
