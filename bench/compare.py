@@ -130,7 +130,7 @@ def main():
     mine = [e for e in engines if e != "ref"]
     cols = ["ref t/s"] + [f"tpc {e} t/s" for e in mine] + [f"{e}/ref" for e in mine]
     if "d1" in mine:
-        cols += [f"{e}/d1" for e in mine if e.endswith("d2")]
+        cols += [f"{e}/{e[:-1]}1" for e in mine if e.endswith("d2")]
     after = [e for e in mine if f"base-{e}" in mine]
     cols += [f"{e}/base-{e}" for e in after]
     print("| model | test | " + " | ".join(cols) + " |")
