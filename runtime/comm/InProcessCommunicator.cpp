@@ -6,15 +6,26 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/InProcessCommunicator.h"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace tpc::rt::comm {
 
 namespace {
-/// Spin iterations before a rank waiting at a barrier sleeps (~20 us: PAUSE takes ~70 ns on the VMs).
+/// A rank waiting at a barrier spins (~20 us: PAUSE takes ~70 ns on the VMs), then yields its core until
+/// kSleepAfter, then sleeps. Decode meets here twice a layer; sleeping after 20 us (as this did) put a
+/// futex wake-up (50-100 us on a busy machine) on the critical path whenever one device ran a little
+/// late. Yielding keeps the rank ready without starving other runnable threads; an idle session still
+/// sleeps after 2 ms (the thread group's policy too).
 constexpr int kBarrierSpin = 300;
+constexpr auto kSleepAfter = std::chrono::milliseconds(2);
+/// Largest bucket (floats per rank) reduced with one barrier: N full sums of 64 KiB cost less than the two
+/// barriers the split path adds; prefill activations (tokens x hidden) are far larger and take that path.
+constexpr int64_t kSmallAllReduce = 16384;
 
 inline void cpuRelax() {
 #if defined(__x86_64__)
@@ -33,7 +44,11 @@ float *floats(const Buffer &b) { return static_cast<float *>(b.data); }
 char *bytes(const Buffer &b) { return static_cast<char *>(b.data); }
 } // namespace
 
-InProcessCommunicator::InProcessCommunicator(int n) : n_(n), bucket_(n), first_(n), second_(n), scratch_(n) {}
+InProcessCommunicator::InProcessCommunicator(int n)
+    : n_(n), bucket_(n), first_(n), second_(n), scratch_(n), stage_{std::vector<std::vector<float>>(n),
+                                                                    std::vector<std::vector<float>>(n)},
+      stageCounts_{std::vector<std::vector<int64_t>>(n), std::vector<std::vector<int64_t>>(n)},
+      reduceCalls_(n, 0) {}
 
 std::vector<int> InProcessCommunicator::localRanks() const {
   std::vector<int> r(n_);
@@ -55,10 +70,16 @@ bool InProcessCommunicator::arrive(int ranks) {
     cv_.notify_all();
     return !aborted_.load();
   }
-  for (int spins = 0; spins < kBarrierSpin; ++spins) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 0;; ++spins) {
     if (generation_.load(std::memory_order_acquire) != gen || aborted_.load(std::memory_order_relaxed))
       return !aborted_.load();
-    cpuRelax();
+    if (spins < kBarrierSpin)
+      cpuRelax();
+    else if (std::chrono::steady_clock::now() - start < kSleepAfter)
+      std::this_thread::yield();
+    else
+      break;
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return aborted_.load() || generation_.load() != gen; });
@@ -117,24 +138,70 @@ Expected<void> InProcessCommunicator::allReduce(const std::vector<AllReduceEntry
     return abortedError();
   if (n_ == 1)
     return {};
-  for (const AllReduceEntry &e : local)
+  // Every rank stages its counts (and, for a small bucket, its addends) in its slot of this call's parity,
+  // so that after the first barrier each rank can check every peer's counts without touching the peers'
+  // entries, and all ranks agree on the path (it follows from the counts).
+  int64_t total = 0;
+  for (const AllReduceEntry &e : local) {
+    const int p = static_cast<int>(reduceCalls_[e.rank] & 1);
+    std::vector<int64_t> &counts = stageCounts_[p][e.rank];
+    counts.clear();
+    total = 0;
+    for (const Buffer &b : e.bucket) {
+      counts.push_back(b.count);
+      total += b.count;
+    }
     bucket_[e.rank] = &e.bucket;
+  }
+  const bool small = total <= kSmallAllReduce;
+  if (small)
+    for (const AllReduceEntry &e : local) {
+      std::vector<float> &slot = stage_[reduceCalls_[e.rank] & 1][e.rank];
+      slot.resize(static_cast<size_t>(total));
+      size_t at = 0;
+      for (const Buffer &b : e.bucket) {
+        std::memcpy(slot.data() + at, b.data, b.count * 4);
+        at += static_cast<size_t>(b.count);
+      }
+    }
   if (!arrive(static_cast<int>(local.size())))
     return abortedError();
   for (const AllReduceEntry &e : local) {
+    const int p = static_cast<int>(reduceCalls_[e.rank]++ & 1);
+    for (int d = 0; d < n_; ++d)
+      if (stageCounts_[p][d] != stageCounts_[p][e.rank])
+        return fail(fmt::format("all-reduce: rank {} reduces tensors of {} elements, rank {} of {}", e.rank,
+                                fmt::join(stageCounts_[p][e.rank], ","), d, fmt::join(stageCounts_[p][d], ",")));
+  }
+  return small ? allReduceSmall(local) : allReduceSplit(local);
+}
+
+Expected<void> InProcessCommunicator::allReduceSmall(const std::vector<AllReduceEntry> &local) {
+  for (const AllReduceEntry &e : local) {
+    const int p = static_cast<int>((reduceCalls_[e.rank] - 1) & 1); // the parity allReduce staged into
+    size_t at = 0;
+    for (const Buffer &b : e.bucket) {
+      float *dst = floats(b);
+      const float *first = stage_[p][0].data() + at;
+      std::memcpy(dst, first, b.count * 4);
+      for (int d = 1; d < n_; ++d) {
+        const float *src = stage_[p][d].data() + at;
+        for (int64_t j = 0; j < b.count; ++j)
+          dst[j] += src[j];
+      }
+      at += static_cast<size_t>(b.count);
+    }
+  }
+  return {};
+}
+
+Expected<void> InProcessCommunicator::allReduceSplit(const std::vector<AllReduceEntry> &local) {
+  for (const AllReduceEntry &e : local) {
     const std::vector<Buffer> &bufs = e.bucket;
-    const std::vector<Buffer> &first = *bucket_[0];
-    if (bufs.size() != first.size())
-      return fail(fmt::format("all-reduce: rank {} reduces {} tensors, rank 0 {}", e.rank, bufs.size(),
-                              first.size()));
     std::vector<float> &scratch = scratch_[e.rank];
     size_t need = 0;
-    for (size_t i = 0; i < bufs.size(); ++i) {
-      if (bufs[i].count != first[i].count)
-        return fail(fmt::format("all-reduce: tensor {} has {} elements on rank {}, {} on rank 0", i,
-                                bufs[i].count, e.rank, first[i].count));
-      need += static_cast<size_t>(bufs[i].count / n_ + 1);
-    }
+    for (const Buffer &b : bufs)
+      need += static_cast<size_t>(b.count / n_ + 1);
     scratch.resize(need);
     size_t at = 0;
     for (size_t i = 0; i < bufs.size(); ++i) {

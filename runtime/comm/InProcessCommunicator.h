@@ -6,9 +6,15 @@
 // reuse a buffer. Arrivals count ranks, not calls, so one thread may drive several ranks in one call (a
 // group) while other threads drive one each.
 //
-// All-reduce: rank r owns elements [n·r/N, n·(r+1)/N) of each tensor; it sums them over the ranks in rank
-// order into its scratch, and after a barrier writes the sums into every rank's buffer. Reduce-scatter
-// sums rank r's part in rank order too, so results never depend on thread timing. All-gather and
+// All-reduce of a small bucket (decode: one hidden vector per token) takes one barrier: each rank copies its
+// addends into its staging slot of the call's parity, arrives, and sums every rank's slot in rank order into
+// its own buffers (the same sum on every rank, computed N times, which costs less than two more barriers).
+// Slots alternate between two parities: a rank can only overwrite a slot of parity p two small calls
+// later, after the barrier of the call in between, which every peer reaches only once it has finished
+// reading. A large bucket (prefill) is split instead: rank r owns elements [n·r/N, n·(r+1)/N) of each
+// tensor, sums them over the ranks in rank order into its scratch, and after a barrier writes the sums into
+// every rank's buffer (three barriers, each rank sums 1/N). Reduce-scatter sums rank r's part in rank order
+// too, so results never depend on thread timing or on which path ran. All-gather and
 // broadcast copy bytes between two barriers. Waits spin briefly (collectives come every few hundred
 // microseconds in decode), then sleep.
 //===----------------------------------------------------------------------===//
@@ -57,6 +63,10 @@ private:
   Error fail(const std::string &why);
   /// The error of an aborted call.
   Error abortedError();
+  /// The one-barrier all-reduce of a small bucket (see the file comment).
+  Expected<void> allReduceSmall(const std::vector<AllReduceEntry> &local);
+  /// The split all-reduce of a large bucket.
+  Expected<void> allReduceSplit(const std::vector<AllReduceEntry> &local);
   /// "" when every entry names a distinct rank of the world.
   std::string checkRanks(const std::vector<int> &ranks) const;
   /// "" when `layout` has one part per rank and the buffers of `rank` have its sizes.
@@ -73,6 +83,11 @@ private:
   std::vector<const std::vector<Buffer> *> bucket_;
   std::vector<Buffer> first_, second_;
   std::vector<std::vector<float>> scratch_; ///< per rank: its share of the all-reduce sums
+  /// All-reduce staging, per parity and rank: each tensor's count, and for a small bucket the rank's addends
+  /// back to back.
+  std::vector<std::vector<float>> stage_[2];
+  std::vector<std::vector<int64_t>> stageCounts_[2];
+  std::vector<uint64_t> reduceCalls_; ///< per rank: all-reduces it has made (the parity of its next slots)
 };
 
 } // namespace tpc::rt::comm

@@ -138,9 +138,24 @@ inline void cpuRelax() {
   __builtin_ia32_pause();
 #endif
 }
-/// Spin iterations before a waiting device thread (or the caller) blocks (~20 us: PAUSE takes ~70 ns on the
-/// VMs).
+/// A waiting device thread (or the caller) spins (~20 us: PAUSE takes ~70 ns on the VMs), then yields
+/// until kDeviceSleepAfter, then blocks: between decode steps the caller samples (an argmax over the
+/// vocabulary takes longer than 20 us), and a futex wake-up per step is latency on every token.
 constexpr int kDeviceSpin = 300;
+constexpr auto kDeviceSleepAfter = std::chrono::milliseconds(2);
+
+/// Waits until done() holds: spin, yield, then block(). Returns at once when done() already holds.
+template <typename Done, typename Block> void waitFor(Done done, Block block) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 0; !done(); ++spins) {
+    if (spins < kDeviceSpin)
+      cpuRelax();
+    else if (std::chrono::steady_clock::now() - start < kDeviceSleepAfter)
+      std::this_thread::yield();
+    else
+      return block();
+  }
+}
 
 class CpuSession final : public Session {
 public:
@@ -238,15 +253,11 @@ void CpuSession::stopDeviceThreads() {
 void CpuSession::deviceLoop(size_t i) {
   uint64_t seen = 0;
   for (;;) {
-    int spins = 0;
-    while (runGen_.load(std::memory_order_acquire) == seen) {
-      if (++spins < kDeviceSpin) {
-        cpuRelax();
-        continue;
-      }
-      std::unique_lock<std::mutex> lock(runMu_);
-      runCv_.wait(lock, [&] { return runGen_.load() != seen; });
-    }
+    waitFor([&] { return runGen_.load(std::memory_order_acquire) != seen; },
+            [&] {
+              std::unique_lock<std::mutex> lock(runMu_);
+              runCv_.wait(lock, [&] { return runGen_.load() != seen; });
+            });
     seen = runGen_.load(std::memory_order_acquire);
     if (stopping_.load())
       return;
@@ -271,15 +282,11 @@ void CpuSession::runAll(int64_t t, int64_t rows) {
     runCv_.notify_all();
   }
   runGuarded(0, t, rows);
-  int spins = 0;
-  while (pending_.load(std::memory_order_acquire) != 0) {
-    if (++spins < kDeviceSpin) {
-      cpuRelax();
-      continue;
-    }
-    std::unique_lock<std::mutex> lock(runMu_);
-    doneCv_.wait(lock, [&] { return pending_.load() == 0; });
-  }
+  waitFor([&] { return pending_.load(std::memory_order_acquire) == 0; },
+          [&] {
+            std::unique_lock<std::mutex> lock(runMu_);
+            doneCv_.wait(lock, [&] { return pending_.load() == 0; });
+          });
 }
 
 Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {

@@ -1,10 +1,14 @@
 //===- ElementwiseOps.cpp - elementwise and row-wise CPU ops ----------------===//
 //
 // Binary ops with right-aligned broadcasting, unary functions, GLU, RMS norm, softmax, top-k, sums and the
-// expert combine. Everything is f32 (top-k writes i32 indices). Loops split rows over the thread group and
-// keep the innermost loop simple so the compiler vectorises it. Outputs may alias inputs (in place).
+// expert combine. Everything is f32 (top-k writes i32 indices). The element-wise and row-wise ones call the
+// row kernels of ew/Elementwise.h for the active ISA; element-wise ops split elements over the thread group
+// (64-byte aligned pieces, so one decode row uses every thread), row-wise ones split rows. Outputs may
+// alias inputs (in place).
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/ops/Ops.h"
+
+#include "runtime/cpu/ew/Elementwise.h"
 
 #include <algorithm>
 #include <cmath>
@@ -94,6 +98,29 @@ template <typename F> void forRows(int64_t rows, int64_t inner, ThreadGroup &tg,
   }
   tg.parallelFor(rows, [&](int64_t b, int64_t e, int) { f(b, e); });
 }
+
+/// Below this many elements an element-wise op runs on the caller: waking the group costs more.
+constexpr int64_t kParallelElems = 8192;
+/// Element chunks are multiples of 16 floats (64 bytes), so threads never write one cache line.
+constexpr int64_t kElemGrain = 16;
+
+/// Calls f(r, c0, c1) for the pieces [c0, c1) of rows r that together cover rows x inner elements, split
+/// over the group by elements, not rows, so one decode row (a GLU of the FFN width) uses every thread.
+template <typename F> void forRowPieces(int64_t rows, int64_t inner, ThreadGroup &tg, F &&f) {
+  auto run = [&](int64_t b, int64_t e) {
+    for (int64_t r = b / inner; r * inner < e; ++r) {
+      const int64_t c0 = std::max(b, r * inner) - r * inner, c1 = std::min(e, (r + 1) * inner) - r * inner;
+      if (c1 > c0)
+        f(r, c0, c1);
+    }
+  };
+  const int64_t total = rows * inner;
+  if (total < kParallelElems || tg.size() == 1 || inner == 0) {
+    run(0, total);
+    return;
+  }
+  tg.parallelFor(total, kElemGrain, [&](int64_t b, int64_t e, int) { run(b, e); });
+}
 } // namespace
 
 void opBinary(OpKind op, const TensorRef &a, const TensorRef &b, const TensorRef &y, ThreadGroup &tg) {
@@ -110,66 +137,42 @@ void opBinary(OpKind op, const TensorRef &a, const TensorRef &b, const TensorRef
   const int64_t inner = a.inner(), rows = a.rows(), bInner = ra ? bStride[ra - 1] : 0;
   const float *pa = a.f(), *pb = b.f();
   float *py = y.f();
-  forRows(rows, inner, tg, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t bo = 0, rem = r;
-      for (int i = ra - 2; i >= 0; --i) {
-        bo += (rem % a.shape[i]) * bStride[i];
-        rem /= a.shape[i];
-      }
-      const float *xa = pa + r * inner, *xb = pb + bo;
-      float *o = py + r * inner;
-      if (bInner == 1) {
-        if (op == OpKind::Add)
-          for (int64_t c = 0; c < inner; ++c)
-            o[c] = xa[c] + xb[c];
-        else if (op == OpKind::Mul)
-          for (int64_t c = 0; c < inner; ++c)
-            o[c] = xa[c] * xb[c];
-        else
-          for (int64_t c = 0; c < inner; ++c)
-            o[c] = xa[c] / xb[c];
-      } else {
-        const float v = xb[0];
-        if (op == OpKind::Add)
-          for (int64_t c = 0; c < inner; ++c)
-            o[c] = xa[c] + v;
-        else if (op == OpKind::Mul)
-          for (int64_t c = 0; c < inner; ++c)
-            o[c] = xa[c] * v;
-        else
-          for (int64_t c = 0; c < inner; ++c)
-            o[c] = xa[c] / v;
-      }
+  const ElementwiseKernels &k = elementwiseKernels();
+  forRowPieces(rows, inner, tg, [&](int64_t r, int64_t c0, int64_t c1) {
+    int64_t bo = 0, rem = r;
+    for (int i = ra - 2; i >= 0; --i) {
+      bo += (rem % a.shape[i]) * bStride[i];
+      rem /= a.shape[i];
     }
+    const float *xa = pa + r * inner + c0, *xb = pb + bo;
+    float *o = py + r * inner + c0;
+    if (bInner == 1)
+      k.binary(op, xa, xb + c0, o, c1 - c0);
+    else
+      k.binaryScalar(op, xa, xb[0], o, c1 - c0);
   });
 }
 
 void opScale(const TensorRef &x, const TensorRef &y, float v, ThreadGroup &tg) {
   const float *px = x.f();
   float *py = y.f();
-  forRows(x.rows(), x.inner(), tg, [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0 * x.inner(); i < r1 * x.inner(); ++i)
-      py[i] = px[i] * v;
-  });
+  const ElementwiseKernels &k = elementwiseKernels();
+  forRowPieces(1, x.numel(), tg,
+               [&](int64_t, int64_t b, int64_t e) { k.binaryScalar(OpKind::Mul, px + b, v, py + b, e - b); });
 }
 
 void opUnary(UnaryFn fn, const TensorRef &x, const TensorRef &y, ThreadGroup &tg) {
   const float *px = x.f();
   float *py = y.f();
-  forRows(x.rows(), x.inner(), tg, [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0 * x.inner(); i < r1 * x.inner(); ++i)
-      py[i] = applyUnary(fn, px[i]);
-  });
+  const ElementwiseKernels &k = elementwiseKernels();
+  forRowPieces(1, x.numel(), tg, [&](int64_t, int64_t b, int64_t e) { k.unary(fn, px + b, py + b, e - b); });
 }
 
 void opSoftcap(const TensorRef &x, const TensorRef &y, float cap, ThreadGroup &tg) {
   const float *px = x.f();
   float *py = y.f();
-  forRows(x.rows(), x.inner(), tg, [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0 * x.inner(); i < r1 * x.inner(); ++i)
-      py[i] = cap * std::tanh(px[i] / cap);
-  });
+  const ElementwiseKernels &k = elementwiseKernels();
+  forRowPieces(1, x.numel(), tg, [&](int64_t, int64_t b, int64_t e) { k.softcap(px + b, py + b, cap, e - b); });
 }
 
 void opGlu(UnaryFn fn, const TensorRef &gate, const TensorRef *up, const TensorRef &y, ThreadGroup &tg) {
@@ -177,10 +180,9 @@ void opGlu(UnaryFn fn, const TensorRef &gate, const TensorRef *up, const TensorR
   const int64_t gStride = up ? f : 2 * f;
   const float *pg = gate.f(), *pu = up ? up->f() : gate.f() + f;
   float *py = y.f();
-  forRows(rows, f, tg, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = 0; c < f; ++c)
-        py[r * f + c] = applyUnary(fn, pg[r * gStride + c]) * pu[r * gStride + c];
+  const ElementwiseKernels &k = elementwiseKernels();
+  forRowPieces(rows, f, tg, [&](int64_t r, int64_t c0, int64_t c1) {
+    k.glu(fn, pg + r * gStride + c0, pu + r * gStride + c0, py + r * f + c0, c1 - c0);
   });
 }
 
@@ -188,21 +190,10 @@ void opRmsNorm(const TensorRef &x, const TensorRef *w, const TensorRef &y, float
   const int64_t n = x.inner();
   const float *px = x.f(), *pw = w ? w->f() : nullptr;
   float *py = y.f();
+  const ElementwiseKernels &k = elementwiseKernels();
   forRows(x.rows(), n, tg, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float *xr = px + r * n;
-      double ss = 0;
-      for (int64_t c = 0; c < n; ++c)
-        ss += double(xr[c]) * xr[c];
-      const float k = 1.0f / std::sqrt(static_cast<float>(ss / n) + eps);
-      float *o = py + r * n;
-      if (pw)
-        for (int64_t c = 0; c < n; ++c)
-          o[c] = xr[c] * k * pw[c];
-      else
-        for (int64_t c = 0; c < n; ++c)
-          o[c] = xr[c] * k;
-    }
+    for (int64_t r = r0; r < r1; ++r)
+      k.rmsNorm(px + r * n, pw, py + r * n, eps, n);
   });
 }
 
@@ -210,22 +201,10 @@ void opSoftmax(const TensorRef &x, const TensorRef &y, ThreadGroup &tg) {
   const int64_t n = x.inner();
   const float *px = x.f();
   float *py = y.f();
+  const ElementwiseKernels &k = elementwiseKernels();
   forRows(x.rows(), n, tg, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float *xr = px + r * n;
-      float *o = py + r * n;
-      float m = -INFINITY;
-      for (int64_t c = 0; c < n; ++c)
-        m = std::max(m, xr[c]);
-      double sum = 0;
-      for (int64_t c = 0; c < n; ++c) {
-        o[c] = std::exp(xr[c] - m);
-        sum += o[c];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t c = 0; c < n; ++c)
-        o[c] *= inv;
-    }
+    for (int64_t r = r0; r < r1; ++r)
+      k.softmax(px + r * n, py + r * n, n);
   });
 }
 

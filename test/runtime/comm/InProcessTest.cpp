@@ -92,6 +92,60 @@ TEST(InProcess, AllReduceBucketSumsInRankOrder) {
     }
 }
 
+// Many all-reduces back to back on one thread per rank, small buckets (one barrier, staging slots of
+// alternating parity) mixed with large ones (split over the ranks, three barriers), each call's addends
+// different: a rank that overwrote a staging slot a slower peer still reads, or a path that dropped or
+// reordered an addend, gives a sum that differs from the rank-order sum computed here.
+TEST(InProcess, AllReduceSmallAndLargeBucketsBackToBack) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("ranks " + std::to_string(n));
+    InProcessCommunicator comm(n);
+    Communicator &c = comm;
+    const std::vector<int64_t> sizes = {7, 2048, 40000, 1, 16384, 16385, 3000};
+    const int calls = 200;
+    std::vector<std::string> errors(n);
+    onThreads(n, [&](int r) -> Expected<void> {
+      for (int k = 0; k < calls; ++k) {
+        const int64_t count = sizes[k % sizes.size()];
+        std::vector<float> x(count);
+        for (int64_t j = 0; j < count; ++j)
+          x[j] = float((k * 31 + j * 7 + r * 13) % 97) / 8.0f - 6.0f;
+        if (Expected<void> ok = c.allReduce(r, {{x.data(), count}}); !ok)
+          return ok;
+        for (int64_t j = 0; j < count; ++j) {
+          float want = 0;
+          for (int d = 0; d < n; ++d)
+            want = d == 0 ? float((k * 31 + j * 7) % 97) / 8.0f - 6.0f
+                          : want + (float((k * 31 + j * 7 + d * 13) % 97) / 8.0f - 6.0f);
+          if (x[j] != want && errors[r].empty()) // keep calling: the peers wait for this rank
+            errors[r] = "call " + std::to_string(k) + " element " + std::to_string(j) + ": " +
+                        std::to_string(x[j]) + " != " + std::to_string(want);
+        }
+      }
+      return {};
+    });
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(errors[r], "") << "rank " << r;
+  }
+}
+
+// A rank whose bucket takes the other path (small here, large there) must not hang or read a peer's
+// entries: the staged counts disagree, so every rank fails.
+TEST(InProcess, AllReduceWithDifferentCountsFailsOnEveryRank) {
+  InProcessCommunicator comm(2);
+  Communicator &c = comm;
+  std::vector<float> a(8), b(20000);
+  auto res = onThreads(2, [&](int r) {
+    return r == 0 ? c.allReduce(0, {{a.data(), 8}}) : c.allReduce(1, {{b.data(), 20000}});
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(res[r]) << "rank " << r;
+    const std::string &m = res[r].message();
+    EXPECT_TRUE(m.find("reduces tensors of") != std::string::npos || m.find("aborted") != std::string::npos)
+        << m;
+  }
+}
+
 TEST(InProcess, AllGatherAndReduceScatterWithUnequalAndEmptyParts) {
   // [outer=3, parts, inner=2]: rank 1 of three holds nothing along the axis.
   const std::vector<std::vector<int64_t>> partsFor = {{4}, {3, 0}, {2, 0, 5}};

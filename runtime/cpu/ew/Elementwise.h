@@ -1,0 +1,58 @@
+//===- Elementwise.h - row kernels of the element-wise ops, per ISA -*- C++ -*-===//
+//
+// The inner loops of the unary/GLU/softcap/RMS-norm/softmax/binary ops (ops/ElementwiseOps.cpp splits rows
+// over threads and calls these per row range), built for each ISA like the matmul kernels: a scalar table
+// (the definitions: std::exp/tanh/erf, double accumulators) and AVX2 / AVX-512 tables (ElementwiseX86.inc)
+// with a vector exp and tanh. Numerics of the vector tables (documented in docs/architecture.md):
+//  - exp: Cody-Waite reduction by ln 2 and a degree-7 polynomial, scaled by 2^n in two halves (so
+//    denormal results and overflow to +inf come out right); a few ulp.
+//  - tanh: odd Taylor series to u^15 for |u| < 0.55, (1 - e)/(1 + e) with e = exp(-2|u|) above; a few ulp.
+//  - silu, sigmoid, softcap from those. gelu and gelu-tanh stay scalar on every path: the F32 fixtures'
+//    N-vs-1-device bound (1e-4 max|logit|) is at 96 % on tiny-gemma4moe with the scalar gelu, and any
+//    change of its rounding (a vector x / (1 + e^(-2u)) was more accurate against the reference) moved its
+//    3- and 4-device runs just past it; the routing of the MoE amplifies such changes. Revisit with the
+//    precision work.
+//  - RMS norm and softmax sums accumulate in double (vector lanes, then a pairwise sum), as the scalar path.
+//===----------------------------------------------------------------------===//
+#ifndef TPC_RUNTIME_CPU_EW_ELEMENTWISE_H
+#define TPC_RUNTIME_CPU_EW_ELEMENTWISE_H
+
+#include "runtime/cpu/quant/Quant.h"
+#include "runtime/plan/PlanFormat.h"
+
+#include <cstdint>
+
+namespace tpc::rt::cpu {
+
+/// The row kernels of one ISA. Outputs may alias inputs exactly (in place), never partially.
+struct ElementwiseKernels {
+  /// y[i] = fn(x[i]).
+  void (*unary)(UnaryFn fn, const float *x, float *y, int64_t n);
+  /// y[i] = fn(g[i]) * u[i].
+  void (*glu)(UnaryFn fn, const float *g, const float *u, float *y, int64_t n);
+  /// y[i] = cap * tanh(x[i] / cap).
+  void (*softcap)(const float *x, float *y, float cap, int64_t n);
+  /// y[i] = x[i] * k (* w[i] when w), k = 1 / sqrt(mean(x^2) + eps) (the mean in double).
+  void (*rmsNorm)(const float *x, const float *w, float *y, float eps, int64_t n);
+  /// y = softmax(x) (max subtracted, the sum in double).
+  void (*softmax)(const float *x, float *y, int64_t n);
+  /// y[i] = a[i] op b[i] (op: Add, Mul or Div).
+  void (*binary)(OpKind op, const float *a, const float *b, float *y, int64_t n);
+  /// y[i] = a[i] op v (op: Add, Mul or Div); SCALE is Mul.
+  void (*binaryScalar)(OpKind op, const float *a, float v, float *y, int64_t n);
+};
+
+/// The table built for `isa` (AVX512VNNI uses the AVX-512 one); callers check isaAvailable(isa) first.
+const ElementwiseKernels &elementwiseKernels(Isa isa);
+/// The table for activeIsa() (TPC_CPU_ISA respected), chosen once.
+const ElementwiseKernels &elementwiseKernels();
+
+namespace ew {
+const ElementwiseKernels &scalarTable();
+const ElementwiseKernels *avx2Table();   ///< nullptr when not built for x86-64
+const ElementwiseKernels *avx512Table(); ///< nullptr when not built for x86-64
+} // namespace ew
+
+} // namespace tpc::rt::cpu
+
+#endif // TPC_RUNTIME_CPU_EW_ELEMENTWISE_H
