@@ -9,6 +9,7 @@
 // in-process results exactly, a broadcast from the last rank, and refusals: a call for another rank, a
 // layout that disagrees with the buffers, an f16 sum, and every later call after an abort.
 //===----------------------------------------------------------------------===//
+#include "test/common/TestSupport.h"
 #include "test/mpi/MpiTestUtil.h"
 
 #include "runtime/comm/InProcessCommunicator.h"
@@ -25,15 +26,6 @@ using namespace tpc;
 using namespace tpc::rt::comm;
 
 namespace {
-
-std::vector<float> randomFloats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(rng);
-  return v;
-}
 
 /// Runs fn(rank) for every rank of an n-rank in-process communicator, one thread each.
 void inProcess(int n, const std::function<Expected<void>(Communicator &, int)> &fn) {
@@ -57,7 +49,7 @@ bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
 
 /// A bucket of three tensors: 1037 elements (not a multiple of 2 or 3), none, 5; rank r's from seeds.
 std::vector<std::vector<float>> addends(int r) {
-  return {randomFloats(1037, 100 * r + 1), {}, randomFloats(5, 100 * r + 3)};
+  return {tpc::test::uniformFloats(1037, 100 * r + 1), {}, tpc::test::uniformFloats(5, 100 * r + 3)};
 }
 std::vector<Buffer> bufs(std::vector<std::vector<float>> &ts) {
   std::vector<Buffer> b;
@@ -130,7 +122,7 @@ TEST(Mpi, AllGatherWithUnequalAndEmptyPartsMatchesInProcess) {
   for (int64_t outer : {int64_t(1), int64_t(3)}) {
     AxisParts l = layoutFor(n);
     l.outer = outer;
-    auto partOf = [&](int r) { return randomFloats(size_t(l.outer * l.parts[r] * l.inner), 7 + r); };
+    auto partOf = [&](int r) { return tpc::test::uniformFloats(size_t(l.outer * l.parts[r] * l.inner), 7 + r); };
     std::vector<float> part = partOf(me), whole(size_t(l.outer * l.total() * l.inner), -9.f);
     Expected<void> ok = comm.allGather(me, {part.data(), int64_t(part.size())},
                                        {whole.data(), int64_t(whole.size())}, l);
@@ -166,7 +158,7 @@ TEST(Mpi, ReduceScatterWithUnequalAndEmptyPartsMatchesInProcess) {
     AxisParts l = layoutFor(n);
     l.outer = outer;
     const size_t wholeN = size_t(l.outer * l.total() * l.inner);
-    auto wholeOf = [&](int r) { return randomFloats(wholeN, 50 + r); };
+    auto wholeOf = [&](int r) { return tpc::test::uniformFloats(wholeN, 50 + r); };
     std::vector<float> whole = wholeOf(me), part(size_t(l.outer * l.parts[me] * l.inner), -9.f);
     Expected<void> ok = comm.reduceScatter(me, {whole.data(), int64_t(wholeN)}, {part.data(), int64_t(part.size())}, l);
     ASSERT_TRUE(ok) << ok.message();
