@@ -153,6 +153,7 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.xDiv = x.shape.size() == 3 ? 1 : ids.shape[1];
     a.y = y.f();
     a.count = count;
+    a.firstExpert = MulMatIdParams::read(s).firstExpert.value_or(0); // an expert-parallel share's first
     if (count <= kPairGridMax) { // decode: a block row per pair, no routing pass
       a.ids = ids.i();
       quantizedX(dev, a, x.rows());
@@ -163,6 +164,7 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     r.ids = ids.i();
     r.count = count;
     r.experts = e;
+    r.firstExpert = a.firstExpert;
     r.offsets = dev.route;
     r.list = dev.route + e + 1;
     r.y = y.f();

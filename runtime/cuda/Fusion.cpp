@@ -99,6 +99,7 @@ size_t CudaSession::groupedMatmul(size_t d, size_t i, int64_t t) {
     a.xDiv = x.shape.size() == 3 ? 1 : id.shape[1];
     a.count = id.numel();
     a.ids = id.i();
+    a.firstExpert = MulMatIdParams::read(first).firstExpert.value_or(0);
   } else {
     a.count = x.rows();
     if (a.count >= copts.cublasMinRows)
@@ -109,7 +110,9 @@ size_t CudaSession::groupedMatmul(size_t d, size_t i, int64_t t) {
   size_t j = i;
   for (; j < steps.size() && j - i < size_t(GemvArgs::kMaxParts); ++j) {
     const Step &s = steps[j];
-    if (s.op != first.op || s.inputs[0] != first.inputs[0] || (ids && s.inputs[2] != first.inputs[2]))
+    if (s.op != first.op || s.inputs[0] != first.inputs[0] ||
+        (ids && (s.inputs[2] != first.inputs[2] ||
+                 MulMatIdParams::read(s).firstExpert.value_or(0) != a.firstExpert)))
       break;
     if (j > i)
       bindStep(d, s, t, in, out);

@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemvKernel(GemvArgs a, bool vec) 
   if (a.ids) { // one pair per block row
     begin = blockIdx.y;
     end = begin + 1;
-    e = a.ids[begin];
+    e = int64_t(a.ids[begin]) - a.firstExpert;
     if (e < 0 || e >= a.experts) { // only a broken router gives this; keep the output defined
       for (int r = 0; r < R && lane == 0; ++r)
         if (row0 + r < a.n)
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
   int64_t p = 0;
   if (a.ids) {
     p = blockIdx.y;
-    const int64_t e = a.ids[p];
+    const int64_t e = int64_t(a.ids[p]) - a.firstExpert;
     if (e < 0 || e >= a.experts) { // only a broken router gives this; keep the output defined
       for (int64_t r = row0 + tid; r < rowEnd; r += THREADS)
         Y[p * N + r] = 0.0f;
@@ -285,7 +285,7 @@ __global__ void routeKernel(RouteArgs a) {
     cursor[e] = 0;
   __syncthreads();
   for (int64_t p = threadIdx.x; p < a.count; p += blockDim.x) {
-    const int32_t id = a.ids[p];
+    const int64_t id = int64_t(a.ids[p]) - a.firstExpert;
     if (id >= 0 && id < a.experts)
       atomicAdd(&cursor[id], 1);
     else
@@ -305,7 +305,7 @@ __global__ void routeKernel(RouteArgs a) {
   }
   __syncthreads();
   for (int64_t p = threadIdx.x; p < a.count; p += blockDim.x) {
-    const int32_t id = a.ids[p];
+    const int64_t id = int64_t(a.ids[p]) - a.firstExpert;
     if (id >= 0 && id < a.experts)
       a.list[atomicAdd(&cursor[id], 1)] = static_cast<int32_t>(p);
   }

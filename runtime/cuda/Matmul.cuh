@@ -46,6 +46,9 @@ struct GemvArgs {
   /// Decode form of mul_mat_id (few pairs): one block row per pair, its expert read from ids[p]; no
   /// routing pass, and no blocks launched for the unused experts. Out-of-range ids give zero rows.
   const int32_t *ids = nullptr;
+  /// mul_mat_id of an expert-parallel share (--moe-split expert): ids are global, w holds experts
+  /// [firstExpert, firstExpert + experts); pairs routed elsewhere are out of range, so zero rows.
+  int64_t firstExpert = 0;
   /// x quantized by launchQuantizeX (int8 rows of k, one XQBlock per 32): set exactly when
   /// gemvUsesIntDot(*this), for the integer (dp4a) decode kernels.
   const int8_t *xq = nullptr;
@@ -72,11 +75,12 @@ bool gemvUsesIntDot(const GemvArgs &a);
 /// values rounded to nearest with the block's scale, and the block's float half sums.
 void launchQuantizeX(const float *x, int64_t rows, int64_t k, int8_t *xq, XQBlock *xs, cudaStream_t s);
 
-/// Groups pairs p = t * slots + j by ids[p] into offsets[experts + 1] and list[count]; pairs whose id is
-/// out of range get zero output rows (y rows of n).
+/// Groups pairs p = t * slots + j by ids[p] - firstExpert into offsets[experts + 1] and list[count]; pairs
+/// whose id is out of range get zero output rows (y rows of n).
 struct RouteArgs {
   const int32_t *ids = nullptr;
   int64_t count = 0, experts = 0;
+  int64_t firstExpert = 0; ///< as GemvArgs::firstExpert: ids - firstExpert index the share's experts
   int32_t *offsets = nullptr, *list = nullptr;
   float *y = nullptr;
   int64_t n = 0;

@@ -70,9 +70,6 @@ std::string checkGpuSteps(const Plan &plan, int64_t t, int64_t rows) {
         return err("head dims above 256 are not supported by the CUDA attention kernel");
       if (s.op == OpKind::MulMatId && in[1].shape[0] > 8192)
         return err("more than 8192 experts");
-      if (s.op == OpKind::MulMatId && MulMatIdParams::read(s).firstExpert)
-        return err("an expert-parallel share (compiled with --moe-split expert), which the CUDA mul_mat_id "
-                   "launchers do not offset yet; use --backend cpu or compile with --moe-split intermediate");
     }
   }
   return "";

@@ -4,11 +4,12 @@
 // weights and against the CPU backend (which quantizes activations to 8 bits for quantized weights, as the
 // integer decode GEMV does): the decode GEMV (one token), the small-batch GEMV (2..8 tokens) and cuBLAS
 // (from 9), wide rows for every thread shape of the decode kernel, mul_mat_id in its decode and grouped
-// forms, get_rows of every type, and what open() refuses (a weight type no kernel reads). GemvBandwidth
+// forms (also an expert-parallel share's offset ids), get_rows of every type, and what open() refuses (a weight type no kernel reads). GemvBandwidth
 // prints the decode GEMV's bandwidth (not a correctness check). Skips visibly without a GPU.
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 #include "runtime/cuda/Matmul.cuh"
+#include "runtime/plan/StepParams.h"
 #include "test/common/TestSupport.h"
 
 #include <chrono>
@@ -149,6 +150,52 @@ TEST(CudaKernels, MulMatIdGroupedDecodeAndPrefill) {
         EXPECT_LE(relErr(want, got), t * kk <= 16 && cuda::gemvUsesIntDot(probe) ? 3e-2 : 1e-5);
         expectClose(p, 0, y, 1, type == GGMLType::F32 ? 1e-5 : 3e-2, "vs CPU");
       }
+}
+
+/// An expert-parallel share (--moe-split expert): the weight holds experts [2, 6) of 8, ids are global;
+/// pairs routed to the share's experts are computed with the local expert id - 2, the others are zero rows,
+/// in the per-pair decode form and through the routing pass (prefill), as on the CPU.
+TEST(CudaKernels, MulMatIdExpertShareOffsetsIdsAndZerosOtherExperts) {
+  TPC_REQUIRE_GPU();
+  const int64_t global = 8, first = 2, e = 4, n = 40, k = 256, kk = 2;
+  for (GGMLType type : {GGMLType::F32, GGMLType::Q4_K})
+    for (int64_t t : {int64_t(1), int64_t(13)}) {
+      SCOPED_TRACE(std::string(ggmlTypeName(type)) + " t=" + std::to_string(t));
+      PlanMaker mk(1, 1, 1);
+      std::vector<float> deq;
+      int32_t w = mk.weightRaw(0, type, {e, n, k}, randomWeight(type, e * n, k, 31, deq));
+      std::mt19937 rng(7);
+      std::vector<int32_t> ids(t * kk);
+      for (int32_t &v : ids)
+        v = static_cast<int32_t>(rng() % global);
+      ids[0] = 3; // at least one pair in the share
+      auto xv = randomFloats(t * k, 32);
+      int32_t x = mk.input(0, {t, k}, xv);
+      int32_t id = mk.inputI32(0, {t, kk}, ids), y = mk.act(0, {t, kk, n});
+      const PackedParams pp = MulMatIdParams{first}.pack();
+      mk.b(0).step(OpKind::MulMatId, {x, w, id}, {y}, pp.ints, pp.floats);
+      Pair p = runBoth(mk, {{0, 1}});
+      ASSERT_TRUE(p.gpu);
+      auto got = p.gpu->tensorData(0, y, 1);
+      std::vector<float> want(t * kk * n, 0.0f);
+      for (int64_t i = 0; i < t * kk; ++i) {
+        const int64_t local = ids[i] - first;
+        if (local < 0 || local >= e)
+          continue;
+        for (int64_t r = 0; r < n; ++r) {
+          double s = 0;
+          for (int64_t c = 0; c < k; ++c)
+            s += double(xv[(i / kk) * k + c]) * deq[(local * n + r) * k + c];
+          want[i * n + r] = float(s);
+        }
+      }
+      for (int64_t i = 0; i < t * kk; ++i)
+        if (ids[i] < first || ids[i] >= first + e)
+          for (int64_t r = 0; r < n; ++r)
+            ASSERT_EQ(got[i * n + r], 0.0f) << "pair " << i << " routed to expert " << ids[i];
+      EXPECT_LE(relErr(want, got), type == GGMLType::F32 ? 1e-5 : 3e-2);
+      expectClose(p, 0, y, 1, type == GGMLType::F32 ? 1e-5 : 3e-2, "vs CPU");
+    }
 }
 
 TEST(CudaKernels, OpenRefusesWhatTheKernelsCannotRead) {
