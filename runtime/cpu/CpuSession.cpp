@@ -195,6 +195,8 @@ private:
 
   int threadsPerDevice_ = 1;
   bool f32All_ = false; ///< SessionOptions::f32Reference
+  /// SessionOptions::stepObserver
+  std::function<void(int, size_t, const Step &, const std::vector<exec::TensorRef> &)> observer_;
   std::shared_ptr<const void> weightSource_; ///< the mapped GGUF, while slices are read in place
   std::vector<Device> devs_;  ///< the session's devices, in plan order
   int32_t logitsTensor_ = -1; ///< on device 0
@@ -310,6 +312,9 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
       }
       if (Expected<void> ok = dev.runner->runBatch(bsteps, bins, bouts); !ok)
         return ok;
+      if (observer_)
+        for (size_t j = 0; j < bsteps.size(); ++j)
+          observer_(dev.index, si + j, *bsteps[j], bins[j]);
       if (prof)
         recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       si = end - 1;
@@ -330,6 +335,8 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
     }
     if (!ok)
       return ok;
+    if (observer_)
+      observer_(dev.index, si, s, in);
     if (prof)
       recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -432,6 +439,7 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.runner->enableActivationCache(); // every write of this device goes through runDevice
     dev.runner->setF32Reference(opts.f32Reference);
     f32All_ = opts.f32Reference;
+    observer_ = opts.stepObserver;
     dev.batchEnd = matmulBatchEnds(dp);
     dev.f32Step = f32MatmulSteps(dp);
     if (!dev.f32Step.empty()) // step by step, each with its own mode

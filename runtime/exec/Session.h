@@ -38,11 +38,13 @@
 #define TPC_RUNTIME_EXEC_SESSION_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/exec/Tensor.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/support/Expected.h"
 #include "runtime/support/Timeline.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -93,6 +95,12 @@ struct SessionOptions {
   /// weights with f32 activations (no activation quantization) and f32 KV caches. CPU backend only; the
   /// others refuse to open with it.
   bool f32Reference = false;
+  /// Called after every step a device of the session runs (`index` into its plan's steps), on that device's thread (devices run
+  /// concurrently), with the step's bound inputs: a read-only hook for debugging and profiling (`tpc run
+  /// --profile-routing` counts the routed ids of mul_mat_id steps). CPU backend only; the others refuse to
+  /// open with it.
+  std::function<void(int device, size_t index, const Step &step, const std::vector<exec::TensorRef> &inputs)>
+      stepObserver;
   /// Host backends read a weight slice that is one contiguous run of the GGUF straight from the mapped
   /// file instead of copying it (`tpc run --no-mmap` turns this off: every slice is copied, and the
   /// session no longer depends on the file staying as it was).

@@ -19,6 +19,7 @@
 #include "tools/tpc/Command.h"
 #include "tools/tpc/ModelSource.h"
 #include "tools/tpc/Ranks.h"
+#include "tools/tpc/RoutingProfile.h"
 
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
@@ -42,6 +43,7 @@ namespace {
 using tpc::cli::CompileFlags;
 using tpc::cli::Failure;
 using tpc::cli::loadModel;
+using tpc::cli::RoutingCounter;
 using tpc::cli::runOnPlan;
 using namespace tpc::rt;
 using tpc::Timeline;
@@ -61,6 +63,7 @@ struct RunOptions {
   int64_t ctxSize = 0;
   std::string gguf;
   std::string dumpLogits;
+  std::string profileRouting; ///< --profile-routing FILE (RoutingProfile.h)
   bool ignoreEos = false;
   bool bench = false;
   int pp = 512;
@@ -477,6 +480,14 @@ void runRun(const RunOptions &o) {
   so.f32Reference = o.f32Reference;
   so.timeline = &tl;
   so.weightsInPlace = !o.noMmap;
+  // --profile-routing: the counter is made from the session's plan before the first evaluate; the observer
+  // runs on the device threads during evaluate() only.
+  std::unique_ptr<RoutingCounter> routing;
+  if (!o.profileRouting.empty())
+    so.stepObserver = [&routing](int d, size_t i, const Step &st, const std::vector<exec::TensorRef> &in) {
+      if (routing)
+        routing->observe(d, i, st, in);
+    };
   // In-process the plan file or GGUF is loaded here, its tokenizer moved out (the session never reads
   // it); a rank of an MPI job loads the plan itself and rank 0 copies the tokenizer from its session.
   PlanTokenizer vocab;
@@ -489,12 +500,19 @@ void runRun(const RunOptions &o) {
   // and every evaluate() reaches the other ranks.
   runOnPlan(o.plan, load, so, o.backend, [&](Session &s) {
     s.setProfiling(o.profile);
+    if (!o.profileRouting.empty())
+      routing = std::make_unique<RoutingCounter>(s.plan());
     if (o.bench)
       runBench(s, o);
     else
       runGenerate(s, o, vocab.tokens.empty() ? s.plan().tokenizer : std::move(vocab), tl);
     if (o.profile)
       printProfile(s);
+    if (routing) {
+      routing->write(o.profileRouting);
+      fmt::print(stderr, "tpc run: the routing of {} tokens written to '{}' (tpc compile --routing-profile reads it)\n",
+                 routing->tokens(), o.profileRouting);
+    }
   });
 }
 
@@ -516,6 +534,9 @@ void registerRun(CLI::App &app) {
   cmd->add_option("-t,--threads", o->threads, "threads in total, split evenly across devices, at least one each (0 = all cores)");
   cmd->add_option("-c,--ctx-size", o->ctxSize, "context size in tokens (default: the plan's)");
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
+  cmd->add_option("--profile-routing", o->profileRouting,
+                  "Count the tokens routed to each expert of every MoE layer during the run and write them to "
+                  "FILE, in the format `tpc compile --routing-profile` reads");
   cmd->add_option("--dump-logits", o->dumpLogits,
                   "write float32 logits rows (prompt rows, then one per step)");
   cmd->add_flag("--f32-reference", o->f32Reference,
