@@ -5,6 +5,7 @@
 // before the communicator interface existed.
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/InProcessCommunicator.h"
+#include "runtime/support/SpinWait.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,22 +17,14 @@
 namespace tpc::rt::comm {
 
 namespace {
-/// A rank waiting at a barrier spins (~20 us: PAUSE takes ~70 ns on the VMs), then yields its core until
-/// kSleepAfter, then sleeps. Decode meets here twice a layer; sleeping after 20 us (as this did) put a
-/// futex wake-up (50-100 us on a busy machine) on the critical path whenever one device ran a little
-/// late. Yielding keeps the rank ready without starving other runnable threads; an idle session still
-/// sleeps after 2 ms (the thread group's policy too).
+/// A rank waiting at a barrier spins ~20 us, then yields its core until kSleepAfter, then sleeps
+/// (SpinWait.h). Decode meets here twice a layer; sleeping after 20 us (as this did) put a futex wake-up on
+/// the critical path whenever one device ran a little late.
 constexpr int kBarrierSpin = 300;
 constexpr auto kSleepAfter = std::chrono::milliseconds(2);
 /// Largest bucket (floats per rank) reduced with one barrier: N full sums of 64 KiB cost less than the two
 /// barriers the split path adds; prefill activations (tokens x hidden) are far larger and take that path.
 constexpr int64_t kSmallAllReduce = 16384;
-
-inline void cpuRelax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
-}
 
 template <typename E> std::vector<int> ranksOf(const std::vector<E> &entries) {
   std::vector<int> r;
@@ -45,8 +38,8 @@ char *bytes(const Buffer &b) { return static_cast<char *>(b.data); }
 } // namespace
 
 InProcessCommunicator::InProcessCommunicator(int n)
-    : n_(n), bucket_(n), first_(n), second_(n), scratch_(n), stage_{std::vector<std::vector<float>>(n),
-                                                                    std::vector<std::vector<float>>(n)},
+    : n_(n), bucket_(n), first_(n), second_(n),
+      scratch_(n), stage_{std::vector<std::vector<float>>(n), std::vector<std::vector<float>>(n)},
       stageCounts_{std::vector<std::vector<int64_t>>(n), std::vector<std::vector<int64_t>>(n)},
       reduceCalls_(n, 0) {}
 
@@ -70,19 +63,15 @@ bool InProcessCommunicator::arrive(int ranks) {
     cv_.notify_all();
     return !aborted_.load();
   }
-  const auto start = std::chrono::steady_clock::now();
-  for (int spins = 0;; ++spins) {
-    if (generation_.load(std::memory_order_acquire) != gen || aborted_.load(std::memory_order_relaxed))
-      return !aborted_.load();
-    if (spins < kBarrierSpin)
-      cpuRelax();
-    else if (std::chrono::steady_clock::now() - start < kSleepAfter)
-      std::this_thread::yield();
-    else
-      break;
-  }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return aborted_.load() || generation_.load() != gen; });
+  waitUntil(
+      [&] {
+        return generation_.load(std::memory_order_acquire) != gen || aborted_.load(std::memory_order_relaxed);
+      },
+      kBarrierSpin, kSleepAfter,
+      [&] {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return aborted_.load() || generation_.load() != gen; });
+      });
   return !aborted_.load();
 }
 
@@ -171,7 +160,8 @@ Expected<void> InProcessCommunicator::allReduce(const std::vector<AllReduceEntry
     for (int d = 0; d < n_; ++d)
       if (stageCounts_[p][d] != stageCounts_[p][e.rank])
         return fail(fmt::format("all-reduce: rank {} reduces tensors of {} elements, rank {} of {}", e.rank,
-                                fmt::join(stageCounts_[p][e.rank], ","), d, fmt::join(stageCounts_[p][d], ",")));
+                                fmt::join(stageCounts_[p][e.rank], ","), d,
+                                fmt::join(stageCounts_[p][d], ",")));
   }
   return small ? allReduceSmall(local) : allReduceSplit(local);
 }

@@ -16,6 +16,7 @@
 #include "runtime/exec/Binding.h"
 #include "runtime/exec/Collectives.h"
 #include "runtime/exec/Setup.h"
+#include "runtime/support/SpinWait.h"
 
 #include <fmt/core.h>
 
@@ -69,13 +70,13 @@ private:
 };
 
 struct Device {
-  int index = 0;                        ///< the plan device
+  int index = 0; ///< the plan device
   /// hostActs: the plan's host-placed activations. `weights` holds only the copied slices.
   Arena weights, acts, hostActs, kvMem, logits;
   std::vector<const uint8_t *> inPlace; ///< per weight slice: its bytes in the mapped GGUF, or null (copied)
   std::vector<uint64_t> copyAt;         ///< per weight slice: where a copied one sits in `weights`
   std::vector<KvBuffers> kv;
-  std::vector<void *> ptr; ///< resolved address of every tensor
+  std::vector<void *> ptr;                            ///< resolved address of every tensor
   std::vector<int32_t> tokens, positions, seqs, rows; ///< this call's inputs (max_batch each)
   std::unique_ptr<CpuStepRunner> runner;
   std::vector<size_t> batchEnd; ///< matmulBatchEnds: matmuls on one input that run as one job
@@ -133,29 +134,11 @@ std::vector<char> f32MatmulSteps(const DevicePlan &dp) {
   return on;
 }
 
-inline void cpuRelax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
-}
-/// A waiting device thread (or the caller) spins (~20 us: PAUSE takes ~70 ns on the VMs), then yields
-/// until kDeviceSleepAfter, then blocks: between decode steps the caller samples (an argmax over the
-/// vocabulary takes longer than 20 us), and a futex wake-up per step is latency on every token.
+/// A waiting device thread (or the caller) spins ~20 us, then yields until kDeviceSleepAfter, then blocks
+/// (SpinWait.h): between decode steps the caller samples (an argmax over the vocabulary takes longer than
+/// 20 us), and a futex wake-up per step is latency on every token.
 constexpr int kDeviceSpin = 300;
 constexpr auto kDeviceSleepAfter = std::chrono::milliseconds(2);
-
-/// Waits until done() holds: spin, yield, then block(). Returns at once when done() already holds.
-template <typename Done, typename Block> void waitFor(Done done, Block block) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int spins = 0; !done(); ++spins) {
-    if (spins < kDeviceSpin)
-      cpuRelax();
-    else if (std::chrono::steady_clock::now() - start < kDeviceSleepAfter)
-      std::this_thread::yield();
-    else
-      return block();
-  }
-}
 
 class CpuSession final : public Session {
 public:
@@ -198,8 +181,8 @@ private:
   /// SessionOptions::stepObserver
   std::function<void(int, size_t, const Step &, const std::vector<exec::TensorRef> &)> observer_;
   std::shared_ptr<const void> weightSource_; ///< the mapped GGUF, while slices are read in place
-  std::vector<Device> devs_;  ///< the session's devices, in plan order
-  int32_t logitsTensor_ = -1; ///< on device 0
+  std::vector<Device> devs_;                 ///< the session's devices, in plan order
+  int32_t logitsTensor_ = -1;                ///< on device 0
   std::shared_ptr<comm::Communicator> comm_;
   CpuCollectiveKernels kernels_;
   std::unique_ptr<exec::CollectiveRunner> collectives_;
@@ -255,11 +238,11 @@ void CpuSession::stopDeviceThreads() {
 void CpuSession::deviceLoop(size_t i) {
   uint64_t seen = 0;
   for (;;) {
-    waitFor([&] { return runGen_.load(std::memory_order_acquire) != seen; },
-            [&] {
-              std::unique_lock<std::mutex> lock(runMu_);
-              runCv_.wait(lock, [&] { return runGen_.load() != seen; });
-            });
+    waitUntil([&] { return runGen_.load(std::memory_order_acquire) != seen; }, kDeviceSpin, kDeviceSleepAfter,
+              [&] {
+                std::unique_lock<std::mutex> lock(runMu_);
+                runCv_.wait(lock, [&] { return runGen_.load() != seen; });
+              });
     seen = runGen_.load(std::memory_order_acquire);
     if (stopping_.load())
       return;
@@ -284,11 +267,11 @@ void CpuSession::runAll(int64_t t, int64_t rows) {
     runCv_.notify_all();
   }
   runGuarded(0, t, rows);
-  waitFor([&] { return pending_.load(std::memory_order_acquire) == 0; },
-          [&] {
-            std::unique_lock<std::mutex> lock(runMu_);
-            doneCv_.wait(lock, [&] { return pending_.load() == 0; });
-          });
+  waitUntil([&] { return pending_.load(std::memory_order_acquire) == 0; }, kDeviceSpin, kDeviceSleepAfter,
+            [&] {
+              std::unique_lock<std::mutex> lock(runMu_);
+              doneCv_.wait(lock, [&] { return pending_.load() == 0; });
+            });
 }
 
 Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
@@ -404,8 +387,8 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     uint64_t kvBytes = z.kv;
     if (opts.f32Reference && !layout.empty()) {
       const KvCache &c = kvPlan.kv.back();
-      kvBytes = layout.back().vOffset + static_cast<uint64_t>(layout.back().positions) * o.sequences * c.nHeadKv *
-                                            c.headDimV * dtypeBytes(c.dtype);
+      kvBytes = layout.back().vOffset + static_cast<uint64_t>(layout.back().positions) * o.sequences *
+                                            c.nHeadKv * c.headDimV * dtypeBytes(c.dtype);
     }
     // Slices read in place need no arena bytes; the copied ones are packed at the plan's 64-byte spacing.
     uint64_t copied = 0;
@@ -415,8 +398,8 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
       if (!dev.inPlace.back())
         copied += (w.bytes + 63) / 64 * 64;
     }
-    if (!dev.weights.allocate(copied) || !dev.acts.allocate(z.acts) ||
-        !dev.hostActs.allocate(z.hostActs) || !dev.kvMem.allocate(kvBytes))
+    if (!dev.weights.allocate(copied) || !dev.acts.allocate(z.acts) || !dev.hostActs.allocate(z.hostActs) ||
+        !dev.kvMem.allocate(kvBytes))
       return Error{
           fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
                       "{} x {} sequence(s)); use more devices or a smaller --ctx-size",
@@ -450,7 +433,8 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     bases.acts = dev.acts.data;
     bases.hostActs = dev.hostActs.data; // both arenas are host memory here, but each has its own offsets
     for (size_t w = 0; w < dp.weights.size(); ++w) // kernels only read weights: the read-only mapping serves
-      bases.weights.push_back(dev.inPlace[w] ? const_cast<uint8_t *>(dev.inPlace[w]) : dev.weights.data + dev.copyAt[w]);
+      bases.weights.push_back(dev.inPlace[w] ? const_cast<uint8_t *>(dev.inPlace[w])
+                                             : dev.weights.data + dev.copyAt[w]);
     bases.kv = &dev.kv;
     bases.tokens = dev.tokens.data();
     bases.positions = dev.positions.data();

@@ -9,6 +9,7 @@
 // variable so an idle group costs no CPU (the machine is shared with builds and other groups).
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/ThreadGroup.h"
+#include "runtime/support/SpinWait.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,18 +18,8 @@
 #include <stdexcept>
 #include <string>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 namespace tpc::rt::cpu {
 namespace {
-
-inline void cpuRelax() {
-#if defined(__x86_64__)
-  _mm_pause();
-#endif
-}
 
 constexpr int kSpinIterations = 20000;
 constexpr auto kSleepAfter = std::chrono::milliseconds(2);
@@ -99,25 +90,21 @@ void ThreadGroup::workerLoop(int thread) {
   uint64_t seen = 0;
   for (;;) {
     // Wait for a new, fully published generation: spin, then yield, then sleep.
-    uint64_t g = generation_.load(std::memory_order_acquire);
-    auto start = std::chrono::steady_clock::now();
-    int spins = 0;
-    while (g == seen || (g & 1)) {
-      if (spins < kSpinIterations) {
-        ++spins;
-        cpuRelax();
-      } else if (std::chrono::steady_clock::now() - start < kSleepAfter) {
-        std::this_thread::yield();
-      } else {
-        std::unique_lock<std::mutex> lock(mutex_);
-        // seq_cst on sleepers_/generation_ on both sides: either the caller sees this sleeper, or this
-        // predicate sees the caller's bump (store-buffer pattern).
-        sleepers_.fetch_add(1);
-        wake_.wait(lock, [&] { return generation_.load() != seen; });
-        sleepers_.fetch_sub(1);
-      }
-      g = generation_.load(std::memory_order_acquire);
-    }
+    uint64_t g = 0;
+    waitUntil(
+        [&] {
+          g = generation_.load(std::memory_order_acquire);
+          return g != seen && !(g & 1);
+        },
+        kSpinIterations, kSleepAfter,
+        [&] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          // seq_cst on sleepers_/generation_ on both sides: either the caller sees this sleeper, or this
+          // predicate sees the caller's bump (store-buffer pattern).
+          sleepers_.fetch_add(1);
+          wake_.wait(lock, [&] { return generation_.load() != seen; });
+          sleepers_.fetch_sub(1);
+        });
     if (stop_.load())
       return;
     const RangeFn *job = job_.load(std::memory_order_relaxed);
