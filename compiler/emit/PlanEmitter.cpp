@@ -25,6 +25,7 @@
 #include "compiler/tokenizer/GGUFTokenizer.h"
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/StepParams.h"
+#include "runtime/tokenizer/PlanVocab.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -674,25 +675,7 @@ LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, 
   auto tok = ::tpc::tokenizerFromGGUF(file);
   if (!tok)
     return module.emitError() << tok.message();
-  rt::TokenizerData &t = *tok; // moved from: a vocabulary can be 262k strings
-  pt.model = t.model;
-  pt.pre = t.pre;
-  pt.tokens = std::move(t.tokens);
-  pt.scores = std::move(t.scores);
-  pt.tokenTypes = std::move(t.tokenTypes);
-  pt.merges = std::move(t.merges);
-  pt.bosId = t.bos;
-  pt.eosId = t.eos;
-  pt.unkId = t.unk;
-  pt.padId = t.pad;
-  pt.sepId = t.sep;
-  pt.eotId = t.eot;
-  pt.eomId = t.eom;
-  pt.addBos = t.addBos;
-  pt.addEos = t.addEos;
-  pt.addSpacePrefix = t.addSpacePrefix;
-  pt.ignoreMerges = t.ignoreMerges;
-  pt.cleanSpaces = t.cleanSpaces;
+  pt = rt::planTokenizerFromData(std::move(*tok)); // moved: a vocabulary can be 262k strings
   if (auto tmpl = file.getStringOr("tokenizer.chat_template", ""))
     pt.chatTemplate = *tmpl;
   return success();

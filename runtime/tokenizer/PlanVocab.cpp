@@ -29,4 +29,27 @@ TokenizerData tokenizerDataFromPlan(PlanTokenizer t) {
   return d;
 }
 
+PlanTokenizer planTokenizerFromData(TokenizerData t) {
+  PlanTokenizer p;
+  p.model = std::move(t.model);
+  p.pre = std::move(t.pre);
+  p.tokens = std::move(t.tokens);
+  p.scores = std::move(t.scores);
+  p.tokenTypes = std::move(t.tokenTypes);
+  p.merges = std::move(t.merges);
+  p.bosId = t.bos;
+  p.eosId = t.eos;
+  p.unkId = t.unk;
+  p.padId = t.pad;
+  p.sepId = t.sep;
+  p.eotId = t.eot;
+  p.eomId = t.eom;
+  p.addBos = t.addBos;
+  p.addEos = t.addEos;
+  p.addSpacePrefix = t.addSpacePrefix;
+  p.ignoreMerges = t.ignoreMerges;
+  p.cleanSpaces = t.cleanSpaces;
+  return p;
+}
+
 } // namespace tpc::rt
