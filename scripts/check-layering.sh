@@ -12,19 +12,24 @@
 #   passes/             never compiler/
 #   compiler/           no backend (runtime/cpu, runtime/cuda, runtime/exec, runtime/comm)
 #   dialects/           never passes/ or compiler/
+#   tools/, server/, runtime/backends   nothing from runtime/cuda but CudaPlugin.h: the CUDA backend is a
+#                       plugin opened with dlopen (runtime/backends/CudaPluginLoader.h), never linked
 set -uo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$root" || exit 2
 
 fail=0
 checked=0
-# rule DIR REGEX WHY: every include line under DIR matching REGEX is a violation.
+# rule DIR REGEX WHY [EXCEPT]: every include line under DIR matching REGEX (and not EXCEPT) is a violation.
 rule() {
-  local dir=$1 re=$2 why=$3 hits
+  local dir=$1 re=$2 why=$3 except=${4:-} hits
   [ -d "$dir" ] || return 0
   checked=$((checked + 1))
   hits=$(grep -rnE --include='*.h' --include='*.cpp' --include='*.cu' --include='*.cuh' --include='*.inc' \
     "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($re)" "$dir" 2>/dev/null)
+  if [ -n "$except" ] && [ -n "$hits" ]; then
+    hits=$(grep -vE "include[[:space:]]*[<\"]($except)[>\"]" <<<"$hits")
+  fi
   if [ -n "$hits" ]; then
     while IFS= read -r h; do echo "$h  ($why)"; done <<<"$hits"
     fail=1
@@ -42,6 +47,10 @@ rule runtime/cuda 'runtime/cpu/' "the CPU and CUDA backends never include each o
 rule passes 'compiler/' "passes never depend on the compiler driver or emitter"
 rule compiler 'runtime/(cpu|cuda|exec|comm)/' "the compiler includes no backend"
 rule dialects 'passes/|compiler/' "the dialect depends on MLIR only"
+for prog in tools server runtime/backends; do
+  rule "$prog" 'runtime/cuda/' "the CUDA backend is a plugin: only its ABI header, runtime/cuda/CudaPlugin.h" \
+    'runtime/cuda/CudaPlugin\.h'
+done
 
 if [ $fail -ne 0 ]; then
   echo "check-layering: the includes above break the layering rules (docs/architecture.md, Layout)" >&2

@@ -27,6 +27,8 @@ private:
 
 std::unique_ptr<exec::HostStepRunner> Backend::hostStepRunner(int) const { return nullptr; }
 
+Expected<void> Backend::mayBePresent() const { return {}; }
+
 std::unique_ptr<Backend> makeUnavailableBackend(std::string name, std::string reason) {
   return std::make_unique<UnavailableBackend>(std::move(name), std::move(reason));
 }
@@ -61,14 +63,17 @@ Expected<const Backend *> BackendRegistry::select(const std::string &name) const
     for (const std::unique_ptr<Backend> &b : backends_) {
       out += out.empty() ? "" : ", ";
       out += b->name();
-      if (Expected<void> ok = b->usable(); !ok)
+      Expected<void> ok = b->mayBePresent();
+      if (ok)
+        ok = b->usable();
+      if (!ok)
         out += " (not usable here: " + ok.message() + ")";
     }
     return out.empty() ? std::string("none") : out;
   };
   if (name == "auto") {
     for (const std::unique_ptr<Backend> &b : backends_)
-      if (b->usable())
+      if (b->mayBePresent() && b->usable())
         return b.get();
     return Error{fmt::format("no backend can run here; this build has: {}", listing())};
   }

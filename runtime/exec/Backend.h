@@ -3,7 +3,8 @@
 // A Backend opens plans into Sessions (Session.h). Which backends exist is decided where they are linked,
 // never here: runtime/exec knows no backend. The built-in registry (runtime/backends/Backends.h, library
 // tpc_runtime) adds the CPU backend and, when built, the CUDA one; a test or a later launcher may build
-// its own registry. `auto` picks the first usable backend in the order they were added.
+// its own registry. `auto` picks the first usable backend in the order they were added, skipping without
+// probing those whose mayBePresent() fails (the CUDA plugin is not even loaded on a machine without a GPU).
 //
 // Usage:
 //   const BackendRegistry &r = builtinBackends();          // runtime/backends/Backends.h
@@ -28,8 +29,12 @@ public:
   virtual ~Backend() = default;
   /// The name `--backend` takes ("cpu", "cuda").
   virtual std::string name() const = 0;
-  /// Whether it can run on this machine; the error says why not (no GPU visible, not built).
+  /// Whether it can run on this machine; the error says why not (no GPU visible, not built). May load
+  /// libraries (the CUDA plugin).
   virtual Expected<void> usable() const = 0;
+  /// A cheap check that loads nothing (device nodes, not the driver): an error means it cannot be usable
+  /// here, and `auto` skips it without calling usable(). Default: may be.
+  virtual Expected<void> mayBePresent() const;
   /// Opens `plan` (the checks of exec::prepareOpen, then the backend's own); the error is one line.
   virtual Expected<std::unique_ptr<Session>> open(Plan plan, const SessionOptions &opts) const = 0;
   /// A runner for steps on host memory with `threads` worker threads (0: all cores), for the host-placed
@@ -49,8 +54,8 @@ public:
   const Backend *find(const std::string &name) const;
   /// Every backend's name, in `auto` order.
   std::vector<std::string> names() const;
-  /// The backend `name` asks for ("auto": the first usable one). Errors are one line: an unknown name
-  /// lists the backends of this build, an unusable one says why.
+  /// The backend `name` asks for ("auto": the first usable one of those that may be present). Errors are
+  /// one line: an unknown name lists the backends of this build, an unusable one says why.
   Expected<const Backend *> select(const std::string &name) const;
   /// select(name), then Backend::open.
   Expected<std::unique_ptr<Session>> open(const std::string &name, Plan plan,

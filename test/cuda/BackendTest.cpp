@@ -1,8 +1,8 @@
 //===- BackendTest.cpp - the CUDA backend in the registry, and what its open refuses ---===//
 //
-// The registry's "cuda" entry is the real backend in a CUDA build: usable exactly when a GPU is visible
-// (otherwise selecting it says why and `auto` falls back to the CPU), no host-step runner of its own. Its
-// open refuses, before looking for a GPU (so these run on machines without one): a communicator that takes
+// The registry's "cuda" entry is the plugin (libtpc_cuda.so) in a CUDA build: usable exactly when a GPU is
+// visible (otherwise selecting it says why and `auto` falls back to the CPU), no host-step runner of its
+// own. Its open refuses, before looking for a GPU (so these run on machines without one): a communicator that takes
 // host buffers (for the whole plan or a subset), and weights its kernels cannot read; a subset of the
 // plan's devices with a communicator gets past every check that needs no GPU. With a GPU, a session opened
 // through the registry is an rt::Session with the CUDA answers to the roofline questions, profiles every
@@ -13,7 +13,7 @@
 #include "CudaTestUtil.h"
 
 #include "runtime/comm/InProcessCommunicator.h"
-#include "runtime/cuda/RankCommunicators.h"
+#include "runtime/backends/CudaPluginLoader.h"
 
 #include <thread>
 
@@ -133,10 +133,14 @@ TEST(CudaBackend, TwoRankSessionsOnOneGpuMatchTheOneSession) {
     want.push_back(*r);
   }
 
+  // The registry's sessions run in the plugin: its communicator comes from the plugin too, so the session
+  // and the communicator share one copy of cudart (this binary also links the backend statically).
+  auto plugin = loadCudaPlugin();
+  ASSERT_TRUE(plugin) << plugin.message();
   auto host = std::make_shared<comm::InProcessCommunicator>(2);
   std::vector<std::unique_ptr<Session>> ranks;
   for (int r = 0; r < 2; ++r) {
-    auto c = cuda::makeHostStagedCommunicator(std::make_shared<OneRankOf>(host, r), 0);
+    auto c = (*plugin)->makeHostStagedCommunicator(std::make_shared<OneRankOf>(host, r), 0);
     ASSERT_TRUE(c) << c.message();
     SessionOptions ro = o;
     ro.devices = {r};

@@ -11,4 +11,7 @@ grep -q 'runtime/exec/Leak.cpp:3: *#include "runtime/cpu/CpuSession.h"' <<<"$out
   { echo "FAIL: the runtime/exec -> runtime/cpu include was not reported"; exit 1; }
 grep -q 'passes/Leak.cpp:3: *#include "compiler/emit/LocalShapes.h"' <<<"$out" ||
   { echo "FAIL: the passes -> compiler include was not reported"; exit 1; }
-echo "PASS: both leaks reported"
+grep -q 'tools/tpc/Leak.cpp:3: *#include "runtime/cuda/CudaSession.h"' <<<"$out" ||
+  { echo "FAIL: the tools -> runtime/cuda include was not reported"; exit 1; }
+if grep -q 'tools/tpc/Leak.cpp:2:' <<<"$out"; then echo "FAIL: the plugin's ABI header was reported"; exit 1; fi
+echo "PASS: every leak reported, the allowed include not"

@@ -2,30 +2,28 @@
 //
 // The steps of GpuRanks.h. Every exchange before NCCL starts is an all-gather (or a broadcast carrying a
 // status), so a rank that fails there is known to all and every rank returns the error; a rank that fails
-// to join NCCL ends the job, since its peers wait inside ncclCommInitRank for it.
+// to join NCCL ends the job, since its peers wait inside ncclCommInitRank for it. The GPU and NCCL calls
+// go through the CUDA plugin's table (runtime/backends/CudaPluginLoader.h): tpc links no CUDA library.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/GpuRanks.h"
 
-#ifdef TPC_HAVE_CUDA
-#include "runtime/cuda/CudaSession.h"
-#include "runtime/cuda/RankCommunicators.h"
+#include "runtime/backends/CudaPluginLoader.h"
+
+#include <fmt/core.h>
 
 #include <cstring>
 #include <set>
-#endif
-
-#include <fmt/core.h>
 
 namespace tpc::cli {
 
 using namespace tpc::rt;
 
-#ifdef TPC_HAVE_CUDA
 namespace {
 
 /// This rank's GPU: --gpus (or every visible GPU), entry localRank % count. Sets `gpu` or returns the error.
-std::string pickGpu(const comm::MpiWorld &w, const SessionOptions &options, int &gpu) {
-  const int visible = cuda::cudaDeviceCount();
+std::string pickGpu(const cuda::CudaPluginApi &cuda, const comm::MpiWorld &w, const SessionOptions &options,
+                    int &gpu) {
+  const int visible = cuda.deviceCount();
   if (visible == 0)
     return "no CUDA GPU is visible on this host (check the driver and CUDA_VISIBLE_DEVICES); use --backend cpu";
   std::vector<int> gpus = options.ordinals;
@@ -43,11 +41,15 @@ std::string pickGpu(const comm::MpiWorld &w, const SessionOptions &options, int 
 
 Expected<GpuRankComm> gpuRankCommunicator(const comm::MpiWorld &w, std::shared_ptr<comm::Communicator> hostComm,
                                           const Plan &, SessionOptions &options) {
-  // 1. Every rank's GPU, named by host and PCI bus id, or its error.
+  // 1. Every rank's GPU, named by host and PCI bus id, or its error. The plugin is loaded already: the
+  // rank selected the "cuda" backend before calling this.
+  Expected<const cuda::CudaPluginApi *> plugin = loadCudaPlugin();
   int gpu = -1;
-  std::string error = pickGpu(w, options, gpu), where;
+  std::string error = plugin ? "" : plugin.message(), where;
+  if (error.empty())
+    error = pickGpu(**plugin, w, options, gpu);
   if (error.empty()) {
-    if (auto bus = cuda::gpuBusId(gpu); bus)
+    if (auto bus = (*plugin)->gpuBusId(gpu); bus)
       where = w.host() + " " + *bus;
     else
       error = bus.message();
@@ -69,7 +71,7 @@ Expected<GpuRankComm> gpuRankCommunicator(const comm::MpiWorld &w, std::shared_p
 
   // 2a. Two ranks on one GPU: MPI on host-staged buffers (the same choice on every rank).
   if (int(distinct.size()) < w.size()) {
-    auto c = cuda::makeHostStagedCommunicator(std::move(hostComm), gpu);
+    auto c = (*plugin)->makeHostStagedCommunicator(std::move(hostComm), gpu);
     if (!c)
       return Error{c.message()};
     return GpuRankComm{c.take(), "MPI, host-staged (ranks share a GPU)"};
@@ -77,12 +79,13 @@ Expected<GpuRankComm> gpuRankCommunicator(const comm::MpiWorld &w, std::shared_p
 
   // 2b. Distinct GPUs: NCCL from the unique id rank 0 makes, broadcast over MPI with its status
   // (int 0 = ok, then the id's bytes).
-  std::vector<int32_t> msg(1 + cuda::kNcclIdBytes / 4, 0);
+  cuda::CudaPluginNcclId id;
+  std::vector<int32_t> msg(1 + id.size() / 4, 0);
   if (w.rank() == 0) {
-    if (auto id = cuda::NcclComms::uniqueId(); id)
-      std::memcpy(&msg[1], id->data(), cuda::kNcclIdBytes);
+    if (auto made = (*plugin)->ncclUniqueId(); made)
+      std::memcpy(&msg[1], made->data(), id.size());
     else
-      msg[0] = 1, error = id.message();
+      msg[0] = 1, error = made.message();
   }
   if (auto ok = hostComm->broadcast(w.rank(), comm::Buffer{msg.data(), int64_t(msg.size())}, 0,
                                     comm::ElemType::I32);
@@ -90,20 +93,13 @@ Expected<GpuRankComm> gpuRankCommunicator(const comm::MpiWorld &w, std::shared_p
     return Error{"sending NCCL's unique id: " + ok.message()};
   if (msg[0] != 0)
     return Error{w.rank() == 0 ? error : "rank 0 could not start NCCL (its message says why)"};
-  cuda::NcclId id;
-  std::memcpy(id.data(), &msg[1], cuda::kNcclIdBytes);
-  auto c = cuda::makeNcclRankCommunicator(id, w.rank(), w.size(), gpu);
+  std::memcpy(id.data(), &msg[1], id.size());
+  auto c = (*plugin)->makeNcclRankCommunicator(id, w.rank(), w.size(), gpu);
   if (!c) { // the peers wait inside ncclCommInitRank for this rank: only ending the job releases them
     fmt::print(stderr, "tpc run: error: {}: {}; ending the job\n", w.who(), c.message());
     w.abortJob(1);
   }
   return GpuRankComm{c.take(), "NCCL"};
 }
-#else
-Expected<GpuRankComm> gpuRankCommunicator(const comm::MpiWorld &, std::shared_ptr<comm::Communicator>,
-                                          const Plan &, SessionOptions &) {
-  return Error{"this tpc was built without CUDA; rebuild with -DTPC_ENABLE_CUDA=ON or use --backend cpu"};
-}
-#endif
 
 } // namespace tpc::cli
