@@ -50,7 +50,8 @@ Expected<const cuda::CudaPluginApi *> openPlugin() {
     std::string list;
     for (const std::string &t : tried)
       list += (list.empty() ? "" : ", ") + t;
-    return Error{fmt::format("the CUDA plugin libtpc_cuda.so is not installed (looked for {}): {}", list, fix())};
+    return Error{
+        fmt::format("the CUDA plugin libtpc_cuda.so is not installed (looked for {}): {}", list, fix())};
   }
   void *lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib)
@@ -59,13 +60,14 @@ Expected<const cuda::CudaPluginApi *> openPlugin() {
   auto build = reinterpret_cast<const char *(*)()>(::dlsym(lib, "tpc_cuda_plugin_build"));
   auto api = reinterpret_cast<const cuda::CudaPluginApi *(*)()>(::dlsym(lib, "tpc_cuda_plugin_api"));
   if (!abi || !build || !api)
-    return Error{fmt::format("{} is not a tpc CUDA plugin (it lacks tpc_cuda_plugin_abi/_build/_api); {}", path,
-                             fix())};
+    return Error{fmt::format("{} is not a tpc CUDA plugin (it lacks tpc_cuda_plugin_abi/_build/_api); {}",
+                             path, fix())};
   const std::string want = cuda::cudaPluginBuildTag(TPC_PLUGIN_VERSION);
   if (abi() != cuda::kCudaPluginAbi || want != build())
-    return Error{fmt::format("the CUDA plugin {} is from another build of tpc (plugin ABI {}, '{}'; this tpc: ABI {}, "
-                             "'{}'): rebuild it with this tpc, or point TPC_CUDA_PLUGIN at the matching file",
-                             path, abi(), build(), cuda::kCudaPluginAbi, want)};
+    return Error{
+        fmt::format("the CUDA plugin {} is from another build of tpc (plugin ABI {}, '{}'; this tpc: ABI {}, "
+                    "'{}'): rebuild it with this tpc, or point TPC_CUDA_PLUGIN at the matching file",
+                    path, abi(), build(), cuda::kCudaPluginAbi, want)};
   return api();
 }
 #endif

@@ -25,8 +25,8 @@ Expected<CudaPluginNcclId> ncclUniqueId() {
   return out;
 }
 
-Expected<std::shared_ptr<comm::Communicator>> ncclRankCommunicator(const CudaPluginNcclId &id, int rank, int size,
-                                                                 int gpu) {
+Expected<std::shared_ptr<comm::Communicator>> ncclRankCommunicator(const CudaPluginNcclId &id, int rank,
+                                                                   int size, int gpu) {
   NcclId nccl;
   std::memcpy(nccl.data(), id.data(), nccl.size());
   return makeNcclRankCommunicator(nccl, rank, size, gpu);
@@ -48,7 +48,7 @@ TPC_PLUGIN_EXPORT const char *tpc_cuda_plugin_build() { return tpc::rt::cuda::bu
 
 TPC_PLUGIN_EXPORT const tpc::rt::cuda::CudaPluginApi *tpc_cuda_plugin_api() {
   using namespace tpc::rt::cuda;
-  static const CudaPluginApi api = {makeCudaBackend,   cudaDeviceCount,      gpuBusId,
-                                    ncclUniqueId,      ncclRankCommunicator, makeHostStagedCommunicator};
+  static const CudaPluginApi api = {makeCudaBackend, cudaDeviceCount,      gpuBusId,
+                                    ncclUniqueId,    ncclRankCommunicator, makeHostStagedCommunicator};
   return &api;
 }

@@ -6,8 +6,8 @@
 // loader and `tpc` include it without the toolkit.
 //
 // Three C functions, looked up by name in this order:
-//   tpc_cuda_plugin_abi()    kCudaPluginAbi the module was built with (a plain int: readable from any version)
-//   tpc_cuda_plugin_build()  cudaPluginBuildTag(version) the module was built with (a C string)
+//   tpc_cuda_plugin_abi()    its kCudaPluginAbi (a plain int: readable whatever the version)
+//   tpc_cuda_plugin_build()  its cudaPluginBuildTag(version) (a C string)
 //   tpc_cuda_plugin_api()    the CudaPluginApi table below
 // The loader compares the first two with its own before it touches the table: the table passes C++ objects
 // (Plan, SessionOptions, Session, Communicator) by reference, so both sides must agree on their layout.
@@ -38,10 +38,10 @@ using CudaPluginNcclId = std::array<char, 128>;
 /// The project `version` and the layouts the table depends on, e.g. "tpc 0.1.0; Plan 880, SessionOptions
 /// 200, ...". Each side passes the version its CMake gave it (TPC_PLUGIN_VERSION, on the two files only).
 inline std::string cudaPluginBuildTag(const char *version) {
-  return std::string("tpc ") + version + "; Plan " + std::to_string(sizeof(Plan)) +
-         ", SessionOptions " + std::to_string(sizeof(SessionOptions)) + ", Session " +
-         std::to_string(sizeof(Session)) + ", Backend " + std::to_string(sizeof(Backend)) +
-         ", Communicator " + std::to_string(sizeof(comm::Communicator));
+  return std::string("tpc ") + version + "; Plan " + std::to_string(sizeof(Plan)) + ", SessionOptions " +
+         std::to_string(sizeof(SessionOptions)) + ", Session " + std::to_string(sizeof(Session)) +
+         ", Backend " + std::to_string(sizeof(Backend)) + ", Communicator " +
+         std::to_string(sizeof(comm::Communicator));
 }
 
 /// The module's entry points (kCudaPluginAbi 1). Errors are one line, as everywhere in the runtime.
@@ -55,8 +55,8 @@ struct CudaPluginApi {
   /// A new NCCL unique id (rank 0 of a multi-process job).
   Expected<CudaPluginNcclId> (*ncclUniqueId)();
   /// This process's rank of an NCCL communicator over `size` ranks, on `gpu` (RankCommunicators.h).
-  Expected<std::shared_ptr<comm::Communicator>> (*makeNcclRankCommunicator)(const CudaPluginNcclId &id, int rank,
-                                                                           int size, int gpu);
+  Expected<std::shared_ptr<comm::Communicator>> (*makeNcclRankCommunicator)(const CudaPluginNcclId &id,
+                                                                            int rank, int size, int gpu);
   /// A rank's communicator through `host` on buffers staged via pinned memory (RankCommunicators.h).
   Expected<std::shared_ptr<comm::Communicator>> (*makeHostStagedCommunicator)(
       std::shared_ptr<comm::Communicator> host, int gpu);

@@ -1,10 +1,10 @@
 //===- BackendTest.cpp - the CUDA backend in the registry, and what its open refuses ---===//
 //
-// The registry's "cuda" entry is the plugin (libtpc_cuda.so) in a CUDA build: usable exactly when a GPU is
-// visible (otherwise selecting it says why and `auto` falls back to the CPU), no host-step runner of its
-// own. Its open refuses, before looking for a GPU (so these run on machines without one): a communicator that takes
-// host buffers (for the whole plan or a subset), and weights its kernels cannot read; a subset of the
-// plan's devices with a communicator gets past every check that needs no GPU. With a GPU, a session opened
+// The registry's "cuda" entry is the plugin (libtpc_cuda.so) in a CUDA build: usable exactly when a GPU
+// is visible (otherwise selecting it says why and `auto` falls back to the CPU), no host-step runner of
+// its own. Its open refuses, before looking for a GPU (so these run on machines without one): a
+// communicator that takes host buffers (for the whole plan or a subset), and weights its kernels cannot
+// read; a subset of the plan's devices with a communicator gets past every check that needs no GPU. With a GPU, a session opened
 // through the registry is an rt::Session with the CUDA answers to the roofline questions, profiles every
 // step of device 0 (collectives included) and matches the CPU backend; and two sessions of one device each
 // (the ranks of `mpirun -np 2` sharing the GPU: MPI on host-staged buffers, here an in-process host

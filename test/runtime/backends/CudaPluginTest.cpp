@@ -97,7 +97,8 @@ protected:
   void TearDown() override { std::remove(plan_.c_str()); }
   /// `tpc run` on the plan with `env` before it and `args` after it; stdout and stderr.
   std::pair<int, std::string> run(const std::string &env, const std::string &args) {
-    return tpc::test::runShell(env + " " + kBin + " run " + plan_ + " --prompt-ids 1,2 -n 2 " + args + " 2>&1");
+    return tpc::test::runShell(env + " " + kBin + " run " + plan_ + " --prompt-ids 1,2 -n 2 " + args +
+                               " 2>&1");
   }
   std::string plan_;
 };
@@ -124,7 +125,8 @@ TEST_F(TpcRunPlugin, CudaWithoutAGpuLoadsThePluginAndSaysSo) {
   EXPECT_NE(out.find("libtpc_cuda.so"), std::string::npos) << "the plugin was opened:\n" << out;
   auto [rc2, plain] = run("", "--backend cuda");
   EXPECT_EQ(rc2, 1) << plain;
-  EXPECT_NE(plain.find("--backend: backend 'cuda' cannot run here: no CUDA GPU is visible"), std::string::npos)
+  EXPECT_NE(plain.find("--backend: backend 'cuda' cannot run here: no CUDA GPU is visible"),
+            std::string::npos)
       << plain;
   EXPECT_EQ(plain.find('\n'), plain.size() - 1) << "one line: " << plain;
 }
@@ -136,7 +138,8 @@ TEST_F(TpcRunPlugin, BadOverrideIsAOneLineError) {
   const std::vector<Case> cases = {
       {"/nonexistent/libtpc_cuda.so", "cannot load the CUDA plugin /nonexistent/libtpc_cuda.so: "},
       {TPC_NOT_A_PLUGIN, std::string(TPC_NOT_A_PLUGIN) + " is not a tpc CUDA plugin"},
-      {TPC_STALE_PLUGIN, std::string("the CUDA plugin ") + TPC_STALE_PLUGIN + " is from another build of tpc"},
+      {TPC_STALE_PLUGIN,
+       std::string("the CUDA plugin ") + TPC_STALE_PLUGIN + " is from another build of tpc"},
   };
   for (const Case &c : cases) {
     auto [rc, out] = run("TPC_CUDA_PLUGIN=" + c.path, "--backend cuda");
