@@ -50,6 +50,8 @@ Expected<const cuda::CudaPluginApi *> openPlugin() {
     std::string list;
     for (const std::string &t : tried)
       list += (list.empty() ? "" : ", ") + t;
+    if (list.empty())
+      list = "no path: /proc/self/exe, the executable's folder, is unreadable";
     return Error{
         fmt::format("the CUDA plugin libtpc_cuda.so is not installed (looked for {}): {}", list, fix())};
   }

@@ -4,7 +4,8 @@
 // cuBLAS, NCCL or the driver, while libtpc_cuda.so has (so the check can see them); a CPU session, in
 // process or as `tpc run`, maps none of them and not the plugin, and `auto` on a machine without an NVIDIA
 // driver does not even look for the plugin; asking for "cuda" opens the plugin (on a machine without a
-// GPU: the "no CUDA GPU is visible" error, exit 1). TPC_CUDA_PLUGIN pointing at a missing file, at a
+// GPU: the "no CUDA GPU is visible" error, exit 1), found beside the executable or in its ../lib, and a
+// missing one is a one-line error listing both places. TPC_CUDA_PLUGIN pointing at a missing file, at a
 // library that is not the plugin and at a plugin of another build gives a one-line error naming the path
 // and what to do, exit 1.
 //===----------------------------------------------------------------------===//
@@ -129,6 +130,28 @@ TEST_F(TpcRunPlugin, CudaWithoutAGpuLoadsThePluginAndSaysSo) {
             std::string::npos)
       << plain;
   EXPECT_EQ(plain.find('\n'), plain.size() - 1) << "one line: " << plain;
+}
+
+TEST_F(TpcRunPlugin, PluginIsFoundBesideTheExecutableOrInItsLibFolder) {
+  if (nvidiaDriverPresent())
+    GTEST_SKIP() << "an NVIDIA driver is present: this case is for machines without a GPU";
+  // A copy of tpc in a folder of its own: no plugin beside it or in ../lib, then one beside it.
+  const std::string root = ::testing::TempDir() + "tpc-plugin-copy-" + std::to_string(::getpid());
+  const std::string copy = root + "/bin/tpc";
+  ASSERT_EQ(tpc::test::runShell("mkdir -p " + root + "/bin && cp " + kBin + " " + copy).first, 0);
+  const std::string run = copy + " run " + plan_ + " --prompt-ids 1,2 -n 2 --backend cuda 2>&1";
+  auto [rc, out] = tpc::test::runShell(run);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("the CUDA plugin libtpc_cuda.so is not installed (looked for " + root +
+                     "/bin/libtpc_cuda.so, " + root + "/bin/../lib/libtpc_cuda.so)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << "one line: " << out;
+  ASSERT_EQ(tpc::test::runShell("cp " + kPlugin + " " + root + "/bin/").first, 0);
+  auto [rc2, found] = tpc::test::runShell(run);
+  EXPECT_EQ(rc2, 1) << found;
+  EXPECT_NE(found.find("no CUDA GPU is visible"), std::string::npos) << "the copy beside it loads: " << found;
+  tpc::test::runShell("rm -rf " + root);
 }
 
 TEST_F(TpcRunPlugin, BadOverrideIsAOneLineError) {
