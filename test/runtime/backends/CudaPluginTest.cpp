@@ -154,6 +154,21 @@ TEST_F(TpcRunPlugin, PluginIsFoundBesideTheExecutableOrInItsLibFolder) {
   tpc::test::runShell("rm -rf " + root);
 }
 
+TEST_F(TpcRunPlugin, InstalledTpcFindsItsPlugin) {
+  if (nvidiaDriverPresent())
+    GTEST_SKIP() << "an NVIDIA driver is present: this case is for machines without a GPU";
+  const std::string prefix = ::testing::TempDir() + "tpc-plugin-install-" + std::to_string(::getpid());
+  auto [irc, log] = tpc::test::runShell(std::string(TPC_CMAKE_COMMAND) + " --install " + TPC_BINARY_DIR +
+                                        " --prefix " + prefix + " 2>&1");
+  ASSERT_EQ(irc, 0) << log;
+  EXPECT_NE(log.find(prefix + "/lib/libtpc_cuda.so"), std::string::npos) << log;
+  auto [rc, out] =
+      tpc::test::runShell(prefix + "/bin/tpc run " + plan_ + " --prompt-ids 1,2 -n 2 --backend cuda 2>&1");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("no CUDA GPU is visible"), std::string::npos) << "the installed plugin loads: " << out;
+  tpc::test::runShell("rm -rf " + prefix);
+}
+
 TEST_F(TpcRunPlugin, BadOverrideIsAOneLineError) {
   struct Case {
     std::string path, want;
