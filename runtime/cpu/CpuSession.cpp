@@ -377,15 +377,16 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.index = d;
     if (std::string e = exec::checkDeviceCapacity(d, z, ctx, opts.maxDeviceBytes); !e.empty())
       return Error{e};
-    // The float32 reference keeps f32 KV caches: the same layout over F32 descriptors.
+    // The float32 reference (and f32KvCache) keeps f32 KV caches: the same layout over F32 descriptors.
+    const bool kvF32 = opts.f32Reference || opts.f32KvCache;
     DevicePlan kvPlan;
     kvPlan.kv = dp.kv;
-    if (opts.f32Reference)
+    if (kvF32)
       for (KvCache &c : kvPlan.kv)
         c.dtype = DType::F32;
     const std::vector<exec::KvPlacement> layout = exec::kvLayout(kvPlan, ctx, o.sequences, p.model.maxBatch);
     uint64_t kvBytes = z.kv;
-    if (opts.f32Reference && !layout.empty()) {
+    if (kvF32 && !layout.empty()) {
       const KvCache &c = kvPlan.kv.back();
       kvBytes = layout.back().vOffset + static_cast<uint64_t>(layout.back().positions) * o.sequences *
                                             c.nHeadKv * c.headDimV * dtypeBytes(c.dtype);

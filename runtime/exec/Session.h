@@ -95,6 +95,10 @@ struct SessionOptions {
   /// weights with f32 activations (no activation quantization) and f32 KV caches. CPU backend only; the
   /// others refuse to open with it.
   bool f32Reference = false;
+  /// f32 KV caches alone, every other step as usual (`--f32-kv`): an f16 cache rounds a 1e-7 relative
+  /// difference of K/V into a whole f16 ulp now and then, so this isolates everything else (the N-vs-1
+  /// fidelity check: docs/architecture.md, "Precision tools"). CPU backend only; the others refuse it.
+  bool f32KvCache = false;
   /// Called after every step a device of the session runs (`index` into its plan's steps), on that device's thread (devices run
   /// concurrently), with the step's bound inputs: a read-only hook for debugging and profiling (`tpc run
   /// --profile-routing` counts the routed ids of mul_mat_id steps). CPU backend only; the others refuse to

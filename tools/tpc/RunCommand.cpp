@@ -11,9 +11,9 @@
 // `--bench -pp 512 -tg 128 [-r 5] [--depth N] [--json]` prints a llama-bench style table; with --depth N
 // each test runs after N tokens of context (filled untimed, like llama-bench -gp N,128: "tg128 @ d4096").
 // llama-bench spells the test sizes "-pp"/"-tg", which CLI11 cannot declare (one-letter short names), so
-// `--f32-reference` runs the CPU backend's float32 reference (precision measurements).
-// main.cpp rewrites those two spellings to --pp/--tg before parsing. Every error is one line naming the
-// flag or file. Under `mpirun -np N` (or `srun`) the process is one rank of a job and runs one plan device;
+// main.cpp rewrites those two spellings to --pp/--tg before parsing. `--f32-reference` runs the CPU
+// backend's float32 reference (precision measurements), `--f32-kv` only its f32 KV caches. Every error is
+// one line naming the flag or file. Under `mpirun -np N` (or `srun`) the process is one rank of a job and runs one plan device;
 // rank 0 runs everything here and the others follow its evaluate() calls (Ranks.h).
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
@@ -77,6 +77,7 @@ struct RunOptions {
   std::string backend = "auto";
   std::string gpus;
   bool f32Reference = false;
+  bool f32Kv = false;
   CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
 };
 
@@ -478,6 +479,7 @@ void runRun(const RunOptions &o) {
   so.ordinals = parseOrdinals(o.gpus);
   so.progress = true;
   so.f32Reference = o.f32Reference;
+  so.f32KvCache = o.f32Kv;
   so.timeline = &tl;
   so.weightsInPlace = !o.noMmap;
   // --profile-routing: the counter is made from the session's plan before the first evaluate; the observer
@@ -541,6 +543,8 @@ void registerRun(CLI::App &app) {
                   "write float32 logits rows (prompt rows, then one per step)");
   cmd->add_flag("--f32-reference", o->f32Reference,
                 "CPU float32 reference: no activation quantization, f32 KV cache (precision checks; slower)");
+  cmd->add_flag("--f32-kv", o->f32Kv,
+                "CPU: f32 KV caches, every other step as usual (isolates the f16 cache's rounding)");
   cmd->add_flag("--ignore-eos", o->ignoreEos, "keep generating after an end-of-generation token");
   cmd->add_flag("--bench", o->bench, "benchmark prompt processing and generation (llama-bench style)");
   cmd->add_option("--pp", o->pp, "bench: prompt tokens (also -pp)")->capture_default_str();
