@@ -167,13 +167,7 @@ TEST_P(HiddenDump, LayersAgreeAcrossDevicesAndTheLastFeedsTheHead) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HiddenDump, ::testing::Values("tiny-llama", "tiny-gemma4moe"),
-                         [](const ::testing::TestParamInfo<std::string> &i) {
-                           std::string n = i.param;
-                           for (char &c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c)))
-                               c = '_';
-                           return n;
-                         });
+                         tpc::test::fixtureParamName);
 
 TEST(HiddenDumpCli, CompareScriptFindsTheFirstDepartingLayer) {
   const char *shared = std::getenv("TPC_SHARED_DIR");
