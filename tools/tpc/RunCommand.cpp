@@ -23,6 +23,7 @@
 #include "tools/tpc/Ranks.h"
 #include "tools/tpc/RoutingProfile.h"
 
+#include "runtime/comm/MpiLaunch.h"
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/sampler/Sampler.h"
@@ -489,8 +490,10 @@ void runRun(const RunOptions &o) {
   // --profile-routing: the counter is made from the session's plan before the first evaluate; the observer
   // runs on the device threads during evaluate() only.
   std::unique_ptr<RoutingCounter> routing;
-  std::unique_ptr<HiddenDump> hidden; // opened now: a bad path fails before the model loads
-  if (!o.dumpHidden.empty())
+  // Opened now, so a bad path fails before the model loads; by rank 0 only under MPI (it runs device 0,
+  // where the dump reads; an unknown rank opens too).
+  std::unique_ptr<HiddenDump> hidden;
+  if (!o.dumpHidden.empty() && comm::detectMpiLaunch().rank <= 0)
     hidden = std::make_unique<HiddenDump>(o.dumpHidden);
   if (!o.profileRouting.empty() || hidden)
     so.stepObserver = [&routing, &hidden](int d, size_t i, const Step &st, const std::vector<exec::TensorRef> &in,
