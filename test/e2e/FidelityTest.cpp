@@ -141,6 +141,7 @@ TEST_P(Fidelity, MatchesReference) {
     if (ref.f32) {
       std::vector<float> got32 = evaluate(plan, ref, /*f32Kv=*/true);
       std::vector<float> base32 = evaluate(one, ref, /*f32Kv=*/true);
+      EXPECT_NE(got32, got) << what << ": f32KvCache changed nothing (are the caches still f16?)";
       ::testing::AssertionResult vsOne32 = tpc::test::allWithin(got32, base32, bound);
       EXPECT_TRUE(vsOne32) << what << " vs devices=1, f32 KV caches";
       std::printf("[ e2e      ] %s vs devices=1, f32 KV caches: %s\n", what.c_str(), vsOne32.message());
