@@ -10,11 +10,12 @@
 // state at any device count. Layers whose last step writes anything else (not f32, another width than
 // the others) make bind() fail with a message naming the step.
 //
-// File format (little-endian): the 8 bytes "TPCHID01", then one record per (evaluate() call, layer), the
-// layers of a call in order, the calls in order:
+// File format (little-endian): the 8 bytes "TPCHID01", then one record per (chunk, layer), the layers of
+// a chunk in order, the chunks in order (a chunk is one pass over the plan: an evaluate() call, or a part
+// of one longer than the plan's max_batch):
 //   int32 layer   0-based; the state after that layer
-//   int32 call    0-based index of the evaluate() call
-//   int32 rows    tokens of the call (one row per token, in the call's order)
+//   int32 chunk   0-based index of the chunk
+//   int32 rows    tokens of the chunk (one row per token, in the call's order)
 //   int32 width   the model's embedding width
 //   float32[rows * width], row-major
 // A layer's rows over all calls are one row per evaluated token, in evaluation order (`tpc run`: the
