@@ -179,7 +179,9 @@ private:
   int threadsPerDevice_ = 1;
   bool f32All_ = false; ///< SessionOptions::f32Reference
   /// SessionOptions::stepObserver
-  std::function<void(int, size_t, const Step &, const std::vector<exec::TensorRef> &)> observer_;
+  std::function<void(int, size_t, const Step &, const std::vector<exec::TensorRef> &,
+                     const std::vector<exec::TensorRef> &)>
+      observer_;
   std::shared_ptr<const void> weightSource_; ///< the mapped GGUF, while slices are read in place
   std::vector<Device> devs_;                 ///< the session's devices, in plan order
   int32_t logitsTensor_ = -1;                ///< on device 0
@@ -297,7 +299,7 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
         return ok;
       if (observer_)
         for (size_t j = 0; j < bsteps.size(); ++j)
-          observer_(dev.index, si + j, *bsteps[j], bins[j]);
+          observer_(dev.index, si + j, *bsteps[j], bins[j], bouts[j]);
       if (prof)
         recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       si = end - 1;
@@ -319,7 +321,7 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
     if (!ok)
       return ok;
     if (observer_)
-      observer_(dev.index, si, s, in);
+      observer_(dev.index, si, s, in, out);
     if (prof)
       recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -377,15 +379,16 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     dev.index = d;
     if (std::string e = exec::checkDeviceCapacity(d, z, ctx, opts.maxDeviceBytes); !e.empty())
       return Error{e};
-    // The float32 reference keeps f32 KV caches: the same layout over F32 descriptors.
+    // The float32 reference (and f32KvCache) keeps f32 KV caches: the same layout over F32 descriptors.
+    const bool kvF32 = opts.f32Reference || opts.f32KvCache;
     DevicePlan kvPlan;
     kvPlan.kv = dp.kv;
-    if (opts.f32Reference)
+    if (kvF32)
       for (KvCache &c : kvPlan.kv)
         c.dtype = DType::F32;
     const std::vector<exec::KvPlacement> layout = exec::kvLayout(kvPlan, ctx, o.sequences, p.model.maxBatch);
     uint64_t kvBytes = z.kv;
-    if (opts.f32Reference && !layout.empty()) {
+    if (kvF32 && !layout.empty()) {
       const KvCache &c = kvPlan.kv.back();
       kvBytes = layout.back().vOffset + static_cast<uint64_t>(layout.back().positions) * o.sequences *
                                             c.nHeadKv * c.headDimV * dtypeBytes(c.dtype);

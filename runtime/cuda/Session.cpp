@@ -217,6 +217,8 @@ Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptio
   const size_t n = o->devices.size(); // the session's devices (prepareOpen: a subset has a communicator)
   if (opts.f32Reference)
     return Error{"the float32 reference (--f32-reference) runs on the CPU backend only; use --backend cpu"};
+  if (opts.f32KvCache)
+    return Error{"f32 KV caches (--f32-kv) run on the CPU backend only; use --backend cpu"};
   if (opts.stepObserver)
     return Error{"a step observer (e.g. --profile-routing) runs on the CPU backend only; use --backend cpu"};
   if (opts.comm && !opts.comm->streamOrdered())

@@ -95,11 +95,17 @@ struct SessionOptions {
   /// weights with f32 activations (no activation quantization) and f32 KV caches. CPU backend only; the
   /// others refuse to open with it.
   bool f32Reference = false;
-  /// Called after every step a device of the session runs (`index` into its plan's steps), on that device's thread (devices run
-  /// concurrently), with the step's bound inputs: a read-only hook for debugging and profiling (`tpc run
-  /// --profile-routing` counts the routed ids of mul_mat_id steps). CPU backend only; the others refuse to
-  /// open with it.
-  std::function<void(int device, size_t index, const Step &step, const std::vector<exec::TensorRef> &inputs)>
+  /// f32 KV caches alone, every other step as usual (`--f32-kv`): an f16 cache rounds a 1e-7 relative
+  /// difference of K/V into a whole f16 ulp now and then, so this isolates everything else (the N-vs-1
+  /// fidelity check: docs/architecture.md, "Precision tools"). CPU backend only; the others refuse it.
+  bool f32KvCache = false;
+  /// Called after every step a device of the session runs (`index` into its plan's steps), on that
+  /// device's thread (devices run concurrently), with the step's bound inputs and outputs (an input the
+  /// step wrote in place holds its result by then): a read-only hook for debugging and profiling (`tpc
+  /// run --profile-routing` counts the routed ids of mul_mat_id steps, `--dump-hidden` copies the residual
+  /// stream). CPU backend only; the others refuse to open with it.
+  std::function<void(int device, size_t index, const Step &step, const std::vector<exec::TensorRef> &inputs,
+                     const std::vector<exec::TensorRef> &outputs)>
       stepObserver;
   /// Host backends read a weight slice that is one contiguous run of the GGUF straight from the mapped
   /// file instead of copying it (`tpc run --no-mmap` turns this off: every slice is copied, and the

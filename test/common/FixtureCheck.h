@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -134,6 +135,15 @@ inline std::vector<int32_t> generatedIds(const std::string &out) {
   for (std::string id; std::getline(line, id, ',');)
     ids.push_back(static_cast<int32_t>(std::strtol(id.c_str(), nullptr, 10)));
   return ids;
+}
+
+/// A fixture's name as a gtest parameter name ("tiny-llama" -> "tiny_llama").
+inline std::string fixtureParamName(const ::testing::TestParamInfo<std::string> &i) {
+  std::string n = i.param;
+  for (char &c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  return n;
 }
 
 /// Reads a raw float32 file (a --dump-logits file) whole.

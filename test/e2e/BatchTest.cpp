@@ -264,12 +264,6 @@ TEST_P(Batch, BadBatchesAreOneLineErrorsAndChangeNothing) {
 
 // Full caches with GQA (llama), MQA with sliding-window rings (gemma3), rings + MoE (gemma4).
 INSTANTIATE_TEST_SUITE_P(Fixtures, Batch, ::testing::Values("tiny-llama", "tiny-gemma3", "tiny-gemma4moe"),
-                         [](const ::testing::TestParamInfo<std::string> &i) {
-                           std::string n = i.param;
-                           for (char &c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c)))
-                               c = '_';
-                           return n;
-                         });
+                         tpc::test::fixtureParamName);
 
 } // namespace

@@ -2,6 +2,7 @@
 #include "tools/tpc/RoutingProfile.h"
 
 #include "tools/tpc/Command.h"
+#include "tools/tpc/HiddenDump.h"
 
 #include "runtime/plan/StepParams.h"
 
@@ -14,19 +15,6 @@
 namespace tpc::cli {
 
 using namespace tpc::rt;
-
-namespace {
-/// N of a step named "blk.N.<...>", or -1.
-int64_t layerOfStep(const std::string &name) {
-  if (name.rfind("blk.", 0) != 0)
-    return -1;
-  int64_t n = 0;
-  size_t i = 4;
-  for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i)
-    n = n * 10 + (name[i] - '0');
-  return i > 4 && i < name.size() && name[i] == '.' ? n : -1;
-}
-} // namespace
 
 RoutingCounter::RoutingCounter(const Plan &plan) {
   // Global experts per layer: over every device's share, first expert + local experts (an expert-parallel

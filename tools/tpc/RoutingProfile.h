@@ -9,7 +9,8 @@
 //
 // Usage:
 //   RoutingCounter rc(plan);                    // throws Failure when the plan has no MoE layer
-//   options.stepObserver = [&](int d, size_t i, const rt::Step &s, const auto &in) { rc.observe(d, i, s, in);
+//   options.stepObserver = [&](int d, size_t i, const rt::Step &s, const auto &in, const auto &) {
+//     rc.observe(d, i, s, in);
 //   };
 //   ... open a session with `options`, evaluate ...
 //   rc.write("routing.txt");

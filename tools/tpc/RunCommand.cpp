@@ -11,16 +11,19 @@
 // `--bench -pp 512 -tg 128 [-r 5] [--depth N] [--json]` prints a llama-bench style table; with --depth N
 // each test runs after N tokens of context (filled untimed, like llama-bench -gp N,128: "tg128 @ d4096").
 // llama-bench spells the test sizes "-pp"/"-tg", which CLI11 cannot declare (one-letter short names), so
-// `--f32-reference` runs the CPU backend's float32 reference (precision measurements).
-// main.cpp rewrites those two spellings to --pp/--tg before parsing. Every error is one line naming the
-// flag or file. Under `mpirun -np N` (or `srun`) the process is one rank of a job and runs one plan device;
-// rank 0 runs everything here and the others follow its evaluate() calls (Ranks.h).
+// main.cpp rewrites those two spellings to --pp/--tg before parsing. `--f32-reference` runs the CPU
+// backend's float32 reference (precision measurements), `--f32-kv` only its f32 KV caches; `--dump-hidden
+// FILE` writes each layer's output per token (HiddenDump.h) to compare runs layer by layer. Every error is
+// one line naming the flag or file. Under `mpirun -np N` (or `srun`) the process is one rank of a job and
+// runs one plan device; rank 0 runs everything here and the others follow its evaluate() calls (Ranks.h).
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
+#include "tools/tpc/HiddenDump.h"
 #include "tools/tpc/ModelSource.h"
 #include "tools/tpc/Ranks.h"
 #include "tools/tpc/RoutingProfile.h"
 
+#include "runtime/comm/MpiLaunch.h"
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/sampler/Sampler.h"
@@ -42,6 +45,7 @@ namespace {
 
 using tpc::cli::CompileFlags;
 using tpc::cli::Failure;
+using tpc::cli::HiddenDump;
 using tpc::cli::loadModel;
 using tpc::cli::RoutingCounter;
 using tpc::cli::runOnPlan;
@@ -64,6 +68,7 @@ struct RunOptions {
   std::string gguf;
   std::string dumpLogits;
   std::string profileRouting; ///< --profile-routing FILE (RoutingProfile.h)
+  std::string dumpHidden;     ///< --dump-hidden FILE (HiddenDump.h)
   bool ignoreEos = false;
   bool bench = false;
   int pp = 512;
@@ -77,6 +82,7 @@ struct RunOptions {
   std::string backend = "auto";
   std::string gpus;
   bool f32Reference = false;
+  bool f32Kv = false;
   CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
 };
 
@@ -478,15 +484,24 @@ void runRun(const RunOptions &o) {
   so.ordinals = parseOrdinals(o.gpus);
   so.progress = true;
   so.f32Reference = o.f32Reference;
+  so.f32KvCache = o.f32Kv;
   so.timeline = &tl;
   so.weightsInPlace = !o.noMmap;
   // --profile-routing: the counter is made from the session's plan before the first evaluate; the observer
   // runs on the device threads during evaluate() only.
   std::unique_ptr<RoutingCounter> routing;
-  if (!o.profileRouting.empty())
-    so.stepObserver = [&routing](int d, size_t i, const Step &st, const std::vector<exec::TensorRef> &in) {
+  // Opened now, so a bad path fails before the model loads; by rank 0 only under MPI (it runs device 0,
+  // where the dump reads; an unknown rank opens too).
+  std::unique_ptr<HiddenDump> hidden;
+  if (!o.dumpHidden.empty() && comm::detectMpiLaunch().rank <= 0)
+    hidden = std::make_unique<HiddenDump>(o.dumpHidden);
+  if (!o.profileRouting.empty() || hidden)
+    so.stepObserver = [&routing, &hidden](int d, size_t i, const Step &st, const std::vector<exec::TensorRef> &in,
+                                          const std::vector<exec::TensorRef> &out) {
       if (routing)
         routing->observe(d, i, st, in);
+      if (hidden)
+        hidden->observe(d, i, st, in, out);
     };
   // In-process the plan file or GGUF is loaded here, its tokenizer moved out (the session never reads
   // it); a rank of an MPI job loads the plan itself and rank 0 copies the tokenizer from its session.
@@ -502,12 +517,19 @@ void runRun(const RunOptions &o) {
     s.setProfiling(o.profile);
     if (!o.profileRouting.empty())
       routing = std::make_unique<RoutingCounter>(s.plan());
+    if (hidden)
+      hidden->bind(s.plan());
     if (o.bench)
       runBench(s, o);
     else
       runGenerate(s, o, vocab.tokens.empty() ? s.plan().tokenizer : std::move(vocab), tl);
     if (o.profile)
       printProfile(s);
+    if (hidden) {
+      hidden->finish();
+      fmt::print(stderr, "tpc run: {} hidden-state records written to '{}' (scripts/compare-hidden.py compares two)\n",
+                 hidden->records(), o.dumpHidden);
+    }
     if (routing) {
       routing->write(o.profileRouting);
       fmt::print(stderr, "tpc run: the routing of {} tokens written to '{}' (tpc compile --routing-profile reads it)\n",
@@ -539,8 +561,13 @@ void registerRun(CLI::App &app) {
                   "FILE, in the format `tpc compile --routing-profile` reads");
   cmd->add_option("--dump-logits", o->dumpLogits,
                   "write float32 logits rows (prompt rows, then one per step)");
+  cmd->add_option("--dump-hidden", o->dumpHidden,
+                  "CPU: write every layer's residual-stream output (float32, per evaluated token) to FILE; "
+                  "scripts/compare-hidden.py compares two such files layer by layer");
   cmd->add_flag("--f32-reference", o->f32Reference,
                 "CPU float32 reference: no activation quantization, f32 KV cache (precision checks; slower)");
+  cmd->add_flag("--f32-kv", o->f32Kv,
+                "CPU: f32 KV caches, every other step as usual (isolates the f16 cache's rounding)");
   cmd->add_flag("--ignore-eos", o->ignoreEos, "keep generating after an end-of-generation token");
   cmd->add_flag("--bench", o->bench, "benchmark prompt processing and generation (llama-bench style)");
   cmd->add_option("--pp", o->pp, "bench: prompt tokens (also -pp)")->capture_default_str();

@@ -73,8 +73,8 @@ float applyUnary(UnaryFn fn, float x) {
     return x / (1.0f + std::exp(-x));
   case UnaryFn::Gelu:
     return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-  case UnaryFn::GeluTanh:
-    return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  case UnaryFn::GeluTanh: // the vector tables' formula (ElementwiseX86.inc geluTanhV), with std::exp
+    return x / (1.0f + std::exp(-1.59576912160573071f * x * (1.0f + 0.044715f * x * x)));
   case UnaryFn::Tanh:
     return std::tanh(x);
   case UnaryFn::Relu:
