@@ -207,6 +207,27 @@ void releaseCopiedPages(const WeightSlice &w, const WeightSource &src) {
   }
 }
 
+uint64_t releasePagesOutside(std::vector<std::pair<uint64_t, uint64_t>> keep, const WeightSource &src) {
+  if (!src.mapping || src.size == 0)
+    return 0;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::sort(keep.begin(), keep.end());
+  keep.emplace_back(src.size, src.size); // the tail after the last span
+  uint64_t released = 0, from = 0;       // `from`: the first page no earlier span touches
+  for (auto [lo, hi] : keep) {
+    const uint64_t to = std::min(lo, src.size) / page * page;
+    if (to > from) {
+      // RANDOM as well: the advice splits the mapping there, and the kernel maps pages around a fault only
+      // within the fault's part, so later faults on a kept span do not bring the gap's pages back.
+      ::madvise(const_cast<uint8_t *>(src.data) + from, to - from, MADV_DONTNEED);
+      ::madvise(const_cast<uint8_t *>(src.data) + from, to - from, MADV_RANDOM);
+      released += to - from;
+    }
+    from = std::max(from, (std::min(hi, src.size) + page - 1) / page * page);
+  }
+  return released;
+}
+
 void copyWeightSlice(const WeightSlice &w, const uint8_t *gguf, uint8_t *dst) {
   for (const WeightPiece &pc : w.pieces)
     for (uint64_t r = 0; r < pc.rows; ++r, dst += pc.rowBytes)

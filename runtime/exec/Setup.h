@@ -40,6 +40,12 @@ const uint8_t *weightInPlace(const WeightSlice &w, const WeightSource &src);
 /// private and never written, so a later access maps the same file page again.
 void releaseCopiedPages(const WeightSlice &w, const WeightSource &src);
 
+/// After the copies: drops every page of the mapping that no span in `keep` (file offsets [first, second):
+/// the slices the session reads in place) touches, so that what the open read besides them (a neighbour's
+/// rows the kernel mapped around a fault, a copied slice's partial edge pages) leaves the process: a rank
+/// then holds only its own weights' pages of a GGUF every rank maps whole. Returns the bytes advised.
+uint64_t releasePagesOutside(std::vector<std::pair<uint64_t, uint64_t>> keep, const WeightSource &src);
+
 /// What prepareOpen decided.
 struct OpenPlan {
   int64_t ctx = 0;          ///< KV positions per sequence (SessionOptions::ctxSize or the plan's default)
