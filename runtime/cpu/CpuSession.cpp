@@ -471,10 +471,8 @@ void CpuSession::loadWeights(const exec::WeightSource &src) {
     uint8_t *base = dev.weights.data;
     dev.runner->threadGroup().parallelFor(static_cast<int64_t>(ws.size()), [&](int64_t b, int64_t e, int) {
       for (int64_t w = b; w < e; ++w)
-        if (!dev.inPlace[w]) {
-          exec::copyWeightSlice(ws[w], src.data, base + dev.copyAt[w]);
-          exec::releaseCopiedPages(ws[w], src);
-        }
+        if (!dev.inPlace[w])
+          exec::copyWeightSliceReleasing(ws[w], src, base + dev.copyAt[w]);
     });
   }
   if (!src.mapping)

@@ -104,6 +104,7 @@ TEST(WeightSource, ReleasedFilePagesLeaveRssAndReadBackTheSame) {
   ASSERT_NE(addr, MAP_FAILED);
   exec::WeightSource src;
   src.data = static_cast<const uint8_t *>(addr);
+  src.size = kSize;
   src.mapping = std::shared_ptr<const void>(addr, [](const void *p) { ::munmap(const_cast<void *>(p), kSize); });
 
   const WeightSlice w = stridedSlice(kRows - 1); // the last row would run past the file
@@ -122,6 +123,12 @@ TEST(WeightSource, ReleasedFilePagesLeaveRssAndReadBackTheSame) {
   EXPECT_GE(touched - released, 12 * 1024) << "releasing the slice drops those pages again";
   exec::copyWeightSlice(w, src.data, again.data());
   EXPECT_EQ(first, again) << "a released page reads the same bytes back from the page cache";
+  // The copy that releases as it goes gives the same bytes and leaves none of the slice's pages behind.
+  std::vector<uint8_t> third(w.bytes);
+  const long resident = rssFileKiB();
+  exec::copyWeightSliceReleasing(w, src, third.data());
+  EXPECT_EQ(first, third);
+  EXPECT_LE(rssFileKiB() - std::min(resident, released), 256) << "copyWeightSliceReleasing left pages resident";
 }
 
 TEST(WeightSource, CallersMemoryIsNeverReleased) {
