@@ -47,8 +47,10 @@ def TpcAssignSplitAxes : Pass<"tpc-assign-split-axes", "::mlir::ModuleOp"> {
     ListOption<"tensorSplit", "tensor-split", "double",
                "Relative share of each device (default: equal)">,
     Option<"moeSplit", "moe-split", "std::string", /*default=*/"\"auto\"",
-           "How MoE layers split: auto (per layer, the cheaper at decode), intermediate (every expert's "
-           "intermediate dimension over the devices) or expert (whole experts per device, rows routed to them)">,
+           "How MoE layers split: auto (per layer, the cheaper at decode; then whole experts where the "
+           "intermediate split leaves a device's split weights more than 5% off its share), intermediate "
+           "(every expert's intermediate dimension over the devices) or expert (whole experts per device, rows "
+           "routed to them)">,
     Option<"routingProfile", "routing-profile", "std::string", /*default=*/"\"\"",
            "For moe-split=auto: a file of tokens routed to each expert per layer ('blk.N: c0 c1 ...' lines); "
            "default: uniform routing">,

@@ -474,16 +474,23 @@ void CpuSession::loadWeights(const exec::WeightSource &src) {
     uint8_t *base = dev.weights.data;
     dev.runner->threadGroup().parallelFor(static_cast<int64_t>(ws.size()), [&](int64_t b, int64_t e, int) {
       for (int64_t w = b; w < e; ++w)
-        if (!dev.inPlace[w]) {
-          exec::copyWeightSlice(ws[w], src.data, base + dev.copyAt[w]);
-          exec::releaseCopiedPages(ws[w], src);
-        }
+        if (!dev.inPlace[w])
+          exec::copyWeightSliceReleasing(ws[w], src, base + dev.copyAt[w]);
     });
   }
   if (!src.mapping)
     return;
   // The in-place slices, which every call reads again, lose the open's read-once hint.
   ::madvise(const_cast<uint8_t *>(src.data), src.size, MADV_NORMAL);
+  // Then only their pages stay: a rank of an MPI job maps the whole GGUF, and the copies' edge pages and
+  // the pages the kernel maps around each fault belong to the other ranks' slices.
+  std::vector<std::pair<uint64_t, uint64_t>> keep;
+  for (const Device &dev : devs_)
+    for (size_t w = 0; w < dev.inPlace.size(); ++w)
+      if (dev.inPlace[w])
+        keep.emplace_back(dev.inPlace[w] - src.data,
+                          dev.inPlace[w] - src.data + plan().devices[dev.index].weights[w].bytes);
+  exec::releasePagesOutside(std::move(keep), src);
   weightSource_ = src.mapping; // in-place slices read the mapping until the session closes
 }
 

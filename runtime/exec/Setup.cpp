@@ -207,6 +207,52 @@ void releaseCopiedPages(const WeightSlice &w, const WeightSource &src) {
   }
 }
 
+uint64_t releasePagesOutside(std::vector<std::pair<uint64_t, uint64_t>> keep, const WeightSource &src) {
+  if (!src.mapping || src.size == 0)
+    return 0;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::sort(keep.begin(), keep.end());
+  keep.emplace_back(src.size, src.size); // the tail after the last span
+  uint64_t released = 0, from = 0;       // `from`: the first page no earlier span touches
+  for (auto [lo, hi] : keep) {
+    const uint64_t to = std::min(lo, src.size) / page * page;
+    if (to > from) {
+      // RANDOM as well: the advice splits the mapping there, and the kernel maps pages around a fault only
+      // within the fault's part, so later faults on a kept span do not bring the gap's pages back.
+      ::madvise(const_cast<uint8_t *>(src.data) + from, to - from, MADV_DONTNEED);
+      ::madvise(const_cast<uint8_t *>(src.data) + from, to - from, MADV_RANDOM);
+      released += to - from;
+    }
+    from = std::max(from, (std::min(hi, src.size) + page - 1) / page * page);
+  }
+  return released;
+}
+
+void copyWeightSliceReleasing(const WeightSlice &w, const WeightSource &src, uint8_t *dst) {
+  if (!src.mapping) {
+    copyWeightSlice(w, src.data, dst);
+    return;
+  }
+  // A fault maps the pages around it too (the kernel's fault-around, 64 KiB by default), which for rows
+  // interleaved with other devices' rows are theirs: each group releases that far beyond its own rows.
+  constexpr uint64_t kSpan = 1 << 20, kAround = 64 << 10;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  for (const WeightPiece &pc : w.pieces) {
+    const uint64_t perGroup = pc.rowStride ? std::max<uint64_t>(1, kSpan / pc.rowStride) : pc.rows;
+    for (uint64_t r = 0; r < pc.rows; r += perGroup) {
+      const uint64_t n = std::min(perGroup, pc.rows - r);
+      const uint64_t first = pc.fileOffset + r * pc.rowStride;
+      for (uint64_t k = 0; k < n; ++k, dst += pc.rowBytes)
+        std::memcpy(dst, src.data + first + k * pc.rowStride, pc.rowBytes);
+      const uint64_t lo = (first > kAround ? first - kAround : 0) / page * page;
+      const uint64_t end = first + (n - 1) * pc.rowStride + pc.rowBytes + kAround;
+      const uint64_t hi = std::min(src.size, (end + page - 1) / page * page);
+      if (hi > lo && reinterpret_cast<uintptr_t>(src.data) % page == 0)
+        ::madvise(const_cast<uint8_t *>(src.data) + lo, hi - lo, MADV_DONTNEED);
+    }
+  }
+}
+
 void copyWeightSlice(const WeightSlice &w, const uint8_t *gguf, uint8_t *dst) {
   for (const WeightPiece &pc : w.pieces)
     for (uint64_t r = 0; r < pc.rows; ++r, dst += pc.rowBytes)

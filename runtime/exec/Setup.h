@@ -40,6 +40,21 @@ const uint8_t *weightInPlace(const WeightSlice &w, const WeightSource &src);
 /// private and never written, so a later access maps the same file page again.
 void releaseCopiedPages(const WeightSlice &w, const WeightSource &src);
 
+/// copyWeightSlice from a mapped GGUF that drops the source pages as it goes: rows are copied in groups
+/// spanning at most 1 MiB of the file, and after each group every page it touched, and the pages the
+/// kernel mapped around its faults (other devices' rows interleaved with these), leave the process
+/// (MADV_DONTNEED; a page another slice reads maps again from the page cache). A slice split along the
+/// rows' reduction axis, or one expert's rows of each expert, reads rows strided over its whole tensor:
+/// released only per slice, the pages mapped around the faults made a 2-rank bench-qwen3moe peak ~30 MiB
+/// of the other rank's weights above its own. Same as copyWeightSlice when `src` is not a mapping.
+void copyWeightSliceReleasing(const WeightSlice &w, const WeightSource &src, uint8_t *dst);
+
+/// After the copies: drops every page of the mapping that no span in `keep` (file offsets [first, second):
+/// the slices the session reads in place) touches, so that what the open read besides them (a neighbour's
+/// rows the kernel mapped around a fault, a copied slice's partial edge pages) leaves the process: a rank
+/// then holds only its own weights' pages of a GGUF every rank maps whole. Returns the bytes advised.
+uint64_t releasePagesOutside(std::vector<std::pair<uint64_t, uint64_t>> keep, const WeightSource &src);
+
 /// What prepareOpen decided.
 struct OpenPlan {
   int64_t ctx = 0;          ///< KV positions per sequence (SessionOptions::ctxSize or the plan's default)

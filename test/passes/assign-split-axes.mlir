@@ -179,3 +179,8 @@ func.func @no_drift(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 // LOG: remark: tpc-assign-split-axes: seeds a group of 768 GLU elements: per device [384, 256, 128]
 // LOG: remark: tpc-assign-split-axes: seeds a group of 512 output rows (column parallel logits): per device [256, 171, 85]
 // GRANULE: remark: tpc-assign-split-axes: 'down' (q4_K) is cut along its rows in 256-element blocks: its group moves in multiples of 256 units
+/// quant_blocks' dense down projection leaves the devices 2:1 blocks (12.9% off the shares). The auto MoE
+/// choice finds that whole experts for the MoE GLU beside it would bring the shares no closer (the miss is
+/// not the MoE layer's), and keeps the faster intermediate split.
+// GRANULE: remark: tpc-assign-split-axes: MoE split: intermediate costs 1.000, whole experts {{.*}}: intermediate
+// GRANULE: remark: tpc-assign-split-axes: MoE split: the split weights miss a device's share by 12.9%, with every MoE layer in whole experts by 12.9%: keep the layers

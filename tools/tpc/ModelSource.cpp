@@ -104,8 +104,9 @@ void addCompileFlags(CLI::App &cmd, CompileFlags &f) {
           ->check(CLI::Range(int64_t(1), int64_t(1) << 20)),
       cmd.add_option("--moe-split", f.moeSplit,
                      "How MoE layers split: auto (default: per layer, the cheaper at decode under uniform "
-                     "routing), intermediate (every expert's intermediate dimension) or expert (whole experts per "
-                     "device, in proportion to --tensor-split)")
+                     "routing; then whole experts where the intermediate split would leave a device's weights "
+                     "more than 5% off its share), intermediate (every expert's intermediate dimension) or "
+                     "expert (whole experts per device, in proportion to --tensor-split)")
           ->check(CLI::IsMember({"auto", "intermediate", "expert"})),
       cmd.add_option("--routing-profile", f.routingProfile,
                      "With --moe-split auto: per MoE layer, the tokens routed to each expert ('blk.N: c0 c1 ...' "

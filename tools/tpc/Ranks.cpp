@@ -28,19 +28,65 @@
 
 #include <fmt/core.h>
 
+#ifdef __linux__
+#include <malloc.h>
+#include <sys/mman.h>
+#endif
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
 namespace tpc::cli {
 
 using namespace tpc::rt;
+
+#ifdef __linux__
+size_t releaseCompilerCode() {
+  static const char *const kCompilerLibraries[] = {"/libLLVM", "/libMLIR", "/libz3", "/libxml2", "/libicu"};
+  std::ifstream smaps("/proc/self/smaps");
+  size_t released = 0;
+  uintptr_t lo = 0, hi = 0;
+  bool candidate = false, privatePages = false;
+  auto finish = [&] {
+    if (candidate && !privatePages && hi > lo && ::madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTNEED) == 0)
+      released += hi - lo;
+    candidate = privatePages = false;
+  };
+  for (std::string line; std::getline(smaps, line);) {
+    std::istringstream in(line);
+    std::string first, perms, offset, dev, inode, path;
+    in >> first >> perms >> offset >> dev >> inode >> path;
+    if (size_t dash = first.find('-'); dash != std::string::npos && first.back() != ':') {
+      finish();
+      lo = std::stoull(first.substr(0, dash), nullptr, 16);
+      hi = std::stoull(first.substr(dash + 1), nullptr, 16);
+      // Code (read + execute, private, never written) of LLVM's or MLIR's shared libraries and of the
+      // libraries only LLVM loads (z3, libxml2 and its ICU).
+      candidate = perms == "r-xp" && std::any_of(std::begin(kCompilerLibraries), std::end(kCompilerLibraries),
+                                                 [&](const char *lib) { return path.find(lib) != std::string::npos; });
+    } else if (first == "Anonymous:" && perms != "0") { // `perms` holds the field's value here
+      privatePages = true; // written (a debugger's breakpoint): its copy must stay
+    }
+  }
+  finish();
+  return released;
+}
+#else
+size_t releaseCompilerCode() { return 0; }
+#endif
 
 namespace {
 
 void runInProcess(const std::function<Plan()> &load, const SessionOptions &options, const std::string &backend,
                   const std::function<void(Session &)> &userSide) {
   Plan plan = load();
+  releaseCompilerCode(); // after load: it may have compiled a GGUF
   auto be = builtinBackends().select(backend);
   if (!be)
     throw Failure("--backend: " + be.message());
   auto session = (*be)->open(std::move(plan), options);
+  ::malloc_trim(0);
   if (!session)
     throw Failure(session.message());
   userSide(**session);
@@ -160,7 +206,7 @@ void agree(const comm::MpiWorld &w, const Outcome &mine, const char *step, bool 
 }
 
 void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, SessionOptions options,
-               const std::string &backend, const std::function<void(Session &)> &userSide) {
+               const std::string &backend, const std::function<void(Session &)> &userSide, PlanTokenizer *vocab) {
   auto started = comm::MpiWorld::init();
   if (!started)
     throw Failure(fmt::format("started by {} ({}): {}", launch.launcher, launch.evidence, started.message()));
@@ -168,6 +214,7 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
   const comm::MpiWorld &w = *world;
   announceTermination(w);
   finalizeAtExit(world);
+  releaseCompilerCode();
 
   // 1. Agreement: the plan, the rank count, the GGUF, the backend.
   Outcome mine{0, "", w.host(), ""};
@@ -194,6 +241,8 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
   // drop the plan's vocabulary (Gemma 3's 262144 entries are several MiB of strings per rank).
   if (w.rank() != 0)
     plan->tokenizer = PlanTokenizer{};
+  else if (vocab)
+    *vocab = std::move(plan->tokenizer);
   options.devices = {w.rank()};
   if (options.threads <= 0)
     options.threads = threadsPerRank(w.localSize());
@@ -215,6 +264,7 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
   Expected<std::unique_ptr<Session>> session = Error{mine.error};
   if (mine.error.empty())
     session = be->open(std::move(*plan), options);
+  ::malloc_trim(0);
   mine.error = session ? "" : session.message();
   agree(w, mine, "open", false);
 
@@ -249,7 +299,7 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
 } // namespace
 
 void runOnPlan(const std::string &planPath, const std::function<Plan()> &loadInProcess, SessionOptions options,
-               const std::string &backend, const std::function<void(Session &)> &userSide) {
+               const std::string &backend, const std::function<void(Session &)> &userSide, PlanTokenizer *vocab) {
   const comm::MpiLaunch launch = comm::detectMpiLaunch();
   if (!launch.launched)
     return runInProcess(loadInProcess, options, backend, userSide);
@@ -259,7 +309,7 @@ void runOnPlan(const std::string &planPath, const std::function<Plan()> &loadInP
                               "`tpc compile {} --devices N -o plan.bin` and run that",
                               planPath, launch.launcher, planPath));
 #ifdef TPC_HAVE_MPI
-  runAsRank(launch, planPath, std::move(options), backend, userSide);
+  runAsRank(launch, planPath, std::move(options), backend, userSide, vocab);
 #else
   throw Failure(fmt::format("started by {} ({}) but this tpc was built without MPI; install Open MPI "
                             "(scripts/install-deps.sh) and rebuild, or set TPC_MPI=0 to run every device in "

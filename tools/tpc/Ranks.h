@@ -34,10 +34,21 @@ namespace tpc::cli {
 /// rank of an MPI job (see the file comment). In-process the plan is what `loadInProcess` returns (the
 /// plan file loaded, or a GGUF compiled in memory: ModelSource.h's loadModel); a rank loads the plan file
 /// itself and refuses a GGUF (every rank must run the same plan: compile it first). Errors throw Failure
-/// (one line). `options.ordinals` are the GPUs to pick from (CUDA ranks take the local rank's).
+/// (one line). `options.ordinals` are the GPUs to pick from (CUDA ranks take the local rank's). `vocab`:
+/// where rank 0 moves the plan's tokenizer before its session opens (the session never reads it), so the
+/// user side builds its Tokenizer from it instead of from a copy of `session.plan().tokenizer`; in-process,
+/// `loadInProcess` does the same. Ranks other than 0 drop it.
 void runOnPlan(const std::string &planPath, const std::function<rt::Plan()> &loadInProcess,
                rt::SessionOptions options, const std::string &backend,
-               const std::function<void(rt::Session &)> &userSide);
+               const std::function<void(rt::Session &)> &userSide, rt::PlanTokenizer *vocab = nullptr);
+
+/// Drops this process's resident pages of LLVM's and MLIR's shared-library code, and of the libraries only
+/// they load (z3, libxml2, ICU) (MADV_DONTNEED on their
+/// read-only private file mappings; a page that runs again comes back from the page cache). A plan run
+/// never calls the compiler, but the loader and LLVM's static constructors (every cl::opt of every target)
+/// fault in ~36 MiB of libLLVM's text in every tpc process, as much as a rank's activations. Returns the
+/// bytes of the mappings released (0 off Linux, or where the compiler is linked statically).
+size_t releaseCompilerCode();
 
 } // namespace tpc::cli
 

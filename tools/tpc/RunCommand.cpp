@@ -504,7 +504,7 @@ void runRun(const RunOptions &o) {
         hidden->observe(d, i, st, in, out);
     };
   // In-process the plan file or GGUF is loaded here, its tokenizer moved out (the session never reads
-  // it); a rank of an MPI job loads the plan itself and rank 0 copies the tokenizer from its session.
+  // it); a rank of an MPI job loads the plan itself and rank 0 moves the tokenizer here the same way.
   PlanTokenizer vocab;
   auto load = [&] {
     Plan plan = loadModel(o.plan, o.compile, o.gguf, &tl);
@@ -535,7 +535,7 @@ void runRun(const RunOptions &o) {
       fmt::print(stderr, "tpc run: the routing of {} tokens written to '{}' (tpc compile --routing-profile reads it)\n",
                  routing->tokens(), o.profileRouting);
     }
-  });
+  }, &vocab);
 }
 
 void registerRun(CLI::App &app) {

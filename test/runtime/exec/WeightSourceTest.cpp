@@ -5,7 +5,10 @@
 // a 16 MiB temporary file mapped as openWeightSource maps a GGUF: the strided copy is right, the process's
 // file-backed RSS falls by the pages released, a copy after the release reads the same bytes again (the
 // pages come back from the page cache), and weights in the caller's memory (SessionOptions::ggufData) are
-// never released (MADV_DONTNEED would zero anonymous memory).
+// never released (MADV_DONTNEED would zero anonymous memory). After the copies a session keeps only the
+// pages of the slices it reads in place (exec::releasePagesOutside): every other page of the mapping leaves
+// the process, and later faults inside a kept span do not map the gap's pages around them (the /proc/self/
+// pagemap present bit says which pages the process maps).
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Setup.h"
 
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -45,6 +49,44 @@ WeightSlice stridedSlice(uint64_t rows) {
 
 uint8_t byteAt(uint64_t i) { return static_cast<uint8_t>((i * 131 + i / 4096) & 0xff); }
 
+/// A 16 MiB temporary file of byteAt() mapped as openWeightSource maps a GGUF (the file is removed at once;
+/// the mapping keeps it).
+exec::WeightSource mappedFile(uint64_t size) {
+  const std::string path = ::testing::TempDir() + "tpc-weight-source-" + std::to_string(::getpid());
+  {
+    std::vector<uint8_t> bytes(size);
+    for (uint64_t i = 0; i < size; ++i)
+      bytes[i] = byteAt(i);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(bytes.data()), size);
+  }
+  exec::WeightSource src;
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  void *addr = fd < 0 ? MAP_FAILED : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (fd >= 0)
+    ::close(fd);
+  std::remove(path.c_str());
+  if (addr == MAP_FAILED)
+    return src;
+  src.data = static_cast<const uint8_t *>(addr);
+  src.size = size;
+  src.mapping = std::shared_ptr<const void>(addr, [size](const void *p) { ::munmap(const_cast<void *>(p), size); });
+  return src;
+}
+
+/// Whether this process maps page `i` of `src` (bit 63 of its /proc/self/pagemap entry); nullopt when
+/// pagemap cannot be read.
+std::optional<bool> mapped(const exec::WeightSource &src, uint64_t i) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY);
+  if (fd < 0)
+    return std::nullopt;
+  uint64_t entry = 0;
+  const off_t at = static_cast<off_t>((reinterpret_cast<uintptr_t>(src.data) / page + i) * 8);
+  const bool ok = ::pread(fd, &entry, 8, at) == 8;
+  ::close(fd);
+  return ok ? std::optional<bool>((entry >> 63) & 1) : std::nullopt;
+}
+
 TEST(WeightSource, ReleasedFilePagesLeaveRssAndReadBackTheSame) {
   constexpr uint64_t kRows = 4096, kSize = kRows * 4096; // 16 MiB
   const std::string path = ::testing::TempDir() + "tpc-weight-source-" + std::to_string(::getpid());
@@ -62,6 +104,7 @@ TEST(WeightSource, ReleasedFilePagesLeaveRssAndReadBackTheSame) {
   ASSERT_NE(addr, MAP_FAILED);
   exec::WeightSource src;
   src.data = static_cast<const uint8_t *>(addr);
+  src.size = kSize;
   src.mapping = std::shared_ptr<const void>(addr, [](const void *p) { ::munmap(const_cast<void *>(p), kSize); });
 
   const WeightSlice w = stridedSlice(kRows - 1); // the last row would run past the file
@@ -80,6 +123,12 @@ TEST(WeightSource, ReleasedFilePagesLeaveRssAndReadBackTheSame) {
   EXPECT_GE(touched - released, 12 * 1024) << "releasing the slice drops those pages again";
   exec::copyWeightSlice(w, src.data, again.data());
   EXPECT_EQ(first, again) << "a released page reads the same bytes back from the page cache";
+  // The copy that releases as it goes gives the same bytes and leaves none of the slice's pages behind.
+  std::vector<uint8_t> third(w.bytes);
+  const long resident = rssFileKiB();
+  exec::copyWeightSliceReleasing(w, src, third.data());
+  EXPECT_EQ(first, third);
+  EXPECT_LE(rssFileKiB() - std::min(resident, released), 256) << "copyWeightSliceReleasing left pages resident";
 }
 
 TEST(WeightSource, CallersMemoryIsNeverReleased) {
@@ -95,6 +144,34 @@ TEST(WeightSource, CallersMemoryIsNeverReleased) {
   exec::copyWeightSlice(w, src.data, again.data());
   EXPECT_EQ(first, again);
   EXPECT_EQ(std::count(again.begin(), again.end(), 0), 0);
+}
+
+TEST(WeightSource, OnlyTheKeptSpansPagesStayMapped) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)), kPages = 4096;
+  exec::WeightSource src = mappedFile(kPages * page);
+  ASSERT_TRUE(src.mapping) << "cannot map a temporary file";
+  volatile unsigned sum = 0; // the reads must happen
+  for (uint64_t i = 0; i < kPages; ++i)
+    sum += src.data[i * page]; // every page mapped, as a strided copy leaves them
+  if (!mapped(src, 0) || !*mapped(src, 0))
+    GTEST_SKIP() << "/proc/self/pagemap does not show this process's pages";
+  // Two spans a session reads in place, neither page-aligned: [100.5, 300.5) and [1000, 1100) pages.
+  const std::vector<std::pair<uint64_t, uint64_t>> keep = {{1000 * page, 1100 * page},
+                                                           {100 * page + page / 2, 300 * page + page / 2}};
+  const uint64_t released = exec::releasePagesOutside(keep, src);
+  EXPECT_EQ(released, (kPages - 201 - 100) * page) << "every page no span touches, and only those";
+  // Reads of the spans afterwards (every call reads its in-place slices): the kernel maps pages around each
+  // fault (or a whole 2 MiB folio, where the file's page cache holds one; the release may have unmapped a
+  // span's pages with the folio), but never across into a released gap.
+  for (auto [lo, hi] : keep)
+    for (uint64_t at = lo; at < hi; at += page / 2)
+      sum += src.data[at];
+  for (uint64_t i : {uint64_t(0), uint64_t(99), uint64_t(301), uint64_t(511), uint64_t(512), uint64_t(999),
+                     uint64_t(1100), kPages - 1})
+    EXPECT_FALSE(*mapped(src, i)) << "page " << i << " lies outside every span";
+  for (uint64_t i : {uint64_t(100), uint64_t(200), uint64_t(300), uint64_t(1000), uint64_t(1099)})
+    EXPECT_TRUE(*mapped(src, i)) << "page " << i << " holds a kept span's bytes";
+  EXPECT_EQ(src.data[150 * page + 7], byteAt(150 * page + 7)) << "kept bytes read the same";
 }
 
 } // namespace
