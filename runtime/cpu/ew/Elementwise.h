@@ -7,11 +7,10 @@
 //  - exp: Cody-Waite reduction by ln 2 and a degree-7 polynomial, scaled by 2^n in two halves (so
 //    denormal results and overflow to +inf come out right); a few ulp.
 //  - tanh: odd Taylor series to u^15 for |u| < 0.55, (1 - e)/(1 + e) with e = exp(-2|u|) above; a few ulp.
-//  - silu, sigmoid, softcap from those. gelu and gelu-tanh stay scalar on every path: the F32 fixtures'
-//    N-vs-1-device bound (1e-4 max|logit|) is at 96 % on tiny-gemma4moe with the scalar gelu, and any
-//    change of its rounding (a vector x / (1 + e^(-2u)) was more accurate against the reference) moved its
-//    3- and 4-device runs just past it; the routing of the MoE amplifies such changes. Revisit with the
-//    precision work.
+//  - silu, sigmoid, softcap, gelu-tanh (x / (1 + e^(-2u)), no cancellation for negative x) from those.
+//    gelu (erf) stays scalar on every path: the F32 fixtures' N-vs-1-device bound is tight on
+//    tiny-gemma4moe, whose MoE routing amplifies any change of rounding (gelu-tanh moved it from 96 % of
+//    the old 1e-4 bound to 59 % of today's 2e-4).
 //  - RMS norm and softmax sums accumulate in double (vector lanes, then a pairwise sum), as the scalar path.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_EW_ELEMENTWISE_H

@@ -5,7 +5,7 @@
 // docs/architecture.md ("Element-wise kernels"), derived from float rounding, not tuned:
 //  - exp, sigmoid, silu, tanh, softcap: |y - ref| <= 1e-6 |ref| (a few ulp: the polynomial's 5e-9, the
 //    reduction, 2-4 roundings), plus 1e-37 absolute where the result is denormal.
-//  - gelu / gelu-tanh (scalar on every path): 1e-6 |ref| + 3e-7 |x| (1 + tanh or 1 + erf cancels for
+//  - gelu / gelu-tanh (gelu scalar on every path): 1e-6 |ref| + 3e-7 |x| (1 + tanh or 1 + erf cancels for
 //    negative x: 4 ulp of 1 times |x| / 2).
 //  - GLU: the unary's bound times |up|, plus one rounding.
 //  - RMS norm: 1e-6 |ref| (double sum; the scale's 3 roundings and 2 products).
