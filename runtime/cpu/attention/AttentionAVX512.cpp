@@ -69,17 +69,6 @@ struct Ops {
     out[0] = _mm512_reduce_add_ps(a0), out[1] = _mm512_reduce_add_ps(a1);
     out[2] = _mm512_reduce_add_ps(a2), out[3] = _mm512_reduce_add_ps(a3);
   }
-  /// Two rows at a time as two one-row calls (the same bits; not fused on this ISA).
-  static void dot4x2(const float *q, const float *q2, const float *k, int64_t ks, int64_t n, float *out,
-                     float *out2) {
-    dot4(q, k, ks, n, out);
-    dot4(q2, k, ks, n, out2);
-  }
-  static void axpy4x2(const float *w, const float *w2, const float *x, int64_t xs, float *y, float *y2,
-                      int64_t n) {
-    axpy4(w, x, xs, y, n);
-    axpy4(w2, x, xs, y2, n);
-  }
   static float expShiftSum(float *x, int64_t n, float shift) {
     const __m512 sh = _mm512_set1_ps(shift);
     __m512 sum = _mm512_setzero_ps();

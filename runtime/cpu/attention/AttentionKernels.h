@@ -10,6 +10,7 @@
 #include "runtime/cpu/Attention.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <cmath>
 
 namespace tpc::rt::cpu::attn {

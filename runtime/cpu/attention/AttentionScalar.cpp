@@ -22,17 +22,6 @@ struct Ops {
     for (int j = 0; j < 4; ++j)
       out[j] = dot(q, k + j * ks, n);
   }
-  /// Two rows at a time as two one-row calls (the same bits; not fused on this ISA).
-  static void dot4x2(const float *q, const float *q2, const float *k, int64_t ks, int64_t n, float *out,
-                     float *out2) {
-    dot4(q, k, ks, n, out);
-    dot4(q2, k, ks, n, out2);
-  }
-  static void axpy4x2(const float *w, const float *w2, const float *x, int64_t xs, float *y, float *y2,
-                      int64_t n) {
-    axpy4(w, x, xs, y, n);
-    axpy4(w2, x, xs, y2, n);
-  }
   static float expShiftSum(float *x, int64_t n, float shift) {
     float sum = 0;
     for (int64_t i = 0; i < n; ++i)
