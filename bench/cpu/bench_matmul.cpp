@@ -5,7 +5,8 @@
 // matrices); types Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 (or those named by --types); 1 and 2 threads (or the
 // counts given as arguments).
 //
-// Usage: tpc-bench-matmul [--quick] [--types q4_K,q6_K] [threads...]
+// Usage: tpc-bench-matmul [--quick] [--prefill] [--types q4_K,q6_K] [threads...]
+// --prefill: only the prefill column on the 4096x4096 shape (kernel A/B comparisons; q5_0 included).
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Matmul.h"
 #include "runtime/cpu/quant/Quant.h"
@@ -58,12 +59,14 @@ template <typename Fn> double timeIt(Fn fn, double minTime, double *cpuPerCall =
 } // namespace
 
 int main(int argc, char **argv) {
-  bool quick = false;
+  bool quick = false, prefillOnly = false;
   std::string only; // --types: comma-separated ggml type names
   std::vector<int> threads;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
+    else if (std::strcmp(argv[i], "--prefill") == 0)
+      prefillOnly = true;
     else if (std::strcmp(argv[i], "--types") == 0 && i + 1 < argc)
       only = "," + std::string(argv[++i]) + ",";
     else
@@ -82,7 +85,7 @@ int main(int argc, char **argv) {
       g.parallelFor(th, [&](int64_t b, int64_t, int t) { sink[static_cast<size_t>(t) * 16] += b; });
     std::printf("parallelFor hand-off, %d thread(s): %.2f us per job\n", th, (seconds() - t0) / reps * 1e6);
   }
-  const GGMLType types[] = {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K,
+  const GGMLType types[] = {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K,
                             GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::F16};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}};
   const int64_t k = 4096;
@@ -104,6 +107,8 @@ int main(int argc, char **argv) {
       continue;
     for (auto &shape : shapes) {
       int64_t n = shape[0];
+      if (prefillOnly && n != 4096)
+        continue;
       size_t rowBytes = static_cast<size_t>(*ggmlRowBytes(t, k));
       std::vector<uint8_t> w(rowBytes * static_cast<size_t>(n));
       for (int64_t r = 0; r < n; ++r)
@@ -121,8 +126,9 @@ int main(int argc, char **argv) {
         a.y = y.data();
         a.yRowStride = static_cast<size_t>(n);
         a.m = 1;
-        double cpu = 0;
-        double dt = timeIt([&] { matmul(a, g); }, quick ? 0.2 : 1.0, &cpu);
+        double cpu = 1e-9, dt = 1e-9;
+        if (!prefillOnly)
+          dt = timeIt([&] { matmul(a, g); }, quick ? 0.2 : 1.0, &cpu);
         double gbs = static_cast<double>(w.size()) / dt / 1e9,
                gbsCpu = static_cast<double>(w.size()) / cpu / 1e9;
         double gflops = 0, gflopsCpu = 0;

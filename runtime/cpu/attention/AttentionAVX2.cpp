@@ -77,6 +77,54 @@ struct Ops {
       for (int j = 0; j < 4; ++j)
         out[j] = __builtin_fmaf(q[i], k[j * ks + i], out[j]);
   }
+  /// dot4 of q and of q2 over the same keys: each key row is loaded once for both.
+  static void dot4x2(const float *q, const float *q2, const float *k, int64_t ks, int64_t n, float *out,
+                     float *out2) {
+    __m256 a[4], b[4];
+    for (int j = 0; j < 4; ++j)
+      a[j] = b[j] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i), qv2 = _mm256_loadu_ps(q2 + i);
+      for (int j = 0; j < 4; ++j) {
+        const __m256 kv = _mm256_loadu_ps(k + j * ks + i);
+        a[j] = _mm256_fmadd_ps(qv, kv, a[j]);
+        b[j] = _mm256_fmadd_ps(qv2, kv, b[j]);
+      }
+    }
+    for (int j = 0; j < 4; ++j)
+      out[j] = hsum(a[j]), out2[j] = hsum(b[j]);
+    for (; i < n; ++i)
+      for (int j = 0; j < 4; ++j) {
+        out[j] = __builtin_fmaf(q[i], k[j * ks + i], out[j]);
+        out2[j] = __builtin_fmaf(q2[i], k[j * ks + i], out2[j]);
+      }
+  }
+  /// axpy4 into y and into y2 from the same 4 rows of x, each loaded once.
+  static void axpy4x2(const float *w, const float *w2, const float *x, int64_t xs, float *y, float *y2,
+                      int64_t n) {
+    __m256 wv[4], wv2[4];
+    for (int j = 0; j < 4; ++j)
+      wv[j] = _mm256_set1_ps(w[j]), wv2[j] = _mm256_set1_ps(w2[j]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256 xv[4];
+      for (int j = 0; j < 4; ++j)
+        xv[j] = _mm256_loadu_ps(x + j * xs + i);
+      __m256 acc = _mm256_loadu_ps(y + i), acc2 = _mm256_loadu_ps(y2 + i);
+      for (int j = 0; j < 4; ++j) {
+        acc = _mm256_fmadd_ps(wv[j], xv[j], acc);
+        acc2 = _mm256_fmadd_ps(wv2[j], xv[j], acc2);
+      }
+      _mm256_storeu_ps(y + i, acc);
+      _mm256_storeu_ps(y2 + i, acc2);
+    }
+    for (; i < n; ++i)
+      for (int j = 0; j < 4; ++j) {
+        y[i] = __builtin_fmaf(w[j], x[j * xs + i], y[i]);
+        y2[i] = __builtin_fmaf(w2[j], x[j * xs + i], y2[i]);
+      }
+  }
   static float expShiftSum(float *x, int64_t n, float shift) {
     const __m256 sh = _mm256_set1_ps(shift);
     __m256 sum = _mm256_setzero_ps();

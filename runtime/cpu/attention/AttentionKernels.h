@@ -10,6 +10,7 @@
 #include "runtime/cpu/Attention.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <cmath>
 
 namespace tpc::rt::cpu::attn {
@@ -35,10 +36,10 @@ struct Item {
 /// Query rows (tokens x heads of a group) per tile, when a group has fewer heads.
 inline constexpr int64_t kTileRows = 64;
 
-/// Floats of per-thread scratch one item needs: a block of K and V rows, its scores, and each query row's
-/// running max and sum.
+/// Floats of per-thread scratch one item needs: a block of K and V rows, the scores of two rows, and each
+/// query row's running max and sum.
 inline int64_t itemScratchFloats(const AttentionArgs &a) {
-  return kKeyBlock * (a.dk + a.dv + 1) + 2 * std::max<int64_t>(kTileRows, a.hq);
+  return kKeyBlock * (a.dk + a.dv + 2) + 2 * std::max<int64_t>(kTileRows, a.hq);
 }
 
 /// Runs item `it` of call `a` with `scratch` (itemScratchFloats floats).
