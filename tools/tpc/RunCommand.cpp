@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -195,19 +196,26 @@ Roofline decodeRoofline(const Session &s) {
   return best;
 }
 
-/// --parallel "1,2,4" as sequence counts, each 1..kMaxSequences; "" gives none.
-std::vector<int> parseParallel(const std::string &list) {
+/// A comma-separated list of integers in [lo, hi] (--gpus, --parallel); an error names the flag and says what
+/// an entry must be (`what`) with an example.
+std::vector<int> parseIntList(const std::string &list, const char *flag, long lo, long hi,
+                              const std::string &what, const char *example) {
   std::vector<int> out;
   std::stringstream ss(list);
   for (std::string item; std::getline(ss, item, ',');) {
     char *end = nullptr;
     long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 1 || v > kMaxSequences)
-      throw Failure(fmt::format("--parallel: '{}' is not a sequence count in 1..{} (expected e.g. 1,2,4,8)",
-                                item, kMaxSequences));
+    if (item.empty() || *end || v < lo || v > hi)
+      throw Failure(fmt::format("{}: '{}' is not {} (expected e.g. {})", flag, item, what, example));
     out.push_back(static_cast<int>(v));
   }
   return out;
+}
+
+/// --parallel "1,2,4" as sequence counts, each 1..kMaxSequences; "" gives none.
+std::vector<int> parseParallel(const std::string &list) {
+  return parseIntList(list, "--parallel", 1, kMaxSequences,
+                      fmt::format("a sequence count in 1..{}", kMaxSequences), "1,2,4,8");
 }
 
 void runBench(Session &s, const RunOptions &o) {
@@ -537,16 +545,7 @@ void printProfile(const Session &s) {
 
 /// "0,1" -> {0, 1} (--gpus); the error names the flag.
 std::vector<int> parseOrdinals(const std::string &list) {
-  std::vector<int> out;
-  std::stringstream ss(list);
-  for (std::string item; std::getline(ss, item, ',');) {
-    char *end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 0)
-      throw Failure(fmt::format("--gpus: '{}' is not a GPU ordinal (expected e.g. 0,1)", item));
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
+  return parseIntList(list, "--gpus", 0, INT32_MAX, "a GPU ordinal", "0,1");
 }
 
 void runRun(const RunOptions &o) {
