@@ -10,6 +10,9 @@
 // last row of the prompt and of each step, so the plan's output head runs on one row).
 // `--bench -pp 512 -tg 128 [-r 5] [--depth N] [--json]` prints a llama-bench style table; with --depth N
 // each test runs after N tokens of context (filled untimed, like llama-bench -gp N,128: "tg128 @ d4096").
+// `--parallel 1,2,4,8` adds batched decode tests: P sequences (each after --depth tokens of its own) advance
+// one token each per evaluate() call, every token asking for its logits row, as `tpc serve -np P` steps its
+// slots; the table gives the aggregate t/s and the ms of one step next to the step of one sequence.
 // llama-bench spells the test sizes "-pp"/"-tg", which CLI11 cannot declare (one-letter short names), so
 // main.cpp rewrites those two spellings to --pp/--tg before parsing. `--f32-reference` runs the CPU
 // backend's float32 reference (precision measurements), `--f32-kv` only its f32 KV caches; `--dump-hidden
@@ -35,6 +38,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -74,6 +78,7 @@ struct RunOptions {
   int pp = 512;
   int tg = 128;
   int depth = 0;
+  std::string parallel; ///< --parallel 1,2,4: sequences per batched decode step (bench)
   int reps = 5;
   bool json = false;
   bool profile = false;
@@ -197,10 +202,35 @@ Roofline decodeRoofline(const Session &s) {
   return best;
 }
 
+/// A comma-separated list of integers in [lo, hi] (--gpus, --parallel); an error names the flag and says what
+/// an entry must be (`what`) with an example.
+std::vector<int> parseIntList(const std::string &list, const char *flag, long lo, long hi,
+                              const std::string &what, const char *example) {
+  std::vector<int> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char *end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end || v < lo || v > hi)
+      throw Failure(fmt::format("{}: '{}' is not {} (expected e.g. {})", flag, item, what, example));
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+/// --parallel "1,2,4" as sequence counts, each 1..kMaxSequences; "" gives none.
+std::vector<int> parseParallel(const std::string &list) {
+  return parseIntList(list, "--parallel", 1, kMaxSequences,
+                      fmt::format("a sequence count in 1..{}", kMaxSequences), "1,2,4,8");
+}
+
 void runBench(Session &s, const RunOptions &o) {
   const Plan &p = s.plan();
+  const std::vector<int> parallel = parseParallel(o.parallel);
   if (o.pp < 0 || o.tg < 0 || (o.pp == 0 && o.tg == 0))
     throw Failure("--bench: give -pp N and/or -tg N with N > 0");
+  if (!parallel.empty() && o.tg == 0)
+    throw Failure("--parallel: needs -tg N > 0 (the decode steps it times)");
   if (o.reps < 1)
     throw Failure("-r: repetitions must be >= 1");
   if (o.depth < 0)
@@ -233,6 +263,8 @@ void runBench(Session &s, const RunOptions &o) {
     std::string test;
     int tokens;
     double mean, sd;
+    int sequences = 1;
+    double stepMs = 0; ///< --parallel: ms per decode step
   };
   std::vector<Result> results;
   auto measure = [&](const std::string &name, int n, bool prompt) {
@@ -256,10 +288,49 @@ void runBench(Session &s, const RunOptions &o) {
   if (o.depth > 0) {
     fillDepth();
   }
+  // Batched decode: sequences 0..P-1 each hold `depth` tokens (sequence 0's context copied by refilling, as
+  // each sequence has its own cache), then every step feeds one token to each.
+  auto measureParallel = [&](int P) {
+    std::vector<double> ts, ms;
+    for (int r = -1; r < o.reps; ++r) {
+      for (int q = 0; q < P; ++q) {
+        if (o.depth == 0 || !s.checkBatch({{0, o.depth, q, true}}).empty()) {
+          s.clearSequence(q);
+          for (int at = 0; at < o.depth; at += static_cast<int>(p.model.maxBatch)) {
+            const int n = std::min<int>(o.depth - at, static_cast<int>(p.model.maxBatch));
+            std::vector<BatchToken> b;
+            for (int32_t id : randomIds(n))
+              b.push_back({id, at + static_cast<int32_t>(b.size()), q, static_cast<int>(b.size()) + 1 == n});
+            if (auto e = s.evaluate(b); !e)
+              throw Failure(e.message());
+          }
+        }
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < o.tg; ++i) {
+        std::vector<BatchToken> b;
+        for (int q = 0; q < P; ++q)
+          b.push_back({tok(rng), o.depth + i, q, true});
+        if (auto e = s.evaluate(b); !e)
+          throw Failure(e.message());
+      }
+      const double sec = seconds(t0);
+      if (r >= 0) {
+        ts.push_back(double(P) * o.tg / sec);
+        ms.push_back(1e3 * sec / o.tg);
+      }
+    }
+    auto [m, sd] = meanStd(ts);
+    const std::string name = fmt::format("tg{} x{} seq", o.tg, P);
+    results.push_back(
+        {o.depth ? fmt::format("{} @ d{}", name, o.depth) : name, o.tg * P, m, sd, P, meanStd(ms).first});
+  };
   if (o.pp > 0)
     measure(fmt::format("pp{}", o.pp), o.pp, true);
   if (o.tg > 0)
     measure(fmt::format("tg{}", o.tg), o.tg, false);
+  for (int P : parallel)
+    measureParallel(P);
 
   uint64_t weightBytes = 0;
   for (const DevicePlan &d : p.devices)
@@ -277,14 +348,15 @@ void runBench(Session &s, const RunOptions &o) {
       fmt::print(
           "  {{\"model\": \"{}\", \"file\": \"{}\", \"size_bytes\": {}, \"devices\": {}, \"backend\": "
           "\"{}\", "
-          "\"threads_per_device\": {}, \"test\": \"{}\", \"n_tokens\": {}, \"n_depth\": {}, \"reps\": {}, "
-          "\"avg_ts\": {:.4f}, "
+          "\"threads_per_device\": {}, \"test\": \"{}\", \"n_tokens\": {}, \"n_depth\": {}, \"n_parallel\": "
+          "{}, "
+          "\"step_ms\": {:.4f}, \"reps\": {}, \"avg_ts\": {:.4f}, "
           "\"stddev_ts\": {:.4f}, \"decode_weight_bytes_per_token\": {}, \"copy_bandwidth_bytes_per_s\": "
           "{:.0f}, "
           "\"roofline_ts\": {:.4f}}}{}\n",
           model, file, weightBytes, devices, s.backendName(), s.threadsPerDevice(), results[i].test,
-          results[i].tokens, o.depth, o.reps, results[i].mean, results[i].sd, roof.bytes, roof.bandwidth, roof.ts,
-          i + 1 < results.size() ? "," : "");
+          results[i].tokens, o.depth, results[i].sequences, results[i].stepMs, o.reps, results[i].mean,
+          results[i].sd, roof.bytes, roof.bandwidth, roof.ts, i + 1 < results.size() ? "," : "");
     fmt::print("]\n");
     return;
   }
@@ -296,6 +368,22 @@ void runBench(Session &s, const RunOptions &o) {
   for (const Result &r : results)
     fmt::print("| {} ({}) | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", model, file, size, devices,
                s.backendName(), threads, r.test, r.mean, r.sd);
+  // --parallel: the step of P sequences against the step of one (the first parallel test with P = 1, else
+  // the tg test).
+  double oneStep = 0;
+  for (const Result &r : results)
+    if (r.sequences == 1 && r.stepMs > 0)
+      oneStep = r.stepMs;
+  for (const Result &r : results)
+    if (oneStep == 0 && r.stepMs == 0 && r.test.rfind("tg", 0) == 0)
+      oneStep = 1e3 / r.mean;
+  for (const Result &r : results)
+    if (r.stepMs > 0)
+      fmt::print("\n{}: {:.2f} ms per step of {} token(s){}", r.test, r.stepMs, r.sequences,
+                 oneStep > 0 ? fmt::format(", {:.2f}x the step of one sequence", r.stepMs / oneStep)
+                             : std::string());
+  if (!parallel.empty())
+    fmt::print("\n");
   if (roof.ts <= 0) {
     fmt::print("\ndecode roofline: unknown (the copy bandwidth of {} could not be measured)\n",
                s.memoryName(roof.memory));
@@ -304,10 +392,11 @@ void runBench(Session &s, const RunOptions &o) {
   fmt::print("\ndecode roofline: {} of weights per token on {} at {:.0f} GB/s (copy, read + write) = {:.1f} "
              "t/s{}\n",
              bytesStr(roof.bytes), s.memoryName(roof.memory), roof.bandwidth / 1e9, roof.ts,
-             roof.hostBytes ? fmt::format(" (host-placed steps read {} more from host memory)", bytesStr(roof.hostBytes))
-                            : std::string());
+             roof.hostBytes
+                 ? fmt::format(" (host-placed steps read {} more from host memory)", bytesStr(roof.hostBytes))
+                 : std::string());
   for (const Result &r : results)
-    if (r.test.rfind("tg", 0) == 0)
+    if (r.test.rfind("tg", 0) == 0 && r.stepMs == 0) // a batched step reads the weights once for P tokens
       fmt::print("{}: {:.1f}% of the roofline\n", r.test, 100.0 * r.mean / roof.ts);
 }
 
@@ -318,7 +407,10 @@ void printTimings(const Timeline &tl, const Tokenizer *tok) {
   for (const Timeline::Phase &ph : tl.phases())
     line += fmt::format("{}{} {:.3f} ({:.3f})", line.empty() ? "" : ", ", ph.name, ph.wall, ph.cpu);
   fmt::print(stderr, "timings, wall (cpu) s: {}; first token after {:.3f} s; tokenizer tables {}\n", line,
-             tl.total(), !tok ? "none" : tok->encoderTablesBuilt() ? "built" : "not built");
+             tl.total(),
+             !tok                        ? "none"
+             : tok->encoderTablesBuilt() ? "built"
+                                         : "not built");
 }
 
 /// `planVocab`: the plan's tokenizer, moved out of the plan (the session never reads it).
@@ -459,16 +551,7 @@ void printProfile(const Session &s) {
 
 /// "0,1" -> {0, 1} (--gpus); the error names the flag.
 std::vector<int> parseOrdinals(const std::string &list) {
-  std::vector<int> out;
-  std::stringstream ss(list);
-  for (std::string item; std::getline(ss, item, ',');) {
-    char *end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 0)
-      throw Failure(fmt::format("--gpus: '{}' is not a GPU ordinal (expected e.g. 0,1)", item));
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
+  return parseIntList(list, "--gpus", 0, INT32_MAX, "a GPU ordinal", "0,1");
 }
 
 void runRun(const RunOptions &o) {
@@ -480,6 +563,8 @@ void runRun(const RunOptions &o) {
   SessionOptions so;
   so.threads = o.threads;
   so.ctxSize = o.ctxSize;
+  for (int P : parseParallel(o.parallel))
+    so.sequences = std::max(so.sequences, P);
   so.ggufPath = o.gguf;
   so.ordinals = parseOrdinals(o.gpus);
   so.progress = true;
@@ -532,8 +617,10 @@ void runRun(const RunOptions &o) {
     }
     if (routing) {
       routing->write(o.profileRouting);
-      fmt::print(stderr, "tpc run: the routing of {} tokens written to '{}' (tpc compile --routing-profile reads it)\n",
-                 routing->tokens(), o.profileRouting);
+      fmt::print(
+          stderr,
+          "tpc run: the routing of {} tokens written to '{}' (tpc compile --routing-profile reads it)\n",
+          routing->tokens(), o.profileRouting);
     }
   }, &vocab);
 }
@@ -541,8 +628,9 @@ void runRun(const RunOptions &o) {
 void registerRun(CLI::App &app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App *cmd = app.add_subcommand("run", "Run a compiled plan: generate text, dump logits or benchmark");
-  cmd->add_option("model", o->plan,
-                  "plan file written by `tpc compile`, or a GGUF model (compiled in memory with the flags below)")
+  cmd->add_option(
+         "model", o->plan,
+         "plan file written by `tpc compile`, or a GGUF model (compiled in memory with the flags below)")
       ->required();
   addCompileFlags(*cmd, o->compile);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text (tokenized with the plan's tokenizer)");
@@ -553,12 +641,14 @@ void registerRun(CLI::App &app) {
   cmd->add_option("--top-k", o->topK, "keep the k most likely tokens (0 = off)")->capture_default_str();
   cmd->add_option("--top-p", o->topP, "nucleus sampling threshold (1 = off)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "sampling seed")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "threads in total, split evenly across devices, at least one each (0 = all cores)");
+  cmd->add_option("-t,--threads", o->threads,
+                  "threads in total, split evenly across devices, at least one each (0 = all cores)");
   cmd->add_option("-c,--ctx-size", o->ctxSize, "context size in tokens (default: the plan's)");
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
-  cmd->add_option("--profile-routing", o->profileRouting,
-                  "Count the tokens routed to each expert of every MoE layer during the run and write them to "
-                  "FILE, in the format `tpc compile --routing-profile` reads");
+  cmd->add_option(
+      "--profile-routing", o->profileRouting,
+      "Count the tokens routed to each expert of every MoE layer during the run and write them to "
+      "FILE, in the format `tpc compile --routing-profile` reads");
   cmd->add_option("--dump-logits", o->dumpLogits,
                   "write float32 logits rows (prompt rows, then one per step)");
   cmd->add_option("--dump-hidden", o->dumpHidden,
@@ -573,13 +663,19 @@ void registerRun(CLI::App &app) {
   cmd->add_option("--pp", o->pp, "bench: prompt tokens (also -pp)")->capture_default_str();
   cmd->add_option("--tg", o->tg, "bench: generated tokens (also -tg)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->reps, "bench: repetitions")->capture_default_str();
-  cmd->add_option("--depth", o->depth, "bench: context tokens filled (untimed) before each test, as "
-                                       "llama-bench -gp N,TG")
+  cmd->add_option("--depth", o->depth,
+                  "bench: context tokens filled (untimed) before each test, as "
+                  "llama-bench -gp N,TG")
       ->capture_default_str();
+  cmd->add_option(
+      "--parallel", o->parallel,
+      "bench: batched decode of P sequences per step for each P of a list (e.g. 1,2,4,8), as `tpc serve "
+      "-np P` runs its slots");
   cmd->add_flag("--json", o->json, "bench: JSON output");
   cmd->add_flag("--profile", o->profile, "print time per op kind on device 0 (stderr)");
-  cmd->add_flag("--no-mmap", o->noMmap,
-                "copy every weight slice into the session (default: read contiguous slices from the mapped GGUF)");
+  cmd->add_flag(
+      "--no-mmap", o->noMmap,
+      "copy every weight slice into the session (default: read contiguous slices from the mapped GGUF)");
   cmd->add_flag("--timings", o->timings, "print the start-up phases up to the first token (stderr)");
   cmd->add_option("--backend", o->backend, "auto (the first usable of cuda, cpu), cpu or cuda")
       ->capture_default_str();

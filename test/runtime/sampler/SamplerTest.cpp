@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 using namespace tpc::rt;
 
@@ -57,6 +59,43 @@ TEST(Sampler, TopKKeepsTheKLargest) {
   Sampler s(p);
   std::vector<float> l = {1, 5, 3, 5, 4, 0};
   EXPECT_EQ(ids(s.candidates(l.data(), l.size())), (std::vector<int32_t>{1, 3, 4}));
+}
+
+/// A vocabulary-sized row with many ties, NaN and -inf entries: greedy and the one-pass top-k selection give
+/// what a full sort by (logit descending, id ascending) gives, for k below, at and above the usable count.
+TEST(Sampler, LargeRowsMatchAFullSort) {
+  std::mt19937 gen(5);
+  std::uniform_int_distribution<int> level(-40, 40);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<float> l(262147); // not a multiple of 8: the greedy tail runs
+    for (size_t i = 0; i < l.size(); ++i)
+      l[i] = i % 97 == 0 ? NAN : i % 89 == 0 ? -INFINITY : 0.25f * static_cast<float>(level(gen));
+    if (trial == 1)
+      l[l.size() - 1] = 100.0f; // the maximum in the tail
+    if (trial == 2)
+      l[3] = NAN, l[8] = 11.0f, l[16] = 11.0f; // tied maximum: the lower id
+    std::vector<std::pair<float, int32_t>> ref;
+    for (size_t i = 0; i < l.size(); ++i)
+      if (!std::isnan(l[i]) && l[i] != -INFINITY)
+        ref.emplace_back(l[i], static_cast<int32_t>(i));
+    std::sort(ref.begin(), ref.end(), [](const auto &a, const auto &b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    EXPECT_EQ(Sampler::greedy(l.data(), l.size()), ref[0].second) << "trial " << trial;
+    for (int32_t k : {1, 40, 1000}) {
+      SamplerParams p;
+      p.temperature = 1.0f;
+      p.topK = k;
+      std::vector<int32_t> want;
+      for (int32_t i = 0; i < k; ++i)
+        want.push_back(ref[static_cast<size_t>(i)].second);
+      EXPECT_EQ(ids(Sampler(p).candidates(l.data(), l.size())), want) << "trial " << trial << " k=" << k;
+    }
+  }
+  std::vector<float> allNan(1000, NAN), someInf(1000, NAN);
+  EXPECT_THROW(Sampler::greedy(allNan.data(), allNan.size()), SamplerError);
+  someInf[500] = -INFINITY; // -inf is a value for greedy (the only one here), excluded from sampling
+  EXPECT_EQ(Sampler::greedy(someInf.data(), someInf.size()), 500);
 }
 
 TEST(Sampler, TopPBoundaries) {
