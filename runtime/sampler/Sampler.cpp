@@ -44,24 +44,32 @@ int32_t Sampler::greedy(const float *logits, size_t n) {
 std::vector<TokenProb> Sampler::candidates(const float *logits, size_t n) const {
   if (n == 0)
     throw SamplerError("sampler: empty logits row");
-  std::vector<std::pair<float, int32_t>> c; // (logit, id)
-  c.reserve(n);
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isnan(logits[i]) && logits[i] != -INFINITY)
-      c.emplace_back(logits[i], static_cast<int32_t>(i));
-  if (c.empty())
-    throw SamplerError("sampler: every logit is NaN or -inf");
   auto byLogit = [](const std::pair<float, int32_t> &a, const std::pair<float, int32_t> &b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  size_t keep = c.size();
-  if (p.topK > 0 && static_cast<size_t>(p.topK) < keep) {
-    keep = static_cast<size_t>(p.topK);
-    std::partial_sort(c.begin(), c.begin() + keep, c.end(), byLogit);
-    c.resize(keep);
-  } else {
-    std::sort(c.begin(), c.end(), byLogit);
+  // With top-k the candidates are gathered in a heap of k (worst on top): a 262k vocabulary then needs
+  // no 2 MiB candidate list per token. byLogit is a total order, so the kept set is the same as sorting.
+  const bool bounded = p.topK > 0 && static_cast<size_t>(p.topK) < n;
+  const size_t k = bounded ? static_cast<size_t>(p.topK) : n;
+  std::vector<std::pair<float, int32_t>> c; // (logit, id)
+  c.reserve(k);
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(logits[i]) || logits[i] == -INFINITY)
+      continue;
+    std::pair<float, int32_t> x(logits[i], static_cast<int32_t>(i));
+    if (!bounded || c.size() < k) {
+      c.push_back(x);
+      if (bounded)
+        std::push_heap(c.begin(), c.end(), byLogit);
+    } else if (byLogit(x, c.front())) {
+      std::pop_heap(c.begin(), c.end(), byLogit);
+      c.back() = x;
+      std::push_heap(c.begin(), c.end(), byLogit);
+    }
   }
+  if (c.empty())
+    throw SamplerError("sampler: every logit is NaN or -inf");
+  std::sort(c.begin(), c.end(), byLogit);
   auto softmax = [&](float temp) {
     std::vector<double> prob(c.size());
     double mx = c[0].first, sum = 0;

@@ -85,7 +85,7 @@ void addEndOfGenerationTokens(TokenizerData &data);
 class Tokenizer {
 public:
   /// Validates `data` (sizes agree, special ids in range, merges well formed). Throws TokenizerError with a
-  /// one-line message. The encoder's lookup tables are built by the first encode() or find(), so that
+  /// one-line message. The token texts move into one blob with offsets and data.tokens is freed. The encoder's lookup tables are built by the first encode() or find(), so that
   /// decoding alone (ids to text) costs no pass over the vocabulary's hash.
   explicit Tokenizer(TokenizerData data);
   /// The constructor's checks alone, without taking (or copying) the data.
@@ -108,8 +108,15 @@ public:
 
   /// The vocabulary size.
   size_t size() const;
-  /// The data this tokenizer was built from.
+  /// The data this tokenizer was built from, except the token texts (`tokens` is empty: the tokenizer keeps
+  /// them compactly; read one with token()).
   const TokenizerData &data() const;
+  /// The text of token `id` as stored in the vocabulary (U+2581, <0xNN>, byte-level code points as they
+  /// are); "" for an out-of-range id.
+  std::string_view token(TokenId id) const;
+  /// Heap bytes of the vocabulary tables (texts, scores, types, merges; not the lazily built encoder
+  /// tables): tests bound it for a 262k vocabulary, whose bytes rank 0 of an MPI job holds alone.
+  size_t heapBytes() const;
   /// Id of an exact token text, or -1.
   TokenId find(std::string_view text) const;
   /// True for end-of-generation tokens (eos, eot, eom and the extra `eog` ids).

@@ -102,14 +102,12 @@ TEST(TokenizerSpm, MergesByScoreWithSpacePrefix) {
 
 TEST(TokenizerSpm, TiesGoToTheLeftmostPair) {
   // "ab" and "bc" score the same: "abc" must become "ab" + "c", not "a" + "bc".
-  Tokenizer tok(spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -2}, {"bc", -2}}));
-  TokenizerData d = tok.data();
+  TokenizerData d = spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -2}, {"bc", -2}});
   d.addSpacePrefix = false;
   Tokenizer noPrefix(d);
   EXPECT_EQ(noPrefix.encode("abc", false), (std::vector<TokenId>{noPrefix.find("ab"), noPrefix.find("c")}));
   // A higher score wins regardless of position.
-  Tokenizer tok2(spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -3}, {"bc", -2}}));
-  d = tok2.data();
+  d = spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -3}, {"bc", -2}});
   d.addSpacePrefix = false;
   Tokenizer np2(d);
   EXPECT_EQ(np2.encode("abc", false), (std::vector<TokenId>{np2.find("a"), np2.find("bc")}));
@@ -414,6 +412,37 @@ TEST(TokenizerTables, LookupsMatchAMapOnALargeVocabulary) {
   EXPECT_EQ(tok.find("\xC4\xA0prefix_shared_by_all_of_them_40001"), -1);
   EXPECT_EQ(tok.find(""), -1);
   EXPECT_EQ(tok.encode("ab", false), std::vector<TokenId>{tok.find("ab")});
+}
+
+/// Gemma 3's vocabulary size: the texts are kept as one blob with 4-byte offsets, so the tokenizer's heap is
+/// the text bytes plus 4 bytes each of offset, score and type per token (and a strip byte), far below the
+/// 32-byte std::string per token it held before (rank 0 of an MPI job holds these bytes alone).
+TEST(TokenizerTables, CompactTextsFor262kTokens) {
+  std::vector<std::pair<std::string, float>> pieces;
+  const size_t n = 262144;
+  size_t textBytes = 0;
+  for (size_t i = 0; pieces.size() + 259 < n; ++i) {
+    // Mostly short pieces, every 16th past std::string's 15-byte inline buffer.
+    std::string t = "\xE2\x96\x81w" + std::to_string(i) + (i % 16 == 0 ? "_long_piece_text" : "");
+    pieces.emplace_back(t, -static_cast<float>(i));
+  }
+  TokenizerData d = spmVocab(pieces);
+  ASSERT_EQ(d.tokens.size(), n);
+  for (const std::string &t : d.tokens)
+    textBytes += t.size();
+  const std::string w7 = d.tokens[259 + 7];
+  Tokenizer tok(std::move(d));
+  EXPECT_EQ(tok.size(), n);
+  EXPECT_TRUE(tok.data().tokens.empty()); // moved into the blob, not kept twice
+  EXPECT_EQ(tok.token(259 + 7), w7);
+  EXPECT_EQ(tok.token(0), "<unk>");
+  EXPECT_EQ(tok.token(3 + 0x41), "<0x41>");
+  EXPECT_EQ(tok.token(static_cast<TokenId>(n)), "");
+  EXPECT_EQ(tok.token(-1), "");
+  EXPECT_LE(tok.heapBytes(), textBytes + 16 * n);
+  EXPECT_GE(tok.heapBytes(), textBytes + 12 * n); // counts texts, offsets, scores and types
+  EXPECT_EQ(tok.decode({259 + 7}), w7.substr(3));
+  EXPECT_EQ(tok.find(w7), 259 + 7);
 }
 
 } // namespace
