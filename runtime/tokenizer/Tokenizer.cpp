@@ -148,6 +148,8 @@ struct Tokenizer::Impl {
   // block for every text past 15 bytes.
   std::string texts;
   std::vector<uint32_t> textEnd;
+  std::vector<uint8_t> types; // TokenType per token (empty: all Normal); a byte, not data's int32
+  bool decodeOnly = false;    // scores and merges dropped (TokenizerUse::DecodeOnly)
   bool spm = true;
   std::string preKind;
   std::vector<uint32_t> mergeSplit; // per merge: where its separating space is
@@ -180,7 +182,7 @@ struct Tokenizer::Impl {
   size_t count() const { return textEnd.size(); }
 
   TokenType type(TokenId id) const {
-    return d.tokenTypes.empty() ? TokenType::Normal : static_cast<TokenType>(d.tokenTypes[id]);
+    return types.empty() ? TokenType::Normal : static_cast<TokenType>(types[id]);
   }
   float score(TokenId id) const { return d.scores.empty() ? 0.0f : d.scores[id]; }
   /// The id of token text `s`, or -1 (tables() must have been built).
@@ -245,8 +247,14 @@ void Tokenizer::Impl::buildTables() const {
   tablesBuilt.store(true);
 }
 
-Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
+Tokenizer::Tokenizer(TokenizerData data, TokenizerUse use) : impl(std::make_unique<Impl>()) {
   impl->derive(data);
+  if (use == TokenizerUse::DecodeOnly) {
+    impl->decodeOnly = true;
+    std::vector<float>().swap(data.scores);
+    std::vector<std::string>().swap(data.merges);
+    std::vector<uint32_t>().swap(impl->mergeSplit);
+  }
   size_t bytes = 0;
   for (const std::string &t : data.tokens)
     bytes += t.size();
@@ -259,6 +267,8 @@ Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
     impl->textEnd.push_back(static_cast<uint32_t>(impl->texts.size()));
   }
   std::vector<std::string>().swap(data.tokens); // freed now, not when the tokenizer goes
+  impl->types.assign(data.tokenTypes.begin(), data.tokenTypes.end()); // derive() checked 0..6
+  std::vector<int32_t>().swap(data.tokenTypes);
   impl->d = std::move(data);
 }
 
@@ -355,7 +365,7 @@ std::string_view Tokenizer::token(TokenId id) const {
 size_t Tokenizer::heapBytes() const {
   const Impl &m = *impl;
   size_t b = m.texts.capacity() + m.textEnd.capacity() * 4 + m.d.scores.capacity() * 4 +
-             m.d.tokenTypes.capacity() * 4 + m.mergeSplit.capacity() * 4 + m.strip.capacity();
+             m.types.capacity() + m.mergeSplit.capacity() * 4 + m.strip.capacity();
   for (const std::string &mg : m.d.merges)
     b += sizeof(std::string) + (mg.capacity() > 15 ? mg.capacity() + 1 : 0);
   return b;
@@ -498,6 +508,9 @@ void Tokenizer::Impl::encodeBpe(std::string_view text, std::vector<TokenId> &out
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool addSpecial, bool parseSpecial) const {
   const Impl &m = *impl;
+  if (m.decodeOnly)
+    throw TokenizerError("this tokenizer was built for decoding only (TokenizerUse::DecodeOnly): it cannot "
+                         "encode text");
   const TokenizerData &d = m.d;
   const Impl::Tables &tab = m.tables();
   // Fragments: a special token (id >= 0) or a byte range of the text (id = -1).

@@ -81,13 +81,18 @@ void applyModelDefaults(TokenizerData &data);
 /// ...) to data.eog; the first one also becomes eot (or eom for <|eom_id|>) when none is set.
 void addEndOfGenerationTokens(TokenizerData &data);
 
+/// What a Tokenizer is built for. DecodeOnly drops the SPM scores and BPE merges once validated (encode()
+/// then throws; tokenToPiece, decode, find and isEog work): `tpc run --prompt-ids` never encodes, and for a
+/// 262k vocabulary the scores alone are 1 MiB that MPI rank 0 would hold by itself.
+enum class TokenizerUse { EncodeDecode, DecodeOnly };
+
 /// An encoder/decoder built from validated TokenizerData.
 class Tokenizer {
 public:
   /// Validates `data` (sizes agree, special ids in range, merges well formed). Throws TokenizerError with a
-  /// one-line message. The token texts move into one blob with offsets and data.tokens is freed. The encoder's lookup tables are built by the first encode() or find(), so that
+  /// one-line message. The token texts move into one blob with offsets, the types into bytes. The encoder's lookup tables are built by the first encode() or find(), so that
   /// decoding alone (ids to text) costs no pass over the vocabulary's hash.
-  explicit Tokenizer(TokenizerData data);
+  explicit Tokenizer(TokenizerData data, TokenizerUse use = TokenizerUse::EncodeDecode);
   /// The constructor's checks alone, without taking (or copying) the data.
   static void validate(const TokenizerData &data);
   ~Tokenizer();
@@ -95,7 +100,8 @@ public:
   Tokenizer &operator=(Tokenizer &&) noexcept;
 
   /// Token ids for `text`. addSpecial adds BOS/EOS as the vocabulary asks; parseSpecial matches control
-  /// tokens written in the text (user-defined tokens are always matched).
+  /// tokens written in the text (user-defined tokens are always matched). Throws TokenizerError on a
+  /// DecodeOnly tokenizer.
   std::vector<TokenId> encode(std::string_view text, bool addSpecial, bool parseSpecial = false) const;
 
   /// The bytes token `id` stands for in output text (U+2581 -> space, <0xNN> -> byte, byte-level BPE
@@ -108,8 +114,8 @@ public:
 
   /// The vocabulary size.
   size_t size() const;
-  /// The data this tokenizer was built from, except the token texts (`tokens` is empty: the tokenizer keeps
-  /// them compactly; read one with token()).
+  /// The data this tokenizer was built from, except the token texts and types (`tokens` and `tokenTypes`
+  /// are empty: the tokenizer keeps them compactly; read a text with token()).
   const TokenizerData &data() const;
   /// The text of token `id` as stored in the vocabulary (U+2581, <0xNN>, byte-level code points as they
   /// are); "" for an out-of-range id.

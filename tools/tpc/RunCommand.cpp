@@ -327,7 +327,9 @@ std::unique_ptr<Tokenizer> makeTokenizer(PlanTokenizer planVocab, const RunOptio
     return nullptr;
   std::unique_ptr<Tokenizer> tok;
   try {
-    tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(std::move(planVocab)));
+    // A prompt given as ids is never encoded: no SPM scores or BPE merges to hold.
+    tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(std::move(planVocab)),
+                                      o.prompt.empty() ? TokenizerUse::DecodeOnly : TokenizerUse::EncodeDecode);
   } catch (const std::exception &e) {
     throw Failure(fmt::format("'{}': tokenizer: {}", o.plan, e.what()));
   }
@@ -420,6 +422,7 @@ void runGenerate(Session &s, const RunOptions &o, std::unique_ptr<Tokenizer> tok
       break;
     // The last token is fed only for the dump (its logits row completes the fixture layout).
     if (k + 1 < o.nPredict || !o.dumpLogits.empty()) {
+      std::vector<float>().swap(last); // one logits row alive, not two (1 MiB each for 262k tokens)
       last = evalLast(s, {id}, static_cast<int32_t>(prompt.size() + k));
       dump.write(last);
     }

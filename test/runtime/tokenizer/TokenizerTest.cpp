@@ -415,8 +415,8 @@ TEST(TokenizerTables, LookupsMatchAMapOnALargeVocabulary) {
 }
 
 /// Gemma 3's vocabulary size: the texts are kept as one blob with 4-byte offsets, so the tokenizer's heap is
-/// the text bytes plus 4 bytes each of offset, score and type per token (and a strip byte), far below the
-/// 32-byte std::string per token it held before (rank 0 of an MPI job holds these bytes alone).
+/// the text bytes plus 4 bytes each of offset and score per token and a byte each of type and strip flag,
+/// far below the 32-byte std::string per token it held before (rank 0 of an MPI job holds these alone).
 TEST(TokenizerTables, CompactTextsFor262kTokens) {
   std::vector<std::pair<std::string, float>> pieces;
   const size_t n = 262144;
@@ -439,10 +439,33 @@ TEST(TokenizerTables, CompactTextsFor262kTokens) {
   EXPECT_EQ(tok.token(3 + 0x41), "<0x41>");
   EXPECT_EQ(tok.token(static_cast<TokenId>(n)), "");
   EXPECT_EQ(tok.token(-1), "");
-  EXPECT_LE(tok.heapBytes(), textBytes + 16 * n);
-  EXPECT_GE(tok.heapBytes(), textBytes + 12 * n); // counts texts, offsets, scores and types
+  EXPECT_LE(tok.heapBytes(), textBytes + 12 * n);
+  EXPECT_GE(tok.heapBytes(), textBytes + 10 * n); // counts texts, offsets, scores, types and strip flags
+  EXPECT_TRUE(tok.data().tokenTypes.empty());
+  EXPECT_EQ(tok.tokenToPiece(3 + 0x41), "A"); // a byte token still reads as one
   EXPECT_EQ(tok.decode({259 + 7}), w7.substr(3));
   EXPECT_EQ(tok.find(w7), 259 + 7);
+}
+
+/// A decode-only tokenizer drops scores and merges (their bytes leave heapBytes) but still decodes and
+/// finds texts; encoding is refused with a clear error instead of giving wrong ids.
+TEST(TokenizerTables, DecodeOnlyDropsScoresAndMerges) {
+  TokenizerData d = spmVocab({{"\xE2\x96\x81", -1}, {"a", -2}, {"\xE2\x96\x81" "a", -3}});
+  const size_t n = d.tokens.size();
+  Tokenizer full(d);
+  Tokenizer dec(std::move(d), TokenizerUse::DecodeOnly);
+  EXPECT_EQ(full.heapBytes() - dec.heapBytes(), n * sizeof(float));
+  EXPECT_TRUE(dec.data().scores.empty());
+  EXPECT_EQ(dec.decode({1, 261}), "a");
+  EXPECT_EQ(dec.find("a"), 260);
+  EXPECT_TRUE(dec.isEog(2));
+  EXPECT_THROW(dec.encode("a", true), TokenizerError);
+  EXPECT_EQ(full.encode("a", false), std::vector<TokenId>{261});
+  TokenizerData b = bpeVocab({"a b", "ab c"});
+  Tokenizer fullBpe(b), decBpe(std::move(b), TokenizerUse::DecodeOnly);
+  EXPECT_LT(decBpe.heapBytes(), fullBpe.heapBytes());
+  EXPECT_TRUE(decBpe.data().merges.empty());
+  EXPECT_EQ(decBpe.decode({fullBpe.find("abc")}), "abc");
 }
 
 } // namespace
