@@ -150,6 +150,7 @@ struct Tokenizer::Impl {
   std::vector<uint32_t> textEnd;
   std::vector<uint8_t> types; // TokenType per token (empty: all Normal); a byte, not data's int32
   bool decodeOnly = false;    // scores and merges dropped (TokenizerUse::DecodeOnly)
+  bool encoderDropped = false; // dropEncoder(): the tables too
   bool spm = true;
   std::string preKind;
   std::vector<uint32_t> mergeSplit; // per merge: where its separating space is
@@ -371,7 +372,18 @@ size_t Tokenizer::heapBytes() const {
   return b;
 }
 const TokenizerData &Tokenizer::data() const { return impl->d; }
+void Tokenizer::dropEncoder() {
+  Impl &m = *impl;
+  m.tables(); // the once_flag is spent, so a later call cannot rebuild what goes here
+  m.decodeOnly = m.encoderDropped = true;
+  m.tab = Impl::Tables{};
+  std::vector<float>().swap(m.d.scores);
+  std::vector<std::string>().swap(m.d.merges);
+  std::vector<uint32_t>().swap(m.mergeSplit);
+}
 TokenId Tokenizer::find(std::string_view text) const {
+  if (impl->encoderDropped)
+    throw TokenizerError("find() after dropEncoder(): the token text index was freed");
   impl->tables();
   return impl->lookup(text);
 }

@@ -82,7 +82,7 @@ void applyModelDefaults(TokenizerData &data);
 void addEndOfGenerationTokens(TokenizerData &data);
 
 /// What a Tokenizer is built for. DecodeOnly drops the SPM scores and BPE merges once validated (encode()
-/// then throws; tokenToPiece, decode, find and isEog work): `tpc run --prompt-ids` never encodes, and for a
+/// then throws; tokenToPiece, decode, find and isEog work; dropEncoder() goes further): `tpc run --prompt-ids` never encodes, and for a
 /// 262k vocabulary the scores alone are 1 MiB that MPI rank 0 would hold by itself.
 enum class TokenizerUse { EncodeDecode, DecodeOnly };
 
@@ -129,6 +129,10 @@ public:
   bool isEog(TokenId id) const;
   /// True once encode() or find() built the encoder's tables (tests of start-up work).
   bool encoderTablesBuilt() const;
+  /// Frees what only encode() and find() use (their tables, scores, merges): `tpc run` encodes its prompt
+  /// once and then only decodes (for 262k tokens that is ~5 MiB rank 0 holds alone). encode() and find()
+  /// throw TokenizerError afterwards. Not thread-safe: no other call may run meanwhile.
+  void dropEncoder();
 
 private:
   struct Impl;

@@ -351,6 +351,7 @@ void runGenerate(Session &s, const RunOptions &o, std::unique_ptr<Tokenizer> tok
     prompt = tok->encode(o.prompt, true);
     if (prompt.empty())
       throw Failure("-p: the prompt encodes to no tokens");
+    tok->dropEncoder(); // generation only decodes
     tl.mark("encode prompt");
   } else {
     throw Failure("no prompt: give -p TEXT or --prompt-ids 1,2,3");

@@ -468,4 +468,27 @@ TEST(TokenizerTables, DecodeOnlyDropsScoresAndMerges) {
   EXPECT_EQ(decBpe.decode({fullBpe.find("abc")}), "abc");
 }
 
+/// dropEncoder() after an encode: scores and merges leave heapBytes, decoding still works, encode() and
+/// find() say why they cannot.
+TEST(TokenizerTables, DropEncoderKeepsDecoding) {
+  TokenizerData d = spmVocab({{"\xE2\x96\x81", -1}, {"a", -2}, {"\xE2\x96\x81" "a", -3}});
+  const size_t n = d.tokens.size();
+  Tokenizer tok(std::move(d));
+  const std::vector<TokenId> ids = tok.encode("a", true);
+  EXPECT_EQ(ids, (std::vector<TokenId>{1, 261}));
+  const size_t before = tok.heapBytes();
+  tok.dropEncoder();
+  EXPECT_EQ(before - tok.heapBytes(), n * sizeof(float));
+  EXPECT_EQ(tok.decode(ids), "a");
+  EXPECT_EQ(tok.token(261), "\xE2\x96\x81" "a");
+  EXPECT_THROW(tok.encode("a", true), TokenizerError);
+  EXPECT_THROW(tok.find("a"), TokenizerError);
+  TokenizerData b = bpeVocab({"a b", "ab c"});
+  Tokenizer bpe(std::move(b));
+  EXPECT_EQ(bpe.encode("abc", false), std::vector<TokenId>{bpe.find("abc")});
+  bpe.dropEncoder();
+  EXPECT_TRUE(bpe.data().merges.empty());
+  EXPECT_EQ(bpe.decode({256, 257}), "ababc");
+}
+
 } // namespace
