@@ -142,8 +142,12 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<BatchToken> &ba
       rows.push_back(static_cast<int32_t>(tokens.size() - 1)), keep.push_back(0);
     Chunk c{tokens.data(), positions.data(), seqs.data(), int64_t(tokens.size()), rows.data(),
             int64_t(rows.size())};
-    chunkLogits.resize(logits ? static_cast<size_t>(c.r * vocab) : 0);
-    Expected<void> ok = runChunk(c, logits ? chunkLogits.data() : nullptr);
+    // A chunk whose rows are all returned writes them in place: decode's one row needs no second 1 MiB
+    // buffer (262k vocabulary) and no copy.
+    const bool direct = logits && std::all_of(keep.begin(), keep.end(), [](char k) { return k != 0; });
+    if (!direct)
+      chunkLogits.resize(logits ? static_cast<size_t>(c.r * vocab) : 0);
+    Expected<void> ok = runChunk(c, direct ? dst : logits ? chunkLogits.data() : nullptr);
     if (!ok) {
       failure_ = ok.message();
       return Error{"execution failed: " + failure_ + "; reopen the plan"};
@@ -152,7 +156,9 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<BatchToken> &ba
     ++counters_.chunks;
     counters_.tokens += c.t;
     counters_.outputRows += c.r;
-    for (size_t r = 0; logits && r < keep.size(); ++r)
+    if (direct)
+      dst += c.r * vocab;
+    for (size_t r = 0; logits && !direct && r < keep.size(); ++r)
       if (keep[r]) {
         std::memcpy(dst, chunkLogits.data() + r * vocab, static_cast<size_t>(vocab) * sizeof(float));
         dst += vocab;

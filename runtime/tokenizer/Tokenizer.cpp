@@ -142,7 +142,15 @@ void addEndOfGenerationTokens(TokenizerData &d) {
 }
 
 struct Tokenizer::Impl {
-  TokenizerData d;
+  TokenizerData d; // everything but the token texts, which live in texts/textEnd
+  // The token texts as one blob and each token's end offset (token i is [textEnd[i-1], textEnd[i])): for a
+  // 262k vocabulary 2.3 + 1 MiB, where a std::string per token took 8 MiB of 32-byte objects plus a heap
+  // block for every text past 15 bytes.
+  std::string texts;
+  std::vector<uint32_t> textEnd;
+  std::vector<uint8_t> types; // TokenType per token (empty: all Normal); a byte, not data's int32
+  bool decodeOnly = false;    // scores and merges dropped (TokenizerUse::DecodeOnly)
+  bool encoderDropped = false; // dropEncoder(): the tables too
   bool spm = true;
   std::string preKind;
   std::vector<uint32_t> mergeSplit; // per merge: where its separating space is
@@ -168,13 +176,19 @@ struct Tokenizer::Impl {
   }
   void buildTables() const;
 
+  std::string_view text(TokenId id) const {
+    const uint32_t b = id == 0 ? 0 : textEnd[id - 1];
+    return std::string_view(texts).substr(b, textEnd[id] - b);
+  }
+  size_t count() const { return textEnd.size(); }
+
   TokenType type(TokenId id) const {
-    return d.tokenTypes.empty() ? TokenType::Normal : static_cast<TokenType>(d.tokenTypes[id]);
+    return types.empty() ? TokenType::Normal : static_cast<TokenType>(types[id]);
   }
   float score(TokenId id) const { return d.scores.empty() ? 0.0f : d.scores[id]; }
   /// The id of token text `s`, or -1 (tables() must have been built).
   TokenId lookup(std::string_view s) const {
-    return tab.toId.find(hashBytes(s), [&](int32_t id) { return d.tokens[id] == s; });
+    return tab.toId.find(hashBytes(s), [&](int32_t id) { return text(id) == s; });
   }
   static uint64_t mergeHash(std::string_view l, std::string_view r) { return hashBytes(r, hashBytes(l)); }
   /// The rank of merging `l` and `r`, or -1 (tables() must have been built).
@@ -194,11 +208,11 @@ struct Tokenizer::Impl {
 };
 
 void Tokenizer::Impl::buildTables() const {
-  const size_t n = d.tokens.size();
+  const size_t n = count();
   tab.toId.reset(n);
   for (size_t i = 0; i < n; ++i) {
-    const std::string &t = d.tokens[i];
-    tab.toId.insert(hashBytes(t), static_cast<TokenId>(i), [&](int32_t other) { return d.tokens[other] == t; });
+    const std::string_view t = text(static_cast<TokenId>(i));
+    tab.toId.insert(hashBytes(t), static_cast<TokenId>(i), [&](int32_t other) { return text(other) == t; });
   }
   tab.ranks.reset(d.merges.size());
   for (size_t i = 0; i < d.merges.size(); ++i) {
@@ -211,11 +225,11 @@ void Tokenizer::Impl::buildTables() const {
   for (size_t i = 0; i < n; ++i) {
     TokenType t = type(static_cast<TokenId>(i));
     if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) &&
-        !d.tokens[i].empty())
+        !text(static_cast<TokenId>(i)).empty())
       tab.specials.push_back(static_cast<TokenId>(i));
   }
   std::stable_sort(tab.specials.begin(), tab.specials.end(),
-                   [&](TokenId a, TokenId b) { return d.tokens[a].size() > d.tokens[b].size(); });
+                   [&](TokenId a, TokenId b) { return text(a).size() > text(b).size(); });
   static const char hex[] = "0123456789ABCDEF";
   for (uint32_t b = 0; b < 256; ++b) {
     TokenId id = -1;
@@ -234,8 +248,28 @@ void Tokenizer::Impl::buildTables() const {
   tablesBuilt.store(true);
 }
 
-Tokenizer::Tokenizer(TokenizerData data) : impl(std::make_unique<Impl>()) {
+Tokenizer::Tokenizer(TokenizerData data, TokenizerUse use) : impl(std::make_unique<Impl>()) {
   impl->derive(data);
+  if (use == TokenizerUse::DecodeOnly) {
+    impl->decodeOnly = true;
+    std::vector<float>().swap(data.scores);
+    std::vector<std::string>().swap(data.merges);
+    std::vector<uint32_t>().swap(impl->mergeSplit);
+  }
+  size_t bytes = 0;
+  for (const std::string &t : data.tokens)
+    bytes += t.size();
+  if (bytes > UINT32_MAX)
+    throw TokenizerError("tokenizer.ggml.tokens holds " + std::to_string(bytes) + " bytes of text (at most 4 GiB)");
+  impl->texts.reserve(bytes);
+  impl->textEnd.reserve(data.tokens.size());
+  for (const std::string &t : data.tokens) {
+    impl->texts += t;
+    impl->textEnd.push_back(static_cast<uint32_t>(impl->texts.size()));
+  }
+  std::vector<std::string>().swap(data.tokens); // freed now, not when the tokenizer goes
+  impl->types.assign(data.tokenTypes.begin(), data.tokenTypes.end()); // derive() checked 0..6
+  std::vector<int32_t>().swap(data.tokenTypes);
   impl->d = std::move(data);
 }
 
@@ -325,9 +359,31 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer &&) noexcept = default;
 Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 
-size_t Tokenizer::size() const { return impl->d.tokens.size(); }
+size_t Tokenizer::size() const { return impl->count(); }
+std::string_view Tokenizer::token(TokenId id) const {
+  return id < 0 || static_cast<size_t>(id) >= impl->count() ? std::string_view() : impl->text(id);
+}
+size_t Tokenizer::heapBytes() const {
+  const Impl &m = *impl;
+  size_t b = m.texts.capacity() + m.textEnd.capacity() * 4 + m.d.scores.capacity() * 4 +
+             m.types.capacity() + m.mergeSplit.capacity() * 4 + m.strip.capacity();
+  for (const std::string &mg : m.d.merges)
+    b += sizeof(std::string) + (mg.capacity() > 15 ? mg.capacity() + 1 : 0);
+  return b;
+}
 const TokenizerData &Tokenizer::data() const { return impl->d; }
+void Tokenizer::dropEncoder() {
+  Impl &m = *impl;
+  m.tables(); // the once_flag is spent, so a later call cannot rebuild what goes here
+  m.decodeOnly = m.encoderDropped = true;
+  m.tab = Impl::Tables{};
+  std::vector<float>().swap(m.d.scores);
+  std::vector<std::string>().swap(m.d.merges);
+  std::vector<uint32_t>().swap(m.mergeSplit);
+}
 TokenId Tokenizer::find(std::string_view text) const {
+  if (impl->encoderDropped)
+    throw TokenizerError("find() after dropEncoder(): the token text index was freed");
   impl->tables();
   return impl->lookup(text);
 }
@@ -464,6 +520,9 @@ void Tokenizer::Impl::encodeBpe(std::string_view text, std::vector<TokenId> &out
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool addSpecial, bool parseSpecial) const {
   const Impl &m = *impl;
+  if (m.decodeOnly)
+    throw TokenizerError("this tokenizer was built for decoding only (TokenizerUse::DecodeOnly): it cannot "
+                         "encode text");
   const TokenizerData &d = m.d;
   const Impl::Tables &tab = m.tables();
   // Fragments: a special token (id >= 0) or a byte range of the text (id = -1).
@@ -478,7 +537,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool addSpecial, b
     TokenType t = m.type(sid);
     if (!parseSpecial && (t == TokenType::Control || t == TokenType::Unknown))
       continue;
-    const std::string &st = d.tokens[sid];
+    const std::string_view st = m.text(sid);
     std::vector<Fragment> next;
     for (const Fragment &f : frags) {
       if (f.id >= 0) {
@@ -536,15 +595,15 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool addSpecial, b
 
 std::string Tokenizer::tokenToPiece(TokenId id, bool special) const {
   const Impl &m = *impl;
-  if (id < 0 || static_cast<size_t>(id) >= m.d.tokens.size())
+  if (id < 0 || static_cast<size_t>(id) >= m.count())
     return "";
-  const std::string &text = m.d.tokens[id];
+  const std::string_view text = m.text(id);
   TokenType t = m.type(id);
   if (t == TokenType::UserDefined || (special && (t == TokenType::Control || t == TokenType::Unknown)))
-    return text;
+    return std::string(text);
   if (m.spm) {
     if (t == TokenType::Normal || t == TokenType::Undefined) {
-      std::string s = text;
+      std::string s(text);
       replaceAll(s, kSpmSpace, " ");
       return s;
     }
@@ -561,7 +620,7 @@ std::string Tokenizer::tokenToPiece(TokenId id, bool special) const {
         if (hi >= 0 && lo >= 0)
           return std::string(1, static_cast<char>(hi * 16 + lo));
       }
-      return text;
+      return std::string(text);
     }
     return "";
   }

@@ -81,13 +81,18 @@ void applyModelDefaults(TokenizerData &data);
 /// ...) to data.eog; the first one also becomes eot (or eom for <|eom_id|>) when none is set.
 void addEndOfGenerationTokens(TokenizerData &data);
 
+/// What a Tokenizer is built for. DecodeOnly drops the SPM scores and BPE merges once validated (encode()
+/// then throws; tokenToPiece, decode, find and isEog work; dropEncoder() goes further): `tpc run --prompt-ids` never encodes, and for a
+/// 262k vocabulary the scores alone are 1 MiB that MPI rank 0 would hold by itself.
+enum class TokenizerUse { EncodeDecode, DecodeOnly };
+
 /// An encoder/decoder built from validated TokenizerData.
 class Tokenizer {
 public:
   /// Validates `data` (sizes agree, special ids in range, merges well formed). Throws TokenizerError with a
-  /// one-line message. The encoder's lookup tables are built by the first encode() or find(), so that
+  /// one-line message. The token texts move into one blob with offsets, the types into bytes. The encoder's lookup tables are built by the first encode() or find(), so that
   /// decoding alone (ids to text) costs no pass over the vocabulary's hash.
-  explicit Tokenizer(TokenizerData data);
+  explicit Tokenizer(TokenizerData data, TokenizerUse use = TokenizerUse::EncodeDecode);
   /// The constructor's checks alone, without taking (or copying) the data.
   static void validate(const TokenizerData &data);
   ~Tokenizer();
@@ -95,7 +100,8 @@ public:
   Tokenizer &operator=(Tokenizer &&) noexcept;
 
   /// Token ids for `text`. addSpecial adds BOS/EOS as the vocabulary asks; parseSpecial matches control
-  /// tokens written in the text (user-defined tokens are always matched).
+  /// tokens written in the text (user-defined tokens are always matched). Throws TokenizerError on a
+  /// DecodeOnly tokenizer.
   std::vector<TokenId> encode(std::string_view text, bool addSpecial, bool parseSpecial = false) const;
 
   /// The bytes token `id` stands for in output text (U+2581 -> space, <0xNN> -> byte, byte-level BPE
@@ -108,14 +114,25 @@ public:
 
   /// The vocabulary size.
   size_t size() const;
-  /// The data this tokenizer was built from.
+  /// The data this tokenizer was built from, except the token texts and types (`tokens` and `tokenTypes`
+  /// are empty: the tokenizer keeps them compactly; read a text with token()).
   const TokenizerData &data() const;
+  /// The text of token `id` as stored in the vocabulary (U+2581, <0xNN>, byte-level code points as they
+  /// are); "" for an out-of-range id.
+  std::string_view token(TokenId id) const;
+  /// Heap bytes of the vocabulary tables (texts, scores, types, merges; not the lazily built encoder
+  /// tables): tests bound it for a 262k vocabulary, whose bytes rank 0 of an MPI job holds alone.
+  size_t heapBytes() const;
   /// Id of an exact token text, or -1.
   TokenId find(std::string_view text) const;
   /// True for end-of-generation tokens (eos, eot, eom and the extra `eog` ids).
   bool isEog(TokenId id) const;
   /// True once encode() or find() built the encoder's tables (tests of start-up work).
   bool encoderTablesBuilt() const;
+  /// Frees what only encode() and find() use (their tables, scores, merges): `tpc run` encodes its prompt
+  /// once and then only decodes (for 262k tokens that is ~5 MiB rank 0 holds alone). encode() and find()
+  /// throw TokenizerError afterwards. Not thread-safe: no other call may run meanwhile.
+  void dropEncoder();
 
 private:
   struct Impl;

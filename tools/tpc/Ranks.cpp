@@ -206,7 +206,8 @@ void agree(const comm::MpiWorld &w, const Outcome &mine, const char *step, bool 
 }
 
 void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, SessionOptions options,
-               const std::string &backend, const std::function<void(Session &)> &userSide, PlanTokenizer *vocab) {
+               const std::string &backend, const std::function<void(Session &)> &userSide,
+               const std::function<void(PlanTokenizer)> &takeVocab) {
   auto started = comm::MpiWorld::init();
   if (!started)
     throw Failure(fmt::format("started by {} ({}): {}", launch.launcher, launch.evidence, started.message()));
@@ -239,10 +240,15 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
 
   // 2. Open plan device `rank` with the communicators of its backend. Only rank 0 tokenizes: the others
   // drop the plan's vocabulary (Gemma 3's 262144 entries are several MiB of strings per rank).
-  if (w.rank() != 0)
+  if (w.rank() != 0) {
     plan->tokenizer = PlanTokenizer{};
-  else if (vocab)
-    *vocab = std::move(plan->tokenizer);
+  } else if (takeVocab && mine.error.empty()) {
+    try {
+      takeVocab(std::move(plan->tokenizer));
+    } catch (const std::exception &e) {
+      mine.error = e.what();
+    }
+  }
   options.devices = {w.rank()};
   if (options.threads <= 0)
     options.threads = threadsPerRank(w.localSize());
@@ -299,7 +305,8 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
 } // namespace
 
 void runOnPlan(const std::string &planPath, const std::function<Plan()> &loadInProcess, SessionOptions options,
-               const std::string &backend, const std::function<void(Session &)> &userSide, PlanTokenizer *vocab) {
+               const std::string &backend, const std::function<void(Session &)> &userSide,
+               const std::function<void(PlanTokenizer)> &takeVocab) {
   const comm::MpiLaunch launch = comm::detectMpiLaunch();
   if (!launch.launched)
     return runInProcess(loadInProcess, options, backend, userSide);
@@ -309,7 +316,7 @@ void runOnPlan(const std::string &planPath, const std::function<Plan()> &loadInP
                               "`tpc compile {} --devices N -o plan.bin` and run that",
                               planPath, launch.launcher, planPath));
 #ifdef TPC_HAVE_MPI
-  runAsRank(launch, planPath, std::move(options), backend, userSide, vocab);
+  runAsRank(launch, planPath, std::move(options), backend, userSide, takeVocab);
 #else
   throw Failure(fmt::format("started by {} ({}) but this tpc was built without MPI; install Open MPI "
                             "(scripts/install-deps.sh) and rebuild, or set TPC_MPI=0 to run every device in "

@@ -34,13 +34,15 @@ namespace tpc::cli {
 /// rank of an MPI job (see the file comment). In-process the plan is what `loadInProcess` returns (the
 /// plan file loaded, or a GGUF compiled in memory: ModelSource.h's loadModel); a rank loads the plan file
 /// itself and refuses a GGUF (every rank must run the same plan: compile it first). Errors throw Failure
-/// (one line). `options.ordinals` are the GPUs to pick from (CUDA ranks take the local rank's). `vocab`:
-/// where rank 0 moves the plan's tokenizer before its session opens (the session never reads it), so the
-/// user side builds its Tokenizer from it instead of from a copy of `session.plan().tokenizer`; in-process,
-/// `loadInProcess` does the same. Ranks other than 0 drop it.
+/// (one line). `options.ordinals` are the GPUs to pick from (CUDA ranks take the local rank's). `takeVocab`:
+/// rank 0 moves the plan's tokenizer into it before its session opens (the session never reads it), so the
+/// user side builds its Tokenizer while the process is still small instead of from a copy of
+/// `session.plan().tokenizer`; in-process, `loadInProcess` does the same. An exception it throws stops
+/// every rank at the open agreement. Ranks other than 0 drop the tokenizer.
 void runOnPlan(const std::string &planPath, const std::function<rt::Plan()> &loadInProcess,
                rt::SessionOptions options, const std::string &backend,
-               const std::function<void(rt::Session &)> &userSide, rt::PlanTokenizer *vocab = nullptr);
+               const std::function<void(rt::Session &)> &userSide,
+               const std::function<void(rt::PlanTokenizer)> &takeVocab = nullptr);
 
 /// Drops this process's resident pages of LLVM's and MLIR's shared-library code, and of the libraries only
 /// they load (z3, libxml2, ICU) (MADV_DONTNEED on their

@@ -413,18 +413,25 @@ void printTimings(const Timeline &tl, const Tokenizer *tok) {
                                          : "not built");
 }
 
-/// `planVocab`: the plan's tokenizer, moved out of the plan (the session never reads it).
-void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timeline &tl) {
-  const Plan &p = s.plan();
+/// The tokenizer of the plan's vocabulary (moved out of it), or null when the plan has none.
+std::unique_ptr<Tokenizer> makeTokenizer(PlanTokenizer planVocab, const RunOptions &o, Timeline &tl) {
+  if (planVocab.tokens.empty())
+    return nullptr;
   std::unique_ptr<Tokenizer> tok;
-  if (!planVocab.tokens.empty()) {
-    try {
-      tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(std::move(planVocab)));
-    } catch (const std::exception &e) {
-      throw Failure(fmt::format("'{}': tokenizer: {}", o.plan, e.what()));
-    }
-    tl.mark("tokenizer");
+  try {
+    // A prompt given as ids is never encoded: no SPM scores or BPE merges to hold.
+    tok = std::make_unique<Tokenizer>(tokenizerDataFromPlan(std::move(planVocab)),
+                                      o.prompt.empty() ? TokenizerUse::DecodeOnly : TokenizerUse::EncodeDecode);
+  } catch (const std::exception &e) {
+    throw Failure(fmt::format("'{}': tokenizer: {}", o.plan, e.what()));
   }
+  tl.mark("tokenizer");
+  return tok;
+}
+
+/// `tok`: the plan's tokenizer, built before the session opened (see runRun), or null.
+void runGenerate(Session &s, const RunOptions &o, std::unique_ptr<Tokenizer> tok, Timeline &tl) {
+  const Plan &p = s.plan();
   std::vector<int32_t> prompt;
   if (!o.promptIds.empty()) {
     if (!o.prompt.empty())
@@ -436,6 +443,7 @@ void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timel
     prompt = tok->encode(o.prompt, true);
     if (prompt.empty())
       throw Failure("-p: the prompt encodes to no tokens");
+    tok->dropEncoder(); // generation only decodes
     tl.mark("encode prompt");
   } else {
     throw Failure("no prompt: give -p TEXT or --prompt-ids 1,2,3");
@@ -507,6 +515,7 @@ void runGenerate(Session &s, const RunOptions &o, PlanTokenizer planVocab, Timel
       break;
     // The last token is fed only for the dump (its logits row completes the fixture layout).
     if (k + 1 < o.nPredict || !o.dumpLogits.empty()) {
+      std::vector<float>().swap(last); // one logits row alive, not two (1 MiB each for 262k tokens)
       last = evalLast(s, {id}, static_cast<int32_t>(prompt.size() + k));
       dump.write(last);
     }
@@ -588,12 +597,15 @@ void runRun(const RunOptions &o) {
       if (hidden)
         hidden->observe(d, i, st, in, out);
     };
-  // In-process the plan file or GGUF is loaded here, its tokenizer moved out (the session never reads
-  // it); a rank of an MPI job loads the plan itself and rank 0 moves the tokenizer here the same way.
-  PlanTokenizer vocab;
+  // In-process the plan file or GGUF is loaded here and its tokenizer built from it (the session never
+  // reads it); a rank of an MPI job loads the plan itself and rank 0 builds the tokenizer here the same way.
+  // Built before the session opens: the plan's per-token strings and the tokenizer's compact copy then
+  // coexist while the process is small, not on top of the weights at its peak.
+  std::unique_ptr<Tokenizer> tok;
   auto load = [&] {
     Plan plan = loadModel(o.plan, o.compile, o.gguf, &tl);
-    vocab = std::move(plan.tokenizer);
+    if (!o.bench)
+      tok = makeTokenizer(std::move(plan.tokenizer), o, tl);
     return plan;
   };
   // In-process, or as one rank of `mpirun -np N tpc run ...` (Ranks.h): this code runs on rank 0 only,
@@ -607,7 +619,7 @@ void runRun(const RunOptions &o) {
     if (o.bench)
       runBench(s, o);
     else
-      runGenerate(s, o, vocab.tokens.empty() ? s.plan().tokenizer : std::move(vocab), tl);
+      runGenerate(s, o, tok ? std::move(tok) : makeTokenizer(s.plan().tokenizer, o, tl), tl);
     if (o.profile)
       printProfile(s);
     if (hidden) {
@@ -622,7 +634,10 @@ void runRun(const RunOptions &o) {
           "tpc run: the routing of {} tokens written to '{}' (tpc compile --routing-profile reads it)\n",
           routing->tokens(), o.profileRouting);
     }
-  }, &vocab);
+  }, [&](PlanTokenizer vocab) {
+    if (!o.bench)
+      tok = makeTokenizer(std::move(vocab), o, tl);
+  });
 }
 
 void registerRun(CLI::App &app) {

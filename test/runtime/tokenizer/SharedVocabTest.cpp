@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 using namespace tpc;
@@ -39,19 +40,25 @@ std::string readFile(const std::string &path) {
   return ss.str();
 }
 
-/// Loads a GGUF vocabulary into a Tokenizer, failing the test with the reader's message.
-std::unique_ptr<rt::Tokenizer> load(const std::string &path) {
+/// Reads a GGUF vocabulary, failing the test with the reader's message.
+std::optional<rt::TokenizerData> loadData(const std::string &path) {
   auto file = gguf::GGUFFile::open(path);
   if (!file) {
     ADD_FAILURE() << file.message();
-    return nullptr;
+    return std::nullopt;
   }
   auto data = tokenizerFromGGUF(**file);
   if (!data) {
     ADD_FAILURE() << data.message();
-    return nullptr;
+    return std::nullopt;
   }
-  return std::make_unique<rt::Tokenizer>(data.take());
+  return data.take();
+}
+
+/// Loads a GGUF vocabulary into a Tokenizer (null after a failure).
+std::unique_ptr<rt::Tokenizer> load(const std::string &path) {
+  std::optional<rt::TokenizerData> data = loadData(path);
+  return data ? std::make_unique<rt::Tokenizer>(std::move(*data)) : nullptr;
 }
 
 std::string join(const std::vector<TokenId> &ids) {
@@ -64,9 +71,14 @@ std::string join(const std::vector<TokenId> &ids) {
 /// Runs one llama.cpp vocabulary test file; returns the number of cases checked.
 size_t runVocabTest(const std::string &shared, const std::string &name) {
   std::string base = shared + "/tokenizer-tests/" + name;
-  std::unique_ptr<rt::Tokenizer> tok = load(base);
-  if (!tok)
+  std::optional<rt::TokenizerData> data = loadData(base);
+  if (!data)
     return 0;
+  // Decode without clean_spaces so the round trip is byte exact (a copy: the tokenizer takes the texts).
+  rt::TokenizerData raw = *data;
+  raw.cleanSpaces = false;
+  rt::Tokenizer rawTok(std::move(raw));
+  auto tok = std::make_unique<rt::Tokenizer>(std::move(*data));
   std::string inp = readFile(base + ".inp");
   std::string out = readFile(base + ".out");
   const std::string sep = "\n__ggml_vocab_test__\n";
@@ -86,10 +98,6 @@ size_t runVocabTest(const std::string &shared, const std::string &name) {
   for (std::string line; std::getline(lines, line);)
     expected.push_back(line);
   EXPECT_EQ(texts.size(), expected.size()) << name;
-  // Decode without clean_spaces so the round trip is byte exact.
-  rt::TokenizerData raw = tok->data();
-  raw.cleanSpaces = false;
-  rt::Tokenizer rawTok(raw);
   size_t n = std::min(texts.size(), expected.size());
   for (size_t i = 0; i < n; ++i) {
     std::vector<TokenId> ids = tok->encode(texts[i], /*addSpecial=*/false, /*parseSpecial=*/false);
@@ -108,6 +116,20 @@ size_t runVocabTest(const std::string &shared, const std::string &name) {
 TEST(SharedVocab, LlamaSpm) {
   REQUIRE_SHARED();
   EXPECT_GT(runVocabTest(shared, "ggml-vocab-llama-spm.gguf"), 30u);
+}
+
+/// A real 32000-token vocabulary: the tokenizer's heap is its text bytes plus at most 12 bytes a token
+/// (offset, score, type, strip flag), not a std::string per token.
+TEST(SharedVocab, LlamaSpmHeapBound) {
+  REQUIRE_SHARED();
+  std::unique_ptr<rt::Tokenizer> tok = load(shared + "/tokenizer-tests/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(tok);
+  ASSERT_EQ(tok->size(), 32000u);
+  size_t textBytes = 0;
+  for (size_t i = 0; i < tok->size(); ++i)
+    textBytes += tok->token(static_cast<TokenId>(i)).size();
+  EXPECT_EQ(tok->token(1), "<s>");
+  EXPECT_LE(tok->heapBytes(), textBytes + 12 * tok->size());
 }
 
 TEST(SharedVocab, Phi3) {

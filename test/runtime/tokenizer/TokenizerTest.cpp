@@ -102,14 +102,12 @@ TEST(TokenizerSpm, MergesByScoreWithSpacePrefix) {
 
 TEST(TokenizerSpm, TiesGoToTheLeftmostPair) {
   // "ab" and "bc" score the same: "abc" must become "ab" + "c", not "a" + "bc".
-  Tokenizer tok(spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -2}, {"bc", -2}}));
-  TokenizerData d = tok.data();
+  TokenizerData d = spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -2}, {"bc", -2}});
   d.addSpacePrefix = false;
   Tokenizer noPrefix(d);
   EXPECT_EQ(noPrefix.encode("abc", false), (std::vector<TokenId>{noPrefix.find("ab"), noPrefix.find("c")}));
   // A higher score wins regardless of position.
-  Tokenizer tok2(spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -3}, {"bc", -2}}));
-  d = tok2.data();
+  d = spmVocab({{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -3}, {"bc", -2}});
   d.addSpacePrefix = false;
   Tokenizer np2(d);
   EXPECT_EQ(np2.encode("abc", false), (std::vector<TokenId>{np2.find("a"), np2.find("bc")}));
@@ -414,6 +412,83 @@ TEST(TokenizerTables, LookupsMatchAMapOnALargeVocabulary) {
   EXPECT_EQ(tok.find("\xC4\xA0prefix_shared_by_all_of_them_40001"), -1);
   EXPECT_EQ(tok.find(""), -1);
   EXPECT_EQ(tok.encode("ab", false), std::vector<TokenId>{tok.find("ab")});
+}
+
+/// Gemma 3's vocabulary size: the texts are kept as one blob with 4-byte offsets, so the tokenizer's heap is
+/// the text bytes plus 4 bytes each of offset and score per token and a byte each of type and strip flag,
+/// far below the 32-byte std::string per token it held before (rank 0 of an MPI job holds these alone).
+TEST(TokenizerTables, CompactTextsFor262kTokens) {
+  std::vector<std::pair<std::string, float>> pieces;
+  const size_t n = 262144;
+  size_t textBytes = 0;
+  for (size_t i = 0; pieces.size() + 259 < n; ++i) {
+    // Mostly short pieces, every 16th past std::string's 15-byte inline buffer.
+    std::string t = "\xE2\x96\x81w" + std::to_string(i) + (i % 16 == 0 ? "_long_piece_text" : "");
+    pieces.emplace_back(t, -static_cast<float>(i));
+  }
+  TokenizerData d = spmVocab(pieces);
+  ASSERT_EQ(d.tokens.size(), n);
+  for (const std::string &t : d.tokens)
+    textBytes += t.size();
+  const std::string w7 = d.tokens[259 + 7];
+  Tokenizer tok(std::move(d));
+  EXPECT_EQ(tok.size(), n);
+  EXPECT_TRUE(tok.data().tokens.empty()); // moved into the blob, not kept twice
+  EXPECT_EQ(tok.token(259 + 7), w7);
+  EXPECT_EQ(tok.token(0), "<unk>");
+  EXPECT_EQ(tok.token(3 + 0x41), "<0x41>");
+  EXPECT_EQ(tok.token(static_cast<TokenId>(n)), "");
+  EXPECT_EQ(tok.token(-1), "");
+  EXPECT_LE(tok.heapBytes(), textBytes + 12 * n);
+  EXPECT_GE(tok.heapBytes(), textBytes + 10 * n); // counts texts, offsets, scores, types and strip flags
+  EXPECT_TRUE(tok.data().tokenTypes.empty());
+  EXPECT_EQ(tok.tokenToPiece(3 + 0x41), "A"); // a byte token still reads as one
+  EXPECT_EQ(tok.decode({259 + 7}), w7.substr(3));
+  EXPECT_EQ(tok.find(w7), 259 + 7);
+}
+
+/// A decode-only tokenizer drops scores and merges (their bytes leave heapBytes) but still decodes and
+/// finds texts; encoding is refused with a clear error instead of giving wrong ids.
+TEST(TokenizerTables, DecodeOnlyDropsScoresAndMerges) {
+  TokenizerData d = spmVocab({{"\xE2\x96\x81", -1}, {"a", -2}, {"\xE2\x96\x81" "a", -3}});
+  const size_t n = d.tokens.size();
+  Tokenizer full(d);
+  Tokenizer dec(std::move(d), TokenizerUse::DecodeOnly);
+  EXPECT_EQ(full.heapBytes() - dec.heapBytes(), n * sizeof(float));
+  EXPECT_TRUE(dec.data().scores.empty());
+  EXPECT_EQ(dec.decode({1, 261}), "a");
+  EXPECT_EQ(dec.find("a"), 260);
+  EXPECT_TRUE(dec.isEog(2));
+  EXPECT_THROW(dec.encode("a", true), TokenizerError);
+  EXPECT_EQ(full.encode("a", false), std::vector<TokenId>{261});
+  TokenizerData b = bpeVocab({"a b", "ab c"});
+  Tokenizer fullBpe(b), decBpe(std::move(b), TokenizerUse::DecodeOnly);
+  EXPECT_LT(decBpe.heapBytes(), fullBpe.heapBytes());
+  EXPECT_TRUE(decBpe.data().merges.empty());
+  EXPECT_EQ(decBpe.decode({fullBpe.find("abc")}), "abc");
+}
+
+/// dropEncoder() after an encode: scores and merges leave heapBytes, decoding still works, encode() and
+/// find() say why they cannot.
+TEST(TokenizerTables, DropEncoderKeepsDecoding) {
+  TokenizerData d = spmVocab({{"\xE2\x96\x81", -1}, {"a", -2}, {"\xE2\x96\x81" "a", -3}});
+  const size_t n = d.tokens.size();
+  Tokenizer tok(std::move(d));
+  const std::vector<TokenId> ids = tok.encode("a", true);
+  EXPECT_EQ(ids, (std::vector<TokenId>{1, 261}));
+  const size_t before = tok.heapBytes();
+  tok.dropEncoder();
+  EXPECT_EQ(before - tok.heapBytes(), n * sizeof(float));
+  EXPECT_EQ(tok.decode(ids), "a");
+  EXPECT_EQ(tok.token(261), "\xE2\x96\x81" "a");
+  EXPECT_THROW(tok.encode("a", true), TokenizerError);
+  EXPECT_THROW(tok.find("a"), TokenizerError);
+  TokenizerData b = bpeVocab({"a b", "ab c"});
+  Tokenizer bpe(std::move(b));
+  EXPECT_EQ(bpe.encode("abc", false), std::vector<TokenId>{bpe.find("abc")});
+  bpe.dropEncoder();
+  EXPECT_TRUE(bpe.data().merges.empty());
+  EXPECT_EQ(bpe.decode({256, 257}), "ababc");
 }
 
 } // namespace
