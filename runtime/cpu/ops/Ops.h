@@ -97,9 +97,9 @@ void loadRow(const TensorRef &w, int64_t r, float *dst);
 
 // RoPE and attention (AttentionOps.cpp).
 
-/// ROPE in place or out of place.
+/// ROPE in place or out of place; cos/sin from cache's RoPE tables (a table built for this step when null).
 void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y,
-            const RopeParams &p, ThreadGroup &tg);
+            const RopeParams &p, ThreadGroup &tg, ActivationCache *cache = nullptr);
 /// ATTENTION: append k, v at pos into `kv` (the cache p.kvCache names), then causal (windowed) attention of
 /// q over the cache.
 void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, const TensorRef &pos,
