@@ -11,6 +11,7 @@
 #include "runtime/cpu/ops/Ops.h"
 
 #include "runtime/cpu/Matmul.h"
+#include "runtime/cpu/ew/Elementwise.h"
 #include "runtime/cpu/quant/Quant.h"
 
 #include <algorithm>
@@ -158,6 +159,70 @@ std::vector<size_t> matmulBatchEnds(const DevicePlan &dp) {
     end[i] = j;
   }
   return end;
+}
+
+std::vector<size_t> mulMatIdGluSteps(const DevicePlan &dp, const std::vector<size_t> &batchEnd) {
+  const std::vector<Step> &st = dp.steps;
+  std::vector<size_t> glu(st.size(), 0);
+  for (size_t i = 0; i < st.size(); ++i) {
+    const size_t end = batchEnd[i], parts = end - i;
+    if (st[i].op != OpKind::MulMatId || parts > 2 || end >= st.size())
+      continue;
+    const Step &g = st[end];
+    if (g.op != OpKind::Glu || g.placement != st[i].placement || g.inputs.size() != parts)
+      continue;
+    bool match = true;
+    for (size_t p = 0; p < parts; ++p)
+      match &= st[i + p].outputs.size() == 1 && g.inputs[p] == st[i + p].outputs[0];
+    // gate and up are never written: nothing else may read them.
+    for (size_t j = 0; j < st.size() && match; ++j)
+      for (int32_t in : st[j].inputs)
+        for (size_t p = 0; p < parts && j != end; ++p)
+          match &= in != st[i + p].outputs[0];
+    if (match)
+      glu[i] = end;
+    i = end - 1;
+  }
+  return glu;
+}
+
+void opMulMatIdGlu(const std::vector<std::vector<TensorRef>> &ins, const std::vector<std::vector<TensorRef>> &outs,
+                   const std::vector<int64_t> &firstExperts, UnaryFn fn, const TensorRef &y, ThreadGroup &tg,
+                   ActivationCache *cache) {
+  // The plan may place the GLU output over memory the gate/up steps read (their input or routing is dead
+  // once they ran): then the fused job would write it while it is read, so run the steps as planned.
+  auto overlaps = [&](const TensorRef &a) {
+    const char *lo = static_cast<const char *>(a.data), *ylo = static_cast<const char *>(y.data);
+    const size_t ab = static_cast<size_t>(a.numel()) * dtypeBytes(a.dtype);
+    const size_t yb = static_cast<size_t>(y.numel()) * dtypeBytes(y.dtype);
+    return lo < ylo + yb && ylo < lo + ab;
+  };
+  bool alias = false;
+  for (const std::vector<TensorRef> &in : ins)
+    alias |= overlaps(in[0]) || overlaps(in[2]);
+  if (alias) {
+    opMatmulBatch(OpKind::MulMatId, ins, outs, firstExperts, tg, cache);
+    opGlu(fn, outs[0][0], outs.size() > 1 ? &outs[1][0] : nullptr, y, tg);
+    return;
+  }
+  IdEntries eg, eu;
+  const int64_t first0 = firstExperts.empty() ? 0 : firstExperts[0];
+  if (ins.size() == 2) {
+    const cpu::MatmulIdArgs g = mulMatIdArgs(ins[0][0], ins[0][1], ins[0][2], y, first0, cache, false, eg);
+    const cpu::MatmulIdArgs u =
+        mulMatIdArgs(ins[1][0], ins[1][1], ins[1][2], y, firstExperts.size() > 1 ? firstExperts[1] : 0, cache,
+                     false, eu);
+    cpu::matmulIdGlu(g, u, fn, elementwiseKernels().glu, tg);
+    return;
+  }
+  // One merged gate_up weight [E, 2F, K]: rows [0, F) are the gate, [F, 2F) the up projection.
+  TensorRef half = ins[0][1];
+  half.shape[1] /= 2;
+  cpu::MatmulIdArgs g = mulMatIdArgs(ins[0][0], half, ins[0][2], y, first0, cache, false, eg);
+  g.wExpertStride *= 2;
+  cpu::MatmulIdArgs u = g;
+  u.w = static_cast<const uint8_t *>(g.w) + g.wRowStride * static_cast<size_t>(g.n);
+  cpu::matmulIdGlu(g, u, fn, elementwiseKernels().glu, tg);
 }
 
 void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
