@@ -57,7 +57,7 @@ Expected<void> CpuStepRunner::runBatch(const std::vector<const Step *> &steps,
     for (const Step *s : steps)
       firstExperts.push_back(s->op == OpKind::MulMatId ? MulMatIdParams::read(*s).firstExpert.value_or(0) : 0);
     if (glu)
-      opMulMatIdGlu(in, out, firstExperts, GluParams::read(*glu).fn, *gluOut, tg_, cacheOn_ ? &cache_ : nullptr);
+      opGateUpGlu(steps.front()->op, in, out, firstExperts, GluParams::read(*glu).fn, *gluOut, tg_, cacheOn_ ? &cache_ : nullptr);
     else
       opMatmulBatch(steps.front()->op, in, out, firstExperts, tg_, cacheOn_ ? &cache_ : nullptr, f32Reference_);
   } catch (const std::exception &e) {

@@ -31,8 +31,8 @@ public:
   Expected<void> run(const Step &s, const std::vector<exec::TensorRef> &in,
                      const std::vector<exec::TensorRef> &out, std::vector<exec::KvBuffers> &kv) override;
   /// Runs steps that matmulBatchEnds grouped (consecutive Matmuls, or MulMatIds, on one input) as one job;
-  /// in[i] / out[i] are step i's bound operands. With `glu` (a GLU step that mulMatIdGluSteps paired with
-  /// these MulMatIds) the GLU runs fused and writes gluOut; the MulMatIds' own outputs are not written.
+  /// in[i] / out[i] are step i's bound operands. With `glu` (a GLU step that gateUpGluSteps paired with
+  /// these steps) the GLU runs fused and writes gluOut; the steps' own outputs are not written.
   Expected<void> runBatch(const std::vector<const Step *> &steps, const std::vector<std::vector<exec::TensorRef>> &in,
                           const std::vector<std::vector<exec::TensorRef>> &out, const Step *glu = nullptr,
                           const exec::TensorRef *gluOut = nullptr);

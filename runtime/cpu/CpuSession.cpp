@@ -80,7 +80,7 @@ struct Device {
   std::vector<int32_t> tokens, positions, seqs, rows; ///< this call's inputs (max_batch each)
   std::unique_ptr<CpuStepRunner> runner;
   std::vector<size_t> batchEnd; ///< matmulBatchEnds: matmuls on one input that run as one job
-  std::vector<size_t> gluAt;    ///< mulMatIdGluSteps: the GLU step a MoE gate/up run applies per tile, or 0
+  std::vector<size_t> gluAt;    ///< gateUpGluSteps: the GLU step a MoE gate/up run applies per tile, or 0
   /// Per step: a matmul TPC_F32_MATMULS puts on the float32 reference (empty: none named).
   std::vector<char> f32Step;
 };
@@ -288,7 +288,7 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
     const Step &s = dp.steps[si];
     auto t0 = std::chrono::steady_clock::now();
     if (const size_t end = dev.batchEnd[si], glu = dev.gluAt[si]; end > si + 1 || glu) {
-      // Matmuls on one input (Q/K/V, gate/up) as one job, a MoE gate/up with its GLU applied per tile; the
+      // Matmuls on one input (Q/K/V, gate/up) as one job, a gate/up with its GLU applied per tile; the
       // profile books it on the first step.
       bins.resize(end - si);
       bouts.resize(end - si);
@@ -434,10 +434,10 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     observer_ = opts.stepObserver;
     dev.batchEnd = matmulBatchEnds(dp);
     dev.f32Step = f32MatmulSteps(dp);
-    // The MoE GLU fused into its gate/up job (a runtime fusion, like the batches and the activation cache:
+    // The GLU fused into its gate/up job (MoE or dense) (a runtime fusion, like the batches and the activation cache:
     // no plan change, and host or hand-built plans gain it too). Off where each step's output must exist:
     // an observer, or f32 reference matmuls.
-    dev.gluAt = mulMatIdGluSteps(dp, dev.batchEnd);
+    dev.gluAt = gateUpGluSteps(dp, dev.batchEnd);
     if (observer_ || opts.f32Reference || !dev.f32Step.empty())
       std::fill(dev.gluAt.begin(), dev.gluAt.end(), 0);
     if (!dev.f32Step.empty()) // step by step, each with its own mode

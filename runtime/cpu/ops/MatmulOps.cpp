@@ -161,12 +161,12 @@ std::vector<size_t> matmulBatchEnds(const DevicePlan &dp) {
   return end;
 }
 
-std::vector<size_t> mulMatIdGluSteps(const DevicePlan &dp, const std::vector<size_t> &batchEnd) {
+std::vector<size_t> gateUpGluSteps(const DevicePlan &dp, const std::vector<size_t> &batchEnd) {
   const std::vector<Step> &st = dp.steps;
   std::vector<size_t> glu(st.size(), 0);
   for (size_t i = 0; i < st.size(); ++i) {
     const size_t end = batchEnd[i], parts = end - i;
-    if (st[i].op != OpKind::MulMatId || parts > 2 || end >= st.size())
+    if ((st[i].op != OpKind::MulMatId && st[i].op != OpKind::Matmul) || parts > 2 || end >= st.size())
       continue;
     const Step &g = st[end];
     if (g.op != OpKind::Glu || g.placement != st[i].placement || g.inputs.size() != parts)
@@ -186,9 +186,44 @@ std::vector<size_t> mulMatIdGluSteps(const DevicePlan &dp, const std::vector<siz
   return glu;
 }
 
-void opMulMatIdGlu(const std::vector<std::vector<TensorRef>> &ins, const std::vector<std::vector<TensorRef>> &outs,
-                   const std::vector<int64_t> &firstExperts, UnaryFn fn, const TensorRef &y, ThreadGroup &tg,
-                   ActivationCache *cache) {
+namespace {
+/// A dense matmul as a matmulId of one expert that every token uses (the fused GLU's form): the products
+/// are the same kernels on the same token order.
+cpu::MatmulIdArgs denseAsExperts(const TensorRef &x, const TensorRef &w, const TensorRef &y, ActivationCache *cache,
+                                 IdEntries &en) {
+  const int64_t m = x.rows();
+  en.experts.assign(static_cast<size_t>(m), 0);
+  en.xRows.resize(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i)
+    en.xRows[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  en.yRows = en.xRows;
+  const cpu::MatmulArgs d = matmulArgs(x, w, y, cache, false);
+  cpu::MatmulIdArgs a;
+  a.cache = cache;
+  a.w = d.w;
+  a.wType = d.wType;
+  a.n = d.n;
+  a.k = d.k;
+  a.wRowStride = d.wRowStride;
+  a.wExpertStride = d.wRowStride * static_cast<size_t>(d.n);
+  a.nExperts = 1;
+  a.x = d.x;
+  a.xRowStride = d.xRowStride;
+  a.xRowCount = m;
+  a.y = y.f();
+  a.yRowStride = static_cast<size_t>(y.inner());
+  a.experts = en.experts.data();
+  a.xRows = en.xRows.data();
+  a.yRows = en.yRows.data();
+  a.count = m;
+  return a;
+}
+} // namespace
+
+void opGateUpGlu(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
+                 const std::vector<std::vector<TensorRef>> &outs, const std::vector<int64_t> &firstExperts,
+                 UnaryFn fn, const TensorRef &y, ThreadGroup &tg, ActivationCache *cache) {
+  const bool id = op == OpKind::MulMatId;
   // The plan may place the GLU output over memory the gate/up steps read (their input or routing is dead
   // once they ran): then the fused job would write it while it is read, so run the steps as planned.
   auto overlaps = [&](const TensorRef &a) {
@@ -199,26 +234,26 @@ void opMulMatIdGlu(const std::vector<std::vector<TensorRef>> &ins, const std::ve
   };
   bool alias = false;
   for (const std::vector<TensorRef> &in : ins)
-    alias |= overlaps(in[0]) || overlaps(in[2]);
+    alias |= overlaps(in[0]) || (id && overlaps(in[2]));
   if (alias) {
-    opMatmulBatch(OpKind::MulMatId, ins, outs, firstExperts, tg, cache);
+    opMatmulBatch(op, ins, outs, firstExperts, tg, cache);
     opGlu(fn, outs[0][0], outs.size() > 1 ? &outs[1][0] : nullptr, y, tg);
     return;
   }
   IdEntries eg, eu;
-  const int64_t first0 = firstExperts.empty() ? 0 : firstExperts[0];
+  auto args = [&](size_t p, const TensorRef &w, IdEntries &en) {
+    return id ? mulMatIdArgs(ins[p][0], w, ins[p][2], y, p < firstExperts.size() ? firstExperts[p] : 0, cache,
+                             false, en)
+              : denseAsExperts(ins[p][0], w, y, cache, en);
+  };
   if (ins.size() == 2) {
-    const cpu::MatmulIdArgs g = mulMatIdArgs(ins[0][0], ins[0][1], ins[0][2], y, first0, cache, false, eg);
-    const cpu::MatmulIdArgs u =
-        mulMatIdArgs(ins[1][0], ins[1][1], ins[1][2], y, firstExperts.size() > 1 ? firstExperts[1] : 0, cache,
-                     false, eu);
-    cpu::matmulIdGlu(g, u, fn, elementwiseKernels().glu, tg);
+    cpu::matmulIdGlu(args(0, ins[0][1], eg), args(1, ins[1][1], eu), fn, elementwiseKernels().glu, tg);
     return;
   }
-  // One merged gate_up weight [E, 2F, K]: rows [0, F) are the gate, [F, 2F) the up projection.
+  // One merged gate_up weight ([E,] 2F, K): rows [0, F) of each expert are the gate, [F, 2F) the up.
   TensorRef half = ins[0][1];
-  half.shape[1] /= 2;
-  cpu::MatmulIdArgs g = mulMatIdArgs(ins[0][0], half, ins[0][2], y, first0, cache, false, eg);
+  half.shape[half.shape.size() - 2] /= 2;
+  cpu::MatmulIdArgs g = args(0, half, eg);
   g.wExpertStride *= 2;
   cpu::MatmulIdArgs u = g;
   u.w = static_cast<const uint8_t *>(g.w) + g.wRowStride * static_cast<size_t>(g.n);

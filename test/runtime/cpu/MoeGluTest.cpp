@@ -4,9 +4,9 @@
 // others skip visibly): gate/up products through matmulIdBatch, then the GLU row kernel of the same ISA.
 // The fused job runs the same kernels on the same token sets (panels for an expert with many tokens, row
 // kernels for the others) and the same GLU kernel, so the results must be equal bit for bit, which is
-// stricter than the GLU tolerance. Through opMulMatIdGlu: a merged gate_up weight ([gate | up] rows), an
+// stricter than the GLU tolerance. Through opGateUpGlu: a merged gate_up weight ([gate | up] rows), an
 // expert-parallel share (other devices' experts give zeros) and a GLU output placed over the input (the
-// unfused fallback) must equal opMulMatId + opGlu.
+// unfused fallback) must equal opMulMatId + opGlu; the dense FFN's gate/up (Matmul) opMatmul + opGlu.
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Matmul.h"
 #include "runtime/cpu/ew/Elementwise.h"
@@ -181,7 +181,7 @@ TEST(MoeGluOps, MergedGateUpExpertShareAndAliasedOutput) {
                   {TensorRef{su.data(), DType::F32, false, GGMLType::F32, {t, 2, f}}}};
         }
         ActivationCache cache;
-        opMulMatIdGlu(ins, outs, {first, first}, UnaryFn::Silu, y, group, &cache);
+        opGateUpGlu(OpKind::MulMatId, ins, outs, {first, first}, UnaryFn::Silu, y, group, &cache);
         const float *got = static_cast<const float *>(y.data);
         int64_t zeros = 0;
         for (int64_t j = 0; j < t * 2 * f; ++j) {
@@ -191,6 +191,42 @@ TEST(MoeGluOps, MergedGateUpExpertShareAndAliasedOutput) {
         // Experts 0 and 1 belong to another device in the share: their slots must be zeros.
         if (first == 2)
           EXPECT_GE(zeros, (t + t / 4) * f); // slot 0 (expert 1) and every fourth slot 1 (expert 0)
+      }
+}
+
+TEST(MoeGluOps, DenseGateUpEqualsMatmulThenGlu) {
+  const int64_t k = 256, f = 72;
+  for (GGMLType type : {GGMLType::Q4_K, GGMLType::Q8_0})
+    for (int64_t t : {int64_t(1), int64_t(5), int64_t(40)}) // decode, row kernels, panels
+      for (bool merged : {false, true}) {
+        SCOPED_TRACE(std::string(ggmlTypeName(type)) + " tokens " + std::to_string(t) + (merged ? " merged" : ""));
+        std::vector<uint8_t> w = expertWeights(type, 1, 2 * f, k, 31); // [gate rows | up rows]
+        const size_t half = rowBytes(type, k) * f;
+        std::vector<uint8_t> wg(w.begin(), w.begin() + half), wu(w.begin() + half, w.end());
+        std::vector<float> xv = randomFloats(t * k, 32), g(t * f), u(t * f), gu(t * 2 * f), want(t * f),
+                           got(t * f, NAN);
+        ThreadGroup group(2);
+        TensorRef x{xv.data(), DType::F32, false, GGMLType::F32, {t, k}};
+        TensorRef wgr{wg.data(), DType::F32, true, type, {f, k}}, wur{wu.data(), DType::F32, true, type, {f, k}};
+        TensorRef wr{w.data(), DType::F32, true, type, {2 * f, k}};
+        TensorRef gr{g.data(), DType::F32, false, GGMLType::F32, {t, f}};
+        TensorRef ur{u.data(), DType::F32, false, GGMLType::F32, {t, f}};
+        TensorRef gur{gu.data(), DType::F32, false, GGMLType::F32, {t, 2 * f}};
+        TensorRef wantr{want.data(), DType::F32, false, GGMLType::F32, {t, f}};
+        TensorRef y{got.data(), DType::F32, false, GGMLType::F32, {t, f}};
+        ActivationCache cache;
+        if (merged) {
+          opMatmul(x, wr, gur, group);
+          opGlu(UnaryFn::GeluTanh, gur, nullptr, wantr, group);
+          opGateUpGlu(OpKind::Matmul, {{x, wr}}, {{gur}}, {}, UnaryFn::GeluTanh, y, group, &cache);
+        } else {
+          opMatmul(x, wgr, gr, group);
+          opMatmul(x, wur, ur, group);
+          opGlu(UnaryFn::GeluTanh, gr, &ur, wantr, group);
+          opGateUpGlu(OpKind::Matmul, {{x, wgr}, {x, wur}}, {{gr}, {ur}}, {}, UnaryFn::GeluTanh, y, group, &cache);
+        }
+        for (int64_t j = 0; j < t * f; ++j)
+          ASSERT_EQ(floatToBits(got[j]), floatToBits(want[j])) << "element " << j;
       }
 }
 
@@ -209,14 +245,18 @@ TEST(MoeGluSteps, PairsOnlyAGluThatIsTheSoleReader) {
   dp.steps = {step(OpKind::MulMatId, {0, 2, 1}, {4}), step(OpKind::MulMatId, {0, 3, 1}, {5}),
               step(OpKind::Glu, {4, 5}, {6}),        step(OpKind::MulMatId, {6, 7, 1}, {8}),
               step(OpKind::Glu, {8}, {9})};
-  std::vector<size_t> glu = mulMatIdGluSteps(dp, matmulBatchEnds(dp));
+  std::vector<size_t> glu = gateUpGluSteps(dp, matmulBatchEnds(dp));
   EXPECT_EQ(glu, (std::vector<size_t>{2, 0, 0, 4, 0}));
+  dp.steps[0].op = dp.steps[1].op = OpKind::Matmul; // a dense FFN's gate and up
+  dp.steps[0].inputs.pop_back();
+  dp.steps[1].inputs.pop_back();
+  EXPECT_EQ(gateUpGluSteps(dp, matmulBatchEnds(dp))[0], 2u);
   dp.steps.push_back(step(OpKind::Add, {9, 5}, {10})); // u read again: gate/up must be written
-  glu = mulMatIdGluSteps(dp, matmulBatchEnds(dp));
+  glu = gateUpGluSteps(dp, matmulBatchEnds(dp));
   EXPECT_EQ(glu, (std::vector<size_t>{0, 0, 0, 4, 0, 0}));
   std::swap(dp.steps[3], dp.steps[4]); // the GLU before its input's producer: no pair
   dp.steps[3].inputs = {6};
-  glu = mulMatIdGluSteps(dp, matmulBatchEnds(dp));
+  glu = gateUpGluSteps(dp, matmulBatchEnds(dp));
   EXPECT_EQ(glu[4], 0u);
 }
 
