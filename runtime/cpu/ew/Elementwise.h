@@ -45,7 +45,7 @@ struct ElementwiseKernels {
   /// y[i] = a[i] op v (op: Add, Mul or Div); SCALE is Mul.
   void (*binaryScalar)(OpKind op, const float *a, float v, float *y, int64_t n);
   /// RoPE of one head's first nDims elements (even): y[j] = x[j] c[j] + x[p(j)] s[j], p(j) = j ^ 1 (normal)
-  /// or (j + nDims/2) mod nDims (NeoX); c and s in that expanded layout (ops/RopeTable.h builds them).
+  /// or (j + nDims/2) mod nDims (NeoX); c and s in that expanded layout (RopeTable.h builds them).
   void (*rope)(bool neox, const float *x, float *y, const float *c, const float *s, int64_t nDims);
 };
 
