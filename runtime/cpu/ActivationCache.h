@@ -18,6 +18,8 @@
 #ifndef TPC_RUNTIME_CPU_ACTIVATIONCACHE_H
 #define TPC_RUNTIME_CPU_ACTIVATIONCACHE_H
 
+#include "runtime/cpu/RopeTable.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -41,6 +43,9 @@ public:
   uint64_t conversions() const { return conversions_; }
   /// Requests served from a copy (cache hits) since construction.
   uint64_t hits() const { return hits_; }
+  /// The device's RoPE tables: also derived once from this call's inputs (positions), but matched by value,
+  /// so writes need not be reported for them (RopeTable.h).
+  RopeTables &ropeTables() { return rope_; }
 
 private:
   struct Free {
@@ -59,6 +64,7 @@ private:
   static constexpr size_t kMaxEntries = 4;
   std::vector<Entry> entries_; ///< oldest first
   uint64_t conversions_ = 0, hits_ = 0;
+  RopeTables rope_;
 };
 
 } // namespace tpc::rt::cpu

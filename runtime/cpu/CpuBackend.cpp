@@ -50,20 +50,27 @@ Expected<void> CpuStepRunner::run(const Step &s, const std::vector<exec::TensorR
 
 Expected<void> CpuStepRunner::runBatch(const std::vector<const Step *> &steps,
                                        const std::vector<std::vector<exec::TensorRef>> &in,
-                                       const std::vector<std::vector<exec::TensorRef>> &out) {
+                                       const std::vector<std::vector<exec::TensorRef>> &out, const Step *glu,
+                                       const exec::TensorRef *gluOut) {
   try {
     std::vector<int64_t> firstExperts;
     for (const Step *s : steps)
       firstExperts.push_back(s->op == OpKind::MulMatId ? MulMatIdParams::read(*s).firstExpert.value_or(0) : 0);
-    opMatmulBatch(steps.front()->op, in, out, firstExperts, tg_, cacheOn_ ? &cache_ : nullptr, f32Reference_);
+    if (glu)
+      opGateUpGlu(steps.front()->op, in, out, firstExperts, GluParams::read(*glu).fn, *gluOut, tg_, cacheOn_ ? &cache_ : nullptr);
+    else
+      opMatmulBatch(steps.front()->op, in, out, firstExperts, tg_, cacheOn_ ? &cache_ : nullptr, f32Reference_);
   } catch (const std::exception &e) {
     cache_.clear();
-    return Error{fmt::format("steps '{}'..'{}' ({}): {}", steps.front()->name, steps.back()->name,
-                             opKindName(steps.front()->op), e.what())};
+    return Error{fmt::format("steps '{}'..'{}' ({}{}): {}", steps.front()->name, glu ? glu->name : steps.back()->name,
+                             opKindName(steps.front()->op), glu ? " + glu" : "", e.what())};
   }
-  if (cacheOn_)
-    for (const auto &o : out)
+  if (cacheOn_) {
+    for (const auto &o : out) // unwritten when fused, but a fallback (aliasing) writes them
       noteWrites(o);
+    if (glu)
+      noteWrites({*gluOut});
+  }
   return {};
 }
 

@@ -31,9 +31,11 @@ public:
   Expected<void> run(const Step &s, const std::vector<exec::TensorRef> &in,
                      const std::vector<exec::TensorRef> &out, std::vector<exec::KvBuffers> &kv) override;
   /// Runs steps that matmulBatchEnds grouped (consecutive Matmuls, or MulMatIds, on one input) as one job;
-  /// in[i] / out[i] are step i's bound operands.
+  /// in[i] / out[i] are step i's bound operands. With `glu` (a GLU step that gateUpGluSteps paired with
+  /// these steps) the GLU runs fused and writes gluOut; the steps' own outputs are not written.
   Expected<void> runBatch(const std::vector<const Step *> &steps, const std::vector<std::vector<exec::TensorRef>> &in,
-                          const std::vector<std::vector<exec::TensorRef>> &out);
+                          const std::vector<std::vector<exec::TensorRef>> &out, const Step *glu = nullptr,
+                          const exec::TensorRef *gluOut = nullptr);
   /// The thread group the steps run on (the CPU session's collective kernels and weight copies use it too).
   ThreadGroup &threadGroup() { return tg_; }
 

@@ -80,6 +80,7 @@ struct Device {
   std::vector<int32_t> tokens, positions, seqs, rows; ///< this call's inputs (max_batch each)
   std::unique_ptr<CpuStepRunner> runner;
   std::vector<size_t> batchEnd; ///< matmulBatchEnds: matmuls on one input that run as one job
+  std::vector<size_t> gluAt;    ///< gateUpGluSteps: the GLU step a MoE gate/up run applies per tile, or 0
   /// Per step: a matmul TPC_F32_MATMULS puts on the float32 reference (empty: none named).
   std::vector<char> f32Step;
 };
@@ -286,8 +287,9 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
   for (size_t si = 0; si < dp.steps.size(); ++si) {
     const Step &s = dp.steps[si];
     auto t0 = std::chrono::steady_clock::now();
-    if (const size_t end = dev.batchEnd[si]; end > si + 1) {
-      // Matmuls on one input (Q/K/V, gate/up) as one job; the profile books it on the first step.
+    if (const size_t end = dev.batchEnd[si], glu = dev.gluAt[si]; end > si + 1 || glu) {
+      // Matmuls on one input (Q/K/V, gate/up) as one job, a gate/up with its GLU applied per tile; the
+      // profile books it on the first step.
       bins.resize(end - si);
       bouts.resize(end - si);
       bsteps.clear();
@@ -295,14 +297,18 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
         bsteps.push_back(&dp.steps[j]);
         exec::bindOperands(dp, dev.ptr, dp.steps[j], t, rows, bins[j - si], bouts[j - si]);
       }
-      if (Expected<void> ok = dev.runner->runBatch(bsteps, bins, bouts); !ok)
+      if (glu)
+        exec::bindOperands(dp, dev.ptr, dp.steps[glu], t, rows, in, out);
+      if (Expected<void> ok = dev.runner->runBatch(bsteps, bins, bouts, glu ? &dp.steps[glu] : nullptr,
+                                                   glu ? &out[0] : nullptr);
+          !ok)
         return ok;
-      if (observer_)
+      if (observer_) // never with glu: fusion is off when steps are observed
         for (size_t j = 0; j < bsteps.size(); ++j)
           observer_(dev.index, si + j, *bsteps[j], bins[j], bouts[j]);
       if (prof)
         recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      si = end - 1;
+      si = glu ? glu : end - 1;
       continue;
     }
     exec::bindOperands(dp, dev.ptr, s, t, rows, in, out);
@@ -428,6 +434,12 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     observer_ = opts.stepObserver;
     dev.batchEnd = matmulBatchEnds(dp);
     dev.f32Step = f32MatmulSteps(dp);
+    // The GLU fused into its gate/up job (MoE or dense) (a runtime fusion, like the batches and the activation cache:
+    // no plan change, and host or hand-built plans gain it too). Off where each step's output must exist:
+    // an observer, or f32 reference matmuls.
+    dev.gluAt = gateUpGluSteps(dp, dev.batchEnd);
+    if (observer_ || opts.f32Reference || !dev.f32Step.empty())
+      std::fill(dev.gluAt.begin(), dev.gluAt.end(), 0);
     if (!dev.f32Step.empty()) // step by step, each with its own mode
       for (size_t si = 0; si < dev.batchEnd.size(); ++si)
         dev.batchEnd[si] = si + 1;

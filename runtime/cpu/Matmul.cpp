@@ -133,9 +133,10 @@ Kernels kernelsFor(GGMLType t, Isa isa) {
   return k;
 }
 
-/// Rows [r0, r1) of the weight at w against every token of ts, with the row kernels.
+/// Rows [r0, r1) of the weight at w against every token of ts, with the row kernels. Output row r lands in
+/// column r - col0 of the token's y row (col0 > 0: a unit-wide scratch, the fused GLU).
 void runRows(const Operands &o, const uint8_t *w, int64_t r0, int64_t r1, const Acts &a, const TokenSet &ts,
-             const Kernels &kn) {
+             const Kernels &kn, int64_t col0 = 0) {
   for (int64_t t0 = 0; t0 < ts.count; t0 += kMaxRowTokens) {
     const int nt = static_cast<int>(std::min<int64_t>(kMaxRowTokens, ts.count - t0));
     const void *act[kMaxRowTokens];
@@ -154,15 +155,15 @@ void runRows(const Operands &o, const uint8_t *w, int64_t r0, int64_t r1, const 
           out[j] = kn.legacy(o.k, wr, act[j]);
       }
       for (int j = 0; j < nt; ++j)
-        yr[j][r] = out[j];
+        yr[j][r - col0] = out[j];
     }
   }
 }
 
 /// Panel `p` (rows 32p..32p+31 that exist) of the weight at w, converted into the thread's scratch, against
-/// every token of ts.
+/// every token of ts; col0 as for runRows.
 void runPanel(const Operands &o, const uint8_t *w, int64_t p, const Acts &a, const TokenSet &ts,
-              const Kernels &kn, ThreadGroup &group, int thread) {
+              const Kernels &kn, ThreadGroup &group, int thread, int64_t col0 = 0) {
   const int64_t r0 = p * kPanelRows;
   const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, o.n - r0));
   const size_t groupBytes = panelGroupBytes(o.t, o.k, kn.R);
@@ -183,11 +184,11 @@ void runPanel(const Operands &o, const uint8_t *w, int64_t p, const Acts &a, con
       const int valid = static_cast<int>(std::min<int64_t>(kn.R, o.n - base));
       float *out[kMaxTileTokens];
       for (int j = 0; j < nt; ++j)
-        out[j] = valid == kn.R ? yr[j] + base : tmp[j];
+        out[j] = valid == kn.R ? yr[j] + (base - col0) : tmp[j];
       kn.tile(o.k, panel + groupBytes * static_cast<size_t>(gi), act, nt, out);
       if (valid < kn.R)
         for (int j = 0; j < nt; ++j)
-          std::copy(tmp[j], tmp[j] + valid, yr[j] + base);
+          std::copy(tmp[j], tmp[j] + valid, yr[j] + (base - col0));
     }
   }
 }
@@ -387,5 +388,76 @@ void matmulIdBatch(const MatmulIdArgs *parts, size_t count, ThreadGroup &group) 
 }
 
 void matmulId(const MatmulIdArgs &a, ThreadGroup &group) { matmulIdBatch(&a, 1, group); }
+
+void matmulIdGlu(const MatmulIdArgs &gateArgs, const MatmulIdArgs &upArgs, UnaryFn fn, GluRowFn glu,
+                 ThreadGroup &group) {
+  const char *op = "matmul_id+glu";
+  checkIdArgs(op, gateArgs);
+  checkIdArgs(op, upArgs);
+  if (gateArgs.f32Reference || upArgs.f32Reference)
+    fail(op, "the float32 reference runs the steps unfused");
+  const int64_t cnt = gateArgs.count;
+  if (upArgs.n != gateArgs.n || upArgs.k != gateArgs.k || upArgs.count != cnt || upArgs.x != gateArgs.x ||
+      !std::equal(gateArgs.experts, gateArgs.experts + cnt, upArgs.experts) ||
+      !std::equal(gateArgs.xRows, gateArgs.xRows + cnt, upArgs.xRows))
+    fail(op, "gate and up differ in shape, input or routing");
+  const int64_t f = gateArgs.n;
+  float *y = gateArgs.y;
+  const size_t yStride = gateArgs.yRowStride;
+  if (cnt == 0 || f == 0)
+    return;
+  if (gateArgs.k == 0) { // empty partial sums: fn(0) * 0
+    zeroOutputs(Operands{nullptr, gateArgs.wType, f, 0, 0, y, yStride}, TokenSet{nullptr, gateArgs.yRows, cnt});
+    return;
+  }
+  // Without a session's cache, gate and up would convert into the same shared scratch: use a local one.
+  ActivationCache local;
+  MatmulIdArgs ga = gateArgs, ua = upArgs;
+  if (!ga.cache)
+    ga.cache = ua.cache = &local;
+  const Product pg = idProduct(op, ga, group), pu = idProduct(op, ua, group);
+  // Units over (expert, row range) of f, experts with the most tokens first (as matmulIdBatch); a range is
+  // one panel when either weight takes the panel path, so both run their usual kernels over it.
+  std::vector<int32_t> order(pg.sets.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t l, int32_t r) {
+    return pg.sets[static_cast<size_t>(l)].count > pg.sets[static_cast<size_t>(r)].count;
+  });
+  const int64_t rpu = rowsPerUnit(2 * f * static_cast<int64_t>(pg.sets.size()), group.size());
+  std::vector<Unit> units;
+  for (int32_t si : order) {
+    const int64_t c = pg.sets[static_cast<size_t>(si)].count;
+    const bool panel = usePanels(pg.kn, c, ga) || usePanels(pu.kn, c, ua);
+    const int64_t step = panel ? kPanelRows : rpu;
+    for (int64_t r = 0; r < f; r += step)
+      units.push_back({0, si, panel, r, std::min(f, r + step)});
+  }
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(group.size()));
+  group.parallelDynamic(static_cast<int64_t>(units.size()), [&](int64_t u, int thread) {
+    const Unit &un = units[static_cast<size_t>(u)];
+    const size_t si = static_cast<size_t>(un.set);
+    const TokenSet &ts = pg.sets[si];
+    const int64_t width = un.r1 - un.r0;
+    std::vector<float> &buf = bufs[static_cast<size_t>(thread)];
+    buf.resize(static_cast<size_t>(2 * ts.count * width));
+    float *g = buf.data(), *up = g + ts.count * width;
+    // The unit's gate and up outputs, token after token, in a unit-wide scratch (col0 = r0).
+    const TokenSet rows{ts.xIdx, nullptr, ts.count};
+    auto part = [&](const Product &p, const MatmulOptions &opts, float *dst) {
+      Operands o = p.o;
+      o.y = dst;
+      o.yStride = static_cast<size_t>(width);
+      if (un.panel && usePanels(p.kn, ts.count, opts))
+        runPanel(o, p.weights[si], un.r0 / kPanelRows, p.acts, rows, p.kn, group, thread, un.r0);
+      else
+        runRows(o, p.weights[si], un.r0, un.r1, p.acts, rows, p.kn, un.r0);
+    };
+    part(pg, ga, g);
+    part(pu, ua, up);
+    for (int64_t i = 0; i < ts.count; ++i)
+      glu(fn, g + i * width, up + i * width, y + static_cast<size_t>(ts.yAt(i)) * yStride + un.r0, width);
+  });
+}
 
 } // namespace tpc::rt::cpu

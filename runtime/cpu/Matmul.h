@@ -32,6 +32,7 @@
 #include "runtime/cpu/ThreadGroup.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/ggml/GGMLTypes.h"
+#include "runtime/plan/PlanFormat.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -111,6 +112,16 @@ void matmulIdReference(const MatmulIdArgs &args, ThreadGroup &group);
 /// projections of one input run together, each expert's gate and up units next to each other while its
 /// tokens' activations are in cache. Each part's results are matmulId's.
 void matmulIdBatch(const MatmulIdArgs *parts, size_t count, ThreadGroup &group);
+
+/// MoE gate and up with the GLU applied per tile: for i < count, gate.y[yRows[i]] = fn(Wg[e] . x) * (Wu[e] .
+/// x), e = experts[i]; up.y is not written (it is checked like matmulId's: pass gate.y). One job over
+/// (expert, row range) units, each computing the gate and up outputs of its rows for the expert's tokens
+/// into a per-thread scratch and writing only the product while they are in cache. gate and up must share
+/// x, n, k and the routing (experts, xRows); each keeps its own weight type and kernels, so the products are
+/// bit for bit matmulId's and the result is `glu` on them (the caller passes the element-wise table's row
+/// kernel, which this library does not link). Not for f32Reference (the caller runs the steps unfused).
+using GluRowFn = void (*)(UnaryFn fn, const float *g, const float *u, float *y, int64_t n);
+void matmulIdGlu(const MatmulIdArgs &gate, const MatmulIdArgs &up, UnaryFn fn, GluRowFn glu, ThreadGroup &group);
 
 } // namespace tpc::rt::cpu
 

@@ -177,6 +177,9 @@ std::vector<Case> cases() {
   // uneven shares.
   all.push_back({"tiny-qwen3moe-gu", 4, "4,3,2,1", false});
   all.push_back({"tiny-gemma4moe", 4, "4,3,2,1", false});
+  // Separate gate and up experts (quantized) at 4 uneven intermediate shares: each device's slices pair up in
+  // the fused gate/up GLU job.
+  all.push_back({"tiny-qwen3moe-Q4_K_M", 4, "4,3,2,1", false});
   // Placement: the KV cache and the experts on the host (explicit copies in the plan) change nothing.
   all.push_back({"tiny-qwen3moe", 2, "", false, "--no-kv-offload --override-tensor 'ffn_.*_exps=cpu'"});
   // The tied embedding on the host: lookup and output projection on one host slice, the token ids copied

@@ -81,11 +81,22 @@ void binaryScalarScalar(OpKind op, const float *a, float v, float *y, int64_t n)
       y[i] = a[i] / v;
 }
 
+// The old definition's a c - b s (s holds -sin where the old loop subtracted: the same float results).
+void ropeScalar(bool neox, const float *x, float *y, const float *c, const float *s, int64_t nDims) {
+  const int64_t half = nDims / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+    const float a = x[i0], b = x[i1];
+    y[i0] = a * c[i0] + b * s[i0];
+    y[i1] = b * c[i1] + a * s[i1];
+  }
+}
+
 } // namespace
 
 const ElementwiseKernels &scalarTable() {
-  static const ElementwiseKernels t{unaryScalar,   gluScalar,    softcapScalar,     rmsNormScalar,
-                                    softmaxScalar, binaryScalar, binaryScalarScalar};
+  static const ElementwiseKernels t{unaryScalar,   gluScalar,    softcapScalar,      rmsNormScalar,
+                                    softmaxScalar, binaryScalar, binaryScalarScalar, ropeScalar};
   return t;
 }
 

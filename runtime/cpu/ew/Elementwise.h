@@ -14,6 +14,8 @@
 //    the result into |x| e/(1+e)^2 2|u| 3e-7 <= |x| 2 max(|u| e^(-2|u|)) 3e-7 = 1.1e-7 |x| absolute;
 //    exp (4 ulp), 1 + e and the division add 3.6e-7 relative: |y - ref| <= 5e-7 |ref| + 1.5e-7 |x|.
 //    The erf gelu stays scalar (std::erf): no model on the fixtures' list uses it on a hot path.
+//  - RoPE: x c rounded, then one FMA with the partner's x s (the scalar table: two products and a sum);
+//    c and s are cos/sin computed in double and rounded to float once per (position, frequency).
 //  - RMS norm and softmax sums accumulate in double (vector lanes, then a pairwise sum), as the scalar path.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_EW_ELEMENTWISE_H
@@ -42,6 +44,9 @@ struct ElementwiseKernels {
   void (*binary)(OpKind op, const float *a, const float *b, float *y, int64_t n);
   /// y[i] = a[i] op v (op: Add, Mul or Div); SCALE is Mul.
   void (*binaryScalar)(OpKind op, const float *a, float v, float *y, int64_t n);
+  /// RoPE of one head's first nDims elements (even): y[j] = x[j] c[j] + x[p(j)] s[j], p(j) = j ^ 1 (normal)
+  /// or (j + nDims/2) mod nDims (NeoX); c and s in that expanded layout (RopeTable.h builds them).
+  void (*rope)(bool neox, const float *x, float *y, const float *c, const float *s, int64_t nDims);
 };
 
 /// The table built for `isa` (AVX512VNNI uses the AVX-512 one); callers check isaAvailable(isa) first.

@@ -39,6 +39,8 @@ struct V {
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static F min(F a, F b) { return _mm256_min_ps(a, b); }
   static F abs(F a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+  /// (x1, x0, x3, x2, ...): the partner of each element in RoPE's adjacent pairs.
+  static F swapPairs(F a) { return _mm256_permute_ps(a, 0xB1); }
   static F copysign(F mag, F sgn) {
     const F m = _mm256_set1_ps(-0.0f);
     return _mm256_or_ps(_mm256_andnot_ps(m, mag), _mm256_and_ps(m, sgn));

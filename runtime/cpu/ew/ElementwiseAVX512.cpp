@@ -39,6 +39,8 @@ struct V {
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F min(F a, F b) { return _mm512_min_ps(a, b); }
   static F abs(F a) { return _mm512_abs_ps(a); }
+  /// (x1, x0, x3, x2, ...): the partner of each element in RoPE's adjacent pairs.
+  static F swapPairs(F a) { return _mm512_permute_ps(a, 0xB1); }
   static F copysign(F mag, F sgn) {
     const __m512i m = _mm512_set1_epi32(int(0x80000000u));
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(m, _mm512_castps_si512(mag)),

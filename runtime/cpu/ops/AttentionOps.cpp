@@ -1,7 +1,9 @@
 //===- AttentionOps.cpp - RoPE and attention over the KV cache --------------===//
 //
 // ROPE rotates pairs of each head vector: normal mode pairs (2i, 2i+1), NEOX mode (i, i + n_dims/2), with
-// theta_i = freq_scale · pos · base^(-2i/n_dims) / freq_factors[i]; dims past n_dims pass through.
+// theta_i = freq_scale · pos · base^(-2i/n_dims) / freq_factors[i]; dims past n_dims pass through. cos/sin
+// come from the device's RoPE tables (RopeTable.h: once per call and parameter set), the rotation from the
+// ISA's element-wise table.
 // ATTENTION first appends this call's K/V rows in the cells of their (sequence, position) (converting to
 // the cache dtype; a sliding-window ring overwrites the position its window no longer reads), then runs
 // the flash-style kernel of runtime/cpu/Attention.h: each (token, query head) attends over its own
@@ -12,6 +14,7 @@
 #include "runtime/cpu/ops/Ops.h"
 
 #include "runtime/cpu/Attention.h"
+#include "runtime/cpu/ew/Elementwise.h"
 #include "runtime/ggml/Blocks.h"
 
 #include <algorithm>
@@ -21,37 +24,22 @@
 namespace tpc::rt::cpu {
 
 void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y,
-            const RopeParams &p, ThreadGroup &tg) {
-  const int64_t mode = static_cast<int64_t>(p.mode), nDims = p.nDims;
-  const float base = p.base, freqScale = p.freqScale;
-  const int64_t t = x.shape[0], h = x.shape[1], d = x.shape[2], half = nDims / 2;
-  std::vector<double> invFreq(half);
-  for (int64_t i = 0; i < half; ++i) {
-    invFreq[i] = freqScale * std::pow(double(base), -2.0 * double(i) / double(nDims));
-    if (freqFactors)
-      invFreq[i] /= freqFactors->f()[i];
-  }
-  tg.parallelFor(t, [&](int64_t b, int64_t e, int) {
-    std::vector<float> c(half), s(half);
-    for (int64_t ti = b; ti < e; ++ti) {
-      const double p = pos.i()[ti];
-      for (int64_t i = 0; i < half; ++i) {
-        const double theta = p * invFreq[i];
-        c[i] = static_cast<float>(std::cos(theta));
-        s[i] = static_cast<float>(std::sin(theta));
-      }
-      for (int64_t hi = 0; hi < h; ++hi) {
-        const float *src = x.f() + (ti * h + hi) * d;
-        float *dst = y.f() + (ti * h + hi) * d;
-        for (int64_t i = 0; i < half; ++i) {
-          const int64_t i0 = mode == 1 ? i : 2 * i, i1 = mode == 1 ? i + half : 2 * i + 1;
-          const float a = src[i0], bb = src[i1];
-          dst[i0] = a * c[i] - bb * s[i];
-          dst[i1] = a * s[i] + bb * c[i];
-        }
-        if (dst != src)
-          std::copy(src + nDims, src + d, dst + nDims);
-      }
+            const RopeParams &p, ThreadGroup &tg, ActivationCache *cache) {
+  const int64_t t = x.shape[0], h = x.shape[1], d = x.shape[2], nDims = p.nDims;
+  RopeTables local;
+  RopeTables &tables = cache ? cache->ropeTables() : local;
+  const RopeTable &tab = tables.get(p, pos.i(), t, freqFactors ? freqFactors->f() : nullptr, tg);
+  const ElementwiseKernels &k = elementwiseKernels();
+  const bool neox = p.mode == RopeMode::Neox;
+  // Rows (token, head) over threads: a decode step's heads use every thread too.
+  tg.parallelFor(t * h, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t ti = r / h;
+      const float *src = x.f() + r * d;
+      float *dst = y.f() + r * d;
+      k.rope(neox, src, dst, tab.cos(ti), tab.sin(ti), nDims);
+      if (dst != src)
+        std::copy(src + nDims, src + d, dst + nDims);
     }
   });
 }

@@ -72,7 +72,7 @@ void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::ve
     opConcat(in, y, AxisParams::read(s).axis);
     return;
   case OpKind::Rope:
-    opRope(x, in[1], in.size() > 2 ? &in[2] : nullptr, y, RopeParams::read(s), tg);
+    opRope(x, in[1], in.size() > 2 ? &in[2] : nullptr, y, RopeParams::read(s), tg, cache);
     return;
   case OpKind::Softcap:
     opSoftcap(x, y, SoftcapParams::read(s).cap, tg);

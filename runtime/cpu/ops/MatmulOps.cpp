@@ -11,6 +11,7 @@
 #include "runtime/cpu/ops/Ops.h"
 
 #include "runtime/cpu/Matmul.h"
+#include "runtime/cpu/ew/Elementwise.h"
 #include "runtime/cpu/quant/Quant.h"
 
 #include <algorithm>
@@ -158,6 +159,105 @@ std::vector<size_t> matmulBatchEnds(const DevicePlan &dp) {
     end[i] = j;
   }
   return end;
+}
+
+std::vector<size_t> gateUpGluSteps(const DevicePlan &dp, const std::vector<size_t> &batchEnd) {
+  const std::vector<Step> &st = dp.steps;
+  std::vector<size_t> glu(st.size(), 0);
+  for (size_t i = 0; i < st.size(); ++i) {
+    const size_t end = batchEnd[i], parts = end - i;
+    if ((st[i].op != OpKind::MulMatId && st[i].op != OpKind::Matmul) || parts > 2 || end >= st.size())
+      continue;
+    const Step &g = st[end];
+    if (g.op != OpKind::Glu || g.placement != st[i].placement || g.inputs.size() != parts)
+      continue;
+    bool match = true;
+    for (size_t p = 0; p < parts; ++p)
+      match &= st[i + p].outputs.size() == 1 && g.inputs[p] == st[i + p].outputs[0];
+    // gate and up are never written: nothing else may read them.
+    for (size_t j = 0; j < st.size() && match; ++j)
+      for (int32_t in : st[j].inputs)
+        for (size_t p = 0; p < parts && j != end; ++p)
+          match &= in != st[i + p].outputs[0];
+    if (match)
+      glu[i] = end;
+    i = end - 1;
+  }
+  return glu;
+}
+
+namespace {
+/// A dense matmul as a matmulId of one expert that every token uses (the fused GLU's form): the products
+/// are the same kernels on the same token order.
+cpu::MatmulIdArgs denseAsExperts(const TensorRef &x, const TensorRef &w, const TensorRef &y, ActivationCache *cache,
+                                 IdEntries &en) {
+  const int64_t m = x.rows();
+  en.experts.assign(static_cast<size_t>(m), 0);
+  en.xRows.resize(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i)
+    en.xRows[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  en.yRows = en.xRows;
+  const cpu::MatmulArgs d = matmulArgs(x, w, y, cache, false);
+  cpu::MatmulIdArgs a;
+  a.cache = cache;
+  a.w = d.w;
+  a.wType = d.wType;
+  a.n = d.n;
+  a.k = d.k;
+  a.wRowStride = d.wRowStride;
+  a.wExpertStride = d.wRowStride * static_cast<size_t>(d.n);
+  a.nExperts = 1;
+  a.x = d.x;
+  a.xRowStride = d.xRowStride;
+  a.xRowCount = m;
+  a.y = y.f();
+  a.yRowStride = static_cast<size_t>(y.inner());
+  a.experts = en.experts.data();
+  a.xRows = en.xRows.data();
+  a.yRows = en.yRows.data();
+  a.count = m;
+  return a;
+}
+} // namespace
+
+void opGateUpGlu(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
+                 const std::vector<std::vector<TensorRef>> &outs, const std::vector<int64_t> &firstExperts,
+                 UnaryFn fn, const TensorRef &y, ThreadGroup &tg, ActivationCache *cache) {
+  const bool id = op == OpKind::MulMatId;
+  // The plan may place the GLU output over memory the gate/up steps read (their input or routing is dead
+  // once they ran): then the fused job would write it while it is read, so run the steps as planned.
+  auto overlaps = [&](const TensorRef &a) {
+    const char *lo = static_cast<const char *>(a.data), *ylo = static_cast<const char *>(y.data);
+    const size_t ab = static_cast<size_t>(a.numel()) * dtypeBytes(a.dtype);
+    const size_t yb = static_cast<size_t>(y.numel()) * dtypeBytes(y.dtype);
+    return lo < ylo + yb && ylo < lo + ab;
+  };
+  bool alias = false;
+  for (const std::vector<TensorRef> &in : ins)
+    alias |= overlaps(in[0]) || (id && overlaps(in[2]));
+  if (alias) {
+    opMatmulBatch(op, ins, outs, firstExperts, tg, cache);
+    opGlu(fn, outs[0][0], outs.size() > 1 ? &outs[1][0] : nullptr, y, tg);
+    return;
+  }
+  IdEntries eg, eu;
+  auto args = [&](size_t p, const TensorRef &w, IdEntries &en) {
+    return id ? mulMatIdArgs(ins[p][0], w, ins[p][2], y, p < firstExperts.size() ? firstExperts[p] : 0, cache,
+                             false, en)
+              : denseAsExperts(ins[p][0], w, y, cache, en);
+  };
+  if (ins.size() == 2) {
+    cpu::matmulIdGlu(args(0, ins[0][1], eg), args(1, ins[1][1], eu), fn, elementwiseKernels().glu, tg);
+    return;
+  }
+  // One merged gate_up weight ([E,] 2F, K): rows [0, F) of each expert are the gate, [F, 2F) the up.
+  TensorRef half = ins[0][1];
+  half.shape[half.shape.size() - 2] /= 2;
+  cpu::MatmulIdArgs g = args(0, half, eg);
+  g.wExpertStride *= 2;
+  cpu::MatmulIdArgs u = g;
+  u.w = static_cast<const uint8_t *>(g.w) + g.wRowStride * static_cast<size_t>(g.n);
+  cpu::matmulIdGlu(g, u, fn, elementwiseKernels().glu, tg);
 }
 
 void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,

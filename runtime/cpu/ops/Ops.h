@@ -92,14 +92,26 @@ std::vector<size_t> matmulBatchEnds(const DevicePlan &dp);
 void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
                    const std::vector<std::vector<TensorRef>> &outs, const std::vector<int64_t> &firstExperts,
                    ThreadGroup &tg, ActivationCache *cache, bool f32Reference = false);
+/// For each step index i of `dp`: the index of a GLU step that the MulMatId (or Matmul) run [i, batchEnd[i])
+/// feeds and that runs fused with it (opGateUpGlu), or 0. The run is gate and up (GLU (g, u)) or one merged
+/// gate_up (GLU (x[..., 2F])), the GLU follows it directly and is the only reader of its outputs (which the
+/// fusion never writes).
+std::vector<size_t> gateUpGluSteps(const DevicePlan &dp, const std::vector<size_t> &batchEnd);
+/// Such a run of `op` steps (operands per step, `firstExperts` per MulMatId step) and its GLU fn as one job
+/// (matmulIdGlu; a dense matmul as one expert every token uses): y = fn(gate) * up per row (per routed
+/// (token, slot): zeros for other devices' experts), the gate/up outputs `outs` unwritten; unfused (outs
+/// written, then the GLU) where y overlaps an input or the routing.
+void opGateUpGlu(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
+                 const std::vector<std::vector<TensorRef>> &outs, const std::vector<int64_t> &firstExperts,
+                 UnaryFn fn, const TensorRef &y, ThreadGroup &tg, ActivationCache *cache);
 /// Row r of a weight (or f32 tensor) as floats.
 void loadRow(const TensorRef &w, int64_t r, float *dst);
 
 // RoPE and attention (AttentionOps.cpp).
 
-/// ROPE in place or out of place.
+/// ROPE in place or out of place; cos/sin from cache's RoPE tables (a table built for this step when null).
 void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y,
-            const RopeParams &p, ThreadGroup &tg);
+            const RopeParams &p, ThreadGroup &tg, ActivationCache *cache = nullptr);
 /// ATTENTION: append k, v at pos into `kv` (the cache p.kvCache names), then causal (windowed) attention of
 /// q over the cache.
 void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, const TensorRef &pos,
