@@ -34,10 +34,14 @@ elif lit_config.params.get("require_shared"):
 
 # Multi-process runs (test/mpi): %{mpirun} starts a job on this machine over shared memory, %{mpirun-tcp}
 # over TCP on the loopback interface (the path a second host takes); both end after 120 s at most.
+# Each test file's jobs keep Open MPI's session directory under their own %t.ompi: lit runs test files in
+# parallel with one TMPDIR, and concurrent jobs sharing $TMPDIR/ompi.<host>.<uid> race on creating and
+# removing it ("orte_init ... could not create session directory"). Config substitutions expand before %t.
 if config.tpc_mpirun:
     config.available_features.add("mpi")
-    config.substitutions.append(("%{mpirun-tcp}", "timeout 120 " + config.tpc_mpirun + " --mca btl tcp,self"))
-    config.substitutions.append(("%{mpirun}", "timeout 120 " + config.tpc_mpirun))
+    mpirun = "timeout 120 " + config.tpc_mpirun + " --mca orte_tmpdir_base %t.ompi"
+    config.substitutions.append(("%{mpirun-tcp}", mpirun + " --mca btl tcp,self"))
+    config.substitutions.append(("%{mpirun}", mpirun))
     config.substitutions.append(("%{mpi-job}", sys.executable + " " + os.path.join(config.test_source_root, "mpi", "mpi-job.py")))
 
 # A CUDA build on a machine with an NVIDIA GPU (the driver's device node): tests of `--backend cuda` say
