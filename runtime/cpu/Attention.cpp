@@ -78,8 +78,10 @@ void flashAttention(const AttentionArgs &a, ThreadGroup &tg, Isa isa) {
     // Segment s covers positions [s * kSegment, (s + 1) * kSegment) of the tile's range.
     const int64_t s0 = split ? tl.from / kSegment : 0, s1 = split ? tl.to / kSegment : 0;
     const int64_t segs = s1 - s0 + 1, rows = tl.count * group;
-    for (int64_t kh = 0; kh < a.hkv; ++kh)
-      for (int64_t s = s0; s <= s1; ++s) {
+    // Segment-major: the items of one segment read one contiguous run of cache cells (every KV head's
+    // slice of them), so the items a thread takes in turn stream memory instead of striding over it.
+    for (int64_t s = s0; s <= s1; ++s)
+      for (int64_t kh = 0; kh < a.hkv; ++kh) {
         Work w{ti, kh, split ? std::max(tl.from, s * kSegment) : tl.from,
                split ? std::min(tl.to, (s + 1) * kSegment - 1) : tl.to, -1};
         if (segs > 1) {
@@ -120,25 +122,27 @@ void flashAttention(const AttentionArgs &a, ThreadGroup &tg, Isa isa) {
     tg.parallelFor(static_cast<int64_t>(work.size()), body);
   if (partial.empty())
     return;
-  // Merge the segments of each split (tile, KV head), in segment order.
+  // Merge the segments of each split (tile, KV head), in segment order: a tile's items are its segments
+  // in order, each holding the KV heads in order.
   for (size_t i = 0; i < work.size();) {
     size_t end = i;
-    while (end < work.size() && work[end].tile == work[i].tile && work[end].kh == work[i].kh)
+    while (end < work.size() && work[end].tile == work[i].tile)
       ++end;
     const Tile &tl = tiles[work[i].tile];
     const int64_t rows = tl.count * group;
-    if (work[i].partial >= 0)
+    const size_t hkv = static_cast<size_t>(a.hkv);
+    for (size_t first = i; first < i + hkv && work[first].partial >= 0; ++first)
       for (int64_t m = 0; m < rows; ++m) {
-        const int64_t r = m / group, h = work[i].kh * group + m % group;
+        const int64_t r = m / group, h = work[first].kh * group + m % group;
         float *out = a.y + ((tl.first + r) * a.hq + h) * dv;
         float mx = -INFINITY, l = 0;
-        for (size_t s = i; s < end; ++s) {
+        for (size_t s = first; s < end; s += hkv) {
           const float *ml = partial.data() + work[s].partial + rows * dv + 2 * m;
           if (ml[1] > 0)
             mx = std::max(mx, ml[0]);
         }
         std::fill_n(out, dv, 0.0f);
-        for (size_t s = i; s < end; ++s) {
+        for (size_t s = first; s < end; s += hkv) {
           const float *seg = partial.data() + work[s].partial;
           const float *ml = seg + rows * dv + 2 * m;
           if (!(ml[1] > 0))

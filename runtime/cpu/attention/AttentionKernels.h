@@ -19,6 +19,9 @@ namespace tpc::rt::cpu::attn {
 /// of the tile reads them.
 inline constexpr int64_t kKeyBlock = 64;
 
+/// Cache cells ahead of the one being converted whose K and V rows an item prefetches.
+inline constexpr int64_t kPrefetch = 16;
+
 /// One work item (see the file comment).
 struct Item {
   int64_t first = 0, count = 0; ///< tokens [first, first + count): one sequence, consecutive positions

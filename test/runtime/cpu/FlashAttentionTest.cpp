@@ -267,6 +267,41 @@ TEST(FlashAttention, DecodeAtALongContextIsSplitAndMerged) {
   expectMatches(w, 700, "window 300 at 2000");
 }
 
+TEST(FlashAttention, GqaDecodeAtALongContextIsTheSameOnAnyThreadsAndSplit) {
+  // Several KV heads x segments (items ordered segment by segment, merged per KV head): within tolerance
+  // of the reference, bit for bit the same on 1, 2 and 3 threads, and KV heads 2..3 alone (a 2-device
+  // split's second device) give the bits one device gives them.
+  Problem p = oneSequence(1500, 1);
+  p.ctx = 2048, p.hq = 16, p.hkv = 4, p.dk = p.dv = 64, p.dtype = DType::F16;
+  const Data d = makeData(p, 900);
+  const std::vector<float> want = reference(p, d);
+  const int64_t half = 8 * 64; // floats of heads 8..15, the second half of the one token's row
+  for (Isa isa : isas()) {
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      ThreadGroup tg(threads);
+      const std::vector<float> got = run(p, d, isa, tg);
+      EXPECT_LT(maxDiff(got, want), 2e-5f) << isaName(isa) << ", " << threads << " threads";
+      if (first.empty())
+        first = got;
+      else
+        EXPECT_EQ(got, first) << isaName(isa) << ": " << threads << " threads changed the bits";
+    }
+    Problem part = p;
+    part.hq = 8, part.hkv = 2;
+    Data dp = d;
+    dp.q.assign(d.q.begin() + half, d.q.end());
+    dp.kc.clear(), dp.vc.clear();
+    for (int64_t c = 0; c < p.ctx; ++c) { // the cache rows of KV heads 2..3
+      dp.kc.insert(dp.kc.end(), d.kc.begin() + (c * 4 + 2) * 64 * 2, d.kc.begin() + (c * 4 + 4) * 64 * 2);
+      dp.vc.insert(dp.vc.end(), d.vc.begin() + (c * 4 + 2) * 64 * 2, d.vc.begin() + (c * 4 + 4) * 64 * 2);
+    }
+    ThreadGroup tg(2);
+    const std::vector<float> yp = run(part, dp, isa, tg);
+    EXPECT_TRUE(std::equal(yp.begin(), yp.end(), first.begin() + half)) << isaName(isa) << ": split heads differ";
+  }
+}
+
 TEST(FlashAttention, AHeadsResultDoesNotDependOnTheHeadsBesideIt) {
   // A split plan gives a device some of the query heads (MQA: the KV head mirrored): each head must come
   // out bit for bit as on one device, so that splits change nothing but the matmuls' summation order.
