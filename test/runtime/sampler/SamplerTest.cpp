@@ -207,26 +207,4 @@ TEST(Sampler, FiltersNeverYieldExcludedTokens) {
   }
 }
 
-/// Top-k gathers its candidates in a heap of k: the kept ids and their order must equal the first k of the
-/// full sort (logit descending, ties by id), on a large row with many ties, NaN and -inf.
-TEST(Sampler, TopKHeapMatchesFullSort) {
-  std::mt19937 rng(3);
-  std::vector<float> logits(100000);
-  for (float &x : logits)
-    x = static_cast<float>(rng() % 500) / 10.0f; // many equal values
-  logits[17] = NAN;
-  logits[99] = -INFINITY;
-  SamplerParams all;
-  all.temperature = 1.0f;
-  std::vector<TokenProb> full = Sampler(all).candidates(logits.data(), logits.size());
-  for (int k : {1, 7, 40, 1000}) {
-    SamplerParams p = all;
-    p.topK = k;
-    std::vector<TokenProb> got = Sampler(p).candidates(logits.data(), logits.size());
-    ASSERT_EQ(got.size(), static_cast<size_t>(k));
-    for (int i = 0; i < k; ++i)
-      ASSERT_EQ(got[i].id, full[i].id) << "k " << k << " rank " << i;
-  }
-}
-
 } // namespace
