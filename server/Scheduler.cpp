@@ -91,7 +91,11 @@ void Scheduler::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || hasWork(); });
+      if (!stop_ && !hasWork()) {
+        const double t = secondsNow();
+        cv_.wait(lock, [&] { return stop_ || hasWork(); });
+        stats_.idleSeconds += secondsNow() - t;
+      }
       if (stop_)
         return;
     }
@@ -195,6 +199,7 @@ void Scheduler::buildBatch(std::vector<BatchEntry> &batch, std::vector<BatchSour
 }
 
 bool Scheduler::runStep() {
+  const double tStart = secondsNow();
   std::vector<BatchEntry> batch;
   std::vector<BatchSource> src;
   {
@@ -239,6 +244,16 @@ bool Scheduler::runStep() {
       ++row;
     }
   stats_.promptTokens += promptTokens;
+  const uint64_t decodes = batch.size() - promptTokens;
+  stats_.decodeSteps += decodes > 0;
+  stats_.decodeEntries += decodes;
+  if (promptTokens == 0) {
+    ++stats_.pureDecodeSteps;
+    stats_.pureDecodeEntries += decodes;
+    stats_.pureDecodeEngineSeconds += t1 - t0;
+  }
+  stats_.engineSeconds += t1 - t0;
+  stats_.hostSeconds += (t0 - tStart) + (secondsNow() - t1);
   ++stats_.steps;
   stats_.batchTokens += batch.size();
   window_.push_back({t1 - t0, stats_.generatedTokens - before, promptTokens});

@@ -40,6 +40,12 @@ struct SchedulerStats {
   uint64_t finished[4] = {0, 0, 0, 0}; ///< by FinishReason
   double decodeTokensPerSecond = 0;    ///< generated tokens / wall time over the last ~10 s of steps
   double promptTokensPerSecond = 0;
+  // Where the scheduler thread's time goes (seconds since start): inside engine.step(), in the host work
+  // around it (admission, batch building, sampling, detokenizing, handing events over), and waiting for
+  // work. decodeEntries / decodeSteps is how full the decode steps were; the pure decode steps (no prompt
+  // token) and their engine time compare with `tpc run --bench --parallel`'s step.
+  double engineSeconds = 0, hostSeconds = 0, idleSeconds = 0, pureDecodeEngineSeconds = 0;
+  uint64_t decodeSteps = 0, decodeEntries = 0, pureDecodeSteps = 0, pureDecodeEntries = 0;
   bool draining = false;
 };
 

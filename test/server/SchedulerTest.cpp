@@ -345,8 +345,20 @@ TEST(Scheduler, SlotsRunRequestsConcurrentlyAndQueueTheRest) {
   EXPECT_EQ(drain(*reqs[0]).text, "cde");
   EXPECT_EQ(drain(*reqs[1]).text, "def");
   EXPECT_EQ(drain(*reqs[2]).text, "efg");
-  EXPECT_EQ(s.stats().generatedTokens, 9u);
-  EXPECT_EQ(s.stats().promptTokens, 6u);
+  const SchedulerStats st = s.stats();
+  EXPECT_EQ(st.generatedTokens, 9u);
+  EXPECT_EQ(st.promptTokens, 6u);
+  // Steps: both prompts, 2 x both decoding, the third prompt, 2 x it decoding alone.
+  EXPECT_EQ(st.steps, 6u);
+  EXPECT_EQ(st.decodeSteps, 4u);
+  EXPECT_EQ(st.decodeEntries, 6u);
+  EXPECT_EQ(st.pureDecodeSteps, 4u);
+  EXPECT_EQ(st.pureDecodeEntries, 6u);
+  EXPECT_GT(st.engineSeconds, 0.0);
+  EXPECT_GE(st.engineSeconds, st.pureDecodeEngineSeconds);
+  EXPECT_GT(st.pureDecodeEngineSeconds, 0.0);
+  EXPECT_GE(st.hostSeconds, 0.0);
+  EXPECT_EQ(st.idleSeconds, 0.0); // runStep() alone never waits
 }
 
 TEST(Scheduler, SeededSamplingIsPerSlot) {
