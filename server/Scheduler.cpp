@@ -98,9 +98,26 @@ void Scheduler::loop() {
       }
       if (stop_)
         return;
+      gather(lock);
+      if (stop_)
+        return;
     }
     runStep();
   }
+}
+
+void Scheduler::gather(std::unique_lock<std::mutex> &lock) {
+  const int32_t expect = std::min(finishedTogether_, static_cast<int32_t>(slots_.size()));
+  if (opts_.gather.count() <= 0 || expect < 2 || queue_.empty())
+    return;
+  for (const auto &s : slots_)
+    if (s->req)
+      return; // a step runs anyway: new prompts join it
+  const auto until = queue_.front()->submitted + opts_.gather;
+  const double t = secondsNow();
+  cv_.wait_until(lock, until, [&] { return stop_ || static_cast<int32_t>(queue_.size()) >= expect; });
+  stats_.idleSeconds += secondsNow() - t;
+  finishedTogether_ = 0; // waited once for these clients
 }
 
 bool Scheduler::hasWork() const {
@@ -235,6 +252,7 @@ bool Scheduler::runStep() {
       ++s.promptDone, ++promptTokens;
   }
   const size_t vocab = static_cast<size_t>(engine_.nVocab());
+  const uint64_t finishedBefore = finishedCount();
   size_t row = 0;
   for (size_t i = 0; i < batch.size(); ++i)
     if (batch[i].logits) {
@@ -243,6 +261,8 @@ bool Scheduler::runStep() {
         onToken(s, src[i].slot, rows->data() + row * vocab);
       ++row;
     }
+  if (const uint64_t f = finishedCount() - finishedBefore; f > 0)
+    finishedTogether_ = static_cast<int32_t>(f);
   stats_.promptTokens += promptTokens;
   const uint64_t decodes = batch.size() - promptTokens;
   stats_.decodeSteps += decodes > 0;

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <set>
+#include <thread>
 
 using namespace tpc;
 using namespace tpc::server;
@@ -439,6 +440,71 @@ TEST(Scheduler, ThreadedLoopServesRequests) {
   }
   EXPECT_EQ(text, "cde");
   s.waitIdle();
+}
+
+/// Runs the threaded loop until `r` finishes; its text.
+std::string waitText(Request &r) {
+  std::string text;
+  for (Event e; r.next(e, std::chrono::seconds(10));) {
+    if (e.kind == Event::Kind::Finish)
+      break;
+    text += e.token.text;
+  }
+  return text;
+}
+
+TEST(Scheduler, ClientsAnsweredTogetherHaveTheirNextPromptsReadInOneStep) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 64);
+  Scheduler::Options o;
+  o.gather = std::chrono::milliseconds(1000); // far above the 50 ms between the two submits below
+  Scheduler s(eng, tok, o);
+  // Both requests go in before the loop starts, so they run in lockstep and finish in the same step.
+  auto a = submitOk(s, prompt(3, 2), greedy(2)), b = submitOk(s, prompt(5, 2), greedy(2));
+  s.start();
+  EXPECT_EQ(waitText(*a), "cd");
+  EXPECT_EQ(waitText(*b), "ef");
+  s.waitIdle();
+  size_t before = eng.batches.size();
+  auto c = submitOk(s, prompt(10, 3), greedy(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the loop holds c back for the second client
+  auto d = submitOk(s, prompt(12, 3), greedy(2));
+  EXPECT_EQ(waitText(*c), "kl");
+  EXPECT_EQ(waitText(*d), "mn");
+  s.waitIdle();
+  ASSERT_GT(eng.batches.size(), before);
+  const std::vector<BatchEntry> first = eng.batches[before]; // both prompts in one step
+  ASSERT_EQ(first.size(), 6u);
+  EXPECT_EQ(std::set<int32_t>({first[0].seq, first[3].seq}), std::set<int32_t>({0, 1}));
+  // c and d finished together but only e comes back: it waits the whole window once, then runs.
+  auto e = submitOk(s, prompt(3, 1), greedy(1));
+  EXPECT_EQ(waitText(*e), "b");
+  EXPECT_GE(std::chrono::steady_clock::now() - e->submitted, o.gather);
+  s.waitIdle();
+  // e finished alone: the next request is not held.
+  auto f = submitOk(s, prompt(4, 1), greedy(1));
+  EXPECT_EQ(waitText(*f), "c");
+  EXPECT_LT(std::chrono::steady_clock::now() - f->submitted, o.gather / 2);
+  s.waitIdle();
+}
+
+TEST(Scheduler, NoGatherReadsTheFirstPromptAtOnce) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 64);
+  Scheduler::Options o;
+  o.gather = std::chrono::milliseconds(0);
+  Scheduler s(eng, tok, o);
+  auto a = submitOk(s, prompt(3, 2), greedy(2)), b = submitOk(s, prompt(5, 2), greedy(2));
+  s.start();
+  EXPECT_EQ(waitText(*a), "cd");
+  EXPECT_EQ(waitText(*b), "ef");
+  s.waitIdle();
+  const size_t before = eng.batches.size();
+  auto c = submitOk(s, prompt(10, 3), greedy(2));
+  EXPECT_EQ(waitText(*c), "kl");
+  s.waitIdle();
+  ASSERT_GT(eng.batches.size(), before);
+  EXPECT_EQ(eng.batches[before].size(), 3u); // c alone
 }
 
 TEST(CheckBatch, PositionsMustContinueEachSequence) {
