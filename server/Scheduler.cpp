@@ -234,14 +234,14 @@ bool Scheduler::runStep() {
     }
   }
   const double t0 = secondsNow();
-  auto rows = engine_.step(batch);
+  auto ok = engine_.step(batch, rows_);
   const double t1 = secondsNow();
 
   std::lock_guard<std::mutex> lock(mu_);
-  if (!rows) {
+  if (!ok) {
     for (const BatchSource &b : src)
       if (slots_[b.slot]->req)
-        finish(*slots_[b.slot], b.slot, FinishReason::Error, rows.message());
+        finish(*slots_[b.slot], b.slot, FinishReason::Error, ok.message());
     return true;
   }
   uint64_t promptTokens = 0, before = stats_.generatedTokens;
@@ -258,7 +258,7 @@ bool Scheduler::runStep() {
     if (batch[i].logits) {
       Slot &s = *slots_[src[i].slot];
       if (s.req)
-        onToken(s, src[i].slot, rows->data() + row * vocab);
+        onToken(s, src[i].slot, rows_.data() + row * vocab);
       ++row;
     }
   if (const uint64_t f = finishedCount() - finishedBefore; f > 0)

@@ -113,6 +113,7 @@ private:
   std::condition_variable cv_, idleCv_;
   std::deque<std::shared_ptr<Request>> queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<float> rows_; ///< the engine's logits rows, reused every step (only the loop touches it)
   std::vector<BatchEntry> lastBatch_;
   std::vector<BatchSource> lastSources_;
   size_t rotate_ = 0;

@@ -47,20 +47,20 @@ public:
   std::vector<int32_t> forgotten;
   bool fail = false;
 
-  Expected<std::vector<float>> step(const std::vector<BatchEntry> &batch) override {
+  Expected<void> step(const std::vector<BatchEntry> &batch, std::vector<float> &rows) override {
     if (fail)
       return Error{"injected engine failure"};
     if (std::string err = checkBatch(batch, lengths_, ctx_, kVocab); !err.empty())
       return Error{err};
     batches.push_back(batch);
-    std::vector<float> rows;
+    rows.clear();
     for (const BatchEntry &e : batch)
       if (e.logits) {
         std::vector<float> row(kVocab, 0.0f);
         row[static_cast<size_t>(next(e.token))] = 10.0f;
         rows.insert(rows.end(), row.begin(), row.end());
       }
-    return rows;
+    return {};
   }
   void forget(int32_t seq) override {
     forgotten.push_back(seq);
@@ -533,20 +533,28 @@ TEST(BatchedEngine, OneSessionOneEvaluationPerStepRowsInBatchOrder) {
   BatchedEngine &eng = **e;
   EXPECT_EQ(eng.maxSequences(), 2);
   EXPECT_EQ(eng.ctxSize(), 16);
-  auto rows = eng.step({{7, 0, 1, false}, {8, 0, 0, true}, {9, 1, 1, true}, {10, 1, 0, false}});
-  ASSERT_TRUE(rows) << rows.message();
-  ASSERT_EQ(rows->size(), 32u);
-  EXPECT_EQ((*rows)[0], 80.f);  // token 8's row, then token 9's: batch order
-  EXPECT_EQ((*rows)[16], 90.f);
+  std::vector<float> rows;
+  auto ok = eng.step({{7, 0, 1, false}, {8, 0, 0, true}, {9, 1, 1, true}, {10, 1, 0, false}}, rows);
+  ASSERT_TRUE(ok) << ok.message();
+  ASSERT_EQ(rows.size(), 32u);
+  EXPECT_EQ(rows[0], 80.f); // token 8's row, then token 9's: batch order
+  EXPECT_EQ(rows[16], 90.f);
   EXPECT_EQ(eng.session().counters().calls, 1); // the whole step in one evaluation of one session
   EXPECT_EQ(eng.session().counters().tokens, 4);
-  auto bad = eng.step({{1, 3, 1, true}}); // sequence 1 holds two tokens: position 3 skips one
+  // The next step writes into the same storage: one row, no new allocation.
+  const float *storage = rows.data();
+  ASSERT_TRUE(eng.step({{11, 2, 0, true}}, rows));
+  ASSERT_EQ(rows.size(), 16u);
+  EXPECT_EQ(rows.data(), storage);
+  EXPECT_EQ(rows[0], 110.f);
+  EXPECT_EQ(rows[15], 125.f);
+  auto bad = eng.step({{1, 3, 1, true}}, rows); // sequence 1 holds two tokens: position 3 skips one
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.message().find("so its next position is 2"), std::string::npos) << bad.message();
   eng.forget(1);
   EXPECT_EQ(eng.session().sequenceLength(1), 0);
-  EXPECT_TRUE(eng.step({{1, 0, 1, true}}));
-  auto far = eng.step({{1, 0, 2, true}});
+  EXPECT_TRUE(eng.step({{1, 0, 1, true}}, rows));
+  auto far = eng.step({{1, 0, 2, true}}, rows);
   ASSERT_FALSE(far);
   EXPECT_NE(far.message().find("sequence 2 is not in 0..1"), std::string::npos) << far.message();
 }
