@@ -6,8 +6,11 @@
 
 For each client count C, C threads each send REQUESTS streamed /v1/completions requests (a fixed prompt of
 PROMPT_TOKENS ids, MAX_TOKENS greedy tokens, ignore_eos so every request decodes the same length) and the
-script reports the aggregate decode rate (all generated tokens / wall time of the round), p50/p99 time to
-first token and p50/p99 time between tokens, and each rate as a multiple of the one-client rate. All
+script reports the aggregate rate (all generated tokens / wall time of the round, prompt reading included),
+the steady decode rate (min(C, -np) / median time between tokens), p50/p99 time to first token and p50/p99
+time between tokens, and each rate as a multiple of the one-client rate. With tpc serve it also reports the
+scheduler's time split from /metrics (engine / host / idle, decode slots per step, engine ms per step of
+decode tokens only: compare with `tpc run --bench --parallel`) and the CPU seconds of server and client. All
 numbers of one table come from one run. With --plan it starts `tpc serve` itself (127.0.0.1, a free port)
 and stops it; against llama-server use --url (its /v1/completions streams the same way).
 """
@@ -167,11 +170,16 @@ def main():
             server.terminate()
             server.wait(60)
     base = rows[0]["ts"]
-    print(f"| clients | tokens | wall s | aggregate t/s | x one client | TTFT p50 ms | TTFT p99 ms | "
-          f"per-token p50 ms | per-token p99 ms |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
+    # steady decode t/s: the slots decoding at once (clients, at most -np) over the median time between
+    # tokens, i.e. the rate while every active request decodes, without the prompt reading that the
+    # aggregate rate includes.
+    print(f"| clients | tokens | wall s | aggregate t/s | x one client | steady decode t/s | x one client | "
+          f"TTFT p50 ms | TTFT p99 ms | per-token p50 ms | per-token p99 ms |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    steady = [min(r["clients"], a.parallel) / r["tpot50"] for r in rows]
+    for r, d in zip(rows, steady):
         print(f"| {r['clients']} | {r['tokens']} | {r['wall']:.1f} | {r['ts']:.2f} | {r['ts'] / base:.2f} | "
+              f"{d:.2f} | {d / steady[0]:.2f} | "
               f"{1000 * r['ttft50']:.0f} | {1000 * r['ttft99']:.0f} | {1000 * r['tpot50']:.1f} | "
               f"{1000 * r['tpot99']:.1f} |")
     # CPU time of the round: the server process (all threads) and this client (4 Python threads share
