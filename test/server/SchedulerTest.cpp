@@ -453,18 +453,23 @@ std::string waitText(Request &r) {
   return text;
 }
 
+/// Starts the loop with two requests submitted before it, so they run in lockstep and finish in the same
+/// step, and waits for both.
+void startWithTwoFinishingTogether(Scheduler &s) {
+  auto a = submitOk(s, prompt(3, 2), greedy(2)), b = submitOk(s, prompt(5, 2), greedy(2));
+  s.start();
+  EXPECT_EQ(waitText(*a), "cd");
+  EXPECT_EQ(waitText(*b), "ef");
+  s.waitIdle();
+}
+
 TEST(Scheduler, ClientsAnsweredTogetherHaveTheirNextPromptsReadInOneStep) {
   rt::Tokenizer tok = letters();
   FakeEngine eng(2, 64);
   Scheduler::Options o;
   o.gather = std::chrono::milliseconds(1000); // far above the 50 ms between the two submits below
   Scheduler s(eng, tok, o);
-  // Both requests go in before the loop starts, so they run in lockstep and finish in the same step.
-  auto a = submitOk(s, prompt(3, 2), greedy(2)), b = submitOk(s, prompt(5, 2), greedy(2));
-  s.start();
-  EXPECT_EQ(waitText(*a), "cd");
-  EXPECT_EQ(waitText(*b), "ef");
-  s.waitIdle();
+  startWithTwoFinishingTogether(s);
   size_t before = eng.batches.size();
   auto c = submitOk(s, prompt(10, 3), greedy(2));
   std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the loop holds c back for the second client
@@ -494,11 +499,7 @@ TEST(Scheduler, NoGatherReadsTheFirstPromptAtOnce) {
   Scheduler::Options o;
   o.gather = std::chrono::milliseconds(0);
   Scheduler s(eng, tok, o);
-  auto a = submitOk(s, prompt(3, 2), greedy(2)), b = submitOk(s, prompt(5, 2), greedy(2));
-  s.start();
-  EXPECT_EQ(waitText(*a), "cd");
-  EXPECT_EQ(waitText(*b), "ef");
-  s.waitIdle();
+  startWithTwoFinishingTogether(s);
   const size_t before = eng.batches.size();
   auto c = submitOk(s, prompt(10, 3), greedy(2));
   EXPECT_EQ(waitText(*c), "kl");
