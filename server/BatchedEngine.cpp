@@ -17,11 +17,11 @@ Expected<std::unique_ptr<BatchedEngine>> BatchedEngine::open(const rt::Plan &pla
   return std::make_unique<BatchedEngine>(s.take());
 }
 
-Expected<std::vector<float>> BatchedEngine::step(const std::vector<BatchEntry> &batch) {
+Expected<void> BatchedEngine::step(const std::vector<BatchEntry> &batch, std::vector<float> &rows) {
   batch_.resize(batch.size());
   for (size_t i = 0; i < batch.size(); ++i)
     batch_[i] = {batch[i].token, batch[i].pos, batch[i].seq, batch[i].logits};
-  return s_->evaluate(batch_);
+  return s_->evaluate(batch_, rows);
 }
 
 } // namespace tpc::server

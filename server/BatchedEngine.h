@@ -10,7 +10,8 @@
 //
 // Usage:
 //   auto e = BatchedEngine::open(plan, 4, sessionOptions, "cpu");   // 4 slots
-//   auto rows = (*e)->step({{tok, pos, seq, true}, ...});
+//   std::vector<float> rows;
+//   auto ok = (*e)->step({{tok, pos, seq, true}, ...}, rows);
 //===----------------------------------------------------------------------===//
 #ifndef TPC_SERVER_BATCHEDENGINE_H
 #define TPC_SERVER_BATCHEDENGINE_H
@@ -33,7 +34,7 @@ public:
   static Expected<std::unique_ptr<BatchedEngine>> open(const rt::Plan &plan, int32_t nSeq,
                                                        rt::SessionOptions opts, const std::string &backend);
 
-  Expected<std::vector<float>> step(const std::vector<BatchEntry> &batch) override;
+  Expected<void> step(const std::vector<BatchEntry> &batch, std::vector<float> &rows) override;
   void forget(int32_t seq) override { s_->clearSequence(seq); }
   int32_t maxSequences() const override { return s_->maxSequences(); }
   int64_t ctxSize() const override { return s_->ctxSize(); }

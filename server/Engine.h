@@ -18,7 +18,8 @@
 //
 // Usage:
 //   std::vector<BatchEntry> b = {{tok, pos, seq, /*logits=*/true}, ...};
-//   Expected<std::vector<float>> rows = engine.step(b);  // rows->size() == n_logits * nVocab()
+//   std::vector<float> rows;
+//   Expected<void> ok = engine.step(b, rows);  // rows.size() == n_logits * nVocab()
 //===----------------------------------------------------------------------===//
 #ifndef TPC_SERVER_ENGINE_H
 #define TPC_SERVER_ENGINE_H
@@ -43,9 +44,9 @@ struct BatchEntry {
 class Engine {
 public:
   virtual ~Engine() = default;
-  /// Evaluates `batch` and returns one row of nVocab() logits per entry with logits == true, in batch
-  /// order, row-major.
-  virtual Expected<std::vector<float>> step(const std::vector<BatchEntry> &batch) = 0;
+  /// Evaluates `batch` and leaves in `rows` one row of nVocab() logits per entry with logits == true, in
+  /// batch order, row-major. The scheduler passes the same vector every step, so its capacity is reused.
+  virtual Expected<void> step(const std::vector<BatchEntry> &batch, std::vector<float> &rows) = 0;
   /// Drops sequence `seq`'s cached tokens (its slot was freed).
   virtual void forget(int32_t seq) = 0;
   /// Sequences that may be live at once.

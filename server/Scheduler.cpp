@@ -91,12 +91,33 @@ void Scheduler::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || hasWork(); });
+      if (!stop_ && !hasWork()) {
+        const double t = secondsNow();
+        cv_.wait(lock, [&] { return stop_ || hasWork(); });
+        stats_.idleSeconds += secondsNow() - t;
+      }
+      if (stop_)
+        return;
+      gather(lock);
       if (stop_)
         return;
     }
     runStep();
   }
+}
+
+void Scheduler::gather(std::unique_lock<std::mutex> &lock) {
+  const int32_t expect = std::min(finishedTogether_, static_cast<int32_t>(slots_.size()));
+  if (opts_.gather.count() <= 0 || expect < 2 || queue_.empty())
+    return;
+  for (const auto &s : slots_)
+    if (s->req)
+      return; // a step runs anyway: new prompts join it
+  const auto until = queue_.front()->submitted + opts_.gather;
+  const double t = secondsNow();
+  cv_.wait_until(lock, until, [&] { return stop_ || static_cast<int32_t>(queue_.size()) >= expect; });
+  stats_.idleSeconds += secondsNow() - t;
+  finishedTogether_ = 0; // waited once for these clients
 }
 
 bool Scheduler::hasWork() const {
@@ -195,6 +216,7 @@ void Scheduler::buildBatch(std::vector<BatchEntry> &batch, std::vector<BatchSour
 }
 
 bool Scheduler::runStep() {
+  const double tStart = secondsNow();
   std::vector<BatchEntry> batch;
   std::vector<BatchSource> src;
   {
@@ -212,14 +234,14 @@ bool Scheduler::runStep() {
     }
   }
   const double t0 = secondsNow();
-  auto rows = engine_.step(batch);
+  auto ok = engine_.step(batch, rows_);
   const double t1 = secondsNow();
 
   std::lock_guard<std::mutex> lock(mu_);
-  if (!rows) {
+  if (!ok) {
     for (const BatchSource &b : src)
       if (slots_[b.slot]->req)
-        finish(*slots_[b.slot], b.slot, FinishReason::Error, rows.message());
+        finish(*slots_[b.slot], b.slot, FinishReason::Error, ok.message());
     return true;
   }
   uint64_t promptTokens = 0, before = stats_.generatedTokens;
@@ -230,15 +252,28 @@ bool Scheduler::runStep() {
       ++s.promptDone, ++promptTokens;
   }
   const size_t vocab = static_cast<size_t>(engine_.nVocab());
+  const uint64_t finishedBefore = finishedCount();
   size_t row = 0;
   for (size_t i = 0; i < batch.size(); ++i)
     if (batch[i].logits) {
       Slot &s = *slots_[src[i].slot];
       if (s.req)
-        onToken(s, src[i].slot, rows->data() + row * vocab);
+        onToken(s, src[i].slot, rows_.data() + row * vocab);
       ++row;
     }
+  if (const uint64_t f = finishedCount() - finishedBefore; f > 0)
+    finishedTogether_ = static_cast<int32_t>(f);
   stats_.promptTokens += promptTokens;
+  const uint64_t decodes = batch.size() - promptTokens;
+  stats_.decodeSteps += decodes > 0;
+  stats_.decodeEntries += decodes;
+  if (promptTokens == 0) {
+    ++stats_.pureDecodeSteps;
+    stats_.pureDecodeEntries += decodes;
+    stats_.pureDecodeEngineSeconds += t1 - t0;
+  }
+  stats_.engineSeconds += t1 - t0;
+  stats_.hostSeconds += (t0 - tStart) + (secondsNow() - t1);
   ++stats_.steps;
   stats_.batchTokens += batch.size();
   window_.push_back({t1 - t0, stats_.generatedTokens - before, promptTokens});

@@ -10,6 +10,10 @@
 // of a prompt asks for logits. After the step each slot that got a row samples with its own Sampler
 // (its own seed), and its token goes through EOG, stop strings, max_tokens and the context limit.
 //
+// A server whose slots all went free in one step (k requests finished together) waits up to
+// Options::gather after the next request for k - 1 more before the step, so clients answered together
+// have their next prompts read in one step; a lone client is never kept waiting.
+//
 // Cancellation (a client that went away) and new requests take effect at the start of the next step: a
 // cancelled slot is freed and its sequence forgotten before the batch is built. drain() refuses new
 // requests and lets the running ones finish (SIGTERM).
@@ -23,6 +27,7 @@
 #include "server/Engine.h"
 #include "server/Request.h"
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -40,6 +45,12 @@ struct SchedulerStats {
   uint64_t finished[4] = {0, 0, 0, 0}; ///< by FinishReason
   double decodeTokensPerSecond = 0;    ///< generated tokens / wall time over the last ~10 s of steps
   double promptTokensPerSecond = 0;
+  // Where the scheduler thread's time goes (seconds since start): inside engine.step(), in the host work
+  // around it (admission, batch building, sampling, detokenizing, handing events over), and waiting for
+  // work. decodeEntries / decodeSteps is how full the decode steps were; the pure decode steps (no prompt
+  // token) and their engine time compare with `tpc run --bench --parallel`'s step.
+  double engineSeconds = 0, hostSeconds = 0, idleSeconds = 0, pureDecodeEngineSeconds = 0;
+  uint64_t decodeSteps = 0, decodeEntries = 0, pureDecodeSteps = 0, pureDecodeEntries = 0;
   bool draining = false;
 };
 
@@ -54,6 +65,10 @@ class Scheduler {
 public:
   struct Options {
     int32_t batchSize = 256; ///< tokens per step at most, unless the decode tokens alone are more
+    /// When every slot is free and k requests finished in the last step, how long the loop waits after
+    /// the first new request for the other k - 1 (clients answered together come back together), so
+    /// their prompts share one step instead of the first being read alone. 0: never wait.
+    std::chrono::milliseconds gather{20};
   };
   Scheduler(Engine &engine, const rt::Tokenizer &tok, Options opts);
   ~Scheduler();
@@ -80,6 +95,11 @@ public:
 private:
   struct Slot;
   bool hasWork() const;
+  /// Waits (under `lock`) for the requests Options::gather expects; see the file comment.
+  void gather(std::unique_lock<std::mutex> &lock);
+  uint64_t finishedCount() const {
+    return stats_.finished[0] + stats_.finished[1] + stats_.finished[2] + stats_.finished[3];
+  }
   void admit();
   void buildBatch(std::vector<BatchEntry> &batch, std::vector<BatchSource> &src);
   void onToken(Slot &s, int32_t slotIndex, const float *row);
@@ -93,9 +113,11 @@ private:
   std::condition_variable cv_, idleCv_;
   std::deque<std::shared_ptr<Request>> queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<float> rows_; ///< the engine's logits rows, reused every step (only the loop touches it)
   std::vector<BatchEntry> lastBatch_;
   std::vector<BatchSource> lastSources_;
   size_t rotate_ = 0;
+  int32_t finishedTogether_ = 0; ///< requests that finished in the last step that finished any (see gather)
   bool stop_ = false, draining_ = false;
   SchedulerStats stats_;
   struct Tick {

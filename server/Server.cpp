@@ -334,7 +334,21 @@ std::string Server::metricsText() const {
       {"tpc_decode_tokens_per_second", "gauge", "Generated tokens per second of evaluation, last ~10 s.",
        s.decodeTokensPerSecond},
       {"tpc_prompt_tokens_per_second", "gauge", "Prompt tokens per second of evaluation, last ~10 s.",
-       s.promptTokensPerSecond}};
+       s.promptTokensPerSecond},
+      {"tpc_engine_seconds_total", "counter", "Scheduler thread time inside engine evaluations.",
+       s.engineSeconds},
+      {"tpc_host_seconds_total", "counter",
+       "Scheduler thread time around evaluations (batching, sampling, detokenizing, events).", s.hostSeconds},
+      {"tpc_idle_seconds_total", "counter", "Scheduler thread time waiting for work.", s.idleSeconds},
+      {"tpc_decode_steps_total", "counter", "Steps with at least one decode token.", double(s.decodeSteps)},
+      {"tpc_decode_entries_total", "counter", "Decode tokens in all steps (/ decode steps: slots per step).",
+       double(s.decodeEntries)},
+      {"tpc_pure_decode_steps_total", "counter", "Steps of decode tokens only (no prompt chunk).",
+       double(s.pureDecodeSteps)},
+      {"tpc_pure_decode_entries_total", "counter", "Decode tokens in the pure decode steps.",
+       double(s.pureDecodeEntries)},
+      {"tpc_pure_decode_engine_seconds_total", "counter", "Engine time of the pure decode steps.",
+       s.pureDecodeEngineSeconds}};
   for (const One &m : ones)
     metric(m.name, m.type, m.help, fmt::format("{} {}\n", m.name, m.value));
   return out;

@@ -109,6 +109,13 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<int32_t> &token
 }
 
 Expected<std::vector<float>> Session::evaluate(const std::vector<BatchToken> &batch) {
+  std::vector<float> out;
+  if (Expected<void> ok = evaluate(batch, out); !ok)
+    return Error{ok.message()};
+  return out;
+}
+
+Expected<void> Session::evaluate(const std::vector<BatchToken> &batch, std::vector<float> &out) {
   if (!failure_.empty())
     return Error{"execution failed earlier: " + failure_ + "; reopen the plan"};
   if (std::string bad = checkBatch(batch); !bad.empty())
@@ -119,7 +126,7 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<BatchToken> &ba
   int64_t wanted = 0;
   for (const BatchToken &b : batch)
     wanted += b.logits;
-  std::vector<float> out(logits ? static_cast<size_t>(wanted * vocab) : 0);
+  out.resize(logits ? static_cast<size_t>(wanted * vocab) : 0); // every element is written below
   const int64_t maxBatch = plan_.model.maxBatch;
   const int64_t maxRows = rowsInput_ ? plan_.model.maxOutputRows : maxBatch;
   std::vector<int32_t> tokens, positions, seqs, rows;
@@ -166,7 +173,7 @@ Expected<std::vector<float>> Session::evaluate(const std::vector<BatchToken> &ba
   }
   for (const BatchToken &b : batch)
     lengths_[b.seq] = b.pos + 1; // the last token of each sequence leaves its length
-  return out;
+  return {};
 }
 
 } // namespace tpc::rt

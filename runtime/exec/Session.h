@@ -143,6 +143,10 @@ public:
   /// bad token id, sequence or position, a failure while running) are one line; after a failure while
   /// running every later call fails too.
   Expected<std::vector<float>> evaluate(const std::vector<BatchToken> &batch);
+  /// The same into `out`, resized to the rows asked for: a caller that evaluates every step (tpc serve)
+  /// keeps its capacity, so no n_vocab rows (4 MiB for 4 slots of a 262k vocabulary) are allocated and
+  /// zeroed per step. On an error `out` is unspecified.
+  Expected<void> evaluate(const std::vector<BatchToken> &batch, std::vector<float> &out);
   /// The all-rows path (logit dumps, perplexity, fidelity tests): tokens[i] at positions[i] of sequence 0,
   /// returning tokens.size() rows.
   Expected<std::vector<float>> evaluate(const std::vector<int32_t> &tokens,

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <set>
+#include <thread>
 
 using namespace tpc;
 using namespace tpc::server;
@@ -46,20 +47,20 @@ public:
   std::vector<int32_t> forgotten;
   bool fail = false;
 
-  Expected<std::vector<float>> step(const std::vector<BatchEntry> &batch) override {
+  Expected<void> step(const std::vector<BatchEntry> &batch, std::vector<float> &rows) override {
     if (fail)
       return Error{"injected engine failure"};
     if (std::string err = checkBatch(batch, lengths_, ctx_, kVocab); !err.empty())
       return Error{err};
     batches.push_back(batch);
-    std::vector<float> rows;
+    rows.clear();
     for (const BatchEntry &e : batch)
       if (e.logits) {
         std::vector<float> row(kVocab, 0.0f);
         row[static_cast<size_t>(next(e.token))] = 10.0f;
         rows.insert(rows.end(), row.begin(), row.end());
       }
-    return rows;
+    return {};
   }
   void forget(int32_t seq) override {
     forgotten.push_back(seq);
@@ -345,8 +346,20 @@ TEST(Scheduler, SlotsRunRequestsConcurrentlyAndQueueTheRest) {
   EXPECT_EQ(drain(*reqs[0]).text, "cde");
   EXPECT_EQ(drain(*reqs[1]).text, "def");
   EXPECT_EQ(drain(*reqs[2]).text, "efg");
-  EXPECT_EQ(s.stats().generatedTokens, 9u);
-  EXPECT_EQ(s.stats().promptTokens, 6u);
+  const SchedulerStats st = s.stats();
+  EXPECT_EQ(st.generatedTokens, 9u);
+  EXPECT_EQ(st.promptTokens, 6u);
+  // Steps: both prompts, 2 x both decoding, the third prompt, 2 x it decoding alone.
+  EXPECT_EQ(st.steps, 6u);
+  EXPECT_EQ(st.decodeSteps, 4u);
+  EXPECT_EQ(st.decodeEntries, 6u);
+  EXPECT_EQ(st.pureDecodeSteps, 4u);
+  EXPECT_EQ(st.pureDecodeEntries, 6u);
+  EXPECT_GT(st.engineSeconds, 0.0);
+  EXPECT_GE(st.engineSeconds, st.pureDecodeEngineSeconds);
+  EXPECT_GT(st.pureDecodeEngineSeconds, 0.0);
+  EXPECT_GE(st.hostSeconds, 0.0);
+  EXPECT_EQ(st.idleSeconds, 0.0); // runStep() alone never waits
 }
 
 TEST(Scheduler, SeededSamplingIsPerSlot) {
@@ -429,6 +442,72 @@ TEST(Scheduler, ThreadedLoopServesRequests) {
   s.waitIdle();
 }
 
+/// Runs the threaded loop until `r` finishes; its text.
+std::string waitText(Request &r) {
+  std::string text;
+  for (Event e; r.next(e, std::chrono::seconds(10));) {
+    if (e.kind == Event::Kind::Finish)
+      break;
+    text += e.token.text;
+  }
+  return text;
+}
+
+/// Starts the loop with two requests submitted before it, so they run in lockstep and finish in the same
+/// step, and waits for both.
+void startWithTwoFinishingTogether(Scheduler &s) {
+  auto a = submitOk(s, prompt(3, 2), greedy(2)), b = submitOk(s, prompt(5, 2), greedy(2));
+  s.start();
+  EXPECT_EQ(waitText(*a), "cd");
+  EXPECT_EQ(waitText(*b), "ef");
+  s.waitIdle();
+}
+
+TEST(Scheduler, ClientsAnsweredTogetherHaveTheirNextPromptsReadInOneStep) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 64);
+  Scheduler::Options o;
+  o.gather = std::chrono::milliseconds(1000); // far above the 50 ms between the two submits below
+  Scheduler s(eng, tok, o);
+  startWithTwoFinishingTogether(s);
+  size_t before = eng.batches.size();
+  auto c = submitOk(s, prompt(10, 3), greedy(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the loop holds c back for the second client
+  auto d = submitOk(s, prompt(12, 3), greedy(2));
+  EXPECT_EQ(waitText(*c), "kl");
+  EXPECT_EQ(waitText(*d), "mn");
+  s.waitIdle();
+  ASSERT_GT(eng.batches.size(), before);
+  const std::vector<BatchEntry> first = eng.batches[before]; // both prompts in one step
+  ASSERT_EQ(first.size(), 6u);
+  EXPECT_EQ(std::set<int32_t>({first[0].seq, first[3].seq}), std::set<int32_t>({0, 1}));
+  // c and d finished together but only e comes back: it waits the whole window once, then runs.
+  auto e = submitOk(s, prompt(3, 1), greedy(1));
+  EXPECT_EQ(waitText(*e), "b");
+  EXPECT_GE(std::chrono::steady_clock::now() - e->submitted, o.gather);
+  s.waitIdle();
+  // e finished alone: the next request is not held.
+  auto f = submitOk(s, prompt(4, 1), greedy(1));
+  EXPECT_EQ(waitText(*f), "c");
+  EXPECT_LT(std::chrono::steady_clock::now() - f->submitted, o.gather / 2);
+  s.waitIdle();
+}
+
+TEST(Scheduler, NoGatherReadsTheFirstPromptAtOnce) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 64);
+  Scheduler::Options o;
+  o.gather = std::chrono::milliseconds(0);
+  Scheduler s(eng, tok, o);
+  startWithTwoFinishingTogether(s);
+  const size_t before = eng.batches.size();
+  auto c = submitOk(s, prompt(10, 3), greedy(2));
+  EXPECT_EQ(waitText(*c), "kl");
+  s.waitIdle();
+  ASSERT_GT(eng.batches.size(), before);
+  EXPECT_EQ(eng.batches[before].size(), 3u); // c alone
+}
+
 TEST(CheckBatch, PositionsMustContinueEachSequence) {
   std::vector<int64_t> lengths = {2, 0};
   EXPECT_EQ(checkBatch({{5, 2, 0, true}, {6, 0, 1, false}, {7, 1, 1, true}}, lengths, 16, 29), "");
@@ -455,20 +534,28 @@ TEST(BatchedEngine, OneSessionOneEvaluationPerStepRowsInBatchOrder) {
   BatchedEngine &eng = **e;
   EXPECT_EQ(eng.maxSequences(), 2);
   EXPECT_EQ(eng.ctxSize(), 16);
-  auto rows = eng.step({{7, 0, 1, false}, {8, 0, 0, true}, {9, 1, 1, true}, {10, 1, 0, false}});
-  ASSERT_TRUE(rows) << rows.message();
-  ASSERT_EQ(rows->size(), 32u);
-  EXPECT_EQ((*rows)[0], 80.f);  // token 8's row, then token 9's: batch order
-  EXPECT_EQ((*rows)[16], 90.f);
+  std::vector<float> rows;
+  auto ok = eng.step({{7, 0, 1, false}, {8, 0, 0, true}, {9, 1, 1, true}, {10, 1, 0, false}}, rows);
+  ASSERT_TRUE(ok) << ok.message();
+  ASSERT_EQ(rows.size(), 32u);
+  EXPECT_EQ(rows[0], 80.f); // token 8's row, then token 9's: batch order
+  EXPECT_EQ(rows[16], 90.f);
   EXPECT_EQ(eng.session().counters().calls, 1); // the whole step in one evaluation of one session
   EXPECT_EQ(eng.session().counters().tokens, 4);
-  auto bad = eng.step({{1, 3, 1, true}}); // sequence 1 holds two tokens: position 3 skips one
+  // The next step writes into the same storage: one row, no new allocation.
+  const float *storage = rows.data();
+  ASSERT_TRUE(eng.step({{11, 2, 0, true}}, rows));
+  ASSERT_EQ(rows.size(), 16u);
+  EXPECT_EQ(rows.data(), storage);
+  EXPECT_EQ(rows[0], 110.f);
+  EXPECT_EQ(rows[15], 125.f);
+  auto bad = eng.step({{1, 3, 1, true}}, rows); // sequence 1 holds two tokens: position 3 skips one
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.message().find("so its next position is 2"), std::string::npos) << bad.message();
   eng.forget(1);
   EXPECT_EQ(eng.session().sequenceLength(1), 0);
-  EXPECT_TRUE(eng.step({{1, 0, 1, true}}));
-  auto far = eng.step({{1, 0, 2, true}});
+  EXPECT_TRUE(eng.step({{1, 0, 1, true}}, rows));
+  auto far = eng.step({{1, 0, 2, true}}, rows);
   ASSERT_FALSE(far);
   EXPECT_NE(far.message().find("sequence 2 is not in 0..1"), std::string::npos) << far.message();
 }

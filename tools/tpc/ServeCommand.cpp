@@ -47,6 +47,7 @@ struct ServeOptions {
   int threads = 0;
   std::string backend = "cpu";
   int batchSize = 256;
+  int gatherMs = 20;
   int httpThreads = 64;
   size_t maxBodyBytes = 8u << 20;
   cli::CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
@@ -80,6 +81,8 @@ void runServe(ServeOptions o) {
     throw Failure(fmt::format("--port: {} is not in 0..65535", o.port));
   if (o.batchSize < 1)
     throw Failure("-b: the batch size must be >= 1");
+  if (o.gatherMs < 0 || o.gatherMs > 10000)
+    throw Failure(fmt::format("--gather-ms: {} is not in 0..10000", o.gatherMs));
   if (o.threads < 0)
     throw Failure("-t: threads must be >= 0");
   if (o.httpThreads < 2)
@@ -139,6 +142,7 @@ void runServe(ServeOptions o) {
 
   server::Scheduler::Options schedOpts;
   schedOpts.batchSize = o.batchSize;
+  schedOpts.gather = std::chrono::milliseconds(o.gatherMs);
   server::Scheduler sched(**engine, *tok, schedOpts);
   server::Api api(*tok, tmpl, noTemplate, modelId(o, plan), (*engine)->ctxSize(), (*engine)->nVocab());
   server::ServerOptions so2;
@@ -206,6 +210,10 @@ void registerServe(CLI::App &app) {
   cmd->add_option("--backend", o->backend, "cpu, cuda or auto (the first usable of cuda, cpu)")
       ->capture_default_str();
   cmd->add_option("-b,--batch-size", o->batchSize, "tokens per evaluation step at most (decode + prompt chunks)")
+      ->capture_default_str();
+  cmd->add_option("--gather-ms", o->gatherMs,
+                  "when requests that finished together left every slot free, wait up to this long for their "
+                  "clients' next requests so their prompts are read in one step (0: never)")
       ->capture_default_str();
   cmd->add_option("--threads-http", o->httpThreads, "HTTP connection threads")->capture_default_str();
   cmd->add_option("--max-body-bytes", o->maxBodyBytes, "largest request body accepted")->capture_default_str();
