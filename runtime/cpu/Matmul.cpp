@@ -113,7 +113,7 @@ struct TokenSet {
 
 /// The kernels of one product.
 struct Kernels {
-  RowKernel row = nullptr;
+  RowsKernel rows = nullptr;
   VecDotFn legacy = nullptr;
   PanelConvert convert = nullptr;
   PanelTile tile = nullptr;
@@ -123,7 +123,7 @@ struct Kernels {
 Kernels kernelsFor(GGMLType t, Isa isa) {
   const KernelTable &kt = kernelTable(isa);
   Kernels k;
-  k.row = kt.getRow(t);
+  k.rows = kt.getRows(t);
   k.legacy = kt.get(t);
   if (kt.panelRows > 0 && kt.getConvert(t) && kt.getTile(t)) {
     k.convert = kt.getConvert(t);
@@ -133,8 +133,9 @@ Kernels kernelsFor(GGMLType t, Isa isa) {
   return k;
 }
 
-/// Rows [r0, r1) of the weight at w against every token of ts, with the row kernels. Output row r lands in
-/// column r - col0 of the token's y row (col0 > 0: a unit-wide scratch, the fused GLU).
+/// Rows [r0, r1) of the weight at w against every token of ts, with the row-range kernels (one call per
+/// chunk of tokens; legacy types: one dot per row and token). Output row r lands in column r - col0 of the
+/// token's y row (col0 > 0: a unit-wide scratch, the fused GLU).
 void runRows(const Operands &o, const uint8_t *w, int64_t r0, int64_t r1, const Acts &a, const TokenSet &ts,
              const Kernels &kn, int64_t col0 = 0) {
   for (int64_t t0 = 0; t0 < ts.count; t0 += kMaxRowTokens) {
@@ -143,20 +144,16 @@ void runRows(const Operands &o, const uint8_t *w, int64_t r0, int64_t r1, const 
     float *yr[kMaxRowTokens];
     for (int j = 0; j < nt; ++j) {
       act[j] = a.row(ts.xAt(t0 + j));
-      yr[j] = o.y + static_cast<size_t>(ts.yAt(t0 + j)) * o.yStride;
+      yr[j] = o.y + static_cast<size_t>(ts.yAt(t0 + j)) * o.yStride + (r0 - col0);
     }
-    float out[kMaxRowTokens];
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t *wr = w + static_cast<size_t>(r) * o.wStride;
-      if (kn.row) {
-        kn.row(o.k, wr, act, nt, out);
-      } else {
-        for (int j = 0; j < nt; ++j)
-          out[j] = kn.legacy(o.k, wr, act[j]);
-      }
+    const uint8_t *wr = w + static_cast<size_t>(r0) * o.wStride;
+    if (kn.rows) {
+      kn.rows(o.k, wr, o.wStride, r1 - r0, act, nt, yr);
+      continue;
+    }
+    for (int64_t r = 0; r < r1 - r0; ++r, wr += o.wStride)
       for (int j = 0; j < nt; ++j)
-        yr[j][r - col0] = out[j];
-    }
+        yr[j][r] = kn.legacy(o.k, wr, act[j]);
   }
 }
 

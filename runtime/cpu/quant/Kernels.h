@@ -41,6 +41,13 @@ constexpr int kPanelRows = 32;
 /// quantized types, f32 rows for the float types.
 using RowKernel = void (*)(int64_t k, const void *w, const void *const *act, int nt, float *out);
 
+/// out[t][r] = (weight row r, at w + r * stride) . act[t] for r < rows and t < nt (1 <= nt <=
+/// kMaxRowTokens): the decode loop over a run of rows inside the kernel, so there is no call per row and
+/// SIMD kernels can take rows in pairs that share the activation loads and the horizontal reductions. Each
+/// output is bit-identical to the row kernel's for that row and token, whatever rows and nt are.
+using RowsKernel = void (*)(int64_t k, const void *w, size_t stride, int64_t rows, const void *const *act, int nt,
+                            float *const *out);
+
 /// Converts `rows` (<= kPanelRows) weight rows, `stride` bytes apart, into ceil(kPanelRows / R) groups at
 /// dst (panelGroupBytes each); rows past `rows` become zero rows.
 using PanelConvert = void (*)(int64_t k, const void *w, size_t stride, int rows, uint8_t *dst);
@@ -60,6 +67,7 @@ struct KernelTable {
   // ActQ8 / f32 kernels.
   QuantizeFn quantizeQ8 = nullptr; ///< float row -> ActQ8 row (bit-identical to quantizeActQ8Row)
   RowKernel row[kSize] = {};
+  RowsKernel rows[kSize] = {}; ///< set wherever row is
   int panelRows = 0; ///< R; 0: no panel kernels
   PanelConvert convert[kSize] = {};
   PanelTile tile[kSize] = {};
@@ -74,6 +82,8 @@ struct KernelTable {
   VecDotFn get(GGMLType t) const { return at(fns, t); }
   /// The row kernel for `t`, or nullptr.
   RowKernel getRow(GGMLType t) const { return at(row, t); }
+  /// The row-range kernel for `t`, or nullptr.
+  RowsKernel getRows(GGMLType t) const { return at(rows, t); }
   /// The panel converter for `t`, or nullptr.
   PanelConvert getConvert(GGMLType t) const { return at(convert, t); }
   /// The panel tile for `t`, or nullptr.

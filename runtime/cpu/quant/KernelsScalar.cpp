@@ -245,6 +245,18 @@ void rowKernel(int64_t k, const void *w, const void *const *act, int nt, float *
     out[t] = Dot(k, w, act[t]);
 }
 
+/// A row-range kernel from a row kernel: the rows one after another.
+template <RowKernel Row>
+void rowsByRow(int64_t k, const void *w, size_t stride, int64_t rows, const void *const *act, int nt,
+               float *const *out) {
+  float o[kMaxRowTokens];
+  for (int64_t r = 0; r < rows; ++r) {
+    Row(k, static_cast<const uint8_t *>(w) + static_cast<size_t>(r) * stride, act, nt, o);
+    for (int t = 0; t < nt; ++t)
+      out[t][r] = o[t];
+  }
+}
+
 } // namespace
 
 size_t panelGroupBytes(GGMLType t, int64_t k, int R) {
@@ -272,6 +284,15 @@ KernelTable scalarKernelTable() {
   t.row[static_cast<uint32_t>(GGMLType::Q4_K)] = rowKernel<dotQ45K<BlockQ4_K, false>>;
   t.row[static_cast<uint32_t>(GGMLType::Q5_K)] = rowKernel<dotQ45K<BlockQ5_K, true>>;
   t.row[static_cast<uint32_t>(GGMLType::Q6_K)] = rowKernel<dotQ6K>;
+  t.rows[static_cast<uint32_t>(GGMLType::F32)] = rowsByRow<rowKernel<dotFloat<float, loadF32>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::F16)] = rowsByRow<rowKernel<dotFloat<uint16_t, loadF16>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::BF16)] = rowsByRow<rowKernel<dotFloat<uint16_t, loadBF16>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q4_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ4_0, 4>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q5_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ5_0, 5>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q8_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ8_0, 8>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q4_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ4_K, false>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q5_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ5_K, true>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q6_K)] = rowsByRow<rowKernel<dotQ6K>>;
   return t;
 }
 

@@ -6,7 +6,8 @@
 // (every quant value, negative and odd scales); activations are ActQ8 rows of random floats and rows of
 // extreme quants. Also: a token's result does not depend on how many tokens a call takes or where it sits
 // in the call (the property that keeps results independent of threading), padded panel rows give zeros,
-// and the SIMD ActQ8 quantizers give the reference quantizer's bytes.
+// the row-range kernels give the row kernels' bits for every run of rows, and the SIMD ActQ8 quantizers give
+// the reference quantizer's bytes.
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Kernels.h"
@@ -196,6 +197,62 @@ TEST_P(KernelLevel, RowKernelsMatchDoubleReference) {
   }
 }
 
+/// Checks a row-range kernel on `w` (rows of the same length, laid out `stride` bytes apart) against the row
+/// kernel: every output bit-identical to the row kernel's for its row and token, whatever the run length
+/// (so pairs, the odd last row and every nt) and nothing written past the run.
+void checkRowsKernel(const KernelTable &kt, GGMLType t, int64_t k, const std::vector<std::vector<uint8_t>> &w,
+                     const std::vector<std::vector<uint8_t>> &acts, const std::string &what) {
+  const size_t stride = rowBytes(t, k) + 16; // a stride larger than a row, as a split gives
+  const int n = static_cast<int>(w.size());
+  std::vector<uint8_t> src(stride * static_cast<size_t>(n), 0xcd);
+  for (int r = 0; r < n; ++r)
+    std::copy(w[static_cast<size_t>(r)].begin(), w[static_cast<size_t>(r)].end(), src.begin() + stride * r);
+  const void *ap[kMaxRowTokens];
+  for (int j = 0; j < kMaxRowTokens; ++j)
+    ap[j] = acts[static_cast<size_t>(j)].data();
+  std::vector<std::vector<float>> want(static_cast<size_t>(n), std::vector<float>(kMaxRowTokens));
+  for (int r = 0; r < n; ++r)
+    kt.getRow(t)(k, w[static_cast<size_t>(r)].data(), ap, kMaxRowTokens, want[static_cast<size_t>(r)].data());
+  for (int nt = 1; nt <= kMaxRowTokens; ++nt)
+    for (int first = 0; first < n; ++first)
+      for (int rows : {n - first, 1, 2}) {
+        if (first + rows > n)
+          continue;
+        std::vector<std::vector<float>> out(static_cast<size_t>(nt), std::vector<float>(n + 1, -7.0f));
+        float *op[kMaxRowTokens];
+        for (int j = 0; j < nt; ++j)
+          op[j] = out[static_cast<size_t>(j)].data() + first;
+        kt.getRows(t)(k, src.data() + stride * first, stride, rows, ap, nt, op);
+        for (int j = 0; j < nt; ++j)
+          for (int r = 0; r <= n; ++r) {
+            const float got = out[static_cast<size_t>(j)][static_cast<size_t>(r)];
+            if (r < first || r >= first + rows)
+              ASSERT_EQ(got, -7.0f) << what << " wrote row " << r << " outside [" << first << ", "
+                                    << first + rows << ")";
+            else
+              ASSERT_EQ(floatToBits(got), floatToBits(want[static_cast<size_t>(r)][static_cast<size_t>(j)]))
+                  << what << " nt=" << nt << " rows [" << first << ", " << first + rows << ") row " << r
+                  << " token " << j;
+          }
+      }
+}
+
+TEST_P(KernelLevel, RowsKernelsMatchRowKernels) {
+  const KernelTable *kt = table();
+  std::mt19937 rng(14);
+  for (GGMLType t : kTypes) {
+    ASSERT_NE(kt->getRows(t), nullptr) << ggmlTypeName(t);
+    for (int64_t k : lengths(t)) {
+      std::vector<std::vector<uint8_t>> w, acts;
+      for (int r = 0; r < 7; ++r)
+        w.push_back(weightRow(t, k, rng, r % 2 == 1));
+      for (int j = 0; j < kMaxRowTokens; ++j)
+        acts.push_back(activationFormat(t) == ActFormat::Q8 ? actRow(k, rng) : floatRow(k, rng));
+      checkRowsKernel(*kt, t, k, w, acts, std::string(ggmlTypeName(t)) + " k=" + std::to_string(k));
+    }
+  }
+}
+
 /// Converts `rows` weight rows into a panel and checks every tile call shape against the reference; padded
 /// rows must come out as zeros.
 void checkPanel(const KernelTable &kt, GGMLType t, int64_t k, int rows, const std::vector<std::vector<uint8_t>> &w,
@@ -283,6 +340,7 @@ TEST_P(KernelLevel, ExtremeQuantsDoNotSaturate) {
         acts.push_back(actRow(k, rng, true, j % 2 == 0));
       const std::string what = std::string(ggmlTypeName(t)) + " fill=" + std::to_string(fill);
       checkRowKernel(kt->getRow(t), t, k, w[0], acts, what);
+      checkRowsKernel(*kt, t, k, std::vector<std::vector<uint8_t>>(w.begin(), w.begin() + 5), acts, what);
       if (kt->panelRows > 0)
         checkPanel(*kt, t, k, kPanelRows, w, acts, what);
     }
