@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <type_traits>
 #include <cmath>
+#include <vector>
 
 namespace tpc::rt::cpu::attn {
 
@@ -57,6 +58,10 @@ struct Kernels {
 Kernels scalarKernels();
 Kernels avx2Kernels();
 Kernels avx512Kernels();
+
+/// Bounds b[0] = 0 <= b[1] <= ... <= b[parts] = cost.size() cutting items of the given costs into `parts`
+/// contiguous runs of about equal cost (each boundary at the item edge nearest its share of the total).
+std::vector<size_t> balancedChunks(const std::vector<int64_t> &cost, int parts);
 
 /// The sinks and normalisation of one finished row: out = out / l, with sink s joining the sum (as a
 /// logit whose value is 0) after rescaling to the larger of m and s.
