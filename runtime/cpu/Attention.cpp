@@ -179,6 +179,7 @@ void flashAttention(const AttentionArgs &a, ThreadGroup &tg, Isa isa) {
       const Tile &tl = tiles[w.tile];
       attn::Item it;
       it.first = tl.first, it.count = tl.count, it.kh = w.kh, it.from = w.from, it.to = w.to;
+      it.prefetchTo = tl.to;
       if (w.partial < 0) {
         it.out = a.y + (tl.first * a.hq + w.kh * group) * dv;
         it.rowStride = a.hq * dv;

@@ -28,6 +28,9 @@ struct Item {
   int64_t first = 0, count = 0; ///< tokens [first, first + count): one sequence, consecutive positions
   int64_t kh = 0;               ///< KV head; its query heads are kh * group .. kh * group + group - 1
   int64_t from = 0, to = 0;     ///< key positions [from, to] this item reads
+  /// Prefetch K/V rows of this KV head up to this position (the tile's last): past `to`, the next segment,
+  /// which the thread usually takes next, starts in cache too.
+  int64_t prefetchTo = 0;
   /// Output rows: row (r, g) (token first + r, head kh * group + g) at out + r * rowStride + g * dv.
   float *out = nullptr;
   int64_t rowStride = 0;
