@@ -206,6 +206,10 @@ void flashAttention(const AttentionArgs &a, ThreadGroup &tg, Isa isa) {
   // the range's ends, a prompt tile that sees more keys than the one before it), so equal counts would not
   // balance, and a run keeps a thread's reads contiguous.
   const std::vector<size_t> bounds = attn::balancedChunks(cost, tg.size());
+  if (bounds[1] == work.size()) { // one run holds every item: no hand-off (nor a sleeping worker's wake-up)
+    runItems(0, work.size(), 0);
+    return;
+  }
   tg.parallelFor(tg.size(), [&](int64_t b, int64_t e, int thread) {
     for (int64_t c = b; c < e; ++c)
       runItems(bounds[static_cast<size_t>(c)], bounds[static_cast<size_t>(c) + 1], thread);
