@@ -12,6 +12,7 @@
 
 #include "runtime/comm/InProcessCommunicator.h"
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/HostArena.h"
 #include "runtime/cpu/ops/Ops.h"
 #include "runtime/exec/Binding.h"
 #include "runtime/exec/Collectives.h"
@@ -36,43 +37,10 @@ using exec::KvBuffers;
 using exec::TensorRef;
 
 namespace {
-/// One allocation of zero pages from mmap. The kernel supplies each page on its first touch, so open()
-/// clears nothing and an arena costs only the pages the calls write: a 6-token prompt touches 6 rows of
-/// each max_batch-sized activation slot, of the logits rows and of the KV cache. Clearing everything up
-/// front (aligned_alloc + memset) took 1 to 2.5 s of Gemma 3 270M's start-up and made it all resident.
-struct Arena {
-  uint8_t *data = nullptr;
-  uint64_t size = 0;
-  bool allocate(uint64_t bytes) {
-    size = bytes;
-    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    mapped_ = bytes ? (bytes + page - 1) / page * page : page; // a real address even for 0 bytes
-    if (mapped_ < bytes)
-      return false;
-    void *p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      mapped_ = 0;
-      return false;
-    }
-    data = static_cast<uint8_t *>(p);
-    return true;
-  }
-  Arena() = default;
-  Arena(Arena &&o) noexcept : data(o.data), size(o.size), mapped_(o.mapped_) { o.data = nullptr; }
-  Arena &operator=(const Arena &) = delete;
-  ~Arena() {
-    if (data)
-      ::munmap(data, mapped_);
-  }
-
-private:
-  uint64_t mapped_ = 0;
-};
-
 struct Device {
   int index = 0; ///< the plan device
   /// hostActs: the plan's host-placed activations. `weights` holds only the copied slices.
-  Arena weights, acts, hostActs, kvMem, logits;
+  HostArena weights, acts, hostActs, kvMem, logits;
   std::vector<const uint8_t *> inPlace; ///< per weight slice: its bytes in the mapped GGUF, or null (copied)
   std::vector<uint64_t> copyAt;         ///< per weight slice: where a copied one sits in `weights`
   std::vector<KvBuffers> kv;
@@ -376,6 +344,8 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     return Error{fmt::format("the plan needs {:.2f} GiB of host memory for --ctx-size {} but the machine has "
                              "{:.2f} GiB; use a smaller --ctx-size",
                              need / double(1ull << 30), ctx, ram / double(1ull << 30))};
+  // Weights and KV caches on 2 MiB pages (HostArena.h says why) unless the options or the kernel say no.
+  const bool huge = opts.hugePages && hugePagesUsable();
   devs_.resize(o.devices.size());
   for (size_t i = 0; i < devs_.size(); ++i) {
     const int d = o.devices[i];
@@ -400,15 +370,17 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
                                             c.nHeadKv * c.headDimV * dtypeBytes(c.dtype);
     }
     // Slices read in place need no arena bytes; the copied ones are packed at the plan's 64-byte spacing.
+    // On huge pages every slice is copied: the page cache maps a file in 4 KiB pages.
     uint64_t copied = 0;
     for (const WeightSlice &w : dp.weights) {
-      dev.inPlace.push_back(opts.weightsInPlace ? exec::weightInPlace(w, o.weights) : nullptr);
+      dev.inPlace.push_back(opts.weightsInPlace && !huge ? exec::weightInPlace(w, o.weights) : nullptr);
       dev.copyAt.push_back(copied);
       if (!dev.inPlace.back())
         copied += (w.bytes + 63) / 64 * 64;
     }
-    if (!dev.weights.allocate(copied) || !dev.acts.allocate(z.acts) || !dev.hostActs.allocate(z.hostActs) ||
-        !dev.kvMem.allocate(kvBytes))
+    // Activations stay on 4 KiB pages: a short prompt touches a few rows of each max_batch-sized slot.
+    if (!dev.weights.allocate(copied, huge) || !dev.acts.allocate(z.acts) ||
+        !dev.hostActs.allocate(z.hostActs) || !dev.kvMem.allocate(kvBytes, huge))
       return Error{
           fmt::format("device {}: cannot allocate {} bytes (weights + activations + KV for --ctx-size "
                       "{} x {} sequence(s)); use more devices or a smaller --ctx-size",
@@ -481,13 +453,30 @@ void CpuSession::loadWeights(const exec::WeightSource &src) {
   // Each copied slice's source pages leave the process as soon as it is copied: released only after all
   // copies, the whole copied part of the file was resident next to its copy at the peak (a 2-device MoE
   // plan, whose expert slices have gaps, peaked at twice its weights).
+  // Units of at most 8 MiB, claimed dynamically: a vocabulary-sized slice (Gemma 3's 178 MB embedding) is
+  // spread over the threads instead of being one thread's copy.
+  struct Unit {
+    const WeightPiece *piece;
+    uint64_t r0, r1;
+    uint8_t *dst;
+  };
+  constexpr uint64_t kUnitBytes = 8 << 20;
   for (Device &dev : devs_) {
     const std::vector<WeightSlice> &ws = plan().devices[dev.index].weights;
-    uint8_t *base = dev.weights.data;
-    dev.runner->threadGroup().parallelFor(static_cast<int64_t>(ws.size()), [&](int64_t b, int64_t e, int) {
-      for (int64_t w = b; w < e; ++w)
-        if (!dev.inPlace[w])
-          exec::copyWeightSliceReleasing(ws[w], src, base + dev.copyAt[w]);
+    std::vector<Unit> units;
+    for (size_t w = 0; w < ws.size(); ++w) {
+      if (dev.inPlace[w])
+        continue;
+      uint8_t *dst = dev.weights.data + dev.copyAt[w];
+      for (const WeightPiece &pc : ws[w].pieces) {
+        const uint64_t step = std::max<uint64_t>(1, kUnitBytes / std::max<uint64_t>(1, pc.rowBytes));
+        for (uint64_t r = 0; r < pc.rows; r += step)
+          units.push_back({&pc, r, std::min(pc.rows, r + step), dst + r * pc.rowBytes});
+        dst += pc.rows * pc.rowBytes;
+      }
+    }
+    dev.runner->threadGroup().parallelDynamic(static_cast<int64_t>(units.size()), [&](int64_t u, int) {
+      exec::copyWeightRowsReleasing(*units[u].piece, units[u].r0, units[u].r1, src, units[u].dst);
     });
   }
   if (!src.mapping)
@@ -502,6 +491,8 @@ void CpuSession::loadWeights(const exec::WeightSource &src) {
       if (dev.inPlace[w])
         keep.emplace_back(dev.inPlace[w] - src.data,
                           dev.inPlace[w] - src.data + plan().devices[dev.index].weights[w].bytes);
+  if (keep.empty())
+    return; // everything copied: the mapping goes with the open, and the session no longer needs the file
   exec::releasePagesOutside(std::move(keep), src);
   weightSource_ = src.mapping; // in-place slices read the mapping until the session closes
 }

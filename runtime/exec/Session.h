@@ -111,6 +111,11 @@ struct SessionOptions {
   /// file instead of copying it (`tpc run --no-mmap` turns this off: every slice is copied, and the
   /// session no longer depends on the file staying as it was).
   bool weightsInPlace = true;
+  /// The CPU backend puts the weights and KV caches on 2 MiB transparent huge pages where the kernel offers
+  /// them (decode streams every weight per token; 4 KiB pages stop the prefetchers at every page). Weights
+  /// are then copied (the page cache maps a file in 4 KiB pages), which takes precedence over
+  /// weightsInPlace. `tpc run --no-huge-pages` turns this off.
+  bool hugePages = true;
   Timeline *timeline = nullptr; ///< open() marks its phases here (`tpc run --timings`) when set
 };
 

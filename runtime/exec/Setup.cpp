@@ -83,9 +83,15 @@ Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &
     return E(std::move(w));
   }
   void *addr = ::mmap(nullptr, plan.ggufSize, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (addr == MAP_FAILED)
-    return Error{fmt::format("cannot mmap GGUF '{}': {}", *checked, std::strerror(errno))};
+  if (addr == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    return Error{fmt::format("cannot mmap GGUF '{}': {}", *checked, std::strerror(err))};
+  }
+  w.file = std::shared_ptr<const int>(new int(fd), [](const int *f) {
+    ::close(*f);
+    delete f;
+  });
   // Copies read the slices once, in file order; a backend that reads some in place advises those again.
   ::madvise(addr, plan.ggufSize, MADV_SEQUENTIAL);
   const uint64_t size = plan.ggufSize;
@@ -228,28 +234,63 @@ uint64_t releasePagesOutside(std::vector<std::pair<uint64_t, uint64_t>> keep, co
   return released;
 }
 
-void copyWeightSliceReleasing(const WeightSlice &w, const WeightSource &src, uint8_t *dst) {
-  if (!src.mapping) {
-    copyWeightSlice(w, src.data, dst);
+namespace {
+/// Contiguous piece `pc` read from the file into dst; false (nothing promised about dst) on an I/O error or
+/// a short file, which the caller then copies through the mapping.
+bool readPiece(int fd, const WeightPiece &pc, uint8_t *dst) {
+  uint64_t left = pc.rows * pc.rowBytes, at = pc.fileOffset;
+  while (left > 0) {
+    const ssize_t n = ::pread(fd, dst, std::min<uint64_t>(left, uint64_t(1) << 30), static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    dst += n;
+    at += static_cast<uint64_t>(n);
+    left -= static_cast<uint64_t>(n);
+  }
+  return true;
+}
+} // namespace
+
+void copyWeightRowsReleasing(const WeightPiece &pc, uint64_t r0, uint64_t r1, const WeightSource &src,
+                             uint8_t *dst) {
+  if (r1 <= r0)
     return;
+  if (!src.mapping) {
+    for (uint64_t r = r0; r < r1; ++r, dst += pc.rowBytes)
+      std::memcpy(dst, src.data + pc.fileOffset + r * pc.rowStride, pc.rowBytes);
+    return;
+  }
+  if (src.file && (r1 - r0 == 1 || pc.rowStride == pc.rowBytes)) {
+    WeightPiece run = pc;
+    run.fileOffset = pc.fileOffset + r0 * pc.rowStride;
+    run.rows = r1 - r0;
+    if (readPiece(*src.file, run, dst))
+      return;
   }
   // A fault maps the pages around it too (the kernel's fault-around, 64 KiB by default), which for rows
   // interleaved with other devices' rows are theirs: each group releases that far beyond its own rows.
   constexpr uint64_t kSpan = 1 << 20, kAround = 64 << 10;
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t perGroup = pc.rowStride ? std::max<uint64_t>(1, kSpan / pc.rowStride) : r1 - r0;
+  for (uint64_t r = r0; r < r1; r += perGroup) {
+    const uint64_t n = std::min(perGroup, r1 - r);
+    const uint64_t first = pc.fileOffset + r * pc.rowStride;
+    for (uint64_t k = 0; k < n; ++k, dst += pc.rowBytes)
+      std::memcpy(dst, src.data + first + k * pc.rowStride, pc.rowBytes);
+    const uint64_t lo = (first > kAround ? first - kAround : 0) / page * page;
+    const uint64_t end = first + (n - 1) * pc.rowStride + pc.rowBytes + kAround;
+    const uint64_t hi = std::min(src.size, (end + page - 1) / page * page);
+    if (hi > lo && reinterpret_cast<uintptr_t>(src.data) % page == 0)
+      ::madvise(const_cast<uint8_t *>(src.data) + lo, hi - lo, MADV_DONTNEED);
+  }
+}
+
+void copyWeightSliceReleasing(const WeightSlice &w, const WeightSource &src, uint8_t *dst) {
   for (const WeightPiece &pc : w.pieces) {
-    const uint64_t perGroup = pc.rowStride ? std::max<uint64_t>(1, kSpan / pc.rowStride) : pc.rows;
-    for (uint64_t r = 0; r < pc.rows; r += perGroup) {
-      const uint64_t n = std::min(perGroup, pc.rows - r);
-      const uint64_t first = pc.fileOffset + r * pc.rowStride;
-      for (uint64_t k = 0; k < n; ++k, dst += pc.rowBytes)
-        std::memcpy(dst, src.data + first + k * pc.rowStride, pc.rowBytes);
-      const uint64_t lo = (first > kAround ? first - kAround : 0) / page * page;
-      const uint64_t end = first + (n - 1) * pc.rowStride + pc.rowBytes + kAround;
-      const uint64_t hi = std::min(src.size, (end + page - 1) / page * page);
-      if (hi > lo && reinterpret_cast<uintptr_t>(src.data) % page == 0)
-        ::madvise(const_cast<uint8_t *>(src.data) + lo, hi - lo, MADV_DONTNEED);
-    }
+    copyWeightRowsReleasing(pc, 0, pc.rows, src, dst);
+    dst += pc.rows * pc.rowBytes;
   }
 }
 

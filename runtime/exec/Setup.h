@@ -24,6 +24,9 @@ struct WeightSource {
   const uint8_t *data = nullptr;
   uint64_t size = 0;
   std::shared_ptr<const void> mapping; ///< null for SessionOptions::ggufData (read only during open)
+  /// The mapped file, open for reading, while the source lives (-1 without a mapping): a contiguous piece
+  /// is copied with pread, which costs no page faults on the mapping and nothing to release after.
+  std::shared_ptr<const int> file;
 };
 Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &opts);
 
@@ -48,6 +51,12 @@ void releaseCopiedPages(const WeightSlice &w, const WeightSource &src);
 /// released only per slice, the pages mapped around the faults made a 2-rank bench-qwen3moe peak ~30 MiB
 /// of the other rank's weights above its own. Same as copyWeightSlice when `src` is not a mapping.
 void copyWeightSliceReleasing(const WeightSlice &w, const WeightSource &src, uint8_t *dst);
+/// Rows [r0, r1) of piece `pc` to dst (where row r0 goes), as copyWeightSliceReleasing copies them: a
+/// contiguous run is read with pread when `src` has its file (no page of the mapping is faulted, so none is
+/// left to release), strided rows through the mapping, released as they go. Threads may copy disjoint row
+/// ranges of one piece at once (open spreads a large slice over its threads this way).
+void copyWeightRowsReleasing(const WeightPiece &pc, uint64_t r0, uint64_t r1, const WeightSource &src,
+                             uint8_t *dst);
 
 /// After the copies: drops every page of the mapping that no span in `keep` (file offsets [first, second):
 /// the slices the session reads in place) touches, so that what the open read besides them (a neighbour's

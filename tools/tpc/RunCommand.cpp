@@ -84,6 +84,7 @@ struct RunOptions {
   bool profile = false;
   bool timings = false;
   bool noMmap = false;
+  bool noHugePages = false;
   std::string backend = "auto";
   std::string gpus;
   bool f32Reference = false;
@@ -581,6 +582,7 @@ void runRun(const RunOptions &o) {
   so.f32KvCache = o.f32Kv;
   so.timeline = &tl;
   so.weightsInPlace = !o.noMmap;
+  so.hugePages = !o.noHugePages;
   // --profile-routing: the counter is made from the session's plan before the first evaluate; the observer
   // runs on the device threads during evaluate() only.
   std::unique_ptr<RoutingCounter> routing;
@@ -690,7 +692,11 @@ void registerRun(CLI::App &app) {
   cmd->add_flag("--profile", o->profile, "print time per op kind on device 0 (stderr)");
   cmd->add_flag(
       "--no-mmap", o->noMmap,
-      "copy every weight slice into the session (default: read contiguous slices from the mapped GGUF)");
+      "copy every weight slice into the session (default: read contiguous slices from the mapped GGUF where "
+      "weights are not on huge pages)");
+  cmd->add_flag("--no-huge-pages", o->noHugePages,
+                "CPU: keep weights and KV caches on 4 KiB pages (default: 2 MiB transparent huge pages where the "
+                "kernel offers them, the weights copied there; decode is faster, opening copies the weights)");
   cmd->add_flag("--timings", o->timings, "print the start-up phases up to the first token (stderr)");
   cmd->add_option("--backend", o->backend, "auto (the first usable of cuda, cpu), cpu or cuda")
       ->capture_default_str();

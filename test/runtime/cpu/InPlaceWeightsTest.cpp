@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "test/runtime/exec/ExecTestUtil.h"
 
+#include "runtime/cpu/HostArena.h"
 #include "runtime/exec/Setup.h"
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/StepParams.h"
@@ -125,16 +126,23 @@ TEST(InPlaceWeights, MappedSlicesGiveTheCopiedLogitsBitForBit) {
   SessionOptions mapped = mk.options(4, 16);
   mapped.ggufData = nullptr; // read the file the plan names
   mapped.ggufDataSize = 0;
+  mapped.hugePages = false; // huge pages copy every slice
   SessionOptions copied = mapped;
   copied.weightsInPlace = false;
-  std::vector<uint64_t> mappedBytes, copiedBytes, memoryBytes;
+  SessionOptions huge = mapped;
+  huge.hugePages = true;
+  std::vector<uint64_t> mappedBytes, copiedBytes, memoryBytes, hugeBytes;
   const std::vector<float> a = run(mapped, mappedBytes), b = run(copied, copiedBytes),
-                           c = run(mk.options(4, 16), memoryBytes);
+                           c = run(mk.options(4, 16), memoryBytes), d = run(huge, hugeBytes);
   ASSERT_EQ(a.size(), ids.size() * kV);
   ASSERT_EQ(b.size(), a.size());
   ASSERT_EQ(c.size(), a.size());
+  ASSERT_EQ(d.size(), a.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "in place vs --no-mmap";
   EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << "in place vs weights from memory";
+  EXPECT_EQ(std::memcmp(a.data(), d.data(), a.size() * 4), 0) << "in place vs copied onto huge pages";
+  // On huge pages (where the kernel has them) nothing is read in place: the copied session's arena bytes.
+  EXPECT_EQ(hugeBytes, cpu::hugePagesUsable() ? copiedBytes : mappedBytes);
   // Per device the embedding (7 x 16 floats) and its W1 rows are read in place, 64-byte aligned in the
   // plan's packing; only W2's columns take arena bytes.
   ASSERT_EQ(mappedBytes.size(), 2u);

@@ -8,9 +8,11 @@
 // never released (MADV_DONTNEED would zero anonymous memory). After the copies a session keeps only the
 // pages of the slices it reads in place (exec::releasePagesOutside): every other page of the mapping leaves
 // the process, and later faults inside a kept span do not map the gap's pages around them (the /proc/self/
-// pagemap present bit says which pages the process maps).
+// pagemap present bit says which pages the process maps). Contiguous rows are read with pread, in any ranges,
+// without faulting the mapping.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Setup.h"
+#include "runtime/plan/PlanIO.h"
 
 #include <gtest/gtest.h>
 
@@ -21,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 using namespace tpc;
@@ -71,6 +74,51 @@ exec::WeightSource mappedFile(uint64_t size) {
   src.size = size;
   src.mapping = std::shared_ptr<const void>(addr, [size](const void *p) { ::munmap(const_cast<void *>(p), size); });
   return src;
+}
+
+/// Minor page faults of this process so far.
+long minorFaults() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+TEST(WeightSource, ContiguousRowsAreReadFromTheFileInAnyRangesWithoutFaults) {
+  constexpr uint64_t kRows = 4096, kSize = kRows * 4096; // 16 MiB
+  const std::string path = ::testing::TempDir() + "tpc-weight-pread-" + std::to_string(::getpid());
+  {
+    std::vector<uint8_t> bytes(kSize);
+    for (uint64_t i = 0; i < kSize; ++i)
+      bytes[i] = byteAt(i);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(bytes.data()), kSize);
+  }
+  Plan plan;
+  plan.ggufPath = path;
+  plan.ggufSize = kSize;
+  auto fp = ggufFingerprint(path);
+  ASSERT_TRUE(fp) << fp.message();
+  plan.ggufFingerprint = *fp;
+  auto src = exec::openWeightSource(plan, SessionOptions{});
+  std::remove(path.c_str());
+  ASSERT_TRUE(src) << src.message();
+  ASSERT_TRUE(src->file) << "openWeightSource keeps the mapped file open for pread";
+  // A contiguous run of 4000 rows of 4 KiB from offset 64, copied in three uneven ranges (as open's threads
+  // claim them), reads the file's bytes and faults no page of the mapping.
+  const WeightPiece run{/*fileOffset=*/64, /*rowStride=*/4096, /*rowBytes=*/4096, 4000};
+  std::vector<uint8_t> dst(run.rows * run.rowBytes, 0);
+  const long faults = minorFaults();
+  for (auto [r0, r1] : {std::pair<uint64_t, uint64_t>{0, 1}, {1, 2500}, {2500, 4000}})
+    exec::copyWeightRowsReleasing(run, r0, r1, *src, dst.data() + r0 * run.rowBytes);
+  EXPECT_LT(minorFaults() - faults, 32) << "pread faults no page of the mapping (the mapping's copy: ~256)";
+  for (uint64_t i : {uint64_t(0), uint64_t(4095), uint64_t(4096), uint64_t(9999999), dst.size() - 1})
+    ASSERT_EQ(dst[i], byteAt(64 + i)) << "byte " << i;
+  // Strided rows go through the mapping: the same bytes as the plain copy.
+  const WeightSlice w = stridedSlice(kRows - 1);
+  std::vector<uint8_t> strided(w.bytes), plain(w.bytes);
+  exec::copyWeightRowsReleasing(w.pieces[0], 0, 7, *src, strided.data());
+  exec::copyWeightRowsReleasing(w.pieces[0], 7, kRows - 1, *src, strided.data() + 7 * 1024);
+  exec::copyWeightSlice(w, src->data, plain.data());
+  EXPECT_EQ(strided, plain);
 }
 
 /// Whether this process maps page `i` of `src` (bit 63 of its /proc/self/pagemap entry); nullopt when
