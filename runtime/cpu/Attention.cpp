@@ -68,8 +68,7 @@ int64_t segmentLength(int64_t range) {
 }
 
 /// Merges the segments of `m` (unnormalised rows and their running (max, sum)) into y, in segment order.
-void mergeSegments(const AttentionArgs &a, const attn::Kernels &kern, const Tile &tl, const Merge &m,
-                   const Work *work, const float *partial) {
+void mergeSegments(const AttentionArgs &a, const Tile &tl, const Merge &m, const Work *work, const float *partial) {
   const int64_t group = a.hq / a.hkv, dv = a.dv, rows = tl.count * group;
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t r = row / group, h = m.kh * group + row % group;
@@ -88,7 +87,8 @@ void mergeSegments(const AttentionArgs &a, const attn::Kernels &kern, const Tile
         continue;
       const float c = std::exp(ml[0] - mx);
       l += ml[1] * c;
-      kern.axpy(c, seg + row * dv, out, dv);
+      for (int64_t d = 0; d < dv; ++d)
+        out[d] += c * seg[row * dv + d];
     }
     attn::finishRow(out, dv, mx, l, a.sinks ? a.sinks + h : nullptr);
   }
@@ -194,7 +194,7 @@ void flashAttention(const AttentionArgs &a, ThreadGroup &tg, Isa isa) {
       // acq_rel: the merging thread sees every other segment's rows.
       if (w.merge >= 0 && pending[w.merge].fetch_sub(1, std::memory_order_acq_rel) == 1) {
         const Merge &m = merges[static_cast<size_t>(w.merge)];
-        mergeSegments(a, kern, tiles[m.tile], m, work.data(), partial.get());
+        mergeSegments(a, tiles[m.tile], m, work.data(), partial.get());
       }
     }
   };

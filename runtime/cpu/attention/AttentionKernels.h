@@ -54,13 +54,9 @@ using AttendFn = void (*)(const AttentionArgs &a, const Item &it, float *scratch
 /// x[i] = exp(x[i] - shift), returning the sum.
 using ExpShiftSumFn = float (*)(float *x, int64_t n, float shift);
 
-/// y += w * x (the merge of segments).
-using AxpyFn = void (*)(float w, const float *x, float *y, int64_t n);
-
 struct Kernels {
   AttendFn attend;
   ExpShiftSumFn expShiftSum;
-  AxpyFn axpy;
 };
 Kernels scalarKernels();
 Kernels avx2Kernels();
