@@ -10,11 +10,12 @@
 // are read in blocks of 64 positions, converted from f16 once per block (F16C), and each query row keeps
 // an online softmax (running max, sum and unnormalised output), so no score matrix is stored. A key block
 // no row of the tile can see (outside every row's window, or past the causal limit) is skipped whole.
-// For calls of a few tokens (decode), each key range is cut at multiples of 256 positions into segments
-// that run in parallel and are merged (flash decoding). Key blocks and segments sit at fixed positions and
-// the kernels' arithmetic per key does not depend on which keys are processed together, so a row's result
-// depends on the row alone: not on the thread count, nor on the query heads a device holds (a split plan
-// gives each head the bits one device gives it).
+// For calls of a few tokens (decode), each key range is cut at multiples of a length that depends on the
+// range alone (64 positions up to a range of 4095) into segments that run in parallel and are merged
+// (flash decoding); threads take contiguous runs of items of about equal cost. Key blocks and segments
+// sit at fixed positions and the kernels' arithmetic per key does not depend on which keys are processed
+// together, so a row's result depends on the row alone: not on the thread count, nor on the query heads
+// a device holds (a split plan gives each head the bits one device gives it).
 //
 // Kernels per ISA (scalar, AVX2 + FMA + F16C, AVX-512), chosen by activeIsa() (TPC_CPU_ISA lowers it): dot
 // products of 4 keys at a time, a vectorised exp (Cephes-style range reduction and polynomial, within 2

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <type_traits>
 #include <cmath>
+#include <vector>
 
 namespace tpc::rt::cpu::attn {
 
@@ -27,6 +28,9 @@ struct Item {
   int64_t first = 0, count = 0; ///< tokens [first, first + count): one sequence, consecutive positions
   int64_t kh = 0;               ///< KV head; its query heads are kh * group .. kh * group + group - 1
   int64_t from = 0, to = 0;     ///< key positions [from, to] this item reads
+  /// Prefetch K/V rows of this KV head up to this position (the tile's last): past `to`, the next segment,
+  /// which the thread usually takes next, starts in cache too.
+  int64_t prefetchTo = 0;
   /// Output rows: row (r, g) (token first + r, head kh * group + g) at out + r * rowStride + g * dv.
   float *out = nullptr;
   int64_t rowStride = 0;
@@ -57,6 +61,10 @@ struct Kernels {
 Kernels scalarKernels();
 Kernels avx2Kernels();
 Kernels avx512Kernels();
+
+/// Bounds b[0] = 0 <= b[1] <= ... <= b[parts] = cost.size() cutting items of the given costs into `parts`
+/// contiguous runs of about equal cost (each boundary at the item edge nearest its share of the total).
+std::vector<size_t> balancedChunks(const std::vector<int64_t> &cost, int parts);
 
 /// The sinks and normalisation of one finished row: out = out / l, with sink s joining the sum (as a
 /// logit whose value is 0) after rescaling to the larger of m and s.

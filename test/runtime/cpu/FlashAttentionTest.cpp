@@ -13,6 +13,7 @@
 // blocks of 64 keys, an exp within 2 ulp of std::exp (checked here too), fused multiply-adds.
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Attention.h"
+#include "runtime/cpu/attention/AttentionKernels.h"
 #include "runtime/ggml/Blocks.h"
 
 #include "test/common/TestSupport.h"
@@ -255,7 +256,7 @@ TEST(FlashAttention, InterleavedSequencesNeverSeeEachOther) {
 }
 
 TEST(FlashAttention, DecodeAtALongContextIsSplitAndMerged) {
-  // Few tokens over a long range: the key range is cut into segments of 256 positions, run in parallel
+  // Few tokens over a long range: the key range is cut into segments of 64 positions, run in parallel
   // and merged; with sinks and MQA (one KV head: without segments, a single work item).
   for (int64_t at : {int64_t(255), int64_t(256), int64_t(1000), int64_t(3000)}) {
     Problem p = oneSequence(at, 2);
@@ -300,6 +301,64 @@ TEST(FlashAttention, GqaDecodeAtALongContextIsTheSameOnAnyThreadsAndSplit) {
     const std::vector<float> yp = run(part, dp, isa, tg);
     EXPECT_TRUE(std::equal(yp.begin(), yp.end(), first.begin() + half)) << isaName(isa) << ": split heads differ";
   }
+}
+
+TEST(FlashAttention, OneKvHeadDecodeIsSegmentedTheSameOnAnyThreads) {
+  // Gemma 3's decode shape (4 query heads on one KV head): short ranges of 65..200 positions (2..4
+  // segments of 64), a window of 512 inside a longer context and a whole context of 3000 (47 segments).
+  // Within tolerance of the reference and bit for bit the same on 1, 2 and 3 threads: the segments
+  // depend on the positions alone, never on how the items were shared out.
+  struct Case {
+    int64_t at, window;
+  };
+  for (const Case c : {Case{64, 0}, Case{130, 0}, Case{199, 0}, Case{1800, 512}, Case{3000, 0}}) {
+    Problem p = oneSequence(c.at, 1);
+    p.ctx = 3072, p.hq = 4, p.hkv = 1, p.dk = p.dv = 64, p.window = c.window, p.sinks = true;
+    const Data d = makeData(p, 950 + uint32_t(c.at));
+    const std::vector<float> want = reference(p, d);
+    for (Isa isa : isas()) {
+      std::vector<float> first;
+      for (int threads : {1, 2, 3}) {
+        ThreadGroup tg(threads);
+        const std::vector<float> got = run(p, d, isa, tg);
+        EXPECT_LT(maxDiff(got, want), 2e-5f) << "at " << c.at << ", " << isaName(isa) << ", " << threads << " threads";
+        if (first.empty())
+          first = got;
+        else
+          EXPECT_EQ(got, first) << "at " << c.at << ", " << isaName(isa) << ": " << threads << " threads changed the bits";
+      }
+    }
+  }
+}
+
+TEST(FlashAttention, ThreadsGetContiguousRunsOfAboutEqualCost) {
+  // The decode items of a window cut at both ends (a short first and last segment) and a prompt's tiles
+  // (each sees more keys than the one before): equal item counts would leave one thread most of the work.
+  const std::vector<int64_t> window = {151, 256, 105};
+  EXPECT_EQ(attn::balancedChunks(window, 2), (std::vector<size_t>{0, 1, 3}));
+  std::vector<int64_t> prompt;
+  for (int64_t i = 1; i <= 32; ++i)
+    prompt.push_back(i * 16);
+  for (int parts : {2, 3, 4, 7}) {
+    const std::vector<size_t> b = attn::balancedChunks(prompt, parts);
+    ASSERT_EQ(b.size(), size_t(parts) + 1);
+    EXPECT_EQ(b.front(), 0u);
+    EXPECT_EQ(b.back(), prompt.size());
+    int64_t total = 0;
+    for (int64_t c : prompt)
+      total += c;
+    for (int c = 0; c < parts; ++c) {
+      ASSERT_LE(b[c], b[c + 1]);
+      int64_t sum = 0;
+      for (size_t i = b[c]; i < b[c + 1]; ++i)
+        sum += prompt[i];
+      // Each run is its share of the total give or take the largest item.
+      EXPECT_LE(std::abs(sum - total / parts), 32 * 16) << parts << " parts, run " << c;
+    }
+  }
+  // More parts than items: the extra runs are empty, no item is lost.
+  EXPECT_EQ(attn::balancedChunks({5, 5}, 4), (std::vector<size_t>{0, 0, 1, 1, 2}));
+  EXPECT_EQ(attn::balancedChunks({}, 2), (std::vector<size_t>{0, 0, 0}));
 }
 
 TEST(FlashAttention, AHeadsResultDoesNotDependOnTheHeadsBesideIt) {
