@@ -52,16 +52,20 @@ WeightSlice stridedSlice(uint64_t rows) {
 
 uint8_t byteAt(uint64_t i) { return static_cast<uint8_t>((i * 131 + i / 4096) & 0xff); }
 
+/// A temporary file of `size` bytes of byteAt(), named by `tag` and the process id; returns its path.
+std::string writeByteFile(const std::string &tag, uint64_t size) {
+  const std::string path = ::testing::TempDir() + tag + std::to_string(::getpid());
+  std::vector<uint8_t> bytes(size);
+  for (uint64_t i = 0; i < size; ++i)
+    bytes[i] = byteAt(i);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(bytes.data()), size);
+  return path;
+}
+
 /// A 16 MiB temporary file of byteAt() mapped as openWeightSource maps a GGUF (the file is removed at once;
 /// the mapping keeps it).
 exec::WeightSource mappedFile(uint64_t size) {
-  const std::string path = ::testing::TempDir() + "tpc-weight-source-" + std::to_string(::getpid());
-  {
-    std::vector<uint8_t> bytes(size);
-    for (uint64_t i = 0; i < size; ++i)
-      bytes[i] = byteAt(i);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(bytes.data()), size);
-  }
+  const std::string path = writeByteFile("tpc-weight-source-", size);
   exec::WeightSource src;
   const int fd = ::open(path.c_str(), O_RDONLY);
   void *addr = fd < 0 ? MAP_FAILED : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -85,13 +89,7 @@ long minorFaults() {
 
 TEST(WeightSource, ContiguousRowsAreReadFromTheFileInAnyRangesWithoutFaults) {
   constexpr uint64_t kRows = 4096, kSize = kRows * 4096; // 16 MiB
-  const std::string path = ::testing::TempDir() + "tpc-weight-pread-" + std::to_string(::getpid());
-  {
-    std::vector<uint8_t> bytes(kSize);
-    for (uint64_t i = 0; i < kSize; ++i)
-      bytes[i] = byteAt(i);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(bytes.data()), kSize);
-  }
+  const std::string path = writeByteFile("tpc-weight-pread-", kSize);
   Plan plan;
   plan.ggufPath = path;
   plan.ggufSize = kSize;
@@ -137,13 +135,7 @@ std::optional<bool> mapped(const exec::WeightSource &src, uint64_t i) {
 
 TEST(WeightSource, ReleasedFilePagesLeaveRssAndReadBackTheSame) {
   constexpr uint64_t kRows = 4096, kSize = kRows * 4096; // 16 MiB
-  const std::string path = ::testing::TempDir() + "tpc-weight-source-" + std::to_string(::getpid());
-  {
-    std::vector<uint8_t> bytes(kSize);
-    for (uint64_t i = 0; i < kSize; ++i)
-      bytes[i] = byteAt(i);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(bytes.data()), kSize);
-  }
+  const std::string path = writeByteFile("tpc-weight-source-", kSize);
   const int fd = ::open(path.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   void *addr = ::mmap(nullptr, kSize, PROT_READ, MAP_PRIVATE, fd, 0);
