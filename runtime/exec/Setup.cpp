@@ -287,13 +287,6 @@ void copyWeightRowsReleasing(const WeightPiece &pc, uint64_t r0, uint64_t r1, co
   }
 }
 
-void copyWeightSliceReleasing(const WeightSlice &w, const WeightSource &src, uint8_t *dst) {
-  for (const WeightPiece &pc : w.pieces) {
-    copyWeightRowsReleasing(pc, 0, pc.rows, src, dst);
-    dst += pc.rows * pc.rowBytes;
-  }
-}
-
 void copyWeightSlice(const WeightSlice &w, const uint8_t *gguf, uint8_t *dst) {
   for (const WeightPiece &pc : w.pieces)
     for (uint64_t r = 0; r < pc.rows; ++r, dst += pc.rowBytes)

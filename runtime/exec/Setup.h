@@ -43,18 +43,16 @@ const uint8_t *weightInPlace(const WeightSlice &w, const WeightSource &src);
 /// private and never written, so a later access maps the same file page again.
 void releaseCopiedPages(const WeightSlice &w, const WeightSource &src);
 
-/// copyWeightSlice from a mapped GGUF that drops the source pages as it goes: rows are copied in groups
-/// spanning at most 1 MiB of the file, and after each group every page it touched, and the pages the
-/// kernel mapped around its faults (other devices' rows interleaved with these), leave the process
-/// (MADV_DONTNEED; a page another slice reads maps again from the page cache). A slice split along the
-/// rows' reduction axis, or one expert's rows of each expert, reads rows strided over its whole tensor:
-/// released only per slice, the pages mapped around the faults made a 2-rank bench-qwen3moe peak ~30 MiB
-/// of the other rank's weights above its own. Same as copyWeightSlice when `src` is not a mapping.
-void copyWeightSliceReleasing(const WeightSlice &w, const WeightSource &src, uint8_t *dst);
-/// Rows [r0, r1) of piece `pc` to dst (where row r0 goes), as copyWeightSliceReleasing copies them: a
-/// contiguous run is read with pread when `src` has its file (no page of the mapping is faulted, so none is
-/// left to release), strided rows through the mapping, released as they go. Threads may copy disjoint row
-/// ranges of one piece at once (open spreads a large slice over its threads this way).
+/// Rows [r0, r1) of piece `pc` to dst (where row r0 goes), as copyWeightSlice copies them, dropping the source
+/// pages as it goes. A contiguous run is read with pread when `src` has its file (no page of the mapping is
+/// faulted, so none is left to release). Strided rows go through the mapping in groups spanning at most 1 MiB
+/// of the file, and after each group every page it touched, and the pages the kernel mapped around its faults
+/// (other devices' rows interleaved with these), leave the process (MADV_DONTNEED; a page another slice reads
+/// maps again from the page cache): a slice split along the rows' reduction axis, or one expert's rows of each
+/// expert, reads rows strided over its whole tensor, and released only per slice, the pages mapped around the
+/// faults made a 2-rank bench-qwen3moe peak ~30 MiB of the other rank's weights above its own. Plain copies
+/// when `src` is not a mapping. Threads may copy disjoint row ranges of one piece at once (open spreads a
+/// large slice over its threads this way).
 void copyWeightRowsReleasing(const WeightPiece &pc, uint64_t r0, uint64_t r1, const WeightSource &src,
                              uint8_t *dst);
 

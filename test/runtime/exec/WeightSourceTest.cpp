@@ -166,9 +166,9 @@ TEST(WeightSource, ReleasedFilePagesLeaveRssAndReadBackTheSame) {
   // The copy that releases as it goes gives the same bytes and leaves none of the slice's pages behind.
   std::vector<uint8_t> third(w.bytes);
   const long resident = rssFileKiB();
-  exec::copyWeightSliceReleasing(w, src, third.data());
+  exec::copyWeightRowsReleasing(w.pieces[0], 0, w.pieces[0].rows, src, third.data());
   EXPECT_EQ(first, third);
-  EXPECT_LE(rssFileKiB() - std::min(resident, released), 256) << "copyWeightSliceReleasing left pages resident";
+  EXPECT_LE(rssFileKiB() - std::min(resident, released), 256) << "copyWeightRowsReleasing left pages resident";
 }
 
 TEST(WeightSource, CallersMemoryIsNeverReleased) {
