@@ -489,6 +489,11 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           .Case([&](MatmulOp o) -> LogicalResult {
             kind = rt::OpKind::Matmul;
             ok = addIn(o.getX()) && addIn(o.getW());
+            // Every device computes this same product: say so, so that devices sharing memory may split
+            // its rows and gather instead (the CPU backend at prefill).
+            auto whole = [&](Value v) { return !splitOf(v) || splitOf(v).isMirrored(); };
+            if (numDevices(m_) > 1 && whole(o.getW()) && whole(o.getResult()))
+              params = rt::MatmulParams{true}.pack();
             return success();
           })
           .Case([&](MulMatIdOp o) -> LogicalResult {

@@ -13,6 +13,7 @@
 #include "runtime/comm/InProcessCommunicator.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/HostArena.h"
+#include "runtime/cpu/ReplicaShares.h"
 #include "runtime/cpu/ops/Ops.h"
 #include "runtime/exec/Binding.h"
 #include "runtime/exec/Collectives.h"
@@ -51,6 +52,7 @@ struct Device {
   std::vector<size_t> gluAt;    ///< gateUpGluSteps: the GLU step a MoE gate/up run applies per tile, or 0
   /// Per step: a matmul TPC_F32_MATMULS puts on the float32 reference (empty: none named).
   std::vector<char> f32Step;
+  std::unique_ptr<ReplicaShares> shares; ///< replicated matmuls split with the peers (prefill)
 };
 
 /// The kernels of the collective compositions: each device's own thread group.
@@ -255,9 +257,11 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
   for (size_t si = 0; si < dp.steps.size(); ++si) {
     const Step &s = dp.steps[si];
     auto t0 = std::chrono::steady_clock::now();
-    if (const size_t end = dev.batchEnd[si], glu = dev.gluAt[si]; end > si + 1 || glu) {
+    if (const size_t end = dev.batchEnd[si], glu = dev.gluAt[si];
+        end > si + 1 || glu || dev.shares->shares(s, t)) {
       // Matmuls on one input (Q/K/V, gate/up) as one job, a gate/up with its GLU applied per tile; the
-      // profile books it on the first step.
+      // profile books it on the first step. Replicated matmuls among them compute this device's rows only
+      // and gather the peers' (ReplicaShares).
       bins.resize(end - si);
       bouts.resize(end - si);
       bsteps.clear();
@@ -267,10 +271,18 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
       }
       if (glu)
         exec::bindOperands(dp, dev.ptr, dp.steps[glu], t, rows, in, out);
+      else
+        dev.shares->prepare(bsteps, bins, bouts, t);
       if (Expected<void> ok = dev.runner->runBatch(bsteps, bins, bouts, glu ? &dp.steps[glu] : nullptr,
                                                    glu ? &out[0] : nullptr);
           !ok)
         return ok;
+      if (!glu) {
+        std::vector<TensorRef> gathered;
+        if (Expected<void> ok = dev.shares->gather(bins, bouts, gathered); !ok)
+          return ok;
+        dev.runner->noteWrites(gathered);
+      }
       if (observer_) // never with glu: fusion is off when steps are observed
         for (size_t j = 0; j < bsteps.size(); ++j)
           observer_(dev.index, si + j, *bsteps[j], bins[j], bouts[j]);
@@ -443,6 +455,11 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
   comm_ = opts.comm ? opts.comm
                     : std::make_shared<comm::InProcessCommunicator>(static_cast<int>(p.devices.size()));
   collectives_ = std::make_unique<exec::CollectiveRunner>(p, *comm_, kernels_);
+  // Shared memory makes a gather cheaper than the rows it saves; across processes it would not be.
+  const bool allLocal = devs_.size() == p.devices.size() && devs_.size() > 1;
+  for (Device &dev : devs_)
+    dev.shares = std::make_unique<ReplicaShares>(allLocal ? comm_.get() : nullptr, dev.index,
+                                                 static_cast<int>(p.devices.size()));
   startDeviceThreads();
   markPhase(opts.timeline, "threads");
   return {};

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/plan/PlanSummary.h"
 
+#include "runtime/plan/StepParams.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -88,6 +90,8 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
       ++counts[opKindName(st.op)];
       if (host(st.placement))
         ++s.hostSteps;
+      if (st.op == OpKind::Matmul && MatmulParams::read(st).replicated)
+        ++s.replicatedMatmuls;
       if (!isCollective(st.op))
         continue;
       ++s.collectives;
@@ -172,6 +176,10 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
     for (const auto &[name, n] : s.opCounts)
       out += fmt::format(" {} {}", name, n);
     out += "\n";
+    if (s.replicatedMatmuls)
+      out += fmt::format("  {} replicated matmuls (whole weights, the same product on every device; devices in "
+                         "one process split their rows at prefill)\n",
+                         s.replicatedMatmuls);
   }
   return out;
 }

@@ -38,6 +38,9 @@ struct DeviceSummary {
   /// not in it.
   uint64_t decodeWeightBytes = 0, hostDecodeWeightBytes = 0;
   size_t steps = 0, collectives = 0;
+  /// Matmuls every device computes whole (MatmulParams::replicated; devices of one process share their
+  /// rows at prefill).
+  size_t replicatedMatmuls = 0;
   uint64_t collectiveBytesPerToken = 0; ///< f32 payload of this device's collectives for one token
   std::vector<std::pair<std::string, size_t>> opCounts; ///< op name -> steps, most frequent first
 };

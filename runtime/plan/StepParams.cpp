@@ -47,8 +47,9 @@ ParamCounts paramCountsOf(OpKind op) {
     return countsOf<AttentionParams>();
   case OpKind::AllReduceRmsNorm:
     return countsOf<AllReduceRmsNormParams>();
-  case OpKind::TakeAlong:
   case OpKind::Matmul:
+    return countsOf<MatmulParams>();
+  case OpKind::TakeAlong:
   case OpKind::Add:
   case OpKind::Mul:
   case OpKind::Div:
@@ -73,6 +74,8 @@ std::string checkParamLayout(const Step &s) {
       return fmt::format("ints (residual {}, weight {}) must be 0/1 and match the {} inputs", r, w,
                          s.inputs.size());
   }
+  if (s.op == OpKind::Matmul && (s.ints.size() > 1 || (s.ints.size() == 1 && s.ints[0] != 1)))
+    return "ints must be {} or {1} (replicated)";
   return "";
 }
 

@@ -43,6 +43,16 @@ struct GetRowsParams {
   }
 };
 
+/// Matmul: ints = {1} when every device computes this same product (its weight whole on each, its input
+/// and result mirrored: an MQA model's K/V projection, a MoE router); none otherwise. Devices that share
+/// memory may then each compute a share of the weight's rows and gather the rest (see CpuSession).
+struct MatmulParams {
+  static constexpr int kInts = 0, kFloats = 0;
+  bool replicated = false;
+  PackedParams pack() const { return replicated ? PackedParams{{1}, {}} : PackedParams{}; }
+  static MatmulParams read(const Step &s) { return {!s.ints.empty() && s.ints[0] == 1}; }
+};
+
 /// MulMatId: ints = {firstExpert} only for an expert-parallel share of the experts (the weight holds experts
 /// [firstExpert, firstExpert + local experts); ids outside it give zero rows and cost nothing); none for
 /// every expert.

@@ -491,6 +491,8 @@ void inspectPlan(const InspectOptions &opts) {
     j.number(static_cast<int64_t>(d.steps));
     j.key("collectives");
     j.number(static_cast<int64_t>(d.collectives));
+    j.key("replicated_matmuls");
+    j.number(static_cast<int64_t>(d.replicatedMatmuls));
     j.key("collective_bytes_per_token");
     j.number(static_cast<int64_t>(d.collectiveBytesPerToken));
     j.key("decode_weight_bytes_per_token");

@@ -117,6 +117,14 @@ TEST(StepParams, LayoutChecksNameWhatIsWrong) {
   EXPECT_EQ(checkParamLayout(stepOf(OpKind::Rope, {{0}, {1e4f, 1}})), "needs 2 ints and 2 floats");
   EXPECT_EQ(checkParamLayout(stepOf(OpKind::Attention, {{0, 0}, {}})), "needs 2 ints and 2 floats");
   EXPECT_EQ(checkParamLayout(stepOf(OpKind::Matmul, {})), "");
+  // A replicated matmul says {1}; nothing else is a Matmul parameter.
+  EXPECT_EQ(checkParamLayout(stepOf(OpKind::Matmul, {{1}, {}})), "");
+  EXPECT_EQ(checkParamLayout(stepOf(OpKind::Matmul, {{2}, {}})), "ints must be {} or {1} (replicated)");
+  EXPECT_EQ(checkParamLayout(stepOf(OpKind::Matmul, {{1, 1}, {}})), "ints must be {} or {1} (replicated)");
+  EXPECT_TRUE(MatmulParams::read(stepOf(OpKind::Matmul, {{1}, {}})).replicated);
+  EXPECT_FALSE(MatmulParams::read(stepOf(OpKind::Matmul, {})).replicated);
+  EXPECT_EQ(MatmulParams{true}.pack().ints, (std::vector<int64_t>{1}));
+  EXPECT_TRUE(MatmulParams{false}.pack().ints.empty());
   // AllReduceRmsNorm's flags are 0/1 and count the inputs: x, then r, then w.
   EXPECT_EQ(checkParamLayout(stepOf(OpKind::AllReduceRmsNorm, {{1, 1}, {1e-6f}}, 3)), "");
   EXPECT_EQ(checkParamLayout(stepOf(OpKind::AllReduceRmsNorm, {{1, 0}, {1e-6f}}, 3)),

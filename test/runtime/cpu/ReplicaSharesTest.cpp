@@ -1,0 +1,164 @@
+//===- ReplicaSharesTest.cpp - replicated matmuls split among in-process devices ===//
+//
+// A matmul the plan marks replicated (MatmulParams: every device computes it from a whole weight) is
+// split by weight rows among the devices of one session from kShareMinTokens tokens on and gathered. These
+// tests check the row shares, that a shared product gives the logits of the unshared one bit for bit
+// (2 and 3 devices, a q8_0 weight whose rows end in a partial panel), and that the gathers happen exactly
+// where they should: once per device and shared matmul at a prompt, never at a decode step or for a weight
+// too small to give every device a panel.
+//===----------------------------------------------------------------------===//
+#include "test/runtime/exec/ExecTestUtil.h"
+
+#include "runtime/comm/InProcessCommunicator.h"
+#include "runtime/cpu/ReplicaShares.h"
+#include "runtime/ggml/Quant.h"
+#include "runtime/plan/StepParams.h"
+
+#include <atomic>
+
+using namespace tpc;
+using namespace tpc::rt;
+using namespace tpc::rt::test;
+
+namespace {
+
+TEST(ReplicaShares, RowsAreWholePanelsCoveringTheWeightOnce) {
+  using cpu::ReplicaShares;
+  EXPECT_EQ(ReplicaShares::rowsOf(256, 0, 2), (std::pair<int64_t, int64_t>{0, 128}));
+  EXPECT_EQ(ReplicaShares::rowsOf(256, 1, 2), (std::pair<int64_t, int64_t>{128, 256}));
+  // 8 panels over 3 devices: 3, 3, 2.
+  EXPECT_EQ(ReplicaShares::rowsOf(256, 0, 3), (std::pair<int64_t, int64_t>{0, 96}));
+  EXPECT_EQ(ReplicaShares::rowsOf(256, 1, 3), (std::pair<int64_t, int64_t>{96, 192}));
+  EXPECT_EQ(ReplicaShares::rowsOf(256, 2, 3), (std::pair<int64_t, int64_t>{192, 256}));
+  // A partial last panel stays with its device.
+  EXPECT_EQ(ReplicaShares::rowsOf(100, 1, 2), (std::pair<int64_t, int64_t>{64, 100}));
+  for (int64_t n : {32, 33, 100, 257, 1000})
+    for (int devices = 1; devices <= 5; ++devices) {
+      int64_t at = 0;
+      for (int d = 0; d < devices; ++d) {
+        auto [r0, r1] = ReplicaShares::rowsOf(n, d, devices);
+        EXPECT_EQ(r0, at) << n << " rows, device " << d << " of " << devices;
+        EXPECT_LE(r0, r1);
+        EXPECT_TRUE(r0 % 32 == 0 || r0 == n);
+        at = r1;
+      }
+      EXPECT_EQ(at, n) << n << " rows over " << devices;
+    }
+}
+
+/// An in-process communicator that counts the all-gathers each rank makes.
+class CountingComm final : public comm::Communicator {
+public:
+  explicit CountingComm(int n) : inner_(n) {}
+  const char *name() const override { return inner_.name(); }
+  int size() const override { return inner_.size(); }
+  std::vector<int> localRanks() const override { return inner_.localRanks(); }
+  bool streamOrdered() const override { return false; }
+  Expected<void> allReduce(const std::vector<comm::AllReduceEntry> &l, comm::ElemType t) override {
+    return inner_.allReduce(l, t);
+  }
+  Expected<void> allGather(const std::vector<comm::AllGatherEntry> &l, const comm::AxisParts &p,
+                           comm::ElemType t) override {
+    gathers += static_cast<int>(l.size());
+    return inner_.allGather(l, p, t);
+  }
+  Expected<void> reduceScatter(const std::vector<comm::ReduceScatterEntry> &l, const comm::AxisParts &p,
+                               comm::ElemType t) override {
+    return inner_.reduceScatter(l, p, t);
+  }
+  Expected<void> broadcast(const std::vector<comm::BroadcastEntry> &l, int root, comm::ElemType t) override {
+    return inner_.broadcast(l, root, t);
+  }
+  Expected<void> barrier(const std::vector<int> &ranks) override { return inner_.barrier(ranks); }
+  void abort(const std::string &reason) override { inner_.abort(reason); }
+  bool aborted() const override { return inner_.aborted(); }
+  std::atomic<int> gathers{0};
+
+private:
+  comm::InProcessCommunicator inner_;
+};
+
+constexpr int64_t kK = 64, kTable = 40;
+
+/// logits = W · emb[tok] on every device from the same whole q8_0 W [n, 64] (the replicated product),
+/// device 0 returning them; `replicated` says so in the plan.
+PlanMaker replicatedPlan(int devices, int64_t n, bool replicated) {
+  const std::vector<float> emb = randomFloats(kTable * kK, 7), w = randomFloats(n * kK, 8);
+  const uint64_t rowBytes = *ggmlRowBytes(GGMLType::Q8_0, kK);
+  std::vector<uint8_t> q(static_cast<size_t>(n * rowBytes));
+  for (int64_t r = 0; r < n; ++r)
+    quantizeRow(GGMLType::Q8_0, w.data() + r * kK, q.data() + r * rowBytes, kK);
+  PlanMaker mk(devices, 24, n);
+  const uint64_t at = mk.addBytes(q.data(), q.size());
+  for (int d = 0; d < devices; ++d) {
+    const int32_t x = mk.tokenInput(d, {kK}, emb);
+    const int32_t wd = mk.weightPieces(d, GGMLType::Q8_0, {n, kK}, {{at, rowBytes, rowBytes, uint64_t(n)}});
+    const int32_t y = mk.act(d, {-1, n});
+    mk.b(d).step(OpKind::Matmul, {x, wd}, {y}, MatmulParams{replicated}.pack().ints, {}, "k_proj");
+    if (d == 0)
+      mk.b(d).step(OpKind::Copy, {y}, {mk.logits[0]}, {}, {}, "logits");
+  }
+  return mk;
+}
+
+/// Logits of a 20-token prompt and then one decode token; the gathers counted after each.
+struct Outcome {
+  std::vector<float> prompt, decode;
+  int gathersAfterPrompt = 0, gathersAfterDecode = 0;
+};
+
+Outcome runPlan(PlanMaker &mk, int devices) {
+  auto comm = std::make_shared<CountingComm>(devices);
+  SessionOptions o = mk.options(devices, 32);
+  o.comm = comm;
+  Outcome r;
+  auto s = Session::open(mk.plan, o);
+  EXPECT_TRUE(s) << (s ? "" : s.message());
+  if (!s)
+    return r;
+  std::vector<int32_t> ids, pos;
+  for (int32_t i = 0; i < 20; ++i) {
+    ids.push_back((i * 7) % kTable);
+    pos.push_back(i);
+  }
+  auto a = (*s)->evaluate(ids, pos);
+  EXPECT_TRUE(a) << (a ? "" : a.message());
+  r.gathersAfterPrompt = comm->gathers.load();
+  auto b = (*s)->evaluate({3}, {20});
+  EXPECT_TRUE(b) << (b ? "" : b.message());
+  r.gathersAfterDecode = comm->gathers.load();
+  if (a && b) {
+    r.prompt = *a;
+    r.decode = *b;
+  }
+  return r;
+}
+
+TEST(ReplicaShares, SharedProductsGiveTheWholeProductsLogitsBitForBit) {
+  for (int devices : {2, 3}) {
+    SCOPED_TRACE(devices);
+    PlanMaker shared = replicatedPlan(devices, 100, true), whole = replicatedPlan(devices, 100, false);
+    const Outcome a = runPlan(shared, devices), b = runPlan(whole, devices);
+    ASSERT_EQ(a.prompt.size(), 20u * 100u);
+    ASSERT_EQ(a.decode.size(), 100u);
+    EXPECT_EQ(a.prompt, b.prompt);
+    EXPECT_EQ(a.decode, b.decode);
+    EXPECT_EQ(a.gathersAfterPrompt, devices); // one gather per device at the prompt
+    EXPECT_EQ(a.gathersAfterDecode, devices); // none at a 1-token step
+    EXPECT_EQ(b.gathersAfterDecode, 0);
+    // The logits are the product (against the dequantized weight, within f32 rounding of the q8 input).
+    EXPECT_GT(maxAbsDiff(a.prompt, std::vector<float>(a.prompt.size(), 0.0f)), 1.0f);
+  }
+}
+
+TEST(ReplicaShares, AWeightWithFewerPanelsThanDevicesIsNotShared) {
+  PlanMaker shared = replicatedPlan(3, 80, true), whole = replicatedPlan(3, 80, false); // 3 panels, 3 devices
+  PlanMaker tiny = replicatedPlan(3, 40, true);                                          // 2 panels
+  const Outcome a = runPlan(shared, 3), b = runPlan(whole, 3), c = runPlan(tiny, 3);
+  EXPECT_EQ(a.prompt, b.prompt);
+  EXPECT_EQ(a.gathersAfterPrompt, 3);
+  EXPECT_EQ(c.gathersAfterPrompt, 0);
+  EXPECT_EQ(c.prompt.size(), 20u * 40u);
+}
+
+} // namespace
