@@ -39,8 +39,9 @@ constexpr int kPanelRows = 32;
 
 /// out[t] = (weight row w) . act[t] for t < nt (1 <= nt <= kMaxRowTokens); act rows are ActQ8 rows for the
 /// quantized types, f32 rows for the float types. A token's result does not depend on nt or on its place in
-/// the call, except where KernelTable::batchOrder is set: there calls of 2+ tokens run another kernel (rows
-/// in lanes) whose float order differs from the one-token kernel's (same bits for every nt >= 2).
+/// the call, except where KernelTable::batchFrom is set: there calls of batchFrom or more tokens run another
+/// kernel (rows in lanes) whose float order differs from the one-token kernel's (the same bits for every
+/// such nt; calls of fewer tokens give the one-token bits).
 using RowKernel = void (*)(int64_t k, const void *w, const void *const *act, int nt, float *out);
 
 /// out[t][r] = (weight row r, at w + r * stride) . act[t] for r < rows and t < nt (1 <= nt <=
@@ -71,8 +72,9 @@ struct KernelTable {
   QuantizeFn quantizeQ8 = nullptr; ///< float row -> ActQ8 row (bit-identical to quantizeActQ8Row)
   RowKernel row[kSize] = {};
   RowsKernel rows[kSize] = {}; ///< set wherever row is
-  /// True where row / rows sum calls of 2+ tokens in another float order than calls of one (RowKernel).
-  bool batchOrder[kSize] = {};
+  /// > 1 where row / rows sum calls of that many tokens or more in another float order than calls of one
+  /// (RowKernel); 0 where every call gives the one-token bits.
+  uint8_t batchFrom[kSize] = {};
   int panelRows = 0; ///< R; 0: no panel kernels
   PanelConvert convert[kSize] = {};
   PanelTile tile[kSize] = {};

@@ -150,9 +150,10 @@ protected:
 };
 
 /// Checks a row kernel on `weights` against activations: every nt, each token against the reference, and
-/// each token's bits equal in every call shape: every nt where the kernel has one path, every nt >= 2 where
-/// calls of several tokens take another one (`batchOrder`; both are held to the reference).
-void checkRowKernel(RowKernel row, bool batchOrder, GGMLType t, int64_t k, const std::vector<uint8_t> &w,
+/// each token's bits equal in every call shape: in every call where the kernel has one path, and where
+/// calls of `from` (> 1) or more tokens take another one (KernelTable::batchFrom), in every call of fewer
+/// tokens and in every call of that many or more (both paths held to the reference).
+void checkRowKernel(RowKernel row, int from, GGMLType t, int64_t k, const std::vector<uint8_t> &w,
                     const std::vector<std::vector<uint8_t>> &acts, const std::string &what) {
   const DecodedRow dw = decodeExact(t, w.data(), k);
   const void *ap[kMaxRowTokens];
@@ -165,10 +166,11 @@ void checkRowKernel(RowKernel row, bool batchOrder, GGMLType t, int64_t k, const
     const RefDot r = refDot(t, dw, actValues(t, acts[static_cast<size_t>(j)], k));
     ASSERT_NEAR(alone[j], r.value, r.tol) << what << " token " << j;
     ASSERT_NEAR(all[j], r.value, r.tol) << what << " token " << j << " of " << kMaxRowTokens;
-    if (!batchOrder)
+    if (from == 0)
       ASSERT_EQ(floatToBits(all[j]), floatToBits(alone[j])) << what << " token " << j;
   }
   for (int nt = 2; nt <= kMaxRowTokens; ++nt) {
+    const float *want = from > 0 && nt >= from ? all : alone;
     // Tokens j..j+nt-1 (wrapping), so every token sits at several positions across the calls.
     for (int first = 0; first < kMaxRowTokens; first += 3) {
       const void *sub[kMaxRowTokens];
@@ -177,7 +179,7 @@ void checkRowKernel(RowKernel row, bool batchOrder, GGMLType t, int64_t k, const
       float out[kMaxRowTokens];
       row(k, w.data(), sub, nt, out);
       for (int j = 0; j < nt; ++j)
-        ASSERT_EQ(floatToBits(out[j]), floatToBits(all[(first + j) % kMaxRowTokens]))
+        ASSERT_EQ(floatToBits(out[j]), floatToBits(want[(first + j) % kMaxRowTokens]))
             << what << " nt=" << nt << " position " << j;
     }
   }
@@ -197,7 +199,7 @@ TEST_P(KernelLevel, RowKernelsMatchDoubleReference) {
         std::vector<std::vector<uint8_t>> acts;
         for (int j = 0; j < kMaxRowTokens; ++j)
           acts.push_back(activationFormat(t) == ActFormat::Q8 ? actRow(k, rng) : floatRow(k, rng));
-        checkRowKernel(row, kt->batchOrder[static_cast<uint32_t>(t)], t, k, w, acts,
+        checkRowKernel(row, kt->batchFrom[static_cast<uint32_t>(t)], t, k, w, acts,
                        std::string(ggmlTypeName(t)) + " k=" + std::to_string(k) + (raw ? " raw" : " quantized"));
       }
   }
@@ -261,17 +263,21 @@ TEST_P(KernelLevel, RowsKernelsMatchRowKernels) {
   }
 }
 
-TEST_P(KernelLevel, BatchOrderKernelsTakeAnotherPathForSeveralTokens) {
-  // Where batchOrder is set, calls of two tokens run the rows-in-lanes kernel: on Gemma 3's output shape
+TEST_P(KernelLevel, BatchKernelsTakeAnotherPathFromBatchFrom) {
+  // Where batchFrom is set, calls of that many tokens run the rows-in-lanes kernel: on Gemma 3's shapes
   // (k = 640) some outputs differ from the one-token kernel's bits (otherwise the flag, and the tests that
-  // rely on it, would describe a path that never runs), and both are within the bound.
+  // rely on it, would describe a path that never runs), both are within the bound, and a call of one token
+  // fewer gives the one-token bits.
   const KernelTable *kt = table();
   std::mt19937 rng(15);
   int flagged = 0;
   for (GGMLType t : kTypes) {
-    if (!kt->batchOrder[static_cast<uint32_t>(t)])
+    const int from = kt->batchFrom[static_cast<uint32_t>(t)];
+    if (from == 0)
       continue;
     ++flagged;
+    ASSERT_GE(from, 2) << ggmlTypeName(t);
+    ASSERT_LE(from, kMaxRowTokens) << ggmlTypeName(t);
     const int64_t k = 640;
     const int n = 24;
     std::vector<uint8_t> src;
@@ -280,23 +286,41 @@ TEST_P(KernelLevel, BatchOrderKernelsTakeAnotherPathForSeveralTokens) {
       rowsW.push_back(weightRow(t, k, rng, false));
       src.insert(src.end(), rowsW.back().begin(), rowsW.back().end());
     }
-    const std::vector<uint8_t> a0 = actRow(k, rng), a1 = actRow(k, rng);
-    const void *ap[2] = {a0.data(), a1.data()};
-    std::vector<float> one(n), two0(n), two1(n);
-    float *o1[1] = {one.data()}, *o2[2] = {two0.data(), two1.data()};
+    std::vector<std::vector<uint8_t>> acts;
+    const void *ap[kMaxRowTokens];
+    for (int j = 0; j < from; ++j) {
+      acts.push_back(actRow(k, rng));
+      ap[j] = acts.back().data();
+    }
+    std::vector<std::vector<float>> one(1, std::vector<float>(n)), fewer(static_cast<size_t>(from - 1)),
+        batch(static_cast<size_t>(from));
+    float *o1[1] = {one[0].data()}, *oFewer[kMaxRowTokens], *oBatch[kMaxRowTokens];
+    for (int j = 0; j < from; ++j) {
+      batch[static_cast<size_t>(j)].resize(n);
+      oBatch[j] = batch[static_cast<size_t>(j)].data();
+      if (j + 1 < from) {
+        fewer[static_cast<size_t>(j)].resize(n);
+        oFewer[j] = fewer[static_cast<size_t>(j)].data();
+      }
+    }
     kt->getRows(t)(k, src.data(), rowBytes(t, k), n, ap, 1, o1);
-    kt->getRows(t)(k, src.data(), rowBytes(t, k), n, ap, 2, o2);
+    kt->getRows(t)(k, src.data(), rowBytes(t, k), n, ap, from, oBatch);
+    if (from > 1)
+      kt->getRows(t)(k, src.data(), rowBytes(t, k), n, ap, from - 1, oFewer);
     int differ = 0;
     for (int r = 0; r < n; ++r) {
-      const RefDot ref = refDot(t, decodeExact(t, rowsW[static_cast<size_t>(r)].data(), k), actValues(t, a0, k));
-      ASSERT_NEAR(one[static_cast<size_t>(r)], ref.value, ref.tol) << ggmlTypeName(t) << " row " << r;
-      ASSERT_NEAR(two0[static_cast<size_t>(r)], ref.value, ref.tol) << ggmlTypeName(t) << " row " << r;
-      differ += floatToBits(one[static_cast<size_t>(r)]) != floatToBits(two0[static_cast<size_t>(r)]);
+      const RefDot ref = refDot(t, decodeExact(t, rowsW[static_cast<size_t>(r)].data(), k), actValues(t, acts[0], k));
+      ASSERT_NEAR(one[0][static_cast<size_t>(r)], ref.value, ref.tol) << ggmlTypeName(t) << " row " << r;
+      ASSERT_NEAR(batch[0][static_cast<size_t>(r)], ref.value, ref.tol) << ggmlTypeName(t) << " row " << r;
+      differ += floatToBits(one[0][static_cast<size_t>(r)]) != floatToBits(batch[0][static_cast<size_t>(r)]);
+      if (from > 2) // from = 2: the call of one fewer is the one-token call itself
+        ASSERT_EQ(floatToBits(fewer[0][static_cast<size_t>(r)]), floatToBits(one[0][static_cast<size_t>(r)]))
+            << ggmlTypeName(t) << " row " << r << ": " << from - 1 << " tokens left the one-token path";
     }
-    EXPECT_GT(differ, 0) << ggmlTypeName(t) << ": two tokens gave the one-token kernel's bits everywhere";
+    EXPECT_GT(differ, 0) << ggmlTypeName(t) << ": " << from << " tokens gave the one-token kernel's bits everywhere";
   }
   if (GetParam() == "avx2") {
-    EXPECT_TRUE(kt->batchOrder[static_cast<uint32_t>(GGMLType::Q8_0)]) << "q8_0 takes rows in lanes on AVX2";
+    EXPECT_GT(kt->batchFrom[static_cast<uint32_t>(GGMLType::Q8_0)], 0) << "q8_0 takes rows in lanes on AVX2";
   }
   if (flagged == 0)
     GTEST_SKIP() << GetParam() << " has no rows-in-lanes kernels";
@@ -388,7 +412,7 @@ TEST_P(KernelLevel, ExtremeQuantsDoNotSaturate) {
       for (int j = 0; j < kMaxRowTokens; ++j)
         acts.push_back(actRow(k, rng, true, j % 2 == 0));
       const std::string what = std::string(ggmlTypeName(t)) + " fill=" + std::to_string(fill);
-      checkRowKernel(kt->getRow(t), kt->batchOrder[static_cast<uint32_t>(t)], t, k, w[0], acts, what);
+      checkRowKernel(kt->getRow(t), kt->batchFrom[static_cast<uint32_t>(t)], t, k, w[0], acts, what);
       checkRowsKernel(*kt, t, k, std::vector<std::vector<uint8_t>>(w.begin(), w.begin() + 11), acts, what);
       if (kt->panelRows > 0)
         checkPanel(*kt, t, k, kPanelRows, w, acts, what);
