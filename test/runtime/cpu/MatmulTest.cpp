@@ -218,7 +218,7 @@ TEST(Matmul, PanelAndRowPathsAgreeWithinTheBound) {
     }
     const KernelTable &kt = kernelTable(activeIsa());
     if (kt.panelRows > 0 && kt.batchFrom[static_cast<uint32_t>(t)] > 0) {
-      // q8_0's rows-in-lanes kernel runs the panel tile's float operations per lane: the same bits, so a
+      // The rows-in-lanes kernels run the panel tiles' float operations per lane: the same bits, so a
       // token's result does not change where the batch reaches kPanelMinTokens.
       EXPECT_EQ(differ, 0) << ggmlTypeName(t) << ": the lanes and panel paths differ";
     } else if (kt.panelRows > 0) {
