@@ -213,12 +213,13 @@ bool usePanels(const Kernels &kn, int64_t count, const MatmulOptions &opts) {
   return opts.allowPanels && kn.convert && count >= kPanelMinTokens;
 }
 
-/// Rows per row-kernel unit: about eight units per thread, 4..256 rows (a decode unit of a 2048-wide q4_K
+/// Rows per row-kernel unit: about eight units per thread, 8..256 rows, a multiple of eight (the lane
+/// kernels' group: a run that ends inside a group recomputes part of one) (a decode unit of a 2048-wide q4_K
 /// matrix at 64 rows is 72 KB of weights; fewer, larger units would leave a thread idle at the end).
 int64_t rowsPerUnit(int64_t totalRows, int threads) {
   int64_t r = totalRows / (8 * static_cast<int64_t>(threads));
-  r = std::clamp<int64_t>(r, 4, 256);
-  return (r + 3) / 4 * 4;
+  r = std::clamp<int64_t>(r, 8, 256);
+  return (r + 7) / 8 * 8;
 }
 
 /// Writes zeros into the output rows of every token of ts (k = 0: the empty partial sum).

@@ -8,7 +8,10 @@
 //
 // Paths (chosen from the shapes alone, so a (row, token) result never depends on the thread count):
 //  - rows: fewer than kPanelMinTokens tokens (decode, small batches). Row kernels unpack each weight block
-//    once for up to 8 tokens; work units are runs of weight rows, so every weight byte is read once.
+//    once for up to 8 tokens; work units are runs of weight rows, so every weight byte is read once. On
+//    AVX2, calls of several tokens take eight rows at a time in the lanes of a vector for the types with
+//    lane kernels (Kernels.h batchFrom, LanesX86.inc): their float order is the panel tiles', not the
+//    one-token kernel's.
 //  - panels: from kPanelMinTokens tokens (prefill) on ISAs with panel kernels. A unit is a panel of 32
 //    weight rows that the thread converts into its own scratch (Kernels.h: rows interleaved for the
 //    register tiles; 32 rows of a 5632-wide q4_K matrix are 225 KB, within L2), then every token passes
@@ -39,9 +42,12 @@
 
 namespace tpc::rt::cpu {
 
-/// Tokens from which a matmul runs through weight panels (where the ISA has panel kernels): below it the
-/// conversion of a panel costs more than unpacking each block once per 8 tokens.
-constexpr int64_t kPanelMinTokens = 32;
+/// Tokens from which a matmul runs through weight panels (where the ISA has panel kernels): up to 8 tokens
+/// (one row-kernel call) the row and lane kernels unpack each block once for all of them and beat converting
+/// a panel; from 9, a second call would unpack every block again, and panels won on every measured shape
+/// but the 262144 x 640 output projection (AVX2, Zen 3: +10-85 % per CPU-second at 9-12 tokens on 4096^2 and
+/// 2048 x 640, -5-15 % on 262144 x 640).
+constexpr int64_t kPanelMinTokens = 9;
 
 /// What every matmul takes besides its operands.
 struct MatmulOptions {

@@ -38,13 +38,17 @@ constexpr int kMaxTileTokens = 8;
 constexpr int kPanelRows = 32;
 
 /// out[t] = (weight row w) . act[t] for t < nt (1 <= nt <= kMaxRowTokens); act rows are ActQ8 rows for the
-/// quantized types, f32 rows for the float types.
+/// quantized types, f32 rows for the float types. A token's result does not depend on nt or on its place in
+/// the call, except where KernelTable::batchFrom is set: there calls of batchFrom or more tokens run another
+/// kernel (rows in lanes) whose float order differs from the one-token kernel's (the same bits for every
+/// such nt; calls of fewer tokens give the one-token bits).
 using RowKernel = void (*)(int64_t k, const void *w, const void *const *act, int nt, float *out);
 
 /// out[t][r] = (weight row r, at w + r * stride) . act[t] for r < rows and t < nt (1 <= nt <=
 /// kMaxRowTokens): the decode loop over a run of rows inside the kernel, so there is no call per row and
-/// SIMD kernels can take rows in pairs that share the activation loads and the horizontal reductions. Each
-/// output is bit-identical to the row kernel's for that row and token, whatever rows and nt are.
+/// SIMD kernels can take rows in pairs that share the activation loads and the horizontal reductions, or
+/// eight rows at a time in the lanes of a vector (LanesX86.inc). Each output is bit-identical to the row
+/// kernel's for that row and token called with the same nt, whatever the run's start and length are.
 using RowsKernel = void (*)(int64_t k, const void *w, size_t stride, int64_t rows, const void *const *act, int nt,
                             float *const *out);
 
@@ -68,6 +72,9 @@ struct KernelTable {
   QuantizeFn quantizeQ8 = nullptr; ///< float row -> ActQ8 row (bit-identical to quantizeActQ8Row)
   RowKernel row[kSize] = {};
   RowsKernel rows[kSize] = {}; ///< set wherever row is
+  /// > 1 where row / rows sum calls of that many tokens or more in another float order than calls of one
+  /// (RowKernel); 0 where every call gives the one-token bits.
+  uint8_t batchFrom[kSize] = {};
   int panelRows = 0; ///< R; 0: no panel kernels
   PanelConvert convert[kSize] = {};
   PanelTile tile[kSize] = {};

@@ -32,6 +32,7 @@ namespace avx2 {
 #include "runtime/cpu/quant/X86Common.inc"
 #include "runtime/cpu/quant/LegacyX86.inc"
 #include "runtime/cpu/quant/RowX86.inc"
+#include "runtime/cpu/quant/LanesX86.inc"
 #include "runtime/cpu/quant/Vec256X86.inc"
 #include "runtime/cpu/quant/PanelX86.inc"
 #undef TPC_VNNI_EMULATED
@@ -42,6 +43,7 @@ KernelTable avx2KernelTable(const KernelTable &base) {
   KernelTable t = base;
   avx2::installLegacy(t);
   avx2::installRowKernels(t);
+  avx2::installLaneKernels(t);
   avx2::installPanelKernels(t);
   return t;
 }

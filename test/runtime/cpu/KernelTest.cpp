@@ -5,9 +5,10 @@
 // in double, within the derived bound of KernelRef.h. Weights are real quantizer output and random bytes
 // (every quant value, negative and odd scales); activations are ActQ8 rows of random floats and rows of
 // extreme quants. Also: a token's result does not depend on how many tokens a call takes or where it sits
-// in the call (the property that keeps results independent of threading), padded panel rows give zeros,
-// the row-range kernels give the row kernels' bits for every run of rows, and the SIMD ActQ8 quantizers give
-// the reference quantizer's bytes.
+// in the call (the property that keeps results independent of threading; for the kernels that take rows in
+// lanes from two tokens on, in every call of two or more), padded panel rows give zeros, the row-range
+// kernels give the row kernels' bits for every run of rows (whole and partial lane groups, nothing written
+// outside the run), and the SIMD ActQ8 quantizers give the reference quantizer's bytes.
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Kernels.h"
@@ -149,20 +150,27 @@ protected:
 };
 
 /// Checks a row kernel on `weights` against activations: every nt, each token against the reference, and
-/// each token's bits equal in every call shape.
-void checkRowKernel(RowKernel row, GGMLType t, int64_t k, const std::vector<uint8_t> &w,
+/// each token's bits equal in every call shape: in every call where the kernel has one path, and where
+/// calls of `from` (> 1) or more tokens take another one (KernelTable::batchFrom), in every call of fewer
+/// tokens and in every call of that many or more (both paths held to the reference).
+void checkRowKernel(RowKernel row, int from, GGMLType t, int64_t k, const std::vector<uint8_t> &w,
                     const std::vector<std::vector<uint8_t>> &acts, const std::string &what) {
   const DecodedRow dw = decodeExact(t, w.data(), k);
   const void *ap[kMaxRowTokens];
   for (int j = 0; j < kMaxRowTokens; ++j)
     ap[j] = acts[static_cast<size_t>(j)].data();
-  float alone[kMaxRowTokens];
+  float alone[kMaxRowTokens], all[kMaxRowTokens];
+  row(k, w.data(), ap, kMaxRowTokens, all);
   for (int j = 0; j < kMaxRowTokens; ++j) {
     row(k, w.data(), &ap[j], 1, &alone[j]);
     const RefDot r = refDot(t, dw, actValues(t, acts[static_cast<size_t>(j)], k));
     ASSERT_NEAR(alone[j], r.value, r.tol) << what << " token " << j;
+    ASSERT_NEAR(all[j], r.value, r.tol) << what << " token " << j << " of " << kMaxRowTokens;
+    if (from == 0)
+      ASSERT_EQ(floatToBits(all[j]), floatToBits(alone[j])) << what << " token " << j;
   }
   for (int nt = 2; nt <= kMaxRowTokens; ++nt) {
+    const float *want = from > 0 && nt >= from ? all : alone;
     // Tokens j..j+nt-1 (wrapping), so every token sits at several positions across the calls.
     for (int first = 0; first < kMaxRowTokens; first += 3) {
       const void *sub[kMaxRowTokens];
@@ -171,7 +179,7 @@ void checkRowKernel(RowKernel row, GGMLType t, int64_t k, const std::vector<uint
       float out[kMaxRowTokens];
       row(k, w.data(), sub, nt, out);
       for (int j = 0; j < nt; ++j)
-        ASSERT_EQ(floatToBits(out[j]), floatToBits(alone[(first + j) % kMaxRowTokens]))
+        ASSERT_EQ(floatToBits(out[j]), floatToBits(want[(first + j) % kMaxRowTokens]))
             << what << " nt=" << nt << " position " << j;
     }
   }
@@ -191,15 +199,16 @@ TEST_P(KernelLevel, RowKernelsMatchDoubleReference) {
         std::vector<std::vector<uint8_t>> acts;
         for (int j = 0; j < kMaxRowTokens; ++j)
           acts.push_back(activationFormat(t) == ActFormat::Q8 ? actRow(k, rng) : floatRow(k, rng));
-        checkRowKernel(row, t, k, w, acts,
+        checkRowKernel(row, kt->batchFrom[static_cast<uint32_t>(t)], t, k, w, acts,
                        std::string(ggmlTypeName(t)) + " k=" + std::to_string(k) + (raw ? " raw" : " quantized"));
       }
   }
 }
 
 /// Checks a row-range kernel on `w` (rows of the same length, laid out `stride` bytes apart) against the row
-/// kernel: every output bit-identical to the row kernel's for its row and token, whatever the run length
-/// (so pairs, the odd last row and every nt) and nothing written past the run.
+/// kernel called with the same tokens: every output bit-identical to the row kernel's for its row and token,
+/// whatever the run's start and length (so pairs, lane groups of eight, partial groups and the odd last row,
+/// for every nt), and nothing written outside the run.
 void checkRowsKernel(const KernelTable &kt, GGMLType t, int64_t k, const std::vector<std::vector<uint8_t>> &w,
                      const std::vector<std::vector<uint8_t>> &acts, const std::string &what) {
   const size_t stride = rowBytes(t, k) + 16; // a stride larger than a row, as a split gives
@@ -210,12 +219,12 @@ void checkRowsKernel(const KernelTable &kt, GGMLType t, int64_t k, const std::ve
   const void *ap[kMaxRowTokens];
   for (int j = 0; j < kMaxRowTokens; ++j)
     ap[j] = acts[static_cast<size_t>(j)].data();
-  std::vector<std::vector<float>> want(static_cast<size_t>(n), std::vector<float>(kMaxRowTokens));
-  for (int r = 0; r < n; ++r)
-    kt.getRow(t)(k, w[static_cast<size_t>(r)].data(), ap, kMaxRowTokens, want[static_cast<size_t>(r)].data());
-  for (int nt = 1; nt <= kMaxRowTokens; ++nt)
+  for (int nt = 1; nt <= kMaxRowTokens; ++nt) {
+    std::vector<std::vector<float>> want(static_cast<size_t>(n), std::vector<float>(kMaxRowTokens));
+    for (int r = 0; r < n; ++r)
+      kt.getRow(t)(k, w[static_cast<size_t>(r)].data(), ap, nt, want[static_cast<size_t>(r)].data());
     for (int first = 0; first < n; ++first)
-      for (int rows : {n - first, 1, 2}) {
+      for (int rows : {n - first, 1, 2, 8, 9, 13}) {
         if (first + rows > n)
           continue;
         std::vector<std::vector<float>> out(static_cast<size_t>(nt), std::vector<float>(n + 1, -7.0f));
@@ -235,6 +244,7 @@ void checkRowsKernel(const KernelTable &kt, GGMLType t, int64_t k, const std::ve
                   << " token " << j;
           }
       }
+  }
 }
 
 TEST_P(KernelLevel, RowsKernelsMatchRowKernels) {
@@ -244,13 +254,76 @@ TEST_P(KernelLevel, RowsKernelsMatchRowKernels) {
     ASSERT_NE(kt->getRows(t), nullptr) << ggmlTypeName(t);
     for (int64_t k : lengths(t)) {
       std::vector<std::vector<uint8_t>> w, acts;
-      for (int r = 0; r < 7; ++r)
+      for (int r = 0; r < 19; ++r) // two whole lane groups of eight and a partial one
         w.push_back(weightRow(t, k, rng, r % 2 == 1));
       for (int j = 0; j < kMaxRowTokens; ++j)
         acts.push_back(activationFormat(t) == ActFormat::Q8 ? actRow(k, rng) : floatRow(k, rng));
       checkRowsKernel(*kt, t, k, w, acts, std::string(ggmlTypeName(t)) + " k=" + std::to_string(k));
     }
   }
+}
+
+TEST_P(KernelLevel, BatchKernelsTakeAnotherPathFromBatchFrom) {
+  // Where batchFrom is set, calls of that many tokens run the rows-in-lanes kernel: on Gemma 3's shapes
+  // (k = 640; 768 for the 256-element K-quants) some outputs differ from the one-token kernel's bits (otherwise the flag, and the tests that
+  // rely on it, would describe a path that never runs), both are within the bound, and a call of one token
+  // fewer gives the one-token bits.
+  const KernelTable *kt = table();
+  std::mt19937 rng(15);
+  int flagged = 0;
+  for (GGMLType t : kTypes) {
+    const int from = kt->batchFrom[static_cast<uint32_t>(t)];
+    if (from == 0)
+      continue;
+    ++flagged;
+    ASSERT_GE(from, 2) << ggmlTypeName(t);
+    ASSERT_LE(from, kMaxRowTokens) << ggmlTypeName(t);
+    const int64_t k = ggmlTypeInfo(t).blockElems == 256 ? 768 : 640;
+    const int n = 24;
+    std::vector<uint8_t> src;
+    std::vector<std::vector<uint8_t>> rowsW;
+    for (int r = 0; r < n; ++r) {
+      rowsW.push_back(weightRow(t, k, rng, false));
+      src.insert(src.end(), rowsW.back().begin(), rowsW.back().end());
+    }
+    std::vector<std::vector<uint8_t>> acts;
+    const void *ap[kMaxRowTokens];
+    for (int j = 0; j < from; ++j) {
+      acts.push_back(actRow(k, rng));
+      ap[j] = acts.back().data();
+    }
+    std::vector<std::vector<float>> one(1, std::vector<float>(n)), fewer(static_cast<size_t>(from - 1)),
+        batch(static_cast<size_t>(from));
+    float *o1[1] = {one[0].data()}, *oFewer[kMaxRowTokens], *oBatch[kMaxRowTokens];
+    for (int j = 0; j < from; ++j) {
+      batch[static_cast<size_t>(j)].resize(n);
+      oBatch[j] = batch[static_cast<size_t>(j)].data();
+      if (j + 1 < from) {
+        fewer[static_cast<size_t>(j)].resize(n);
+        oFewer[j] = fewer[static_cast<size_t>(j)].data();
+      }
+    }
+    kt->getRows(t)(k, src.data(), rowBytes(t, k), n, ap, 1, o1);
+    kt->getRows(t)(k, src.data(), rowBytes(t, k), n, ap, from, oBatch);
+    if (from > 1)
+      kt->getRows(t)(k, src.data(), rowBytes(t, k), n, ap, from - 1, oFewer);
+    int differ = 0;
+    for (int r = 0; r < n; ++r) {
+      const RefDot ref = refDot(t, decodeExact(t, rowsW[static_cast<size_t>(r)].data(), k), actValues(t, acts[0], k));
+      ASSERT_NEAR(one[0][static_cast<size_t>(r)], ref.value, ref.tol) << ggmlTypeName(t) << " row " << r;
+      ASSERT_NEAR(batch[0][static_cast<size_t>(r)], ref.value, ref.tol) << ggmlTypeName(t) << " row " << r;
+      differ += floatToBits(one[0][static_cast<size_t>(r)]) != floatToBits(batch[0][static_cast<size_t>(r)]);
+      if (from > 2) // from = 2: the call of one fewer is the one-token call itself
+        ASSERT_EQ(floatToBits(fewer[0][static_cast<size_t>(r)]), floatToBits(one[0][static_cast<size_t>(r)]))
+            << ggmlTypeName(t) << " row " << r << ": " << from - 1 << " tokens left the one-token path";
+    }
+    EXPECT_GT(differ, 0) << ggmlTypeName(t) << ": " << from << " tokens gave the one-token kernel's bits everywhere";
+  }
+  if (GetParam() == "avx2") {
+    EXPECT_GT(kt->batchFrom[static_cast<uint32_t>(GGMLType::Q8_0)], 0) << "q8_0 takes rows in lanes on AVX2";
+  }
+  if (flagged == 0)
+    GTEST_SKIP() << GetParam() << " has no rows-in-lanes kernels";
 }
 
 /// Converts `rows` weight rows into a panel and checks every tile call shape against the reference; padded
@@ -339,8 +412,8 @@ TEST_P(KernelLevel, ExtremeQuantsDoNotSaturate) {
       for (int j = 0; j < kMaxRowTokens; ++j)
         acts.push_back(actRow(k, rng, true, j % 2 == 0));
       const std::string what = std::string(ggmlTypeName(t)) + " fill=" + std::to_string(fill);
-      checkRowKernel(kt->getRow(t), t, k, w[0], acts, what);
-      checkRowsKernel(*kt, t, k, std::vector<std::vector<uint8_t>>(w.begin(), w.begin() + 5), acts, what);
+      checkRowKernel(kt->getRow(t), kt->batchFrom[static_cast<uint32_t>(t)], t, k, w[0], acts, what);
+      checkRowsKernel(*kt, t, k, std::vector<std::vector<uint8_t>>(w.begin(), w.begin() + 11), acts, what);
       if (kt->panelRows > 0)
         checkPanel(*kt, t, k, kPanelRows, w, acts, what);
     }

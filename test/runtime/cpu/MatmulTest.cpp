@@ -216,7 +216,12 @@ TEST(Matmul, PanelAndRowPathsAgreeWithinTheBound) {
       ASSERT_NEAR(rows[j], p.ref[j], p.tol[j]) << ggmlTypeName(t) << " rows " << j;
       differ += floatToBits(panels[j]) != floatToBits(rows[j]);
     }
-    if (kernelTable(activeIsa()).panelRows > 0) {
+    const KernelTable &kt = kernelTable(activeIsa());
+    if (kt.panelRows > 0 && kt.batchFrom[static_cast<uint32_t>(t)] > 0) {
+      // The rows-in-lanes kernels run the panel tiles' float operations per lane: the same bits, so a
+      // token's result does not change where the batch reaches kPanelMinTokens.
+      EXPECT_EQ(differ, 0) << ggmlTypeName(t) << ": the lanes and panel paths differ";
+    } else if (kt.panelRows > 0) {
       EXPECT_GT(differ, 0) << ggmlTypeName(t) << ": the panel path gave the row path's bits everywhere";
     }
   }
