@@ -14,6 +14,7 @@
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/HostArena.h"
 #include "runtime/cpu/ReplicaShares.h"
+#include "runtime/cpu/SharedReduceNorm.h"
 #include "runtime/cpu/ops/Ops.h"
 #include "runtime/exec/Binding.h"
 #include "runtime/exec/Collectives.h"
@@ -53,6 +54,7 @@ struct Device {
   /// Per step: a matmul TPC_F32_MATMULS puts on the float32 reference (empty: none named).
   std::vector<char> f32Step;
   std::unique_ptr<ReplicaShares> shares; ///< replicated matmuls split with the peers (prefill)
+  std::vector<char> sharedNorm;          ///< per step: an AllReduceRmsNorm that SharedReduceNorm may run
 };
 
 /// The kernels of the collective compositions: each device's own thread group.
@@ -141,6 +143,9 @@ private:
   /// runDevice with errors recorded in `failure_` and the communicator aborted, so peers never hang.
   void runGuarded(size_t i, int64_t t, int64_t rows);
   void startDeviceThreads();
+  /// Marks the AllReduceRmsNorm steps SharedReduceNorm may run: the k-th of every device at once, where
+  /// every device's operands are safe for it at max_batch.
+  void enableSharedReduceNorm();
   void stopDeviceThreads();
   void deviceLoop(size_t i);
   /// Runs every device on `t` tokens and `rows` output rows (the first on the caller) and returns when
@@ -159,6 +164,7 @@ private:
   std::shared_ptr<comm::Communicator> comm_;
   CpuCollectiveKernels kernels_;
   std::unique_ptr<exec::CollectiveRunner> collectives_;
+  std::unique_ptr<SharedReduceNorm> reduceNorm_; ///< all devices here: AllReduceRmsNorm by rows at prefill
   std::string failure_; ///< first error raised inside a device thread
   std::mutex failureMu_;
 
@@ -189,6 +195,39 @@ void CpuSession::runGuarded(size_t i, int64_t t, int64_t rows) {
   if (failure_.empty())
     failure_ = fmt::format("device {}: {}", devs_[i].index, ok.message());
   comm_->abort(failure_);
+}
+
+void CpuSession::enableSharedReduceNorm() {
+  const Plan &p = plan();
+  const int64_t rows = p.model.maxOutputRows > 0 ? p.model.maxOutputRows : p.model.maxBatch;
+  std::vector<char> safe; // per k-th AllReduceRmsNorm, over every device
+  for (Device &dev : devs_) {
+    const DevicePlan &dp = p.devices[dev.index];
+    std::vector<TensorRef> in, out;
+    size_t k = 0;
+    for (const Step &s : dp.steps) {
+      if (s.op != OpKind::AllReduceRmsNorm)
+        continue;
+      exec::bindOperands(dp, dev.ptr, s, p.model.maxBatch, rows, in, out);
+      const bool ok = SharedReduceNorm::operandsSafe(in, out, AllReduceRmsNormParams::read(s));
+      if (k >= safe.size())
+        safe.push_back(ok ? 1 : 0);
+      else
+        safe[k] = safe[k] && ok;
+      ++k;
+    }
+    if (k != safe.size())
+      return; // checkCollectives guarantees equal sequences; never share on a mismatch
+  }
+  for (Device &dev : devs_) {
+    const DevicePlan &dp = p.devices[dev.index];
+    dev.sharedNorm.assign(dp.steps.size(), 0);
+    size_t k = 0;
+    for (size_t si = 0; si < dp.steps.size(); ++si)
+      if (dp.steps[si].op == OpKind::AllReduceRmsNorm)
+        dev.sharedNorm[si] = safe[k++];
+  }
+  reduceNorm_ = std::make_unique<SharedReduceNorm>(*comm_, static_cast<int>(p.devices.size()));
 }
 
 void CpuSession::startDeviceThreads() {
@@ -294,7 +333,10 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
     exec::bindOperands(dp, dev.ptr, s, t, rows, in, out);
     Expected<void> ok;
     if (isCollective(s.op)) {
-      ok = collectives_->run({{dev.index, si, &in, &out, nullptr}}, t, rows);
+      if (reduceNorm_ && dev.sharedNorm[si] && t >= SharedReduceNorm::kMinRows)
+        ok = reduceNorm_->run(dev.index, in, out, AllReduceRmsNormParams::read(s), dev.runner->threadGroup());
+      else
+        ok = collectives_->run({{dev.index, si, &in, &out, nullptr}}, t, rows);
       // The runner keeps converted inputs until their memory is written; a communicator may also use its
       // input buffers as scratch, so both count as written.
       dev.runner->noteWrites(in);
@@ -460,6 +502,8 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
   for (Device &dev : devs_)
     dev.shares = std::make_unique<ReplicaShares>(allLocal ? comm_.get() : nullptr, dev.index,
                                                  static_cast<int>(p.devices.size()));
+  if (allLocal)
+    enableSharedReduceNorm();
   startDeviceThreads();
   markPhase(opts.timeline, "threads");
   return {};

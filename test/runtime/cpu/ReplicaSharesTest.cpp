@@ -1,4 +1,7 @@
-//===- ReplicaSharesTest.cpp - replicated matmuls split among in-process devices ===//
+//===- ReplicaSharesTest.cpp - work the devices of one session share ----------===//
+//
+// ReplicaShares and SharedReduceNorm: the CPU session's devices in one process split work the plan gives
+// each of them whole (replicated matmuls) or compose from several passes (AllReduceRmsNorm).
 //
 // A matmul the plan marks replicated (MatmulParams: every device computes it from a whole weight) is
 // split by weight rows among the devices of one session from kShareMinTokens tokens on and gathered. These
@@ -11,6 +14,7 @@
 
 #include "runtime/comm/InProcessCommunicator.h"
 #include "runtime/cpu/ReplicaShares.h"
+#include "runtime/cpu/SharedReduceNorm.h"
 #include "runtime/ggml/Quant.h"
 #include "runtime/plan/StepParams.h"
 
@@ -69,10 +73,13 @@ public:
   Expected<void> broadcast(const std::vector<comm::BroadcastEntry> &l, int root, comm::ElemType t) override {
     return inner_.broadcast(l, root, t);
   }
-  Expected<void> barrier(const std::vector<int> &ranks) override { return inner_.barrier(ranks); }
+  Expected<void> barrier(const std::vector<int> &ranks) override {
+    barriers += static_cast<int>(ranks.size());
+    return inner_.barrier(ranks);
+  }
   void abort(const std::string &reason) override { inner_.abort(reason); }
   bool aborted() const override { return inner_.aborted(); }
-  std::atomic<int> gathers{0};
+  std::atomic<int> gathers{0}, barriers{0};
 
 private:
   comm::InProcessCommunicator inner_;
@@ -159,6 +166,82 @@ TEST(ReplicaShares, AWeightWithFewerPanelsThanDevicesIsNotShared) {
   EXPECT_EQ(a.gathersAfterPrompt, 3);
   EXPECT_EQ(c.gathersAfterPrompt, 0);
   EXPECT_EQ(c.prompt.size(), 20u * 40u);
+}
+
+// ---- SharedReduceNorm -----------------------------------------------------------------------------
+
+TEST(SharedReduceNorm, OperandsOverlappingOtherThanExactlyAreRefused) {
+  std::vector<float> mem(4 * 64);
+  auto t = [&](size_t at, int64_t rows) {
+    exec::TensorRef r;
+    r.data = mem.data() + at;
+    r.shape = {rows, 16};
+    return r;
+  };
+  const AllReduceRmsNormParams p{true, false, 1e-6f};
+  // x, r, y, n apart; y over r exactly (the plan reuses the residual's bytes); n over x exactly.
+  EXPECT_TRUE(cpu::SharedReduceNorm::operandsSafe({t(0, 2), t(32, 2)}, {t(64, 2), t(96, 2)}, p));
+  EXPECT_TRUE(cpu::SharedReduceNorm::operandsSafe({t(0, 2), t(32, 2)}, {t(32, 2), t(0, 2)}, p));
+  // y half over x (another owner's rows would be overwritten before they are read), y over n.
+  EXPECT_FALSE(cpu::SharedReduceNorm::operandsSafe({t(0, 2), t(64, 2)}, {t(16, 2), t(128, 2)}, p));
+  EXPECT_FALSE(cpu::SharedReduceNorm::operandsSafe({t(0, 2), t(32, 2)}, {t(64, 2), t(64, 2)}, p));
+  EXPECT_FALSE(cpu::SharedReduceNorm::operandsSafe({t(0, 2), t(64, 2)}, {t(96, 2), t(72, 2)}, p));
+}
+
+constexpr int64_t kN = 48;
+
+/// Per device d: x_d = emb_d[tok] (a different addend on each device), then AllReduceRmsNorm with the
+/// embedding row as the residual and a norm weight: y = Σ x_d + emb[tok], n = rms_norm(y) * w; device 0
+/// returns [y | n].
+PlanMaker reduceNormPlan(int devices) {
+  const std::vector<float> emb = randomFloats(kTable * kN, 11), w = randomFloats(kN, 12);
+  PlanMaker mk(devices, 24, 2 * kN);
+  for (int d = 0; d < devices; ++d) {
+    // Lookups, not products: a row's bits then do not depend on the call's token count (a batched
+    // matmul's may), so the two paths of the reduce are all that can differ.
+    const int32_t h = mk.tokenInput(d, {kN}, emb), x = mk.tokenInput(d, {kN}, randomFloats(kTable * kN, 20 + d));
+    const int32_t nw = mk.weightF32(d, {kN}, w);
+    const int32_t y = mk.act(d, {-1, kN}), n = mk.act(d, {-1, kN});
+    const PackedParams pp = AllReduceRmsNormParams{true, true, 1e-6f}.pack();
+    mk.b(d).step(OpKind::AllReduceRmsNorm, {x, h, nw}, {y, n}, pp.ints, pp.floats, "reduce_norm");
+    if (d == 0)
+      mk.b(d).step(OpKind::Concat, {y, n}, {mk.logits[0]}, AxisParams{1}.pack().ints, {}, "out");
+  }
+  return mk;
+}
+
+TEST(SharedReduceNorm, APromptGivesTheTokenByTokenBitsWithTwoBarriersPerDevice) {
+  for (int devices : {2, 3}) {
+    SCOPED_TRACE(devices);
+    PlanMaker mk = reduceNormPlan(devices);
+    std::vector<int32_t> ids, pos;
+    for (int32_t i = 0; i < 20; ++i) {
+      ids.push_back((i * 11) % kTable);
+      pos.push_back(i);
+    }
+    auto comm = std::make_shared<CountingComm>(devices);
+    SessionOptions o = mk.options(devices, 32);
+    o.comm = comm;
+    auto s = Session::open(mk.plan, o);
+    ASSERT_TRUE(s) << s.message();
+    auto whole = (*s)->evaluate(ids, pos);
+    ASSERT_TRUE(whole) << whole.message();
+    EXPECT_EQ(comm->barriers.load(), 2 * devices); // the shared path: ready, written
+    std::vector<float> oneByOne;
+    for (size_t i = 0; i < ids.size(); ++i) { // 1 row per call: the communicator's composition
+      auto r = (*s)->evaluate({ids[i]}, {pos[i]});
+      ASSERT_TRUE(r) << r.message();
+      oneByOne.insert(oneByOne.end(), r->begin(), r->end());
+    }
+    EXPECT_EQ(comm->barriers.load(), 2 * devices);
+    ASSERT_EQ(whole->size(), 20u * 2 * kN);
+    EXPECT_EQ(*whole, oneByOne);
+    // n is the norm of y: a row of n has mean square ~ |w|^2 / N, not the raw sum's.
+    double ms = 0;
+    for (int64_t j = 0; j < kN; ++j)
+      ms += double((*whole)[kN + j]) * (*whole)[kN + j];
+    EXPECT_GT(ms, 0.0);
+  }
 }
 
 } // namespace

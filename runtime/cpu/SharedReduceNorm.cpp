@@ -1,0 +1,103 @@
+//===- SharedReduceNorm.cpp - all-reduce + RMS norm by rows among in-process devices ===//
+#include "runtime/cpu/SharedReduceNorm.h"
+
+#include "runtime/cpu/ew/Elementwise.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace tpc::rt::cpu {
+
+namespace {
+struct Range {
+  const char *b, *e;
+};
+Range rangeOf(const exec::TensorRef &t) {
+  const char *b = static_cast<const char *>(t.data);
+  return {b, b + t.numel() * 4};
+}
+/// Overlapping but not the same bytes.
+bool clash(const exec::TensorRef &a, const exec::TensorRef &b) {
+  const Range x = rangeOf(a), y = rangeOf(b);
+  const bool overlap = x.b < y.e && y.b < x.e;
+  return overlap && !(x.b == y.b && x.e == y.e);
+}
+} // namespace
+
+bool SharedReduceNorm::operandsSafe(const std::vector<exec::TensorRef> &in, const std::vector<exec::TensorRef> &out,
+                                    const AllReduceRmsNormParams &p) {
+  if (out.size() != 2 || in.empty())
+    return false;
+  const exec::TensorRef &x = in[0], &y = out[0], &n = out[1];
+  if (x.dtype != DType::F32 || y.numel() != x.numel() || n.numel() != x.numel())
+    return false;
+  const Range ry = rangeOf(y), rn = rangeOf(n);
+  if (ry.b < rn.e && rn.b < ry.e) // the sum and its norm are both outputs
+    return false;
+  for (const exec::TensorRef *o : {&y, &n}) {
+    if (clash(*o, x))
+      return false;
+    if (p.residual && in.size() > 1 && clash(*o, in[1]))
+      return false;
+  }
+  return true;
+}
+
+Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef> &in,
+                                     const std::vector<exec::TensorRef> &out, const AllReduceRmsNormParams &p,
+                                     ThreadGroup &tg) {
+  const exec::TensorRef &x = in[0];
+  Slot &mine = slots_[static_cast<size_t>(rank)];
+  mine.x = x.f();
+  mine.r = p.residual ? in[1].f() : nullptr;
+  mine.y = out[0].f();
+  mine.n = out[1].f();
+  mine.rows = x.rows();
+  mine.cols = x.inner();
+  const float *w = p.weight ? in.back().f() : nullptr;
+  // Every device's addend is complete and its slot published.
+  if (Expected<void> ok = comm_.barrier({rank}); !ok)
+    return ok;
+  const int devices = static_cast<int>(slots_.size());
+  for (const Slot &s : slots_)
+    if (s.rows != mine.rows || s.cols != mine.cols) {
+      const std::string why = fmt::format("all-reduce + norm: device {} has {}x{} rows, another {}x{}", rank,
+                                          mine.rows, mine.cols, s.rows, s.cols);
+      comm_.abort(why);
+      return Error{why};
+    }
+  const int64_t cols = mine.cols, r0 = mine.rows * rank / devices, r1 = mine.rows * (rank + 1) / devices;
+  const ElementwiseKernels &k = elementwiseKernels();
+  const Slot &first = slots_[0];
+  tg.parallelFor(r1 - r0, [&](int64_t b, int64_t e, int) {
+    std::vector<float> sum(static_cast<size_t>(cols)), norm(static_cast<size_t>(cols));
+    for (int64_t row = r0 + b; row < r0 + e; ++row) {
+      const size_t at = static_cast<size_t>(row * cols);
+      // The composition's order: device 0's addend with the residual, then the others in rank order.
+      const float *x0 = first.x + at;
+      if (mine.r) {
+        const float *rr = mine.r + at; // mirrored: this device's copy holds the same values
+        for (int64_t j = 0; j < cols; ++j)
+          sum[j] = x0[j] + rr[j];
+      } else {
+        std::copy(x0, x0 + cols, sum.begin());
+      }
+      for (int d = 1; d < devices; ++d) {
+        const float *xd = slots_[d].x + at;
+        for (int64_t j = 0; j < cols; ++j)
+          sum[j] += xd[j];
+      }
+      k.rmsNorm(sum.data(), w, norm.data(), p.eps, cols);
+      for (const Slot &s : slots_) {
+        std::memcpy(s.y + at, sum.data(), static_cast<size_t>(cols) * 4);
+        std::memcpy(s.n + at, norm.data(), static_cast<size_t>(cols) * 4);
+      }
+    }
+  });
+  // Every row written (and every addend read) before anyone goes on.
+  return comm_.barrier({rank});
+}
+
+} // namespace tpc::rt::cpu
