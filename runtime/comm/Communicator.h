@@ -80,6 +80,8 @@ struct AllReduceEntry {
   void *stream = nullptr;     ///< streamOrdered(): the queue the sum is ordered on
 };
 /// One local rank's entry of an all-gather: `whole` (on every rank) = the ranks' `part`s concatenated.
+/// Where the communicator's wholeOptional(), a rank that needs no whole passes whole.data null (its count
+/// still the layout's): it contributes its part only.
 struct AllGatherEntry {
   int rank = 0;
   Buffer part, whole; ///< part: [outer, parts[rank], inner]; whole: [outer, total, inner]; no overlap
@@ -112,6 +114,8 @@ public:
   /// True when calls are enqueued on the entries' streams (device buffers) and return before the data
   /// moves; false when they block until done (host buffers).
   virtual bool streamOrdered() const = 0;
+  /// True when an all-gather entry may pass a null whole (AllGatherEntry).
+  virtual bool wholeOptional() const { return false; }
 
   /// Sums each bucket tensor over the ranks in place (a bucket of several tensors is one collective).
   virtual Expected<void> allReduce(const std::vector<AllReduceEntry> &local,

@@ -230,22 +230,25 @@ Expected<void> InProcessCommunicator::allGather(const std::vector<AllGatherEntry
     if (std::string bad = checkLayout(layout, e.rank, e.part.count, e.whole.count); !bad.empty())
       return fail("all-gather: " + bad);
     first_[e.rank] = e.part;
+    second_[e.rank] = e.whole;
   }
   if (!arrive(static_cast<int>(local.size())))
     return abortedError();
+  // Each rank pushes its own part into every whole that is wanted: the ranks fill a whole in parallel, and
+  // a rank that needs none (a null whole: the logits of a device whose caller reads device 0's) costs nothing.
   const size_t es = elemBytes(type);
   const int64_t total = layout.total(), inner = layout.inner;
   for (const AllGatherEntry &e : local) {
-    int64_t at = 0;
+    const int64_t part = layout.parts[e.rank], at = layout.offset(e.rank);
     for (int d = 0; d < n_; ++d) {
-      const int64_t part = layout.parts[d];
+      if (!second_[d].data)
+        continue;
       for (int64_t o = 0; o < layout.outer; ++o)
-        std::memcpy(bytes(e.whole) + (o * total + at) * inner * es, bytes(first_[d]) + o * part * inner * es,
+        std::memcpy(bytes(second_[d]) + (o * total + at) * inner * es, bytes(e.part) + o * part * inner * es,
                     part * inner * es);
-      at += part;
     }
   }
-  if (!arrive(static_cast<int>(local.size()))) // nobody overwrites a part before every rank has read it
+  if (!arrive(static_cast<int>(local.size()))) // every whole complete before anyone reads or reuses a part
     return abortedError();
   return {};
 }

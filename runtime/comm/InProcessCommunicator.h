@@ -38,6 +38,7 @@ public:
   int size() const override { return n_; }
   std::vector<int> localRanks() const override;
   bool streamOrdered() const override { return false; }
+  bool wholeOptional() const override { return true; }
 
   using Communicator::allGather;
   using Communicator::allReduce;

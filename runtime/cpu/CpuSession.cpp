@@ -55,6 +55,7 @@ struct Device {
   std::vector<char> f32Step;
   std::unique_ptr<ReplicaShares> shares; ///< replicated matmuls split with the peers (prefill)
   std::vector<char> sharedNorm;          ///< per step: an AllReduceRmsNorm that SharedReduceNorm may run
+  std::vector<char> unusedGather;        ///< per step: an AllGather into logits nobody reads (device > 0)
 };
 
 /// The kernels of the collective compositions: each device's own thread group.
@@ -179,6 +180,33 @@ private:
   std::atomic<bool> stopping_{false};
   int64_t runTokens_ = 0, runRows_ = 0;
 };
+
+/// Per step of `dp`: an AllGather whose whole is the device's logits, which no later step reads and the
+/// session does not return (`returned`: this device's logits are the caller's).
+static std::vector<char> unusedLogitsGathers(const DevicePlan &dp, bool returned) {
+  std::vector<char> unused(dp.steps.size(), 0);
+  if (returned)
+    return unused;
+  auto baseOf = [&](int32_t id) {
+    for (int hops = 0; dp.tensors[id].storage == Storage::View && hops < 64; ++hops)
+      id = dp.tensors[id].index;
+    return id;
+  };
+  auto readsLater = [&](size_t from, int32_t id) {
+    for (size_t j = from; j < dp.steps.size(); ++j)
+      for (int32_t in : dp.steps[j].inputs)
+        if (baseOf(in) == id)
+          return true;
+    return false;
+  };
+  for (size_t si = 0; si < dp.steps.size(); ++si) {
+    const Step &s = dp.steps[si];
+    if (s.op == OpKind::AllGather && s.outputs.size() == 1 &&
+        dp.tensors[s.outputs[0]].storage == Storage::OutputLogits && !readsLater(si + 1, s.outputs[0]))
+      unused[si] = 1;
+  }
+  return unused;
+}
 
 void CpuSession::runGuarded(size_t i, int64_t t, int64_t rows) {
   // A kernel that throws (it should not: open() checked every step) must neither terminate the process
@@ -336,7 +364,7 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
       if (reduceNorm_ && dev.sharedNorm[si] && t >= SharedReduceNorm::kMinRows)
         ok = reduceNorm_->run(dev.index, in, out, AllReduceRmsNormParams::read(s), dev.runner->threadGroup());
       else
-        ok = collectives_->run({{dev.index, si, &in, &out, nullptr}}, t, rows);
+        ok = collectives_->run({{dev.index, si, &in, &out, nullptr, dev.unusedGather[si] != 0}}, t, rows);
       // The runner keeps converted inputs until their memory is written; a communicator may also use its
       // input buffers as scratch, so both count as written.
       dev.runner->noteWrites(in);
@@ -464,6 +492,7 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     // no plan change, and host or hand-built plans gain it too). Off where each step's output must exist:
     // an observer, or f32 reference matmuls.
     dev.gluAt = gateUpGluSteps(dp, dev.batchEnd);
+    dev.unusedGather = unusedLogitsGathers(dp, i == 0 && d == 0);
     if (observer_ || opts.f32Reference || !dev.f32Step.empty())
       std::fill(dev.gluAt.begin(), dev.gluAt.end(), 0);
     if (!dev.f32Step.empty()) // step by step, each with its own mode

@@ -108,8 +108,12 @@ Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, i
     const int64_t axis = AxisParams::read(s0).axis;
     const comm::AxisParts layout = partsOf(k, calls[0].rank, axis, t, rows);
     std::vector<comm::AllGatherEntry> entries;
-    for (const CollectiveCall &c : calls)
-      entries.push_back({c.rank, bufferOf((*c.in)[0]), bufferOf((*c.out)[0]), c.stream});
+    for (const CollectiveCall &c : calls) {
+      comm::Buffer whole = bufferOf((*c.out)[0]);
+      if (c.wholeUnused && comm_.wholeOptional())
+        whole.data = nullptr;
+      entries.push_back({c.rank, bufferOf((*c.in)[0]), whole, c.stream});
+    }
     return comm_.allGather(entries, layout);
   }
   default:

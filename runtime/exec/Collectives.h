@@ -42,6 +42,9 @@ struct CollectiveCall {
   size_t step = 0; ///< index of its collective step in the device's step list
   const std::vector<TensorRef> *in = nullptr, *out = nullptr; ///< the step's bound operands
   void *stream = nullptr; ///< stream-ordered communicators: the device's queue
+  /// An all-gather whose whole nothing on this device reads (the caller takes device 0's logits): passed
+  /// as a null whole where the communicator allows it (Communicator::wholeOptional).
+  bool wholeUnused = false;
 };
 
 /// Runs collective steps (see the file comment).

@@ -191,6 +191,34 @@ TEST(InProcess, AllGatherAndReduceScatterWithUnequalAndEmptyParts) {
   }
 }
 
+TEST(InProcess, AllGatherIntoTheWantedWholesOnly) {
+  // Three ranks, [outer=2, parts 3/1/2, inner=1]; ranks 1 and 2 need no whole (null), rank 0 gets all parts,
+  // twice in a row (the second call's parts must not be read before the first is complete everywhere).
+  AxisParts layout;
+  layout.outer = 2;
+  layout.parts = {3, 1, 2};
+  InProcessCommunicator comm(3);
+  Communicator &c = comm;
+  EXPECT_TRUE(c.wholeOptional());
+  std::vector<std::vector<float>> part(3);
+  std::vector<float> whole(12, -1.0f), first;
+  for (int call = 0; call < 2; ++call) {
+    for (int r = 0; r < 3; ++r)
+      part[r] = test::uniformFloats(layout.outer * layout.parts[r], 40 + 3 * call + r);
+    expectAllOk(onThreads(3, [&](int r) {
+      return c.allGather(r, {part[r].data(), int64_t(part[r].size())}, {r == 0 ? whole.data() : nullptr, 12},
+                         layout);
+    }));
+    for (int64_t o = 0; o < 2; ++o)
+      for (int d = 0; d < 3; ++d)
+        for (int64_t j = 0; j < layout.parts[d]; ++j)
+          ASSERT_EQ(whole[o * 6 + layout.offset(d) + j], part[d][o * layout.parts[d] + j]) << call << " " << d;
+    if (call == 0)
+      first = whole;
+  }
+  EXPECT_NE(first, whole);
+}
+
 TEST(InProcess, BroadcastFromANonZeroRoot) {
   for (int n : {1, 2, 3}) {
     const int root = n - 1;

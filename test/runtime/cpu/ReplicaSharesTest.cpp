@@ -61,9 +61,12 @@ public:
   Expected<void> allReduce(const std::vector<comm::AllReduceEntry> &l, comm::ElemType t) override {
     return inner_.allReduce(l, t);
   }
+  bool wholeOptional() const override { return inner_.wholeOptional(); }
   Expected<void> allGather(const std::vector<comm::AllGatherEntry> &l, const comm::AxisParts &p,
                            comm::ElemType t) override {
     gathers += static_cast<int>(l.size());
+    for (const comm::AllGatherEntry &e : l)
+      nullWholes += e.whole.data ? 0 : 1;
     return inner_.allGather(l, p, t);
   }
   Expected<void> reduceScatter(const std::vector<comm::ReduceScatterEntry> &l, const comm::AxisParts &p,
@@ -79,7 +82,7 @@ public:
   }
   void abort(const std::string &reason) override { inner_.abort(reason); }
   bool aborted() const override { return inner_.aborted(); }
-  std::atomic<int> gathers{0}, barriers{0};
+  std::atomic<int> gathers{0}, barriers{0}, nullWholes{0};
 
 private:
   comm::InProcessCommunicator inner_;
@@ -241,6 +244,52 @@ TEST(SharedReduceNorm, APromptGivesTheTokenByTokenBitsWithTwoBarriersPerDevice) 
     for (int64_t j = 0; j < kN; ++j)
       ms += double((*whole)[kN + j]) * (*whole)[kN + j];
     EXPECT_GT(ms, 0.0);
+  }
+}
+
+// ---- logits gathers nobody reads -------------------------------------------------------------------
+
+/// logits = x · Wᵀ split by vocabulary rows over 2 devices and gathered into each device's logits; with
+/// `readBack`, device 1 copies its gathered logits into an activation afterwards (so they are read).
+PlanMaker vocabPlan(bool readBack) {
+  const std::vector<float> emb = randomFloats(kTable * kK, 31), w = randomFloats(96 * kK, 32);
+  PlanMaker mk(2, 8, 96);
+  for (int d = 0; d < 2; ++d) {
+    const int32_t x = mk.tokenInput(d, {kK}, emb);
+    const std::vector<float> rows(w.begin() + d * 48 * kK, w.begin() + (d + 1) * 48 * kK);
+    const int32_t wd = mk.weightF32(d, {48, kK}, rows), part = mk.act(d, {-1, 48});
+    mk.b(d).step(OpKind::Matmul, {x, wd}, {part}, {}, {}, "vocab");
+    mk.b(d).step(OpKind::AllGather, {part}, {mk.logits[d]}, AxisParams{1}.pack().ints, {}, "gather");
+    if (readBack && d == 1)
+      mk.b(d).step(OpKind::Copy, {mk.logits[d]}, {mk.act(d, {-1, 96})}, {}, {}, "reads");
+  }
+  return mk;
+}
+
+TEST(UnusedGathers, DevicesWhoseLogitsNobodyReadsContributeTheirPartOnly) {
+  for (bool readBack : {false, true}) {
+    SCOPED_TRACE(readBack);
+    PlanMaker mk = vocabPlan(readBack);
+    auto comm = std::make_shared<CountingComm>(2);
+    SessionOptions o = mk.options(2, 16);
+    o.comm = comm;
+    auto s = Session::open(mk.plan, o);
+    ASSERT_TRUE(s) << s.message();
+    auto r = (*s)->evaluate({1, 5, 9}, {0, 1, 2});
+    ASSERT_TRUE(r) << r.message();
+    EXPECT_EQ(comm->gathers.load(), 2);
+    EXPECT_EQ(comm->nullWholes.load(), readBack ? 0 : 1); // device 1's, unless a later step reads it
+    // Device 0's logits hold both halves: the product against the f32 weight (activations as f32 rows).
+    ASSERT_EQ(r->size(), 3u * 96u);
+    const std::vector<float> emb = randomFloats(kTable * kK, 31), w = randomFloats(96 * kK, 32);
+    const int ids[3] = {1, 5, 9};
+    for (int t = 0; t < 3; ++t)
+      for (int v = 0; v < 96; ++v) {
+        double want = 0;
+        for (int64_t j = 0; j < kK; ++j)
+          want += double(emb[ids[t] * kK + j]) * w[v * kK + j];
+        EXPECT_NEAR((*r)[t * 96 + v], want, 1e-3 * (1 + std::fabs(want))) << t << " " << v;
+      }
   }
 }
 
