@@ -1,6 +1,7 @@
 //===- ReplicaShares.cpp - replicated matmuls split among in-process devices ===//
 #include "runtime/cpu/ReplicaShares.h"
 
+#include "runtime/cpu/ops/Ops.h"
 #include "runtime/plan/StepParams.h"
 
 #include <algorithm>
@@ -47,9 +48,7 @@ void ReplicaShares::prepare(const std::vector<const Step *> &steps, std::vector<
   for (Shared &s : pending_) {
     exec::TensorRef &w = in[s.member][1], &y = out[s.member][0];
     auto [r0, r1] = rowsOf(w.shape[0], rank_, devices_);
-    const uint64_t rowBytes =
-        w.isWeight ? *ggmlRowBytes(w.wtype, static_cast<uint64_t>(w.inner())) : static_cast<uint64_t>(w.inner()) * 4;
-    w.data = static_cast<uint8_t *>(w.data) + static_cast<uint64_t>(r0) * rowBytes;
+    w.data = static_cast<uint8_t *>(w.data) + static_cast<uint64_t>(r0) * rowBytesOf(w);
     w.shape[0] = r1 - r0;
     s.part = scratch_.data() + at;
     at += static_cast<size_t>(s.layout.outer * (r1 - r0));

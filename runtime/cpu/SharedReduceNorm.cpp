@@ -71,8 +71,9 @@ Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef
   const int64_t cols = mine.cols, r0 = mine.rows * rank / devices, r1 = mine.rows * (rank + 1) / devices;
   const ElementwiseKernels &k = elementwiseKernels();
   const Slot &first = slots_[0];
-  tg.parallelFor(r1 - r0, [&](int64_t b, int64_t e, int) {
-    std::vector<float> sum(static_cast<size_t>(cols)), norm(static_cast<size_t>(cols));
+  tg.parallelFor(r1 - r0, [&](int64_t b, int64_t e, int thread) {
+    float *sum = static_cast<float *>(tg.threadScratch(thread, static_cast<size_t>(2 * cols) * sizeof(float)));
+    float *norm = sum + cols;
     for (int64_t row = r0 + b; row < r0 + e; ++row) {
       const size_t at = static_cast<size_t>(row * cols);
       // The composition's order: device 0's addend with the residual, then the others in rank order.
@@ -82,17 +83,17 @@ Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef
         for (int64_t j = 0; j < cols; ++j)
           sum[j] = x0[j] + rr[j];
       } else {
-        std::copy(x0, x0 + cols, sum.begin());
+        std::copy(x0, x0 + cols, sum);
       }
       for (int d = 1; d < devices; ++d) {
         const float *xd = slots_[d].x + at;
         for (int64_t j = 0; j < cols; ++j)
           sum[j] += xd[j];
       }
-      k.rmsNorm(sum.data(), w, norm.data(), p.eps, cols);
+      k.rmsNorm(sum, w, norm, p.eps, cols);
       for (const Slot &s : slots_) {
-        std::memcpy(s.y + at, sum.data(), static_cast<size_t>(cols) * 4);
-        std::memcpy(s.n + at, norm.data(), static_cast<size_t>(cols) * 4);
+        std::memcpy(s.y + at, sum, static_cast<size_t>(cols) * 4);
+        std::memcpy(s.n + at, norm, static_cast<size_t>(cols) * 4);
       }
     }
   });

@@ -18,13 +18,12 @@
 
 namespace tpc::rt::cpu {
 
-namespace {
-/// Bytes of one weight row.
 uint64_t rowBytesOf(const TensorRef &w) {
   if (!w.isWeight)
     return w.inner() * 4;
   return *ggmlRowBytes(w.wtype, static_cast<uint64_t>(w.inner()));
 }
+namespace {
 GGMLType typeOf(const TensorRef &w) { return w.isWeight ? w.wtype : GGMLType::F32; }
 } // namespace
 

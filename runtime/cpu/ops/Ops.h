@@ -71,6 +71,8 @@ using exec::splitAxis;
 
 // Matrix products and embedding lookups (MatmulOps.cpp).
 
+/// Bytes of one row of a matmul's weight operand (a ggml-typed weight, or an f32 tensor standing in for one).
+uint64_t rowBytesOf(const TensorRef &w);
 /// GET_ROWS: y[i] = table[ids[i]] as floats (out-of-range ids give zeros).
 void opGetRows(const TensorRef &table, const TensorRef &ids, const TensorRef &y, int64_t firstId,
                ThreadGroup &tg);
