@@ -35,6 +35,7 @@ namespace avx512vnni {
 #include "runtime/cpu/quant/X86Common.inc"
 #include "runtime/cpu/quant/LegacyX86.inc"
 #include "runtime/cpu/quant/RowX86.inc"
+#include "runtime/cpu/quant/LanesX86.inc"
 
 #include "runtime/cpu/quant/Vec512X86.inc"
 #include "runtime/cpu/quant/PanelX86.inc"
@@ -46,6 +47,7 @@ KernelTable avx512VnniKernelTable(const KernelTable &base) {
   KernelTable t = base;
   avx512vnni::installLegacy(t);
   avx512vnni::installRowKernels(t);
+  avx512vnni::installLaneKernels(t);
   avx512vnni::installPanelKernels(t);
   return t;
 }

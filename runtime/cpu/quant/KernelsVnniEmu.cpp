@@ -30,6 +30,7 @@ namespace vnniemu {
 #define TPC_VNNI_EMULATED 1
 #include "runtime/cpu/quant/X86Common.inc"
 #include "runtime/cpu/quant/RowX86.inc"
+#include "runtime/cpu/quant/LanesX86.inc"
 #include "runtime/cpu/quant/Vec256X86.inc"
 #include "runtime/cpu/quant/PanelX86.inc"
 #undef TPC_VNNI_EMULATED
@@ -39,6 +40,7 @@ namespace vnniemu {
 KernelTable emulatedVnniKernelTable(const KernelTable &base) {
   KernelTable t = base;
   vnniemu::installRowKernels(t);
+  vnniemu::installLaneKernels(t);
   vnniemu::installPanelKernels(t);
   return t;
 }
