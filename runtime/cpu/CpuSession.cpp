@@ -166,6 +166,18 @@ private:
   CpuCollectiveKernels kernels_;
   std::unique_ptr<exec::CollectiveRunner> collectives_;
   std::unique_ptr<SharedReduceNorm> reduceNorm_; ///< all devices here: AllReduceRmsNorm by rows at prefill
+  /// Two or more devices here: their thread groups post dynamic jobs on one board, and a device thread
+  /// waiting at a collective (or for the others at the end of a call) runs units of its peers' matmuls.
+  std::unique_ptr<HelpBoard> board_;
+  struct HelpCtx {
+    HelpBoard *board;
+    int self;
+    static bool help(void *c) {
+      auto *h = static_cast<HelpCtx *>(c);
+      return h->board->helpOnce(h->self);
+    }
+  };
+  std::vector<HelpCtx> helpCtx_; ///< by position in devs_
   std::string failure_; ///< first error raised inside a device thread
   std::mutex failureMu_;
 
@@ -276,6 +288,7 @@ void CpuSession::stopDeviceThreads() {
 }
 
 void CpuSession::deviceLoop(size_t i) {
+  const ScopedSpinHelp help(board_ ? HelpCtx::help : nullptr, board_ ? &helpCtx_[i] : nullptr);
   uint64_t seen = 0;
   for (;;) {
     waitUntil([&] { return runGen_.load(std::memory_order_acquire) != seen; }, kDeviceSpin, kDeviceSleepAfter,
@@ -295,6 +308,7 @@ void CpuSession::deviceLoop(size_t i) {
 }
 
 void CpuSession::runAll(int64_t t, int64_t rows) {
+  const ScopedSpinHelp help(board_ ? HelpCtx::help : nullptr, board_ ? &helpCtx_[0] : nullptr);
   const int others = static_cast<int>(devs_.size()) - 1;
   if (others > 0) {
     runTokens_ = t;
@@ -533,6 +547,15 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
                                                  static_cast<int>(p.devices.size()));
   if (allLocal)
     enableSharedReduceNorm();
+  // TPC_CPU_PEER_HELP=0 turns the board off (A/B measurements; results are the same bits either way).
+  const char *helpEnv = std::getenv("TPC_CPU_PEER_HELP");
+  if (devs_.size() > 1 && !(helpEnv && std::string(helpEnv) == "0")) {
+    board_ = std::make_unique<HelpBoard>(static_cast<int>(devs_.size()));
+    for (size_t i = 0; i < devs_.size(); ++i) {
+      devs_[i].runner->threadGroup().attachBoard(*board_, static_cast<int>(i));
+      helpCtx_.push_back({board_.get(), static_cast<int>(i)});
+    }
+  }
   startDeviceThreads();
   markPhase(opts.timeline, "threads");
   return {};

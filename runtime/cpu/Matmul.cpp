@@ -238,7 +238,7 @@ void runJob(const std::vector<Product> &ps, const std::vector<std::pair<int32_t,
   int64_t totalRows = 0;
   for (const Product &p : ps)
     totalRows += p.o.n * static_cast<int64_t>(p.sets.size());
-  const int64_t rpu = rowsPerUnit(totalRows, group.size());
+  const int64_t rpu = rowsPerUnit(totalRows, group.slots());
   std::vector<Unit> units;
   for (auto [pi, si] : setOrder) {
     const Product &p = ps[static_cast<size_t>(pi)];
@@ -431,7 +431,7 @@ void matmulIdGlu(const MatmulIdArgs &gateArgs, const MatmulIdArgs &upArgs, Unary
     for (int64_t r = 0; r < f; r += step)
       units.push_back({0, si, panel, r, std::min(f, r + step)});
   }
-  std::vector<std::vector<float>> bufs(static_cast<size_t>(group.size()));
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(group.slots())); // helpers of other groups too
   group.parallelDynamic(static_cast<int64_t>(units.size()), [&](int64_t u, int thread) {
     const Unit &un = units[static_cast<size_t>(u)];
     const size_t si = static_cast<size_t>(un.set);

@@ -118,11 +118,94 @@ void ThreadGroup::workerLoop(int thread) {
   }
 }
 
+HelpBoard::HelpBoard(int groups) : n_(groups), posts_(new Post[static_cast<size_t>(std::max(groups, 1))]) {
+  if (groups < 1 || groups > 1024)
+    throw std::invalid_argument("help board: group count " + std::to_string(groups) + " is out of range (1..1024)");
+}
+
+bool HelpBoard::helpOnce(int self) {
+  for (int i = 1; i < n_; ++i) {
+    Post &p = posts_[static_cast<size_t>((self + i) % n_)];
+    const uint64_t id = p.id.load(std::memory_order_acquire);
+    if (id == 0)
+      continue;
+    // Enter, then check the job is still the one seen: the owner withdraws (id = 0) and then waits for
+    // helpers to reach 0, so either it sees this helper or this helper sees the withdrawal (both seq_cst).
+    p.helpers.fetch_add(1);
+    bool ran = false;
+    if (p.id.load() == id) {
+      ThreadGroup &g = *p.group;
+      const int64_t u = g.nextUnit_.fetch_add(1, std::memory_order_relaxed);
+      if (u < g.postedN_) {
+        g.runPostedUnit(u, g.nThreads_ + self);
+        ran = true;
+      }
+    }
+    p.helpers.fetch_sub(1, std::memory_order_release);
+    if (ran)
+      return true;
+  }
+  return false;
+}
+
+void ThreadGroup::attachBoard(HelpBoard &board, int index) {
+  if (index < 0 || index >= board.groups())
+    throw std::invalid_argument("thread group: board index " + std::to_string(index) + " is out of range");
+  board_ = &board;
+  boardIndex_ = index;
+  board.posts_[static_cast<size_t>(index)].group = this;
+  scratch_.resize(static_cast<size_t>(nThreads_ + board.groups()));
+}
+
+void ThreadGroup::runPostedUnit(int64_t u, int thread) {
+  try {
+    (*posted_)(u, thread);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!postedError_)
+      postedError_ = std::current_exception();
+  }
+  postedDone_.fetch_add(1, std::memory_order_release);
+}
+
+void ThreadGroup::claimPosted(int thread) {
+  for (int64_t u = nextUnit_.fetch_add(1, std::memory_order_relaxed); u < postedN_;
+       u = nextUnit_.fetch_add(1, std::memory_order_relaxed))
+    runPostedUnit(u, thread);
+}
+
+void ThreadGroup::parallelPosted(int64_t n, const UnitFn &fn) {
+  HelpBoard::Post &post = board_->posts_[static_cast<size_t>(boardIndex_)];
+  postedError_ = nullptr;
+  posted_ = &fn;
+  postedN_ = n;
+  postedDone_.store(0, std::memory_order_relaxed);
+  nextUnit_.store(0, std::memory_order_relaxed);
+  post.id.store(++serial_); // seq_cst: publishes the fields above
+  if (nThreads_ > 1)
+    parallelFor(std::min<int64_t>(nThreads_, n), [&](int64_t, int64_t, int thread) { claimPosted(thread); });
+  else
+    claimPosted(0);
+  // Every unit is claimed; helpers may still be running theirs (into this job's outputs).
+  while (postedDone_.load(std::memory_order_acquire) != n)
+    cpuRelax();
+  post.id.store(0);
+  while (post.helpers.load() != 0)
+    cpuRelax();
+  if (postedError_) {
+    std::exception_ptr e = postedError_;
+    postedError_ = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
 void ThreadGroup::parallelFor(int64_t n, const RangeFn &fn) { parallelFor(n, 1, fn); }
 
 void ThreadGroup::parallelDynamic(int64_t n, const UnitFn &fn) {
   if (n <= 0)
     return;
+  if (board_ && board_->groups() > 1 && n > 1)
+    return parallelPosted(n, fn);
   if (nThreads_ == 1 || n == 1) {
     for (int64_t u = 0; u < n; ++u)
       fn(u, 0);

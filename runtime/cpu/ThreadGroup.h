@@ -13,6 +13,13 @@
 // cost): every thread claims the next unit from an atomic counter until none are left, so no thread idles
 // while another still has a backlog.
 //
+// Groups of one session (its in-process CPU devices) can share a HelpBoard: a dynamic job is then posted on
+// the board, and a thread of another group that is waiting (at a collective, with nothing of its own to do)
+// runs some of its units (`HelpBoard::helpOnce`) under a thread index past the group's own
+// (`slots()`), so its scratch is its own. Two one-thread devices on two cores then keep both busy when one
+// of them reaches the all-reduce first: decode splits each layer between them, and their shares of a layer
+// finish at different times by 10-30 % on a VM (memory streams, interrupts).
+//
 // The calling thread takes part as thread 0. Jobs must not call parallelFor on the same group (no nesting).
 // An exception thrown by a job is rethrown in the caller after every thread has finished.
 //===----------------------------------------------------------------------===//
@@ -53,6 +60,30 @@ using RangeFn = std::function<void(int64_t begin, int64_t end, int thread)>;
 /// A dynamic job's signature: one unit and the index of the thread running it.
 using UnitFn = std::function<void(int64_t unit, int thread)>;
 
+class ThreadGroup;
+
+/// The posted dynamic jobs of several thread groups (see the file comment). Lives as long as its groups.
+class HelpBoard {
+public:
+  explicit HelpBoard(int groups);
+  HelpBoard(const HelpBoard &) = delete;
+  HelpBoard &operator=(const HelpBoard &) = delete;
+  int groups() const { return n_; }
+  /// Runs one unit of another group's posted job for group `self` (its thread index there: that group's
+  /// size() + self). Returns false when no group had an unclaimed unit.
+  bool helpOnce(int self);
+
+private:
+  friend class ThreadGroup;
+  struct alignas(64) Post {
+    std::atomic<uint64_t> id{0};  ///< the posted job's serial, 0 while none is posted
+    std::atomic<int> helpers{0};  ///< threads of other groups inside the job (the owner waits for 0)
+    ThreadGroup *group = nullptr; ///< set once by attachBoard
+  };
+  int n_;
+  std::unique_ptr<Post[]> posts_;
+};
+
 /// A fixed group of worker threads (see the file comment).
 class ThreadGroup {
 public:
@@ -64,6 +95,12 @@ public:
 
   /// Number of threads, the caller included.
   int size() const { return nThreads_; }
+
+  /// Thread indices a job's function may see: size(), plus one per group of the board (its helpers).
+  int slots() const { return static_cast<int>(scratch_.size()); }
+
+  /// Posts this group's dynamic jobs on `board` as group `index` (< board.groups()); call before any job.
+  void attachBoard(HelpBoard &board, int index);
 
   /// Runs fn over [0, n) split into size() contiguous chunks (static chunking; chunk t goes to thread t,
   /// empty chunks are skipped). Returns when all chunks are done.
@@ -84,9 +121,16 @@ public:
   void *sharedScratch(size_t bytes) { return shared_.get(bytes); }
 
 private:
+  friend class HelpBoard;
   void workerLoop(int thread);
   /// Runs chunk `first` if unclaimed, then every other unclaimed chunk of job `gen`.
   void runChunks(int thread, uint64_t gen, const RangeFn *job, int64_t n, int64_t chunk, int chunks);
+  /// parallelDynamic through the board: posted, run by this group and any helpers, withdrawn.
+  void parallelPosted(int64_t n, const UnitFn &fn);
+  /// Runs unit u of the posted job as `thread`, keeping its exception, and counts it done.
+  void runPostedUnit(int64_t u, int thread);
+  /// Claims and runs the posted job's units until none are left.
+  void claimPosted(int thread);
 
   int nThreads_;
   std::vector<std::thread> workers_;
@@ -103,6 +147,14 @@ private:
   std::unique_ptr<std::atomic<uint64_t>[]> claim_;
   alignas(64) std::atomic<int> done_{0};
   alignas(64) std::atomic<int64_t> nextUnit_{0}; ///< parallelDynamic's claim counter
+  // The posted dynamic job (valid while board_->posts_[boardIndex_].id is nonzero).
+  HelpBoard *board_ = nullptr;
+  int boardIndex_ = 0;
+  uint64_t serial_ = 0;
+  const UnitFn *posted_ = nullptr;
+  int64_t postedN_ = 0;
+  alignas(64) std::atomic<int64_t> postedDone_{0};
+  std::exception_ptr postedError_; ///< the first exception of a posted unit (errorMutex_)
   std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};
   std::mutex mutex_;

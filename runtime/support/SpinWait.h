@@ -26,14 +26,39 @@ inline void cpuRelax() {
 #endif
 }
 
+/// Work a waiting thread may do between its checks (thread-local; none by default): the CPU session's
+/// device threads run units of the other in-process devices' matmuls while they wait at a collective.
+/// `fn(ctx)` does one short piece of work and returns whether there was any.
+struct SpinHelp {
+  bool (*fn)(void *ctx) = nullptr;
+  void *ctx = nullptr;
+};
+inline thread_local SpinHelp tlsSpinHelp;
+
+/// Sets this thread's SpinHelp for the lifetime of the object (restoring the previous one).
+class ScopedSpinHelp {
+public:
+  ScopedSpinHelp(bool (*fn)(void *), void *ctx) : saved_(tlsSpinHelp) { tlsSpinHelp = {fn, ctx}; }
+  ~ScopedSpinHelp() { tlsSpinHelp = saved_; }
+  ScopedSpinHelp(const ScopedSpinHelp &) = delete;
+  ScopedSpinHelp &operator=(const ScopedSpinHelp &) = delete;
+
+private:
+  SpinHelp saved_;
+};
+
 /// Returns once done() holds: checks it `spins` times with a pause hint between, then yields between
 /// checks until `yieldFor` has passed since the call, then calls block() between checks. block() sleeps
 /// until the condition may hold (a condition variable's predicate); it may return early (the loop checks
-/// done() again).
+/// done() again). Between checks the thread's SpinHelp runs first; while it finds work, the thread neither
+/// pauses, yields nor blocks.
 template <typename Done, typename Block>
 void waitUntil(Done done, int spins, std::chrono::steady_clock::duration yieldFor, Block block) {
   const auto start = std::chrono::steady_clock::now();
+  const SpinHelp help = tlsSpinHelp;
   for (int i = 0; !done(); ++i) {
+    if (help.fn && help.fn(help.ctx))
+      continue;
     if (i < spins)
       cpuRelax();
     else if (std::chrono::steady_clock::now() - start < yieldFor)

@@ -20,6 +20,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <unistd.h>
 
@@ -263,6 +265,44 @@ TEST_P(Batch, BadBatchesAreOneLineErrorsAndChangeNothing) {
 }
 
 // Full caches with GQA (llama), MQA with sliding-window rings (gemma3), rings + MoE (gemma4).
+// Devices of one session help each other (HelpBoard: a device thread waiting at a collective runs units
+// of its peers' matmuls): which thread ran a unit changes no bit, at 2 and 3 devices, one and two threads
+// per device, prompts and decode steps of several sequences (MoE experts and fused GLUs included).
+TEST_P(Batch, DevicesHelpingEachOtherChangeNoBit) {
+  const std::string gguf = fixture(GetParam());
+  if (gguf.empty())
+    GTEST_SKIP() << "no shared fixtures: set TPC_SHARED_DIR to ../shared";
+  for (int devices : {2, 3}) {
+    auto plan = compiled(gguf, "--devices " + std::to_string(devices) + " --max-batch 16");
+    ASSERT_TRUE(plan) << plan.message();
+    for (int perDevice : {1, 2}) {
+      std::vector<std::vector<float>> runs[2];
+      for (int help : {0, 1}) {
+        if (help)
+          ::unsetenv("TPC_CPU_PEER_HELP");
+        else
+          ::setenv("TPC_CPU_PEER_HELP", "0", 1); // read when a session opens
+        SessionOptions o;
+        o.threads = devices * perDevice;
+        o.ctxSize = 64;
+        o.sequences = static_cast<int32_t>(kPrompts.size());
+        auto s = Session::open(*plan, o);
+        ::unsetenv("TPC_CPU_PEER_HELP");
+        ASSERT_TRUE(s) << s.message();
+        runs[help] = runTogether(**s, plan->model.nVocab);
+      }
+      for (size_t q = 0; q < kPrompts.size(); ++q) {
+        ASSERT_EQ(runs[0][q].size(), runs[1][q].size());
+        ASSERT_FALSE(runs[0][q].empty());
+        size_t differ = 0;
+        for (size_t j = 0; j < runs[0][q].size(); ++j)
+          differ += std::memcmp(&runs[0][q][j], &runs[1][q][j], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0u) << devices << " devices x " << perDevice << " threads, sequence " << q;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Batch, ::testing::Values("tiny-llama", "tiny-gemma3", "tiny-gemma4moe"),
                          tpc::test::fixtureParamName);
 

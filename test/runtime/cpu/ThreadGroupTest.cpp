@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <chrono>
 #include <thread>
 #include <stdexcept>
@@ -166,4 +167,113 @@ TEST(ThreadGroup, DynamicJobErrorsReachTheCaller) {
   int sum = 0;
   g.parallelDynamic(4, [&](int64_t u, int) { __atomic_add_fetch(&sum, static_cast<int>(u), __ATOMIC_RELAXED); });
   EXPECT_EQ(sum, 6);
+}
+
+// A HelpBoard: a thread of another group runs units of a posted job under its own thread index, every
+// unit runs once, and a withdrawn job is never touched again.
+TEST(HelpBoard, HelperRunsUnitsOfAPostedJobOnceUnderItsOwnIndex) {
+  for (int ownerThreads : {1, 2}) {
+    HelpBoard board(3);
+    ThreadGroup a(ownerThreads), b(1), c(1);
+    a.attachBoard(board, 0);
+    b.attachBoard(board, 1);
+    c.attachBoard(board, 2);
+    EXPECT_EQ(a.slots(), ownerThreads + 3);
+    EXPECT_FALSE(board.helpOnce(1)) << "nothing is posted";
+    const int64_t n = 400;
+    std::vector<std::atomic<int>> hits(n);
+    std::atomic<int> byHelper{0}, badIndex{0};
+    std::atomic<bool> stop{false};
+    // Group c's thread helps until told to stop; units are slow enough that it gets some.
+    std::thread helper([&] {
+      while (!stop.load())
+        board.helpOnce(2);
+    });
+    a.parallelDynamic(n, [&](int64_t u, int thread) {
+      hits[static_cast<size_t>(u)]++;
+      if (thread == ownerThreads + 2)
+        byHelper++;
+      else if (thread < 0 || thread >= ownerThreads)
+        badIndex++;
+      std::memset(a.threadScratch(thread, 256), static_cast<int>(u & 0xff), 256); // own scratch per index
+      // The owner's threads wait (10 s at most) until the helper has run a unit, so a descheduled helper
+      // thread cannot make the test pass vacuously or fail by luck.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (thread < ownerThreads && byHelper.load() == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+    });
+    stop = true;
+    helper.join();
+    for (int64_t u = 0; u < n; ++u)
+      ASSERT_EQ(hits[static_cast<size_t>(u)].load(), 1) << "unit " << u;
+    EXPECT_GT(byHelper.load(), 0) << "the helper ran no unit in 10 s";
+    EXPECT_EQ(badIndex.load(), 0);
+    EXPECT_FALSE(board.helpOnce(2)) << "the job was withdrawn";
+  }
+}
+
+TEST(HelpBoard, BackToBackJobsWithHelpersRunEveryUnitOnce) {
+  HelpBoard board(2);
+  ThreadGroup a(1), b(2);
+  a.attachBoard(board, 0);
+  b.attachBoard(board, 1);
+  std::atomic<bool> stop{false};
+  std::atomic<long> helped{0};
+  std::thread helper([&] {
+    while (!stop.load())
+      helped += board.helpOnce(1);
+  });
+  // Each job writes its own serial: a helper that ran a unit of a withdrawn job would write a stale one.
+  for (int job = 0; job < 3000; ++job) {
+    const int64_t n = 1 + job % 7;
+    std::vector<int> got(static_cast<size_t>(n), -1);
+    a.parallelDynamic(n, [&](int64_t u, int thread) {
+      got[static_cast<size_t>(u)] = job;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (job == 1 && thread == 0 && helped.load() == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield(); // one job waits for a helped unit: the test is never vacuous
+    });
+    for (int64_t u = 0; u < n; ++u)
+      ASSERT_EQ(got[static_cast<size_t>(u)], job) << "job " << job << " unit " << u;
+    // b's jobs go through the board too (two threads of its own), while a's thread is idle.
+    std::atomic<int> sum{0};
+    b.parallelDynamic(5, [&](int64_t u, int) { sum += static_cast<int>(u); });
+    ASSERT_EQ(sum.load(), 10);
+  }
+  stop = true;
+  helper.join();
+  EXPECT_GT(helped.load(), 0);
+}
+
+TEST(HelpBoard, AHelpersExceptionReachesTheOwner) {
+  HelpBoard board(2);
+  ThreadGroup a(1), b(1);
+  a.attachBoard(board, 0);
+  b.attachBoard(board, 1);
+  std::atomic<bool> stop{false};
+  std::thread helper([&] {
+    while (!stop.load())
+      board.helpOnce(1);
+  });
+  // Every unit a helper runs throws; the owner's units wait (10 s at most) until a helper's unit has thrown.
+  std::atomic<bool> thrown{false};
+  EXPECT_THROW(a.parallelDynamic(200,
+                                 [&](int64_t, int thread) {
+                                   if (thread != 0) {
+                                     thrown = true;
+                                     throw std::runtime_error("helper unit failed");
+                                   }
+                                   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                                   while (!thrown.load() && std::chrono::steady_clock::now() < deadline)
+                                     std::this_thread::yield();
+                                 }),
+               std::runtime_error);
+  stop = true;
+  helper.join();
+  // The group stays usable and the board is clear.
+  std::atomic<int> runs{0};
+  a.parallelDynamic(10, [&](int64_t, int) { runs++; });
+  EXPECT_EQ(runs.load(), 10);
+  EXPECT_THROW(HelpBoard(0), std::invalid_argument);
+  EXPECT_THROW(a.attachBoard(board, 2), std::invalid_argument);
 }
