@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <initializer_list>
+#include <optional>
 #include <chrono>
 #include <thread>
 #include <stdexcept>
@@ -169,26 +171,43 @@ TEST(ThreadGroup, DynamicJobErrorsReachTheCaller) {
   EXPECT_EQ(sum, 6);
 }
 
+namespace {
+/// Attaches groups[i] to the board as group i.
+void attachAll(HelpBoard &board, std::initializer_list<ThreadGroup *> groups) {
+  int i = 0;
+  for (ThreadGroup *g : groups)
+    g->attachBoard(board, i++);
+}
+
+/// A thread of board group `self` that calls helpOnce until destroyed, counting the units it ran.
+struct Helper {
+  std::atomic<bool> stop{false};
+  std::atomic<long> helped{0};
+  std::thread thread;
+  Helper(HelpBoard &board, int self) : thread([this, &board, self] {
+    while (!stop.load())
+      helped += board.helpOnce(self);
+  }) {}
+  ~Helper() {
+    stop = true;
+    thread.join();
+  }
+};
+} // namespace
+
 // A HelpBoard: a thread of another group runs units of a posted job under its own thread index, every
 // unit runs once, and a withdrawn job is never touched again.
 TEST(HelpBoard, HelperRunsUnitsOfAPostedJobOnceUnderItsOwnIndex) {
   for (int ownerThreads : {1, 2}) {
     HelpBoard board(3);
     ThreadGroup a(ownerThreads), b(1), c(1);
-    a.attachBoard(board, 0);
-    b.attachBoard(board, 1);
-    c.attachBoard(board, 2);
+    attachAll(board, {&a, &b, &c});
     EXPECT_EQ(a.slots(), ownerThreads + 3);
     EXPECT_FALSE(board.helpOnce(1)) << "nothing is posted";
     const int64_t n = 400;
     std::vector<std::atomic<int>> hits(n);
     std::atomic<int> byHelper{0}, badIndex{0};
-    std::atomic<bool> stop{false};
-    // Group c's thread helps until told to stop; units are slow enough that it gets some.
-    std::thread helper([&] {
-      while (!stop.load())
-        board.helpOnce(2);
-    });
+    std::optional<Helper> helper(std::in_place, board, 2); // group c's thread
     a.parallelDynamic(n, [&](int64_t u, int thread) {
       hits[static_cast<size_t>(u)]++;
       if (thread == ownerThreads + 2)
@@ -202,8 +221,7 @@ TEST(HelpBoard, HelperRunsUnitsOfAPostedJobOnceUnderItsOwnIndex) {
       while (thread < ownerThreads && byHelper.load() == 0 && std::chrono::steady_clock::now() < deadline)
         std::this_thread::yield();
     });
-    stop = true;
-    helper.join();
+    helper.reset();
     for (int64_t u = 0; u < n; ++u)
       ASSERT_EQ(hits[static_cast<size_t>(u)].load(), 1) << "unit " << u;
     EXPECT_GT(byHelper.load(), 0) << "the helper ran no unit in 10 s";
@@ -215,14 +233,9 @@ TEST(HelpBoard, HelperRunsUnitsOfAPostedJobOnceUnderItsOwnIndex) {
 TEST(HelpBoard, BackToBackJobsWithHelpersRunEveryUnitOnce) {
   HelpBoard board(2);
   ThreadGroup a(1), b(2);
-  a.attachBoard(board, 0);
-  b.attachBoard(board, 1);
-  std::atomic<bool> stop{false};
-  std::atomic<long> helped{0};
-  std::thread helper([&] {
-    while (!stop.load())
-      helped += board.helpOnce(1);
-  });
+  attachAll(board, {&a, &b});
+  Helper helper(board, 1);
+  std::atomic<long> &helped = helper.helped;
   // Each job writes its own serial: a helper that ran a unit of a withdrawn job would write a stale one.
   for (int job = 0; job < 3000; ++job) {
     const int64_t n = 1 + job % 7;
@@ -240,21 +253,14 @@ TEST(HelpBoard, BackToBackJobsWithHelpersRunEveryUnitOnce) {
     b.parallelDynamic(5, [&](int64_t u, int) { sum += static_cast<int>(u); });
     ASSERT_EQ(sum.load(), 10);
   }
-  stop = true;
-  helper.join();
   EXPECT_GT(helped.load(), 0);
 }
 
 TEST(HelpBoard, AHelpersExceptionReachesTheOwner) {
   HelpBoard board(2);
   ThreadGroup a(1), b(1);
-  a.attachBoard(board, 0);
-  b.attachBoard(board, 1);
-  std::atomic<bool> stop{false};
-  std::thread helper([&] {
-    while (!stop.load())
-      board.helpOnce(1);
-  });
+  attachAll(board, {&a, &b});
+  std::optional<Helper> helper(std::in_place, board, 1);
   // Every unit a helper runs throws; the owner's units wait (10 s at most) until a helper's unit has thrown.
   std::atomic<bool> thrown{false};
   EXPECT_THROW(a.parallelDynamic(200,
@@ -268,8 +274,7 @@ TEST(HelpBoard, AHelpersExceptionReachesTheOwner) {
                                      std::this_thread::yield();
                                  }),
                std::runtime_error);
-  stop = true;
-  helper.join();
+  helper.reset();
   // The group stays usable and the board is clear.
   std::atomic<int> runs{0};
   a.parallelDynamic(10, [&](int64_t, int) { runs++; });
