@@ -75,6 +75,9 @@ struct KernelTable {
   /// > 1 where row / rows sum calls of that many tokens or more in another float order than calls of one
   /// (RowKernel); 0 where every call gives the one-token bits.
   uint8_t batchFrom[kSize] = {};
+  /// Tokens from which row / rows run rows in lanes (LanesX86.inc: the panel tiles' float order); 0: never.
+  /// 1 (q8_0, q4_0 on VNNI: faster than the row kernels even for one token) leaves batchFrom 0.
+  uint8_t lanesFrom[kSize] = {};
   int panelRows = 0; ///< R; 0: no panel kernels
   PanelConvert convert[kSize] = {};
   PanelTile tile[kSize] = {};

@@ -357,6 +357,19 @@ void checkPanel(const KernelTable &kt, GGMLType t, int64_t k, int rows, const st
       ASSERT_NEAR(got, ref.value, ref.tol) << what << " row " << r << " token " << j;
     }
   }
+  // Rows in lanes run the panel tiles' float operations per lane: from lanesFrom tokens (one on VNNI for
+  // q8_0 and q4_0) the row kernel gives the tile's bits.
+  if (const int from = kt.lanesFrom[static_cast<uint32_t>(t)]; from > 0)
+    for (int j = 0; j < ntok; ++j)
+      for (int r = 0; r < rows; ++r) {
+        const void *same[kMaxRowTokens];
+        for (int i = 0; i < from; ++i)
+          same[i] = acts[static_cast<size_t>(j)].data();
+        float out[kMaxRowTokens];
+        kt.getRow(t)(k, w[static_cast<size_t>(r)].data(), same, from, out);
+        ASSERT_EQ(floatToBits(out[0]), floatToBits(alone[static_cast<size_t>(j)][static_cast<size_t>(r)]))
+            << what << ": rows in lanes at " << from << " token(s), row " << r << " token " << j;
+      }
   for (int nt = 2; nt <= kMaxTileTokens; ++nt) {
     const void *ap[kMaxTileTokens];
     std::vector<std::vector<float>> outs(static_cast<size_t>(nt), std::vector<float>(R));

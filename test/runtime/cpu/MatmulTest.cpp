@@ -217,7 +217,7 @@ TEST(Matmul, PanelAndRowPathsAgreeWithinTheBound) {
       differ += floatToBits(panels[j]) != floatToBits(rows[j]);
     }
     const KernelTable &kt = kernelTable(activeIsa());
-    if (kt.panelRows > 0 && kt.batchFrom[static_cast<uint32_t>(t)] > 0) {
+    if (kt.panelRows > 0 && kt.lanesFrom[static_cast<uint32_t>(t)] > 0) {
       // The rows-in-lanes kernels run the panel tiles' float operations per lane: the same bits, so a
       // token's result does not change where the batch reaches kPanelMinTokens.
       EXPECT_EQ(differ, 0) << ggmlTypeName(t) << ": the lanes and panel paths differ";
