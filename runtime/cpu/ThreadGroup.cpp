@@ -118,10 +118,16 @@ void ThreadGroup::workerLoop(int thread) {
   }
 }
 
-HelpBoard::HelpBoard(int groups) : n_(groups), posts_(new Post[static_cast<size_t>(std::max(groups, 1))]) {
+namespace {
+int checkedGroups(int groups) {
   if (groups < 1 || groups > 1024)
-    throw std::invalid_argument("help board: group count " + std::to_string(groups) + " is out of range (1..1024)");
+    throw std::invalid_argument("help board: group count " + std::to_string(groups) +
+                                " is out of range (1..1024)");
+  return groups;
 }
+} // namespace
+
+HelpBoard::HelpBoard(int groups) : n_(checkedGroups(groups)), posts_(new Post[static_cast<size_t>(n_)]) {}
 
 bool HelpBoard::helpOnce(int self) {
   for (int i = 1; i < n_; ++i) {

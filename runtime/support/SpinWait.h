@@ -51,14 +51,18 @@ private:
 /// checks until `yieldFor` has passed since the call, then calls block() between checks. block() sleeps
 /// until the condition may hold (a condition variable's predicate); it may return early (the loop checks
 /// done() again). Between checks the thread's SpinHelp runs first; while it finds work, the thread neither
-/// pauses, yields nor blocks.
+/// pauses, yields nor blocks, and the spin and yield phases start over after it (a peer that still had work
+/// is likely to arrive soon).
 template <typename Done, typename Block>
 void waitUntil(Done done, int spins, std::chrono::steady_clock::duration yieldFor, Block block) {
-  const auto start = std::chrono::steady_clock::now();
+  auto start = std::chrono::steady_clock::now();
   const SpinHelp help = tlsSpinHelp;
   for (int i = 0; !done(); ++i) {
-    if (help.fn && help.fn(help.ctx))
+    if (help.fn && help.fn(help.ctx)) {
+      i = -1;
+      start = std::chrono::steady_clock::now();
       continue;
+    }
     if (i < spins)
       cpuRelax();
     else if (std::chrono::steady_clock::now() - start < yieldFor)

@@ -2,9 +2,9 @@
 //
 // The x86 kernels built with AVX-512 F/BW/VL/DQ/VNNI: legacy, row and rows-in-lanes kernels on 256-bit
 // vectors with vpdpbusd (decode is memory bound, and 256-bit code keeps the clock high on CPUs that throttle
-// 512-bit code), panels of 16 rows on 512-bit vectors (Vec512X86.inc), so one zmm accumulator holds 16 rows of one
-// token. Only called when isaAvailable(Isa::AVX512VNNI); the target is set by pragma so the library needs
-// no -march flag. KernelsVnniEmu.cpp runs the same VNNI branches on AVX2 for the tests.
+// 512-bit code), panels of 16 rows on 512-bit vectors (Vec512X86.inc), so one zmm accumulator holds 16 rows
+// of one token. Only called when isaAvailable(Isa::AVX512VNNI); the target is set by pragma so the library
+// needs no -march flag. KernelsVnniEmu.cpp runs the same VNNI branches on AVX2 for the tests.
 //===----------------------------------------------------------------------===//
 #include "runtime/ggml/Blocks.h"
 #include "runtime/cpu/quant/ActQ8.h"

@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <initializer_list>
 #include <optional>
-#include <chrono>
-#include <thread>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 using namespace tpc::rt::cpu;
@@ -184,15 +184,24 @@ struct Helper {
   std::atomic<bool> stop{false};
   std::atomic<long> helped{0};
   std::thread thread;
-  Helper(HelpBoard &board, int self) : thread([this, &board, self] {
-    while (!stop.load())
-      helped += board.helpOnce(self);
-  }) {}
+  Helper(HelpBoard &board, int self)
+      : thread([this, &board, self] {
+          while (!stop.load())
+            helped += board.helpOnce(self);
+        }) {}
   ~Helper() {
     stop = true;
     thread.join();
   }
 };
+
+/// Yields until done() holds or 10 s have passed: a unit that waits for a helper's unit, so a descheduled
+/// helper thread can neither make a test pass vacuously nor fail it by luck.
+template <typename Done> void waitAWhileFor(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+}
 } // namespace
 
 // A HelpBoard: a thread of another group runs units of a posted job under its own thread index, every
@@ -215,11 +224,8 @@ TEST(HelpBoard, HelperRunsUnitsOfAPostedJobOnceUnderItsOwnIndex) {
       else if (thread < 0 || thread >= ownerThreads)
         badIndex++;
       std::memset(a.threadScratch(thread, 256), static_cast<int>(u & 0xff), 256); // own scratch per index
-      // The owner's threads wait (10 s at most) until the helper has run a unit, so a descheduled helper
-      // thread cannot make the test pass vacuously or fail by luck.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (thread < ownerThreads && byHelper.load() == 0 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::yield();
+      if (thread < ownerThreads) // the owner's threads wait until the helper has run a unit
+        waitAWhileFor([&] { return byHelper.load() > 0; });
     });
     helper.reset();
     for (int64_t u = 0; u < n; ++u)
@@ -242,9 +248,8 @@ TEST(HelpBoard, BackToBackJobsWithHelpersRunEveryUnitOnce) {
     std::vector<int> got(static_cast<size_t>(n), -1);
     a.parallelDynamic(n, [&](int64_t u, int thread) {
       got[static_cast<size_t>(u)] = job;
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (job == 1 && thread == 0 && helped.load() == 0 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::yield(); // one job waits for a helped unit: the test is never vacuous
+      if (job == 1 && thread == 0) // one job waits for a helped unit: the test is never vacuous
+        waitAWhileFor([&] { return helped.load() > 0; });
     });
     for (int64_t u = 0; u < n; ++u)
       ASSERT_EQ(got[static_cast<size_t>(u)], job) << "job " << job << " unit " << u;
@@ -261,7 +266,7 @@ TEST(HelpBoard, AHelpersExceptionReachesTheOwner) {
   ThreadGroup a(1), b(1);
   attachAll(board, {&a, &b});
   std::optional<Helper> helper(std::in_place, board, 1);
-  // Every unit a helper runs throws; the owner's units wait (10 s at most) until a helper's unit has thrown.
+  // Every unit a helper runs throws; the owner's units wait until a helper's unit has thrown.
   std::atomic<bool> thrown{false};
   EXPECT_THROW(a.parallelDynamic(200,
                                  [&](int64_t, int thread) {
@@ -269,9 +274,7 @@ TEST(HelpBoard, AHelpersExceptionReachesTheOwner) {
                                      thrown = true;
                                      throw std::runtime_error("helper unit failed");
                                    }
-                                   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-                                   while (!thrown.load() && std::chrono::steady_clock::now() < deadline)
-                                     std::this_thread::yield();
+                                   waitAWhileFor([&] { return thrown.load(); });
                                  }),
                std::runtime_error);
   helper.reset();
