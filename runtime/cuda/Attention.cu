@@ -13,8 +13,11 @@
 #include "runtime/cuda/Reduce.cuh"
 
 #include <cuda_fp16.h>
+#include <mma.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 
 namespace tpc::rt::cuda {
 namespace {
@@ -214,6 +217,225 @@ template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attenti
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Prefill attention on tensor cores (flash-attention tiles)
+//
+// One block per (64 consecutive tokens, query head): four warps of 16 query rows each. Per tile of 64
+// cache positions the block stages K and V (f16 cache rows, zeros past the head dim) in shared memory,
+// each warp computes its 16 x 64 scores with WMMA (f16 operands, f32 accumulation), turns them into
+// probabilities with an online softmax (running max and denominator per row; masks: causality, window,
+// other sequences), rescales its rows of the f32 output accumulator in shared memory and adds P V with
+// WMMA. Rows are tokens of one call, which may belong to several sequences (batched prefill of `tpc
+// serve`): the block walks the sequences its rows hold, each over the positions its rows see, masking
+// the rows of the others. Accumulator fragments are kept in shared memory rather than registers because
+// their element-to-row mapping is not specified by WMMA, and the rescale is per row.
+//===----------------------------------------------------------------------===//
+
+constexpr int kFaRows = 64;      // query rows (tokens) per block
+constexpr int kFaCols = 64;      // cache positions per tile
+constexpr int kFaThreads = 128;  // 4 warps of 16 rows
+constexpr int kFlashMinTokens = 32;
+
+/// Shared-memory layout of the prefill kernel for head dims up to D (a multiple of 16). Every array
+/// starts 128-byte aligned and every fragment pointer 32-byte aligned (rows of 16 times the strides).
+template <int D> struct FaLayout {
+  static constexpr int kLdH = D + 8;       // f16 rows of q, k, v
+  static constexpr int kLdS = kFaCols + 4; // f32 scores
+  static constexpr int kLdP = kFaCols + 8; // f16 probabilities
+  static constexpr int kLdO = D + 4;       // f32 output accumulator
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kFaRows * kLdH * 2;
+  static constexpr int kV = kK + kFaCols * kLdH * 2;
+  static constexpr int kS = kV + kFaCols * kLdH * 2;
+  static constexpr int kP = kS + kFaRows * kLdS * 4;
+  static constexpr int kO = kP + kFaRows * kLdP * 2;
+  static constexpr int kRow = kO + kFaRows * kLdO * 4; // per row: m, l, corr (f32), pos, seq, lo (i32)
+  static constexpr int kBytes = kRow + 6 * kFaRows * 4;
+  static_assert(kK % 128 == 0 && kV % 128 == 0 && kS % 128 == 0 && kP % 128 == 0 && kO % 128 == 0 &&
+                kRow % 128 == 0, "aligned arrays");
+};
+
+template <int D> __global__ void __launch_bounds__(kFaThreads) flashPrefillKernel(AttentionArgs a) {
+  using L = FaLayout<D>;
+  using namespace nvcuda;
+  extern __shared__ __align__(128) unsigned char faSmem[];
+  __half *qs = reinterpret_cast<__half *>(faSmem + L::kQ), *ks = reinterpret_cast<__half *>(faSmem + L::kK),
+         *vs = reinterpret_cast<__half *>(faSmem + L::kV), *ps = reinterpret_cast<__half *>(faSmem + L::kP);
+  float *ss = reinterpret_cast<float *>(faSmem + L::kS), *os = reinterpret_cast<float *>(faSmem + L::kO);
+  float *rM = reinterpret_cast<float *>(faSmem + L::kRow), *rL = rM + kFaRows, *rCorr = rL + kFaRows;
+  int *rPos = reinterpret_cast<int *>(rCorr + kFaRows), *rSeq = rPos + kFaRows, *rLo = rSeq + kFaRows;
+  __shared__ int nextSeq, seqLo, seqHi;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int64_t t0 = int64_t(blockIdx.x) * kFaRows, h = blockIdx.y, kh = h / (a.hq / a.hkv);
+  pdlEnter();
+  for (int r = tid; r < kFaRows; r += kFaThreads) {
+    const int64_t ti = t0 + r;
+    const bool valid = ti < a.t;
+    const int p = valid ? a.pos[ti] : -1;
+    rPos[r] = p;
+    rSeq[r] = valid ? (a.seq ? a.seq[ti] : 0) : INT_MAX;
+    rLo[r] = a.window > 0 && p - a.window + 1 > 0 ? int(p - a.window + 1) : 0;
+    rM[r] = -INFINITY;
+    rL[r] = 0;
+  }
+  for (int i = tid; i < kFaRows * D; i += kFaThreads) {
+    const int r = i / D, c = i % D;
+    const int64_t ti = t0 + r;
+    qs[r * L::kLdH + c] = __float2half_rn(ti < a.t && c < a.dk ? a.q[(ti * a.hq + h) * a.dk + c] : 0.0f);
+    os[r * L::kLdO + c] = 0;
+  }
+  const __half *kc = static_cast<const __half *>(a.kc), *vc = static_cast<const __half *>(a.vc);
+  const int dk16 = int((a.dk + 15) / 16), dv16 = int((a.dv + 15) / 16);
+  for (int cur = -1;;) {
+    __syncthreads();
+    if (tid == 0) { // the next sequence among the rows, and the positions its rows see
+      int nx = INT_MAX, lo = INT_MAX, hi = -1;
+      for (int r = 0; r < kFaRows; ++r)
+        if (rPos[r] >= 0 && rSeq[r] > cur && rSeq[r] < nx)
+          nx = rSeq[r];
+      for (int r = 0; r < kFaRows; ++r)
+        if (rPos[r] >= 0 && rSeq[r] == nx) {
+          lo = min(lo, rLo[r]);
+          hi = max(hi, rPos[r]);
+        }
+      nextSeq = nx, seqLo = lo, seqHi = hi;
+    }
+    __syncthreads();
+    const int seq = nextSeq;
+    if (seq == INT_MAX)
+      break;
+    cur = seq;
+    const int64_t jlo = seqLo, jhi = seqHi, base = int64_t(seq) * a.ctx;
+    for (int64_t j0 = jlo; j0 <= jhi; j0 += kFaCols) {
+      // K and V rows of positions j0 .. j0 + 63 (zeros past the last position any row sees: never-written
+      // cells may hold NaN bits, and 0 * NaN would reach the sums).
+      for (int i = tid; i < kFaCols * (D / 8); i += kFaThreads) {
+        const int jr = i / (D / 8), c = 8 * (i % (D / 8));
+        const int64_t j = j0 + jr;
+        uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+        if (j <= jhi) {
+          const int64_t cell = base + j % a.ctx;
+          if (c < a.dk)
+            kv = *reinterpret_cast<const uint4 *>(kc + (cell * a.hkv + kh) * a.dk + c);
+          if (c < a.dv)
+            vv = *reinterpret_cast<const uint4 *>(vc + (cell * a.hkv + kh) * a.dv + c);
+        }
+        *reinterpret_cast<uint4 *>(ks + jr * L::kLdH + c) = kv;
+        *reinterpret_cast<uint4 *>(vs + jr * L::kLdH + c) = vv;
+      }
+      __syncthreads();
+      const int r0 = warp * 16;
+      { // S = Q K^T for the warp's 16 rows
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kFaCols / 16];
+#pragma unroll
+        for (int j = 0; j < kFaCols / 16; ++j)
+          wmma::fill_fragment(acc[j], 0.0f);
+        for (int kk = 0; kk < dk16; ++kk) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fq;
+          wmma::load_matrix_sync(fq, qs + r0 * L::kLdH + 16 * kk, L::kLdH);
+#pragma unroll
+          for (int j = 0; j < kFaCols / 16; ++j) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fk; // K rows = columns of K^T
+            wmma::load_matrix_sync(fk, ks + 16 * j * L::kLdH + 16 * kk, L::kLdH);
+            wmma::mma_sync(acc[j], fq, fk, acc[j]);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kFaCols / 16; ++j)
+          wmma::store_matrix_sync(ss + r0 * L::kLdS + 16 * j, acc[j], L::kLdS, wmma::mem_row_major);
+      }
+      __syncwarp();
+      { // online softmax: lanes 2i and 2i + 1 hold the two halves of row r0 + i
+        const int r = r0 + lane / 2, half = lane & 1, p = rPos[r], lo = rLo[r];
+        const bool rowIn = p >= 0 && rSeq[r] == seq;
+        float sv[32], mx = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < 32; ++c) {
+          const int col = 32 * half + c;
+          const int64_t j = j0 + col;
+          float x = ss[r * L::kLdS + col] * a.scale;
+          if (a.softcap > 0)
+            x = a.softcap * tanhf(x / a.softcap);
+          sv[c] = rowIn && j >= lo && j <= p ? x : -INFINITY;
+          mx = fmaxf(mx, sv[c]);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        const float mOld = rM[r], mNew = fmaxf(mOld, mx);
+        const float corr = mNew == -INFINITY ? 1.0f : expf(mOld - mNew);
+        float sum = 0;
+#pragma unroll
+        for (int c = 0; c < 32; ++c) {
+          const float pv = sv[c] == -INFINITY ? 0.0f : expf(sv[c] - mNew);
+          sum += pv;
+          ps[r * L::kLdP + 32 * half + c] = __float2half_rn(pv);
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        __syncwarp(); // both lanes of the row have read rM[r]
+        if (half == 0) {
+          rM[r] = mNew;
+          rL[r] = rL[r] * corr + sum;
+          rCorr[r] = corr;
+        }
+      }
+      __syncwarp();
+      for (int i = lane; i < 16 * D; i += 32) {
+        const int r = r0 + i / D;
+        os[r * L::kLdO + i % D] *= rCorr[r];
+      }
+      __syncwarp();
+      for (int jd = 0; jd < dv16; ++jd) { // O += P V, one 16-column block of the head at a time
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::load_matrix_sync(acc, os + r0 * L::kLdO + 16 * jd, L::kLdO, wmma::mem_row_major);
+#pragma unroll
+        for (int kk = 0; kk < kFaCols / 16; ++kk) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fp;
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fv;
+          wmma::load_matrix_sync(fp, ps + r0 * L::kLdP + 16 * kk, L::kLdP);
+          wmma::load_matrix_sync(fv, vs + 16 * kk * L::kLdH + 16 * jd, L::kLdH);
+          wmma::mma_sync(acc, fp, fv, acc);
+        }
+        wmma::store_matrix_sync(os + r0 * L::kLdO + 16 * jd, acc, L::kLdO, wmma::mem_row_major);
+      }
+      __syncthreads(); // K and V are overwritten next
+    }
+  }
+  // y = O / l; a sink logit joins the denominator only.
+  for (int64_t i = tid; i < int64_t(kFaRows) * a.dv; i += kFaThreads) {
+    const int r = int(i / a.dv), c = int(i % a.dv);
+    const int64_t ti = t0 + r;
+    if (ti >= a.t)
+      continue;
+    const float m = rM[r], o = os[r * L::kLdO + c];
+    float out;
+    if (a.sinks) {
+      const float sk = a.sinks[h], mf = fmaxf(m, sk), sc = m == -INFINITY ? 0.0f : expf(m - mf);
+      out = o * sc / (rL[r] * sc + expf(sk - mf));
+    } else {
+      out = o / rL[r];
+    }
+    a.y[(ti * a.hq + h) * a.dv + c] = out;
+  }
+}
+
+/// Launches the prefill kernel for head dims up to D, raising its shared-memory limit (per call: the limit
+/// belongs to the current GPU's context, and a prefill call launches this once per layer).
+template <int D> void launchFlash(const AttentionArgs &a, cudaStream_t s) {
+  TPC_CUDA_CHECK(cudaFuncSetAttribute(flashPrefillKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      FaLayout<D>::kBytes));
+  const dim3 grid(static_cast<unsigned>((a.t + kFaRows - 1) / kFaRows), static_cast<unsigned>(a.hq));
+  launchKernel(flashPrefillKernel<D>, grid, kFaThreads, FaLayout<D>::kBytes, s, a);
+}
+
+/// The prefill kernel runs: many tokens, an f16 cache, head dims of whole 16-byte rows, no quantized
+/// output; TPC_CUDA_NO_FLASH=1 keeps the flash-decode kernel for every call (A/B runs).
+bool useFlashPrefill(const AttentionArgs &a) {
+  static const bool off = [] {
+    const char *env = std::getenv("TPC_CUDA_NO_FLASH");
+    return env && std::atoi(env) > 0;
+  }();
+  return !off && a.t >= kFlashMinTokens && a.f16 && !a.xq && a.dk % 8 == 0 && a.dv % 8 == 0;
+}
+
 unsigned blocksFor(int64_t n) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 65535)));
 }
@@ -254,7 +476,17 @@ void launchAttention(const AttentionArgs &a, cudaStream_t s) {
   const int64_t n = a.t * a.hkv * (a.dk + a.dv);
   if (a.f16) {
     launchKernel(appendKernel<uint16_t>, blocksFor(n), 256, 0, s, a);
-    launchKernel(attentionKernel<uint16_t>, dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s, a);
+    if (useFlashPrefill(a)) {
+      const int64_t d = std::max(a.dk, a.dv);
+      if (d <= 64)
+        launchFlash<64>(a, s);
+      else if (d <= 128)
+        launchFlash<128>(a, s);
+      else
+        launchFlash<256>(a, s);
+    } else {
+      launchKernel(attentionKernel<uint16_t>, dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s, a);
+    }
   } else {
     launchKernel(appendKernel<float>, blocksFor(n), 256, 0, s, a);
     launchKernel(attentionKernel<float>, dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s, a);

@@ -14,9 +14,10 @@
 // all-reduce kernel. Mixing (some GPUs hosting several logical devices) is refused at open. A session runs
 // every device of its plan (a subset of SessionOptions::devices is refused for now).
 //
-// Decode calls (one token) are captured once as a CUDA graph and replayed when every logical device sits
-// on the same GPU (the loopback collective is an ordinary kernel inside the graph); with NCCL over
-// several GPUs each step is launched directly.
+// Decode-sized calls (up to 8 tokens: one-token decode, batched decode steps of several sequences) are
+// captured once per shape as CUDA graphs and replayed when every logical device sits on the same GPU
+// (the loopback collective is an ordinary kernel inside the graph); with NCCL over several GPUs each step
+// is launched directly.
 //
 // Usage:
 //   auto s = builtinBackends().open("cuda", std::move(plan), sessionOptions);   // runtime/backends

@@ -154,7 +154,8 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.y = y.f();
     a.count = count;
     a.firstExpert = MulMatIdParams::read(s).firstExpert.value_or(0); // an expert-parallel share's first
-    if (count <= kPairGridMax) { // decode: a block row per pair, no routing pass
+    const MoePath path = moePath(a.type, count, e, k);
+    if (path == MoePath::PerPair) { // decode: a block row per pair, no routing pass
       a.ids = ids.i();
       quantizedX(dev, a, x.rows());
       launchGemv(a, st);
@@ -169,9 +170,40 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     r.list = dev.route + e + 1;
     r.y = y.f();
     r.n = n;
+    if (path == MoePath::RoutedGemm) { // the tile table after the list, its entry count after that
+      r.tiles = r.list + count;
+      r.tileCount = r.tiles + 2 * tileGemmMaxTiles(count, e);
+    }
     launchRouteExperts(r, st);
+    if (path == MoePath::RoutedGemm) {
+      ConvertArgs cv; // activations to f16 once; the GEMM gathers each pair's row
+      cv.x = x.data;
+      cv.y = dev.xHalf;
+      cv.n = x.numel();
+      TPC_CUDA_ASSERT(uint64_t(cv.n) * 2 <= dev.xHalfBytes, "mul_mat_id: f16 activations exceed their scratch");
+      launchConvert(cv, st);
+      TileGemmArgs g;
+      g.type = a.type;
+      g.w = a.w;
+      g.rowBytes = a.rowBytes;
+      g.expertStride = a.expertStride;
+      g.n = n;
+      g.k = k;
+      g.x = dev.xHalf;
+      g.xDiv = a.xDiv;
+      g.y = y.f();
+      g.count = count;
+      g.list = r.list;
+      g.offsets = r.offsets;
+      g.tiles = r.tiles;
+      g.tileCount = r.tileCount;
+      g.maxTiles = tileGemmMaxTiles(count, e);
+      launchTileGemm(g, st);
+      break;
+    }
     a.list = r.list;
     a.offsets = r.offsets;
+    quantizedX(dev, a, x.rows());
     launchGemv(a, st);
     break;
   }

@@ -278,8 +278,8 @@ bool CudaSession::quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t
   constexpr size_t kLookahead = 8;
   const std::vector<Step> &steps = plan().devices[d].steps;
   const Device &dev = devs[d];
-  // The integer GEMV runs for at most kPairGridMax tokens (mul_mat_id's per-pair form; plain matmuls
-  // only for one): past that, do not look.
+  // Past kPairGridMax tokens the integer GEMVs run only for a routed mul_mat_id, which quantizes its x
+  // itself: do not look.
   if (!copts.fuse || dev.hostNear[i] || t > kPairGridMax || y.inner() % 32 != 0 || y.numel() > dev.xqElems)
     return false;
   std::vector<TensorRef> in, out;
@@ -301,7 +301,9 @@ bool CudaSession::quantizeOutput(size_t d, size_t i, const TensorRef &y, int64_t
         return false;
     } else {
       probe.count = in[2].numel();
-      probe.ids = probe.count <= kPairGridMax ? &someIds : nullptr;
+      const MoePath path = moePath(probe.type, probe.count, in[1].shape[0], probe.k);
+      probe.ids = path == MoePath::PerPair ? &someIds : nullptr;
+      probe.list = path == MoePath::RoutedGemv ? &someIds : nullptr;
     }
     if (gemvUsesIntDot(probe)) {
       xq = dev.xq;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 
 static_assert(sizeof(tpc::rt::cuda::XQBlock) == tpc::rt::cuda::kXQBlockBytes);
 
@@ -261,6 +262,83 @@ __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
   pdlTrigger();
 }
 
+/// Batched integer GEMV: NT token rows per pass over the weights, for the 2..kGemvBatchMax rows of a
+/// batched decode step (one token of each of several sequences) and for the pairs of each expert of a
+/// routed mul_mat_id (blockIdx.y the expert). A warp owns RS weight rows; its lanes walk the rows' units
+/// (lane, lane + 32, ...), dot each fetched unit of the RS rows with that unit of every token's quantized
+/// x, and the partial sums meet by shuffles. The RS rows' units are fetched before the first dot, so their
+/// loads are in flight together; x is read through L1 (every warp of the GPU reads the same rows), so
+/// weight bytes cross DRAM once per NT tokens instead of once per token, and any row length works (the
+/// decode kernel keeps x in registers and stops at 1024 units). Parts (Q, K, V; gate, up) are blocks of
+/// blockIdx.x as in the decode kernel.
+template <class P, int RS, int NT> __global__ void __launch_bounds__(kWarps * 32) gemvBatchKernel(GemvArgs a) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int64_t kRowsPerBlock = int64_t(kWarps) * RS;
+  const void *W = a.w;
+  float *Y = a.y;
+  int64_t N = a.n, bx = blockIdx.x;
+  for (int q = 0; a.parts > 1 && q < a.parts; ++q) {
+    const int64_t blocks = (a.nPart[q] + kRowsPerBlock - 1) / kRowsPerBlock;
+    if (bx < blocks) {
+      W = a.wPart[q], Y = a.yPart[q], N = a.nPart[q];
+      break;
+    }
+    bx -= blocks;
+  }
+  const int64_t row0 = bx * kRowsPerBlock + int64_t(warp) * RS, e = blockIdx.y;
+  pdlEnter();
+  int64_t begin = 0, end = a.count;
+  if (a.list) {
+    begin = a.offsets[e];
+    end = a.offsets[e + 1];
+  }
+  if (begin >= end || row0 >= N)
+    return;
+  const uint8_t *w[RS];
+#pragma unroll
+  for (int r = 0; r < RS; ++r) // rows past N re-read the last row; their results are not written
+    w[r] = static_cast<const uint8_t *>(W) + e * a.expertStride + min(row0 + r, N - 1) * a.rowBytes;
+  const int64_t units = a.k / P::kUnit;
+  for (int64_t p0 = begin; p0 < end; p0 += NT) {
+    const int nt = end - p0 < NT ? static_cast<int>(end - p0) : NT;
+    int64_t pair[NT];
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+      pair[i] = i < nt ? (a.list ? a.list[p0 + i] : p0 + i) : 0;
+    float acc[RS][NT];
+#pragma unroll
+    for (int r = 0; r < RS; ++r)
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+        acc[r][i] = 0;
+    for (int64_t u = lane; u < units; u += 32) {
+      typename P::Raw raw[RS];
+#pragma unroll
+      for (int r = 0; r < RS; ++r)
+        raw[r] = P::fetch(w[r], u);
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+        if (i < nt) {
+          const typename P::X x = P::load(a, pair[i] / a.xDiv, u, false);
+#pragma unroll
+          for (int r = 0; r < RS; ++r)
+            acc[r][i] += P::dot(raw[r], u, a.k, x);
+        }
+    }
+    // Lane (r * NT + i) % 32 writes row r of token i.
+#pragma unroll
+    for (int r = 0; r < RS; ++r)
+#pragma unroll
+      for (int i = 0; i < NT; ++i) {
+        float s = acc[r][i];
+        for (int o = 16; o > 0; o >>= 1)
+          s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == (r * NT + i) % 32 && i < nt && row0 + r < N)
+          Y[pair[i] * N + row0 + r] = s;
+      }
+  }
+}
+
 /// One thread per 32-element block of the activation rows (k a multiple of 32).
 __global__ void quantizeXKernel(const float *x, int64_t blocks, bool vec, int8_t *xq, XQBlock *xs) {
   pdlEnter();
@@ -294,14 +372,20 @@ __global__ void routeKernel(RouteArgs a) {
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    int s = 0;
+    int s = 0, tiles = 0;
     for (int64_t e = 0; e < a.experts; ++e) {
       const int c = cursor[e];
       a.offsets[e] = s;
       cursor[e] = s;
+      for (int i = 0; a.tiles && i < c; i += int(kTileGemmRows), ++tiles) {
+        a.tiles[2 * tiles] = int32_t(e);
+        a.tiles[2 * tiles + 1] = s + i;
+      }
       s += c;
     }
     a.offsets[a.experts] = s;
+    if (a.tiles)
+      *a.tileCount = tiles;
   }
   __syncthreads();
   for (int64_t p = threadIdx.x; p < a.count; p += blockDim.x) {
@@ -439,6 +523,20 @@ template <class P, bool kInt> bool launchDecode(const GemvArgs &a, bool vec, cud
   return true;
 }
 
+/// The batched integer GEMV over all parts, NT tokens per pass; RS rows per warp keep 16 sums a lane.
+template <class P, int NT> void launchBatch(const GemvArgs &a, cudaStream_t s) {
+  constexpr int RS = NT >= 8 ? 2 : 4;
+  constexpr int64_t rowsPerBlock = int64_t(kWarps) * RS;
+  int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
+  if (a.parts > 1) {
+    gridX = 0;
+    for (int q = 0; q < a.parts; ++q)
+      gridX += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
+  }
+  const dim3 grid(static_cast<unsigned>(gridX), static_cast<unsigned>(a.list ? a.experts : 1));
+  launchKernel(gemvBatchKernel<P, RS, NT>, grid, kWarps * 32, 0, s, a);
+}
+
 struct GemvLaunch {
   const GemvArgs &a;
   bool vec;
@@ -447,6 +545,17 @@ struct GemvLaunch {
   template <GGMLType T> void operator()() {
     if constexpr (hasIntDot(T))
       if (a.xq) { // gemvUsesIntDot said so; it also checked the units fit
+        if (!decode) { // 2..kGemvBatchMax tokens, or an expert's pairs after routing (mostly a few)
+          if (a.list)
+            launchBatch<IntUnit<T>, 4>(a, s);
+          else if (a.count > 4)
+            launchBatch<IntUnit<T>, 8>(a, s);
+          else if (a.count > 2)
+            launchBatch<IntUnit<T>, 4>(a, s);
+          else
+            launchBatch<IntUnit<T>, 2>(a, s);
+          return;
+        }
         const bool ok = launchDecode<IntUnit<T>, true>(a, vec, s, a.k / IntDot<T>::kUnit);
         TPC_CUDA_ASSERT(ok, "gemv: integer decode shape");
         return;
@@ -511,16 +620,37 @@ bool gemvUsesIntDot(const GemvArgs &a) {
     const char *env = std::getenv("TPC_CUDA_GEMV_FLOAT");
     return env && std::atoi(env) > 0;
   }();
-  if (off || !hasIntDot(a.type) || a.k == 0 || a.k % 32 != 0 || !(a.ids || a.count == 1))
+  if (off || !hasIntDot(a.type) || a.k == 0 || a.k % 32 != 0)
     return false;
-  const int64_t unit = a.type == GGMLType::Q6_K ? 64 : 32;
-  return a.k / unit <= 1024;
+  if (a.ids || a.count == 1) { // the decode kernel holds x in registers: at most 1024 units
+    const int64_t unit = a.type == GGMLType::Q6_K ? 64 : 32;
+    return a.k / unit <= 1024;
+  }
+  // The batched kernel reads x through L1: any row length (Q6_K's unit of 64 divides k: 256-blocks).
+  return a.list || a.count <= kGemvBatchMax;
 }
 
 bool gemvCanGroup(const GemvArgs &a) {
-  if (a.list || !(a.ids || a.count == 1) || a.k == 0)
+  if (a.list || a.k == 0)
     return false;
+  if (!(a.ids || a.count == 1)) // batched: the integer kernel only (the float one takes no parts)
+    return a.count <= kGemvBatchMax && gemvUsesIntDot(a);
   return gemvUsesIntDot(a) || (a.k + 31) / 32 <= 512;
+}
+
+int64_t moeGemvMaxPairs(int64_t experts) {
+  // TPC_CUDA_MOE_GEMM_FROM=N: the tile GEMM from N pairs per expert on average (A/B runs); 0 turns it off.
+  static const int64_t perExpert = [] {
+    const char *env = std::getenv("TPC_CUDA_MOE_GEMM_FROM");
+    return env ? std::max<int64_t>(0, std::atoll(env)) : int64_t(4);
+  }();
+  return perExpert == 0 ? std::numeric_limits<int64_t>::max() : std::max(kPairGridMax, perExpert * experts);
+}
+
+MoePath moePath(GGMLType type, int64_t count, int64_t experts, int64_t k) {
+  if (count <= kPairGridMax)
+    return MoePath::PerPair;
+  return tileGemmSupports(type, k) && count > moeGemvMaxPairs(experts) ? MoePath::RoutedGemm : MoePath::RoutedGemv;
 }
 
 void launchQuantizeX(const float *x, int64_t rows, int64_t k, int8_t *xq, XQBlock *xs, cudaStream_t s) {

@@ -2,11 +2,13 @@
 //
 // Weights stay in their ggml layout on the GPU. Decode runs the own GEMV kernels with the activation row
 // held in registers: for q4_0, q8_0, q4_K, q5_K and q6_K the row is quantized to 8 bits first and the
-// dot products are integer (dp4a), the other types dot float chunks. Small batches run one warp per two
-// weight rows, 32-element chunks dequantized in registers and dotted with up to four token rows at a
-// time; larger batches dequantize weight row tiles to f16 and call cuBLAS (see Session).
+// dot products are integer (dp4a), the other types dot float chunks. Batches of 2..8 tokens of those
+// types run the batched integer GEMV (each weight block read once for all tokens, x through L1); the
+// other types one warp per two weight rows, 32-element chunks dequantized in registers and dotted with up
+// to four token rows at a time. Larger batches call cuBLAS on f16 weights (see Session).
 // MUL_MAT_ID groups its (token, slot) pairs by expert on the GPU (launchRouteExperts) and runs one grouped
-// GEMV over all experts, so nothing reads the router's choices back to the host.
+// launch over all experts, so nothing reads the router's choices back to the host: the batched GEMV for
+// a few pairs per expert, the tile GEMM on tensor cores (TileGemm.cuh) for many (prefill).
 //
 // Supported weight types: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K
 // (cudaSupportsType). Weight rows must start 16-byte aligned (the session aligns every slice to 256).
@@ -14,6 +16,7 @@
 #ifndef TPC_RUNTIME_CUDA_MATMUL_CUH
 #define TPC_RUNTIME_CUDA_MATMUL_CUH
 
+#include "runtime/cuda/TileGemm.cuh"
 #include "runtime/ggml/GGMLTypes.h"
 
 #include <cuda_runtime_api.h>
@@ -67,9 +70,25 @@ void launchGemv(const GemvArgs &a, cudaStream_t s);
 /// per-pair form; a row the decode kernel holds in registers).
 bool gemvCanGroup(const GemvArgs &a);
 
-/// True where launchGemv runs the integer decode kernel, which needs a.xq / a.xs: decode (one token, or
-/// ids), a weight type with an integer unit (q4_0, q8_0, q4_K, q5_K, q6_K) and a row that fits it.
+/// True where launchGemv runs an integer kernel, which needs a.xq / a.xs: a weight type with an integer
+/// unit (q4_0, q8_0, q4_K, q5_K, q6_K) and either the decode form (one token, or ids; a row whose units
+/// fit the registers) or the batched form (2..kGemvBatchMax tokens, or routed pairs with a list).
 bool gemvUsesIntDot(const GemvArgs &a);
+
+/// Token rows up to which a plain matmul runs the batched integer GEMV (each weight read once for all of
+/// them: batched decode of up to this many sequences); from CudaOptions::cublasMinRows cuBLAS takes over.
+constexpr int64_t kGemvBatchMax = 8;
+/// mul_mat_id with at most this many (token, slot) pairs (decode) runs one block row per pair.
+constexpr int64_t kPairGridMax = 16;
+
+/// How mul_mat_id of `count` (token, slot) pairs runs: one decode block row per pair (no routing pass);
+/// routed (pairs grouped by expert on the GPU) into the batched GEMV, which reads each expert's weights
+/// once per few pairs; or routed into the tile GEMM on tensor cores (TileGemm.cuh), which reads them once
+/// per 64 pairs, from moeGemvMaxPairs(experts) pairs on (a few pairs per expert on average).
+enum class MoePath { PerPair, RoutedGemv, RoutedGemm };
+MoePath moePath(GGMLType type, int64_t count, int64_t experts, int64_t k);
+/// The most pairs the routed GEMV takes before the tile GEMM does (TPC_CUDA_MOE_GEMM_FROM: per expert).
+int64_t moeGemvMaxPairs(int64_t experts);
 
 /// xq[rows * k] and xs[rows * k / 32] from the f32 rows x (k a multiple of 32): per 32 elements, int8
 /// values rounded to nearest with the block's scale, and the block's float half sums.
@@ -84,6 +103,10 @@ struct RouteArgs {
   int32_t *offsets = nullptr, *list = nullptr;
   float *y = nullptr;
   int64_t n = 0;
+  /// For the tile GEMM (optional): (expert, first index into list) of each tile of up to kTileGemmRows
+  /// pairs of one expert, in tiles[2 * j], tiles[2 * j + 1], and their number in *tileCount (at most
+  /// tileGemmMaxTiles(count, experts)).
+  int32_t *tiles = nullptr, *tileCount = nullptr;
 };
 void launchRouteExperts(const RouteArgs &a, cudaStream_t s);
 

@@ -50,7 +50,11 @@ ScratchPlan CudaSession::scratchFor(size_t d) const {
       sp.tileElems = std::max(sp.tileElems, rows * k);
       sp.xHalf = std::max<uint64_t>(sp.xHalf, uint64_t(in[0].numel()) * 2);
     } else if (s.op == OpKind::MulMatId) {
-      sp.route = std::max<uint64_t>(sp.route, uint64_t(in[1].shape[0] + 1 + in[2].numel()) * 4);
+      // offsets, the pair list, the tile GEMM's tile table and its entry count (Dispatch.cpp)
+      const int64_t e = in[1].shape[0], count = in[2].numel();
+      sp.route = std::max<uint64_t>(sp.route, uint64_t(e + 1 + count + 2 * tileGemmMaxTiles(count, e) + 1) * 4);
+      if (tileGemmSupports(typeOf(in[1]), in[0].inner())) // the tile GEMM's f16 activations
+        sp.xHalf = std::max<uint64_t>(sp.xHalf, uint64_t(in[0].numel()) * 2);
     } else if (s.op == OpKind::ReduceScatter || s.op == OpKind::AllGather) {
       sp.stage = std::max<uint64_t>(sp.stage, uint64_t(in[0].numel()) * 4);
     }
@@ -63,14 +67,22 @@ ScratchPlan CudaSession::scratchFor(size_t d) const {
     }
   }
   sp.wTile = uint64_t(sp.tileElems) * 2;
-  // The integer decode GEMV runs for one token, or mul_mat_id with at most kPairGridMax pairs (so at
-  // most that many tokens): its x at that many tokens bounds the quantized copy.
-  const int64_t tq = std::min<int64_t>(t, kPairGridMax);
-  for (const Step &s : plan().devices[d].steps)
-    if ((s.op == OpKind::Matmul || s.op == OpKind::MulMatId) && !touchesHost(plan().devices[d], s)) {
-      exec::bindOperands(plan().devices[d], devs[d].ptr, s, tq, maxRowsAt(tq), in, out);
-      sp.xqElems = std::max(sp.xqElems, in[0].numel());
+  // The integer GEMVs run for plain matmuls of up to kGemvBatchMax tokens, for mul_mat_id's per-pair form
+  // (at most kPairGridMax pairs, so tokens) and for its routed GEMV (up to moeGemvMaxPairs pairs): their
+  // x at that many tokens bounds the quantized copy.
+  const DevicePlan &dp = plan().devices[d];
+  for (const Step &s : dp.steps) {
+    if ((s.op != OpKind::Matmul && s.op != OpKind::MulMatId) || touchesHost(dp, s))
+      continue;
+    int64_t tq = std::min<int64_t>(t, std::max(kPairGridMax, kGemvBatchMax));
+    if (s.op == OpKind::MulMatId) {
+      exec::bindOperands(dp, devs[d].ptr, s, 1, maxRowsAt(1), in, out);
+      const int64_t slots = std::max<int64_t>(1, in[2].numel()); // pairs per token
+      tq = std::clamp<int64_t>(moeGemvMaxPairs(in[1].shape[0]) / slots, tq, t);
     }
+    exec::bindOperands(dp, devs[d].ptr, s, tq, maxRowsAt(tq), in, out);
+    sp.xqElems = std::max(sp.xqElems, in[0].numel());
+  }
   return sp;
 }
 
@@ -230,6 +242,7 @@ void CudaSession::allocateDevice(size_t d, const DeviceSizes &z) {
   dev.wTile = z.sp.wTile ? take(z.sp.wTile) : nullptr;
   dev.tileElems = z.sp.tileElems;
   dev.xHalf = z.sp.xHalf ? take(z.sp.xHalf) : nullptr;
+  dev.xHalfBytes = z.sp.xHalf;
   dev.route = z.sp.route ? reinterpret_cast<int32_t *>(take(z.sp.route)) : nullptr;
   dev.xqElems = z.sp.xqElems;
   dev.xq = reinterpret_cast<int8_t *>(take(z.sp.xqElems));

@@ -101,8 +101,8 @@ CudaSession::CudaSession(Plan plan, int64_t ctx, int32_t sequences, std::vector<
 
 CudaSession::~CudaSession() {
   collectives.reset(); // before the communicator and the streams its calls name
-  if (graph)
-    cudaGraphExecDestroy(graph);
+  for (auto &[shape, exec] : graphs)
+    cudaGraphExecDestroy(exec);
   for (int i : devices()) {
     Device &d = devs[i];
     cudaSetDevice(d.gpu);

@@ -9,7 +9,7 @@
 //   Dispatch.cpp     the step loop, the per-step op switch (the op entries), host steps, data movement
 //   Fusion.cpp       run-time fusion and the quantized-x cache of the integer decode GEMV
 //   Collectives.cpp  the collective steps through exec::CollectiveRunner: the kernels adapter
-//   Graphs.cpp       capture and replay of one-token calls as a CUDA graph
+//   Graphs.cpp       capture and replay of decode-sized calls (one graph per shape)
 //   Bandwidth.cpp    the copy-bandwidth probe (needs nothing of the session's state)
 // The communicators (loopback kernel, NCCL) are Communicators.h. Nothing outside runtime/cuda includes
 // this header.
@@ -30,6 +30,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -44,8 +45,6 @@
 
 namespace tpc::rt::cuda {
 
-/// mul_mat_id with at most this many (token, slot) pairs (decode) runs one block row per pair.
-constexpr int64_t kPairGridMax = 16;
 /// Steps a fused group may span from its first step (the quantized-output lookahead is the longest).
 constexpr size_t kFuseReach = 9;
 
@@ -85,6 +84,7 @@ struct Device {
   int32_t *tokens = nullptr, *positions = nullptr, *seqs = nullptr, *rows = nullptr;
   float *logits = nullptr;
   void *wTile = nullptr, *xHalf = nullptr;
+  uint64_t xHalfBytes = 0;
   int32_t *route = nullptr;
   int64_t tileElems = 0;
   uint64_t stageBytes = 0; ///< the session's own communicator's staging buffer on this device
@@ -157,7 +157,7 @@ private:
                 std::vector<exec::TensorRef> &out) const {
     exec::bindOperands(plan().devices[d], devs[d].ptr, s, t, rows_, in, out);
   }
-  int64_t rows_ = 1; ///< output rows of the chunk being run (a one-token chunk, as captured in graphs: 1)
+  int64_t rows_ = 1; ///< output rows of the chunk being run (part of a captured graph's shape)
 
   // Session.cpp
   void markHostSteps(size_t d);
@@ -203,7 +203,9 @@ private:
   bool loopback = true;     ///< every device of the session on one GPU
   int32_t logitsTensor = -1;
   HostAlloc hostIo; ///< tokens, positions, logits rows
-  cudaGraphExec_t graph = nullptr;
+  /// Captured calls by (tokens, logits rows) (Graphs.cpp).
+  std::map<std::pair<int64_t, int64_t>, cudaGraphExec_t> graphs;
+  static constexpr size_t kMaxGraphs = 64; ///< shapes captured at most (later ones run uncaptured)
   bool ownComm = false; ///< the communicator is the session's own (loopback or NCCL), not SessionOptions'
   std::unique_ptr<exec::HostStepRunner> hostRunner; ///< host-placed steps (null: the plan has none)
   // Declared in this order so that the runner goes before what it refers to.

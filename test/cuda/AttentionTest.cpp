@@ -2,7 +2,8 @@
 //
 // RoPE in both modes, partial n_dims, with frequency factors, in place and out of place; attention over
 // the KV cache (GQA, MQA, sliding window, soft-cap, sinks, f16 and f32 caches, head dims up to 256) across
-// a chunked prefill and single-token decode steps (replayed CUDA graphs), each against the CPU backend.
+// a chunked prefill and single-token decode steps (replayed CUDA graphs), each against the CPU backend;
+// the tensor-core prefill kernel on calls of several sequences, then their batched decode steps.
 // Skips visibly without a GPU.
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
@@ -68,6 +69,72 @@ TEST(CudaKernels, AttentionPrefillThenDecode) {
       ASSERT_TRUE(p.cpu->evaluate({pos}, {pos}));
       ASSERT_TRUE(p.gpu->evaluate({pos}, {pos}));
       expectClose(p, 0, y, 1, 1e-4, "decode at " + std::to_string(pos));
+    }
+  }
+}
+
+/// Tokens (ids = rows of the input tables), positions start .. start + n - 1 of each of `seqs` sequences,
+/// interleaved.
+std::vector<BatchToken> interleaved(int32_t seqs, int32_t start, int32_t n, int32_t tableRows) {
+  std::vector<BatchToken> b;
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t s = 0; s < seqs; ++s)
+      b.push_back({(s * 97 + start + i) % tableRows, start + i, s, false});
+  return b;
+}
+
+TEST(CudaKernels, AttentionTensorCorePrefillOfSeveralSequences) {
+  TPC_REQUIRE_GPU();
+  // Calls of 32 tokens and more with an f16 cache run the tensor-core prefill kernel: two sequences
+  // interleaved in one call of 2 x 48 tokens, a second call of 2 x 40 continuing both (positions before the
+  // call come from the cache), then batched decode steps of both sequences (the flash-decode kernel, in
+  // captured graphs: equal to the same session without graphs, bit for bit), each against the CPU. Head
+  // dims 64, 128 / 96, 256, 80 and 40 (padded to the kernel's 64 / 128 / 256), GQA and MQA, windows,
+  // soft-cap and sinks; 96 rows leave the last 64-row tile partial.
+  const AttnCase cases[] = {
+      {8, 2, 64, 64, 0, 0, false, DType::F16},       {4, 4, 128, 96, 50, 0, false, DType::F16},
+      {4, 1, 256, 256, 0, 30.0f, true, DType::F16},  {6, 3, 80, 80, 20, 20.0f, true, DType::F16},
+      {4, 2, 40, 40, 0, 0, false, DType::F16},
+  };
+  const int32_t rows = 200;
+  for (const AttnCase &c : cases) {
+    SCOPED_TRACE("hq " + std::to_string(c.hq) + " hkv " + std::to_string(c.hkv) + " dk " + std::to_string(c.dk) +
+                 " dv " + std::to_string(c.dv) + " window " + std::to_string(c.window));
+    PlanMaker mk(1, 128, 64);
+    int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, randomFloats(rows * c.hq * c.dk, 5, -2, 2));
+    int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(rows * c.hkv * c.dk, 6, -2, 2));
+    int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(rows * c.hkv * c.dv, 7));
+    int32_t y = mk.act(0, {-1, c.hq, c.dv});
+    int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, Placement::Device});
+    std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
+    if (c.sinks)
+      in.push_back(mk.input(0, {c.hq}, randomFloats(c.hq, 8)));
+    mk.b(0).step(OpKind::Attention, in, {y}, {kv, c.window}, {0.3f, c.softcap});
+    SessionOptions o = mk.options(2, 256);
+    o.sequences = 2;
+    cuda::CudaOptions co, noGraphs;
+    co.gpus = noGraphs.gpus = {0};
+    noGraphs.graphs = false;
+    auto cpu = Session::open(mk.plan, o);
+    auto gpu = openCuda(mk.plan, o, co);
+    auto plain = openCuda(mk.plan, o, noGraphs);
+    ASSERT_TRUE(cpu && gpu && plain) << (cpu ? gpu ? plain.message() : gpu.message() : cpu.message());
+    Pair p;
+    p.cpu = std::move(*cpu);
+    p.gpu = std::move(*gpu);
+    auto runAll = [&](const std::vector<BatchToken> &b) {
+      ASSERT_TRUE(p.cpu->evaluate(b));
+      ASSERT_TRUE(p.gpu->evaluate(b));
+      ASSERT_TRUE((*plain)->evaluate(b));
+    };
+    runAll(interleaved(2, 0, 48, rows));
+    expectClose(p, 0, y, 96, 1e-2, "prefill of 2 x 48");
+    runAll(interleaved(2, 48, 40, rows));
+    expectClose(p, 0, y, 80, 1e-2, "prefill of 2 x 40 after 48");
+    for (int32_t pos = 88; pos < 92; ++pos) {
+      runAll(interleaved(2, pos, 1, rows));
+      expectClose(p, 0, y, 2, 1e-4, "batched decode at " + std::to_string(pos));
+      EXPECT_EQ(p.gpu->tensorData(0, y, 2), (*plain)->tensorData(0, y, 2)) << "graph vs no graph at " << pos;
     }
   }
 }

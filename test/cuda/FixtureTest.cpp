@@ -15,6 +15,10 @@
 //     demand it);
 //   - CUDA against CPU on the same plan within the same tolerances: two backends of this engine must
 //     agree at least as closely as each must agree with an independent engine.
+// Plans of max batch 36 or more (the hand-built ones are written with 64) also run three sequences in one
+// session: the prompt and two other texts interleaved in one batch, then the greedy ids fed to all three
+// per step (tensor-core prefill attention, batched decode GEMVs, a graph per batch shape), sequence 0
+// against the reference and every sequence against the CPU on the same batches.
 // At least one plan must be compared. Skips visibly without a GPU, without the shared fixtures, or where
 // tpc-cuda-fixture-plans was not built (no GGUF reader in this build).
 //===----------------------------------------------------------------------===//
@@ -67,6 +71,38 @@ struct TempPlanDir {
     ::rmdir(path.c_str());
   }
 };
+
+/// teacherForced for `seqs` sequences in one session: sequence 0 reads the reference prompt, sequence q
+/// the prompt with every token but the first shifted by 31q (another text), all interleaved in one batch
+/// (every row asked for: 3 x 12 tokens run the tensor-core prefill attention); then each greedy id is fed
+/// to every sequence in one batch per step (batched decode: the batched GEMVs, a graph per shape).
+/// Returns each sequence's rows in teacherForced's layout.
+Expected<std::vector<std::vector<float>>> teacherForcedTogether(Session &s, const Reference &ref, int seqs) {
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < ref.prompt.size(); ++i)
+    for (int q = 0; q < seqs; ++q) {
+      const int32_t tok = i == 0 ? ref.prompt[i] : int32_t((ref.prompt[i] + 31 * q) % ref.nVocab);
+      batch.push_back({tok, int32_t(i), q, true});
+    }
+  std::vector<std::vector<float>> out(seqs);
+  auto rows = s.evaluate(batch);
+  if (!rows)
+    return Error{rows.message()};
+  const size_t v = size_t(ref.nVocab);
+  for (size_t i = 0; i < batch.size(); ++i)
+    out[i % seqs].insert(out[i % seqs].end(), rows->begin() + i * v, rows->begin() + (i + 1) * v);
+  for (size_t k = 0; k < ref.greedy.size(); ++k) {
+    std::vector<BatchToken> step;
+    for (int q = 0; q < seqs; ++q)
+      step.push_back({ref.greedy[k], int32_t(ref.prompt.size() + k), q, true});
+    auto r = s.evaluate(step);
+    if (!r)
+      return Error{r.message()};
+    for (int q = 0; q < seqs; ++q)
+      out[q].insert(out[q].end(), r->begin() + q * v, r->begin() + (q + 1) * v);
+  }
+  return out;
+}
 
 TEST(CudaFixture, PlansMatchReferenceOnOneGpu) {
   TPC_REQUIRE_GPU();
@@ -127,6 +163,29 @@ TEST(CudaFixture, PlansMatchReferenceOnOneGpu) {
     std::printf("[ fixture  ] %s devices=%zu cuda: %s; cpu: %s; cuda-cpu: %s; %d greedy ids checked\n",
                 f.c_str(), plan->devices.size(), vsRef.message(),
                 tpc::test::matchesReference(*want, ref).message(), vsCpu.message(), ref.strictPrefix);
+
+    // Three sequences in one session (the multi-sequence paths of `tpc serve`): sequence 0 against the
+    // reference, every sequence against the CPU running the same batches. Needs plans of max batch 36.
+    if (plan->model.maxBatch < 3 * int64_t(ref.prompt.size()))
+      continue;
+    o.sequences = 3;
+    auto gpu3 = tpc::rt::test::openCuda(*plan, o, co);
+    ASSERT_TRUE(gpu3) << gpu3.message();
+    auto cpu3 = Session::open(*plan, o);
+    ASSERT_TRUE(cpu3) << cpu3.message();
+    auto got3 = teacherForcedTogether(**gpu3, ref, 3);
+    ASSERT_TRUE(got3) << got3.message();
+    auto want3 = teacherForcedTogether(**cpu3, ref, 3);
+    ASSERT_TRUE(want3) << want3.message();
+    EXPECT_TRUE(tpc::test::matchesReference((*got3)[0], ref)) << "CUDA, 3 sequences: sequence 0 vs reference";
+    for (int q = 0; q < 3; ++q) {
+      Reference cpuRows = ref;
+      cpuRows.logits = (*want3)[q];
+      cpuRows.strictPrefix = q == 0 ? ref.strictPrefix : 0; // the other texts' greedy ids are not the reference's
+      const ::testing::AssertionResult r = tpc::test::matchesReference((*got3)[q], cpuRows);
+      EXPECT_TRUE(r) << "CUDA vs CPU, 3 sequences: sequence " << q;
+      std::printf("[ fixture  ] %s 3 sequences, sequence %d cuda-cpu: %s\n", f.c_str(), q, r.message());
+    }
   }
   EXPECT_GT(compared, 0) << "no fixture plan was compared (" << plans.size() << " plan files in " << dir
                          << ")";

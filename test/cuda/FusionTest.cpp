@@ -18,38 +18,42 @@ TEST(CudaKernels, FusedResidualNormAndQuantizedProducers) {
   TPC_REQUIRE_GPU();
   // add + rms_norm run as one kernel (the sum written too); rms_norm and glu also write the quantized x
   // of the integer GEMVs that read them next (three matmuls on one x share it, the two of one type in
-  // one launch). Checked against the CPU backend and against the same plan run unfused.
+  // one launch). One row (the decode kernel) and four (the batched kernel of a batched decode step).
+  // Checked against the CPU backend and against the same plan run unfused.
   const int64_t k = 512, f = 256;
-  PlanMaker mk(1, 1, 1);
-  std::vector<float> deq;
-  int32_t x = mk.input(0, {1, k}, randomFloats(k, 41, -2, 2)), r = mk.input(0, {1, k}, randomFloats(k, 42));
-  int32_t nw = mk.weightF32(0, {k}, randomFloats(k, 43));
-  int32_t wa = mk.weightRaw(0, GGMLType::Q4_K, {40, k}, randomWeight(GGMLType::Q4_K, 40, k, 44, deq));
-  int32_t wb = mk.weightRaw(0, GGMLType::Q6_K, {24, k}, randomWeight(GGMLType::Q6_K, 24, k, 45, deq));
-  int32_t wc = mk.weightRaw(0, GGMLType::Q8_0, {30, f}, randomWeight(GGMLType::Q8_0, 30, f, 46, deq));
-  int32_t sum = mk.act(0, {1, k}), y = mk.act(0, {1, k}), za = mk.act(0, {1, 40}), zb = mk.act(0, {1, 24});
-  mk.b(0).step(OpKind::Add, {x, r}, {sum});
-  mk.b(0).step(OpKind::RmsNorm, {sum, nw}, {y}, {}, {1e-5f});
-  int32_t wa2 = mk.weightRaw(0, GGMLType::Q4_K, {72, k}, randomWeight(GGMLType::Q4_K, 72, k, 48, deq));
-  int32_t za2 = mk.act(0, {1, 72});
-  mk.b(0).step(OpKind::Matmul, {y, wa}, {za}); // these two: one grouped launch
-  mk.b(0).step(OpKind::Matmul, {y, wa2}, {za2});
-  mk.b(0).step(OpKind::Matmul, {y, wb}, {zb}); // another type: its own launch
-  int32_t gu = mk.input(0, {1, 2 * f}, randomFloats(2 * f, 47, -3, 3)), g = mk.act(0, {1, f}),
-          zc = mk.act(0, {1, 30});
-  mk.b(0).step(OpKind::Glu, {gu}, {g}, {0});
-  mk.b(0).step(OpKind::Matmul, {g, wc}, {zc});
-  Pair p = runBoth(mk, {{0, 1}});
-  cuda::CudaOptions plain;
-  plain.fuse = false;
-  Pair q = runBoth(mk, {{0, 1}}, 64, plain);
-  ASSERT_TRUE(p.gpu && q.gpu);
-  for (int32_t id : {sum, y, g})
-    expectClose(p, 0, id, 1, 1e-5, "f32 output " + std::to_string(id));
-  for (int32_t id : {za, za2, zb, zc}) {
-    expectClose(p, 0, id, 1, 3e-2, "matmul " + std::to_string(id));
-    // The fused producers quantize exactly like launchQuantizeX: bit-identical matmul outputs.
-    EXPECT_EQ(p.gpu->tensorData(0, id, 1), q.gpu->tensorData(0, id, 1)) << "fused vs unfused " << id;
+  for (int64_t m : {int64_t(1), int64_t(4)}) {
+    SCOPED_TRACE("rows " + std::to_string(m));
+    PlanMaker mk(1, 1, 1);
+    std::vector<float> deq;
+    int32_t x = mk.input(0, {m, k}, randomFloats(m * k, 41, -2, 2)), r = mk.input(0, {m, k}, randomFloats(m * k, 42));
+    int32_t nw = mk.weightF32(0, {k}, randomFloats(k, 43));
+    int32_t wa = mk.weightRaw(0, GGMLType::Q4_K, {40, k}, randomWeight(GGMLType::Q4_K, 40, k, 44, deq));
+    int32_t wb = mk.weightRaw(0, GGMLType::Q6_K, {24, k}, randomWeight(GGMLType::Q6_K, 24, k, 45, deq));
+    int32_t wc = mk.weightRaw(0, GGMLType::Q8_0, {30, f}, randomWeight(GGMLType::Q8_0, 30, f, 46, deq));
+    int32_t sum = mk.act(0, {m, k}), y = mk.act(0, {m, k}), za = mk.act(0, {m, 40}), zb = mk.act(0, {m, 24});
+    mk.b(0).step(OpKind::Add, {x, r}, {sum});
+    mk.b(0).step(OpKind::RmsNorm, {sum, nw}, {y}, {}, {1e-5f});
+    int32_t wa2 = mk.weightRaw(0, GGMLType::Q4_K, {72, k}, randomWeight(GGMLType::Q4_K, 72, k, 48, deq));
+    int32_t za2 = mk.act(0, {m, 72});
+    mk.b(0).step(OpKind::Matmul, {y, wa}, {za}); // these two: one grouped launch
+    mk.b(0).step(OpKind::Matmul, {y, wa2}, {za2});
+    mk.b(0).step(OpKind::Matmul, {y, wb}, {zb}); // another type: its own launch
+    int32_t gu = mk.input(0, {m, 2 * f}, randomFloats(m * 2 * f, 47, -3, 3)), g = mk.act(0, {m, f}),
+            zc = mk.act(0, {m, 30});
+    mk.b(0).step(OpKind::Glu, {gu}, {g}, {0});
+    mk.b(0).step(OpKind::Matmul, {g, wc}, {zc});
+    Pair p = runBoth(mk, {{0, 1}});
+    cuda::CudaOptions plain;
+    plain.fuse = false;
+    Pair q = runBoth(mk, {{0, 1}}, 64, plain);
+    ASSERT_TRUE(p.gpu && q.gpu);
+    for (int32_t id : {sum, y, g})
+      expectClose(p, 0, id, 1, 1e-5, "f32 output " + std::to_string(id));
+    for (int32_t id : {za, za2, zb, zc}) {
+      expectClose(p, 0, id, 1, 3e-2, "matmul " + std::to_string(id));
+      // The fused producers quantize exactly like launchQuantizeX: bit-identical matmul outputs.
+      EXPECT_EQ(p.gpu->tensorData(0, id, 1), q.gpu->tensorData(0, id, 1)) << "fused vs unfused " << id;
+    }
   }
 }
 

@@ -2,10 +2,12 @@
 //
 // Every weight type through each matmul path against an exact double-precision product of the dequantized
 // weights and against the CPU backend (which quantizes activations to 8 bits for quantized weights, as the
-// integer decode GEMV does): the decode GEMV (one token), the small-batch GEMV (2..8 tokens) and cuBLAS
-// (from 9), wide rows for every thread shape of the decode kernel, mul_mat_id in its decode and grouped
-// forms (also an expert-parallel share's offset ids), get_rows of every type, and what open() refuses (a weight type no kernel reads). GemvBandwidth
-// prints the decode GEMV's bandwidth (not a correctness check). Skips visibly without a GPU.
+// integer GEMVs do): the decode GEMV (one token), the batched GEMVs (2..8 tokens; the integer one at any
+// row length) and cuBLAS (from 9), wide rows for every thread shape of the decode kernel, mul_mat_id in
+// each of its forms (per-pair decode blocks, the routed batched GEMV, the tile GEMM on tensor cores with
+// partial tiles; an expert-parallel share's offset ids), get_rows of every type, and what open() refuses
+// (a weight type no kernel reads). GemvBandwidth prints the decode GEMV's bandwidth (not a correctness
+// check). Skips visibly without a GPU.
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 #include "runtime/cuda/Matmul.cuh"
@@ -20,11 +22,26 @@ using namespace tpc::rt::test;
 
 namespace {
 
+/// Relative error a mul_mat_id of `count` pairs may show against the exact product: 8-bit activations on
+/// the integer GEMVs, f16 operands on the tile GEMM, none on the float GEMV.
+double mulMatIdTolerance(GGMLType type, int64_t count, int64_t experts, int64_t k) {
+  const cuda::MoePath path = cuda::moePath(type, count, experts, k);
+  if (path == cuda::MoePath::RoutedGemm)
+    return 5e-3;
+  cuda::GemvArgs probe;
+  probe.type = type, probe.k = k, probe.count = count;
+  static const int32_t someIds = 0;
+  (path == cuda::MoePath::PerPair ? probe.ids : probe.list) = &someIds;
+  return cuda::gemvUsesIntDot(probe) ? 3e-2 : 1e-5;
+}
+
 TEST(CudaKernels, MatmulEveryTypeGemvAndCublas) {
   TPC_REQUIRE_GPU();
   const int64_t n = 67, k = 512; // odd row count: the last warp has one row
   for (GGMLType type : kCudaWeightTypes) {
-    for (int64_t m : {int64_t(1), int64_t(3), int64_t(6), int64_t(24)}) { // 24 >= cublasMinRows: cuBLAS
+    // 1: decode; 2, 3, 6, 8: the batched GEMVs (integer for the types that have a unit: 2, 4 and 8
+    // tokens per pass); 24 >= cublasMinRows: cuBLAS.
+    for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), int64_t(6), int64_t(8), int64_t(24)}) {
       SCOPED_TRACE(std::string(ggmlTypeName(type)) + " m=" + std::to_string(m));
       PlanMaker mk(1, m, 1);
       std::vector<float> deq;
@@ -75,6 +92,32 @@ TEST(CudaKernels, MatmulDecodeWideRowsEveryThreadShape) {
     }
 }
 
+TEST(CudaKernels, MatmulBatchedIntegerRowsAnyLength) {
+  TPC_REQUIRE_GPU();
+  // The batched integer GEMV reads x through L1, so it takes rows past the decode kernel's 1024 units;
+  // row counts that leave the last warp partial (RS rows per warp) and tokens of every pass width.
+  for (GGMLType type : {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K})
+    for (int64_t k : {int64_t(256), int64_t(14336), int64_t(40960)})
+      for (int64_t m : {int64_t(2), int64_t(4), int64_t(7)}) {
+        SCOPED_TRACE(std::string(ggmlTypeName(type)) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+        const int64_t n = 37;
+        PlanMaker mk(1, 1, 1);
+        std::vector<float> deq;
+        auto wb = randomWeight(type, n, k, 51, deq);
+        auto xv = randomFloats(m * k, 52);
+        int32_t w = mk.weightRaw(0, type, {n, k}, wb);
+        int32_t x = mk.input(0, {m, k}, xv), y = mk.act(0, {m, n});
+        mk.b(0).step(OpKind::Matmul, {x, w}, {y});
+        Pair p = runBoth(mk, {{0, 1}});
+        ASSERT_TRUE(p.gpu);
+        cuda::GemvArgs probe;
+        probe.type = type, probe.k = k, probe.count = m;
+        ASSERT_TRUE(cuda::gemvUsesIntDot(probe));
+        EXPECT_LE(relErr(tpc::test::refMatmul(xv, deq, m, n, k), p.gpu->tensorData(0, y, 1)), 3e-2) << "vs exact";
+        expectClose(p, 0, y, 1, 3e-2, "vs CPU");
+      }
+}
+
 TEST(CudaKernels, MatmulEmptyReductionWritesZeros) {
   TPC_REQUIRE_GPU();
   // A device whose share of K is 0 holds a zero partial sum.
@@ -113,8 +156,10 @@ TEST(CudaKernels, GetRowsEveryType) {
 TEST(CudaKernels, MulMatIdGroupedDecodeAndPrefill) {
   TPC_REQUIRE_GPU();
   const int64_t e = 6, n = 45, k = 256, kk = 2;
-  for (GGMLType type : {GGMLType::F32, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K})
-    for (int64_t t : {int64_t(1), int64_t(3), int64_t(13)})
+  // Pairs t * kk over 6 experts: 2 and 6 per-pair decode blocks; 20 the routed batched GEMV; 26, 80 and
+  // 600 (100 per expert: two tiles each) the tile GEMM on tensor cores, f32 excepted.
+  for (GGMLType type : {GGMLType::F32, GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K})
+    for (int64_t t : {int64_t(1), int64_t(3), int64_t(10), int64_t(13), int64_t(40), int64_t(300)})
       for (bool perSlot : {false, true}) {
         SCOPED_TRACE(std::string(ggmlTypeName(type)) + " t=" + std::to_string(t) +
                      (perSlot ? " per-slot" : ""));
@@ -145,11 +190,48 @@ TEST(CudaKernels, MulMatIdGroupedDecodeAndPrefill) {
             want[i * n + r] = float(s);
           }
         }
-        cuda::GemvArgs probe; // t * kk <= 16 pairs: the decode form, integer for the quantized types
-        probe.type = type, probe.k = k, probe.count = t * kk, probe.ids = ids.data();
-        EXPECT_LE(relErr(want, got), t * kk <= 16 && cuda::gemvUsesIntDot(probe) ? 3e-2 : 1e-5);
+        EXPECT_LE(relErr(want, got), mulMatIdTolerance(type, t * kk, e, k)) << "vs exact";
         expectClose(p, 0, y, 1, type == GGMLType::F32 ? 1e-5 : 3e-2, "vs CPU");
       }
+}
+
+/// The tile GEMM's edges through mul_mat_id: weight rows that leave the last 64-row tile partial (200),
+/// an odd number of 32-element chunks (the k-step's second chunk zero), one expert with several full
+/// tiles and one with a partial tile, and the other experts idle.
+TEST(CudaKernels, MulMatIdTileGemmPartialTilesAndOddChunks) {
+  TPC_REQUIRE_GPU();
+  const int64_t e = 4, n = 200, t = 150, kk = 1;
+  for (GGMLType type : {GGMLType::F16, GGMLType::BF16, GGMLType::Q4_1, GGMLType::Q5_0, GGMLType::Q8_0,
+                        GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K})
+    for (int64_t k : {int64_t(96), int64_t(512)}) {
+      if (ggmlTypeInfo(type).blockElems > k || k % ggmlTypeInfo(type).blockElems != 0)
+        continue;
+      SCOPED_TRACE(std::string(ggmlTypeName(type)) + " k=" + std::to_string(k));
+      ASSERT_EQ(cuda::moePath(type, t * kk, e, k), cuda::MoePath::RoutedGemm);
+      PlanMaker mk(1, 1, 1);
+      std::vector<float> deq;
+      int32_t w = mk.weightRaw(0, type, {e, n, k}, randomWeight(type, e * n, k, 61, deq));
+      std::vector<int32_t> ids(t * kk);
+      for (int64_t i = 0; i < t; ++i) // 140 pairs to expert 2 (three tiles), 10 to expert 0
+        ids[i] = i % 15 == 0 ? 0 : 2;
+      auto xv = randomFloats(t * k, 62);
+      int32_t x = mk.input(0, {t, k}, xv);
+      int32_t id = mk.inputI32(0, {t, kk}, ids), y = mk.act(0, {t, kk, n});
+      mk.b(0).step(OpKind::MulMatId, {x, w, id}, {y});
+      Pair p = runBoth(mk, {{0, 1}});
+      ASSERT_TRUE(p.gpu);
+      auto got = p.gpu->tensorData(0, y, 1);
+      std::vector<float> want(t * n);
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t r = 0; r < n; ++r) {
+          double s = 0;
+          for (int64_t c = 0; c < k; ++c)
+            s += double(xv[i * k + c]) * deq[(ids[i] * n + r) * k + c];
+          want[i * n + r] = float(s);
+        }
+      EXPECT_LE(relErr(want, got), 5e-3) << "vs exact";
+      expectClose(p, 0, y, 1, 3e-2, "vs CPU");
+    }
 }
 
 /// An expert-parallel share (--moe-split expert): the weight holds experts [2, 6) of 8, ids are global;
@@ -193,7 +275,7 @@ TEST(CudaKernels, MulMatIdExpertShareOffsetsIdsAndZerosOtherExperts) {
         if (ids[i] < first || ids[i] >= first + e)
           for (int64_t r = 0; r < n; ++r)
             ASSERT_EQ(got[i * n + r], 0.0f) << "pair " << i << " routed to expert " << ids[i];
-      EXPECT_LE(relErr(want, got), type == GGMLType::F32 ? 1e-5 : 3e-2);
+      EXPECT_LE(relErr(want, got), mulMatIdTolerance(type, t * kk, e, k));
       expectClose(p, 0, y, 1, type == GGMLType::F32 ? 1e-5 : 3e-2, "vs CPU");
     }
 }

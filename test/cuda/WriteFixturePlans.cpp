@@ -13,6 +13,7 @@
 #include "test/runtime/exec/FixtureTest.cpp"
 
 #include <cstdio>
+#include <fstream>
 
 namespace {
 
@@ -34,7 +35,12 @@ int writeAll(const std::string &out) {
                       {"tiny-qwen3moe-Q4_K_M", &kMoeOne, nullptr},
                       {"tiny-gemma3", &kGemmaOne, &kGemmaTwo}};
   for (const Job &j : jobs) {
-    auto file = gguf::GGUFFile::open(std::string(shared) + "/fixtures/" + j.name + ".gguf");
+    const std::string src = std::string(shared) + "/fixtures/" + j.name + ".gguf";
+    if (!std::ifstream(src)) { // a machine may carry some of the fixtures only (bench/gpu/prepare.sh)
+      std::printf("%s: missing, no plans written\n", src.c_str());
+      continue;
+    }
+    auto file = gguf::GGUFFile::open(src);
     if (!file) {
       std::fprintf(stderr, "tpc-cuda-fixture-plans: %s\n", file.message().c_str());
       return 1;
@@ -43,7 +49,7 @@ int writeAll(const std::string &out) {
       if (!shares)
         continue;
       LlamaPlanBuilder builder(**file);
-      Plan plan = builder.build(*shares, 16);
+      Plan plan = builder.build(*shares, 64); // 64: room for three sequences' prompts in one batch
       const std::string path = out + "/" + j.name + "-d" + std::to_string(shares->size()) + ".plan";
       auto ok = writePlan(plan, path);
       if (!ok) {
