@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the reference engine's CUDA llama-bench (ik_llama.cpp) for Hopper on this machine, which has nvcc
+# but no GPU, so that no GPU minute is spent compiling it: release, sm_90 only, static ggml, stripped, only
+# the llama-bench target. Takes ~1.5 h on 2 cores (228 CUDA files); ccache makes a rebuild cheap.
+#
+#   bench/gpu/build-reference.sh SRC BUILD      # SRC: an ik_llama.cpp work tree, BUILD: its build folder
+#
+# Get SRC with the project's fetch tool (github:ikawrakow/ik_llama.cpp) and
+#   git --git-dir=REPO --work-tree=SRC restore --source=HEAD -- ':/'
+# Prints the path of the stripped binary. Its CPU code is built for AVX2 (GGML_NATIVE off): the GPU
+# machine's processor is not this one.
+#
+# The quantized matmul kernels are one file per weight type (mmq, mmvq: 120 of the 228 CUDA files, the
+# slowest ones). KEEP_TYPES (default: the legacy and K-quant types, which the benchmark models use) keeps
+# those of the named types and renames the others' files out of the build in SRC (a scratch work tree);
+# the executable is then linked with unresolved symbols allowed, so **a model holding a pruned type
+# crashes this llama-bench**: use it on files of the kept types only. KEEP_TYPES=all keeps everything.
+set -euo pipefail
+src=${1:?usage: build-reference.sh SRC BUILD}
+build=${2:?usage: build-reference.sh SRC BUILD}
+keep=${KEEP_TYPES:-q4_0,q4_1,q5_0,q5_1,q8_0,q2_k,q3_k,q4_k,q5_k,q6_k}
+[ -d "$src/ggml/src/ggml-cuda/template-instances" ] || { echo "build-reference.sh: $src is not an ik_llama.cpp tree" >&2; exit 1; }
+command -v nvcc >/dev/null || { echo "build-reference.sh: nvcc is not on PATH" >&2; exit 1; }
+linkFlags=""
+if [ "$keep" != all ]; then
+  for f in "$src"/ggml/src/ggml-cuda/template-instances/{mmq,mmvq}-instance-*.cu; do
+    [ -e "$f" ] || continue
+    t=$(basename "$f" .cu | sed 's/^mmv*q-instance-//; s/_id$//' | tr 'A-Z' 'a-z')
+    case ",$keep," in *",$t,"*) ;; *) mv "$f" "$f.pruned" ;; esac
+  done
+  linkFlags="-Wl,--unresolved-symbols=ignore-all"
+fi
+mkdir -p "$build"
+# CMake 3.25 does not know nvcc 13's C++20 flag; the reference's CUDA target asks for C++20.
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_IQK_FA_ALL_QUANTS=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DGGML_BUILD_TESTS=OFF -DCMAKE_EXE_LINKER_FLAGS="$linkFlags" \
+  -DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20 >/dev/null
+cmake --build "$build" --target llama-bench -j "$(nproc)"
+strip -o "$build/llama-bench.stripped" "$build/bin/llama-bench"
+echo "$build/llama-bench.stripped"

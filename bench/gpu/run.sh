@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The one call on a lent GPU machine (H100/H200), run from the repository root with build/gpu/stage.tar.xz
+# carried (bench/gpu/prepare.sh made it here):
+#   bash bench/gpu/run.sh [PHASE...]        phases: tests bench serve ncu (default: tests bench serve)
+# tests: tpc-cuda-tests (every kernel against the CPU backend and exact references, the fixtures through
+#        the hand-built plans and through `tpc compile` plans, incl. several sequences and expert
+#        parallelism), GemvBandwidth excepted;
+# bench: llama3-8b and qwen3-30b-a3b Q4_K_M (`tpc synth --seed 0`, written here: the plans' bytes) through
+#        the reference engine's llama-bench (pp512, tg128, its defaults: all layers on the GPU, flash
+#        attention, fused MoE) and `tpc run --bench` of this tree ("new") at 1 and 2 devices and of the base
+#        ref ("base") at 1, with --parallel 1,2,4,8 on llama3-8b;
+# serve: `tpc serve --backend cuda -np 4` on llama3-8b, 1 and 4 streaming clients (bench/serve);
+# ncu:   Nsight Compute's speed-of-light of the biggest kernels of a qwen3-30b-a3b prefill and decode.
+# Everything lands in $OUT (logs, JSON); the last lines printed are the tables (bench/gpu/summarize.py).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+phases=${*:-tests bench serve}
+t0=$(date +%s)
+mark() { echo "== $1 at +$(($(date +%s) - t0)) s" | tee -a "$OUT/phases.txt"; }
+S=/tmp/stage
+[ -d $S ] || tar -C /tmp -xJf build/gpu/stage.tar.xz || { echo "no build/gpu/stage.tar.xz: carry it" >&2; exit 1; }
+L=$S/syslib:${LD_LIBRARY_PATH:-} # our binaries' libraries (fmt, cpp-httplib): for them only
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+echo "new $(cat $S/new/REF) base $(cat $S/base/REF 2>/dev/null)" | tee -a "$OUT/gpu.txt"
+M=/tmp/models
+mkdir -p $M
+synth() { # the benchmark models, written while the tests run (CPU and disk only)
+  for m in qwen3-30b-a3b llama3-8b; do
+    [ -f $M/$m.gguf ] || LD_LIBRARY_PATH=$L $S/new/bin/tpc synth --preset $m --type Q4_K_M --seed 0 -o $M/$m.gguf.part >/dev/null &&
+      mv $M/$m.gguf.part $M/$m.gguf
+  done
+}
+case " $phases " in *" bench "* | *" serve "* | *" ncu "*) synth >"$OUT/synth.log" 2>&1 & synthPid=$! ;; *) synthPid= ;; esac
+
+if [[ " $phases " == *" tests "* ]]; then
+  mark tests
+  export TPC_SHARED_DIR=$S
+  mkdir -p /tmp/fixture-plans
+  LD_LIBRARY_PATH=$L $S/new/bin/tpc-cuda-fixture-plans /tmp/fixture-plans >"$OUT/fixture-plans.log" 2>&1
+  LD_LIBRARY_PATH=$L TPC_CUDA_PLANS=/tmp/fixture-plans timeout 300 $S/new/bin/tpc-cuda-tests --gtest_filter=-CudaKernels.GemvBandwidth \
+    >"$OUT/tests.log" 2>&1
+  echo "tests: rc $? ($(grep -c '^\[       OK \]' "$OUT/tests.log") ok, $(grep -c '^\[  FAILED  \]' "$OUT/tests.log") failed lines)"
+  LD_LIBRARY_PATH=$L TPC_CUDA_PLANS=$S/fplans timeout 120 $S/new/bin/tpc-cuda-tests --gtest_filter='CudaFixture.*' \
+    >"$OUT/tests-compiled-plans.log" 2>&1
+  echo "compiled fixture plans: rc $?"
+  grep -E '^\[  FAILED  \]|Failure|error' "$OUT/tests.log" "$OUT/tests-compiled-plans.log" | head -30
+  grep -E '^\[ fixture' "$OUT/tests.log" "$OUT/tests-compiled-plans.log" | cut -c1-220
+  unset TPC_SHARED_DIR
+fi
+[ -n "$synthPid" ] && wait $synthPid
+
+run() { # NAME TIMEOUT COMMAND...: output into $OUT/NAME (JSON where the tool writes it)
+  local name=$1 limit=$2
+  shift 2
+  LD_LIBRARY_PATH=$L timeout "$limit" "$@" >"$OUT/$name" 2>"$OUT/$name.err"
+  echo "$name: rc $?, $(($(date +%s) - t0)) s"
+}
+tpcBench() { # WHICH MODEL DEVICES [extra flags]
+  local which=$1 m=$2 d=$3
+  shift 3
+  run "$which-$m-d$d.json" 240 $S/$which/bin/tpc run $S/plans/$m-d$d.plan --gguf $M/$m.gguf --backend cuda \
+    --bench -pp 512 -tg 128 -r 3 -c 1024 --json "$@"
+}
+if [[ " $phases " == *" bench "* ]]; then
+  mark bench
+  for m in qwen3-30b-a3b llama3-8b; do
+    par=()
+    [ $m = llama3-8b ] && par=(--parallel 1,2,4,8)
+    run "ref-$m.json" 240 $S/ref/llama-bench -m $M/$m.gguf -p 512 -n 128 -r 3 -o json
+    tpcBench new $m 1 "${par[@]}"
+    tpcBench new $m 2
+    [ -x $S/base/bin/tpc ] && tpcBench base $m 1 "${par[@]}"
+  done
+fi
+
+if [[ " $phases " == *" serve "* ]]; then
+  mark serve
+  LD_LIBRARY_PATH=$L $S/new/bin/tpc serve $S/plans/llama3-8b-d1.plan --gguf $M/llama3-8b.gguf --backend cuda -np 4 --port 8181 \
+    -c 4096 >"$OUT/serve-server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 120); do grep -q "listening" "$OUT/serve-server.log" && break; sleep 1; done
+  timeout 150 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8181 --pid $server --clients 1,4 \
+    --requests 2 --max-tokens 64 >"$OUT/serve.txt" 2>&1
+  echo "serve: rc $?"
+  kill $server 2>/dev/null
+  wait $server 2>/dev/null
+fi
+
+if [[ " $phases " == *" ncu "* ]]; then
+  mark ncu
+  LD_LIBRARY_PATH=$L timeout 200 ncu --clock-control none --section SpeedOfLight --section LaunchStats \
+    --kernel-name regex:'tileGemm|flashPrefill|gemvBatch|gemvDecode|attentionKernel' --launch-skip 40 --launch-count 12 \
+    $S/new/bin/tpc run $S/plans/qwen3-30b-a3b-d1.plan --gguf $M/qwen3-30b-a3b.gguf --backend cuda --bench \
+    -pp 512 -tg 4 -r 1 -c 1024 >"$OUT/ncu.txt" 2>&1
+  echo "ncu: rc $?"
+fi
+mark done
+python3 bench/gpu/summarize.py "$OUT"
