@@ -73,6 +73,10 @@ if [[ " $phases " == *" bench "* ]]; then
     tpcBench new $m 2
     [ -x $S/base/bin/tpc ] && tpcBench base $m 1 "${par[@]}"
   done
+  # Where a prefill's time goes, per op kind (the session synchronises after each step: not a rate).
+  run new-qwen3-30b-a3b-profile.txt 120 $S/new/bin/tpc run $S/plans/qwen3-30b-a3b-d1.plan \
+    --gguf $M/qwen3-30b-a3b.gguf --backend cuda --bench -pp 512 -tg 1 -r 1 -c 1024 --profile
+  tail -25 "$OUT/new-qwen3-30b-a3b-profile.txt.err"
 fi
 
 if [[ " $phases " == *" serve "* ]]; then
