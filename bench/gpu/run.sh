@@ -8,13 +8,15 @@
 # bench: llama3-8b and qwen3-30b-a3b Q4_K_M (`tpc synth --seed 0`, written here: the plans' bytes) through
 #        the reference engine's llama-bench (pp512, tg128, its defaults: all layers on the GPU, flash
 #        attention, fused MoE) and `tpc run --bench` of this tree ("new") at 1 and 2 devices and of the base
-#        ref ("base") at 1, with --parallel 1,2,4,8 on llama3-8b;
+#        ref ("base") at 1, with --parallel 1,2,4,8 at 1 device;
 # serve: `tpc serve --backend cuda -np 4` on llama3-8b, 1 and 4 streaming clients (bench/serve);
 # ncu:   Nsight Compute's speed-of-light of the biggest kernels of a qwen3-30b-a3b prefill and decode.
-# Everything lands in $OUT (logs, JSON); the last lines printed are the tables (bench/gpu/summarize.py).
+# Everything (logs, JSON) lands in one archive, $OUT/gpu-run.tgz (the device tool brings back 8 files at
+# most); the last lines printed are the tables (bench/gpu/summarize.py).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/gpu-out}
+FINAL=${OUT:-/tmp/gpu-out}
+OUT=$FINAL/gpu-run
 mkdir -p "$OUT"
 phases=${*:-tests bench serve}
 t0=$(date +%s)
@@ -66,8 +68,7 @@ tpcBench() { # WHICH MODEL DEVICES [extra flags]
 if [[ " $phases " == *" bench "* ]]; then
   mark bench
   for m in qwen3-30b-a3b llama3-8b; do
-    par=()
-    [ $m = llama3-8b ] && par=(--parallel 1,2,4,8)
+    par=(--parallel 1,2,4,8)
     run "ref-$m.json" 240 $S/ref/llama-bench -m $M/$m.gguf -p 512 -n 128 -r 3 -o json
     tpcBench new $m 1 "${par[@]}"
     tpcBench new $m 2
@@ -94,11 +95,12 @@ fi
 
 if [[ " $phases " == *" ncu "* ]]; then
   mark ncu
-  LD_LIBRARY_PATH=$L timeout 200 ncu --clock-control none --section SpeedOfLight --section LaunchStats \
-    --kernel-name regex:'tileGemm|flashPrefill|gemvBatch|gemvDecode|attentionKernel' --launch-skip 40 --launch-count 12 \
+  LD_LIBRARY_PATH=$L timeout 120 ncu --clock-control none --section SpeedOfLight --section LaunchStats \
+    --kernel-name regex:'tileGemm|flashPrefill|gemvBatch|gemvDecode' --launch-skip 40 --launch-count 8 \
     $S/new/bin/tpc run $S/plans/qwen3-30b-a3b-d1.plan --gguf $M/qwen3-30b-a3b.gguf --backend cuda --bench \
     -pp 512 -tg 4 -r 1 -c 1024 >"$OUT/ncu.txt" 2>&1
   echo "ncu: rc $?"
 fi
 mark done
-python3 bench/gpu/summarize.py "$OUT"
+python3 bench/gpu/summarize.py "$OUT" | tee "$OUT/summary.md"
+tar -C "$FINAL" -czf "$FINAL/gpu-run.tgz" gpu-run && rm -rf "$OUT"

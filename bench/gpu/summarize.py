@@ -66,20 +66,21 @@ for model in ("llama3-8b", "qwen3-30b-a3b"):
     p1, p2 = tpc_ts("new", model, 1, "pp512"), tpc_ts("new", model, 2, "pp512")
     print(f"| {model} devices=2/devices=1 (new) | | | | | pp {ratio(p2, p1)} | | | | | tg {ratio(n2, n1)} | |")
 
-print()
-print("Batched decode, llama3-8b, devices=1 (ms per step of P tokens, and against one token's step):")
-print("| P | base ms | base x1 | new ms | new x1 | base t/s | new t/s |")
-print("|---:|---:|---:|---:|---:|---:|---:|")
-steps = {}
-for which in ("base", "new"):
-    for r in tpc_rows(which, "llama3-8b", 1):
-        if r.get("step_ms"):
-            steps[(which, r["n_parallel"])] = (r["step_ms"], r.get("avg_ts"))
-for p in (1, 2, 4, 8):
-    b, n = steps.get(("base", p)), steps.get(("new", p))
-    b1, n1 = steps.get(("base", 1)), steps.get(("new", 1))
-    print(f"| {p} | {f(b and b[0], 2)} | {ratio(b and b[0], b1 and b1[0])} | {f(n and n[0], 2)} | "
-          f"{ratio(n and n[0], n1 and n1[0])} | {f(b and b[1])} | {f(n and n[1])} |")
+for model in ("llama3-8b", "qwen3-30b-a3b"):
+    print()
+    print(f"Batched decode, {model}, devices=1 (ms per step of P tokens, and against one token's step):")
+    print("| P | base ms | base x1 | new ms | new x1 | base t/s | new t/s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    steps = {}
+    for which in ("base", "new"):
+        for r in tpc_rows(which, model, 1):
+            if r.get("step_ms"):
+                steps[(which, r["n_parallel"])] = (r["step_ms"], r.get("avg_ts"))
+    for p in (1, 2, 4, 8):
+        b, n = steps.get(("base", p)), steps.get(("new", p))
+        b1, n1 = steps.get(("base", 1)), steps.get(("new", 1))
+        print(f"| {p} | {f(b and b[0], 2)} | {ratio(b and b[0], b1 and b1[0])} | {f(n and n[0], 2)} | "
+              f"{ratio(n and n[0], n1 and n1[0])} | {f(b and b[1])} | {f(n and n[1])} |")
 
 try:
     serve = open(os.path.join(out, "serve.txt")).read().strip()

@@ -20,6 +20,7 @@ Expected<void> CudaSession::collective(const std::vector<size_t> &at, int64_t t)
   std::vector<exec::CollectiveCall> calls; // one entry per device of the session (a rank: its own)
   for (int d : devices()) {
     devs[d].xqOf = nullptr;
+    devs[d].routeOf = nullptr;
     bindStep(d, plan().devices[d].steps[at[d]], t, in[d], out[d]);
     calls.push_back({static_cast<int>(d), at[d], &in[d], &out[d], devs[d].stream});
   }

@@ -35,8 +35,10 @@ using exec::TensorRef;
 Expected<void> CudaSession::runSteps(int64_t t) {
   const int first = devices().front();
   std::vector<size_t> at(devs.size(), 0); // by plan device
-  for (Device &dev : devs)
+  for (Device &dev : devs) {
     dev.xqOf = nullptr;
+    dev.routeOf = nullptr;
+  }
   // Profiling times the first device's steps (a fused group counts under its first step), synchronising
   // after each.
   auto timed = [&](size_t step, std::chrono::steady_clock::time_point t0) {
@@ -174,7 +176,17 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
       r.tiles = r.list + count;
       r.tileCount = r.tiles + 2 * tileGemmMaxTiles(count, e);
     }
-    launchRouteExperts(r, st);
+    // The layer's other expert matmuls on the same ids reuse the grouping; each zeroes its own y's rows of
+    // pairs routed elsewhere.
+    if (dev.routeOf == r.ids && dev.routeCount == count && dev.routeExperts == e &&
+        dev.routeFirst == r.firstExpert && (dev.routeTiles || !r.tiles)) {
+      launchZeroForeignPairs(r, st);
+    } else {
+      launchRouteExperts(r, st);
+      dev.routeOf = r.ids;
+      dev.routeCount = count, dev.routeExperts = e, dev.routeFirst = r.firstExpert;
+      dev.routeTiles = r.tiles != nullptr;
+    }
     if (path == MoePath::RoutedGemm) {
       ConvertArgs cv; // activations to f16 once; the GEMM gathers each pair's row
       cv.x = x.data;

@@ -320,17 +320,22 @@ void CudaSession::primeQuantized(Device &dev, const TensorRef &y) {
   dev.xqHeld = y.numel();
 }
 
-/// Forgets the device's quantized x when a step writes over it (the matmuls that read an x again reuse
-/// its quantized copy until then).
+/// Forgets the device's quantized x, and its expert grouping, when a step writes over the x or the ids they
+/// were made from (the matmuls that read them again reuse them until then).
 void CudaSession::forgetIfWritten(Device &dev, const std::vector<TensorRef> &outs) {
-  if (!dev.xqOf)
-    return;
-  const uint8_t *lo = reinterpret_cast<const uint8_t *>(dev.xqOf), *hi = lo + dev.xqHeld * 4;
-  for (const TensorRef &o : outs) {
-    const uint8_t *b = static_cast<const uint8_t *>(o.data), *e = b + o.numel() * dtypeBytes(o.dtype);
-    if (b < hi && lo < e)
-      dev.xqOf = nullptr;
-  }
+  auto overlaps = [&](const void *p, uint64_t bytes) {
+    const uint8_t *lo = static_cast<const uint8_t *>(p), *hi = lo + bytes;
+    for (const TensorRef &o : outs) {
+      const uint8_t *b = static_cast<const uint8_t *>(o.data), *e = b + o.numel() * dtypeBytes(o.dtype);
+      if (b < hi && lo < e)
+        return true;
+    }
+    return false;
+  };
+  if (dev.xqOf && overlaps(dev.xqOf, uint64_t(dev.xqHeld) * 4))
+    dev.xqOf = nullptr;
+  if (dev.routeOf && overlaps(dev.routeOf, uint64_t(dev.routeCount) * 4))
+    dev.routeOf = nullptr;
 }
 
 } // namespace tpc::rt::cuda

@@ -152,6 +152,9 @@ template <GGMLType T> struct IntUnit {
   static constexpr int kMinThreadsPerSm = 512; // at most 128 registers: 16 warps keep loads in flight
   using X = typename IntDot<T>::X;
   using Raw = typename IntDot<T>::Raw;
+  using W = typename IntDot<T>::W;
+  __device__ static W prep(const Raw &r, int64_t u) { return IntDot<T>::prep(r, u); }
+  __device__ static float dot(const W &w, const X &x) { return IntDot<T>::dot(w, x); }
   __device__ static X load(const GemvArgs &a, int64_t xrow, int64_t u, bool) {
     return IntDot<T>::loadX(a.xq + xrow * a.k, a.xs + xrow * (a.k / 32), u);
   }
@@ -264,41 +267,53 @@ __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
 
 /// Batched integer GEMV: NT token rows per pass over the weights, for the 2..kGemvBatchMax rows of a
 /// batched decode step (one token of each of several sequences) and for the pairs of each expert of a
-/// routed mul_mat_id (blockIdx.y the expert). A warp owns RS weight rows; its lanes walk the rows' units
-/// (lane, lane + 32, ...), dot each fetched unit of the RS rows with that unit of every token's quantized
-/// x, and the partial sums meet by shuffles. The RS rows' units are fetched before the first dot, so their
-/// loads are in flight together; x is read through L1 (every warp of the GPU reads the same rows), so
-/// weight bytes cross DRAM once per NT tokens instead of once per token, and any row length works (the
-/// decode kernel keeps x in registers and stops at 1024 units). Parts (Q, K, V; gate, up) are blocks of
-/// blockIdx.x as in the decode kernel.
-template <class P, int RS, int NT> __global__ void __launch_bounds__(kWarps * 32) gemvBatchKernel(GemvArgs a) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  constexpr int64_t kRowsPerBlock = int64_t(kWarps) * RS;
+/// routed mul_mat_id (blockIdx.y the expert). A block of kWarps warps owns groups of RS weight rows; the
+/// `split` warps of a group share its rows' units (u = warp-in-group * 32 + lane, stride split * 32), so a
+/// matrix of few rows still gives every multiprocessor several blocks. Per unit a lane fetches the RS
+/// rows' bytes (in flight together), unpacks each once (prep) and dots it with that unit of every token's
+/// quantized x (read through L1: all blocks read the same few rows), so a weight byte crosses DRAM once per
+/// NT tokens and the unpacking is paid once, not once per token. Sums meet by shuffles, then across the
+/// group's warps in shared memory. Any row length works (the decode kernel keeps x in registers and stops
+/// at 1024 units). Parts (Q, K, V; gate, up) are blocks of blockIdx.x as in the decode kernel. The first
+/// unit of a plain call is fetched before pdlWait (weights never change); the next kernel is let in after
+/// the work, as in the decode kernel.
+template <class P, int RS, int NT>
+__global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, int split) {
+  __shared__ float part[kWarps][RS * NT];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, groups = kWarps / split;
+  const int group = warp / split, inGroup = warp % split;
+  const int64_t rowsPerBlock = int64_t(RS) * groups;
   const void *W = a.w;
   float *Y = a.y;
   int64_t N = a.n, bx = blockIdx.x;
   for (int q = 0; a.parts > 1 && q < a.parts; ++q) {
-    const int64_t blocks = (a.nPart[q] + kRowsPerBlock - 1) / kRowsPerBlock;
+    const int64_t blocks = (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
     if (bx < blocks) {
       W = a.wPart[q], Y = a.yPart[q], N = a.nPart[q];
       break;
     }
     bx -= blocks;
   }
-  const int64_t row0 = bx * kRowsPerBlock + int64_t(warp) * RS, e = blockIdx.y;
-  pdlEnter();
+  const int64_t row0 = bx * rowsPerBlock + int64_t(group) * RS, e = blockIdx.y;
+  const int64_t units = a.k / P::kUnit, u0 = int64_t(inGroup) * 32 + lane, ustep = int64_t(split) * 32;
+  const uint8_t *w[RS];
+#pragma unroll
+  for (int r = 0; r < RS; ++r) // rows past N re-read the last row; their results are not written
+    w[r] = static_cast<const uint8_t *>(W) + e * a.expertStride + min(min(row0, N - 1) + r, N - 1) * a.rowBytes;
+  typename P::Raw raw[RS];
+  bool fetched = false;
+  if (!a.list && u0 < units) {
+#pragma unroll
+    for (int r = 0; r < RS; ++r)
+      raw[r] = P::fetch(w[r], u0);
+    fetched = true;
+  }
+  pdlWait();
   int64_t begin = 0, end = a.count;
   if (a.list) {
     begin = a.offsets[e];
     end = a.offsets[e + 1];
   }
-  if (begin >= end || row0 >= N)
-    return;
-  const uint8_t *w[RS];
-#pragma unroll
-  for (int r = 0; r < RS; ++r) // rows past N re-read the last row; their results are not written
-    w[r] = static_cast<const uint8_t *>(W) + e * a.expertStride + min(row0 + r, N - 1) * a.rowBytes;
-  const int64_t units = a.k / P::kUnit;
   for (int64_t p0 = begin; p0 < end; p0 += NT) {
     const int nt = end - p0 < NT ? static_cast<int>(end - p0) : NT;
     int64_t pair[NT];
@@ -311,32 +326,49 @@ template <class P, int RS, int NT> __global__ void __launch_bounds__(kWarps * 32
 #pragma unroll
       for (int i = 0; i < NT; ++i)
         acc[r][i] = 0;
-    for (int64_t u = lane; u < units; u += 32) {
-      typename P::Raw raw[RS];
+    for (int64_t u = u0; u < units; u += ustep) {
+      if (!fetched)
+#pragma unroll
+        for (int r = 0; r < RS; ++r)
+          raw[r] = P::fetch(w[r], u);
+      fetched = false;
+      typename P::W wv[RS];
 #pragma unroll
       for (int r = 0; r < RS; ++r)
-        raw[r] = P::fetch(w[r], u);
+        wv[r] = P::prep(raw[r], u);
 #pragma unroll
       for (int i = 0; i < NT; ++i)
         if (i < nt) {
           const typename P::X x = P::load(a, pair[i] / a.xDiv, u, false);
 #pragma unroll
           for (int r = 0; r < RS; ++r)
-            acc[r][i] += P::dot(raw[r], u, a.k, x);
+            acc[r][i] += P::dot(wv[r], x);
         }
     }
-    // Lane (r * NT + i) % 32 writes row r of token i.
 #pragma unroll
     for (int r = 0; r < RS; ++r)
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
-        float s = acc[r][i];
+        float v = acc[r][i];
         for (int o = 16; o > 0; o >>= 1)
-          s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == (r * NT + i) % 32 && i < nt && row0 + r < N)
-          Y[pair[i] * N + row0 + r] = s;
+          v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0)
+          part[warp][r * NT + i] = v;
       }
+    __syncthreads();
+    // Thread j of each group's first warp writes row j / NT of token j % NT.
+    if (inGroup == 0 && lane < RS * NT) {
+      const int r = lane / NT, i = lane % NT;
+      if (i < nt && row0 + r < N) {
+        float v = 0;
+        for (int g = 0; g < split; ++g)
+          v += part[warp + g][lane];
+        Y[pair[i] * N + row0 + r] = v;
+      }
+    }
+    __syncthreads(); // part is written again by the next pass
   }
+  pdlTrigger();
 }
 
 /// One thread per 32-element block of the activation rows (k a multiple of 32).
@@ -354,8 +386,9 @@ __global__ void quantizeXKernel(const float *x, int64_t blocks, bool vec, int8_t
   o[1] = *reinterpret_cast<const int4 *>(q + 16);
 }
 
-/// One block: counts per expert, offsets, then every valid pair placed in its expert's range (the order
-/// inside a range does not matter: each pair's result is computed on its own).
+/// One block: counts per expert, offsets (and the tile GEMM's tile table), then every valid pair placed in
+/// its expert's range (the order inside a range does not matter: each pair's result is computed on its
+/// own). Pairs of no expert here are zeroed by zeroForeignPairsKernel.
 __global__ void routeKernel(RouteArgs a) {
   pdlEnter();
   extern __shared__ int cursor[];
@@ -366,9 +399,6 @@ __global__ void routeKernel(RouteArgs a) {
     const int64_t id = int64_t(a.ids[p]) - a.firstExpert;
     if (id >= 0 && id < a.experts)
       atomicAdd(&cursor[id], 1);
-    else
-      for (int64_t c = 0; c < a.n; ++c) // only a broken router gives this; keep the output defined
-        a.y[p * a.n + c] = 0.0f;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -393,6 +423,18 @@ __global__ void routeKernel(RouteArgs a) {
     if (id >= 0 && id < a.experts)
       a.list[atomicAdd(&cursor[id], 1)] = static_cast<int32_t>(p);
   }
+}
+
+/// One block per pair: zeros the output row of a pair routed to no expert of this share (another device's
+/// experts under --moe-split expert, or a broken router); the others exit at once. Apart from the routing
+/// block, so the zeroing of half the pairs of an expert-parallel share runs on the whole GPU.
+__global__ void zeroForeignPairsKernel(RouteArgs a) {
+  pdlEnter();
+  const int64_t p = blockIdx.x, id = int64_t(a.ids[p]) - a.firstExpert;
+  if (id >= 0 && id < a.experts)
+    return;
+  for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
+    a.y[p * a.n + c] = 0.0f;
 }
 
 template <GGMLType T> __global__ void dequantF16Kernel(DequantArgs a) {
@@ -523,10 +565,14 @@ template <class P, bool kInt> bool launchDecode(const GemvArgs &a, bool vec, cud
   return true;
 }
 
-/// The batched integer GEMV over all parts, NT tokens per pass; RS rows per warp keep 16 sums a lane.
+/// The batched integer GEMV over all parts, NT tokens per pass; RS rows per group keep at most 16 sums a
+/// lane (2 rows for Q6_K, whose unpacked unit alone takes 20 registers: 4 spill under the 128-register cap).
+/// Warps per row group: as many as the row has 32-unit strides, up to all kWarps of the block.
 template <class P, int NT> void launchBatch(const GemvArgs &a, cudaStream_t s) {
-  constexpr int RS = NT >= 8 ? 2 : 4;
-  constexpr int64_t rowsPerBlock = int64_t(kWarps) * RS;
+  constexpr int RS = NT >= 8 || P::kUnit == 64 ? 2 : 4;
+  const int64_t units = a.k / P::kUnit;
+  const int split = units >= 96 ? 4 : units >= 64 ? 2 : 1;
+  const int64_t rowsPerBlock = int64_t(RS) * (kWarps / split);
   int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
   if (a.parts > 1) {
     gridX = 0;
@@ -534,7 +580,7 @@ template <class P, int NT> void launchBatch(const GemvArgs &a, cudaStream_t s) {
       gridX += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
   }
   const dim3 grid(static_cast<unsigned>(gridX), static_cast<unsigned>(a.list ? a.experts : 1));
-  launchKernel(gemvBatchKernel<P, RS, NT>, grid, kWarps * 32, 0, s, a);
+  launchKernel(gemvBatchKernel<P, RS, NT>, grid, kWarps * 32, 0, s, a, split);
 }
 
 struct GemvLaunch {
@@ -666,6 +712,13 @@ void launchQuantizeX(const float *x, int64_t rows, int64_t k, int8_t *xq, XQBloc
 void launchRouteExperts(const RouteArgs &a, cudaStream_t s) {
   TPC_CUDA_ASSERT(a.experts >= 1 && a.experts <= 8192, "mul_mat_id: experts must be 1..8192");
   launchKernel(routeKernel, 1, 1024, a.experts * sizeof(int), s, a);
+  launchZeroForeignPairs(a, s);
+}
+
+void launchZeroForeignPairs(const RouteArgs &a, cudaStream_t s) {
+  TPC_CUDA_ASSERT(a.count <= 0x7fffffff, "mul_mat_id: too many pairs");
+  if (a.count > 0)
+    launchKernel(zeroForeignPairsKernel, static_cast<unsigned>(a.count), 128, 0, s, a);
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -109,6 +109,9 @@ struct RouteArgs {
   int32_t *tiles = nullptr, *tileCount = nullptr;
 };
 void launchRouteExperts(const RouteArgs &a, cudaStream_t s);
+/// The zeroing half of launchRouteExperts alone: for a step that reuses the grouping of an earlier step on
+/// the same ids (gate, up and down of one MoE layer) but writes its own y.
+void launchZeroForeignPairs(const RouteArgs &a, cudaStream_t s);
 
 /// Dequantizes rows [row0, row0 + rows) of a weight into f16 (dense rows of k) for cuBLAS.
 struct DequantArgs {

@@ -363,8 +363,9 @@ __host__ __device__ __forceinline__ float dotChunk(const uint8_t *row, int64_t c
 // bytes unless the inner loop is short. The activations are quantized once per row to 8 bits per
 // 32-element block (quantizeBlock32) and the quant nibbles are multiplied four at a time by dp4a: about
 // half an instruction per weight instead of three. The block's sums (halves of 16) carry the offset
-// terms (Q4_K's min, Q6_K's 32, Q4_0's 8). Every unit below is __host__ __device__ so the
-// CPU-side test checks the bit manipulation without a GPU.
+// terms (Q4_K's min, Q6_K's 32, Q4_0's 8). A unit's weight side is unpacked once (prep: dp4a words and
+// the scales) and dotted with any number of activation rows (the batched GEMV dots it with each token's).
+// Every unit below is __host__ __device__ so the CPU-side test checks the bit manipulation without a GPU.
 //===----------------------------------------------------------------------===//
 
 /// Scale and sums of one 32-element activation block: x ~= d * q; lo, hi = d * (sum of q over [0, 16),
@@ -491,11 +492,17 @@ template <GGMLType T> struct IntDotK45 {
     r.hv = T == GGMLType::Q5_K ? *reinterpret_cast<const uint4 *>(b + 16 + 16 * h) : uint4{0, 0, 0, 0};
     return r;
   }
-  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) {
+  /// The unit's weights ready for any number of activation rows (prep once per row unit, dot per token):
+  /// the 16 low-nibble and 16 high-nibble quants as dp4a words, and the two groups' scales and offsets.
+  struct W {
+    int lo[4], hi[4];
+    float dl, dh, ml, mh; ///< d * sc and dmin * m of groups 2p and 2p + 1
+  };
+  __host__ __device__ static W prep(const Raw &r, int64_t u) {
     const int i = int(u & 7), p = i >> 1;
     const uint32_t qw[4] = {r.qv.x, r.qv.y, r.qv.z, r.qv.w};
     const uint32_t hw[4] = {r.hv.x, r.hv.y, r.hv.z, r.hv.w};
-    int dl = 0, dh = 0;
+    W w;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       uint32_t l = qw[j] & 0x0F0F0F0Fu, hh = (qw[j] >> 4) & 0x0F0F0F0Fu;
@@ -503,16 +510,26 @@ template <GGMLType T> struct IntDotK45 {
         l |= ((hw[j] >> (2 * p)) & 0x01010101u) << 4;
         hh |= ((hw[j] >> (2 * p + 1)) & 0x01010101u) << 4;
       }
-      dl = dp4a(int(l), x.lo[j], dl);
-      dh = dp4a(int(hh), x.hi[j], dh);
+      w.lo[j] = int(l);
+      w.hi[j] = int(hh);
     }
     uint32_t sc0, m0, sc1, m1;
     scaleMinK4(r.hd.y, r.hd.z, r.hd.w, 2 * p, sc0, m0);
     scaleMinK4(r.hd.y, r.hd.z, r.hd.w, 2 * p + 1, sc1, m1);
     const float d = halfBits(r.hd.x & 0xffff), dmin = halfBits(r.hd.x >> 16);
-    return d * (float(sc0) * x.dlo * float(dl) + float(sc1) * x.dhi * float(dh)) -
-           dmin * (float(m0) * x.slo + float(m1) * x.shi);
+    w.dl = d * float(sc0), w.dh = d * float(sc1), w.ml = dmin * float(m0), w.mh = dmin * float(m1);
+    return w;
   }
+  __host__ __device__ static float dot(const W &w, const X &x) {
+    int dl = 0, dh = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      dl = dp4a(w.lo[j], x.lo[j], dl);
+      dh = dp4a(w.hi[j], x.hi[j], dh);
+    }
+    return w.dl * x.dlo * float(dl) + w.dh * x.dhi * float(dh) - (w.ml * x.slo + w.mh * x.shi);
+  }
+  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) { return dot(prep(r, u), x); }
   __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 template <> struct IntDot<GGMLType::Q4_K> : IntDotK45<GGMLType::Q4_K> {};
@@ -556,26 +573,43 @@ template <> struct IntDot<GGMLType::Q6_K> {
     r.d = ld16(b + 208);
     return r;
   }
-  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) {
-    const int e0 = 16 * int(u & 1);
-    int dq[4] = {0, 0, 0, 0};
+  /// The unit's 64 six-bit quants as dp4a words per quadrant, and d times each quadrant's scale.
+  struct W {
+    int q[4][4];
+    float s[4];
+  };
+  __host__ __device__ static W prep(const Raw &r, int64_t u) {
+    W w;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const uint32_t h = r.qh[j];
-      dq[0] = dp4a(int((r.ql0[j] & 0x0F0F0F0Fu) | ((h << 4) & 0x30303030u)), x.q[0][j], dq[0]);
-      dq[1] = dp4a(int((r.ql1[j] & 0x0F0F0F0Fu) | ((h << 2) & 0x30303030u)), x.q[1][j], dq[1]);
-      dq[2] = dp4a(int(((r.ql0[j] >> 4) & 0x0F0F0F0Fu) | (h & 0x30303030u)), x.q[2][j], dq[2]);
-      dq[3] = dp4a(int(((r.ql1[j] >> 4) & 0x0F0F0F0Fu) | ((h >> 2) & 0x30303030u)), x.q[3][j], dq[3]);
+      w.q[0][j] = int((r.ql0[j] & 0x0F0F0F0Fu) | ((h << 4) & 0x30303030u));
+      w.q[1][j] = int((r.ql1[j] & 0x0F0F0F0Fu) | ((h << 2) & 0x30303030u));
+      w.q[2][j] = int(((r.ql0[j] >> 4) & 0x0F0F0F0Fu) | (h & 0x30303030u));
+      w.q[3][j] = int(((r.ql1[j] >> 4) & 0x0F0F0F0Fu) | ((h >> 2) & 0x30303030u));
     }
-    const int e = e0 >> 4; // scale of quadrant qd: scales[8H + e + 2qd]
-    float sum = 0;
+    const int e = int(u & 1); // scale of quadrant qd: scales[8H + e + 2qd]
+    const float d = halfBits(r.d);
 #pragma unroll
     for (int qd = 0; qd < 4; ++qd) {
       const int idx = e + 2 * qd; // byte within sc[0..1]
-      sum += float(sbyte(r.sc[idx >> 2], idx & 3)) * (x.d[qd] * float(dq[qd]) - 32.0f * x.s[qd]);
+      w.s[qd] = d * float(sbyte(r.sc[idx >> 2], idx & 3));
     }
-    return halfBits(r.d) * sum;
+    return w;
   }
+  __host__ __device__ static float dot(const W &w, const X &x) {
+    float sum = 0;
+#pragma unroll
+    for (int qd = 0; qd < 4; ++qd) {
+      int dq = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        dq = dp4a(w.q[qd][j], x.q[qd][j], dq);
+      sum += w.s[qd] * (x.d[qd] * float(dq) - 32.0f * x.s[qd]);
+    }
+    return sum;
+  }
+  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) { return dot(prep(r, u), x); }
   __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 
@@ -606,34 +640,57 @@ template <class D, int kWords, int kRows> struct IntDotBlock32 {
     r.d = ld16(b);
     return r;
   }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
-    return D::dot(fetch(row, u), u, x);
-  }
+  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) { return D::dot(D::prep(r, u), x); }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 
 /// Q8_0: signed quants straight into dp4a.
 template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32<IntDot<GGMLType::Q8_0>, 8, 4> {
   using IntDotBlock32::dot;
-  __host__ __device__ static float dot(const Raw &r, int64_t, const X &x) {
+  struct W {
+    int q[8];
+    float d;
+  };
+  __host__ __device__ static W prep(const Raw &r, int64_t) {
+    W w;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      w.q[j] = int(r.w[j]);
+    w.d = halfBits(r.d);
+    return w;
+  }
+  __host__ __device__ static float dot(const W &w, const X &x) {
     int sum = 0;
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      sum = dp4a(int(r.w[j]), x.q[j], sum);
-    return halfBits(r.d) * x.d * float(sum);
+      sum = dp4a(w.q[j], x.q[j], sum);
+    return w.d * x.d * float(sum);
   }
 };
 
 /// Q4_0: low nibbles are elements 0..15, high nibbles 16..31, offset 8.
 template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32<IntDot<GGMLType::Q4_0>, 4, 8> {
   using IntDotBlock32::dot;
-  __host__ __device__ static float dot(const Raw &r, int64_t, const X &x) {
-    int sum = 0;
+  struct W {
+    int q[8];
+    float d;
+  };
+  __host__ __device__ static W prep(const Raw &r, int64_t) {
+    W w;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      sum = dp4a(int(r.w[j] & 0x0F0F0F0Fu), x.q[j], sum);
-      sum = dp4a(int((r.w[j] >> 4) & 0x0F0F0F0Fu), x.q[j + 4], sum);
+      w.q[j] = int(r.w[j] & 0x0F0F0F0Fu);
+      w.q[j + 4] = int((r.w[j] >> 4) & 0x0F0F0F0Fu);
     }
-    return halfBits(r.d) * (x.d * float(sum) - 8.0f * x.s);
+    w.d = halfBits(r.d);
+    return w;
+  }
+  __host__ __device__ static float dot(const W &w, const X &x) {
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      sum = dp4a(w.q[j], x.q[j], sum);
+    return w.d * (x.d * float(sum) - 8.0f * x.s);
   }
 };
 

@@ -95,6 +95,11 @@ struct Device {
   int64_t xqElems = 0;
   const float *xqOf = nullptr;
   int64_t xqHeld = 0; ///< elements of xqOf (whole 32-blocks in row-major order: any row length reads them)
+  // The expert grouping in `route` (offsets, list, tile table) and the ids it was made from: the gate, up
+  // and down mul_mat_id of a layer read the same ids and reuse it; forgotten like xqOf.
+  const int32_t *routeOf = nullptr;
+  int64_t routeCount = 0, routeExperts = 0, routeFirst = 0;
+  bool routeTiles = false;
   // Host placement (see Dispatch.cpp).
   HostAlloc hostActs, hostKv; ///< pinned; hostKv also mapped into the device's address space
   std::unique_ptr<uint8_t[]> hostWeights;

@@ -234,6 +234,58 @@ TEST(CudaKernels, MulMatIdTileGemmPartialTilesAndOddChunks) {
     }
 }
 
+/// The expert matmuls of a layer read the same ids: the first routes, the others reuse its grouping (the
+/// GEMM's tile table too) and zero their own rows of foreign pairs; once a step writes over the ids, the
+/// next mul_mat_id must route again. Three steps, the ids rewritten before the third, each against the
+/// exact product, through the routed GEMV (20 pairs over 6 experts) and the tile GEMM (150 pairs).
+TEST(CudaKernels, MulMatIdStepsOnOneIdsShareTheirRouting) {
+  TPC_REQUIRE_GPU();
+  const int64_t e = 6, n = 70, k = 256, kk = 2;
+  for (int64_t t : {int64_t(10), int64_t(75)}) {
+    SCOPED_TRACE("pairs " + std::to_string(t * kk));
+    PlanMaker mk(1, 1, 1);
+    std::vector<float> d1, d2, d3;
+    int32_t w1 = mk.weightRaw(0, GGMLType::Q4_K, {e, n, k}, randomWeight(GGMLType::Q4_K, e * n, k, 71, d1));
+    int32_t w2 = mk.weightRaw(0, GGMLType::Q8_0, {e, n, k}, randomWeight(GGMLType::Q8_0, e * n, k, 72, d2));
+    int32_t w3 = mk.weightRaw(0, GGMLType::Q4_K, {e, n, k}, randomWeight(GGMLType::Q4_K, e * n, k, 73, d3));
+    std::mt19937 rng(9);
+    std::vector<int32_t> first(t * kk), second(t * kk);
+    for (int32_t &v : first)
+      v = static_cast<int32_t>(rng() % e);
+    for (int32_t &v : second)
+      v = static_cast<int32_t>(rng() % (e + 2)) - 1; // some out of range: zero rows
+    auto xv = randomFloats(t * k, 74);
+    int32_t x = mk.input(0, {t, k}, xv);
+    int32_t ids = mk.inputI32(0, {t, kk}, first), ids2 = mk.inputI32(0, {t, kk}, second);
+    int32_t y1 = mk.act(0, {t, kk, n}), y2 = mk.act(0, {t, kk, n}), y3 = mk.act(0, {t, kk, n});
+    mk.b(0).step(OpKind::MulMatId, {x, w1, ids}, {y1});
+    mk.b(0).step(OpKind::MulMatId, {x, w2, ids}, {y2});
+    mk.b(0).step(OpKind::Copy, {ids2}, {ids}); // new routing in the same tensor
+    mk.b(0).step(OpKind::MulMatId, {x, w3, ids}, {y3});
+    Pair p = runBoth(mk, {{0, 1}});
+    ASSERT_TRUE(p.gpu);
+    auto exact = [&](const std::vector<int32_t> &route, const std::vector<float> &deq) {
+      std::vector<float> want(t * kk * n, 0.0f);
+      for (int64_t i = 0; i < t * kk; ++i) {
+        if (route[i] < 0 || route[i] >= e)
+          continue;
+        for (int64_t r = 0; r < n; ++r) {
+          double s = 0;
+          for (int64_t c = 0; c < k; ++c)
+            s += double(xv[(i / kk) * k + c]) * deq[(route[i] * n + r) * k + c];
+          want[i * n + r] = float(s);
+        }
+      }
+      return want;
+    };
+    EXPECT_LE(relErr(exact(first, d1), p.gpu->tensorData(0, y1, 1)), mulMatIdTolerance(GGMLType::Q4_K, t * kk, e, k));
+    EXPECT_LE(relErr(exact(first, d2), p.gpu->tensorData(0, y2, 1)), mulMatIdTolerance(GGMLType::Q8_0, t * kk, e, k));
+    EXPECT_LE(relErr(exact(second, d3), p.gpu->tensorData(0, y3, 1)), mulMatIdTolerance(GGMLType::Q4_K, t * kk, e, k));
+    for (int32_t id : {y1, y2, y3})
+      expectClose(p, 0, id, 1, 3e-2, "vs CPU " + std::to_string(id));
+  }
+}
+
 /// An expert-parallel share (--moe-split expert): the weight holds experts [2, 6) of 8, ids are global;
 /// pairs routed to the share's experts are computed with the local expert id - 2, the others are zero rows,
 /// in the per-pair decode form and through the routing pass (prefill), as on the CPU.
