@@ -11,14 +11,18 @@
 # machine's processor is not this one.
 #
 # The quantized matmul kernels are one file per weight type (mmq, mmvq: 120 of the 228 CUDA files, the
-# slowest ones). KEEP_TYPES (default: the legacy and K-quant types, which the benchmark models use) keeps
-# those of the named types and renames the others' files out of the build in SRC (a scratch work tree);
-# the executable is then linked with unresolved symbols allowed, so **a model holding a pruned type
-# crashes this llama-bench**: use it on files of the kept types only. KEEP_TYPES=all keeps everything.
+# slowest ones), and the flash-attention kernels one file per KV-cache type pair. KEEP_TYPES (default:
+# q8_0 and the K-quants, the types of the Q4_K_M benchmark models) keeps the matmul files of those types
+# and, for attention, the f16-cache kernels (its defaults: f16 KV, flash attention on; the WMMA kernels
+# serve pre-Ampere GPUs and unequal K/V head sizes), renaming the others' files out of the build in SRC (a
+# scratch work tree). The executable is then linked with unresolved symbols allowed, so **a model holding
+# a pruned weight type, or a quantized KV cache, crashes this llama-bench**: use it on files of the kept
+# types with an f16 cache only. The point is size as much as time: the whole fatbin is ~45 MB compressed,
+# more than the GPU machine's 64 MiB carry leaves beside tpc. KEEP_TYPES=all keeps everything.
 set -euo pipefail
 src=${1:?usage: build-reference.sh SRC BUILD}
 build=${2:?usage: build-reference.sh SRC BUILD}
-keep=${KEEP_TYPES:-q4_0,q4_1,q5_0,q5_1,q8_0,q2_k,q3_k,q4_k,q5_k,q6_k}
+keep=${KEEP_TYPES:-q8_0,q4_k,q5_k,q6_k}
 [ -d "$src/ggml/src/ggml-cuda/template-instances" ] || { echo "build-reference.sh: $src is not an ik_llama.cpp tree" >&2; exit 1; }
 command -v nvcc >/dev/null || { echo "build-reference.sh: nvcc is not on PATH" >&2; exit 1; }
 linkFlags=""
@@ -27,6 +31,10 @@ if [ "$keep" != all ]; then
     [ -e "$f" ] || continue
     t=$(basename "$f" .cu | sed 's/^mmv*q-instance-//; s/_id$//' | tr 'A-Z' 'a-z')
     case ",$keep," in *",$t,"*) ;; *) mv "$f" "$f.pruned" ;; esac
+  done
+  for f in "$src"/ggml/src/ggml-cuda/template-instances/fattn-{vec,wmma}-*.cu; do
+    [ -e "$f" ] || continue
+    case $(basename "$f") in fattn-vec-*-f16-f16.cu) ;; *) mv "$f" "$f.pruned" ;; esac
   done
   linkFlags="-Wl,--unresolved-symbols=ignore-all"
 fi

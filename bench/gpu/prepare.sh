@@ -12,7 +12,7 @@
 #          whole experts per device) for the CUDA fixture test's $TPC_CUDA_PLANS run
 #   syslib/ the shared libraries of those binaries that a bare machine lacks (fmt, cpp-httplib, ...)
 #
-#   bench/gpu/prepare.sh [--base REF] [--reference BIN] [--models DIR]
+#   [FIXTURES="NAME ..."] bench/gpu/prepare.sh [--base REF] [--reference BIN] [--models DIR]
 #
 # Needs build/bin/tpc with the compiler (make build) and ../shared for the fixtures (skipped without it).
 set -euo pipefail
@@ -66,24 +66,27 @@ for m in llama3-8b qwen3-30b-a3b; do
   done
 done
 
-# Fixtures: the quantized ones (the F32 files are too large to carry with everything else) and compiled
-# plans: 2 devices with whole experts per device (expert parallelism), which no hand-built plan has.
+# Fixtures: the quantized ones ($FIXTURES; the F32 files are too large to carry with everything else) and
+# `tpc compile` plans of them: max batch 512 (the hand-built plans have 64), and for the MoE ones 2 devices
+# with whole experts per device (expert parallelism), which no hand-built plan has.
 shared=${TPC_SHARED_DIR:-../shared}
+fixtures=${FIXTURES:-tiny-llama-Q8_0 tiny-llama-Q4_K_M tiny-qwen3moe-Q8_0 tiny-qwen3moe-Q4_K_M}
 if [ -d "$shared/fixtures" ]; then
-  for f in tiny-llama-Q8_0 tiny-llama-Q4_K_M tiny-qwen3moe-Q8_0 tiny-qwen3moe-Q4_K_M; do
+  for f in $fixtures; do
     cp "$shared/fixtures/$f".{gguf,logits.f32,ref.json} "$stage/fixtures/"
+    "$tpc" compile "$shared/fixtures/$f.gguf" --devices 1 -o "$stage/fplans/$f-d1.plan" >/dev/null
+    case $f in
+      *qwen3moe*) "$tpc" compile "$shared/fixtures/$f.gguf" --devices 2 --moe-split expert \
+        -o "$stage/fplans/$f-d2-ep.plan" >/dev/null ;;
+      *) "$tpc" compile "$shared/fixtures/$f.gguf" --devices 2 -o "$stage/fplans/$f-d2.plan" >/dev/null ;;
+    esac
   done
-  "$tpc" compile "$shared/fixtures/tiny-qwen3moe-Q8_0.gguf" --devices 2 --moe-split expert \
-    -o "$stage/fplans/tiny-qwen3moe-Q8_0-d2-ep.plan" >/dev/null
-  "$tpc" compile "$shared/fixtures/tiny-llama-Q8_0.gguf" --devices 2 -o "$stage/fplans/tiny-llama-Q8_0-d2.plan" >/dev/null
-  "$tpc" compile "$shared/fixtures/tiny-qwen3moe-Q4_K_M.gguf" --devices 1 \
-    -o "$stage/fplans/tiny-qwen3moe-Q4_K_M-d1.plan" >/dev/null
 else
   echo "prepare.sh: no $shared/fixtures: the fixture tests will be skipped there" >&2
 fi
 
 # Shared libraries the binaries load that are neither the C/C++ runtime nor CUDA's (the GPU machine has
-# those, and OpenSSL 3, zlib and libgomp): copied, so the binaries find them through LD_LIBRARY_PATH there
+# those, and OpenSSL 3 and zlib): copied, so the binaries find them through LD_LIBRARY_PATH there
 # (set for our binaries only: a system program must not load Debian's copies).
 for b in "$stage"/new/bin/* "$stage"/new/lib/*.so "$stage"/base/bin/* "$stage"/ref/*; do
   [ -f "$b" ] || continue
@@ -91,12 +94,12 @@ for b in "$stage"/new/bin/* "$stage"/new/lib/*.so "$stage"/base/bin/* "$stage"/r
     case $(basename "$lib") in
       libc.so*|libm.so*|libstdc++*|libgcc_s*|libpthread*|libdl.so*|librt.so*|ld-linux*) ;;
       libcuda.so*|libcudart*|libcublas*|libnccl*) ;;
-      libssl.so.3|libcrypto.so.3|libz.so.1|libgomp.so.1) ;; # every distribution of the GPU images has them
+      libssl.so.3|libcrypto.so.3|libz.so.1) ;; # every distribution of the GPU images has them
       *) cp -n "$lib" "$stage/syslib/" ;;
     esac
   done
 done
 
-tar -C build/gpu -cf - stage | xz -T0 -6 >build/gpu/stage.tar.xz
+tar -C build/gpu -cf - stage | xz -T0 -9 >build/gpu/stage.tar.xz
 du -sh "$stage"/* build/gpu/stage.tar.xz
 echo "carry: build/gpu/stage.tar.xz ($(du -m build/gpu/stage.tar.xz | cut -f1) MiB; the device call's whole tree must stay under 64 MiB)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one call on a lent GPU machine (H100/H200), run from the repository root with build/gpu/stage.tar.xz
 # carried (bench/gpu/prepare.sh made it here):
-#   bash bench/gpu/run.sh [PHASE...]        phases: tests bench serve ncu (default: tests bench serve)
+#   bash bench/gpu/run.sh [PHASE...]        phases: tests quick bench serve ncu (default: tests bench serve)
 # tests: tpc-cuda-tests (every kernel against the CPU backend and exact references, the fixtures through
 #        the hand-built plans and through `tpc compile` plans, incl. several sequences and expert
 #        parallelism), GemvBandwidth excepted;
@@ -10,6 +10,7 @@
 #        attention, fused MoE) and `tpc run --bench` of this tree ("new") at 1 and 2 devices and of the base
 #        ref ("base") at 1, with --parallel 1,2,4,8 at 1 device;
 # serve: `tpc serve --backend cuda -np 4` on llama3-8b, 1 and 4 streaming clients (bench/serve);
+# quick: a first look (one repetition): llama3-8b batched decode, qwen3-30b-a3b at 2 devices;
 # ncu:   Nsight Compute's speed-of-light of the biggest kernels of a qwen3-30b-a3b prefill and decode.
 # Everything (logs, JSON) lands in one archive, $OUT/gpu-run.tgz (the device tool brings back 8 files at
 # most); the last lines printed are the tables (bench/gpu/summarize.py).
@@ -34,11 +35,12 @@ synth() { # the benchmark models, written while the tests run (CPU and disk only
       mv $M/$m.gguf.part $M/$m.gguf
   done
 }
-case " $phases " in *" bench "* | *" serve "* | *" ncu "*) synth >"$OUT/synth.log" 2>&1 & synthPid=$! ;; *) synthPid= ;; esac
+case " $phases " in *" bench "* | *" quick "* | *" serve "* | *" ncu "*) synth >"$OUT/synth.log" 2>&1 & synthPid=$! ;; *) synthPid= ;; esac
 
 if [[ " $phases " == *" tests "* ]]; then
   mark tests
   export TPC_SHARED_DIR=$S
+  # The hand-built plans of the carried fixtures (max batch 64), then the `tpc compile` plans (fplans/).
   mkdir -p /tmp/fixture-plans
   LD_LIBRARY_PATH=$L $S/new/bin/tpc-cuda-fixture-plans /tmp/fixture-plans >"$OUT/fixture-plans.log" 2>&1
   LD_LIBRARY_PATH=$L TPC_CUDA_PLANS=/tmp/fixture-plans timeout 300 $S/new/bin/tpc-cuda-tests --gtest_filter=-CudaKernels.GemvBandwidth \
@@ -48,7 +50,7 @@ if [[ " $phases " == *" tests "* ]]; then
     >"$OUT/tests-compiled-plans.log" 2>&1
   echo "compiled fixture plans: rc $?"
   grep -E '^\[  FAILED  \]|Failure|error' "$OUT/tests.log" "$OUT/tests-compiled-plans.log" | head -30
-  grep -E '^\[ fixture' "$OUT/tests.log" "$OUT/tests-compiled-plans.log" | cut -c1-220
+  grep -E '^\[ fixture' "$OUT/tests.log" "$OUT/tests-compiled-plans.log" | sed 's/^.*\[ fixture  \] //' | cut -c1-200
   unset TPC_SHARED_DIR
 fi
 [ -n "$synthPid" ] && wait $synthPid
@@ -74,10 +76,13 @@ if [[ " $phases " == *" bench "* ]]; then
     tpcBench new $m 2
     [ -x $S/base/bin/tpc ] && tpcBench base $m 1 "${par[@]}"
   done
-  # Where a prefill's time goes, per op kind (the session synchronises after each step: not a rate).
-  run new-qwen3-30b-a3b-profile.txt 120 $S/new/bin/tpc run $S/plans/qwen3-30b-a3b-d1.plan \
-    --gguf $M/qwen3-30b-a3b.gguf --backend cuda --bench -pp 512 -tg 1 -r 1 -c 1024 --profile
-  tail -25 "$OUT/new-qwen3-30b-a3b-profile.txt.err"
+fi
+if [[ " $phases " == *" quick "* ]]; then # a first look: batched decode on llama3-8b, 2 devices of qwen3-30b-a3b
+  mark quick
+  run new-llama3-8b-d1.json 120 $S/new/bin/tpc run $S/plans/llama3-8b-d1.plan --gguf $M/llama3-8b.gguf \
+    --backend cuda --bench -pp 512 -tg 32 -r 1 -c 1024 --json --parallel 1,2,4,8
+  run new-qwen3-30b-a3b-d2.json 120 $S/new/bin/tpc run $S/plans/qwen3-30b-a3b-d2.plan \
+    --gguf $M/qwen3-30b-a3b.gguf --backend cuda --bench -pp 512 -tg 32 -r 1 -c 1024 --json
 fi
 
 if [[ " $phases " == *" serve "* ]]; then
@@ -95,11 +100,20 @@ fi
 
 if [[ " $phases " == *" ncu "* ]]; then
   mark ncu
-  LD_LIBRARY_PATH=$L timeout 120 ncu --clock-control none --section SpeedOfLight --section LaunchStats \
-    --kernel-name regex:'tileGemm|flashPrefill|gemvBatch|gemvDecode' --launch-skip 40 --launch-count 8 \
+  # The first layers of a qwen3-30b-a3b prefill (tile GEMMs, tensor-core attention), then a batched decode
+  # step of 8 llama3-8b sequences (the batched GEMVs), without changing the clocks.
+  LD_LIBRARY_PATH=$L timeout 100 ncu --clock-control none --section SpeedOfLight \
+    --kernel-name regex:'tileGemm|flashPrefill' --launch-count 8 \
     $S/new/bin/tpc run $S/plans/qwen3-30b-a3b-d1.plan --gguf $M/qwen3-30b-a3b.gguf --backend cuda --bench \
-    -pp 512 -tg 4 -r 1 -c 1024 >"$OUT/ncu.txt" 2>&1
-  echo "ncu: rc $?"
+    -pp 512 -tg 0 -r 1 -c 1024 >"$OUT/ncu-prefill.txt" 2>&1
+  echo "ncu prefill: rc $?"
+  LD_LIBRARY_PATH=$L timeout 100 ncu --clock-control none --section SpeedOfLight \
+    --kernel-name regex:'gemvBatch' --launch-count 8 \
+    $S/new/bin/tpc run $S/plans/llama3-8b-d1.plan --gguf $M/llama3-8b.gguf --backend cuda --bench \
+    -pp 0 -tg 4 -r 1 -c 1024 --parallel 8 >"$OUT/ncu-batched.txt" 2>&1
+  echo "ncu batched: rc $?"
+  grep -E "^  [a-zA-Z_].*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput" \
+    "$OUT/ncu-prefill.txt" "$OUT/ncu-batched.txt" | cut -c1-160 | head -80
 fi
 mark done
 python3 bench/gpu/summarize.py "$OUT" | tee "$OUT/summary.md"
