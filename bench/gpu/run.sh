@@ -22,6 +22,8 @@ mkdir -p "$OUT"
 phases=${*:-tests bench serve}
 t0=$(date +%s)
 mark() { echo "== $1 at +$(($(date +%s) - t0)) s" | tee -a "$OUT/phases.txt"; }
+# The archive is rewritten after every phase: a call cut off at its limit still brings back the phases done.
+pack() { tar -C "$FINAL" -czf "$FINAL/gpu-run.tgz.part" gpu-run && mv "$FINAL/gpu-run.tgz.part" "$FINAL/gpu-run.tgz"; }
 S=/tmp/stage
 [ -d $S ] || tar -C /tmp -xJf build/gpu/stage.tar.xz || { echo "no build/gpu/stage.tar.xz: carry it" >&2; exit 1; }
 L=$S/syslib:${LD_LIBRARY_PATH:-} # our binaries' libraries (fmt, cpp-httplib): for them only
@@ -52,6 +54,7 @@ if [[ " $phases " == *" tests "* ]]; then
   grep -E '^\[  FAILED  \]|Failure|error' "$OUT/tests.log" "$OUT/tests-compiled-plans.log" | head -30
   grep -E '^\[ fixture' "$OUT/tests.log" "$OUT/tests-compiled-plans.log" | sed 's/^.*\[ fixture  \] //' | cut -c1-200
   unset TPC_SHARED_DIR
+  pack
 fi
 [ -n "$synthPid" ] && wait $synthPid
 
@@ -76,6 +79,11 @@ if [[ " $phases " == *" bench "* ]]; then
     tpcBench new $m 2
     [ -x $S/base/bin/tpc ] && tpcBench base $m 1 "${par[@]}"
   done
+  # The batched GEMV with one row group per block (the grid of its first version) against the default.
+  run new-llama3-8b-d1-steps1.json 120 env TPC_CUDA_BATCH_STEPS=1 $S/new/bin/tpc run $S/plans/llama3-8b-d1.plan \
+    --gguf $M/llama3-8b.gguf --backend cuda --bench -pp 0 -tg 64 -r 3 -c 1024 --json --parallel 1,2,4,8
+  python3 bench/gpu/summarize.py "$OUT" >"$OUT/summary.md"
+  pack
 fi
 if [[ " $phases " == *" quick "* ]]; then # a first look: batched decode on llama3-8b, 2 devices of qwen3-30b-a3b
   mark quick
@@ -91,23 +99,24 @@ if [[ " $phases " == *" serve "* ]]; then
     -c 4096 >"$OUT/serve-server.log" 2>&1 &
   server=$!
   for _ in $(seq 120); do grep -q "listening" "$OUT/serve-server.log" && break; sleep 1; done
-  timeout 150 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8181 --pid $server --clients 1,4 \
+  timeout 90 python3 bench/serve/serve_bench.py --url http://127.0.0.1:8181 --pid $server --clients 1,4 \
     --requests 2 --max-tokens 64 >"$OUT/serve.txt" 2>&1
   echo "serve: rc $?"
   kill $server 2>/dev/null
   wait $server 2>/dev/null
+  pack
 fi
 
 if [[ " $phases " == *" ncu "* ]]; then
   mark ncu
   # The first layers of a qwen3-30b-a3b prefill (tile GEMMs, tensor-core attention), then a batched decode
   # step of 8 llama3-8b sequences (the batched GEMVs), without changing the clocks.
-  LD_LIBRARY_PATH=$L timeout 100 ncu --clock-control none --section SpeedOfLight \
+  LD_LIBRARY_PATH=$L timeout 80 ncu --clock-control none --section SpeedOfLight \
     --kernel-name regex:'tileGemm|flashPrefill' --launch-count 8 \
     $S/new/bin/tpc run $S/plans/qwen3-30b-a3b-d1.plan --gguf $M/qwen3-30b-a3b.gguf --backend cuda --bench \
     -pp 512 -tg 0 -r 1 -c 1024 >"$OUT/ncu-prefill.txt" 2>&1
   echo "ncu prefill: rc $?"
-  LD_LIBRARY_PATH=$L timeout 100 ncu --clock-control none --section SpeedOfLight \
+  LD_LIBRARY_PATH=$L timeout 80 ncu --clock-control none --section SpeedOfLight \
     --kernel-name regex:'gemvBatch' --launch-count 8 \
     $S/new/bin/tpc run $S/plans/llama3-8b-d1.plan --gguf $M/llama3-8b.gguf --backend cuda --bench \
     -pp 0 -tg 4 -r 1 -c 1024 --parallel 8 >"$OUT/ncu-batched.txt" 2>&1
@@ -117,4 +126,4 @@ if [[ " $phases " == *" ncu "* ]]; then
 fi
 mark done
 python3 bench/gpu/summarize.py "$OUT" | tee "$OUT/summary.md"
-tar -C "$FINAL" -czf "$FINAL/gpu-run.tgz" gpu-run && rm -rf "$OUT"
+pack && rm -rf "$OUT"

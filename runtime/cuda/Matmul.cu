@@ -150,6 +150,9 @@ template <GGMLType T> struct FloatUnit {
 template <GGMLType T> struct IntUnit {
   static constexpr int kUnit = IntDot<T>::kUnit, kFetchRows = IntDot<T>::kFetchRows;
   static constexpr int kMinThreadsPerSm = 512; // at most 128 registers: 16 warps keep loads in flight
+  /// Rows a lane of the batched GEMV keeps in flight at up to 4 tokens: 2 for q5_K (three 16-byte loads a
+  /// unit) and q6_K (20 registers unpacked), which spill with 4 under the 128-register cap.
+  static constexpr int kBatchRows = T == GGMLType::Q5_K || T == GGMLType::Q6_K ? 2 : 4;
   using X = typename IntDot<T>::X;
   using Raw = typename IntDot<T>::Raw;
   using W = typename IntDot<T>::W;
@@ -265,24 +268,55 @@ __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
   pdlTrigger();
 }
 
+/// One round of warpTransposeSum: the first C of a lane's values become C / 2, each the sum of the kept
+/// half with the half the lane `O` away sends (lanes with bit O keep the upper half). Every index is a
+/// constant, so the values stay in registers.
+template <int C, int O, int V> __device__ __forceinline__ void transposeRound(float (&v)[V], int lane) {
+  if constexpr (C > 1) {
+    const bool upper = lane & O;
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) {
+      const float send = upper ? v[i] : v[i + C / 2], keep = upper ? v[i + C / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+    transposeRound<C / 2, O / 2, V>(v, lane);
+  }
+}
+
+/// Sums V values over a warp with V - 1 + 5 - log2(V) shuffles instead of 5V: each round halves the
+/// values a lane keeps, trading the other half with the lane `o` away, then the last value is summed over
+/// the lanes that are left. Lane l ends with value (l >> (5 - log2 V)) % V summed over all 32 lanes.
+template <int V> __device__ __forceinline__ float warpTransposeSum(float (&v)[V]) {
+  const int lane = threadIdx.x % 32;
+  transposeRound<V, 16, V>(v, lane);
+  float r = v[0];
+#pragma unroll
+  for (int o = 16 / V; o >= 1; o /= 2)
+    r += __shfl_xor_sync(0xffffffffu, r, o);
+  return r;
+}
+
 /// Batched integer GEMV: NT token rows per pass over the weights, for the 2..kGemvBatchMax rows of a
 /// batched decode step (one token of each of several sequences) and for the pairs of each expert of a
-/// routed mul_mat_id (blockIdx.y the expert). A block of kWarps warps owns groups of RS weight rows; the
-/// `split` warps of a group share its rows' units (u = warp-in-group * 32 + lane, stride split * 32), so a
-/// matrix of few rows still gives every multiprocessor several blocks. Per unit a lane fetches the RS
-/// rows' bytes (in flight together), unpacks each once (prep) and dots it with that unit of every token's
+/// routed mul_mat_id (blockIdx.y the expert). The warps of a block form groups of `split` warps; a group
+/// owns RS weight rows at a time and its warps share their units (u = warp-in-group * 32 + lane, stride
+/// split * 32), so a matrix of few rows still spreads over the GPU. Per unit a lane fetches the RS rows'
+/// bytes (in flight together), unpacks each once (prep) and dots it with that unit of every token's
 /// quantized x (read through L1: all blocks read the same few rows), so a weight byte crosses DRAM once per
-/// NT tokens and the unpacking is paid once, not once per token. Sums meet by shuffles, then across the
-/// group's warps in shared memory. Any row length works (the decode kernel keeps x in registers and stops
-/// at 1024 units). Parts (Q, K, V; gate, up) are blocks of blockIdx.x as in the decode kernel. The first
-/// unit of a plain call is fetched before pdlWait (weights never change); the next kernel is let in after
-/// the work, as in the decode kernel.
+/// NT tokens and the unpacking is paid once, not once per token. A block walks `steps` row groups (a plain
+/// call's grid is about one wave), fetching the next group's first unit before it reduces the current
+/// one: sums meet by a transposing shuffle reduction, then across the group's warps in shared memory. Any
+/// row length works (the decode kernel keeps x in registers and stops at 1024 units). Parts (Q, K, V; gate,
+/// up) are blocks of blockIdx.x as in the decode kernel. The first unit of a plain call is fetched before
+/// pdlWait (weights never change); the next kernel is let in after the work, as in the decode kernel.
 template <class P, int RS, int NT>
-__global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, int split) {
-  __shared__ float part[kWarps][RS * NT];
+__global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, int split, int steps) {
+  constexpr int V = RS * NT, kShift = V >= 16 ? 1 : V >= 8 ? 2 : V >= 4 ? 3 : V >= 2 ? 4 : 5;
+  static_assert(V <= 16 && (V & (V - 1)) == 0, "a power of two of sums, at most 16");
+  __shared__ float part[kWarps][V];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, groups = kWarps / split;
   const int group = warp / split, inGroup = warp % split;
-  const int64_t rowsPerBlock = int64_t(RS) * groups;
+  const int64_t rowsPerBlock = int64_t(RS) * groups * steps;
   const void *W = a.w;
   float *Y = a.y;
   int64_t N = a.n, bx = blockIdx.x;
@@ -294,18 +328,23 @@ __global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, in
     }
     bx -= blocks;
   }
-  const int64_t row0 = bx * rowsPerBlock + int64_t(group) * RS, e = blockIdx.y;
-  const int64_t units = a.k / P::kUnit, u0 = int64_t(inGroup) * 32 + lane, ustep = int64_t(split) * 32;
-  const uint8_t *w[RS];
-#pragma unroll
-  for (int r = 0; r < RS; ++r) // rows past N re-read the last row; their results are not written
-    w[r] = static_cast<const uint8_t *>(W) + e * a.expertStride + min(min(row0, N - 1) + r, N - 1) * a.rowBytes;
+  const int64_t e = blockIdx.y, units = a.k / P::kUnit;
+  const int64_t u0 = int64_t(inGroup) * 32 + lane, ustep = int64_t(split) * 32;
+  const uint8_t *base = static_cast<const uint8_t *>(W) + e * a.expertStride;
+  // Row r of step s of this group (rows past N re-read the last row; their results are not written).
+  auto rowOf = [&](int st, int r) {
+    const int64_t row = bx * rowsPerBlock + (int64_t(st) * groups + group) * RS + r;
+    return base + min(row, N - 1) * a.rowBytes;
+  };
   typename P::Raw raw[RS];
-  bool fetched = false;
-  if (!a.list && u0 < units) {
+  auto fetchRows = [&](int st, int64_t u) {
 #pragma unroll
     for (int r = 0; r < RS; ++r)
-      raw[r] = P::fetch(w[r], u0);
+      raw[r] = P::fetch(rowOf(st, r), u);
+  };
+  bool fetched = false;
+  if (!a.list && u0 < units) {
+    fetchRows(0, u0);
     fetched = true;
   }
   pdlWait();
@@ -320,53 +359,50 @@ __global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, in
 #pragma unroll
     for (int i = 0; i < NT; ++i)
       pair[i] = i < nt ? (a.list ? a.list[p0 + i] : p0 + i) : 0;
-    float acc[RS][NT];
+    for (int st = 0; st < steps; ++st) {
+      float acc[V];
 #pragma unroll
-    for (int r = 0; r < RS; ++r)
-#pragma unroll
-      for (int i = 0; i < NT; ++i)
-        acc[r][i] = 0;
-    for (int64_t u = u0; u < units; u += ustep) {
-      if (!fetched)
+      for (int j = 0; j < V; ++j)
+        acc[j] = 0;
+      for (int64_t u = u0; u < units; u += ustep) {
+        if (!fetched)
+          fetchRows(st, u);
+        fetched = false;
+        typename P::W wv[RS];
 #pragma unroll
         for (int r = 0; r < RS; ++r)
-          raw[r] = P::fetch(w[r], u);
-      fetched = false;
-      typename P::W wv[RS];
+          wv[r] = P::prep(raw[r], u);
 #pragma unroll
-      for (int r = 0; r < RS; ++r)
-        wv[r] = P::prep(raw[r], u);
+        for (int i = 0; i < NT; ++i)
+          if (i < nt) {
+            const typename P::X x = P::load(a, pair[i] / a.xDiv, u, false);
 #pragma unroll
-      for (int i = 0; i < NT; ++i)
-        if (i < nt) {
-          const typename P::X x = P::load(a, pair[i] / a.xDiv, u, false);
-#pragma unroll
-          for (int r = 0; r < RS; ++r)
-            acc[r][i] += P::dot(wv[r], x);
+            for (int r = 0; r < RS; ++r)
+              acc[r * NT + i] += P::dot(wv[r], x);
+          }
+      }
+      if (st + 1 < steps && u0 < units) { // the next group's first loads fly during the reduction
+        fetchRows(st + 1, u0);
+        fetched = true;
+      }
+      const float v = warpTransposeSum<V>(acc);
+      const int idx = (lane >> kShift) & (V - 1);
+      if ((lane & ((1 << kShift) - 1)) == 0)
+        part[warp][idx] = v;
+      __syncthreads();
+      // Lane j of each group's first warp writes row j / NT of token j % NT.
+      const int64_t row0 = bx * rowsPerBlock + (int64_t(st) * groups + group) * RS;
+      if (inGroup == 0 && lane < V) {
+        const int r = lane / NT, i = lane % NT;
+        if (i < nt && row0 + r < N) {
+          float sum = 0;
+          for (int g = 0; g < split; ++g)
+            sum += part[warp + g][lane];
+          Y[pair[i] * N + row0 + r] = sum;
         }
-    }
-#pragma unroll
-    for (int r = 0; r < RS; ++r)
-#pragma unroll
-      for (int i = 0; i < NT; ++i) {
-        float v = acc[r][i];
-        for (int o = 16; o > 0; o >>= 1)
-          v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0)
-          part[warp][r * NT + i] = v;
       }
-    __syncthreads();
-    // Thread j of each group's first warp writes row j / NT of token j % NT.
-    if (inGroup == 0 && lane < RS * NT) {
-      const int r = lane / NT, i = lane % NT;
-      if (i < nt && row0 + r < N) {
-        float v = 0;
-        for (int g = 0; g < split; ++g)
-          v += part[warp + g][lane];
-        Y[pair[i] * N + row0 + r] = v;
-      }
+      __syncthreads(); // part is written again by the next step
     }
-    __syncthreads(); // part is written again by the next pass
   }
   pdlTrigger();
 }
@@ -566,13 +602,33 @@ template <class P, bool kInt> bool launchDecode(const GemvArgs &a, bool vec, cud
 }
 
 /// The batched integer GEMV over all parts, NT tokens per pass; RS rows per group keep at most 16 sums a
-/// lane (2 rows for Q6_K, whose unpacked unit alone takes 20 registers: 4 spill under the 128-register cap).
-/// Warps per row group: as many as the row has 32-unit strides, up to all kWarps of the block.
+/// lane (and P::kBatchRows).
+/// Warps per row group: as many as the row has 32-unit strides, up to all kWarps of the block. Row groups
+/// per block: a plain call's grid about one wave of the kernel's occupancy (TPC_CUDA_BATCH_STEPS caps it,
+/// for tuning); a routed call's blocks are mostly experts without pairs, so one group each.
 template <class P, int NT> void launchBatch(const GemvArgs &a, cudaStream_t s) {
-  constexpr int RS = NT >= 8 || P::kUnit == 64 ? 2 : 4;
+  constexpr int RS = NT >= 8 ? 2 : P::kBatchRows;
+  static const int resident = [] {
+    int n = 0;
+    TPC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemvBatchKernel<P, RS, NT>, kWarps * 32, 0));
+    return std::max(1, n);
+  }();
+  static const int stepCap = [] {
+    const char *e = std::getenv("TPC_CUDA_BATCH_STEPS");
+    return e && std::atoi(e) > 0 ? std::atoi(e) : 64;
+  }();
   const int64_t units = a.k / P::kUnit;
-  const int split = units >= 96 ? 4 : units >= 64 ? 2 : 1;
-  const int64_t rowsPerBlock = int64_t(RS) * (kWarps / split);
+  const int split = units >= 96 ? 4 : units >= 64 ? 2 : 1, groups = kWarps / split;
+  int64_t rows = a.n;
+  if (a.parts > 1) {
+    rows = 0;
+    for (int q = 0; q < a.parts; ++q)
+      rows += a.nPart[q];
+  }
+  const int64_t rowGroups = (rows + RS - 1) / RS;
+  const int steps = a.list ? 1
+                           : int(std::clamp<int64_t>(rowGroups / (smCount() * resident * groups), 1, stepCap));
+  const int64_t rowsPerBlock = int64_t(RS) * groups * steps;
   int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
   if (a.parts > 1) {
     gridX = 0;
@@ -580,7 +636,7 @@ template <class P, int NT> void launchBatch(const GemvArgs &a, cudaStream_t s) {
       gridX += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
   }
   const dim3 grid(static_cast<unsigned>(gridX), static_cast<unsigned>(a.list ? a.experts : 1));
-  launchKernel(gemvBatchKernel<P, RS, NT>, grid, kWarps * 32, 0, s, a, split);
+  launchKernel(gemvBatchKernel<P, RS, NT>, grid, kWarps * 32, 0, s, a, split, steps);
 }
 
 struct GemvLaunch {

@@ -96,11 +96,11 @@ TEST(CudaKernels, AttentionTensorCorePrefillOfSeveralSequences) {
       {4, 1, 256, 256, 0, 30.0f, true, DType::F16},  {6, 3, 80, 80, 20, 20.0f, true, DType::F16},
       {4, 2, 40, 40, 0, 0, false, DType::F16},
   };
-  const int32_t rows = 200;
+  const int32_t rows = 200; // rows of the input tables: the token ids (a vocabulary of 256)
   for (const AttnCase &c : cases) {
     SCOPED_TRACE("hq " + std::to_string(c.hq) + " hkv " + std::to_string(c.hkv) + " dk " + std::to_string(c.dk) +
                  " dv " + std::to_string(c.dv) + " window " + std::to_string(c.window));
-    PlanMaker mk(1, 128, 64);
+    PlanMaker mk(1, 128, 256);
     int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, randomFloats(rows * c.hq * c.dk, 5, -2, 2));
     int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(rows * c.hkv * c.dk, 6, -2, 2));
     int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(rows * c.hkv * c.dv, 7));
