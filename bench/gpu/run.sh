@@ -79,9 +79,6 @@ if [[ " $phases " == *" bench "* ]]; then
     tpcBench new $m 2
     [ -x $S/base/bin/tpc ] && tpcBench base $m 1 "${par[@]}"
   done
-  # The batched GEMV with one row group per block (the grid of its first version) against the default.
-  run new-llama3-8b-d1-steps1.json 120 env TPC_CUDA_BATCH_STEPS=1 $S/new/bin/tpc run $S/plans/llama3-8b-d1.plan \
-    --gguf $M/llama3-8b.gguf --backend cuda --bench -pp 0 -tg 64 -r 3 -c 1024 --json --parallel 1,2,4,8
   python3 bench/gpu/summarize.py "$OUT" >"$OUT/summary.md"
   pack
 fi

@@ -165,6 +165,39 @@ template <GGMLType T> struct IntUnit {
   __device__ static float dot(const Raw &r, int64_t u, int64_t, const X &x) { return IntDot<T>::dot(r, u, x); }
 };
 
+/// One round of warpTransposeSum: the first C of a lane's values become C / 2, each the sum of the kept
+/// half with the half the lane `O` away sends (lanes with bit O keep the upper half). Every index is a
+/// constant, so the values stay in registers.
+template <int C, int O, int V> __device__ __forceinline__ void transposeRound(float (&v)[V], int lane) {
+  if constexpr (C > 1) {
+    const bool upper = lane & O;
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) {
+      const float send = upper ? v[i] : v[i + C / 2], keep = upper ? v[i + C / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+    transposeRound<C / 2, O / 2, V>(v, lane);
+  }
+}
+
+/// log2(32 / V): lane l holds value (l >> transposeShift(V)) % V after warpTransposeSum<V>.
+__host__ __device__ constexpr int transposeShift(int v) { return v >= 32 ? 0 : 1 + transposeShift(2 * v); }
+
+/// Sums V (a power of two, at most 32) values over a warp with V - 1 + 5 - log2(V) shuffles instead of
+/// 5V: each round halves the values a lane keeps, trading the other half with the lane `o` away, then the
+/// last value is summed over the lanes that are left. Lane l ends with value (l >> transposeShift(V)) % V
+/// summed over all 32 lanes.
+template <int V> __device__ __forceinline__ float warpTransposeSum(float (&v)[V]) {
+  static_assert(V >= 1 && V <= 32 && (V & (V - 1)) == 0, "a power of two of sums, at most 32");
+  const int lane = threadIdx.x % 32;
+  transposeRound<V, 16, V>(v, lane);
+  float r = v[0];
+#pragma unroll
+  for (int o = 16 / V; o >= 1; o /= 2)
+    r += __shfl_xor_sync(0xffffffffu, r, o);
+  return r;
+}
+
 /// Decode GEMV with x held in registers: thread t owns units t, t + THREADS, ... (J of them) of the one
 /// x row, loaded once per block; the block then walks its rows kRowStep at a time, every thread dotting
 /// its units of each row, partial sums meeting in shared memory. A thread fetches kFetchRows rows' units
@@ -172,14 +205,18 @@ template <GGMLType T> struct IntUnit {
 /// row (the L1 traffic of x is what bounded the row-per-warp kernel, at 92% L1 and 12% DRAM throughput in
 /// Nsight Compute). The first fetch is issued before pdlWait(): weights never change, so the block's first
 /// loads overlap the previous kernel's tail (launchKernel); the expert of a routed call is known only
-/// after the wait.
-template <class P, int THREADS, int J>
+/// after the wait. NT > 1 (integer units, plain calls of up to NT tokens: a batched decode step): every
+/// token's x unit stays in registers too, each fetched unit is unpacked once (prep) and dotted with each
+/// token's, and fewer rows are fetched at once (the x registers take their place); the sums of a row
+/// step meet by a transposing shuffle reduction.
+template <class P, int THREADS, int J, int NT = 1>
 __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
     gemvDecodeKernel(GemvArgs a, bool vec, int64_t rowsPerBlock) {
-  // kB rows fetched at once; units per thread (J) share the registers.
-  constexpr int kW = THREADS / 32, kB = P::kFetchRows / J > 0 ? P::kFetchRows / J : 1;
+  // kB rows fetched at once; units per thread (J) and tokens (NT) share the registers.
+  constexpr int kW = THREADS / 32, kB1 = P::kFetchRows / J > 0 ? P::kFetchRows / J : 1;
+  constexpr int kB = kB1 / NT > 0 ? kB1 / NT : 1;
   static_assert(kRowStep % kB == 0, "row step in whole fetches");
-  __shared__ float part[kW][kRowStep];
+  __shared__ float part[kW][kRowStep * NT];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   // The block's matrix: the one part whose block range holds blockIdx.x.
   const void *W = a.w;
@@ -220,17 +257,21 @@ __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
     wb += e * a.expertStride;
     fetch(row0, 0);
   }
-  typename P::X xv[J];
+  // Token i of a batched call reads x row i (plain calls only: no ids, xDiv 1); nt of NT are present.
+  const int nt = NT == 1 ? 1 : int(a.count);
+  typename P::X xv[J][NT];
 #pragma unroll
   for (int j = 0; j < J; ++j) {
     const int64_t u = tid + int64_t(THREADS) * j;
-    if (u < units)
-      xv[j] = P::load(a, p / a.xDiv, u, vec);
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+      if (u < units && i < nt)
+        xv[j][i] = P::load(a, NT == 1 ? p / a.xDiv : i, u, vec);
   }
   for (int64_t r = row0; r < rowEnd; r += kRowStep) {
-    float acc[kRowStep];
+    float acc[kRowStep * NT];
 #pragma unroll
-    for (int q = 0; q < kRowStep; ++q)
+    for (int q = 0; q < kRowStep * NT; ++q)
       acc[q] = 0;
 #pragma unroll
     for (int b = 0; b < kRowStep; b += kB)
@@ -241,24 +282,43 @@ __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
         const int64_t u = tid + int64_t(THREADS) * j;
         if (u < units)
 #pragma unroll
-          for (int q = 0; q < kB; ++q)
-            acc[b + q] += P::dot(raw[q], u, a.k, xv[j]);
-      }
+          for (int q = 0; q < kB; ++q) {
+            if constexpr (NT == 1) {
+              acc[b + q] += P::dot(raw[q], u, a.k, xv[j][0]);
+            } else {
+              const typename P::W w = P::prep(raw[q], u);
 #pragma unroll
-    for (int q = 0; q < kRowStep; ++q) {
-      float v = acc[q];
-      for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0)
-        part[warp][q] = v;
+              for (int i = 0; i < NT; ++i)
+                if (i < nt)
+                  acc[(b + q) * NT + i] += P::dot(w, xv[j][i]);
+            }
+          }
+      }
+    if constexpr (NT == 1) {
+#pragma unroll
+      for (int q = 0; q < kRowStep; ++q) {
+        float v = acc[q];
+        for (int o = 16; o > 0; o >>= 1)
+          v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0)
+          part[warp][q] = v;
+      }
+    } else {
+      constexpr int kShift = transposeShift(kRowStep * NT);
+      const float v = warpTransposeSum<kRowStep * NT>(acc);
+      if ((lane & ((1 << kShift) - 1)) == 0)
+        part[warp][(lane >> kShift) & (kRowStep * NT - 1)] = v;
     }
     __syncthreads();
-    if (tid < kRowStep && r + tid < rowEnd) {
-      float v = 0;
+    if (tid < kRowStep * NT) { // row r + tid / NT of token tid % NT (of the pair p when NT == 1)
+      const int q = tid / NT, i = tid % NT;
+      if (r + q < rowEnd && i < nt) {
+        float v = 0;
 #pragma unroll
-      for (int w = 0; w < kW; ++w)
-        v += part[w][tid];
-      Y[p * N + r + tid] = v;
+        for (int w = 0; w < kW; ++w)
+          v += part[w][tid];
+        Y[(NT == 1 ? p : i) * N + r + q] = v;
+      }
     }
     __syncthreads();
   }
@@ -268,34 +328,6 @@ __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
   pdlTrigger();
 }
 
-/// One round of warpTransposeSum: the first C of a lane's values become C / 2, each the sum of the kept
-/// half with the half the lane `O` away sends (lanes with bit O keep the upper half). Every index is a
-/// constant, so the values stay in registers.
-template <int C, int O, int V> __device__ __forceinline__ void transposeRound(float (&v)[V], int lane) {
-  if constexpr (C > 1) {
-    const bool upper = lane & O;
-#pragma unroll
-    for (int i = 0; i < C / 2; ++i) {
-      const float send = upper ? v[i] : v[i + C / 2], keep = upper ? v[i + C / 2] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
-    }
-    transposeRound<C / 2, O / 2, V>(v, lane);
-  }
-}
-
-/// Sums V values over a warp with V - 1 + 5 - log2(V) shuffles instead of 5V: each round halves the
-/// values a lane keeps, trading the other half with the lane `o` away, then the last value is summed over
-/// the lanes that are left. Lane l ends with value (l >> (5 - log2 V)) % V summed over all 32 lanes.
-template <int V> __device__ __forceinline__ float warpTransposeSum(float (&v)[V]) {
-  const int lane = threadIdx.x % 32;
-  transposeRound<V, 16, V>(v, lane);
-  float r = v[0];
-#pragma unroll
-  for (int o = 16 / V; o >= 1; o /= 2)
-    r += __shfl_xor_sync(0xffffffffu, r, o);
-  return r;
-}
-
 /// Batched integer GEMV: NT token rows per pass over the weights, for the 2..kGemvBatchMax rows of a
 /// batched decode step (one token of each of several sequences) and for the pairs of each expert of a
 /// routed mul_mat_id (blockIdx.y the expert). The warps of a block form groups of `split` warps; a group
@@ -303,16 +335,16 @@ template <int V> __device__ __forceinline__ float warpTransposeSum(float (&v)[V]
 /// split * 32), so a matrix of few rows still spreads over the GPU. Per unit a lane fetches the RS rows'
 /// bytes (in flight together), unpacks each once (prep) and dots it with that unit of every token's
 /// quantized x (read through L1: all blocks read the same few rows), so a weight byte crosses DRAM once per
-/// NT tokens and the unpacking is paid once, not once per token. A block walks `steps` row groups (a plain
-/// call's grid is about one wave), fetching the next group's first unit before it reduces the current
-/// one: sums meet by a transposing shuffle reduction, then across the group's warps in shared memory. Any
+/// NT tokens and the unpacking is paid once, not once per token. A block walks `steps` row groups (one by
+/// default, see launchBatch), fetching the next group's first unit before it reduces the current one: sums
+/// meet by a transposing shuffle reduction, then across the group's warps in shared memory. Any
 /// row length works (the decode kernel keeps x in registers and stops at 1024 units). Parts (Q, K, V; gate,
 /// up) are blocks of blockIdx.x as in the decode kernel. The first unit of a plain call is fetched before
 /// pdlWait (weights never change); the next kernel is let in after the work, as in the decode kernel.
 template <class P, int RS, int NT>
 __global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, int split, int steps) {
-  constexpr int V = RS * NT, kShift = V >= 16 ? 1 : V >= 8 ? 2 : V >= 4 ? 3 : V >= 2 ? 4 : 5;
-  static_assert(V <= 16 && (V & (V - 1)) == 0, "a power of two of sums, at most 16");
+  constexpr int V = RS * NT, kShift = transposeShift(V);
+  static_assert(V <= 16, "at most 16 sums a lane");
   __shared__ float part[kWarps][V];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, groups = kWarps / split;
   const int group = warp / split, inGroup = warp % split;
@@ -355,10 +387,12 @@ __global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, in
   }
   for (int64_t p0 = begin; p0 < end; p0 += NT) {
     const int nt = end - p0 < NT ? static_cast<int>(end - p0) : NT;
-    int64_t pair[NT];
+    int64_t pair[NT], xrow[NT]; // the x rows once per pass: a 64-bit division is ~70 instructions
 #pragma unroll
-    for (int i = 0; i < NT; ++i)
+    for (int i = 0; i < NT; ++i) {
       pair[i] = i < nt ? (a.list ? a.list[p0 + i] : p0 + i) : 0;
+      xrow[i] = a.xDiv == 1 ? pair[i] : pair[i] / a.xDiv;
+    }
     for (int st = 0; st < steps; ++st) {
       float acc[V];
 #pragma unroll
@@ -375,7 +409,7 @@ __global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, in
 #pragma unroll
         for (int i = 0; i < NT; ++i)
           if (i < nt) {
-            const typename P::X x = P::load(a, pair[i] / a.xDiv, u, false);
+            const typename P::X x = P::load(a, xrow[i], u, false);
 #pragma unroll
             for (int r = 0; r < RS; ++r)
               acc[r * NT + i] += P::dot(wv[r], x);
@@ -562,10 +596,12 @@ int64_t decodeRowsPerBlock(const GemvArgs &a, int resident, int threads) {
 }
 
 /// Launches one thread shape of the decode kernel, sized by its occupancy.
-template <class P, int THREADS, int J> void launchDecodeShape(const GemvArgs &a, bool vec, cudaStream_t s) {
+template <class P, int THREADS, int J, int NT = 1>
+void launchDecodeShape(const GemvArgs &a, bool vec, cudaStream_t s) {
   static const int resident = [] {
     int n = 0;
-    TPC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemvDecodeKernel<P, THREADS, J>, THREADS, 0));
+    TPC_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemvDecodeKernel<P, THREADS, J, NT>, THREADS, 0));
     return std::max(1, n);
   }();
   const int64_t rowsPerBlock = decodeRowsPerBlock(a, resident, THREADS);
@@ -576,26 +612,32 @@ template <class P, int THREADS, int J> void launchDecodeShape(const GemvArgs &a,
       gridX += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
   }
   const dim3 grid(static_cast<unsigned>(gridX), static_cast<unsigned>(a.ids ? a.count : 1));
-  launchKernel(gemvDecodeKernel<P, THREADS, J>, grid, THREADS, 0, s, a, vec, rowsPerBlock);
+  launchKernel(gemvDecodeKernel<P, THREADS, J, NT>, grid, THREADS, 0, s, a, vec, rowsPerBlock);
 }
 
 /// Thread shapes of the decode kernel by units per row: x in registers for up to 512 float units or
-/// 1024 integer units (above that the row-per-warp kernel runs).
-template <class P, bool kInt> bool launchDecode(const GemvArgs &a, bool vec, cudaStream_t s, int64_t units) {
+/// 1024 integer units (above that the row-per-warp kernel runs); with 2 tokens up to 512 units (256 for
+/// q6_K), with 4 up to 256 (the x of every token in registers; the batched kernel takes longer rows).
+/// False where no shape fits.
+template <class P, bool kInt, int NT = 1>
+bool launchDecode(const GemvArgs &a, bool vec, cudaStream_t s, int64_t units) {
   if (units <= 32) // short rows (an expert's down projection): one warp, so fewer threads sit idle
-    launchDecodeShape<P, 32, 1>(a, vec, s);
+    launchDecodeShape<P, 32, 1, NT>(a, vec, s);
   else if (units <= 64)
-    launchDecodeShape<P, 64, 1>(a, vec, s);
+    launchDecodeShape<P, 64, 1, NT>(a, vec, s);
   else if (units <= 128)
-    launchDecodeShape<P, 128, 1>(a, vec, s);
+    launchDecodeShape<P, 128, 1, NT>(a, vec, s);
   else if (units <= 256)
-    launchDecodeShape<P, 256, 1>(a, vec, s);
-  else if (units <= 512)
-    launchDecodeShape<P, 256, 2>(a, vec, s);
-  else if constexpr (kInt) {
-    if (units > 1024)
+    launchDecodeShape<P, 256, 1, NT>(a, vec, s);
+  else if constexpr (NT == 1 || (NT == 2 && P::kUnit == 32)) { // q6_K's 2-token x in 2 units would spill
+    if (units <= 512)
+      launchDecodeShape<P, 256, 2, NT>(a, vec, s);
+    else if constexpr (kInt && NT == 1) {
+      if (units > 1024)
+        return false;
+      launchDecodeShape<P, 256, 4>(a, vec, s);
+    } else
       return false;
-    launchDecodeShape<P, 256, 4>(a, vec, s);
   } else
     return false;
   return true;
@@ -604,8 +646,10 @@ template <class P, bool kInt> bool launchDecode(const GemvArgs &a, bool vec, cud
 /// The batched integer GEMV over all parts, NT tokens per pass; RS rows per group keep at most 16 sums a
 /// lane (and P::kBatchRows).
 /// Warps per row group: as many as the row has 32-unit strides, up to all kWarps of the block. Row groups
-/// per block: a plain call's grid about one wave of the kernel's occupancy (TPC_CUDA_BATCH_STEPS caps it,
-/// for tuning); a routed call's blocks are mostly experts without pairs, so one group each.
+/// per block: one. A grid of about one wave (several groups a block, the next group's loads issued during
+/// the reduction) was slower on an H200: llama3-8b's step of 8 sequences 13.0 against 10.4 ms, of 2 4.9
+/// against 4.3 (the block's barriers serialise its warps; many short blocks overlap). TPC_CUDA_BATCH_STEPS=N
+/// allows up to N groups a block for such A/B runs.
 template <class P, int NT> void launchBatch(const GemvArgs &a, cudaStream_t s) {
   constexpr int RS = NT >= 8 ? 2 : P::kBatchRows;
   static const int resident = [] {
@@ -615,7 +659,7 @@ template <class P, int NT> void launchBatch(const GemvArgs &a, cudaStream_t s) {
   }();
   static const int stepCap = [] {
     const char *e = std::getenv("TPC_CUDA_BATCH_STEPS");
-    return e && std::atoi(e) > 0 ? std::atoi(e) : 64;
+    return e && std::atoi(e) > 0 ? std::atoi(e) : 1;
   }();
   const int64_t units = a.k / P::kUnit;
   const int split = units >= 96 ? 4 : units >= 64 ? 2 : 1, groups = kWarps / split;
@@ -648,6 +692,13 @@ struct GemvLaunch {
     if constexpr (hasIntDot(T))
       if (a.xq) { // gemvUsesIntDot said so; it also checked the units fit
         if (!decode) { // 2..kGemvBatchMax tokens, or an expert's pairs after routing (mostly a few)
+          // Up to 4 tokens on rows that fit: the decode kernel with every token's x in registers.
+          const int64_t units = a.k / IntDot<T>::kUnit;
+          if (!a.list && a.count <= 2 && launchDecode<IntUnit<T>, true, 2>(a, vec, s, units))
+            return;
+          if constexpr (T != GGMLType::Q6_K) // its x of 4 tokens (96 registers) would spill
+            if (!a.list && a.count <= 4 && launchDecode<IntUnit<T>, true, 4>(a, vec, s, units))
+              return;
           if (a.list)
             launchBatch<IntUnit<T>, 4>(a, s);
           else if (a.count > 4)
