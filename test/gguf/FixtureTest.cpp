@@ -21,6 +21,7 @@ struct Fixture {
   uint32_t blockCount;
   uint32_t fileType;
   std::map<std::string, size_t> typeCounts; ///< ref.json tensor_types
+  uint32_t contextLength = 4096;            ///< README: 131072 for glm4moe and gpt-oss
 };
 
 const std::vector<Fixture> &fixtures() {
@@ -39,6 +40,30 @@ const std::vector<Fixture> &fixtures() {
       {"tiny-qwen3moe-gu", "qwen3moe", 3, 0, {{"f32", 36}}},
       {"tiny-gemma4moe", "gemma4", 6, 0, {{"f32", 133}}},
       {"tiny-gemma3", "gemma3", 6, 0, {{"f32", 80}}},
+      // The architectures and weight types of issues 28-30 (read here; compiling them is those issues').
+      // block_count: README, "8 trunk layers + 1 MTP block" (qwen35*) and "4 layers + NextN block" (glm4moe).
+      {"tiny-qwen35moe", "qwen35moe", 9, 0, {{"f32", 169}}},
+      {"tiny-qwen35moe-long", "qwen35moe", 9, 0, {{"f32", 169}}},
+      {"tiny-qwen35moe-Q8_0", "qwen35moe", 9, 7, {{"f32", 70}, {"q8_0", 99}}},
+      {"tiny-qwen35moe-Q4_K_M",
+       "qwen35moe",
+       9,
+       15,
+       {{"f32", 70}, {"q4_K", 71}, {"q5_0", 8}, {"q5_K", 3}, {"q6_K", 1}, {"q8_0", 16}}},
+      {"tiny-qwen35", "qwen35", 9, 0, {{"f32", 124}}},
+      {"tiny-gptoss", "gpt-oss", 4, 38, {{"f32", 49}, {"mxfp4", 12}, {"q8_0", 18}}, 131072},
+      {"tiny-glm4moe", "glm4moe", 5, 0, {{"f32", 89}}, 131072},
+      {"tiny-glm4moe-Q4_K_M",
+       "glm4moe",
+       5,
+       15,
+       {{"f32", 37}, {"q4_K", 27}, {"q5_0", 5}, {"q5_K", 5}, {"q6_K", 1}, {"q8_0", 14}},
+       131072},
+      {"tiny-llama-IQ4_XS", "llama", 4, 30, {{"f32", 9}, {"iq4_xs", 25}, {"q5_K", 4}, {"q6_K", 1}}},
+      {"tiny-llama-Q3_K_M", "llama", 4, 12, {{"f32", 9}, {"q3_K", 17}, {"q4_K", 10}, {"q5_K", 2}, {"q6_K", 1}}},
+      {"tiny-llama-Q2_K", "llama", 4, 10, {{"f32", 9}, {"q2_K", 17}, {"q3_K", 8}, {"q4_K", 4}, {"q6_K", 1}}},
+      {"tiny-qwen3moe-IQ4_NL", "qwen3moe", 3, 25, {{"f32", 16}, {"iq4_nl", 17}, {"q8_0", 6}}},
+      {"tiny-qwen3moe-Q3_K_S", "qwen3moe", 3, 11, {{"f32", 16}, {"q3_K", 16}, {"q6_K", 1}, {"q8_0", 6}}},
   };
   return f;
 }
@@ -75,7 +100,7 @@ TEST_P(GGUFFixture, HeaderMetadataAndTypeCounts) {
   EXPECT_EQ(*f.getString("general.architecture"), fx.arch);
   std::string a = fx.arch;
   EXPECT_EQ(*f.getU32(a + ".block_count"), fx.blockCount);
-  EXPECT_EQ(*f.getU32(a + ".context_length"), 4096u);
+  EXPECT_EQ(*f.getU32(a + ".context_length"), fx.contextLength);
   EXPECT_EQ(*f.getU32(a + ".embedding_length"), 256u);
   EXPECT_EQ(*f.getU32("general.file_type"), fx.fileType);
   if (fx.fileType != 0)
@@ -130,7 +155,7 @@ TEST(GGUFFixtures, TableCoversTheFolder) {
   for (const Fixture &fx : fixtures())
     inTable.insert(fx.name);
   EXPECT_EQ(onDisk, inTable);
-  EXPECT_EQ(onDisk.size(), 10u);
+  EXPECT_EQ(onDisk.size(), 23u);
 }
 
 TEST(GGUFFixtures, TinyLlamaShapesAndHparams) {
