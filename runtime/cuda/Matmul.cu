@@ -165,6 +165,26 @@ template <GGMLType T> struct IntUnit {
   __device__ static float dot(const Raw &r, int64_t u, int64_t, const X &x) { return IntDot<T>::dot(r, u, x); }
 };
 
+/// The matrix a GEMV block works on: the one part whose range of blocks holds blockIdx.x (parts > 1: Q, K,
+/// V or gate, up in one launch, each part's rows in blocks of rowsPerBlock), and the block's index in it.
+struct BlockPart {
+  const void *w;
+  float *y;
+  int64_t n, bx;
+};
+__device__ __forceinline__ BlockPart blockPart(const GemvArgs &a, int64_t rowsPerBlock) {
+  BlockPart b{a.w, a.y, a.n, int64_t(blockIdx.x)};
+  for (int q = 0; a.parts > 1 && q < a.parts; ++q) {
+    const int64_t blocks = (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
+    if (b.bx < blocks) {
+      b.w = a.wPart[q], b.y = a.yPart[q], b.n = a.nPart[q];
+      break;
+    }
+    b.bx -= blocks;
+  }
+  return b;
+}
+
 /// One round of warpTransposeSum: the first C of a lane's values become C / 2, each the sum of the kept
 /// half with the half the lane `O` away sends (lanes with bit O keep the upper half). Every index is a
 /// constant, so the values stay in registers.
@@ -218,18 +238,10 @@ __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
   static_assert(kRowStep % kB == 0, "row step in whole fetches");
   __shared__ float part[kW][kRowStep * NT];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  // The block's matrix: the one part whose block range holds blockIdx.x.
-  const void *W = a.w;
-  float *Y = a.y;
-  int64_t N = a.n, bx = blockIdx.x;
-  for (int q = 0; a.parts > 1 && q < a.parts; ++q) {
-    const int64_t blocks = (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
-    if (bx < blocks) {
-      W = a.wPart[q], Y = a.yPart[q], N = a.nPart[q];
-      break;
-    }
-    bx -= blocks;
-  }
+  const BlockPart mine = blockPart(a, rowsPerBlock);
+  const void *W = mine.w;
+  float *Y = mine.y;
+  const int64_t N = mine.n, bx = mine.bx;
   const int64_t row0 = bx * rowsPerBlock, rowEnd = min(row0 + rowsPerBlock, N);
   const int64_t units = (a.k + P::kUnit - 1) / P::kUnit;
   const uint8_t *wb = static_cast<const uint8_t *>(W);
@@ -349,17 +361,10 @@ __global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, in
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, groups = kWarps / split;
   const int group = warp / split, inGroup = warp % split;
   const int64_t rowsPerBlock = int64_t(RS) * groups * steps;
-  const void *W = a.w;
-  float *Y = a.y;
-  int64_t N = a.n, bx = blockIdx.x;
-  for (int q = 0; a.parts > 1 && q < a.parts; ++q) {
-    const int64_t blocks = (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
-    if (bx < blocks) {
-      W = a.wPart[q], Y = a.yPart[q], N = a.nPart[q];
-      break;
-    }
-    bx -= blocks;
-  }
+  const BlockPart mine = blockPart(a, rowsPerBlock);
+  const void *W = mine.w;
+  float *Y = mine.y;
+  const int64_t N = mine.n, bx = mine.bx;
   const int64_t e = blockIdx.y, units = a.k / P::kUnit;
   const int64_t u0 = int64_t(inGroup) * 32 + lane, ustep = int64_t(split) * 32;
   const uint8_t *base = static_cast<const uint8_t *>(W) + e * a.expertStride;
@@ -568,6 +573,16 @@ int64_t smCount() {
   return sms;
 }
 
+/// Blocks of rowsPerBlock rows over every part of a GEMV (the grid's x; blockPart undoes it).
+int64_t partBlocks(const GemvArgs &a, int64_t rowsPerBlock) {
+  if (a.parts <= 1)
+    return (a.n + rowsPerBlock - 1) / rowsPerBlock;
+  int64_t blocks = 0;
+  for (int q = 0; q < a.parts; ++q)
+    blocks += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
+  return blocks;
+}
+
 /// Rows per block of a decode launch whose kernel of `threads` keeps `resident` blocks per multiprocessor:
 /// one wave over all parts and pairs (fewer, longer blocks reload x less often; a second wave would run on
 /// a mostly idle GPU), at most 32 warps per multiprocessor (8 blocks of 128 threads, 32 one-warp blocks of
@@ -605,12 +620,7 @@ void launchDecodeShape(const GemvArgs &a, bool vec, cudaStream_t s) {
     return std::max(1, n);
   }();
   const int64_t rowsPerBlock = decodeRowsPerBlock(a, resident, THREADS);
-  int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
-  if (a.parts > 1) {
-    gridX = 0;
-    for (int q = 0; q < a.parts; ++q)
-      gridX += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
-  }
+  const int64_t gridX = partBlocks(a, rowsPerBlock);
   const dim3 grid(static_cast<unsigned>(gridX), static_cast<unsigned>(a.ids ? a.count : 1));
   launchKernel(gemvDecodeKernel<P, THREADS, J, NT>, grid, THREADS, 0, s, a, vec, rowsPerBlock);
 }
@@ -673,12 +683,7 @@ template <class P, int NT> void launchBatch(const GemvArgs &a, cudaStream_t s) {
   const int steps = a.list ? 1
                            : int(std::clamp<int64_t>(rowGroups / (smCount() * resident * groups), 1, stepCap));
   const int64_t rowsPerBlock = int64_t(RS) * groups * steps;
-  int64_t gridX = (a.n + rowsPerBlock - 1) / rowsPerBlock;
-  if (a.parts > 1) {
-    gridX = 0;
-    for (int q = 0; q < a.parts; ++q)
-      gridX += (a.nPart[q] + rowsPerBlock - 1) / rowsPerBlock;
-  }
+  const int64_t gridX = partBlocks(a, rowsPerBlock);
   const dim3 grid(static_cast<unsigned>(gridX), static_cast<unsigned>(a.list ? a.experts : 1));
   launchKernel(gemvBatchKernel<P, RS, NT>, grid, kWarps * 32, 0, s, a, split, steps);
 }

@@ -625,6 +625,19 @@ template <class D, int kWords, int kRows> struct IntDotBlock32 {
     uint32_t w[kWords];
     uint16_t d;
   };
+  /// The block's 32 quants as 8 signed dp4a words and its scale (D::prep makes it from Raw).
+  struct W {
+    int q[8];
+    float d;
+  };
+  /// Sum of the block's quants times the activations' (D::dot applies the scales).
+  __host__ __device__ static int dotQ(const W &w, const X &x) {
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      sum = dp4a(w.q[j], x.q[j], sum);
+    return sum;
+  }
   __host__ __device__ static X loadX(const int8_t *q, const XQBlock *s, int64_t u) {
     X x;
     loadX16(q + 32 * u, x.q);
@@ -647,10 +660,6 @@ template <class D, int kWords, int kRows> struct IntDotBlock32 {
 /// Q8_0: signed quants straight into dp4a.
 template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32<IntDot<GGMLType::Q8_0>, 8, 4> {
   using IntDotBlock32::dot;
-  struct W {
-    int q[8];
-    float d;
-  };
   __host__ __device__ static W prep(const Raw &r, int64_t) {
     W w;
 #pragma unroll
@@ -659,22 +668,12 @@ template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32<IntDot<GGMLType::Q8_0>
     w.d = halfBits(r.d);
     return w;
   }
-  __host__ __device__ static float dot(const W &w, const X &x) {
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      sum = dp4a(w.q[j], x.q[j], sum);
-    return w.d * x.d * float(sum);
-  }
+  __host__ __device__ static float dot(const W &w, const X &x) { return w.d * x.d * float(dotQ(w, x)); }
 };
 
 /// Q4_0: low nibbles are elements 0..15, high nibbles 16..31, offset 8.
 template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32<IntDot<GGMLType::Q4_0>, 4, 8> {
   using IntDotBlock32::dot;
-  struct W {
-    int q[8];
-    float d;
-  };
   __host__ __device__ static W prep(const Raw &r, int64_t) {
     W w;
 #pragma unroll
@@ -686,11 +685,7 @@ template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32<IntDot<GGMLType::Q4_0>
     return w;
   }
   __host__ __device__ static float dot(const W &w, const X &x) {
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      sum = dp4a(w.q[j], x.q[j], sum);
-    return w.d * (x.d * float(sum) - 8.0f * x.s);
+    return w.d * (x.d * float(dotQ(w, x)) - 8.0f * x.s);
   }
 };
 

@@ -41,6 +41,21 @@ struct AttnCase {
   DType cache;
 };
 
+/// One attention step of case c over q, k, v rows of random tables (`rows` rows each, one per token id;
+/// seeds from `seed`); returns its output tensor.
+int32_t attentionStep(PlanMaker &mk, const AttnCase &c, int64_t rows, uint32_t seed) {
+  int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, randomFloats(rows * c.hq * c.dk, seed, -2, 2));
+  int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(rows * c.hkv * c.dk, seed + 1, -2, 2));
+  int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(rows * c.hkv * c.dv, seed + 2));
+  int32_t y = mk.act(0, {-1, c.hq, c.dv});
+  int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, Placement::Device});
+  std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
+  if (c.sinks)
+    in.push_back(mk.input(0, {c.hq}, randomFloats(c.hq, seed + 3)));
+  mk.b(0).step(OpKind::Attention, in, {y}, {kv, c.window}, {0.3f, c.softcap});
+  return y;
+}
+
 TEST(CudaKernels, AttentionPrefillThenDecode) {
   TPC_REQUIRE_GPU();
   const AttnCase cases[] = {
@@ -53,15 +68,7 @@ TEST(CudaKernels, AttentionPrefillThenDecode) {
     SCOPED_TRACE("hq " + std::to_string(c.hq) + " hkv " + std::to_string(c.hkv) + " dk " +
                  std::to_string(c.dk));
     PlanMaker mk(1, 16, 64);
-    int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, randomFloats(maxT * c.hq * c.dk, 1, -2, 2));
-    int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(maxT * c.hkv * c.dk, 2, -2, 2));
-    int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(maxT * c.hkv * c.dv, 3));
-    int32_t y = mk.act(0, {-1, c.hq, c.dv});
-    int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, Placement::Device});
-    std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
-    if (c.sinks)
-      in.push_back(mk.input(0, {c.hq}, randomFloats(c.hq, 4)));
-    mk.b(0).step(OpKind::Attention, in, {y}, {kv, c.window}, {0.3f, c.softcap});
+    const int32_t y = attentionStep(mk, c, maxT, 1);
     // Prefill 13 (one chunk), then 16 + 3 in chunks of 16, then single-token decode steps (graphs).
     Pair p = runBoth(mk, {{0, 13}, {13, 19}});
     expectClose(p, 0, y, 3, 1e-4, "prefill tail");
@@ -101,15 +108,7 @@ TEST(CudaKernels, AttentionTensorCorePrefillOfSeveralSequences) {
     SCOPED_TRACE("hq " + std::to_string(c.hq) + " hkv " + std::to_string(c.hkv) + " dk " + std::to_string(c.dk) +
                  " dv " + std::to_string(c.dv) + " window " + std::to_string(c.window));
     PlanMaker mk(1, 128, 256);
-    int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, randomFloats(rows * c.hq * c.dk, 5, -2, 2));
-    int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(rows * c.hkv * c.dk, 6, -2, 2));
-    int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(rows * c.hkv * c.dv, 7));
-    int32_t y = mk.act(0, {-1, c.hq, c.dv});
-    int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, Placement::Device});
-    std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
-    if (c.sinks)
-      in.push_back(mk.input(0, {c.hq}, randomFloats(c.hq, 8)));
-    mk.b(0).step(OpKind::Attention, in, {y}, {kv, c.window}, {0.3f, c.softcap});
+    const int32_t y = attentionStep(mk, c, rows, 5);
     SessionOptions o = mk.options(2, 256);
     o.sequences = 2;
     cuda::CudaOptions co, noGraphs;
