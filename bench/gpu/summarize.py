@@ -86,15 +86,6 @@ for model in ("llama3-8b", "qwen3-30b-a3b"):
         print(f"| {p} | {f(b and b[0], 2)} | {ratio(b and b[0], b1 and b1[0])} | {f(n and n[0], 2)} | "
               f"{ratio(n and n[0], n1 and n1[0])} | {f(b and b[1])} | {f(n and n[1])} |")
 
-rows = load("new-llama3-8b-d1-steps1.json") or []
-if rows:
-    print()
-    print("Batched decode, llama3-8b, one row group per block (TPC_CUDA_BATCH_STEPS=1):")
-    one = next((r["step_ms"] for r in rows if r.get("n_parallel") == 1 and r.get("step_ms")), None)
-    for r in rows:
-        if r.get("step_ms"):
-            print(f"  P={r['n_parallel']}: {r['step_ms']:.2f} ms ({ratio(r['step_ms'], one)}x one token's step)")
-
 try:
     serve = open(os.path.join(out, "serve.txt")).read().strip()
     print()

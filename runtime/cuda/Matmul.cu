@@ -1,5 +1,8 @@
 //===- Matmul.cu - GEMV, grouped expert GEMV, dequantization and row lookups ===//
 //
+// The decode GEMV (x in registers; 1 token, or up to 4 of a batched step), the batched integer GEMV (2..8
+// tokens, or an expert's routed pairs), the float GEMV below, the activation quantizer, f16 dequantization
+// for cuBLAS and get_rows. The routing of mul_mat_id is Route.cu, its tile GEMM TileGemm.cu.
 // gemvKernel<T>: a block of 4 warps covers 8 weight rows, each warp two rows. Lanes walk the rows' 32-
 // element chunks (lane, lane + 32, ...): a chunk of both rows is dequantized once into registers and
 // dotted with up to kTile token rows of x, then the lanes' partial sums meet by shuffles. Weight bytes are
@@ -14,7 +17,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <limits>
 
 static_assert(sizeof(tpc::rt::cuda::XQBlock) == tpc::rt::cuda::kXQBlockBytes);
 
@@ -341,47 +343,40 @@ __global__ void __launch_bounds__(THREADS, P::kMinThreadsPerSm / THREADS)
 }
 
 /// Batched integer GEMV: NT token rows per pass over the weights, for the 2..kGemvBatchMax rows of a
-/// batched decode step (one token of each of several sequences) and for the pairs of each expert of a
-/// routed mul_mat_id (blockIdx.y the expert). The warps of a block form groups of `split` warps; a group
-/// owns RS weight rows at a time and its warps share their units (u = warp-in-group * 32 + lane, stride
-/// split * 32), so a matrix of few rows still spreads over the GPU. Per unit a lane fetches the RS rows'
-/// bytes (in flight together), unpacks each once (prep) and dots it with that unit of every token's
-/// quantized x (read through L1: all blocks read the same few rows), so a weight byte crosses DRAM once per
-/// NT tokens and the unpacking is paid once, not once per token. A block walks `steps` row groups (one by
-/// default, see launchBatch), fetching the next group's first unit before it reduces the current one: sums
-/// meet by a transposing shuffle reduction, then across the group's warps in shared memory. Any
-/// row length works (the decode kernel keeps x in registers and stops at 1024 units). Parts (Q, K, V; gate,
-/// up) are blocks of blockIdx.x as in the decode kernel. The first unit of a plain call is fetched before
-/// pdlWait (weights never change); the next kernel is let in after the work, as in the decode kernel.
+/// batched decode step (one token of each of several sequences) that the decode kernel does not take, and
+/// for the pairs of each expert of a routed mul_mat_id (blockIdx.y the expert). The warps of a block form
+/// groups of `split` warps; a group owns RS weight rows and its warps share their units (u = warp-in-group
+/// * 32 + lane, stride split * 32), so a matrix of few rows still spreads over the GPU. Per unit a lane
+/// fetches the RS rows' bytes (in flight together), unpacks each once (prep) and dots it with that unit of
+/// every token's quantized x (read through L1: all blocks read the same few rows), so a weight byte crosses
+/// DRAM once per NT tokens and the unpacking is paid once, not once per token. Sums meet by a transposing
+/// shuffle reduction, then across the group's warps in shared memory. Any row length works (the decode
+/// kernel keeps x in registers and stops at 1024 units). Parts (Q, K, V; gate, up) are blocks of blockIdx.x
+/// as in the decode kernel. The first unit of a plain call is fetched before pdlWait (weights never change);
+/// the next kernel is let in after the work, as in the decode kernel. One row group a block: blocks walking
+/// several (a one-wave grid, the next group's loads issued during the reduction) were slower on an H200,
+/// llama3-8b's step of 8 sequences 13.0 against 10.4 ms (the block's barriers serialise its warps; many
+/// short blocks overlap).
 template <class P, int RS, int NT>
-__global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, int split, int steps) {
+__global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, int split) {
   constexpr int V = RS * NT, kShift = transposeShift(V);
   static_assert(V <= 16, "at most 16 sums a lane");
   __shared__ float part[kWarps][V];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, groups = kWarps / split;
   const int group = warp / split, inGroup = warp % split;
-  const int64_t rowsPerBlock = int64_t(RS) * groups * steps;
-  const BlockPart mine = blockPart(a, rowsPerBlock);
-  const void *W = mine.w;
-  float *Y = mine.y;
-  const int64_t N = mine.n, bx = mine.bx;
-  const int64_t e = blockIdx.y, units = a.k / P::kUnit;
+  const BlockPart mine = blockPart(a, int64_t(RS) * groups);
+  const int64_t N = mine.n, row0 = (mine.bx * groups + group) * RS, e = blockIdx.y, units = a.k / P::kUnit;
   const int64_t u0 = int64_t(inGroup) * 32 + lane, ustep = int64_t(split) * 32;
-  const uint8_t *base = static_cast<const uint8_t *>(W) + e * a.expertStride;
-  // Row r of step s of this group (rows past N re-read the last row; their results are not written).
-  auto rowOf = [&](int st, int r) {
-    const int64_t row = bx * rowsPerBlock + (int64_t(st) * groups + group) * RS + r;
-    return base + min(row, N - 1) * a.rowBytes;
-  };
-  typename P::Raw raw[RS];
-  auto fetchRows = [&](int st, int64_t u) {
+  const uint8_t *w[RS];
 #pragma unroll
-    for (int r = 0; r < RS; ++r)
-      raw[r] = P::fetch(rowOf(st, r), u);
-  };
+  for (int r = 0; r < RS; ++r) // rows past N re-read the last row; their results are not written
+    w[r] = static_cast<const uint8_t *>(mine.w) + e * a.expertStride + min(row0 + r, N - 1) * a.rowBytes;
+  typename P::Raw raw[RS];
   bool fetched = false;
   if (!a.list && u0 < units) {
-    fetchRows(0, u0);
+#pragma unroll
+    for (int r = 0; r < RS; ++r)
+      raw[r] = P::fetch(w[r], u0);
     fetched = true;
   }
   pdlWait();
@@ -398,50 +393,44 @@ __global__ void __launch_bounds__(kWarps * 32, 4) gemvBatchKernel(GemvArgs a, in
       pair[i] = i < nt ? (a.list ? a.list[p0 + i] : p0 + i) : 0;
       xrow[i] = a.xDiv == 1 ? pair[i] : pair[i] / a.xDiv;
     }
-    for (int st = 0; st < steps; ++st) {
-      float acc[V];
+    float acc[V];
 #pragma unroll
-      for (int j = 0; j < V; ++j)
-        acc[j] = 0;
-      for (int64_t u = u0; u < units; u += ustep) {
-        if (!fetched)
-          fetchRows(st, u);
-        fetched = false;
-        typename P::W wv[RS];
+    for (int j = 0; j < V; ++j)
+      acc[j] = 0;
+    for (int64_t u = u0; u < units; u += ustep) {
+      if (!fetched)
 #pragma unroll
         for (int r = 0; r < RS; ++r)
-          wv[r] = P::prep(raw[r], u);
+          raw[r] = P::fetch(w[r], u);
+      fetched = false;
+      typename P::W wv[RS];
 #pragma unroll
-        for (int i = 0; i < NT; ++i)
-          if (i < nt) {
-            const typename P::X x = P::load(a, xrow[i], u, false);
+      for (int r = 0; r < RS; ++r)
+        wv[r] = P::prep(raw[r], u);
 #pragma unroll
-            for (int r = 0; r < RS; ++r)
-              acc[r * NT + i] += P::dot(wv[r], x);
-          }
-      }
-      if (st + 1 < steps && u0 < units) { // the next group's first loads fly during the reduction
-        fetchRows(st + 1, u0);
-        fetched = true;
-      }
-      const float v = warpTransposeSum<V>(acc);
-      const int idx = (lane >> kShift) & (V - 1);
-      if ((lane & ((1 << kShift) - 1)) == 0)
-        part[warp][idx] = v;
-      __syncthreads();
-      // Lane j of each group's first warp writes row j / NT of token j % NT.
-      const int64_t row0 = bx * rowsPerBlock + (int64_t(st) * groups + group) * RS;
-      if (inGroup == 0 && lane < V) {
-        const int r = lane / NT, i = lane % NT;
-        if (i < nt && row0 + r < N) {
-          float sum = 0;
-          for (int g = 0; g < split; ++g)
-            sum += part[warp + g][lane];
-          Y[pair[i] * N + row0 + r] = sum;
+      for (int i = 0; i < NT; ++i)
+        if (i < nt) {
+          const typename P::X x = P::load(a, xrow[i], u, false);
+#pragma unroll
+          for (int r = 0; r < RS; ++r)
+            acc[r * NT + i] += P::dot(wv[r], x);
         }
-      }
-      __syncthreads(); // part is written again by the next step
     }
+    const float v = warpTransposeSum<V>(acc);
+    if ((lane & ((1 << kShift) - 1)) == 0)
+      part[warp][(lane >> kShift) & (V - 1)] = v;
+    __syncthreads();
+    // Lane j of each group's first warp writes row j / NT of token j % NT.
+    if (inGroup == 0 && lane < V) {
+      const int r = lane / NT, i = lane % NT;
+      if (i < nt && row0 + r < N) {
+        float sum = 0;
+        for (int g = 0; g < split; ++g)
+          sum += part[warp + g][lane];
+        mine.y[pair[i] * N + row0 + r] = sum;
+      }
+    }
+    __syncthreads(); // part is written again by the next pass
   }
   pdlTrigger();
 }
@@ -459,57 +448,6 @@ __global__ void quantizeXKernel(const float *x, int64_t blocks, bool vec, int8_t
   int4 *o = reinterpret_cast<int4 *>(xq + 32 * i);
   o[0] = *reinterpret_cast<const int4 *>(q);
   o[1] = *reinterpret_cast<const int4 *>(q + 16);
-}
-
-/// One block: counts per expert, offsets (and the tile GEMM's tile table), then every valid pair placed in
-/// its expert's range (the order inside a range does not matter: each pair's result is computed on its
-/// own). Pairs of no expert here are zeroed by zeroForeignPairsKernel.
-__global__ void routeKernel(RouteArgs a) {
-  pdlEnter();
-  extern __shared__ int cursor[];
-  for (int64_t e = threadIdx.x; e < a.experts; e += blockDim.x)
-    cursor[e] = 0;
-  __syncthreads();
-  for (int64_t p = threadIdx.x; p < a.count; p += blockDim.x) {
-    const int64_t id = int64_t(a.ids[p]) - a.firstExpert;
-    if (id >= 0 && id < a.experts)
-      atomicAdd(&cursor[id], 1);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int s = 0, tiles = 0;
-    for (int64_t e = 0; e < a.experts; ++e) {
-      const int c = cursor[e];
-      a.offsets[e] = s;
-      cursor[e] = s;
-      for (int i = 0; a.tiles && i < c; i += int(kTileGemmRows), ++tiles) {
-        a.tiles[2 * tiles] = int32_t(e);
-        a.tiles[2 * tiles + 1] = s + i;
-      }
-      s += c;
-    }
-    a.offsets[a.experts] = s;
-    if (a.tiles)
-      *a.tileCount = tiles;
-  }
-  __syncthreads();
-  for (int64_t p = threadIdx.x; p < a.count; p += blockDim.x) {
-    const int64_t id = int64_t(a.ids[p]) - a.firstExpert;
-    if (id >= 0 && id < a.experts)
-      a.list[atomicAdd(&cursor[id], 1)] = static_cast<int32_t>(p);
-  }
-}
-
-/// One block per pair: zeros the output row of a pair routed to no expert of this share (another device's
-/// experts under --moe-split expert, or a broken router); the others exit at once. Apart from the routing
-/// block, so the zeroing of half the pairs of an expert-parallel share runs on the whole GPU.
-__global__ void zeroForeignPairsKernel(RouteArgs a) {
-  pdlEnter();
-  const int64_t p = blockIdx.x, id = int64_t(a.ids[p]) - a.firstExpert;
-  if (id >= 0 && id < a.experts)
-    return;
-  for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
-    a.y[p * a.n + c] = 0.0f;
 }
 
 template <GGMLType T> __global__ void dequantF16Kernel(DequantArgs a) {
@@ -654,38 +592,15 @@ bool launchDecode(const GemvArgs &a, bool vec, cudaStream_t s, int64_t units) {
 }
 
 /// The batched integer GEMV over all parts, NT tokens per pass; RS rows per group keep at most 16 sums a
-/// lane (and P::kBatchRows).
-/// Warps per row group: as many as the row has 32-unit strides, up to all kWarps of the block. Row groups
-/// per block: one. A grid of about one wave (several groups a block, the next group's loads issued during
-/// the reduction) was slower on an H200: llama3-8b's step of 8 sequences 13.0 against 10.4 ms, of 2 4.9
-/// against 4.3 (the block's barriers serialise its warps; many short blocks overlap). TPC_CUDA_BATCH_STEPS=N
-/// allows up to N groups a block for such A/B runs.
+/// lane (and P::kBatchRows). Warps per row group: as many as the row has 32-unit strides, up to all kWarps
+/// of the block.
 template <class P, int NT> void launchBatch(const GemvArgs &a, cudaStream_t s) {
   constexpr int RS = NT >= 8 ? 2 : P::kBatchRows;
-  static const int resident = [] {
-    int n = 0;
-    TPC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemvBatchKernel<P, RS, NT>, kWarps * 32, 0));
-    return std::max(1, n);
-  }();
-  static const int stepCap = [] {
-    const char *e = std::getenv("TPC_CUDA_BATCH_STEPS");
-    return e && std::atoi(e) > 0 ? std::atoi(e) : 1;
-  }();
   const int64_t units = a.k / P::kUnit;
-  const int split = units >= 96 ? 4 : units >= 64 ? 2 : 1, groups = kWarps / split;
-  int64_t rows = a.n;
-  if (a.parts > 1) {
-    rows = 0;
-    for (int q = 0; q < a.parts; ++q)
-      rows += a.nPart[q];
-  }
-  const int64_t rowGroups = (rows + RS - 1) / RS;
-  const int steps = a.list ? 1
-                           : int(std::clamp<int64_t>(rowGroups / (smCount() * resident * groups), 1, stepCap));
-  const int64_t rowsPerBlock = int64_t(RS) * groups * steps;
-  const int64_t gridX = partBlocks(a, rowsPerBlock);
+  const int split = units >= 96 ? 4 : units >= 64 ? 2 : 1;
+  const int64_t gridX = partBlocks(a, int64_t(RS) * (kWarps / split));
   const dim3 grid(static_cast<unsigned>(gridX), static_cast<unsigned>(a.list ? a.experts : 1));
-  launchKernel(gemvBatchKernel<P, RS, NT>, grid, kWarps * 32, 0, s, a, split, steps);
+  launchKernel(gemvBatchKernel<P, RS, NT>, grid, kWarps * 32, 0, s, a, split);
 }
 
 struct GemvLaunch {
@@ -796,21 +711,6 @@ bool gemvCanGroup(const GemvArgs &a) {
   return gemvUsesIntDot(a) || (a.k + 31) / 32 <= 512;
 }
 
-int64_t moeGemvMaxPairs(int64_t experts) {
-  // TPC_CUDA_MOE_GEMM_FROM=N: the tile GEMM from N pairs per expert on average (A/B runs); 0 turns it off.
-  static const int64_t perExpert = [] {
-    const char *env = std::getenv("TPC_CUDA_MOE_GEMM_FROM");
-    return env ? std::max<int64_t>(0, std::atoll(env)) : int64_t(4);
-  }();
-  return perExpert == 0 ? std::numeric_limits<int64_t>::max() : std::max(kPairGridMax, perExpert * experts);
-}
-
-MoePath moePath(GGMLType type, int64_t count, int64_t experts, int64_t k) {
-  if (count <= kPairGridMax)
-    return MoePath::PerPair;
-  return tileGemmSupports(type, k) && count > moeGemvMaxPairs(experts) ? MoePath::RoutedGemm : MoePath::RoutedGemv;
-}
-
 void launchQuantizeX(const float *x, int64_t rows, int64_t k, int8_t *xq, XQBlock *xs, cudaStream_t s) {
   TPC_CUDA_ASSERT(k % 32 == 0, "quantize x: k must be a multiple of 32");
   const int64_t blocks = rows * k / 32;
@@ -818,19 +718,6 @@ void launchQuantizeX(const float *x, int64_t rows, int64_t k, int8_t *xq, XQBloc
     return;
   const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   launchKernel(quantizeXKernel, blocksFor(blocks, 128), 128, 0, s, x, blocks, vec, xq, xs);
-  TPC_CUDA_CHECK(cudaGetLastError());
-}
-
-void launchRouteExperts(const RouteArgs &a, cudaStream_t s) {
-  TPC_CUDA_ASSERT(a.experts >= 1 && a.experts <= 8192, "mul_mat_id: experts must be 1..8192");
-  launchKernel(routeKernel, 1, 1024, a.experts * sizeof(int), s, a);
-  launchZeroForeignPairs(a, s);
-}
-
-void launchZeroForeignPairs(const RouteArgs &a, cudaStream_t s) {
-  TPC_CUDA_ASSERT(a.count <= 0x7fffffff, "mul_mat_id: too many pairs");
-  if (a.count > 0)
-    launchKernel(zeroForeignPairsKernel, static_cast<unsigned>(a.count), 128, 0, s, a);
   TPC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -9,6 +9,7 @@
 
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Launch.cuh"
+#include "runtime/cuda/Matmul.cuh"
 #include "runtime/cuda/Quant.cuh"
 
 #include <mma.h>
@@ -135,10 +136,6 @@ template <GGMLType T> __global__ void __launch_bounds__(kThreads) tileGemmKernel
   }
 }
 
-struct TypeProbe {
-  template <GGMLType T> void operator()() {}
-};
-
 struct TileGemmLaunch {
   const TileGemmArgs &a;
   dim3 grid;
@@ -149,8 +146,7 @@ struct TileGemmLaunch {
 } // namespace
 
 bool tileGemmSupports(GGMLType t, int64_t k) {
-  TypeProbe probe;
-  return t != GGMLType::F32 && k > 0 && k % 32 == 0 && dispatchType(t, probe);
+  return t != GGMLType::F32 && k > 0 && k % 32 == 0 && cudaSupportsType(t);
 }
 
 void launchTileGemm(const TileGemmArgs &a, cudaStream_t s) {
