@@ -52,6 +52,8 @@ std::string_view preKindOf(std::string_view pre) {
     return "llama3";
   if (isOneOf(pre, {"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"}))
     return "qwen2";
+  if (pre == "qwen35")
+    return "qwen35";
   if (isOneOf(pre, {"gpt-2", "gpt2", "phi-2", "jina-es", "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de",
                     "jina-v2-code", "roberta-bpe", "gigachat", "mpt", "olmo", "jais", "trillion"}))
     return "gpt2";
@@ -108,7 +110,7 @@ void applyModelDefaults(TokenizerData &d) {
     if (isLlama3Family(d.pre)) {
       d.ignoreMerges = true;
       d.addBos = true;
-    } else if (isOneOf(d.pre, {"qwen2", "deepseek-r1-qwen", "megrez"})) {
+    } else if (isOneOf(d.pre, {"qwen2", "deepseek-r1-qwen", "megrez", "qwen35"})) {
       d.cleanSpaces = false;
     }
   }
@@ -331,8 +333,9 @@ void Tokenizer::Impl::derive(const TokenizerData &d) {
     m.spm = false;
     m.preKind = std::string(preKindOf(d.pre));
     if (m.preKind.empty())
-      throw TokenizerError("unknown pre-tokenizer tokenizer.ggml.pre = '" + d.pre +
-                           "' (supported: default, gpt-2, llama3/llama-bpe, qwen2 and their aliases)");
+      throw TokenizerError(
+          "unknown pre-tokenizer tokenizer.ggml.pre = '" + d.pre +
+          "' (supported: default, gpt-2, llama3/llama-bpe, qwen2, qwen35 and their aliases)");
   } else {
     throw TokenizerError("unsupported tokenizer.ggml.model '" + d.model +
                          "' (supported: llama = SentencePiece, gpt2 = byte-level BPE)");

@@ -9,8 +9,8 @@
 //   and repeatedly merge the adjacent pair whose concatenation is the best-scoring vocabulary entry (ties
 //   go to the leftmost pair); characters without an entry become their byte tokens <0xXX>.
 // - "gpt2" (byte-level BPE): split the text with the pre-tokenizer named by `tokenizer.ggml.pre` (gpt2,
-//   llama3, qwen2 regexes, as hand-written matchers over code points), map bytes to printable code points,
-//   then apply merges by rank within each piece.
+//   llama3, qwen2, qwen35 regexes, as hand-written matchers over code points), map bytes to printable code
+//   points, then apply merges by rank within each piece.
 //
 // Special tokens: control and unknown tokens are matched in the text only when parseSpecial is true;
 // user-defined tokens always are (as in llama.cpp). Thread-safe for concurrent const calls (the lazily built
@@ -46,7 +46,8 @@ enum class TokenType : int32_t {
 /// Everything that changes tokenizer results, as read from `tokenizer.ggml.*`.
 struct TokenizerData {
   std::string model = "llama"; ///< tokenizer.ggml.model: "llama" (SPM) or "gpt2" (byte-level BPE)
-  std::string pre = "default"; ///< tokenizer.ggml.pre: "default", "gpt-2", "llama3"/"llama-bpe", "qwen2"...
+  /// tokenizer.ggml.pre: "default", "gpt-2", "llama3"/"llama-bpe", "qwen2", "qwen35"...
+  std::string pre = "default";
   std::vector<std::string> tokens; ///< token texts, index = id
   std::vector<float> scores;       ///< SPM merge scores (empty: all 0)
   std::vector<int32_t> tokenTypes; ///< TokenType values (empty: all Normal)
@@ -178,7 +179,8 @@ std::vector<uint32_t> decodeUtf8(std::string_view s);
 void appendUtf8(std::string &out, uint32_t cpt);
 /// Length of the UTF-8 sequence that starts with byte `b` (1 for invalid lead bytes).
 size_t utf8Len(unsigned char b);
-/// Splits `text` into pre-tokens with the named pre-tokenizer ("gpt2", "llama3", "qwen2", "default").
+/// Splits `text` into pre-tokens with the named pre-tokenizer ("gpt2", "llama3", "qwen2", "qwen35",
+/// "default").
 /// Returns the pieces in the original UTF-8 (not byte-level encoded).
 std::vector<std::string> preTokenize(std::string_view text, std::string_view pre);
 } // namespace unicode

@@ -4,7 +4,9 @@
 // regexes of the byte-level BPE vocabularies as hand-written matchers (std::regex has no \p{L}). Each
 // matcher reproduces llama.cpp's custom implementation of the same regex (unicode.cpp), including its
 // treatment of \s+(?!\S): a run of whitespace followed by a non-space gives its last space to the next
-// piece. Positions are code point indices; pieces are returned as UTF-8 substrings of the input.
+// piece. qwen35 has no custom implementation there (llama.cpp runs std::regex over a text collapsed to one
+// byte per class); it is the qwen2 matcher with marks counted as letters, checked by the oracle tests.
+// Positions are code point indices; pieces are returned as UTF-8 substrings of the input.
 //===----------------------------------------------------------------------===//
 #include "runtime/tokenizer/Tokenizer.h"
 
@@ -110,9 +112,15 @@ void splitGpt2(const std::vector<uint32_t> &cpts, size_t begin, size_t end, std:
 /// The llama3 regex (maxDigits 3) and the qwen2 regex (maxDigits 1), which differ only in \p{N}{1,3}:
 /// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|
 /// \s+(?!\S)|\s+
-void splitLlama3(const std::vector<uint32_t> &cpts, size_t begin, size_t end, size_t maxDigits,
+/// With `marks`, the qwen35 regex: \p{M} joins the letter run ([\p{L}\p{M}]+) and leaves the symbol run
+/// ([^\s\p{L}\p{M}\p{N}]+), so a combining accent stays on its letter instead of becoming its own piece.
+/// A mark is also a valid one-character prefix ([^\r\n\p{L}\p{N}]?), which changes nothing: the prefix
+/// and the run then cover the same code points.
+void splitLlama3(const std::vector<uint32_t> &cpts, size_t begin, size_t end, size_t maxDigits, bool marks,
                  std::vector<size_t> &out) {
   Cursor c{cpts, begin, end};
+  const uint32_t wordFlags = marks ? Letter | AccentMark : Letter;
+  auto isWord = [&](uint32_t f) { return (f & wordFlags) != 0; };
   size_t prevEnd = begin;
   auto add = [&](size_t e) {
     size_t len = e - prevEnd;
@@ -139,9 +147,9 @@ void splitLlama3(const std::vector<uint32_t> &cpts, size_t begin, size_t end, si
       }
     }
     if (!(cpt == '\r' || cpt == '\n' || isNumber(f))) {
-      if (isLetter(f) || isLetter(c.fl(pos + 1))) {
+      if (isWord(f) || isWord(c.fl(pos + 1))) {
         ++pos;
-        while (isLetter(c.fl(pos)))
+        while (isWord(c.fl(pos)))
           ++pos;
         add(pos);
         continue;
@@ -159,9 +167,9 @@ void splitLlama3(const std::vector<uint32_t> &cpts, size_t begin, size_t end, si
       continue;
     }
     uint32_t f2 = cpt == ' ' ? c.fl(pos + 1) : f;
-    if (!(isWs(f2) || isLetter(f2) || isNumber(f2)) && f) {
+    if (!(isWs(f2) || isWord(f2) || isNumber(f2)) && f) {
       pos += cpt == ' ';
-      while (!(isWs(f2) || isLetter(f2) || isNumber(f2)) && f2)
+      while (!(isWs(f2) || isWord(f2) || isNumber(f2)) && f2)
         f2 = c.fl(++pos);
       uint32_t c2 = c.cpt(pos);
       while (c2 == '\r' || c2 == '\n')
@@ -308,9 +316,10 @@ std::vector<std::string> preTokenize(std::string_view text, std::string_view pre
     }
     pieces.swap(next);
   };
-  if (pre == "llama3" || pre == "qwen2") {
+  if (pre == "llama3" || pre == "qwen2" || pre == "qwen35") {
     size_t maxDigits = pre == "llama3" ? 3 : 1;
-    stage([&](size_t b, size_t e, std::vector<size_t> &o) { splitLlama3(cpts, b, e, maxDigits, o); });
+    bool marks = pre == "qwen35";
+    stage([&](size_t b, size_t e, std::vector<size_t> &o) { splitLlama3(cpts, b, e, maxDigits, marks, o); });
   } else if (pre == "gpt2") {
     stage([&](size_t b, size_t e, std::vector<size_t> &o) { splitGpt2(cpts, b, e, o); });
   } else {

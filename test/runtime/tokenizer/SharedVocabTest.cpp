@@ -167,6 +167,43 @@ TEST(SharedVocab, Gpt2) {
   EXPECT_GT(runVocabTest(shared, "ggml-vocab-gpt-2.gguf"), 30u);
 }
 
+/// Llama 3 (pre "llama-bpe"): the llama3 regex (\p{N}{1,3}) with ignore_merges.
+TEST(SharedVocab, LlamaBpe) {
+  REQUIRE_SHARED();
+  EXPECT_EQ(runVocabTest(shared, "ggml-vocab-llama-bpe.gguf"), 46u);
+}
+
+/// Qwen3.5 (pre "qwen35"): the qwen2 regex with \p{M} in the letter classes; the cases include
+/// decomposed accents ("e" + U+0301) and Vietnamese stacked marks that qwen2 would split off.
+TEST(SharedVocab, Qwen35) {
+  REQUIRE_SHARED();
+  EXPECT_EQ(runVocabTest(shared, "ggml-vocab-qwen35.gguf"), 50u);
+}
+
+/// On this vocabulary the reference cases give the same ids under qwen2's split (no merge crosses the
+/// letter/mark borders they have), so these pin the \p{M} handling where it changes ids: Thai with tone
+/// marks and Arabic with harakat. Expected ids from an independent Python oracle (the `regex` module with
+/// the qwen35 regex, then merges by rank over the file's vocabulary) that reproduces all 50 reference lines.
+TEST(SharedVocab, Qwen35MarksChangeIds) {
+  REQUIRE_SHARED();
+  std::optional<rt::TokenizerData> data = loadData(shared + "/tokenizer-tests/ggml-vocab-qwen35.gguf");
+  ASSERT_TRUE(data);
+  ASSERT_EQ(data->pre, "qwen35");
+  rt::TokenizerData asQwen2 = *data;
+  asQwen2.pre = "qwen2";
+  rt::Tokenizer q35(std::move(*data)), q2(std::move(asQwen2));
+  const std::string thai = "\xE0\xB8\x97\xE0\xB8\xB5\xE0\xB9\x88\xE0\xB8\x99\xE0\xB8\xB5\xE0\xB9\x88"; // ที่นี่
+  const std::string arabic =
+      "\xD9\x85\xD9\x8E\xD8\xB1\xD9\x92\xD8\xAD\xD9\x8E\xD8\xA8\xD9\x8B\xD8\xA7"; // مَرْحَبًا
+  EXPECT_EQ(q35.encode(thai, false, false), std::vector<TokenId>{130742});
+  EXPECT_EQ(q2.encode(thai, false, false), (std::vector<TokenId>{35884, 47171, 20184, 47171}));
+  EXPECT_EQ(q35.encode(arabic, false, false),
+            (std::vector<TokenId>{130531, 11071, 59397, 132078, 21360, 127837}));
+  EXPECT_EQ(q2.encode(arabic, false, false),
+            (std::vector<TokenId>{10176, 27910, 11071, 59397, 29825, 27910, 21360, 127837}));
+  EXPECT_EQ(q35.decode(q35.encode(thai + " " + arabic, false, false)), thai + " " + arabic);
+}
+
 /// A minimal JSON reader for the tokens.json files: objects, arrays, strings (with \uXXXX and surrogate
 /// pairs), numbers, true/false/null.
 struct Json {

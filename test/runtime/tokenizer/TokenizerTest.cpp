@@ -2,8 +2,8 @@
 //
 // Synthetic vocabularies small enough that the expected ids follow from the algorithm by hand: SPM
 // merge order by score and leftmost ties, byte fallback, space prefix; byte-level BPE merges by rank and
-// the three pre-tokenizer regexes; special-token partition; validation errors; streaming decode. These
-// run everywhere (no /work/shared needed).
+// the pre-tokenizer regexes (qwen35's marks included); special-token partition; validation errors;
+// streaming decode. These run everywhere (no /work/shared needed).
 //===----------------------------------------------------------------------===//
 #include "runtime/tokenizer/Tokenizer.h"
 
@@ -219,6 +219,9 @@ TEST(TokenizerBpe, PreTokenizerNamesAndDefaults) {
   EXPECT_FALSE(d.ignoreMerges);
   d = bpeVocab({"a b"}, "qwen2");
   EXPECT_FALSE(d.cleanSpaces);
+  d = bpeVocab({"a b"}, "qwen35");
+  EXPECT_FALSE(d.cleanSpaces);
+  EXPECT_FALSE(d.ignoreMerges);
   d = bpeVocab({"a b"}, "gpt-2");
   EXPECT_TRUE(d.cleanSpaces);
   for (const char *pre : {"mpt", "olmo", "smaug-bpe", "stablelm2", "default", ""})
@@ -233,6 +236,21 @@ TEST(TokenizerBpe, PreTokenizerNamesAndDefaults) {
   d.ignoreMerges = false;
   Tokenizer merged(d);
   EXPECT_EQ(merged.encode("xyz", false), (std::vector<TokenId>{'x', 'y', 'z'}));
+}
+
+/// pre = "qwen35" selects the mark-aware pre-tokenizer end to end: "e" + U+0301 is one pre-token, so the
+/// merge into the whole "é" applies; under qwen2 the mark is its own piece and the merge cannot cross.
+TEST(TokenizerBpe, Qwen35MergesAcrossCombiningMarks) {
+  const std::string acute = bl(0xCC) + bl(0x81); // U+0301 as byte-level symbols
+  std::vector<std::string> merges = {bl(0xCC) + " " + bl(0x81), "e " + acute};
+  Tokenizer q35(bpeVocab(merges, "qwen35"));
+  Tokenizer q2(bpeVocab(merges, "qwen2"));
+  TokenId e = q35.find("e" + acute), mark = q35.find(acute);
+  ASSERT_GE(e, 0);
+  ASSERT_GE(mark, 0);
+  EXPECT_EQ(q35.encode("e\xCC\x81", false), std::vector<TokenId>{e});
+  EXPECT_EQ(q2.encode("e\xCC\x81", false), (std::vector<TokenId>{'e', mark}));
+  EXPECT_EQ(q35.decode(q35.encode("cafe\xCC\x81 e\xCC\x81", false)), "cafe\xCC\x81 e\xCC\x81");
 }
 
 TEST(TokenizerBpe, CleanSpacesOnDecode) {
@@ -272,6 +290,36 @@ TEST(PreTokenizer, Llama3AndQwen2) {
   EXPECT_EQ(pre("(hello", "llama3"), (V{"(hello"}));
 }
 
+/// qwen35 is qwen2 with \p{M} in the letter classes: a combining mark stays on its word instead of starting
+/// a new piece or riding on a symbol run. Expected pieces as the Python `regex` module gives them.
+TEST(PreTokenizer, Qwen35KeepsMarksWithLetters) {
+  using V = std::vector<std::string>;
+  // "e" + U+0301 (combining acute): one word under qwen35, the mark split off under qwen2.
+  EXPECT_EQ(pre("e\xCC\x81", "qwen35"), V{"e\xCC\x81"});
+  EXPECT_EQ(pre("e\xCC\x81", "qwen2"), (V{"e", "\xCC\x81"}));
+  // Decomposed "résumé": qwen2 makes the mark the one-character prefix of the next letters.
+  EXPECT_EQ(pre("re\xCC\x81sume\xCC\x81", "qwen35"), V{"re\xCC\x81sume\xCC\x81"});
+  EXPECT_EQ(pre("re\xCC\x81sume\xCC\x81", "qwen2"), (V{"re", "\xCC\x81sume", "\xCC\x81"}));
+  // Devanagari "नमस्ते दुनिया": the virama and vowel signs (Mn) no longer cut the words.
+  const std::string namaste = "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4\xE0\xA5\x87";
+  const std::string duniya = " \xE0\xA4\xA6\xE0\xA5\x81\xE0\xA4\xA8\xE0\xA4\xBF\xE0\xA4\xAF\xE0\xA4\xBE";
+  EXPECT_EQ(pre(namaste + duniya, "qwen35"), (V{namaste, duniya}));
+  EXPECT_EQ(pre(namaste + duniya, "qwen2").size(), 7u);
+  // A space before a mark is its prefix, and the letters after the mark join it.
+  EXPECT_EQ(pre(" \xCC\x81x", "qwen35"), V{" \xCC\x81x"});
+  EXPECT_EQ(pre(" \xCC\x81x", "qwen2"), (V{" \xCC\x81", "x"}));
+  // Marks leave the symbol run: "!!" + mark and an emoji + U+FE0F (variation selector, Mn) split there.
+  EXPECT_EQ(pre("!!\xCC\x81", "qwen35"), (V{"!!", "\xCC\x81"}));
+  EXPECT_EQ(pre("!!\xCC\x81", "qwen2"), V{"!!\xCC\x81"});
+  EXPECT_EQ(pre(" \xF0\x9F\x8C\xAB\xEF\xB8\x8F ok", "qwen35"),
+            (V{" \xF0\x9F\x8C\xAB", "\xEF\xB8\x8F", " ok"}));
+  EXPECT_EQ(pre(" \xF0\x9F\x8C\xAB\xEF\xB8\x8F ok", "qwen2"), (V{" \xF0\x9F\x8C\xAB\xEF\xB8\x8F", " ok"}));
+  // An enclosing mark (Me, U+20DD) is a mark too.
+  EXPECT_EQ(pre("a\xE2\x83\x9D!", "qwen35"), (V{"a\xE2\x83\x9D", "!"}));
+  // Digits and contractions are qwen2's: one digit a piece.
+  EXPECT_EQ(pre("I'LL 12", "qwen35"), (V{"I", "'LL", " ", "1", "2"}));
+}
+
 TEST(PreTokenizer, Default) {
   using V = std::vector<std::string>;
   // Punctuation runs first, then gpt2, then digit runs cut in threes.
@@ -297,6 +345,10 @@ TEST(Unicode, Flags) {
   EXPECT_TRUE(unicode::flags('!') & unicode::Punctuation);
   EXPECT_TRUE(unicode::flags(0x1F999) & unicode::Symbol); // 🦙
   EXPECT_EQ(unicode::flags(0x378), unicode::Undefined);
+  // Marks (Mn, Mc, Me) for qwen35's \p{M}; none of them is a letter.
+  for (uint32_t mark : {0x301u, 0x94Du, 0x903u, 0x20DDu, 0xFE0Fu}) {
+    EXPECT_EQ(unicode::flags(mark), unicode::AccentMark) << std::hex << mark;
+  }
   EXPECT_EQ(unicode::flags(0x110000), 0u);
 }
 
@@ -328,7 +380,7 @@ TEST(TokenizerRobustness, RandomTextRoundTrip) {
     }
     EXPECT_EQ(spm.decode(spm.encode(valid, true)), valid) << "spm trial " << trial;
     EXPECT_EQ(bpe.decode(bpe.encode(raw, false)), raw) << "bpe trial " << trial;
-    for (const char *p : {"gpt2", "llama3", "qwen2", "default"}) {
+    for (const char *p : {"gpt2", "llama3", "qwen2", "qwen35", "default"}) {
       std::string joined;
       for (const std::string &piece : unicode::preTokenize(raw, p))
         joined += piece;
@@ -365,6 +417,7 @@ TEST(TokenizerValidation, ClearErrors) {
   TokenizerData b = bpeVocab({"a b"});
   b.pre = "no-such-pre";
   expectError(b, "no-such-pre");
+  expectError(b, "qwen35"); // the list of supported names includes it
   b = bpeVocab({"a b"});
   b.merges.push_back("nospace");
   expectError(b, "merges");
