@@ -2,7 +2,8 @@
 //
 // Gives every value of the forward function a split state, from op structure alone:
 //
-//  1. Seeds. Each attention op, GLU, the final projection (a matmul whose result the function
+//  1. Seeds. Each attention op, GLU, Gated DeltaNet output norm (the gated_rms_norm of a delta_net's
+//     result, which also reads the z projection: its units are the delta rule's key heads), the final projection (a matmul whose result the function
 //     returns) and a large lookup table (the token embedding, split by rows: the lookup is partial) starts a
 //     *group*: a number of indivisible units (KV heads, Q heads for MQA, GLU intermediate elements, output
 //     rows, table rows) that devices share. The seed says which state each of its
@@ -129,6 +130,8 @@ private:
       return att.getK().getType().getDimSize(1) == 1 ? "query heads (one KV head: K/V mirrored)" : "KV heads";
     if (isa<GluOp>(seed))
       return "GLU elements";
+    if (isa<GatedRmsNormOp>(seed))
+      return "key heads (with their tiled value heads)";
     return isa<GetRowsOp>(seed) ? "table rows (vocabulary parallel)" : "output rows (column parallel logits)";
   }
 
@@ -140,6 +143,10 @@ private:
         int64_t hq = att.getQ().getType().getDimSize(1), hkv = att.getK().getType().getDimSize(1);
         // MQA: one KV head serves every Q head, so K/V stay whole and the Q heads split one by one.
         groups_.push_back({op, hkv == 1 ? hq : hkv});
+      } else if (auto gn = dyn_cast<GatedRmsNormOp>(op)) {
+        // The units of a linear-attention layer: key heads, each with its r tiled value heads.
+        if (auto dn = gn.getX().getDefiningOp<DeltaNetOp>())
+          groups_.push_back({op, dn.getState().getType().getNKeyHeads()});
       } else if (auto glu = dyn_cast<GluOp>(op)) {
         auto experts = glu.getGate().getDefiningOp<MulMatIdOp>();
         Group g{op, glu.getType().getDimSize(glu.getType().getRank() - 1)};
@@ -390,6 +397,18 @@ private:
       want(att.getCache(), cache, g);
       if (att.getSinks())
         want(att.getSinks(), split(g, 0, group), g);
+      if (att.getGate()) // the output gate has the result's layout
+        want(att.getGate(), q, g);
+      return;
+    }
+    if (auto gn = dyn_cast<GatedRmsNormOp>(op)) {
+      // Value heads in r segments of Hk (tiled), per device r x its key heads; z alike, w whole.
+      auto dn = gn.getX().getDefiningOp<DeltaNetOp>();
+      RecurrentStateType t = dn.getState().getType();
+      StateAttr heads = split(g, 1, 1, t.getNValueHeads() / t.getNKeyHeads());
+      setResult(gn.getResult(), heads, g);
+      want(gn.getX(), heads, g);
+      want(gn.getZ(), heads, g);
       return;
     }
     if (auto glu = dyn_cast<GluOp>(op); glu && groups_[g].experts) {
@@ -442,7 +461,7 @@ private:
     Operation *def = v.getDefiningOp();
     if (!def)
       return; // a function argument stays whole; a slice makes the part
-    bool leaf = isa<WeightOp, KvCacheOp>(def);
+    bool leaf = isa<WeightOp>(def) || isCacheOp(def);
     if (!leaf && def->getNumResults() != 1)
       return;
     if (!leaf && !v.hasOneUse()) {
@@ -483,13 +502,13 @@ private:
     StateAttr m = StateAttr::getMirrored(ctx_);
     fn_.getBody().walk([&](Operation *op) {
       auto iface = dyn_cast<SplitStateInterface>(op);
-      if (!iface || isa<WeightOp, KvCacheOp>(op))
+      if (!iface || isa<WeightOp>(op) || isCacheOp(op))
         return;
       SmallVector<StateAttr> in;
       int group = -1;
       for (Value o : op->getOperands()) {
         StateAttr s = lookup(o);
-        bool leaf = o.getDefiningOp() && isa<WeightOp, KvCacheOp>(o.getDefiningOp());
+        bool leaf = o.getDefiningOp() && (isa<WeightOp>(o.getDefiningOp()) || isCacheOp(o.getDefiningOp()));
         if (!s && !leaf)
           s = m; // produced by an op without the interface: whole
         if (s && s.isPartial())
@@ -570,8 +589,9 @@ private:
       if (it == groupOf_.end())
         return;
       Group &g = groups_[it->second];
-      // Elements of this weight's axis per unit of the group.
-      int64_t perUnit = w.getType().getDimSize(s.getAxis()) / g.units;
+      // Contiguous elements of this weight's axis per unit of the group (within one segment: a device's
+      // part of each segment is cut separately).
+      int64_t perUnit = w.getType().getDimSize(s.getAxis()) / (g.units * s.getSegments());
       int64_t need = block / std::gcd(block, perUnit);
       int64_t m = std::lcm(g.multiple, need);
       if (g.units % m)

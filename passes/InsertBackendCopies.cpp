@@ -77,10 +77,11 @@ struct InsertBackendCopiesPass : impl::TpcInsertBackendCopiesBase<InsertBackendC
                                             << entries[i] << "')");
             pin = matched[i] = true;
           }
-      } else if (isa<KvCacheOp>(op)) {
+      } else if (isCacheOp(op)) {
         pin = noKvOffload;
         if (pin)
-          TPC_DECISION(remarks, op, "the KV cache stays on the host (--no-kv-offload)");
+          TPC_DECISION(remarks, op, (isa<KvCacheOp>(op) ? "the KV cache" : "the recurrent state")
+                                        << " stays on the host (--no-kv-offload)");
       }
       if (pin) {
         op->setAttr(TpcDialect::kPlacementAttrName, b.getStringAttr(kHost));
@@ -111,6 +112,13 @@ struct InsertBackendCopiesPass : impl::TpcInsertBackendCopiesBase<InsertBackendC
     for (Operation *op : hostOps) {
       op->setAttr(TpcDialect::kPlacementAttrName, b.getStringAttr(kHost));
       TPC_DECISION(remarks, op, op->getName().getStringRef() << " runs on the host: it reads a host tensor");
+      // A host op reads its weights in place, so they follow it (each use has its own tpc.weight: the
+      // conv kernel of a recurrent state on the host, a few KiB).
+      for (Value v : op->getOperands())
+        if (auto w = v.getDefiningOp<WeightOp>(); w && !onHost(w) && w->hasOneUse()) {
+          w->setAttr(TpcDialect::kPlacementAttrName, b.getStringAttr(kHost));
+          TPC_DECISION(remarks, w, "'" << w.getName() << "' stays on the host with its reader");
+        }
     }
 
     // Copies at every host/device boundary, one per (value, direction).
@@ -132,12 +140,12 @@ struct InsertBackendCopiesPass : impl::TpcInsertBackendCopiesBase<InsertBackendC
       return copy.getResult();
     };
     module.walk([&](Operation *op) {
-      if (isa<BackendCopyOp, WeightOp, KvCacheOp, ModuleOp, func::FuncOp>(op))
+      if (isa<BackendCopyOp, WeightOp, ModuleOp, func::FuncOp>(op) || isCacheOp(op))
         return;
       bool host = onHost(op); // func.return: the caller reads device memory
       for (OpOperand &o : op->getOpOperands()) {
         Operation *def = o.get().getDefiningOp();
-        if (def && isa<WeightOp, KvCacheOp>(def))
+        if (def && (isa<WeightOp>(def) || isCacheOp(def)))
           continue; // pinned tensors are read in place by their (host) consumers
         bool srcHost = def && onHost(def); // a copy's placement is its destination
         if (srcHost != host) {

@@ -61,21 +61,28 @@ public:
   }
 
   /// Sinks every all-reduce as far as its consumers allow. Returns how many moves were made.
+  /// The residual rule waits until nothing else moves: an all-reduce that has not yet sunk to an add (a
+  /// shared expert's, behind its per-token gate) would otherwise look like a mirrored residual there, and
+  /// two reductions would stay where AR(a) + AR(b) -> AR(a + b) makes one.
   int sink() {
     int moves = 0;
-    for (bool changed = true; changed;) {
-      changed = false;
-      SmallVector<AllReduceOp> ars;
-      fn_.walk([&](AllReduceOp ar) { ars.push_back(ar); });
-      for (AllReduceOp ar : ars)
-        if (sinkOne(ar)) {
-          changed = true;
-          ++moves;
-          break;
-        }
+    for (bool residual : {false, true}) {
+      allowResidual_ = residual;
+      for (bool changed = true; changed;) {
+        changed = false;
+        SmallVector<AllReduceOp> ars;
+        fn_.walk([&](AllReduceOp ar) { ars.push_back(ar); });
+        for (AllReduceOp ar : ars)
+          if (sinkOne(ar)) {
+            changed = true;
+            ++moves;
+            break;
+          }
+      }
     }
     return moves;
   }
+  bool allowResidual_ = true;
 
   /// Merges all-reduces that can wait for each other.
   void bucket() {
@@ -193,7 +200,7 @@ private:
       if (auto o = rest.getDefiningOp<AllReduceOp>();
           o && o.getNumOperands() == 1 && rest.hasOneUse() && o->getBlock() == u->getBlock()) {
         other = o; // AR(a) + AR(b) -> AR(a + b)
-      } else if (stateOrMirrored(rest).isMirrored() && (idx == 0 || x.getType() == result.getType()) &&
+      } else if (allowResidual_ && stateOrMirrored(rest).isMirrored() && (idx == 0 || x.getType() == result.getType()) &&
                  !u->hasAttr(TpcDialect::kOnDeviceAttrName)) {
         onDevice0 = true; // residual: added once, on device 0
       } else {

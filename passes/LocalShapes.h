@@ -126,7 +126,7 @@ inline Storage valueStorage(Value v, int64_t device) {
     return Storage::Input;
   if (isa<WeightOp>(op))
     return Storage::Weight;
-  if (isa<KvCacheOp>(op))
+  if (isCacheOp(op))
     return Storage::Kv;
   int64_t on = onDevice(op);
   if (on >= 0 && on != device && op->getNumOperands() > 0)

@@ -233,7 +233,7 @@ struct PlanMemoryPass : impl::TpcPlanMemoryBase<PlanMemoryPass> {
                                          << " output rows");
     }
     annotate(fn, mems);
-    SmallVector<int64_t> act, hostAct, weights(n, 0), kv(n, 0);
+    SmallVector<int64_t> act, hostAct, weights(n, 0), kv(n, 0), recurrent(n, 0);
     for (const DeviceMemory &mem : mems) {
       act.push_back(mem.peak);
       hostAct.push_back(mem.hostPeak);
@@ -247,6 +247,15 @@ struct PlanMemoryPass : impl::TpcPlanMemoryBase<PlanMemoryPass> {
           int64_t heads = s && s.isSplit() ? s.getSizes()[d] : c.getNHeadKv();
           kv[d] += heads * (c.getHeadDimK() + c.getHeadDimV()) * 2; // f16 K and V
         }
+        if (auto r = dyn_cast<RecurrentStateOp>(op)) {
+          // f32 conv and delta-rule states of the device's key heads (and their tiled value heads).
+          RecurrentStateType t = r.getType();
+          StateAttr s = getValueState(r.getResult());
+          int64_t hk = s && s.isSplit() ? s.getSizes()[d] : t.getNKeyHeads();
+          int64_t hv = hk * (t.getNValueHeads() / t.getNKeyHeads());
+          int64_t channels = hk * 2 * t.getHeadDimK() + hv * t.getHeadDimV();
+          recurrent[d] += 4 * ((t.getConvKernel() - 1) * channels + hv * t.getHeadDimK() * t.getHeadDimV());
+        }
       }
     });
     Builder b(m.getContext());
@@ -254,6 +263,8 @@ struct PlanMemoryPass : impl::TpcPlanMemoryBase<PlanMemoryPass> {
     m->setAttr("tpc.host_activation_bytes", b.getDenseI64ArrayAttr(hostAct));
     m->setAttr("tpc.weight_bytes", b.getDenseI64ArrayAttr(weights));
     m->setAttr("tpc.kv_bytes_per_token", b.getDenseI64ArrayAttr(kv));
+    if (llvm::any_of(recurrent, [](int64_t x) { return x > 0; }))
+      m->setAttr("tpc.recurrent_bytes_per_sequence", b.getDenseI64ArrayAttr(recurrent));
     m->setAttr("tpc.max_batch", b.getI64IntegerAttr(maxBatch));
     m->setAttr("tpc.max_output_rows", b.getI64IntegerAttr(maxRows));
   }

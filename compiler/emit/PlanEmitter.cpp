@@ -80,6 +80,13 @@ std::optional<std::vector<rt::WeightPiece>> weightPieces(GGMLType type, ArrayRef
     return pieces;
   }
   const int64_t segLen = shape[sel.axis] / sel.segments;
+  if (sel.size == 0)
+    return pieces; // an empty share
+  if (sel.size == segLen) {
+    // The whole of every segment (a group that no block-aligned cut divides, all on one device).
+    add({fileOffset, rb, rb, uint64_t(rows)});
+    return pieces;
+  }
   if (sel.axis == rank - 1) {
     // Part of every row: skip and length in bytes must be whole quant blocks.
     std::optional<uint64_t> part = ::tpc::ggmlRowBytes(type, sel.size);
@@ -398,7 +405,30 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
     kv_[c.getResult()] = b_.addKv(kv);
     return success();
   }
-  if (auto copy = dyn_cast<BackendCopyOp>(op); copy && isa<KvCacheType>(copy.getX().getType())) {
+  if (auto r = dyn_cast<RecurrentStateOp>(op)) {
+    StateAttr s = getValueState(r.getResult());
+    if (s && !s.isMirrored() && !(s.isSplit() && s.getAxis() == 0))
+      return op->emitError() << "plan emitter: recurrent_state state " << s
+                             << " (only mirrored or split on key heads)";
+    RecurrentStateType t = r.getType();
+    const int64_t hk = s && s.isSplit() ? s.getSizes()[device_] : t.getNKeyHeads();
+    const int64_t hv = hk * (t.getNValueHeads() / t.getNKeyHeads());
+    rt::KvCache c;
+    c.kind = rt::CacheKind::Recurrent;
+    c.layer = int32_t(r.getLayer());
+    c.nHeadKv = int32_t(hv);
+    c.headDimK = int32_t(t.getHeadDimK());
+    c.headDimV = int32_t(t.getHeadDimV());
+    c.dtype = rt::DType::F32;
+    c.convRows = int32_t(t.getConvKernel() - 1);
+    c.convChannels = int32_t(2 * hk * t.getHeadDimK() + hv * t.getHeadDimV());
+    auto placement = op->getAttrOfType<StringAttr>("tpc.placement");
+    c.placement = placement && placement.getValue() == "host" ? rt::Placement::Host : rt::Placement::Device;
+    kv_[r.getResult()] = b_.addKv(c);
+    return success();
+  }
+  if (auto copy = dyn_cast<BackendCopyOp>(op);
+      copy && isa<KvCacheType, RecurrentStateType>(copy.getX().getType())) {
     kv_[copy.getResult()] = kv_.lookup(copy.getX()); // the cache's placement is on the kv_cache op
     return success();
   }
@@ -480,6 +510,37 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             ok = addIn(o.getX());
             return success();
           })
+          .Case([&](L2NormOp o) -> LogicalResult {
+            kind = rt::OpKind::L2Norm;
+            params = rt::RmsNormParams{o.getEps().convertToFloat()}.pack();
+            ok = addIn(o.getX());
+            return success();
+          })
+          .Case([&](GatedRmsNormOp o) -> LogicalResult {
+            kind = rt::OpKind::GatedRmsNorm;
+            params = rt::RmsNormParams{o.getEps().convertToFloat()}.pack();
+            ok = addIn(o.getX()) && addIn(o.getW()) && addIn(o.getZ());
+            return success();
+          })
+          .Case([&](SsmConvOp o) -> LogicalResult {
+            kind = rt::OpKind::SsmConv;
+            auto it = kv_.find(o.getState());
+            if (it == kv_.end())
+              return o.emitError("plan emitter: ssm_conv's state is not a tpc.recurrent_state");
+            params = rt::SsmConvParams{it->second}.pack();
+            ok = addIn(o.getX()) && addIn(o.getW()) && addIn(o.getPos());
+            return success();
+          })
+          .Case([&](DeltaNetOp o) -> LogicalResult {
+            kind = rt::OpKind::DeltaNet;
+            auto it = kv_.find(o.getState());
+            if (it == kv_.end())
+              return o.emitError("plan emitter: delta_net's state is not a tpc.recurrent_state");
+            params = rt::DeltaNetParams{it->second, o.getScale().convertToFloat()}.pack();
+            ok = addIn(o.getQ()) && addIn(o.getK()) && addIn(o.getV()) && addIn(o.getG()) && addIn(o.getBeta()) &&
+                 addIn(o.getPos());
+            return success();
+          })
           .Case([&](WeightedRmsNormOp o) -> LogicalResult {
             kind = rt::OpKind::RmsNorm;
             params = rt::RmsNormParams{o.getEps().convertToFloat()}.pack();
@@ -559,10 +620,20 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           .Case([&](ViewOp o) -> LogicalResult {
             kind = rt::OpKind::View;
             StateAttr s = splitOf(o.getX());
-            if (s && s.isSplit() && s.getAxis() == int64_t(o.getAxis()))
-              return o.emitError("plan emitter: a view along the split axis of its operand is not supported");
-            params =
-                rt::NarrowParams{int64_t(o.getAxis()), int64_t(o.getOffset()), int64_t(o.getSize())}.pack();
+            int64_t offset = o.getOffset(), size = o.getSize();
+            if (s && s.isSplit() && s.getAxis() == int64_t(o.getAxis())) {
+              // Whole segments of a segmented split (the split rules allow no other view): this device's
+              // part of each segment is sizes[d] / segments, so the segments before the view's first one
+              // take that many local elements each.
+              const int64_t segLen = o.getX().getType().getDimSize(o.getAxis()) / s.getSegments();
+              const int64_t part = s.getSizes()[device_] / s.getSegments();
+              if (s.getSegments() == 1 || offset % segLen || size % segLen)
+                return o.emitError("plan emitter: a view along the split axis of its operand that is not "
+                                   "whole segments of it");
+              offset = offset / segLen * part;
+              size = size / segLen * part;
+            }
+            params = rt::NarrowParams{int64_t(o.getAxis()), offset, size}.pack();
             ok = addIn(o.getX());
             return success();
           })
@@ -598,10 +669,11 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             if (it == kv_.end())
               return o.emitError("plan emitter: attention's cache is not a tpc.kv_cache");
             params = rt::AttentionParams{it->second, int64_t(o.getSlidingWindow()),
-                                         o.getScale().convertToFloat(), o.getSoftcap().convertToFloat()}
+                                         o.getScale().convertToFloat(), o.getSoftcap().convertToFloat(),
+                                         bool(o.getGate())}
                          .pack();
             ok = addIn(o.getQ()) && addIn(o.getK()) && addIn(o.getV()) && addIn(o.getPos()) &&
-                 (!o.getSinks() || addIn(o.getSinks()));
+                 (!o.getSinks() || addIn(o.getSinks())) && (!o.getGate() || addIn(o.getGate()));
             return success();
           })
           .Case([&](ExpertCombineOp o) -> LogicalResult {

@@ -17,6 +17,7 @@ Value buildLlama(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);   // qwen3 and qwen3moe
 Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
+Value buildQwen35(ModelBuilder &mb, HParams &hp, Value tokens, Value pos); // qwen35 and qwen35moe
 
 /// Shared tail: final norm and output projection (tied to token_embd when output.weight is absent); what
 /// the builder makes from here on is stamped as the output head.

@@ -95,6 +95,35 @@ void readHeadCountKv(KeyReader &r, HParams &hp) {
                          r.key("attention.head_count"), hp.nHead));
 }
 
+/// qwen35 / qwen35moe: the Gated DeltaNet keys (ssm.*), the full-attention interval, the MTP blocks that
+/// block_count includes (the trunk is the rest), the shared expert's width.
+void readQwen35(KeyReader &r, HParams &hp) {
+  hp.nNextN = r.u32("nextn_predict_layers", 0, 0, hp.nLayer - 1, "MTP blocks, fewer than block_count: ");
+  hp.ssmConvKernel = r.u32("ssm.conv_kernel", std::nullopt, 1, 64, "the conv kernel width, ");
+  hp.ssmHeadDimK = r.u32("ssm.state_size", std::nullopt, 1, 4096, "the key head size, ");
+  hp.ssmKeyHeads = r.u32("ssm.group_count", std::nullopt, 1, kMaxHeads, "the key heads, ");
+  hp.ssmValueHeads = r.u32("ssm.time_step_rank", std::nullopt, 1, kMaxHeads, "the value heads, ");
+  uint32_t inner = r.u32("ssm.inner_size", std::nullopt, 1, kMaxWidth, "value heads x value head size, ");
+  hp.fullAttnInterval = r.u32("full_attention_interval", 4, 1, kMaxLayers, "the layer period of full attention, ");
+  if (!r.error && hp.ssmValueHeads % hp.ssmKeyHeads)
+    r.fail(r.key("ssm.time_step_rank"), std::to_string(hp.ssmValueHeads),
+           fmt::format("a multiple of {} = {} (value heads are tiled over key heads)", r.key("ssm.group_count"),
+                       hp.ssmKeyHeads));
+  if (!r.error && inner % hp.ssmValueHeads)
+    r.fail(r.key("ssm.inner_size"), std::to_string(inner),
+           fmt::format("a multiple of {} = {}", r.key("ssm.time_step_rank"), hp.ssmValueHeads));
+  if (hp.nExpert)
+    hp.nFFShexp = r.u32("expert_shared_feed_forward_length", hp.nFFExp, 1, kMaxWidth, "the shared expert's width, ");
+  if (r.error)
+    return;
+  hp.ssmHeadDimV = inner / hp.ssmValueHeads;
+  hp.nLayer -= hp.nNextN;
+  hp.nHeadKv.resize(hp.nLayer);
+  hp.recurrentLayers.resize(hp.nLayer);
+  for (uint32_t il = 0; il < hp.nLayer; ++il)
+    hp.recurrentLayers[il] = (il + 1) % hp.fullAttnInterval != 0;
+}
+
 /// gemma4's sliding-window layers: their own head sizes, RoPE dims and base, and the per-layer pattern.
 void readGemma4(KeyReader &r, HParams &hp) {
   hp.headDimKSwa = r.u32("attention.key_length_swa", hp.headDimK, 1, kMaxHeads);
@@ -157,6 +186,8 @@ void readGemma4(KeyReader &r, HParams &hp) {
                   "the rotated dims, even and at most the head size (attention.key_length), ");
   if (!r.error && hp.nRot % 2)
     r.fail(r.key("rope.dimension_count"), std::to_string(hp.nRot), "an even number (RoPE rotates pairs)");
+  if (arch == "qwen35" || arch == "qwen35moe")
+    readQwen35(r, hp);
   hp.swaLayers.assign(hp.nLayer, false);
   if (arch == "gemma4")
     readGemma4(r, hp);

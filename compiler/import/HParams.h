@@ -37,6 +37,14 @@ struct HParams {
   uint32_t slidingWindow = 0;
   std::vector<bool> swaLayers; ///< per layer: true = sliding-window attention
   float finalSoftcap = 0.f;
+  /// Hybrid linear-attention models (qwen35, qwen35moe). block_count counts the nNextN MTP blocks at the
+  /// end, which the forward pass does not run: nLayer is the trunk. A layer is recurrent (Gated DeltaNet)
+  /// unless (il + 1) % fullAttnInterval == 0.
+  uint32_t nNextN = 0;
+  uint32_t ssmConvKernel = 0, ssmKeyHeads = 0, ssmValueHeads = 0, ssmHeadDimK = 0, ssmHeadDimV = 0;
+  uint32_t fullAttnInterval = 0;
+  uint32_t nFFShexp = 0; ///< the shared expert's width (qwen35moe)
+  std::vector<bool> recurrentLayers; ///< per trunk layer
 
   uint32_t headDimKOf(unsigned il) const { return swaLayers[il] && headDimKSwa ? headDimKSwa : headDimK; }
   uint32_t headDimVOf(unsigned il) const { return swaLayers[il] && headDimVSwa ? headDimVSwa : headDimV; }

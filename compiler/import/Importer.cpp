@@ -27,6 +27,8 @@ constexpr ArchEntry kArchitectures[] = {
     {"qwen3moe", buildQwen3, {false, true, false}},
     {"gemma3", buildGemma3, {true, false, true}},
     {"gemma4", buildGemma4, {true, true, false}}, // its sliding layers come from a pattern key
+    {"qwen35", buildQwen35, {true, false, false}},   // hybrid: Gated DeltaNet + gated attention
+    {"qwen35moe", buildQwen35, {false, true, false}},
 };
 } // namespace
 

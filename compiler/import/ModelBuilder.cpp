@@ -90,9 +90,27 @@ Value ModelBuilder::kvCache(unsigned layer, int64_t nHeadKv, int64_t dk, int64_t
                          b.getI64IntegerAttr(dv));
 }
 Value ModelBuilder::attention(Value q, Value k, Value v, Value cache, Value pos, float scale, int64_t window,
-                              float softcap) {
-  return make<AttentionOp>(q, k, v, cache, pos, /*sinks=*/Value(), b.getF32FloatAttr(scale),
+                              float softcap, Value gate) {
+  return make<AttentionOp>(q, k, v, cache, pos, /*sinks=*/Value(), gate, b.getF32FloatAttr(scale),
                            b.getI64IntegerAttr(window), b.getF32FloatAttr(softcap));
+}
+Value ModelBuilder::unary(Value x, UnaryFn fn) { return make<UnaryOp>(UnaryFnAttr::get(b.getContext(), fn), x); }
+Value ModelBuilder::view(Value x, int64_t axis, int64_t offset, int64_t size) {
+  return make<ViewOp>(x, b.getI64IntegerAttr(axis), b.getI64IntegerAttr(offset), b.getI64IntegerAttr(size));
+}
+Value ModelBuilder::l2Norm(Value x, float eps) { return make<L2NormOp>(x, b.getF32FloatAttr(eps)); }
+Value ModelBuilder::gatedRmsNorm(Value x, Value w, Value z, float eps) {
+  return make<GatedRmsNormOp>(x, w, z, b.getF32FloatAttr(eps));
+}
+Value ModelBuilder::recurrentState(unsigned layer, int64_t nKeyHeads, int64_t nValueHeads, int64_t dk, int64_t dv,
+                                   int64_t convKernel) {
+  return make<RecurrentStateOp>(b.getI64IntegerAttr(layer), b.getI64IntegerAttr(nKeyHeads),
+                                b.getI64IntegerAttr(nValueHeads), b.getI64IntegerAttr(dk), b.getI64IntegerAttr(dv),
+                                b.getI64IntegerAttr(convKernel));
+}
+Value ModelBuilder::ssmConv(Value x, Value w, Value state, Value pos) { return make<SsmConvOp>(x, w, state, pos); }
+Value ModelBuilder::deltaNet(Value q, Value k, Value v, Value g, Value beta, Value state, Value pos, float scale) {
+  return make<DeltaNetOp>(q, k, v, g, beta, state, pos, b.getF32FloatAttr(scale));
 }
 
 Value ModelBuilder::attentionBlock(Value h, Value pos, const AttentionWeights &w, const AttentionSpec &s) {

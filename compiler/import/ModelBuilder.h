@@ -110,7 +110,15 @@ public:
   Value softcap(Value x, float cap);
   Value kvCache(unsigned layer, int64_t nHeadKv, int64_t dk, int64_t dv);
   Value attention(Value q, Value k, Value v, Value cache, Value pos, float scale, int64_t window,
-                  float softcap);
+                  float softcap, Value gate = {});
+  Value unary(Value x, UnaryFn fn);
+  Value view(Value x, int64_t axis, int64_t offset, int64_t size);
+  Value l2Norm(Value x, float eps);
+  Value gatedRmsNorm(Value x, Value w, Value z, float eps);
+  Value recurrentState(unsigned layer, int64_t nKeyHeads, int64_t nValueHeads, int64_t dk, int64_t dv,
+                       int64_t convKernel);
+  Value ssmConv(Value x, Value w, Value state, Value pos);
+  Value deltaNet(Value q, Value k, Value v, Value g, Value beta, Value state, Value pos, float scale);
 
   /// x · w after RMS norm: rms_norm(x) * w.
   Value norm(Value x, Value w, float eps) { return mul(rmsNorm(x, eps), w); }

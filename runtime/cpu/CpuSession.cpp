@@ -461,9 +461,8 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     const std::vector<exec::KvPlacement> layout = exec::kvLayout(kvPlan, ctx, o.sequences, p.model.maxBatch);
     uint64_t kvBytes = z.kv;
     if (kvF32 && !layout.empty()) {
-      const KvCache &c = kvPlan.kv.back();
       kvBytes = layout.back().vOffset + static_cast<uint64_t>(layout.back().positions) * o.sequences *
-                                            c.nHeadKv * c.headDimV * dtypeBytes(c.dtype);
+                                            kvCellBytesV(kvPlan.kv.back());
     }
     // Slices read in place need no arena bytes; the copied ones are packed at the plan's 64-byte spacing.
     // On huge pages every slice is copied: the page cache maps a file in 4 KiB pages.

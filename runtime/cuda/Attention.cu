@@ -4,7 +4,8 @@
 // rounding. The attention kernel keeps q in shared memory and, per warp, a running max m, denominator l
 // and Dv/32 accumulators per lane; scores are warp dot products (lanes over the head dim, shuffle sum).
 // GQA maps query head h to KV head h / (Hq / Hkv). Cache positions past a token's own are never read,
-// and appended rows of later tokens of the same call are masked by causality, as on the CPU.
+// and appended rows of later tokens of the same call are masked by causality, as on the CPU. The output
+// gate is applied where each kernel writes y (both kernels), so the quantized copy is of the gated y.
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Attention.cuh"
 #include "runtime/cuda/CudaCheck.h"
@@ -111,6 +112,9 @@ __global__ void __launch_bounds__(1024) normRopeKernel(NormRopeArgs a) {
   }
 }
 
+/// The output gate's factor.
+__device__ __forceinline__ float sigmoidOf(float g) { return 1.0f / (1.0f + expf(-g)); }
+
 template <typename C> __device__ __forceinline__ float cacheLoad(const C *p) {
   if constexpr (sizeof(C) == 2)
     return __half2float(*reinterpret_cast<const __half *>(p));
@@ -211,9 +215,10 @@ template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attenti
       if (wm[w] > -INFINITY)
         o += wacc[w][c] * expf(wm[w] - mx);
     const int64_t idx = (ti * a.hq + h) * a.dv + c;
-    a.y[idx] = o * inv;
+    const float out = a.gate ? o * inv * sigmoidOf(a.gate[idx]) : o * inv;
+    a.y[idx] = out;
     if (a.xq) // dv % 32 == 0 and blockDim >= dv: every warp here holds whole blocks
-      warpQuantize32(o * inv, a.xq + (idx & ~int64_t(31)), a.xs + idx / 32);
+      warpQuantize32(out, a.xq + (idx & ~int64_t(31)), a.xs + idx / 32);
   }
 }
 
@@ -413,7 +418,8 @@ template <int D> __global__ void __launch_bounds__(kFaThreads) flashPrefillKerne
     } else {
       out = o / rL[r];
     }
-    a.y[(ti * a.hq + h) * a.dv + c] = out;
+    const int64_t idx = (ti * a.hq + h) * a.dv + c;
+    a.y[idx] = a.gate ? out * sigmoidOf(a.gate[idx]) : out;
   }
 }
 

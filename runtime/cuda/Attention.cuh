@@ -6,7 +6,9 @@
 // dtype; then it runs a flash-decode style kernel over the token's own sequence's cells:
 // one block per (token, query head), its warps stride over the visible cache positions with an online
 // softmax each, merged at the end (sinks join the denominator). Positions are read on the GPU, so a
-// captured decode step stays valid as the context grows. Head dims up to 256.
+// captured decode step stays valid as the context grows. Head dims up to 256. An output gate (Qwen3.5's
+// gated attention) multiplies each result by sigmoid(gate) in the kernels' epilogues, before the optional
+// quantized copy, so a gated step keeps the fused quantized output.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CUDA_ATTENTION_CUH
 #define TPC_RUNTIME_CUDA_ATTENTION_CUH
@@ -69,6 +71,7 @@ struct AttentionArgs {
   int64_t ctx = 0; ///< cells per sequence (the ring of a sliding-window cache, or the context)
   float scale = 1, softcap = 0;
   int64_t window = 0;
+  const float *gate = nullptr; ///< [T, Hq, Dv]: y *= sigmoid(gate) (null: no output gate)
   float *y = nullptr;
   /// With xq (dv a multiple of 32): y also quantized for the integer GEMV that reads it next (the output
   /// projection; launchQuantizeX's layout).

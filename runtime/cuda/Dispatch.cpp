@@ -19,6 +19,7 @@
 #include "runtime/cuda/SessionImpl.h"
 
 #include "runtime/cuda/Attention.cuh"
+#include "runtime/cuda/DeltaNet.cuh"
 #include "runtime/cuda/Elementwise.cuh"
 #include "runtime/cuda/Matmul.cuh"
 #include "runtime/plan/StepParams.h"
@@ -362,7 +363,9 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.v = in[2].f();
     a.pos = in[3].i();
     a.seq = kv.seq;
-    a.sinks = in.size() > 4 ? in[4].f() : nullptr;
+    // q, k, v, pos [, sinks] [, gate]: the gate is last.
+    a.gate = p.gated ? in.back().f() : nullptr;
+    a.sinks = in.size() > (p.gated ? 5u : 4u) ? in[4].f() : nullptr;
     a.kc = kv.k;
     a.vc = kv.v;
     a.f16 = kv.desc.dtype == DType::F16;
@@ -378,6 +381,76 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.y = y.f();
     const bool q = a.dv % 32 == 0 && quantizeOutput(d, i, y, t, a.xq, a.xs);
     launchAttention(a, st);
+    if (q)
+      primeQuantized(dev, y);
+    break;
+  }
+  case OpKind::SsmConv: {
+    // The recurrent cache's K half is the conv state; positions and sequence ids are read on the GPU.
+    const KvBuffers &kv = dev.kv[SsmConvParams::read(s).kvCache];
+    SsmConvArgs a;
+    a.x = x.f();
+    a.w = in[1].f();
+    a.y = y.f();
+    a.t = x.rows();
+    a.c = x.inner();
+    a.k = in[1].inner();
+    a.pos = in[2].i();
+    a.seq = kv.seq;
+    a.convState = static_cast<float *>(kv.k);
+    a.sequences = kv.sequences;
+    TPC_CUDA_ASSERT(in[1].rows() == a.c && kv.desc.convRows == a.k - 1 && kv.desc.convChannels == a.c,
+                    "ssm_conv: the weight or the conv state does not match the input's channels");
+    launchSsmConv(a, st);
+    break;
+  }
+  case OpKind::DeltaNet: {
+    // The recurrent cache's V half is the delta-rule state.
+    const DeltaNetParams p = DeltaNetParams::read(s);
+    const KvBuffers &kv = dev.kv[p.kvCache];
+    DeltaNetArgs a;
+    a.q = x.f();
+    a.k = in[1].f();
+    a.v = in[2].f();
+    a.g = in[3].f();
+    a.beta = in[4].f();
+    a.y = y.f();
+    a.t = x.shape[0];
+    a.hk = x.shape[1];
+    a.dk = x.shape[2];
+    a.hv = in[2].shape[1];
+    a.dv = in[2].shape[2];
+    a.scale = p.scale;
+    a.pos = in[5].i();
+    a.seq = kv.seq;
+    a.state = static_cast<float *>(kv.v);
+    a.sequences = kv.sequences;
+    TPC_CUDA_ASSERT(kv.desc.nHeadKv == a.hv && kv.desc.headDimK == a.dk && kv.desc.headDimV == a.dv,
+                    "delta_net: the state does not match the heads");
+    launchDeltaNet(a, st);
+    break;
+  }
+  case OpKind::L2Norm: {
+    L2NormArgs a;
+    a.x = x.f();
+    a.y = y.f();
+    a.rows = x.rows();
+    a.n = x.inner();
+    a.eps = RmsNormParams::read(s).eps;
+    launchL2Norm(a, st);
+    break;
+  }
+  case OpKind::GatedRmsNorm: {
+    GatedRmsNormArgs a;
+    a.x = x.f();
+    a.w = in[1].f();
+    a.z = in[2].f();
+    a.y = y.f();
+    a.rows = x.rows();
+    a.n = x.inner();
+    a.eps = RmsNormParams::read(s).eps;
+    const bool q = quantizeOutput(d, i, y, t, a.xq, a.xs); // the output projection's x, as rms_norm's
+    launchGatedRmsNorm(a, st);
     if (q)
       primeQuantized(dev, y);
     break;

@@ -40,6 +40,8 @@ __device__ __forceinline__ float unaryFn(UnaryFn fn, float x) {
     return expf(x);
   case UnaryFn::Sigmoid:
     return 1.0f / (1.0f + expf(-x));
+  case UnaryFn::Softplus: // as ggml: the identity above 20, where log(1 + exp(x)) rounds to x in f32
+    return x > 20.0f ? x : log1pf(expf(x));
   }
   return x;
 }

@@ -9,9 +9,11 @@
 //   normRope        the Q and K ropes of a layer, each with its per-head rms_norm in front where the model
 //                   has one (normRopeKernel); parts that would write what the other reads stay separate
 // The integer decode GEMV reads x quantized to 8 bits per 32 elements. Each device keeps one quantized
-// copy and which x it holds (quantizedX makes it on demand); an rms_norm, glu or attention whose output an
-// integer GEMV within the next few steps reads writes that copy itself (quantizeOutput, primeQuantized),
-// and any step that writes over the held x forgets it (forgetIfWritten; checked by address range).
+// copy and which x it holds (quantizedX makes it on demand); an rms_norm, gated_rms_norm, glu or attention
+// (gated or not: the gate is applied first) whose output an integer GEMV within the next few steps reads
+// writes that copy itself (quantizeOutput, primeQuantized), and any step that writes over the held x
+// forgets it (forgetIfWritten; checked by address range). The recurrent ops write their state outside
+// the activations, which no quantized copy is made from.
 // Collectives and new calls forget it too. CudaOptions::fuse = false (TPC_CUDA_NO_FUSE=1) runs every step
 // alone; no fused group spans a host-side step (Device::hostNear).
 //===----------------------------------------------------------------------===//

@@ -105,9 +105,7 @@ std::string CudaSession::sizeDevices(const SessionOptions &opts, std::vector<Dev
     for (const KvCache &c : dp.kv) {
       // Every sequence's cells: the context, or a sliding-window layer's ring.
       const uint64_t cells = uint64_t(kvPositions(c, ctxSize(), p.model.maxBatch)) * maxSequences();
-      (c.placement == Placement::Host ? z.hostKv : z.kv) +=
-          alignUp(cells * c.nHeadKv * c.headDimK * dtypeBytes(c.dtype)) +
-          alignUp(cells * c.nHeadKv * c.headDimV * dtypeBytes(c.dtype));
+      (c.placement == Placement::Host ? z.hostKv : z.kv) += alignUp(cells * kvCellBytesK(c)) + alignUp(cells * kvCellBytesV(c));
     }
     z.sp = scratchFor(d);
     // f16 copies of the matmul weights the cuBLAS path reads (decided per GPU below).
@@ -226,7 +224,6 @@ void CudaSession::allocateDevice(size_t d, const DeviceSizes &z) {
   };
   dev.seqs = reinterpret_cast<int32_t *>(take(p.model.maxBatch * 4));
   for (KvBuffers &b : dev.kv) {
-    const uint64_t eb = dtypeBytes(b.desc.dtype);
     const bool host = b.desc.placement == Placement::Host;
     uint8_t *base = host ? hostKv : dev.kvMem.p;
     uint64_t &off = host ? hostAt : at;
@@ -235,9 +232,9 @@ void CudaSession::allocateDevice(size_t d, const DeviceSizes &z) {
     b.seq = dev.seqs; // the call's sequence ids, uploaded with the tokens
     const uint64_t cells = uint64_t(b.ctx) * uint64_t(b.sequences);
     b.k = base + off;
-    off += alignUp(cells * b.desc.nHeadKv * b.desc.headDimK * eb);
+    off += alignUp(cells * kvCellBytesK(b.desc));
     b.v = base + off;
-    off += alignUp(cells * b.desc.nHeadKv * b.desc.headDimV * eb);
+    off += alignUp(cells * kvCellBytesV(b.desc));
   }
   dev.wTile = z.sp.wTile ? take(z.sp.wTile) : nullptr;
   dev.tileElems = z.sp.tileElems;

@@ -17,6 +17,7 @@
 
 #include "runtime/cuda/Collective.cuh"
 #include "runtime/cuda/Communicators.h"
+#include "runtime/cuda/DeltaNet.cuh"
 #include "runtime/cuda/Elementwise.cuh"
 #include "runtime/exec/StepChecks.h"
 #include "runtime/cuda/RankCommunicators.h"
@@ -70,6 +71,12 @@ std::string checkGpuSteps(const Plan &plan, int64_t t, int64_t rows) {
         return err("head dims above 256 are not supported by the CUDA attention kernel");
       if (s.op == OpKind::MulMatId && in[1].shape[0] > 8192)
         return err("more than 8192 experts");
+      if (s.op == OpKind::SsmConv && (in[1].inner() > kMaxConvWidth || typeOf(in[1]) != GGMLType::F32))
+        return err("the CUDA ssm_conv kernel takes f32 conv weights of width up to 9");
+      if (s.op == OpKind::DeltaNet && in[0].inner() > kMaxDeltaKeyDim)
+        return err("key head dims above 256 are not supported by the CUDA delta_net kernel");
+      if (s.op == OpKind::GatedRmsNorm && typeOf(in[1]) != GGMLType::F32)
+        return err("the CUDA gated_rms_norm kernel takes an f32 weight");
     }
   }
   return "";

@@ -25,12 +25,20 @@ std::vector<std::pair<int64_t, int64_t>> ringsOf(const Plan &plan, int64_t ctx) 
   rings.erase(std::unique(rings.begin(), rings.end()), rings.end());
   return rings;
 }
+bool hasRecurrentCaches(const Plan &plan) {
+  for (const DevicePlan &d : plan.devices)
+    for (const KvCache &c : d.kv)
+      if (c.kind == CacheKind::Recurrent)
+        return true;
+  return false;
+}
 } // namespace
 
 Session::Session(Plan plan, int64_t ctx, int32_t sequences, std::vector<int> devices)
     : plan_(std::move(plan)), ctx_(ctx), devices_(std::move(devices)),
       rowsInput_(plan_.model.maxOutputRows > 0), lengths_(static_cast<size_t>(std::max(1, sequences)), 0),
-      rings_(ringsOf(plan_, ctx_)) {
+      rings_(ringsOf(plan_, ctx_)), recurrent_(hasRecurrentCaches(plan_)),
+      history_(recurrent_ ? lengths_.size() : 0) {
   const std::vector<Step> &steps = plan_.devices[devices_.front()].steps;
   prof_.resize(steps.size());
   for (size_t i = 0; i < steps.size(); ++i)
@@ -47,8 +55,11 @@ void Session::recordStep(size_t step, double seconds) {
 }
 
 void Session::clearSequence(int32_t seq) {
-  if (seq >= 0 && static_cast<size_t>(seq) < lengths_.size())
+  if (seq >= 0 && static_cast<size_t>(seq) < lengths_.size()) {
     lengths_[static_cast<size_t>(seq)] = 0;
+    if (recurrent_)
+      history_[static_cast<size_t>(seq)].clear();
+  }
 }
 
 int64_t Session::sequenceLength(int32_t seq) const {
@@ -121,10 +132,27 @@ Expected<void> Session::evaluate(const std::vector<BatchToken> &batch, std::vect
   if (std::string bad = checkBatch(batch); !bad.empty())
     return Error{bad};
   ++counters_.calls;
-  const int64_t vocab = plan_.model.nVocab, total = static_cast<int64_t>(batch.size());
+  // A rewind inside a recurrent state: the sequence's kept tokens before the rewound position run first.
+  std::vector<BatchToken> replayed;
+  if (recurrent_) {
+    std::vector<char> seen(lengths_.size(), 0);
+    for (const BatchToken &b : batch) {
+      if (seen[b.seq])
+        continue;
+      seen[b.seq] = 1;
+      if (b.pos > 0 && b.pos < lengths_[b.seq])
+        for (int32_t p = 0; p < b.pos; ++p)
+          replayed.push_back({history_[b.seq][p], p, b.seq, false});
+    }
+    counters_.recomputed += static_cast<int64_t>(replayed.size());
+    if (!replayed.empty())
+      replayed.insert(replayed.end(), batch.begin(), batch.end());
+  }
+  const std::vector<BatchToken> &run = replayed.empty() ? batch : replayed;
+  const int64_t vocab = plan_.model.nVocab, total = static_cast<int64_t>(run.size());
   const bool logits = runsDevice(0);
   int64_t wanted = 0;
-  for (const BatchToken &b : batch)
+  for (const BatchToken &b : run)
     wanted += b.logits;
   out.resize(logits ? static_cast<size_t>(wanted * vocab) : 0); // every element is written below
   const int64_t maxBatch = plan_.model.maxBatch;
@@ -138,7 +166,7 @@ Expected<void> Session::evaluate(const std::vector<BatchToken> &batch, std::vect
     // A chunk ends at max_batch tokens or, when the plan computes only the rows asked for, at its
     // max_output_rows-th row.
     for (; at < total && int64_t(tokens.size()) < maxBatch && int64_t(rows.size()) < maxRows; ++at) {
-      const BatchToken &b = batch[at];
+      const BatchToken &b = run[at];
       if (rowsInput_ && b.logits)
         rows.push_back(static_cast<int32_t>(tokens.size())), keep.push_back(1);
       else if (!rowsInput_)
@@ -171,8 +199,14 @@ Expected<void> Session::evaluate(const std::vector<BatchToken> &batch, std::vect
         dst += vocab;
       }
   }
-  for (const BatchToken &b : batch)
+  for (const BatchToken &b : run) {
     lengths_[b.seq] = b.pos + 1; // the last token of each sequence leaves its length
+    if (recurrent_) {
+      std::vector<int32_t> &h = history_[b.seq];
+      h.resize(static_cast<size_t>(b.pos)); // a rewind drops the rest; positions are consecutive
+      h.push_back(b.token);
+    }
+  }
   return {};
 }
 

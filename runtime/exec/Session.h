@@ -19,6 +19,11 @@
 //     cache always does; a sliding-window ring of P positions per sequence has overwritten position q
 //     once position q + P was written, so a rewind may go back at most P - window + 1 positions (except
 //     to 0, which reads nothing). clearSequence(s) makes s empty: its next token is at position 0.
+//   - a model with recurrent layers (Gated DeltaNet: a state per sequence that holds only the sequence's
+//     end, runtime/plan's CacheKind::Recurrent) cannot step back inside that state, so the session keeps
+//     each sequence's token ids and a rewind to 0 < pos < length recomputes the sequence from position 0
+//     up to pos (its tokens prepended to the batch, no logits; SessionCounters::recomputed counts them)
+//     before the batch runs: the same logits as a fresh sequence, at the cost of its prefix.
 // Logits come back only for the tokens that ask for them (BatchToken::logits), in batch order. A plan
 // compiled with output rows (schema v5) computes the output head for those rows only (at least one per
 // chunk); an older plan computes every row and the session picks.
@@ -68,6 +73,7 @@ struct BatchToken {
 /// chunk; without: every token).
 struct SessionCounters {
   int64_t calls = 0, chunks = 0, tokens = 0, outputRows = 0;
+  int64_t recomputed = 0; ///< tokens re-evaluated to rewind a recurrent state (see "Sequences")
 };
 
 /// How to open a plan.
@@ -231,6 +237,9 @@ private:
   /// (window, positions per sequence) of the sliding-window rings shorter than the context: what limits
   /// a rewind (see "Sequences").
   std::vector<std::pair<int64_t, int64_t>> rings_;
+  /// The plan has recurrent caches: each sequence's token ids are kept (history_) to recompute a rewind.
+  const bool recurrent_;
+  std::vector<std::vector<int32_t>> history_;
   int64_t lastRows_ = 0;
   SessionCounters counters_;
   bool profiling_ = false;

@@ -145,9 +145,9 @@ std::vector<KvPlacement> kvLayout(const DevicePlan &dp, int64_t ctx, int32_t seq
     p.positions = kvPositions(c, ctx, maxBatch);
     const uint64_t cells = static_cast<uint64_t>(p.positions) * static_cast<uint64_t>(sequences);
     p.kOffset = at;
-    at += cells * static_cast<uint64_t>(c.nHeadKv) * c.headDimK * dtypeBytes(c.dtype);
+    at += cells * kvCellBytesK(c);
     p.vOffset = at;
-    at += cells * static_cast<uint64_t>(c.nHeadKv) * c.headDimV * dtypeBytes(c.dtype);
+    at += cells * kvCellBytesV(c);
     out.push_back(p);
   }
   return out;
@@ -163,7 +163,7 @@ Expected<ArenaBytes> arenaBytes(const DevicePlan &dp, size_t d, int64_t ctx, int
   std::optional<uint64_t> kv = 0;
   for (const KvCache &c : dp.kv) {
     auto cells = mulAdd(static_cast<uint64_t>(kvPositions(c, ctx, maxBatch)), static_cast<uint64_t>(sequences), 0);
-    kv = cells && kv ? mulAdd(*cells, kvBytesPerPosition(c), *kv) : std::nullopt;
+    kv = cells && kv ? mulAdd(*cells, kvCellBytesK(c) + kvCellBytesV(c), *kv) : std::nullopt;
   }
   auto total = kv ? mulAdd(1, b.weights, *kv) : std::nullopt;
   total = total ? mulAdd(1, *total, b.acts) : std::nullopt;

@@ -105,7 +105,7 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
   case OpKind::Unary:
   case OpKind::Glu: {
     const int64_t fn = static_cast<int64_t>(UnaryParams::read(s).fn);
-    if (fn < 0 || fn > 6)
+    if (fn < 0 || fn > static_cast<int64_t>(UnaryFn::Softplus))
       return bad(fmt::format("unknown function {}", fn));
     if (!isF32(x) || !isF32(y))
       return bad("needs f32 operands");
@@ -210,12 +210,55 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
     if (hkv != c.nHeadKv || k.shape[2] != c.headDimK || v.shape[2] != c.headDimV)
       return bad(fmt::format("k/v do not match kv cache {} ({} heads, dims {}/{})", p.kvCache, c.nHeadKv,
                              c.headDimK, c.headDimV));
-    if (in.size() > 4 && (!isF32(in[4]) || in[4].numel() != hq))
+    const size_t nIn = in.size() - (p.gated ? 1 : 0);
+    if (nIn < 4 || nIn > 5)
+      return bad(fmt::format("{} inputs, expected q, k, v, pos [, sinks]{}", in.size(), p.gated ? ", gate" : ""));
+    if (nIn > 4 && (!isF32(in[4]) || in[4].numel() != hq))
       return bad("sinks must be f32 [Hq]");
+    if (c.kind != CacheKind::Attention)
+      return bad(fmt::format("cache {} is not an attention cache", p.kvCache));
+    if (p.gated && (!isF32(in.back()) || !sameShape(in.back(), y)))
+      return bad("the gate must be f32 of the output's shape");
     if (p.window < 0)
       return bad("sliding window must be >= 0");
     return "";
   }
+  case OpKind::SsmConv: {
+    const TensorRef &w = in[1];
+    const KvCache &c = kv[SsmConvParams::read(s).kvCache];
+    if (!isF32(x) || !isF32(w) || !isF32(y) || x.shape.size() != 2 || w.shape.size() != 2 || !sameShape(x, y) ||
+        !isI32(in[2]) || in[2].numel() != x.shape[0])
+      return bad("needs f32 x[T,C], w[C,K], i32 pos[T] and y[T,C]");
+    if (c.kind != CacheKind::Recurrent || x.shape[1] != c.convChannels || w.shape[0] != c.convChannels ||
+        w.shape[1] != c.convRows + 1)
+      return bad(fmt::format("x/w do not match recurrent cache {} ({} channels, kernel {})",
+                             SsmConvParams::read(s).kvCache, c.convChannels, c.convRows + 1));
+    return "";
+  }
+  case OpKind::DeltaNet: {
+    const TensorRef &k = in[1], &v = in[2], &g = in[3], &beta = in[4];
+    const KvCache &c = kv[DeltaNetParams::read(s).kvCache];
+    if (!isF32(x) || !isF32(k) || !isF32(v) || !isF32(g) || !isF32(beta) || !isF32(y) || x.shape.size() != 3 ||
+        k.shape.size() != 3 || v.shape.size() != 3 || !isI32(in[5]) || in[5].numel() != x.shape[0])
+      return bad("needs f32 q[T,Hk,Dk], k[T,Hk,Dk], v[T,Hv,Dv], g[T,Hv], beta[T,Hv], i32 pos[T]");
+    const int64_t t = x.shape[0], hk = x.shape[1], hv = v.shape[1];
+    if (k.shape != x.shape || v.shape[0] != t || g.numel() != t * hv || beta.numel() != t * hv ||
+        (hk == 0 ? hv != 0 : hv % hk != 0) || y.numel() != v.numel())
+      return bad("q/k/v/g/beta/output shapes disagree (Hv must be a multiple of Hk)");
+    if (c.kind != CacheKind::Recurrent || hv != c.nHeadKv || x.shape[2] != c.headDimK || v.shape[2] != c.headDimV)
+      return bad(fmt::format("q/v do not match recurrent cache {} ({} value heads, dims {}/{})",
+                             DeltaNetParams::read(s).kvCache, c.nHeadKv, c.headDimK, c.headDimV));
+    return "";
+  }
+  case OpKind::L2Norm:
+    if (!isF32(x) || !isF32(y) || !sameShape(x, y))
+      return bad("needs f32 x and y of the same shape");
+    return "";
+  case OpKind::GatedRmsNorm:
+    if (!isF32(x) || !isF32(in[1]) || !isF32(in[2]) || !isF32(y) || !sameShape(x, y) || !sameShape(x, in[2]) ||
+        in[1].numel() != x.inner())
+      return bad("needs f32 x, z and y of one shape and an f32 weight of the row size");
+    return "";
   case OpKind::ExpertCombine: {
     if (!isF32(x) || x.shape.size() != 3 || !isF32(y) || y.numel() != x.shape[0] * x.shape[2])
       return bad("needs f32 x[T,k,N] and y[T,N]");

@@ -33,10 +33,12 @@ constexpr OpSig kSigs[kNumOpKinds] = {
     {"reshape", 1, 1, 1, 1},      {"permute", 1, 1, 1, 1},
     {"view", 1, 1, 1, 1},         {"concat", 1, -1, 1, 1},
     {"rope", 2, 3, 1, 1},         {"softcap", 1, 1, 1, 1},
-    {"attention", 4, 5, 1, 1},    {"expert_combine", 2, -1, 1, 1},
+    {"attention", 4, 6, 1, 1},    {"expert_combine", 2, -1, 1, 1},
     {"all_reduce", 1, -1, 1, -1}, {"reduce_scatter", 1, 1, 1, 1},
     {"all_gather", 1, 1, 1, 1},   {"slice", 1, 1, 1, 1},
     {"copy", 1, 1, 1, 1},         {"all_reduce_rms_norm", 1, 3, 2, 2},
+    {"ssm_conv", 3, 3, 1, 1},     {"delta_net", 6, 6, 1, 1},
+    {"l2_norm", 1, 1, 1, 1},      {"gated_rms_norm", 3, 3, 1, 1},
 };
 
 std::optional<uint64_t> mulChecked(uint64_t a, uint64_t b) {
@@ -286,8 +288,8 @@ void checkStepPlacement(const DevicePlan &dev, size_t si, const std::function<vo
     check(id, "input");
   for (int32_t id : st.outputs)
     check(id, "output");
-  if (st.op == OpKind::Attention)
-    kvCheck(static_cast<int32_t>(AttentionParams::read(st).kvCache));
+  if (std::optional<int64_t> k = stepCache(st))
+    kvCheck(static_cast<int32_t>(*k));
 }
 
 void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) {
@@ -353,8 +355,17 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       err(fmt::format("kv cache {} (layer {}): unknown placement {}", k, c.layer,
                       static_cast<int>(c.placement)));
     // 0 heads is a device's empty share of split KV heads.
-    if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.dtype == DType::I32 || c.window < 0) {
-      err(fmt::format("kv cache {} (layer {}): bad heads/dims/dtype/window", k, c.layer));
+    if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.dtype == DType::I32 || c.window < 0 ||
+        (c.kind != CacheKind::Attention && c.kind != CacheKind::Recurrent)) {
+      err(fmt::format("kv cache {} (layer {}): bad heads/dims/dtype/window/kind", k, c.layer));
+      continue;
+    }
+    if (c.kind == CacheKind::Recurrent &&
+        (c.dtype != DType::F32 || c.window != 0 || c.convRows < 0 || c.convChannels < 0 ||
+         c.headDimK > 4096 || c.headDimV > 4096)) {
+      err(fmt::format("recurrent cache {} (layer {}): must be f32 without a window, with conv rows/channels >= 0 "
+                      "and head dims up to 4096",
+                      k, c.layer));
       continue;
     }
     kvPerToken += kvBytesPerPosition(c);
@@ -491,12 +502,16 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
                dev.tensors[id].storage == Storage::InputOutputRows)
         err(fmt::format("{}: writes read-only tensor {}", where, id));
     }
-    // Attention names its KV cache in its parameters: the placement checks need a valid index.
-    bool kvOk = st.op != OpKind::Attention || params.empty();
-    if (kvOk && st.op == OpKind::Attention) {
-      const int64_t kv = AttentionParams::read(st).kvCache;
-      if (kv < 0 || static_cast<size_t>(kv) >= dev.kv.size()) {
-        err(fmt::format("{}: kv cache index {} out of range", where, kv));
+    // Attention and the recurrent ops name their cache in their parameters: the placement checks need a
+    // valid index, and each op its kind of cache.
+    bool kvOk = params.empty();
+    if (std::optional<int64_t> kv = kvOk ? stepCache(st) : std::nullopt) {
+      if (*kv < 0 || static_cast<size_t>(*kv) >= dev.kv.size()) {
+        err(fmt::format("{}: kv cache index {} out of range", where, *kv));
+        kvOk = false;
+      } else if ((dev.kv[*kv].kind == CacheKind::Recurrent) != (st.op != OpKind::Attention)) {
+        err(fmt::format("{}: cache {} is {} cache", where, *kv,
+                        dev.kv[*kv].kind == CacheKind::Recurrent ? "a recurrent" : "an attention"));
         kvOk = false;
       }
     }

@@ -33,9 +33,11 @@ namespace tpc::rt {
 /// The schema version this build writes and the newest it reads.
 /// 2: AllReduceRmsNorm; 3: step, tensor and weight placement; 4: a host activation arena of its own
 /// (DevicePlan::hostActivationBytes); 5: output rows (Storage::InputOutputRows, the kRowsDim dim,
-/// ModelInfo::maxOutputRows) and sliding-window KV rings (KvCache::window). Older versions still load
-/// (fields default: every row computed, every cache full; see parsePlan for v3).
-inline constexpr uint32_t kPlanSchemaVersion = 5;
+/// ModelInfo::maxOutputRows) and sliding-window KV rings (KvCache::window); 6: recurrent caches
+/// (KvCache::kind, convRows, convChannels), the SsmConv, DeltaNet, L2Norm and GatedRmsNorm ops, the
+/// attention output gate and UnaryFn::Softplus. Older versions still load (fields default: every row
+/// computed, every cache full and an attention cache; see parsePlan for v3).
+inline constexpr uint32_t kPlanSchemaVersion = 6;
 /// The dynamic dims a shape may have in dim 0: the tokens of a call and the rows whose logits it returns.
 inline constexpr int64_t kTokenDim = -1;
 inline constexpr int64_t kRowsDim = -2;
@@ -108,12 +110,23 @@ enum class OpKind : uint16_t {
                          ///< last axis; AllReduceRmsNormParams: residual (r given), weight (w given), eps. A
                          ///< layer boundary's residual add, all-reduce and norm as one step. y may be x or r
                          ///< (same bytes), n overlaps neither x nor y.
+  SsmConv = 28,       ///< (x[T,C], w[C,K], pos[T]) -> [T,C]: causal depthwise conv over each sequence's inputs with
+                      ///< the conv state of recurrent cache SsmConvParams::kvCache (K-1 rows per sequence;
+                      ///< zero where a sequence starts at position 0); runtime/cpu/DeltaNet.h
+  DeltaNet = 29,      ///< (q[T,Hk,D], k[T,Hk,D], v[T,Hv,Dv], g[T,Hv], beta[T,Hv], pos[T]) -> [T,Hv,Dv]: the gated
+                      ///< delta rule with the state of recurrent cache DeltaNetParams::kvCache (value head h
+                      ///< reads key head h % Hk); DeltaNetParams: kvCache, scale (of q)
+  L2Norm = 30,        ///< (x[...,N]) -> x / max(|x|, eps) over the last axis; RmsNormParams: eps
+  GatedRmsNorm = 31,  ///< (x[...,N], w[N], z[...,N]) -> rms_norm(x) * w * silu(z); RmsNormParams: eps
 };
 /// Number of OpKind values.
-inline constexpr unsigned kNumOpKinds = 28;
+inline constexpr unsigned kNumOpKinds = 32;
 
 /// The elementwise functions of Unary and Glu.
-enum class UnaryFn : int64_t { Silu = 0, Gelu = 1, GeluTanh = 2, Tanh = 3, Relu = 4, Exp = 5, Sigmoid = 6 };
+enum class UnaryFn : int64_t {
+  Silu = 0, Gelu = 1, GeluTanh = 2, Tanh = 3, Relu = 4, Exp = 5, Sigmoid = 6,
+  Softplus = 7, ///< log(1 + exp(x)) (x itself above 20, as ggml)
+};
 
 /// Name of an op ("matmul"), for errors and profiles.
 const char *opKindName(OpKind op);
@@ -139,25 +152,39 @@ struct WeightSlice {
   Placement placement = Placement::Device; ///< Host: kept in host memory, read by host steps only
 };
 
-/// One layer's KV cache on one device, sized at run time from the context size and the session's
-/// sequences: kvPositions() positions per sequence, each [nHeadKv, headDim] for K and for V.
+/// What a cache holds per sequence.
+enum class CacheKind : uint8_t {
+  Attention = 0, ///< K and V rows per position
+  Recurrent = 1, ///< one state per sequence (a linear-attention layer): its conv state in the K half
+                 ///< ([convRows, convChannels]) and its delta-rule state in the V half ([nHeadKv,
+                 ///< headDimK, headDimV]), both f32; it does not grow with the context (v6)
+};
+
+/// One layer's cache on one device, sized at run time from the context size and the session's
+/// sequences: kvPositions() cells per sequence, each [nHeadKv, headDim] for K and for V (an attention
+/// cache), or one cell per sequence holding the conv and delta-rule states (a recurrent cache).
 struct KvCache {
   int32_t layer = 0;
-  int32_t nHeadKv = 0; ///< local KV heads
+  int32_t nHeadKv = 0; ///< local KV heads (recurrent: local value heads)
   int32_t headDimK = 0;
   int32_t headDimV = 0;
-  DType dtype = DType::F16; ///< F16 or F32
+  DType dtype = DType::F16; ///< F16 or F32 (recurrent: F32)
   Placement placement = Placement::Device; ///< Host: --no-kv-offload (device steps may read it, mapped)
   /// The capacity kind (v5). 0: full, the context's positions per sequence. > 0: the layer's sliding
   /// window; its attention never looks further back, so the cache is a ring of window + max_batch
   /// positions per sequence (position p in cell p mod size): a call appends up to max_batch positions
   /// before its first token reads the window-1 positions behind it.
   int32_t window = 0;
+  CacheKind kind = CacheKind::Attention; ///< (v6)
+  int32_t convRows = 0;     ///< recurrent: rows of the conv state (the conv kernel width - 1)
+  int32_t convChannels = 0; ///< recurrent: local conv channels
 };
 
-/// Positions per sequence cache `c` holds for a context of `ctx` (full) with calls of at most `maxBatch`
-/// tokens: ctx, or min(ctx, window + maxBatch) for a sliding-window ring.
+/// Cells per sequence cache `c` holds for a context of `ctx` (full) with calls of at most `maxBatch`
+/// tokens: ctx, or min(ctx, window + maxBatch) for a sliding-window ring, or 1 for a recurrent state.
 inline int64_t kvPositions(const KvCache &c, int64_t ctx, int64_t maxBatch) {
+  if (c.kind == CacheKind::Recurrent)
+    return 1;
   return c.window > 0 ? std::min<int64_t>(ctx, int64_t(c.window) + maxBatch) : ctx;
 }
 /// Bytes of cache `c` per position (K and V of its local heads).
@@ -269,8 +296,24 @@ private:
 
 /// Bytes of one element of `dt`.
 inline uint64_t dtypeBytes(DType dt) { return dt == DType::F16 ? 2 : 4; }
+/// Bytes of one cell's K half and V half (a recurrent cache: its conv state and its delta-rule state).
+inline uint64_t kvCellBytesK(const KvCache &c) {
+  return c.kind == CacheKind::Recurrent
+             ? static_cast<uint64_t>(c.convRows) * static_cast<uint64_t>(c.convChannels) * 4
+             : static_cast<uint64_t>(c.nHeadKv) * c.headDimK * dtypeBytes(c.dtype);
+}
+inline uint64_t kvCellBytesV(const KvCache &c) {
+  return c.kind == CacheKind::Recurrent
+             ? static_cast<uint64_t>(c.nHeadKv) * c.headDimK * static_cast<uint64_t>(c.headDimV) * 4
+             : static_cast<uint64_t>(c.nHeadKv) * c.headDimV * dtypeBytes(c.dtype);
+}
+/// Bytes per position of context (0 for a recurrent cache, whose size does not grow with the context).
 inline uint64_t kvBytesPerPosition(const KvCache &c) {
-  return static_cast<uint64_t>(c.nHeadKv) * (c.headDimK + c.headDimV) * dtypeBytes(c.dtype);
+  return c.kind == CacheKind::Recurrent ? 0 : kvCellBytesK(c) + kvCellBytesV(c);
+}
+/// Bytes per sequence of a recurrent cache (0 for an attention cache).
+inline uint64_t recurrentBytesPerSequence(const KvCache &c) {
+  return c.kind == CacheKind::Recurrent ? kvCellBytesK(c) + kvCellBytesV(c) : 0;
 }
 /// The element count of `shape` for a call of `tokens` tokens and `rows` output rows (dim 0 kTokenDim or
 /// kRowsDim substituted); dims were validated.

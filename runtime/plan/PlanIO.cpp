@@ -62,7 +62,8 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     for (const KvCache &c : dev.kv)
       kv.push_back(fbs::CreateKvCache(b, c.layer, c.nHeadKv, c.headDimK, c.headDimV,
                                       static_cast<fbs::DType>(c.dtype),
-                                      static_cast<fbs::Placement>(c.placement), c.window));
+                                      static_cast<fbs::Placement>(c.placement), c.window,
+                                      static_cast<fbs::CacheKind>(c.kind), c.convRows, c.convChannels));
     std::vector<flatbuffers::Offset<fbs::Tensor>> tensors;
     for (const TensorDesc &t : dev.tensors)
       tensors.push_back(fbs::CreateTensor(b, t.id, static_cast<fbs::DType>(t.dtype), b.CreateVector(t.shape),
@@ -196,7 +197,8 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
         for (const fbs::KvCache *c : *d->kv())
           dev.kv.push_back({c->layer(), c->n_head_kv(), c->head_dim_k(), c->head_dim_v(),
                             static_cast<DType>(c->dtype()), static_cast<Placement>(c->placement()),
-                            c->window()});
+                            c->window(), static_cast<CacheKind>(c->kind()), c->conv_rows(),
+                            c->conv_channels()});
       if (d->tensors())
         for (const fbs::Tensor *t : *d->tensors()) {
           TensorDesc td;

@@ -62,6 +62,11 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
                                                                            : plan.model.maxBatch) *
                         static_cast<uint64_t>(plan.model.nVocab) * 4;
     for (const KvCache &c : dev.kv) {
+      if (c.kind == CacheKind::Recurrent) {
+        s.recurrentBytesPerSequence += recurrentBytesPerSequence(c);
+        ++s.recurrentLayers;
+        continue;
+      }
       (host(c.placement) ? s.hostKvBytesPerToken : s.kvBytesPerToken) += kvBytesPerPosition(c);
       if (host(c.placement))
         continue;
@@ -108,8 +113,8 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
 uint64_t kvBytesFor(const Plan &plan, size_t d, int64_t ctx, int32_t sequences, Placement side) {
   uint64_t total = 0;
   for (const KvCache &c : plan.devices[d].kv)
-    if (c.placement == side)
-      total += kvBytesPerPosition(c) * static_cast<uint64_t>(kvPositions(c, ctx, plan.model.maxBatch)) *
+    if (c.placement == side) // a recurrent cache: one cell per sequence
+      total += (kvCellBytesK(c) + kvCellBytesV(c)) * static_cast<uint64_t>(kvPositions(c, ctx, plan.model.maxBatch)) *
                static_cast<uint64_t>(sequences);
   return total;
 }
@@ -163,6 +168,10 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
                          bytesStr(s.kvFullBytesPerToken), s.kvFullLayers, bytesStr(s.kvWindowBytesPerPosition),
                          s.kvWindowLayers, windows, rings, bytesStr(kvAtCtx), ctx);
     }
+    if (s.recurrentLayers)
+      out += fmt::format("  recurrent state: {} per sequence in {} linear-attention layer(s) (in the KV figure "
+                         "above; it does not grow with the context)\n",
+                         bytesStr(s.recurrentBytesPerSequence), s.recurrentLayers);
     if (s.hostSteps || s.hostWeightBytes || s.hostActivationBytes || s.hostKvBytesPerToken)
       out += fmt::format(
           "  host: weights {}, activations {}, KV {} per token = {} for ctx {}; {} host steps\n",

@@ -31,6 +31,10 @@ struct DeviceSummary {
   uint64_t kvFullBytesPerToken = 0, kvWindowBytesPerPosition = 0;
   int kvFullLayers = 0, kvWindowLayers = 0;
   std::vector<int64_t> kvWindows; ///< the distinct windows of the sliding-window caches, ascending
+  /// Recurrent (linear-attention) states: bytes per sequence (both sides; they do not grow with the
+  /// context) and their layers.
+  uint64_t recurrentBytesPerSequence = 0;
+  int recurrentLayers = 0;
   size_t hostSteps = 0; ///< steps placed on the host (copies to the host included)
   /// Weight bytes the side's steps read to decode one token: each weight operand once per step reading it,
   /// except a get_rows table (only the looked-up rows) and mul_mat_id experts (k of E experts per token).

@@ -20,7 +20,13 @@ ParamCounts paramCountsOf(OpKind op) {
   case OpKind::MulMatId:
     return countsOf<MulMatIdParams>();
   case OpKind::RmsNorm:
+  case OpKind::L2Norm:
+  case OpKind::GatedRmsNorm:
     return countsOf<RmsNormParams>();
+  case OpKind::SsmConv:
+    return countsOf<SsmConvParams>();
+  case OpKind::DeltaNet:
+    return countsOf<DeltaNetParams>();
   case OpKind::Scale:
     return countsOf<ScaleParams>();
   case OpKind::Unary:
@@ -74,6 +80,8 @@ std::string checkParamLayout(const Step &s) {
       return fmt::format("ints (residual {}, weight {}) must be 0/1 and match the {} inputs", r, w,
                          s.inputs.size());
   }
+  if (s.op == OpKind::Attention && s.ints.size() > 2 && s.ints[2] != 0 && s.ints[2] != 1)
+    return "ints[2] (gate) must be 0 or 1";
   if (s.op == OpKind::Matmul && (s.ints.size() > 1 || (s.ints.size() == 1 && s.ints[0] != 1)))
     return "ints must be {} or {1} (replicated)";
   return "";

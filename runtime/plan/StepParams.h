@@ -154,15 +154,48 @@ struct SoftcapParams {
   static SoftcapParams read(const Step &s) { return {s.floats[0]}; }
 };
 
-/// Attention: ints = {kvCache (index into DevicePlan::kv), window (0: none)}, floats = {scale, softcap
-/// (0: none)}.
+/// Attention: ints = {kvCache (index into DevicePlan::kv), window (0: none) [, gated (v6)]}, floats =
+/// {scale, softcap (0: none)}. Gated: the last input is the output gate g[T,Hq,Dv] and the result is
+/// multiplied by sigmoid(g) (Qwen3.5's gated attention); the inputs are q, k, v, pos [, sinks], g.
 struct AttentionParams {
   static constexpr int kInts = 2, kFloats = 2;
   int64_t kvCache = 0, window = 0;
   float scale = 1, softcap = 0;
-  PackedParams pack() const { return {{kvCache, window}, {scale, softcap}}; }
-  static AttentionParams read(const Step &s) { return {s.ints[0], s.ints[1], s.floats[0], s.floats[1]}; }
+  bool gated = false;
+  PackedParams pack() const {
+    return gated ? PackedParams{{kvCache, window, 1}, {scale, softcap}} : PackedParams{{kvCache, window}, {scale, softcap}};
+  }
+  static AttentionParams read(const Step &s) {
+    return {s.ints[0], s.ints[1], s.floats[0], s.floats[1], s.ints.size() > 2 && s.ints[2] == 1};
+  }
 };
+
+/// SsmConv: ints = {kvCache}, the recurrent cache whose conv state it reads and writes.
+struct SsmConvParams {
+  static constexpr int kInts = 1, kFloats = 0;
+  int64_t kvCache = 0;
+  PackedParams pack() const { return {{kvCache}, {}}; }
+  static SsmConvParams read(const Step &s) { return {s.ints[0]}; }
+};
+
+/// DeltaNet: ints = {kvCache}, floats = {scale}: the recurrent cache whose delta-rule state it reads and
+/// writes, and the factor applied to q.
+struct DeltaNetParams {
+  static constexpr int kInts = 1, kFloats = 1;
+  int64_t kvCache = 0;
+  float scale = 1;
+  PackedParams pack() const { return {{kvCache}, {scale}}; }
+  static DeltaNetParams read(const Step &s) { return {s.ints[0], s.floats[0]}; }
+};
+
+/// The cache a step reads and writes (Attention, SsmConv, DeltaNet), or none.
+inline std::optional<int64_t> stepCache(const Step &s) {
+  if (s.ints.empty())
+    return std::nullopt;
+  if (s.op == OpKind::Attention || s.op == OpKind::SsmConv || s.op == OpKind::DeltaNet)
+    return s.ints[0];
+  return std::nullopt;
+}
 
 /// AllReduceRmsNorm: ints = {residual (0/1), weight (0/1)}, floats = {eps}. The inputs are x, then the
 /// residual r when `residual`, then the norm weight w when `weight`.

@@ -84,7 +84,7 @@ func.func @negative_attention_cache(%q: tensor<?x8x64xf32>, %k: tensor<?x2x64xf3
 
 func.func @negative_attention_sinks(%q: tensor<?x8x64xf32>, %k: tensor<?x2x64xf32>, %c: !tpc.kv_cache<2x64x64>, %p: tensor<?xi32>, %s: tensor<2xf32>) {
   // expected-error @+1 {{'tpc.attention' op sinks 'tensor<2xf32>' must have one entry per query head (8)}}
-  %0 = tpc.attention %q, %k, %k, %c, %p, %s {scale = 1.0 : f32} : (tensor<?x8x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>, tensor<2xf32>) -> tensor<?x8x64xf32>
+  %0 = tpc.attention %q, %k, %k, %c, %p sinks(%s) {scale = 1.0 : f32} : (tensor<?x8x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>, tensor<2xf32>) -> tensor<?x8x64xf32>
   return
 }
 
@@ -720,5 +720,73 @@ func.func @negative_layer_stamp(%x: tensor<?x8xf32>) {
 func.func @negative_weight_layer_stamp() {
   // expected-error @+1 {{'tpc.weight' op tpc.layer must be a block index (i64 >= 0) or "output", got "head"}}
   %0 = tpc.weight layer "head" {ggml_type = "f32", name = "output_norm.weight"} : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @recurrent_state_heads() {
+  // expected-error @+1 {{'tpc.recurrent_state' op n_value_heads 3 must be a multiple of n_key_heads 2}}
+  %s = tpc.recurrent_state {conv_kernel = 4, head_dim_k = 64, head_dim_v = 64, layer = 0, n_key_heads = 2, n_value_heads = 3} : !tpc.recurrent_state<2x4x64x64x4>
+  return
+}
+
+// -----
+
+func.func @recurrent_state_type(%s: !tpc.recurrent_state<2x3x64x64x4>) {
+  // expected-error @-1 {{!tpc.recurrent_state value heads 3 must be a multiple of the key heads 2}}
+  return
+}
+
+// -----
+
+func.func @ssm_conv_channels(%x: tensor<?x500xf32>, %w: tensor<512x4xf32>, %pos: tensor<?xi32>) {
+  %s = tpc.recurrent_state {conv_kernel = 4, head_dim_k = 64, head_dim_v = 64, layer = 0, n_key_heads = 2, n_value_heads = 4} : !tpc.recurrent_state<2x4x64x64x4>
+  // expected-error @+1 {{'tpc.ssm_conv' op x 'tensor<?x500xf32>' must have the state's 512 conv channels (2 Hk Dk + Hv Dv)}}
+  %c = tpc.ssm_conv %x, %w, %s, %pos : (tensor<?x500xf32>, tensor<512x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x500xf32>
+  return
+}
+
+// -----
+
+func.func @ssm_conv_kernel(%x: tensor<?x512xf32>, %w: tensor<512x3xf32>, %pos: tensor<?xi32>) {
+  %s = tpc.recurrent_state {conv_kernel = 4, head_dim_k = 64, head_dim_v = 64, layer = 0, n_key_heads = 2, n_value_heads = 4} : !tpc.recurrent_state<2x4x64x64x4>
+  // expected-error @+1 {{'tpc.ssm_conv' op w 'tensor<512x3xf32>' must be [512, 4] (channels x conv kernel)}}
+  %c = tpc.ssm_conv %x, %w, %s, %pos : (tensor<?x512xf32>, tensor<512x3xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x512xf32>
+  return
+}
+
+// -----
+
+func.func @delta_net_heads(%q: tensor<?x2x64xf32>, %v: tensor<?x2x64xf32>, %g: tensor<?x4xf32>, %pos: tensor<?xi32>) {
+  %s = tpc.recurrent_state {conv_kernel = 4, head_dim_k = 64, head_dim_v = 64, layer = 0, n_key_heads = 2, n_value_heads = 4} : !tpc.recurrent_state<2x4x64x64x4>
+  // expected-error @+1 {{'tpc.delta_net' op v 'tensor<?x2x64xf32>' must be [?, 4, 64] (the state's value heads)}}
+  %o = tpc.delta_net %q, %q, %v, %g, %g, %s, %pos {scale = 0.125 : f32} : (tensor<?x2x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, tensor<?x4xf32>, tensor<?x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @delta_net_gate(%q: tensor<?x2x64xf32>, %v: tensor<?x4x64xf32>, %g: tensor<?x3xf32>, %pos: tensor<?xi32>) {
+  %s = tpc.recurrent_state {conv_kernel = 4, head_dim_k = 64, head_dim_v = 64, layer = 0, n_key_heads = 2, n_value_heads = 4} : !tpc.recurrent_state<2x4x64x64x4>
+  // expected-error @+1 {{'tpc.delta_net' op g 'tensor<?x3xf32>' and beta 'tensor<?x3xf32>' must have one entry per value head (4)}}
+  %o = tpc.delta_net %q, %q, %v, %g, %g, %s, %pos {scale = 0.125 : f32} : (tensor<?x2x64xf32>, tensor<?x2x64xf32>, tensor<?x4x64xf32>, tensor<?x3xf32>, tensor<?x3xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @gated_rms_norm_z(%x: tensor<?x4x64xf32>, %w: tensor<64xf32>, %z: tensor<?x2x64xf32>) {
+  // expected-error @+1 {{'tpc.gated_rms_norm' op z 'tensor<?x2x64xf32>' must have the shape of x 'tensor<?x4x64xf32>'}}
+  %n = tpc.gated_rms_norm %x, %w, %z {eps = 1.0e-6 : f32} : (tensor<?x4x64xf32>, tensor<64xf32>, tensor<?x2x64xf32>) -> tensor<?x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_gate_shape(%q: tensor<?x4x64xf32>, %k: tensor<?x2x64xf32>, %pos: tensor<?xi32>, %gate: tensor<?x4x32xf32>) {
+  %cache = tpc.kv_cache {layer = 3, n_head_kv = 2, head_dim_k = 64, head_dim_v = 64} : !tpc.kv_cache<2x64x64>
+  // expected-error @+1 {{'tpc.attention' op gate 'tensor<?x4x32xf32>' must have the result's shape [?, 4, 64]}}
+  %o = tpc.attention %q, %k, %k, %cache, %pos gate(%gate) {scale = 0.125 : f32} : (tensor<?x4x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>, tensor<?x4x32xf32>) -> tensor<?x4x64xf32>
   return
 }

@@ -129,8 +129,39 @@ func.func @attention_layer(%q: tensor<?x8x64xf32>, %k: tensor<?x2x64xf32>, %v: t
   %kr = tpc.rope neox %k, %pos, %ff {n_dims = 64, base = 1000000.0 : f32, freq_scale = 0.25 : f32} : (tensor<?x2x64xf32>, tensor<?xi32>, tensor<32xf32>) -> tensor<?x2x64xf32>
   // CHECK: tpc.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[C]], %{{.*}} {scale = 1.250000e-01 : f32} : (tensor<?x8x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>) -> tensor<?x8x64xf32>
   %o = tpc.attention %qr, %kr, %v, %cache, %pos {scale = 0.125 : f32} : (tensor<?x8x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>) -> tensor<?x8x64xf32>
-  // CHECK: tpc.attention %{{.*}}, %[[C]], %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f32, sliding_window = 512 : i64, softcap = 5.000000e+01 : f32} : (tensor<?x8x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x8x64xf32>
-  %o2 = tpc.attention %qr, %kr, %v, %cache, %pos, %sinks {scale = 0.125 : f32, sliding_window = 512, softcap = 50.0 : f32} : (tensor<?x8x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x8x64xf32>
+  // CHECK: tpc.attention %{{.*}}, %[[C]], %{{.*}} sinks(%{{.*}}) {scale = 1.250000e-01 : f32, sliding_window = 512 : i64, softcap = 5.000000e+01 : f32} : (tensor<?x8x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x8x64xf32>
+  %o2 = tpc.attention %qr, %kr, %v, %cache, %pos sinks(%sinks) {scale = 0.125 : f32, sliding_window = 512, softcap = 50.0 : f32} : (tensor<?x8x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x8x64xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @gated_delta_net
+func.func @gated_delta_net(%x: tensor<?x512xf32>, %w: tensor<512x4xf32>, %pos: tensor<?xi32>, %g: tensor<?x4xf32>,
+                           %beta: tensor<?x4xf32>, %z: tensor<?x4x64xf32>, %nw: tensor<64xf32>) {
+  // CHECK: %[[S:.*]] = tpc.recurrent_state {conv_kernel = 4 : i64, head_dim_k = 64 : i64, head_dim_v = 64 : i64, layer = 0 : i64, n_key_heads = 2 : i64, n_value_heads = 4 : i64} : !tpc.recurrent_state<2x4x64x64x4>
+  %s = tpc.recurrent_state {conv_kernel = 4, head_dim_k = 64, head_dim_v = 64, layer = 0, n_key_heads = 2, n_value_heads = 4} : !tpc.recurrent_state<2x4x64x64x4>
+  // CHECK: tpc.ssm_conv %{{.*}}, %{{.*}}, %[[S]], %{{.*}} : (tensor<?x512xf32>, tensor<512x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x512xf32>
+  %c = tpc.ssm_conv %x, %w, %s, %pos : (tensor<?x512xf32>, tensor<512x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x512xf32>
+  %qf = tpc.view %c {axis = 1, offset = 0, size = 128} : tensor<?x512xf32> -> tensor<?x128xf32>
+  %vf = tpc.view %c {axis = 1, offset = 256, size = 256} : tensor<?x512xf32> -> tensor<?x256xf32>
+  %q3 = tpc.reshape %qf : tensor<?x128xf32> -> tensor<?x2x64xf32>
+  %v = tpc.reshape %vf : tensor<?x256xf32> -> tensor<?x4x64xf32>
+  // CHECK: tpc.l2_norm %{{.*}} {eps = 9.99999997E-7 : f32} : tensor<?x2x64xf32> -> tensor<?x2x64xf32>
+  %q = tpc.l2_norm %q3 {eps = 1.0e-6 : f32} : tensor<?x2x64xf32> -> tensor<?x2x64xf32>
+  // CHECK: tpc.delta_net %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[S]], %{{.*}} {scale = 1.250000e-01 : f32}
+  %o = tpc.delta_net %q, %q, %v, %g, %beta, %s, %pos {scale = 0.125 : f32} : (tensor<?x2x64xf32>, tensor<?x2x64xf32>, tensor<?x4x64xf32>, tensor<?x4xf32>, tensor<?x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x4x64xf32>
+  // CHECK: tpc.gated_rms_norm %{{.*}}, %{{.*}}, %{{.*}} {eps = 9.99999997E-7 : f32} : (tensor<?x4x64xf32>, tensor<64xf32>, tensor<?x4x64xf32>) -> tensor<?x4x64xf32>
+  %n = tpc.gated_rms_norm %o, %nw, %z {eps = 1.0e-6 : f32} : (tensor<?x4x64xf32>, tensor<64xf32>, tensor<?x4x64xf32>) -> tensor<?x4x64xf32>
+  // CHECK: tpc.unary softplus
+  %sp = tpc.unary softplus %g : tensor<?x4xf32> -> tensor<?x4xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @gated_attention
+func.func @gated_attention(%q: tensor<?x4x64xf32>, %k: tensor<?x2x64xf32>, %v: tensor<?x2x64xf32>, %pos: tensor<?xi32>,
+                           %gate: tensor<?x4x64xf32>) {
+  %cache = tpc.kv_cache {layer = 3, n_head_kv = 2, head_dim_k = 64, head_dim_v = 64} : !tpc.kv_cache<2x64x64>
+  // CHECK: tpc.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} gate(%{{.*}}) {scale = 1.250000e-01 : f32} : (tensor<?x4x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>, tensor<?x4x64xf32>) -> tensor<?x4x64xf32>
+  %o = tpc.attention %q, %k, %v, %cache, %pos gate(%gate) {scale = 0.125 : f32} : (tensor<?x4x64xf32>, tensor<?x2x64xf32>, tensor<?x2x64xf32>, !tpc.kv_cache<2x64x64>, tensor<?xi32>, tensor<?x4x64xf32>) -> tensor<?x4x64xf32>
   return
 }
 

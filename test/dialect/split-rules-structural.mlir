@@ -133,4 +133,48 @@ func.func @expert_parallel(%x: tensor<?x6xf32> {tpc.state = #tpc.state<mirrored>
   %5 = tpc.unary exp %r : tensor<?x2x4xf32> -> tensor<?x2x4xf32>
   return
 }
+func.func @gated_delta_net(
+    %x: tensor<?x512xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [256, 256], granule = 64, segments = 4>},
+    %x1: tensor<?x512xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [256, 256], granule = 64>},
+    %w: tensor<512x4xf32> {tpc.state = #tpc.state<split axis = 0, sizes = [256, 256], granule = 64, segments = 4>},
+    %pos: tensor<?xi32> {tpc.state = #tpc.state<mirrored>},
+    %q: tensor<?x2x64xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [1, 1]>},
+    %v: tensor<?x4x64xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [2, 2], segments = 2>},
+    %g: tensor<?x4xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [2, 2], segments = 2>},
+    %vg: tensor<?x4x64xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [2, 2]>},
+    %nw: tensor<64xf32> {tpc.state = #tpc.state<mirrored>}) {
+  /// The state splits by key heads (axis 0) or not at all.
+  // expected-remark @+1 {{requirements: []}}
+  %s = tpc.recurrent_state {conv_kernel = 4, head_dim_k = 64, head_dim_v = 64, layer = 0, n_key_heads = 2, n_value_heads = 4, tpc.state = [#tpc.state<split axis = 0, sizes = [1, 1]>]} : !tpc.recurrent_state<2x4x64x64x4>
+  /// The conv channels [q | k | v] are 2 + r = 4 segments of Hk heads: each device holds its key heads'
+  /// part of every segment, the conv kernel's rows alike and its key heads' state.
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [256, 256], granule = 64, segments = 4>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [256, 256], granule = 64, segments = 4>, #tpc.state<split axis = 0, sizes = [256, 256], granule = 64, segments = 4>, #tpc.state<split axis = 0, sizes = [1, 1], granule = 1, segments = 1>, #tpc.state<mirrored>]}}
+  %c = tpc.ssm_conv %x, %w, %s, %pos {tpc.state = [#tpc.state<split axis = 1, sizes = [256, 256], granule = 64, segments = 4>]} : (tensor<?x512xf32>, tensor<512x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x512xf32>
+  /// A plain split of the channels mixes q, k and v of different heads: no local rule.
+  // expected-remark @+1 {{transfer: none}}
+  %c1 = tpc.ssm_conv %x1, %w, %s, %pos : (tensor<?x512xf32>, tensor<512x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x512xf32>
+  /// Views of whole segments keep each device's part of them: q is one segment, v the last two.
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [64, 64], granule = 64, segments = 1>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [256, 256], granule = 64, segments = 4>]}}
+  %qf = tpc.view %x {axis = 1, offset = 0, size = 128, tpc.state = [#tpc.state<split axis = 1, sizes = [64, 64], granule = 64>]} : tensor<?x512xf32> -> tensor<?x128xf32>
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [128, 128], granule = 64, segments = 2>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [256, 256], granule = 64, segments = 4>]}}
+  %vf = tpc.view %x {axis = 1, offset = 256, size = 256, tpc.state = [#tpc.state<split axis = 1, sizes = [128, 128], granule = 64, segments = 2>]} : tensor<?x512xf32> -> tensor<?x256xf32>
+  /// Half a segment: no rule.
+  // expected-remark @+1 {{transfer: none}}
+  %hf = tpc.view %x {axis = 1, offset = 0, size = 64} : tensor<?x512xf32> -> tensor<?x64xf32>
+  /// Value heads in r = 2 segments of Hk: whole key-head groups per device; q and k by key heads.
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [2, 2], granule = 1, segments = 2>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [1, 1], granule = 1, segments = 1>, #tpc.state<split axis = 1, sizes = [1, 1], granule = 1, segments = 1>, #tpc.state<split axis = 1, sizes = [2, 2], granule = 1, segments = 2>, #tpc.state<split axis = 1, sizes = [2, 2], granule = 1, segments = 2>, #tpc.state<split axis = 1, sizes = [2, 2], granule = 1, segments = 2>, #tpc.state<split axis = 0, sizes = [1, 1], granule = 1, segments = 1>, #tpc.state<mirrored>]}}
+  %o = tpc.delta_net %q, %q, %v, %g, %g, %s, %pos {scale = 0.125 : f32, tpc.state = [#tpc.state<split axis = 1, sizes = [2, 2], segments = 2>]} : (tensor<?x2x64xf32>, tensor<?x2x64xf32>, tensor<?x4x64xf32>, tensor<?x4xf32>, tensor<?x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x4x64xf32>
+  /// Grouped value heads (v split without segments) would pair a device's values with another's keys.
+  // expected-remark @+1 {{transfer: none}}
+  %o1 = tpc.delta_net %q, %q, %vg, %g, %g, %s, %pos {scale = 0.125 : f32} : (tensor<?x2x64xf32>, tensor<?x2x64xf32>, tensor<?x4x64xf32>, tensor<?x4xf32>, tensor<?x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x4x64xf32>
+  /// The gated norm is row-wise over each head, the gate z alongside.
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [2, 2], granule = 1, segments = 2>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [2, 2], granule = 1, segments = 2>, #tpc.state<mirrored>, #tpc.state<split axis = 1, sizes = [2, 2], granule = 1, segments = 2>]}}
+  %n = tpc.gated_rms_norm %v, %nw, %v {eps = 1.0e-6 : f32, tpc.state = [#tpc.state<split axis = 1, sizes = [2, 2], segments = 2>]} : (tensor<?x4x64xf32>, tensor<64xf32>, tensor<?x4x64xf32>) -> tensor<?x4x64xf32>
+  return
+}
 }

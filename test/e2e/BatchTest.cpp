@@ -8,6 +8,8 @@
 //  - generation asks for one row per sequence, and the session's counter shows the plan computed exactly
 //    those rows (plus one per chunk that asks for none);
 //  - a cleared sequence is reused from position 0 and gives a fresh run's rows;
+//  - a sequence rewound to an earlier position and continued with other tokens gives a fresh run's rows
+//    (attention caches drop the later positions; a hybrid model's recurrent state is recomputed);
 //  - bad batches are one-line errors naming the entry, and change nothing.
 // Each test skips without ../shared.
 //===----------------------------------------------------------------------===//
@@ -17,6 +19,8 @@
 #include "test/common/FixtureCheck.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdio>
@@ -226,6 +230,58 @@ TEST_P(Batch, ClearedSequenceIsReusedFromPositionZero) {
   EXPECT_TRUE(tpc::test::allWithin(*got, alone, 1e-4));
 }
 
+TEST_P(Batch, RewoundSequenceEqualsFreshRun) {
+  const std::string gguf = fixture(GetParam());
+  if (gguf.empty())
+    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures not found; set TPC_SHARED_DIR to ../shared";
+  auto plan = compiled(gguf, "--max-batch 8");
+  ASSERT_TRUE(plan) << plan.message();
+  const bool recurrent = GetParam().find("qwen35") != std::string::npos;
+  const std::vector<int32_t> &p = kPrompts[0];
+  // Sequence 0 runs prompt 0 and three decode tokens, then goes back to position 7 (inside the prompt)
+  // and continues with other tokens; a fresh session runs prompt 0's first 7 tokens and those tokens.
+  const std::vector<int32_t> other = {99, 3, 250, 17};
+  auto s = open(*plan, 2);
+  ASSERT_TRUE(s);
+  std::vector<BatchToken> a;
+  for (size_t i = 0; i < p.size(); ++i)
+    a.push_back({p[i], static_cast<int32_t>(i), 0, false});
+  for (int32_t k = 0; k < 3; ++k)
+    a.push_back({stepToken(0, k), static_cast<int32_t>(p.size()) + k, 0, false});
+  a.push_back({kPrompts[1][0], 0, 1, false}); // another sequence beside it, which must not move
+  ASSERT_TRUE(s->evaluate(a));
+  const int64_t before = s->counters().recomputed;
+  std::vector<BatchToken> b;
+  for (size_t i = 0; i < other.size(); ++i)
+    b.push_back({other[i], static_cast<int32_t>(7 + i), 0, true});
+  b.push_back({kPrompts[1][1], 1, 1, true});
+  auto got = s->evaluate(b);
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_EQ(s->sequenceLength(0), 7 + int64_t(other.size()));
+  // Only a recurrent state needs the prefix again: the 7 positions before the rewind.
+  EXPECT_EQ(s->counters().recomputed - before, recurrent ? 7 : 0);
+
+  auto fresh = open(*plan, 2);
+  ASSERT_TRUE(fresh);
+  std::vector<BatchToken> c;
+  for (int32_t i = 0; i < 7; ++i)
+    c.push_back({p[i], i, 0, false});
+  for (size_t i = 0; i < other.size(); ++i)
+    c.push_back({other[i], static_cast<int32_t>(7 + i), 0, true});
+  c.push_back({kPrompts[1][0], 0, 1, false});
+  c.push_back({kPrompts[1][1], 1, 1, true});
+  auto want = fresh->evaluate(c);
+  ASSERT_TRUE(want) << want.message();
+  ASSERT_EQ(got->size(), want->size());
+  EXPECT_TRUE(tpc::test::allWithin(*got, *want, 1e-4));
+  // The greedy continuation agrees too.
+  const int64_t vocab = plan->model.nVocab;
+  for (size_t r = 0; r < got->size() / vocab; ++r)
+    EXPECT_EQ(std::max_element(got->begin() + r * vocab, got->begin() + (r + 1) * vocab) - got->begin(),
+              std::max_element(want->begin() + r * vocab, want->begin() + (r + 1) * vocab) - want->begin())
+        << "row " << r;
+}
+
 TEST_P(Batch, BadBatchesAreOneLineErrorsAndChangeNothing) {
   const std::string gguf = fixture(GetParam());
   if (gguf.empty())
@@ -303,7 +359,8 @@ TEST_P(Batch, DevicesHelpingEachOtherChangeNoBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Batch, ::testing::Values("tiny-llama", "tiny-gemma3", "tiny-gemma4moe"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, Batch,
+                         ::testing::Values("tiny-llama", "tiny-gemma3", "tiny-gemma4moe", "tiny-qwen35moe"),
                          tpc::test::fixtureParamName);
 
 } // namespace

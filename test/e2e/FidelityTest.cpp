@@ -59,7 +59,7 @@ std::vector<float> evaluate(const std::string &planPath, const Reference &ref, b
     return {};
   SessionOptions o;
   o.threads = 2;
-  o.ctxSize = 64;
+  o.ctxSize = std::max<int64_t>(64, int64_t(ref.rows())); // tiny-qwen35moe-long: 88 rows
   o.f32KvCache = f32Kv;
   auto s = Session::open(std::move(*plan), o);
   EXPECT_TRUE(s) << s.message();
@@ -166,7 +166,11 @@ std::vector<Case> cases() {
                                                             {"tiny-qwen3moe-Q4_K_M", false},
                                                             {"tiny-qwen3moe-gu", false},
                                                             {"tiny-gemma4moe", true},
-                                                            {"tiny-gemma3", true}};
+                                                            {"tiny-gemma3", true},
+                                                            {"tiny-qwen35moe", true},
+                                                            {"tiny-qwen35moe-Q8_0", false},
+                                                            {"tiny-qwen35moe-Q4_K_M", false},
+                                                            {"tiny-qwen35", true}};
   std::vector<Case> all;
   for (const auto &[m, cli] : models) {
     all.push_back({m, 1, "", false});
@@ -200,6 +204,18 @@ std::vector<Case> cases() {
     all.push_back({"tiny-gemma3", 2, "", false, "", mb});
     all.push_back({"tiny-gemma4moe", 3, "3,2,1", false, "", mb});
   }
+  // Hybrid (Gated DeltaNet) models: key-head groups at 4 uneven shares (2 key heads, 2 KV heads: some
+  // devices hold none of a layer's heads); the 80-token prompt in one call (the chunked delta rule
+  // across its 64-token chunk boundary) and in calls of 16 (the recurrent state carried between calls);
+  // the recurrent states and KV caches on the host with the experts.
+  all.push_back({"tiny-qwen35moe", 4, "4,3,2,1", false});
+  all.push_back({"tiny-qwen35moe-Q4_K_M", 4, "4,3,2,1", false});
+  all.push_back({"tiny-qwen35moe-long", 1, "", false, "", 96});
+  all.push_back({"tiny-qwen35moe-long", 2, "", false, "", 96});
+  all.push_back({"tiny-qwen35moe-long", 3, "3,2,1", false});
+  all.push_back({"tiny-qwen35moe-long", 4, "4,3,2,1", false, "", 96});
+  all.push_back({"tiny-qwen35moe", 2, "", false, "--no-kv-offload --override-tensor 'ffn_.*_exps=cpu'"});
+  all.push_back({"tiny-qwen35moe", 3, "3,2,1", false, "--moe-split expert"});
   // Expert parallel: whole experts per device (in proportion to the shares), rows routed to another
   // device's experts are zeros here, one all-reduce per MoE block as before.
   for (const char *m : {"tiny-qwen3moe", "tiny-qwen3moe-Q4_K_M", "tiny-gemma4moe"}) {

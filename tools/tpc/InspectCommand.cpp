@@ -479,6 +479,10 @@ void inspectPlan(const InspectOptions &opts) {
     j.number(static_cast<int64_t>(d.kvWindowBytesPerPosition));
     j.key("kv_window_layers");
     j.number(static_cast<int64_t>(d.kvWindowLayers));
+    j.key("recurrent_bytes_per_sequence");
+    j.number(static_cast<int64_t>(d.recurrentBytesPerSequence));
+    j.key("recurrent_layers");
+    j.number(static_cast<int64_t>(d.recurrentLayers));
     j.key("host_weight_bytes");
     j.number(static_cast<int64_t>(d.hostWeightBytes));
     j.key("host_activation_bytes");

@@ -57,6 +57,8 @@ SmallVector<int64_t> mlir::tpc::getLocalShape(Value value, int64_t device) {
     shape.assign(t.getShape().begin(), t.getShape().end());
   else if (auto c = dyn_cast<KvCacheType>(value.getType()))
     shape = {c.getNHeadKv()};
+  else if (auto r = dyn_cast<RecurrentStateType>(value.getType()))
+    shape = {r.getNKeyHeads()};
   StateAttr s = getValueState(value);
   if (s && s.isSplit() && s.getAxis() < static_cast<int64_t>(shape.size()) &&
       device < static_cast<int64_t>(s.getSizes().size()))
@@ -106,6 +108,13 @@ LogicalResult mlir::tpc::verifyStateForType(function_ref<InFlightDiagnostic()> e
                          << state.getAxis();
     rank = 1;
     dim = cache.getNHeadKv();
+  } else if (auto rs = dyn_cast<RecurrentStateType>(type)) {
+    // Split by key heads (each with its tiled value heads and their conv channels).
+    if (state.getAxis() != 0)
+      return emitError() << "split state of a !tpc.recurrent_state must use axis 0 (key heads), got axis "
+                         << state.getAxis();
+    rank = 1;
+    dim = rs.getNKeyHeads();
   } else {
     return emitError() << "split state on a value of type " << type
                        << ", which is neither a ranked tensor nor a !tpc.kv_cache";

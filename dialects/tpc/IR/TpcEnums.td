@@ -42,6 +42,7 @@ def Tpc_UnaryFn : I32EnumAttr<"UnaryFn", "function applied by tpc.unary", [
     I32EnumAttrCase<"relu", 4>,
     I32EnumAttrCase<"exp", 5>,
     I32EnumAttrCase<"sigmoid", 6>,
+    I32EnumAttrCase<"softplus", 7>,
   ]> {
   let cppNamespace = "::mlir::tpc";
 }

@@ -90,6 +90,10 @@ std::optional<int64_t> getNumDevices(Operation *op);
 LogicalResult verifyStateForType(function_ref<InFlightDiagnostic()> emitError, StateAttr state, Type type,
                                  std::optional<int64_t> numDevices);
 
+/// The ops that name per-sequence state living across calls (a KV cache, a recurrent state): leaves of
+/// the graph like weights, placed with the caches, held by the runtime rather than the arenas.
+inline bool isCacheOp(Operation *op) { return op && isa<KvCacheOp, RecurrentStateOp>(op); }
+
 } // namespace mlir::tpc
 
 #endif // TPC_DIALECTS_TPC_IR_TPCOPS_H

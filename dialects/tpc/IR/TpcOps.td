@@ -80,7 +80,8 @@ def Tpc_AddOp : Tpc_BinaryOp<"add"> {
   }];
 }
 
-def Tpc_AttentionOp : Tpc_Op<"attention", [Tpc_VerifyByInference, InferTypeOpAdaptor]> {
+def Tpc_AttentionOp : Tpc_Op<"attention", [Tpc_VerifyByInference, InferTypeOpAdaptor,
+                                            AttrSizedOperandSegments]> {
   let summary = "Causal multi-head attention over the KV cache, after appending the new keys/values.";
   let description = [{
     Appends `k`/`v` of every token at its position `pos` to `cache`, then computes for each query token
@@ -88,11 +89,12 @@ def Tpc_AttentionOp : Tpc_Op<"attention", [Tpc_VerifyByInference, InferTypeOpAda
     `pos[t] - p' < sliding_window` when `sliding_window > 0`). Grouped-query attention: query head `h`
     uses KV head `h / (Hq / Hkv)`. Scores are `scale * q.k`, soft-capped by `softcap * tanh(s / softcap)`
     when `softcap > 0`. With `sinks` (one logit per query head) an extra sink logit joins each softmax
-    and takes no value.
+    and takes no value. With `gate` (of the result's shape) the result is multiplied by `sigmoid(gate)`
+    elementwise (Qwen3.5's gated attention: the gate comes from the same projection as q, per head).
 
     Shapes: `q: tensor<?xHqxDk>`, `k: tensor<?xHkvxDk>`, `v: tensor<?xHkvxDv>`,
     `cache: !tpc.kv_cache<HkvxDkxDv>`, `pos: tensor<?xi32>`, `sinks: tensor<Hqxf32>`,
-    result `tensor<?xHqxDv>`.
+    `gate: tensor<?xHqxDvxf32>`, result `tensor<?xHqxDv>`.
 
     ```mlir
     %o = tpc.attention %q, %k, %v, %cache, %pos {scale = 0.125 : f32, sliding_window = 512 : i64}
@@ -108,13 +110,19 @@ def Tpc_AttentionOp : Tpc_Op<"attention", [Tpc_VerifyByInference, InferTypeOpAda
     Arg<Tpc_KvCacheType, "the layer's KV cache", [MemRead, MemWrite]>:$cache,
     Tpc_I32Tensor:$pos,
     Optional<Tpc_F32Tensor>:$sinks,
+    Optional<Tpc_F32Tensor>:$gate,
     F32Attr:$scale,
     DefaultValuedAttr<I64Attr, "0">:$sliding_window,
     DefaultValuedAttr<F32Attr, "0.0f">:$softcap
   );
   let results = (outs Tpc_F32Tensor:$result);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $cache `,` $pos (`,` $sinks^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v `,` $cache `,` $pos (`sinks` `(` $sinks^ `)`)? (`gate` `(` $gate^ `)`)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The operand index of the gate (after the optional sinks).
+    unsigned gateIndex() { return getSinks() ? 6 : 5; }
   }];
 }
 
@@ -492,6 +500,116 @@ def Tpc_WeightOp : Tpc_Op<"weight", [Pure]> {
   let hasCustomAssemblyFormat = 1;
   // The ggml type name and the block size are checked against runtime/ggml's type table.
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear-attention (Gated DeltaNet) ops: the recurrent layers of hybrid models (alphabetical)
+//===----------------------------------------------------------------------===//
+
+def Tpc_DeltaNetOp : Tpc_Op<"delta_net", [Tpc_VerifyByInference, InferTypeOpAdaptor]> {
+  let summary = "The gated delta rule over each sequence's tokens, with state across calls.";
+  let description = [{
+    Per value head `h` (reading key head `h % Hk`) and per sequence, over its tokens in order, with `S`
+    the head's `Dk x Dv` state: `S <- exp(g) S; d = beta (v - S^T k); S <- S + k d^T;
+    result = S^T (scale q)`. `q` and `k` are used as given (the importer L2-normalises them), `g` is the
+    log-decay and `beta` the write strength (after its sigmoid). A sequence whose first token of the
+    call is at position 0 starts from a zero state. The state lives in `state` (read and written).
+
+    Shapes: `q, k: tensor<?xHkxDk>`, `v: tensor<?xHvxDv>`, `g, beta: tensor<?xHv>`,
+    `state: !tpc.recurrent_state<HkxHvxDkxDvxK>`, `pos: tensor<?xi32>`, result `tensor<?xHvxDv>`.
+
+    ```mlir
+    %o = tpc.delta_net %q, %k, %v, %g, %beta, %s, %pos {scale = 0.125 : f32}
+        : (tensor<?x2x64xf32>, tensor<?x2x64xf32>, tensor<?x4x64xf32>, tensor<?x4xf32>, tensor<?x4xf32>,
+           !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x4x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Tpc_F32Tensor:$q,
+    Tpc_F32Tensor:$k,
+    Tpc_F32Tensor:$v,
+    Tpc_F32Tensor:$g,
+    Tpc_F32Tensor:$beta,
+    Arg<Tpc_RecurrentStateType, "the layer's recurrent state", [MemRead, MemWrite]>:$state,
+    Tpc_I32Tensor:$pos,
+    F32Attr:$scale
+  );
+  let results = (outs Tpc_F32Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $g `,` $beta `,` $state `,` $pos attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tpc_GatedRmsNormOp : Tpc_InferOp<"gated_rms_norm"> {
+  let summary = "RMS normalization over the last axis, times a weight and a SiLU gate.";
+  let description = [{
+    `result = x / sqrt(mean(x^2, last axis) + eps) * w * silu(z)`: the output norm of a Gated DeltaNet
+    layer, per value head. `w` has the last dimension of `x`; `z` has the shape of `x`.
+
+    ```mlir
+    %n = tpc.gated_rms_norm %x, %w, %z {eps = 1.0e-06 : f32}
+        : (tensor<?x4x64xf32>, tensor<64xf32>, tensor<?x4x64xf32>) -> tensor<?x4x64xf32>
+    ```
+  }];
+  let arguments = (ins Tpc_F32Tensor:$x, Tpc_F32Tensor:$w, Tpc_F32Tensor:$z, F32Attr:$eps);
+  let results = (outs Tpc_F32Tensor:$result);
+  let assemblyFormat = "$x `,` $w `,` $z attr-dict `:` functional-type(operands, results)";
+}
+
+def Tpc_L2NormOp : Tpc_UnaryShapeOp<"l2_norm"> {
+  let summary = "L2 normalization over the last axis.";
+  let description = [{
+    `result = x / max(sqrt(sum(x^2, last axis)), eps)` (ggml's l2_norm).
+
+    ```mlir
+    %n = tpc.l2_norm %x {eps = 1.0e-06 : f32} : tensor<?x2x64xf32> -> tensor<?x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Tpc_F32Tensor:$x, F32Attr:$eps);
+  let results = (outs Tpc_F32Tensor:$result);
+}
+
+def Tpc_RecurrentStateOp : Tpc_InferOp<"recurrent_state"> {
+  let summary = "The recurrent state of one linear-attention layer: state that lives across calls.";
+  let description = [{
+    Names the state of layer `layer`; the runtime keeps one per sequence. The result type repeats the
+    key and value head counts, the head sizes and the conv kernel width.
+
+    ```mlir
+    %s = tpc.recurrent_state {conv_kernel = 4 : i64, head_dim_k = 64 : i64, head_dim_v = 64 : i64,
+                              layer = 0 : i64, n_key_heads = 2 : i64, n_value_heads = 4 : i64}
+        : !tpc.recurrent_state<2x4x64x64x4>
+    ```
+  }];
+  let arguments = (ins I64Attr:$layer, I64Attr:$n_key_heads, I64Attr:$n_value_heads, I64Attr:$head_dim_k,
+                       I64Attr:$head_dim_v, I64Attr:$conv_kernel);
+  let results = (outs Tpc_RecurrentStateType:$result);
+  let assemblyFormat = "attr-dict `:` qualified(type($result))";
+}
+
+def Tpc_SsmConvOp : Tpc_Op<"ssm_conv", [Tpc_VerifyByInference, InferTypeOpAdaptor]> {
+  let summary = "Causal depthwise convolution over each sequence's tokens, with state across calls.";
+  let description = [{
+    `result[t, c] = sum_j w[c, j] * xs[t + j, c]` with `xs` the sequence's last `K - 1` inputs (the conv
+    state of `state`, zeros where the sequence's first token of the call is at position 0) followed by
+    its tokens of this call: tap `K - 1` multiplies the token itself. The state keeps each sequence's last
+    `K - 1` inputs. `x` holds the layer's `C` conv channels: q and k of every key head, then v of every
+    value head (`C = 2 Hk Dk + Hv Dv` of the state's type).
+
+    ```mlir
+    %y = tpc.ssm_conv %x, %w, %s, %pos
+        : (tensor<?x512xf32>, tensor<512x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>)
+        -> tensor<?x512xf32>
+    ```
+  }];
+  let arguments = (ins
+    Tpc_F32Tensor:$x,
+    Tpc_F32Tensor:$w,
+    Arg<Tpc_RecurrentStateType, "the layer's recurrent state", [MemRead, MemWrite]>:$state,
+    Tpc_I32Tensor:$pos
+  );
+  let results = (outs Tpc_F32Tensor:$result);
+  let assemblyFormat = "$x `,` $w `,` $state `,` $pos attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//

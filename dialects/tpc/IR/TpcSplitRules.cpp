@@ -434,8 +434,16 @@ StateAttr mapReshape(StateAttr s, ArrayRef<int64_t> from, ArrayRef<int64_t> to) 
     int64_t innerTo = 1;
     for (size_t t = b + 1; t < j; ++t)
       innerTo *= to[t];
-    if (s.getSegments() != 1 && innerFrom != innerTo)
-      return {};
+    if (s.getSegments() != 1 && innerFrom != innerTo) {
+      // Segments survive a merge or split of whole elements inside them (value heads [Hv, Dv] <->
+      // Hv*Dv channels): every segment's share on each device must stay whole in the new units.
+      const int64_t segs = s.getSegments();
+      if ((from[a] * innerFrom / innerTo) % segs || (from[a] / segs * innerFrom) % innerTo)
+        return {};
+      for (int64_t x : s.getSizes())
+        if ((x / segs * innerFrom) % innerTo)
+          return {};
+    }
     return rescaled(s, static_cast<int64_t>(b), innerFrom, innerTo, s.getSegments());
   }
   return {};
@@ -478,15 +486,39 @@ FailureOr<States> PermuteOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateA
   return States{onAxis(r[0], getPerm()[r[0].getAxis()])};
 }
 
+// A view of whole segments of a segmented split keeps each device's part of those segments (q, k and v
+// out of a fused projection whose every segment is split by heads); any other view needs its axis whole.
 FailureOr<States> ViewOp::transfer(ArrayRef<StateAttr> s) {
-  if (s.size() != 1 || !s[0] || isSplitOn(s[0], getAxis()))
+  if (s.size() != 1 || !s[0])
     return failure();
-  return States{s[0]};
+  if (!isSplitOn(s[0], getAxis()))
+    return States{s[0]};
+  const int64_t dim = getX().getType().getDimSize(getAxis()), segs = s[0].getSegments();
+  const int64_t segLen = dim / segs, off = getOffset(), size = getSize();
+  if (segs == 1 || off % segLen || size % segLen)
+    return failure();
+  const int64_t m = size / segLen;
+  SmallVector<int64_t> sizes;
+  for (int64_t x : s[0].getSizes())
+    sizes.push_back(x / segs * m);
+  return States{StateAttr::getSplit(getContext(), getAxis(), sizes, s[0].getGranule(), m)};
 }
 FailureOr<States> ViewOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
-  if (r.size() != 1 || !r[0] || isSplitOn(r[0], getAxis()))
+  if (r.size() != 1 || !r[0])
     return failure();
-  return States{r[0]};
+  if (!isSplitOn(r[0], getAxis()))
+    return States{r[0]};
+  const int64_t dim = getX().getType().getDimSize(getAxis()), m = r[0].getSegments();
+  const int64_t off = getOffset(), size = getSize();
+  if (size % m || dim % (size / m) || off % (size / m))
+    return failure();
+  const int64_t segs = dim / (size / m);
+  if (segs == 1)
+    return failure(); // the view is the whole axis: no view at all
+  SmallVector<int64_t> sizes;
+  for (int64_t x : r[0].getSizes())
+    sizes.push_back(x / m * segs);
+  return States{StateAttr::getSplit(getContext(), getAxis(), sizes, r[0].getGranule(), segs)};
 }
 
 FailureOr<States> ConcatOp::transfer(ArrayRef<StateAttr> s) {
@@ -508,11 +540,14 @@ FailureOr<States> AttentionOp::transfer(ArrayRef<StateAttr> s) {
   if (s.size() < 5 || !s[0] || !s[1] || !s[2] || !isTrivial(s[4]))
     return failure();
   StateAttr q = s[0], k = s[1], v = s[2], cache = s[3];
+  // The output gate has the result's layout, which is q's.
+  if (getGate() && (s.size() <= gateIndex() || !s[gateIndex()] || !sameLayout(s[gateIndex()], q)))
+    return failure();
   if (isTrivial(q) && sameLayout(k, q) && sameLayout(v, q) && (!cache || sameLayout(cache, q)))
     return States{q};
   if (!isSplitOn(q, 1) || !sameLayout(k, v) || (cache && !sameLayout(cache, k.isSplit() ? onAxis(k, 0) : k)))
     return failure();
-  if (s.size() > 5 && s[5] && !sameLayout(s[5], onAxis(q, 0)))
+  if (getSinks() && s.size() > 5 && s[5] && !sameLayout(s[5], onAxis(q, 0)))
     return failure(); // per-head sinks follow the Q heads
   int64_t hq = getQ().getType().getDimSize(1), hkv = getK().getType().getDimSize(1);
   if (k.isMirrored()) {
@@ -537,6 +572,8 @@ FailureOr<States> AttentionOp::requirements(ArrayRef<StateAttr> r, ArrayRef<Stat
   auto withSinks = [&](States st) {
     if (getSinks())
       st.push_back(res.isSplit() ? onAxis(res, 0) : res);
+    if (getGate())
+      st.push_back(res);
     return st;
   };
   if (isTrivial(res))
@@ -553,6 +590,133 @@ FailureOr<States> AttentionOp::requirements(ArrayRef<StateAttr> r, ArrayRef<Stat
   if (!kv)
     return failure();
   return withSinks(States{res, kv, kv, onAxis(kv, 0), m});
+}
+
+//===----------------------------------------------------------------------===//
+// Linear attention (Gated DeltaNet). The unit of a split is a key head with the value heads tiled onto
+// it: a device holding key heads [a, b) holds value heads {j Hk + g : g in [a, b), j < r}, r = Hv / Hk,
+// i.e. its part of each of r segments of Hk value heads; the conv channels [q | k | v] are 2 + r
+// segments of Hk heads each (equal segments need Dk == Dv; otherwise the layer stays whole).
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A split on `axis` with `sizes` in `segments` segments (granule 1: the rules carry no block sizes).
+StateAttr splitState(MLIRContext *ctx, int64_t axis, ArrayRef<int64_t> sizes, int64_t segments = 1) {
+  return StateAttr::getSplit(ctx, axis, sizes, 1, segments);
+}
+/// Key heads per device of a split whose every size is `perHead` elements per key head, or empty.
+SmallVector<int64_t> keyHeads(StateAttr s, int64_t perHead) {
+  SmallVector<int64_t> out;
+  for (int64_t x : s.getSizes()) {
+    if (perHead <= 0 || x % perHead)
+      return {};
+    out.push_back(x / perHead);
+  }
+  return out;
+}
+/// `heads` scaled by `f`.
+SmallVector<int64_t> times(ArrayRef<int64_t> heads, int64_t f) {
+  SmallVector<int64_t> out;
+  for (int64_t h : heads)
+    out.push_back(h * f);
+  return out;
+}
+/// The key-head split of the conv channels of `t` that `s` (a split of them) is, or empty.
+SmallVector<int64_t> convKeyHeads(RecurrentStateType t, StateAttr s) {
+  const int64_t hk = t.getNKeyHeads(), r = t.getNValueHeads() / hk;
+  if (!isSplitOn(s, 1) || t.getHeadDimK() != t.getHeadDimV() || s.getSegments() != 2 + r)
+    return {};
+  return keyHeads(s, (2 + r) * t.getHeadDimK());
+}
+} // namespace
+
+FailureOr<States> RecurrentStateOp::transfer(ArrayRef<StateAttr>) { return States{mirrored(*this)}; }
+FailureOr<States> RecurrentStateOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  if (r.size() != 1 || !r[0] || isAddend(r[0]) || (r[0].isSplit() && r[0].getAxis() != 0))
+    return failure();
+  return States{};
+}
+
+FailureOr<States> SsmConvOp::transfer(ArrayRef<StateAttr> s) {
+  if (s.size() != 4 || !s[0] || !isTrivial(s[3]))
+    return failure();
+  StateAttr x = s[0], w = s[1], st = s[2];
+  if (isTrivial(x) && (!w || sameLayout(w, x)) && (!st || sameLayout(st, x)))
+    return States{x};
+  SmallVector<int64_t> kh = convKeyHeads(getState().getType(), x);
+  if (kh.empty() || (w && !sameLayout(w, onAxis(x, 0))) ||
+      (st && !sameLayout(st, splitState(getContext(), 0, kh))))
+    return failure();
+  return States{x};
+}
+FailureOr<States> SsmConvOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  if (r.size() != 1 || !r[0] || isAddend(r[0]))
+    return failure();
+  StateAttr m = mirrored(*this);
+  if (isTrivial(r[0]))
+    return States{r[0], r[0], r[0], m};
+  SmallVector<int64_t> kh = convKeyHeads(getState().getType(), r[0]);
+  if (kh.empty())
+    return failure();
+  return States{r[0], onAxis(r[0], 0), splitState(getContext(), 0, kh), m};
+}
+
+FailureOr<States> DeltaNetOp::transfer(ArrayRef<StateAttr> s) {
+  if (s.size() != 7 || !s[0] || !s[1] || !s[2] || !s[3] || !s[4] || !isTrivial(s[6]))
+    return failure();
+  StateAttr q = s[0], st = s[5];
+  if (isTrivial(q)) {
+    for (int i = 1; i < 5; ++i)
+      if (!sameLayout(s[i], q))
+        return failure();
+    if (st && !sameLayout(st, q))
+      return failure();
+    return States{q};
+  }
+  RecurrentStateType t = getState().getType();
+  const int64_t r = t.getNValueHeads() / t.getNKeyHeads();
+  if (!isSplitOn(q, 1) || q.getSegments() != 1 || !sameLayout(s[1], q))
+    return failure();
+  StateAttr heads = splitState(getContext(), 1, times(q.getSizes(), r), r);
+  for (int i = 2; i < 5; ++i)
+    if (!sameLayout(s[i], heads))
+      return failure();
+  if (st && !sameLayout(st, onAxis(q, 0)))
+    return failure();
+  return States{heads};
+}
+FailureOr<States> DeltaNetOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  if (r.size() != 1 || !r[0] || isAddend(r[0]))
+    return failure();
+  StateAttr res = r[0], m = mirrored(*this);
+  if (isTrivial(res))
+    return States{res, res, res, res, res, res, m};
+  RecurrentStateType t = getState().getType();
+  const int64_t rr = t.getNValueHeads() / t.getNKeyHeads();
+  if (!isSplitOn(res, 1) || res.getSegments() != rr)
+    return failure();
+  SmallVector<int64_t> kh = keyHeads(res, rr);
+  if (kh.empty())
+    return failure();
+  StateAttr qk = splitState(getContext(), 1, kh);
+  return States{qk, qk, res, res, res, splitState(getContext(), 0, kh), m};
+}
+
+FailureOr<States> L2NormOp::transfer(ArrayRef<StateAttr> s) { return rowwise(*this, s, getType().getRank() - 1); }
+FailureOr<States> L2NormOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  return rowwise(*this, r, getType().getRank() - 1);
+}
+// Row-wise in x and z (same layout), with the weight over the last axis mirrored.
+FailureOr<States> GatedRmsNormOp::transfer(ArrayRef<StateAttr> s) {
+  if (s.size() != 3 || !s[1] || !s[1].isMirrored() || !s[2] || !sameLayout(s[0], s[2]))
+    return failure();
+  return rowwise(*this, s.take_front(), getType().getRank() - 1);
+}
+FailureOr<States> GatedRmsNormOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  FailureOr<States> x = rowwise(*this, r, getType().getRank() - 1);
+  if (failed(x))
+    return failure();
+  return States{x->front(), mirrored(*this), x->front()};
 }
 
 //===----------------------------------------------------------------------===//

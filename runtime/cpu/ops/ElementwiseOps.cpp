@@ -83,6 +83,8 @@ float applyUnary(UnaryFn fn, float x) {
     return std::exp(x);
   case UnaryFn::Sigmoid:
     return 1.0f / (1.0f + std::exp(-x));
+  case UnaryFn::Softplus: // ggml's: the identity above 20, where log(1 + e^x) rounds to x
+    return x > 20.0f ? x : std::log1p(std::exp(x));
   }
   return x;
 }
@@ -194,6 +196,37 @@ void opRmsNorm(const TensorRef &x, const TensorRef *w, const TensorRef &y, float
   forRows(x.rows(), n, tg, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       k.rmsNorm(px + r * n, pw, py + r * n, eps, n);
+  });
+}
+
+void opL2Norm(const TensorRef &x, const TensorRef &y, float eps, ThreadGroup &tg) {
+  const int64_t n = x.inner();
+  const float *px = x.f();
+  float *py = y.f();
+  forRows(x.rows(), n, tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = px + r * n;
+      double ss = 0; // in double, as the RMS norm's sum
+      for (int64_t i = 0; i < n; ++i)
+        ss += double(xr[i]) * xr[i];
+      const float k = 1.0f / std::max(static_cast<float>(std::sqrt(ss)), eps);
+      for (int64_t i = 0; i < n; ++i)
+        py[r * n + i] = xr[i] * k;
+    }
+  });
+}
+
+void opGatedRmsNorm(const TensorRef &x, const TensorRef &w, const TensorRef &z, const TensorRef &y, float eps,
+                    ThreadGroup &tg) {
+  const int64_t n = x.inner();
+  const float *px = x.f(), *pw = w.f(), *pz = z.f();
+  float *py = y.f();
+  const ElementwiseKernels &k = elementwiseKernels();
+  forRows(x.rows(), n, tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      k.rmsNorm(px + r * n, pw, py + r * n, eps, n);
+      k.glu(UnaryFn::Silu, pz + r * n, py + r * n, py + r * n, n); // silu(z) * norm, in place
+    }
   });
 }
 

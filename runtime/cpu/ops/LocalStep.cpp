@@ -79,9 +79,26 @@ void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::ve
     return;
   case OpKind::Attention: {
     const AttentionParams p = AttentionParams::read(s);
-    opAttention(x, in[1], in[2], in[3], in.size() > 4 ? &in[4] : nullptr, kv[p.kvCache], y, p, tg);
+    const size_t nIn = in.size() - (p.gated ? 1 : 0); // the gate is the last input
+    opAttention(x, in[1], in[2], in[3], nIn > 4 ? &in[4] : nullptr, kv[p.kvCache], y, p, tg);
+    if (p.gated)
+      opGlu(UnaryFn::Sigmoid, in.back(), &y, y, tg); // y = sigmoid(gate) * y
     return;
   }
+  case OpKind::SsmConv:
+    opSsmConv(x, in[1], kv[SsmConvParams::read(s).kvCache], in[2], y, tg);
+    return;
+  case OpKind::DeltaNet: {
+    const DeltaNetParams p = DeltaNetParams::read(s);
+    opDeltaNet(x, in[1], in[2], in[3], in[4], kv[p.kvCache], in[5], y, p.scale, tg);
+    return;
+  }
+  case OpKind::L2Norm:
+    opL2Norm(x, y, RmsNormParams::read(s).eps, tg);
+    return;
+  case OpKind::GatedRmsNorm:
+    opGatedRmsNorm(x, in[1], in[2], y, RmsNormParams::read(s).eps, tg);
+    return;
   case OpKind::ExpertCombine:
     opExpertCombine(x, std::vector<TensorRef>(in.begin() + 1, in.end()), y, tg);
     return;

@@ -43,6 +43,11 @@ void opSoftcap(const TensorRef &x, const TensorRef &y, float cap, ThreadGroup &t
 void opGlu(UnaryFn fn, const TensorRef &gate, const TensorRef *up, const TensorRef &y, ThreadGroup &tg);
 /// RMS_NORM over the last axis, times `w` when given.
 void opRmsNorm(const TensorRef &x, const TensorRef *w, const TensorRef &y, float eps, ThreadGroup &tg);
+/// L2_NORM over the last axis: x / max(|x|, eps).
+void opL2Norm(const TensorRef &x, const TensorRef &y, float eps, ThreadGroup &tg);
+/// GATED_RMS_NORM over the last axis: rms_norm(x) * w * silu(z).
+void opGatedRmsNorm(const TensorRef &x, const TensorRef &w, const TensorRef &z, const TensorRef &y, float eps,
+                    ThreadGroup &tg);
 /// SOFTMAX over the last axis.
 void opSoftmax(const TensorRef &x, const TensorRef &y, ThreadGroup &tg);
 /// TOP_K: indices of the k largest per row, descending, ties to the lower index.
@@ -114,6 +119,14 @@ void loadRow(const TensorRef &w, int64_t r, float *dst);
 /// ROPE in place or out of place; cos/sin from cache's RoPE tables (a table built for this step when null).
 void opRope(const TensorRef &x, const TensorRef &pos, const TensorRef *freqFactors, const TensorRef &y,
             const RopeParams &p, ThreadGroup &tg, ActivationCache *cache = nullptr);
+/// SSM_CONV: causal depthwise conv of x[T,C] with w[C,K] over each sequence, with the conv state of
+/// recurrent cache `rs` (runtime/cpu/DeltaNet.h).
+void opSsmConv(const TensorRef &x, const TensorRef &w, KvBuffers &rs, const TensorRef &pos, const TensorRef &y,
+               ThreadGroup &tg);
+/// DELTA_NET: the gated delta rule with the state of recurrent cache `rs` (runtime/cpu/DeltaNet.h).
+void opDeltaNet(const TensorRef &q, const TensorRef &k, const TensorRef &v, const TensorRef &g,
+                const TensorRef &beta, KvBuffers &rs, const TensorRef &pos, const TensorRef &y, float scale,
+                ThreadGroup &tg);
 /// ATTENTION: append k, v at pos into `kv` (the cache p.kvCache names), then causal (windowed) attention of
 /// q over the cache.
 void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, const TensorRef &pos,

@@ -49,6 +49,23 @@ TEST(StepParams, EveryStructReadsBackWhatItPacks) {
   EXPECT_EQ(a.scale, 0.125f);
   EXPECT_EQ(a.softcap, 50.0f);
   expectCounts(OpKind::Attention, att);
+  EXPECT_FALSE(a.gated);
+  AttentionParams gatedAtt = att;
+  gatedAtt.gated = true;
+  EXPECT_TRUE(AttentionParams::read(stepOf(OpKind::Attention, gatedAtt.pack())).gated);
+  EXPECT_EQ(AttentionParams::read(stepOf(OpKind::Attention, gatedAtt.pack())).kvCache, 3);
+
+  const DeltaNetParams dn{4, 0.0883883f};
+  EXPECT_EQ(DeltaNetParams::read(stepOf(OpKind::DeltaNet, dn.pack())).kvCache, 4);
+  EXPECT_EQ(DeltaNetParams::read(stepOf(OpKind::DeltaNet, dn.pack())).scale, 0.0883883f);
+  EXPECT_EQ(stepCache(stepOf(OpKind::DeltaNet, dn.pack())), std::optional<int64_t>(4));
+  expectCounts(OpKind::DeltaNet, dn);
+  EXPECT_EQ(SsmConvParams::read(stepOf(OpKind::SsmConv, SsmConvParams{2}.pack())).kvCache, 2);
+  EXPECT_EQ(stepCache(stepOf(OpKind::SsmConv, SsmConvParams{2}.pack())), std::optional<int64_t>(2));
+  expectCounts(OpKind::SsmConv, SsmConvParams{2});
+  expectCounts(OpKind::L2Norm, RmsNormParams{1e-6f});
+  expectCounts(OpKind::GatedRmsNorm, RmsNormParams{1e-6f});
+  EXPECT_EQ(stepCache(stepOf(OpKind::Rope, rope.pack())), std::nullopt);
 
   const AllReduceRmsNormParams arn{true, false, 1e-6f};
   const AllReduceRmsNormParams n =

@@ -154,11 +154,12 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
                        "\"kv_full_bytes_per_token\": {}, \"kv_full_layers\": {}, "
                        "\"kv_window_bytes_per_position\": {}, \"kv_window_layers\": {}, "
                        "\"activation_bytes\": {}, \"host_weight_bytes\": {}, \"host_kv_bytes_per_1k_tokens\": {}, "
-                       "\"host_activation_bytes\": {}, \"mirrored_weight_bytes\": {}}}",
+                       "\"host_activation_bytes\": {}, \"mirrored_weight_bytes\": {}, "
+                       "\"recurrent_bytes_per_sequence\": {}, \"recurrent_layers\": {}}}",
                        d ? ", " : "", d, m.weightBytes, rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Device),
                        m.kvFullBytesPerToken, m.kvFullLayers, m.kvWindowBytesPerPosition, m.kvWindowLayers,
                        m.activationBytes, m.hostWeightBytes, rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Host),
-                       m.hostActivationBytes, whole[d]);
+                       m.hostActivationBytes, whole[d], m.recurrentBytesPerSequence, m.recurrentLayers);
     }
     s += "], \"collectives\": [";
     bool first = true;
@@ -188,17 +189,31 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
   fmt::print("{} ({}) on {} device(s), max batch {}, max output rows {}\n\n", model, plan.model.arch, n,
              plan.model.maxBatch, plan.model.maxOutputRows);
   const double MiB = 1048576.0;
-  fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |{}\n",
+  // Recurrent (linear-attention) states are per sequence and do not grow with the context: their own column.
+  const bool anyRecurrent = std::any_of(mem.begin(), mem.end(), [](const rt::DeviceSummary &m) { return m.recurrentLayers > 0; });
+  fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |{}{}\n",
+             anyRecurrent ? " recurrent state per sequence (MiB) |" : "",
              anyHost ? " host weights (MiB) | host KV per 1k tokens (MiB) | host activations (MiB) |" : "");
-  fmt::print("|-------:|--------------:|-----------------------:|------------------:|{}\n",
+  fmt::print("|-------:|--------------:|-----------------------:|------------------:|{}{}\n",
+             anyRecurrent ? "-----------------------------------:|" : "",
              anyHost ? "-------------------:|----------------------------:|-----------------------:|" : "");
   for (size_t d = 0; d < n; ++d) {
     const rt::DeviceSummary &m = mem[d];
-    fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |", d, m.weightBytes / MiB,
-               rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Device) / MiB, m.activationBytes / MiB);
+    const uint64_t rec = m.recurrentBytesPerSequence;
+    auto kvOf = [&](rt::Placement side) { // per 1k tokens of one sequence: attention caches only
+      uint64_t bytes = rt::kvBytesFor(plan, d, 1024, 1, side);
+      for (const rt::KvCache &c : plan.devices[d].kv)
+        if (c.kind == rt::CacheKind::Recurrent && c.placement == side)
+          bytes -= rt::recurrentBytesPerSequence(c);
+      return bytes;
+    };
+    fmt::print("| {:>6} | {:>13.3f} | {:>22.3f} | {:>17.3f} |", d, m.weightBytes / MiB, kvOf(rt::Placement::Device) / MiB,
+               m.activationBytes / MiB);
+    if (anyRecurrent)
+      fmt::print(" {:>34.3f} |", rec / MiB);
     if (anyHost)
       fmt::print(" {:>18.3f} | {:>27.3f} | {:>22.3f} |", m.hostWeightBytes / MiB,
-                 rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Host) / MiB, m.hostActivationBytes / MiB);
+                 kvOf(rt::Placement::Host) / MiB, m.hostActivationBytes / MiB);
     fmt::print("\n");
   }
   // KV by layer kind: a full layer's cache grows with the context, a sliding-window layer's is a ring of
