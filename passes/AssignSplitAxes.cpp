@@ -124,10 +124,17 @@ private:
 
   // ---- seeds ----------------------------------------------------------------------------------------
 
+  /// K/V and the cache stay whole on every device: one KV head (MQA), or fewer KV heads than devices (a
+  /// split by KV heads would leave devices without attention).
+  bool mirrorsKv(AttentionOp att) const {
+    int64_t hkv = att.getK().getType().getDimSize(1);
+    return hkv == 1 || hkv < n_;
+  }
+
   /// What a group's units are, for the log.
-  static const char *unitName(Operation *seed) {
+  const char *unitName(Operation *seed) const {
     if (auto att = dyn_cast<AttentionOp>(seed))
-      return att.getK().getType().getDimSize(1) == 1 ? "query heads (one KV head: K/V mirrored)" : "KV heads";
+      return mirrorsKv(att) ? "query heads (K/V mirrored: one KV head, or fewer than the devices)" : "KV heads";
     if (isa<GluOp>(seed))
       return "GLU elements";
     if (isa<GatedRmsNormOp>(seed))
@@ -141,8 +148,9 @@ private:
     fn_.walk([&](Operation *op) {
       if (auto att = dyn_cast<AttentionOp>(op)) {
         int64_t hq = att.getQ().getType().getDimSize(1), hkv = att.getK().getType().getDimSize(1);
-        // MQA: one KV head serves every Q head, so K/V stay whole and the Q heads split one by one.
-        groups_.push_back({op, hkv == 1 ? hq : hkv});
+        // MQA (one KV head serves every Q head), or more devices than KV heads (Qwen3.5's 2): K/V stay
+        // whole and the Q heads split one by one, so every device has a share of the attention.
+        groups_.push_back({op, mirrorsKv(att) ? hq : hkv});
       } else if (auto gn = dyn_cast<GatedRmsNormOp>(op)) {
         // The units of a linear-attention layer: key heads, each with its r tiled value heads.
         if (auto dn = gn.getX().getDefiningOp<DeltaNetOp>())
@@ -385,7 +393,7 @@ private:
     StateAttr m = StateAttr::getMirrored(ctx_);
     if (auto att = dyn_cast<AttentionOp>(op)) {
       int64_t hq = att.getQ().getType().getDimSize(1), hkv = att.getK().getType().getDimSize(1);
-      bool mqa = hkv == 1;
+      bool mqa = mirrorsKv(att);
       int64_t group = mqa ? 1 : hq / hkv;
       StateAttr q = split(g, 1, group);
       StateAttr kv = mqa ? m : split(g, 1, 1);

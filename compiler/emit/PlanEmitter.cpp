@@ -668,10 +668,17 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
             auto it = kv_.find(o.getCache());
             if (it == kv_.end())
               return o.emitError("plan emitter: attention's cache is not a tpc.kv_cache");
-            params = rt::AttentionParams{it->second, int64_t(o.getSlidingWindow()),
-                                         o.getScale().convertToFloat(), o.getSoftcap().convertToFloat(),
-                                         bool(o.getGate())}
-                         .pack();
+            rt::AttentionParams ap{it->second, int64_t(o.getSlidingWindow()), o.getScale().convertToFloat(),
+                                   o.getSoftcap().convertToFloat(), bool(o.getGate())};
+            // K/V mirrored over more than one KV head (the devices outnumber them): this device's query
+            // heads start at its offset in the split, and read KV head (first + h) / group.
+            const int64_t hq = o.getQ().getType().getDimSize(1), hkv = o.getK().getType().getDimSize(1);
+            StateAttr qs = splitOf(o.getQ()), ks = splitOf(o.getK());
+            if (hkv > 1 && (!ks || ks.isMirrored()) && qs && qs.isSplit() && qs.getAxis() == 1) {
+              ap.qHead0 = localOffset(qs);
+              ap.group = hq / hkv;
+            }
+            params = ap.pack();
             ok = addIn(o.getQ()) && addIn(o.getK()) && addIn(o.getV()) && addIn(o.getPos()) &&
                  (!o.getSinks() || addIn(o.getSinks())) && (!o.getGate() || addIn(o.getGate()));
             return success();

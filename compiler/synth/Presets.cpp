@@ -11,6 +11,13 @@
 //   global layers (every 6th) 2 KV heads of 512 with K = V (attention_k_eq_v); dense FFN 2112 in parallel
 //   with 128 experts (8 used) of width 704; vocab 262144; sliding window 1024; rope_theta 1e4 (sliding) and
 //   1e6 with partial_rotary_factor 0.25 (global); final soft-cap 30; tied embeddings; context 262144.
+// - Qwen3.5-35B-A3B (= Qwen3.6-35B-A3B; GGUF keys as the loader dumps of real files show them, see
+//   shared/research/qwen35.md §1.2): hidden 2048, 40 layers + 1 MTP block (block_count 41), every 4th layer
+//   full attention with 16 / 2 heads of 256 (RoPE on 64 dims, sections [11, 11, 10, 0], base 1e7), the
+//   others Gated DeltaNet (conv 4, 16 key heads / 32 value heads of 128, inner 4096); 256 experts (8 used)
+//   of 512 plus a shared expert of 512; vocab 248320; rms eps 1e-6; context 262144; untied output.
+// - Qwen3.5-27B (= Qwen3.6-27B, dense): hidden 5120, 64 layers + 1 MTP, 24 / 4 heads of 256, GDN 16 key /
+//   48 value heads (inner 6144), FFN 17408, otherwise as 35B-A3B.
 // The tiny presets mirror the shared fixtures' shapes; bench-* are the CPU benchmark shapes.
 //===----------------------------------------------------------------------===//
 #include "compiler/synth/Presets.h"
@@ -51,6 +58,30 @@ ModelSpec qwen3moe(ModelSpec s, uint32_t X, uint32_t used, uint32_t FE) {
   s.nExpert = X;
   s.nExpertUsed = used;
   s.nFFExp = FE;
+  return s;
+}
+
+/// A Qwen3.5 hybrid (qwen35, or qwen35moe when X > 0): the settings all published sizes share (head size
+/// 256 with 64 rotated dims, GDN head size 128 and conv 4, interval 4, one MTP block), scaled for tiny.
+ModelSpec qwen35(std::string name, std::string desc, uint32_t E, uint32_t L, uint32_t H, uint32_t Hkv,
+                 uint32_t Hv, uint32_t F, uint32_t X, uint32_t used, uint32_t FE, bool tiny) {
+  ModelSpec s = qwen3(std::move(name), std::move(desc), E, L, H, Hkv, tiny ? 64 : 256, F, tiny ? 512 : 248320,
+                      tiny ? VocabKind::Spm512 : VocabKind::Qwen35);
+  s.arch = X ? "qwen35moe" : "qwen35";
+  s.nCtx = tiny ? 4096 : 262144;
+  s.ropeBase = 1e7f;
+  s.ropeDims = s.headDim / 4; // partial_rotary_factor 0.25
+  s.ropeSections = tiny ? std::vector<int32_t>{3, 3, 2, 0} : std::vector<int32_t>{11, 11, 10, 0};
+  s.fullAttnInterval = 4;
+  s.nNextN = 1;
+  s.ssmConv = 4;
+  s.ssmState = tiny ? 64 : 128;
+  s.ssmGroups = tiny ? 2 : 16;
+  s.ssmVHeads = Hv;
+  s.nExpert = X;
+  s.nExpertUsed = used;
+  s.nFFExp = FE;
+  s.nFFShexp = FE;
   return s;
 }
 
@@ -111,6 +142,12 @@ std::vector<ModelSpec> makePresets() {
   g3.tiedOutput = true;
   v.push_back(g3);
 
+  v.push_back(qwen35("qwen35moe-35b-a3b",
+                     "Qwen3.5/3.6-35B-A3B shapes (35.5B parameters, 256 experts, 40 layers + MTP block)",
+                     2048, 40, 16, 2, 32, 0, 256, 8, 512, false));
+  v.push_back(qwen35("qwen35-27b", "Qwen3.5/3.6-27B shapes (27.3B parameters, dense, 64 layers + MTP block)",
+                     5120, 64, 24, 4, 48, 17408, 0, 0, 0, false));
+
   // Small models of each architecture, shaped like the shared fixtures (tests, examples).
   v.push_back(llama("tiny-llama", "small llama (fixture shapes: 256 wide, 4 layers, GQA 8/2)", 256, 4, 8, 2,
                     768, 512, VocabKind::Spm512));
@@ -121,6 +158,11 @@ std::vector<ModelSpec> makePresets() {
   v.push_back(qwen3moe(qwen3("tiny-qwen3moe", "small qwen3moe (256 wide, 3 layers, 8 experts of 256, 2 used)",
                              256, 3, 4, 2, 64, 768, 512, VocabKind::Spm512),
                        8, 2, 256));
+  v.push_back(qwen35("tiny-qwen35moe",
+                     "small qwen35moe (fixture shapes: 256 wide, 8 layers + MTP, 8 experts of 64)", 256, 8, 4,
+                     2, 4, 0, 8, 2, 64, true));
+  v.push_back(qwen35("tiny-qwen35", "small qwen35 (fixture shapes: 256 wide, 8 layers + MTP, FFN 512)", 256,
+                     8, 4, 2, 4, 512, 0, 0, 0, true));
   ModelSpec tg4 = g4;
   tg4.preset = "tiny-gemma4";
   tg4.description = "small gemma4 (fixture shapes: 256 wide, 6 layers, 8 experts of 64, window 8)";
@@ -177,7 +219,9 @@ std::string presetNames() {
 Expected<ModelSpec> withLayers(const ModelSpec &spec, uint32_t layers) {
   if (layers == 0 || layers > spec.nLayer)
     return Error{"--layers " + std::to_string(layers) + ": preset '" + spec.preset + "' has " +
-                       std::to_string(spec.nLayer) + " layers; give 1.." + std::to_string(spec.nLayer)};
+                 std::to_string(spec.nLayer) + " layers" +
+                 (spec.nNextN ? " (and an MTP block, always kept)" : "") + "; give 1.." +
+                 std::to_string(spec.nLayer)};
   ModelSpec s = spec;
   s.nLayer = layers;
   return s;

@@ -58,9 +58,11 @@ bool useMoreBits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 
 
 GGMLType tensorType(const WeightType &wt, const RecipeContext &ctx, const std::string &name,
                     const std::vector<uint64_t> &ne, int layer, int attnVIndex) {
-  // Vectors and the router stay F32 (llama.cpp never quantizes 1-D tensors or ffn_gate_inp).
+  // Vectors, the router and the Gated DeltaNet conv kernel (rows of 4 taps) stay F32: llama.cpp never
+  // quantizes 1-D tensors, ffn_gate_inp or ssm_conv1d, and the converter writes ssm_conv1d as F32 (the
+  // other 1-D GDN tensors, ssm_a and ssm_dt.bias, are vectors).
   bool matrix = ne.size() >= 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-  if (!matrix || contains(name, "ffn_gate_inp.weight"))
+  if (!matrix || contains(name, "ffn_gate_inp.weight") || contains(name, "ssm_conv1d"))
     return GGMLType::F32;
   if (!wt.mixQ4KM)
     return fitRow(wt.base, ne[0]);

@@ -1,8 +1,9 @@
 //===- Recipe.h - which ggml type each synthetic tensor gets ------*- C++ -*-===//
 //
 // `--type` names either one ggml type for every weight matrix (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K,
-// Q6_K) or the Q4_K_M mix. Vectors (norms, scales, rope_freqs) and the MoE router `ffn_gate_inp.weight`
-// always stay F32, as llama.cpp's quantizer leaves them.
+// Q6_K) or the Q4_K_M mix. Vectors (norms, scales, rope_freqs, qwen35's ssm_a / ssm_dt.bias /
+// ffn_gate_inp_shexp), the MoE router `ffn_gate_inp.weight` and the Gated DeltaNet conv kernel
+// `ssm_conv1d.weight` always stay F32, as llama.cpp's quantizer leaves them.
 //
 // Q4_K_M follows the reference engine of the shared fixtures (ik_llama.cpp's llama_tensor_get_type), so
 // that a synthetic model has the same type layout as a quantized real one (checked against the fixtures'
@@ -12,11 +13,12 @@
 //   attn_k     Q8_0 with >= 4 experts
 //   attn_output Q5_K with >= 4 experts
 //   ffn_down*  Q6_K on "more bits" layers (experts included)
-//   the rest   Q4_K
+//   the rest   Q4_K (qwen35: attn_qkv, attn_gate, ssm_alpha/beta, ssm_out, nextn.eh_proj too, as the
+//              reference's tiny-qwen35moe-Q4_K_M has them)
 // "More bits" layers: i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2 (attn_v counts attn_v tensors; ffn_down
-// uses the layer index). K-quant rows must be whole 256-element blocks; other widths fall back as
-// llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0; Q5_K -> Q8_0 here, since ggml's Q5_1/ik's Q6_0 are not
-// generated), and a width that is not a multiple of 32 falls back to F16.
+// uses the layer index; n is block_count, MTP blocks included). K-quant rows must be whole 256-element
+// blocks; other widths fall back as llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0; Q5_K -> Q8_0 here, since
+// ggml's Q5_1/ik's Q6_0 are not generated), and a width that is not a multiple of 32 falls back to F16.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_SYNTH_RECIPE_H
 #define TPC_COMPILER_SYNTH_RECIPE_H

@@ -1,7 +1,12 @@
 //===- Synth.cpp - full-size GGUF models with random weights ----------------===//
 //
 // Tensor names, shapes (ggml ne order) and metadata keys follow the importers (compiler/import/Llama.cpp,
-// Qwen3.cpp, Gemma4.cpp, HParams.cpp) and the fixture files; the order of tensors matches the fixtures.
+// Qwen3.cpp, Gemma4.cpp, Qwen35.cpp, HParams.cpp) and the fixture files; the order of keys and tensors
+// matches the fixtures (test/synth compares the qwen35 ones with the shared fixtures key by key).
+// qwen35 values besides matrices and norms, in the fixtures' ranges: ssm_a (= -exp(A_log), a decay rate)
+// U(-1, -0.05), so every head decays and none forgets at once; ssm_dt.bias U(-0.5, 1); the depthwise conv
+// taps std 1/sqrt(kernel); the shared-expert gate vector std 1/sqrt(n_embd), so its sigmoid is O(1) away
+// from 0 and 1.
 //===----------------------------------------------------------------------===//
 #include "compiler/synth/Synth.h"
 
@@ -72,6 +77,67 @@ public:
     matrix(blk(il, "ffn_down.weight"), s.nFF, s.nEmbd);
   }
 
+  /// Qwen3.5 Gated DeltaNet: attn_qkv rows [q | k | v] of conv_dim = 2 key_dim + value_dim channels.
+  void deltaNet(uint32_t il) {
+    uint64_t E = s.nEmbd, Hv = s.ssmVHeads, keyDim = uint64_t(s.ssmGroups) * s.ssmState, V = s.ssmInner();
+    uint64_t C = 2 * keyDim + V;
+    matrix(blk(il, "attn_qkv.weight"), E, C);
+    matrix(blk(il, "attn_gate.weight"), E, V);
+    matrix(blk(il, "ssm_conv1d.weight"), s.ssmConv, C);
+    add(blk(il, "ssm_dt.bias"), {Hv}, Init::uniform(-0.5f, 1.f));
+    add(blk(il, "ssm_a"), {Hv}, Init::uniform(-1.f, -0.05f));
+    matrix(blk(il, "ssm_beta.weight"), E, Hv);
+    matrix(blk(il, "ssm_alpha.weight"), E, Hv);
+    norm(blk(il, "ssm_norm.weight"), s.ssmState);
+    matrix(blk(il, "ssm_out.weight"), V, E);
+  }
+  /// Qwen3.5 gated attention: attn_q rows are [q | gate] per head.
+  void gatedAttention(uint32_t il) {
+    uint64_t E = s.nEmbd, H = s.nHead, Hkv = s.nHeadKv, D = s.headDim;
+    matrix(blk(il, "attn_q.weight"), E, 2 * H * D);
+    matrix(blk(il, "attn_k.weight"), E, Hkv * D);
+    matrix(blk(il, "attn_v.weight"), E, Hkv * D);
+    norm(blk(il, "attn_q_norm.weight"), D);
+    norm(blk(il, "attn_k_norm.weight"), D);
+    matrix(blk(il, "attn_output.weight"), H * D, E);
+  }
+  void moeFFN(uint32_t il) {
+    matrix(blk(il, "ffn_gate_inp.weight"), s.nEmbd, s.nExpert);
+    matrix(blk(il, "ffn_gate_exps.weight"), s.nEmbd, s.nFFExp, s.nExpert);
+    matrix(blk(il, "ffn_up_exps.weight"), s.nEmbd, s.nFFExp, s.nExpert);
+    matrix(blk(il, "ffn_down_exps.weight"), s.nFFExp, s.nEmbd, s.nExpert);
+  }
+
+  /// qwen35 / qwen35moe: trunk layers, then the MTP blocks (a full-attention layer plus nextn.*).
+  void qwen35() {
+    embeddings();
+    for (uint32_t il = 0; il < s.blockCount(); ++il) {
+      norm(blk(il, "attn_norm.weight"), s.nEmbd);
+      if (s.isRecurrentLayer(il))
+        deltaNet(il);
+      else
+        gatedAttention(il);
+      norm(blk(il, "post_attention_norm.weight"), s.nEmbd);
+      if (s.nExpert) {
+        moeFFN(il);
+        add(blk(il, "ffn_gate_inp_shexp.weight"), {s.nEmbd},
+            Init::normal(0.f, 1.f / std::sqrt(static_cast<float>(s.nEmbd))));
+        matrix(blk(il, "ffn_gate_shexp.weight"), s.nEmbd, s.nFFShexp);
+        matrix(blk(il, "ffn_up_shexp.weight"), s.nEmbd, s.nFFShexp);
+        matrix(blk(il, "ffn_down_shexp.weight"), s.nFFShexp, s.nEmbd);
+      } else {
+        denseFFN(il);
+      }
+      if (il >= s.nLayer) {
+        matrix(blk(il, "nextn.eh_proj.weight"), 2ull * s.nEmbd, s.nEmbd);
+        norm(blk(il, "nextn.enorm.weight"), s.nEmbd);
+        norm(blk(il, "nextn.hnorm.weight"), s.nEmbd);
+        norm(blk(il, "nextn.shared_head_norm.weight"), s.nEmbd);
+      }
+    }
+    output();
+  }
+
   void llamaOrQwen3() {
     bool qwen = s.arch != "llama", moe = s.arch == "qwen3moe";
     embeddings();
@@ -80,10 +146,7 @@ public:
       attention(il, qwen, true);
       norm(blk(il, "ffn_norm.weight"), s.nEmbd);
       if (moe) {
-        matrix(blk(il, "ffn_gate_inp.weight"), s.nEmbd, s.nExpert);
-        matrix(blk(il, "ffn_gate_exps.weight"), s.nEmbd, s.nFFExp, s.nExpert);
-        matrix(blk(il, "ffn_up_exps.weight"), s.nEmbd, s.nFFExp, s.nExpert);
-        matrix(blk(il, "ffn_down_exps.weight"), s.nFFExp, s.nEmbd, s.nExpert);
+        moeFFN(il);
       } else {
         denseFFN(il);
       }
@@ -137,8 +200,42 @@ public:
   std::vector<TensorPlan> out;
 };
 
+/// qwen35 / qwen35moe keys, in the fixtures' order (which is the converter's).
+void writeQwen35HParams(gguf::GGUFWriter &w, const ModelSpec &s) {
+  std::string a = s.arch + ".";
+  w.setU32(a + "context_length", s.nCtx);
+  w.setU32(a + "embedding_length", s.nEmbd);
+  w.setU32(a + "block_count", s.blockCount());
+  w.setU32(a + "vocab_size", s.nVocab);
+  w.setU32(a + "attention.head_count", s.nHead);
+  w.setU32(a + "attention.head_count_kv", s.nHeadKv);
+  w.setU32(a + "attention.key_length", s.headDim);
+  w.setU32(a + "attention.value_length", s.headDim);
+  w.setU32(a + "rope.dimension_count", s.ropeDims);
+  w.setI32Array(a + "rope.dimension_sections", s.ropeSections); // INT32, as gguf-py writes Python ints
+  w.setF32(a + "rope.freq_base", s.ropeBase);
+  w.setF32(a + "attention.layer_norm_rms_epsilon", s.rmsEps);
+  w.setU32(a + "ssm.conv_kernel", s.ssmConv);
+  w.setU32(a + "ssm.state_size", s.ssmState);
+  w.setU32(a + "ssm.group_count", s.ssmGroups);
+  w.setU32(a + "ssm.time_step_rank", s.ssmVHeads);
+  w.setU32(a + "ssm.inner_size", s.ssmInner());
+  w.setU32(a + "full_attention_interval", s.fullAttnInterval);
+  w.setU32(a + "nextn_predict_layers", s.nNextN);
+  if (s.nFF)
+    w.setU32(a + "feed_forward_length", s.nFF);
+  if (s.nExpert) {
+    w.setU32(a + "expert_count", s.nExpert);
+    w.setU32(a + "expert_used_count", s.nExpertUsed);
+    w.setU32(a + "expert_feed_forward_length", s.nFFExp);
+    w.setU32(a + "expert_shared_feed_forward_length", s.nFFShexp);
+  }
+}
+
 /// The `<arch>.*` keys each importer reads (HParams.cpp, Gemma4.cpp), in the fixtures' order.
 void writeHParams(gguf::GGUFWriter &w, const ModelSpec &s) {
+  if (s.fullAttnInterval)
+    return writeQwen35HParams(w, s);
   std::string a = s.arch + ".";
   bool gemma = s.arch == "gemma4";
   w.setU32(a + "context_length", s.nCtx);
@@ -219,12 +316,14 @@ Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
     p.gemma4();
   else if (m.arch == "gemma3")
     p.gemma3();
+  else if (m.fullAttnInterval)
+    p.qwen35();
   else
     p.llamaOrQwen3();
   s.tensors_ = std::move(p.out);
 
   RecipeContext ctx;
-  ctx.nLayer = m.nLayer;
+  ctx.nLayer = m.blockCount(); // ggml's n_layer counts the MTP blocks
   ctx.nExpert = m.nExpert;
   ctx.nHead = m.nHead;
   ctx.nHeadKv = m.kvHeadsOf(0);

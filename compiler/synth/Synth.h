@@ -6,8 +6,9 @@
 //
 // Values: matrices N(0, 1/fan_in) (fan_in = ne0); norms 1 + N(0, 0.1); embeddings std 1, or 1/sqrt(n_embd)
 // when the output is tied (so logits stay O(1)); the gemma4 extras as in the fixtures (router std 1, q/k
-// norms times head_dim^-0.25, per-expert scales U(0.5, 1.5), layer output scales U(0.5, 1)). Activations
-// therefore keep an rms of about 1 through every matmul of every layer.
+// norms times head_dim^-0.25, per-expert scales U(0.5, 1.5), layer output scales U(0.5, 1)); the qwen35
+// Gated DeltaNet vectors in the fixtures' ranges (ssm_a negative, Synth.cpp). Activations therefore keep an
+// rms of about 1 through every matmul of every layer.
 //
 // Determinism: each tensor is filled in chunks of whole rows (about 1 MiB each, fixed by the row size), and
 // chunk k of tensor "name" draws from a generator seeded with (seed, hash(name), k). The bytes therefore

@@ -223,6 +223,47 @@ Vocab spmVocab(uint32_t nVocab, const std::vector<std::pair<std::string, int32_t
   return v;
 }
 
+/// Qwen byte-level BPE: `realNormal` ordinary tokens (when the vocabulary has its real size `realSize`),
+/// the special/added tokens (the first three are <|endoftext|>, <|im_start|>, <|im_end|>: Qwen2 151643..,
+/// Qwen3.5 248044..), then [PAD] rows up to the embedding size. Qwen2 and Qwen3.5 differ in size, ids and
+/// pre-tokenizer (qwen35 adds combining marks to the letter classes), not in how the tokens are laid out.
+Vocab qwenVocab(uint32_t nVocab, uint32_t realSize, uint32_t realNormal, const char *pre, uint64_t seed) {
+  std::vector<std::pair<std::string, int32_t>> sp = {{"<|endoftext|>", 3},
+                                                     {"<|im_start|>", 3},
+                                                     {"<|im_end|>", 3},
+                                                     {"<|object_ref_start|>", 3},
+                                                     {"<|object_ref_end|>", 3},
+                                                     {"<|box_start|>", 3},
+                                                     {"<|box_end|>", 3},
+                                                     {"<|quad_start|>", 3},
+                                                     {"<|quad_end|>", 3},
+                                                     {"<|vision_start|>", 3},
+                                                     {"<|vision_end|>", 3},
+                                                     {"<|vision_pad|>", 3},
+                                                     {"<|image_pad|>", 3},
+                                                     {"<|video_pad|>", 3},
+                                                     {"<tool_call>", 4},
+                                                     {"</tool_call>", 4},
+                                                     {"<|fim_prefix|>", 4},
+                                                     {"<|fim_middle|>", 4},
+                                                     {"<|fim_suffix|>", 4},
+                                                     {"<|fim_pad|>", 4},
+                                                     {"<|repo_name|>", 4},
+                                                     {"<|file_sep|>", 4},
+                                                     {"<tool_response>", 4},
+                                                     {"</tool_response>", 4},
+                                                     {"<think>", 4},
+                                                     {"</think>", 4}};
+  uint32_t nNormal = nVocab >= realSize ? realNormal : nVocab - static_cast<uint32_t>(sp.size());
+  Vocab v = bpeVocab(nVocab, nNormal, sp, seed);
+  v.pre = pre;
+  v.bos = static_cast<int32_t>(nNormal); // <|endoftext|>
+  v.eos = v.bos + 2;                     // <|im_end|>
+  v.pad = v.bos;
+  v.addBos = false;
+  return v;
+}
+
 } // namespace
 
 Vocab buildVocab(VocabKind kind, uint32_t nVocab) {
@@ -250,43 +291,10 @@ Vocab buildVocab(VocabKind kind, uint32_t nVocab) {
     v.addBos = true;
     return v;
   }
-  case VocabKind::Qwen2: {
-    // Qwen: 151643 ordinary tokens, the special/added tokens, then [PAD] rows up to the embedding size.
-    std::vector<std::pair<std::string, int32_t>> sp = {{"<|endoftext|>", 3},
-                                                       {"<|im_start|>", 3},
-                                                       {"<|im_end|>", 3},
-                                                       {"<|object_ref_start|>", 3},
-                                                       {"<|object_ref_end|>", 3},
-                                                       {"<|box_start|>", 3},
-                                                       {"<|box_end|>", 3},
-                                                       {"<|quad_start|>", 3},
-                                                       {"<|quad_end|>", 3},
-                                                       {"<|vision_start|>", 3},
-                                                       {"<|vision_end|>", 3},
-                                                       {"<|vision_pad|>", 3},
-                                                       {"<|image_pad|>", 3},
-                                                       {"<|video_pad|>", 3},
-                                                       {"<tool_call>", 4},
-                                                       {"</tool_call>", 4},
-                                                       {"<|fim_prefix|>", 4},
-                                                       {"<|fim_middle|>", 4},
-                                                       {"<|fim_suffix|>", 4},
-                                                       {"<|fim_pad|>", 4},
-                                                       {"<|repo_name|>", 4},
-                                                       {"<|file_sep|>", 4},
-                                                       {"<tool_response>", 4},
-                                                       {"</tool_response>", 4},
-                                                       {"<think>", 4},
-                                                       {"</think>", 4}};
-    uint32_t nNormal = nVocab >= 151936 ? 151643 : nVocab - static_cast<uint32_t>(sp.size());
-    Vocab v = bpeVocab(nVocab, nNormal, sp, 0x9e3779);
-    v.pre = "qwen2";
-    v.bos = static_cast<int32_t>(nNormal); // <|endoftext|>
-    v.eos = v.bos + 2;                     // <|im_end|>
-    v.pad = v.bos;
-    v.addBos = false;
-    return v;
-  }
+  case VocabKind::Qwen2:
+    return qwenVocab(nVocab, 151936, 151643, "qwen2", 0x9e3779);
+  case VocabKind::Qwen35:
+    return qwenVocab(nVocab, 248320, 248044, "qwen35", 0x9e3735);
   case VocabKind::Gemma: {
     Vocab v = spmVocab(nVocab,
                        {{"<pad>", 3},

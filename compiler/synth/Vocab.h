@@ -1,12 +1,12 @@
 //===- Vocab.h - synthetic tokenizer vocabularies -----------------*- C++ -*-===//
 //
 // A real-size vocabulary for a synthetic model, valid for tpc's tokenizer (and llama.cpp's): byte-level BPE
-// ("gpt2" with llama-bpe or qwen2 pre-tokenization) or SentencePiece ("llama"). Token texts are made up,
-// but built the way real vocabularies grow: every multi-character token is the concatenation of two
-// earlier tokens (a BPE merge, or for SPM a pair the bigram merge can reach), starting from common English
-// words and then random letter sequences, so English text tokenizes into multi-character pieces. Special
-// tokens sit where the real models have them (Llama 3: 128000.., Qwen: 151643..; Gemma: ids 0-3 and the turn
-// markers). The vocabulary depends only on its kind, not on the weight seed.
+// ("gpt2" with llama-bpe, qwen2 or qwen35 pre-tokenization) or SentencePiece ("llama"). Token texts are
+// made up, but built the way real vocabularies grow: every multi-character token is the concatenation of
+// two earlier tokens (a BPE merge, or for SPM a pair the bigram merge can reach), starting from common
+// English words and then random letter sequences, so English text tokenizes into multi-character pieces.
+// Special tokens sit where the real models have them (Llama 3: 128000.., Qwen: 151643.., Qwen3.5: 248044..;
+// Gemma: ids 0-3 and the turn markers). The vocabulary depends only on its kind, not on the weight seed.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_COMPILER_SYNTH_VOCAB_H
 #define TPC_COMPILER_SYNTH_VOCAB_H

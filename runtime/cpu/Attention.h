@@ -51,6 +51,9 @@ struct AttentionArgs {
   int64_t window = 0;                    ///< 0: every earlier position; else pos - p' < window
   float scale = 1, softcap = 0;          ///< score = softcap * tanh(scale * q.k / softcap) when softcap > 0
   const float *sinks = nullptr;          ///< [hq] extra logits in each softmax's denominator, or null
+  /// The cache holds `cacheHeads` KV heads per cell (0: hkv) of which this call reads kvHead0.. kvHead0 +
+  /// hkv - 1: a device holding some query heads of a model whose KV heads are mirrored on every device.
+  int64_t cacheHeads = 0, kvHead0 = 0;
 };
 
 /// Attention of every token of `a` over the cache, on `tg`, with the kernels built for `isa` (the best

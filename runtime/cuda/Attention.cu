@@ -151,7 +151,7 @@ template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attenti
   __shared__ float wm[kAttnWarps], wl[kAttnWarps];
   __shared__ float wacc[kAttnWarps][kMaxHeadDim];
   const int64_t h = blockIdx.x, ti = blockIdx.y;
-  const int64_t kh = h / (a.hq / a.hkv);
+  const int64_t kh = a.group > 0 ? (a.qHead0 + h) / a.group : h / (a.hq / a.hkv);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int64_t c = threadIdx.x; c < a.dk; c += blockDim.x)
     qs[c] = a.q[(ti * a.hq + h) * a.dk + c];
@@ -271,7 +271,8 @@ template <int D> __global__ void __launch_bounds__(kFaThreads) flashPrefillKerne
   int *rPos = reinterpret_cast<int *>(rCorr + kFaRows), *rSeq = rPos + kFaRows, *rLo = rSeq + kFaRows;
   __shared__ int nextSeq, seqLo, seqHi;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int64_t t0 = int64_t(blockIdx.x) * kFaRows, h = blockIdx.y, kh = h / (a.hq / a.hkv);
+  const int64_t t0 = int64_t(blockIdx.x) * kFaRows, h = blockIdx.y,
+                kh = a.group > 0 ? (a.qHead0 + h) / a.group : h / (a.hq / a.hkv);
   pdlEnter();
   for (int r = tid; r < kFaRows; r += kFaThreads) {
     const int64_t ti = t0 + r;
@@ -476,7 +477,8 @@ void launchAttention(const AttentionArgs &a, cudaStream_t s) {
   if (a.t == 0 || a.hq == 0) // a device with no query heads of this layer
     return;
   TPC_CUDA_ASSERT(a.dk <= kMaxHeadDim && a.dv <= kMaxHeadDim, "attention: head dim above 256");
-  TPC_CUDA_ASSERT(a.hkv > 0 && a.hq % a.hkv == 0, "attention: query heads not a multiple of KV heads");
+  TPC_CUDA_ASSERT(a.hkv > 0 && (a.group > 0 ? a.qHead0 + a.hq <= a.group * a.hkv : a.hq % a.hkv == 0),
+                  "attention: query heads not a multiple of KV heads (or past group x KV heads)");
   TPC_CUDA_ASSERT(a.t <= 65535, "attention: more than 65535 tokens in one call");
   TPC_CUDA_ASSERT(!a.xq || a.dv % 32 == 0, "attention: quantized output needs head dims of whole 32-blocks");
   const int64_t n = a.t * a.hkv * (a.dk + a.dv);

@@ -71,6 +71,9 @@ struct AttentionArgs {
   int64_t ctx = 0; ///< cells per sequence (the ring of a sliding-window cache, or the context)
   float scale = 1, softcap = 0;
   int64_t window = 0;
+  /// group > 0: the cache holds every KV head (mirrored: the devices outnumber them) and q the model's
+  /// query heads qHead0.. : local head h reads KV head (qHead0 + h) / group. 0: h / (hq / hkv).
+  int64_t qHead0 = 0, group = 0;
   const float *gate = nullptr; ///< [T, Hq, Dv]: y *= sigmoid(gate) (null: no output gate)
   float *y = nullptr;
   /// With xq (dv a multiple of 32): y also quantized for the integer GEMV that reads it next (the output

@@ -378,6 +378,8 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.scale = p.scale;
     a.softcap = p.softcap;
     a.window = p.window;
+    a.qHead0 = p.qHead0;
+    a.group = p.group;
     a.y = y.f();
     const bool q = a.dv % 32 == 0 && quantizeOutput(d, i, y, t, a.xq, a.xs);
     launchAttention(a, st);

@@ -204,9 +204,13 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
         k.shape.size() != 3 || v.shape.size() != 3)
       return bad("needs f32 q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], i32 pos[T]");
     const int64_t t = x.shape[0], hq = x.shape[1], hkv = k.shape[1];
+    // With group > 0 the local query heads are heads qHead0.. of the model over all its KV heads.
+    const bool headsOk = p.group > 0 ? p.qHead0 >= 0 && p.qHead0 + hq <= p.group * hkv
+                                     : (hkv == 0 ? hq == 0 : hq % hkv == 0);
     if (k.shape[0] != t || v.shape[0] != t || pos.numel() != t || v.shape[1] != hkv ||
-        k.shape[2] != x.shape[2] || (hkv == 0 ? hq != 0 : hq % hkv != 0) || y.numel() != t * hq * v.shape[2])
-      return bad("q/k/v/pos/output shapes disagree (Hq must be a multiple of Hkv, 0 when Hkv is 0)");
+        k.shape[2] != x.shape[2] || !headsOk || y.numel() != t * hq * v.shape[2])
+      return bad("q/k/v/pos/output shapes disagree (Hq must be a multiple of Hkv, 0 when Hkv is 0; with a "
+                 "query-head offset, within group x Hkv heads)");
     if (hkv != c.nHeadKv || k.shape[2] != c.headDimK || v.shape[2] != c.headDimV)
       return bad(fmt::format("k/v do not match kv cache {} ({} heads, dims {}/{})", p.kvCache, c.nHeadKv,
                              c.headDimK, c.headDimV));

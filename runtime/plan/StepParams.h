@@ -154,19 +154,27 @@ struct SoftcapParams {
   static SoftcapParams read(const Step &s) { return {s.floats[0]}; }
 };
 
-/// Attention: ints = {kvCache (index into DevicePlan::kv), window (0: none) [, gated (v6)]}, floats =
-/// {scale, softcap (0: none)}. Gated: the last input is the output gate g[T,Hq,Dv] and the result is
-/// multiplied by sigmoid(g) (Qwen3.5's gated attention); the inputs are q, k, v, pos [, sinks], g.
+/// Attention: ints = {kvCache (index into DevicePlan::kv), window (0: none) [, gated [, qHead0, group]]}
+/// (v6 the last three), floats = {scale, softcap (0: none)}. Gated: the last input is the output gate
+/// g[T,Hq,Dv] and the result is multiplied by sigmoid(g) (Qwen3.5's gated attention); the inputs are q, k,
+/// v, pos [, sinks], g. group > 0: K/V hold every KV head (mirrored because the devices outnumber them) and
+/// q holds query heads qHead0.. of the model, local head h reading KV head (qHead0 + h) / group; 0: query
+/// head h reads KV head h / (Hq / Hkv) of the local heads.
 struct AttentionParams {
   static constexpr int kInts = 2, kFloats = 2;
   int64_t kvCache = 0, window = 0;
   float scale = 1, softcap = 0;
   bool gated = false;
+  int64_t qHead0 = 0, group = 0;
   PackedParams pack() const {
+    if (group > 0)
+      return {{kvCache, window, gated ? 1 : 0, qHead0, group}, {scale, softcap}};
     return gated ? PackedParams{{kvCache, window, 1}, {scale, softcap}} : PackedParams{{kvCache, window}, {scale, softcap}};
   }
   static AttentionParams read(const Step &s) {
-    return {s.ints[0], s.ints[1], s.floats[0], s.floats[1], s.ints.size() > 2 && s.ints[2] == 1};
+    const bool heads = s.ints.size() > 4;
+    return {s.ints[0],        s.ints[1],        s.floats[0], s.floats[1], s.ints.size() > 2 && s.ints[2] == 1,
+            heads ? s.ints[3] : 0, heads ? s.ints[4] : 0};
   }
 };
 

@@ -29,14 +29,15 @@
 // TWO: name = "output.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 256]
 // TWO: return
 
-/// 3,2,1: every size a multiple of its granule. The embedding's 512 rows go 256, 171, 85; the two KV heads
-/// (1, 0.67 and 0.33 owed) go to devices 0 and 1, so device 2 has no attention in this layer (the rounding
-/// credit of attention groups gives it a head in a later one); the FFN's 768 rows split exactly; the output
+/// 3,2,1: every size a multiple of its granule. The embedding's 512 rows go 256, 171, 85; two KV heads
+/// cannot give three devices a share each, so K/V and the cache stay whole on every device and the 8 query
+/// heads split one by one (4, 3, 1: 128, 96, 32 rows of 32); the FFN's 768 rows split exactly; the output
 /// rows match the embedding's split.
 // THREE: name = "token_embd.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 171, 85]
-// THREE: name = "blk.0.attn_q.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [128, 128, 0], granule = 128
+// THREE: name = "blk.0.attn_q.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [128, 96, 32], granule = 32
+// THREE: name = "blk.0.attn_k.weight", tpc.state = [#tpc.state<mirrored>]
 // THREE: name = "blk.0.ffn_gate.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [384, 256, 128]
-// THREE: tpc.kv_cache {{.*}}sizes = [1, 1, 0]
+// THREE: tpc.kv_cache {{.*}}tpc.state = [#tpc.state<mirrored>]
 // THREE: name = "output.weight", tpc.state = [#tpc.state<split axis = 0, sizes = [256, 171, 85]
 
 // ONE: tpc.devices = 1
@@ -175,7 +176,7 @@ func.func @no_drift(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 /// The decision log (remarks=true; Debian's LLVM has no -debug-only): each seed's group and its shares, and
 /// a quantized weight cut along its rows growing its group's multiple.
 // LOG: remark: tpc-assign-split-axes: seeds a group of 512 table rows (vocabulary parallel): per device [256, 171, 85]
-// LOG: remark: tpc-assign-split-axes: seeds a group of 2 KV heads: per device [1, 1, 0]
+// LOG: remark: tpc-assign-split-axes: seeds a group of 8 query heads (K/V mirrored: one KV head, or fewer than the devices): per device [4, 3, 1]
 // LOG: remark: tpc-assign-split-axes: seeds a group of 768 GLU elements: per device [384, 256, 128]
 // LOG: remark: tpc-assign-split-axes: seeds a group of 512 output rows (column parallel logits): per device [256, 171, 85]
 // GRANULE: remark: tpc-assign-split-axes: 'down' (q4_K) is cut along its rows in 256-element blocks: its group moves in multiples of 256 units

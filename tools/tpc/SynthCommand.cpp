@@ -26,10 +26,10 @@ struct SynthCliOptions {
 };
 
 void printPresets() {
-  fmt::print("{:<16} {:<9} {:>6} {:>6} {:>8} {:>8}  {}\n", "preset", "arch", "layers", "embd", "experts",
+  fmt::print("{:<17} {:<9} {:>6} {:>6} {:>8} {:>8}  {}\n", "preset", "arch", "layers", "embd", "experts",
              "vocab", "description");
   for (const tpc::synth::ModelSpec &s : tpc::synth::presets())
-    fmt::print("{:<16} {:<9} {:>6} {:>6} {:>8} {:>8}  {}\n", s.preset, s.arch, s.nLayer, s.nEmbd,
+    fmt::print("{:<17} {:<9} {:>6} {:>6} {:>8} {:>8}  {}\n", s.preset, s.arch, s.nLayer, s.nEmbd,
                s.nExpert ? fmt::format("{}/{}", s.nExpertUsed, s.nExpert) : "-", s.nVocab, s.description);
   fmt::print("types: {}\n", tpc::synth::weightTypeNames());
 }

@@ -551,10 +551,8 @@ FailureOr<States> AttentionOp::transfer(ArrayRef<StateAttr> s) {
     return failure(); // per-head sinks follow the Q heads
   int64_t hq = getQ().getType().getDimSize(1), hkv = getK().getType().getDimSize(1);
   if (k.isMirrored()) {
-    // K/V whole on every device: only valid when every Q head maps to the same KV head (MQA), since a
-    // device does not know the global index of its first Q head.
-    if (hkv != 1)
-      return failure();
+    // K/V whole on every device (MQA, or devices outnumbering the KV heads): each device's Q heads read
+    // their own KV heads, the first head's global index coming from the split (the plan emitter's).
     return States{q};
   }
   if (!isSplitOn(k, 1) || hq % hkv)
@@ -581,7 +579,9 @@ FailureOr<States> AttentionOp::requirements(ArrayRef<StateAttr> r, ArrayRef<Stat
   if (!isSplitOn(res, 1))
     return failure();
   int64_t hq = getQ().getType().getDimSize(1), hkv = getK().getType().getDimSize(1);
-  bool mqa = hkv == 1 && (ops.size() < 2 || !ops[1] || ops[1].isMirrored());
+  // K/V mirrored: MQA, or K already whole (the devices outnumber the KV heads: assign-split-axes' choice).
+  bool known = ops.size() >= 2 && ops[1];
+  bool mqa = known ? ops[1].isMirrored() : hkv == 1;
   if (mqa)
     return withSinks(States{res, m, m, m, m});
   if (hq % hkv)

@@ -78,7 +78,33 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
   a.window = p.window;
   a.scale = p.scale, a.softcap = p.softcap;
   a.sinks = sinks ? sinks->f() : nullptr;
-  flashAttention(a, tg);
+  if (p.group <= 0) {
+    flashAttention(a, tg);
+    return;
+  }
+  // Every KV head is here (mirrored: the devices outnumber them) and q holds the model's query heads
+  // qHead0.. : attend per KV head its local query heads touch, each as a one-KV-head call reading that head
+  // of the cache. Query heads that are not the whole local range are gathered into a contiguous block
+  // first (and their rows scattered back).
+  const int64_t h0 = p.qHead0, g = p.group;
+  for (int64_t kh = h0 / g; kh * g < h0 + hq; ++kh) {
+    const int64_t lo = std::max(h0, kh * g) - h0, hi = std::min(h0 + hq, (kh + 1) * g) - h0, n = hi - lo;
+    AttentionArgs part = a;
+    part.hq = n, part.hkv = 1, part.cacheHeads = hkv, part.kvHead0 = kh;
+    part.sinks = sinks ? sinks->f() + lo : nullptr;
+    std::vector<float> qs, ys;
+    if (n != hq) {
+      qs.resize(static_cast<size_t>(t * n * dk));
+      ys.resize(static_cast<size_t>(t * n * dv));
+      for (int64_t ti = 0; ti < t; ++ti)
+        std::copy_n(q.f() + (ti * hq + lo) * dk, n * dk, qs.data() + ti * n * dk);
+      part.q = qs.data(), part.y = ys.data();
+    }
+    flashAttention(part, tg);
+    if (n != hq)
+      for (int64_t ti = 0; ti < t; ++ti)
+        std::copy_n(ys.data() + ti * n * dv, n * dv, y.f() + (ti * hq + lo) * dv);
+  }
 }
 
 } // namespace tpc::rt::cpu
