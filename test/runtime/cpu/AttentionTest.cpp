@@ -125,6 +125,48 @@ TEST(Attention, MatchesReferenceAndIncrementalDecode) {
   }
 }
 
+// K/V of every KV head mirrored, q a range of the model's query heads (devices outnumbering the KV heads):
+// local head h reads KV head (qHead0 + h) / group. Each range, inside one group or across two, must give
+// those heads' rows of the whole computation; and the output gate multiplies by sigmoid(gate).
+TEST(Attention, QueryHeadRangesOverMirroredKvAndOutputGate) {
+  const AttnCase c{6, 2, 16, 8, 0, 0, true, DType::F16}; // 3 query heads per KV head, sinks
+  const int64_t t = 11;
+  auto q = randomFloats(t * c.hq * c.dk, 11), k = randomFloats(t * c.hkv * c.dk, 12);
+  auto v = randomFloats(t * c.hkv * c.dv, 13), sinks = randomFloats(c.hq, 14), gate = randomFloats(t * c.hq * c.dv, 15);
+  const auto want = refAttention(c, t, q, k, v, sinks);
+  for (auto [h0, n] : {std::pair<int64_t, int64_t>{0, 2}, {1, 2}, {2, 3}, {3, 3}, {0, 6}, {5, 1}}) {
+    SCOPED_TRACE("query heads " + std::to_string(h0) + "+" + std::to_string(n));
+    std::vector<float> qs(t * n * c.dk), ss(sinks.begin() + h0, sinks.begin() + h0 + n), gs(t * n * c.dv);
+    for (int64_t i = 0; i < t; ++i) {
+      std::copy_n(q.begin() + (i * c.hq + h0) * c.dk, n * c.dk, qs.begin() + i * n * c.dk);
+      std::copy_n(gate.begin() + (i * c.hq + h0) * c.dv, n * c.dv, gs.begin() + i * n * c.dv);
+    }
+    for (bool gated : {false, true}) {
+      PlanMaker mk(1, t, t);
+      int32_t qi = mk.tokenInput(0, {n, c.dk}, qs), ki = mk.tokenInput(0, {c.hkv, c.dk}, k);
+      int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, v), y = mk.act(0, {-1, n, c.dv});
+      int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, Placement::Device});
+      std::vector<int32_t> in = {qi, ki, vi, mk.positions[0], mk.input(0, {n}, ss)};
+      if (gated)
+        in.push_back(mk.tokenInput(0, {n, c.dv}, gs));
+      AttentionParams p{kv, 0, 0.3f, 0, gated, h0, c.hq / c.hkv};
+      PackedParams pk = p.pack();
+      mk.b(0).step(OpKind::Attention, in, {y}, pk.ints, pk.floats);
+      auto s = mk.run(t, 2);
+      ASSERT_TRUE(s);
+      auto got = s->tensorData(0, y, t);
+      std::vector<float> exp(t * n * c.dv);
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t e = 0; e < n * c.dv; ++e) {
+          const float a = want[(i * c.hq + h0) * c.dv + e];
+          const float g = gs[i * n * c.dv + e];
+          exp[i * n * c.dv + e] = gated ? a / (1.0f + std::exp(-g)) : a;
+        }
+      EXPECT_LT(maxAbsDiff(got, exp), 2e-5f);
+    }
+  }
+}
+
 TEST(Attention, PositionPastContextIsAClearError) {
   AttnCase c{2, 1, 8, 8, 0, 0, false, DType::F16};
   PlanMaker mk(1, 4, 4);
