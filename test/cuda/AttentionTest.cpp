@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 
+#include "runtime/plan/StepParams.h"
+
 using namespace tpc;
 using namespace tpc::rt;
 using namespace tpc::rt::test;
@@ -73,6 +75,33 @@ TEST(CudaKernels, AttentionPrefillThenDecode) {
     Pair p = runBoth(mk, {{0, 13}, {13, 19}});
     expectClose(p, 0, y, 3, 1e-4, "prefill tail");
     for (int32_t pos = 32; pos < 36; ++pos) {
+      ASSERT_TRUE(p.cpu->evaluate({pos}, {pos}));
+      ASSERT_TRUE(p.gpu->evaluate({pos}, {pos}));
+      expectClose(p, 0, y, 1, 1e-4, "decode at " + std::to_string(pos));
+    }
+  }
+}
+
+// K/V of every KV head with q a range of the model's query heads (AttentionParams qHead0/group: devices
+// outnumbering the KV heads), ranges inside one group and across two, on the flash-decode and the
+// tensor-core prefill kernels (a call of 48 tokens), each against the CPU backend.
+TEST(CudaKernels, AttentionQueryHeadRangesOverMirroredKv) {
+  TPC_REQUIRE_GPU();
+  const int64_t hkv = 2, group = 3, dk = 64, dv = 64, rows = 64;
+  for (auto [h0, n] : {std::pair<int64_t, int64_t>{1, 2}, {2, 3}, {5, 1}}) {
+    SCOPED_TRACE("query heads " + std::to_string(h0) + "+" + std::to_string(n));
+    PlanMaker mk(1, 64, 128);
+    int32_t qi = mk.tokenInput(0, {n, dk}, randomFloats(rows * n * dk, 7, -2, 2));
+    int32_t ki = mk.tokenInput(0, {hkv, dk}, randomFloats(rows * hkv * dk, 8, -2, 2));
+    int32_t vi = mk.tokenInput(0, {hkv, dv}, randomFloats(rows * hkv * dv, 9));
+    int32_t y = mk.act(0, {-1, n, dv});
+    int32_t kv = mk.b(0).addKv({0, int32_t(hkv), int32_t(dk), int32_t(dv), DType::F16, Placement::Device});
+    AttentionParams ap{kv, 0, 0.3f, 0, false, h0, group};
+    PackedParams pk = ap.pack();
+    mk.b(0).step(OpKind::Attention, {qi, ki, vi, mk.positions[0]}, {y}, pk.ints, pk.floats);
+    Pair p = runBoth(mk, {{0, 48}});
+    expectClose(p, 0, y, 48, 2e-3, "prefill");
+    for (int32_t pos = 48; pos < 51; ++pos) {
       ASSERT_TRUE(p.cpu->evaluate({pos}, {pos}));
       ASSERT_TRUE(p.gpu->evaluate({pos}, {pos}));
       expectClose(p, 0, y, 1, 1e-4, "decode at " + std::to_string(pos));
