@@ -165,6 +165,8 @@ public:
   virtual void clearSequence(int32_t seq);
   /// Sequences the session holds (SessionOptions::sequences).
   int32_t maxSequences() const { return static_cast<int32_t>(lengths_.size()); }
+  /// True when a rewind inside a sequence recomputes it from position 0 (a recurrent state: "Sequences").
+  bool recomputesRewinds() const { return recurrent_; }
   /// Positions sequence `seq` holds (0 for an unknown id).
   int64_t sequenceLength(int32_t seq) const;
   const SessionCounters &counters() const { return counters_; }

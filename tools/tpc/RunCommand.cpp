@@ -250,14 +250,16 @@ void runBench(Session &s, const RunOptions &o) {
   };
   // The context the tests start from (untimed): positions 0..depth-1 of sequence 0, asking for one row
   // per chunk as llama-bench's prompt does. A test then rewinds to `depth`, which keeps the context,
-  // unless a sliding-window ring has overwritten what position `depth` reads; then it is filled again.
+  // unless a sliding-window ring has overwritten what position `depth` reads, or the model's recurrent
+  // state would be recomputed by the rewind (inside the timed test); then it is filled again, untimed.
   auto fillDepth = [&] {
     s.clearSequence(0);
     for (int at = 0; at < o.depth; at += static_cast<int>(p.model.maxBatch))
       evalLast(s, randomIds(std::min<int>(o.depth - at, static_cast<int>(p.model.maxBatch))), at);
   };
   auto atDepth = [&] {
-    if (o.depth == 0 || !s.checkBatch({{0, o.depth, 0, true}}).empty())
+    if (o.depth == 0 || (s.recomputesRewinds() ? s.sequenceLength(0) != o.depth
+                                               : !s.checkBatch({{0, o.depth, 0, true}}).empty()))
       fillDepth();
   };
   struct Result {
@@ -295,7 +297,8 @@ void runBench(Session &s, const RunOptions &o) {
     std::vector<double> ts, ms;
     for (int r = -1; r < o.reps; ++r) {
       for (int q = 0; q < P; ++q) {
-        if (o.depth == 0 || !s.checkBatch({{0, o.depth, q, true}}).empty()) {
+        if (o.depth == 0 || (s.recomputesRewinds() ? s.sequenceLength(q) != o.depth
+                                                   : !s.checkBatch({{0, o.depth, q, true}}).empty())) {
           s.clearSequence(q);
           for (int at = 0; at < o.depth; at += static_cast<int>(p.model.maxBatch)) {
             const int n = std::min<int>(o.depth - at, static_cast<int>(p.model.maxBatch));
