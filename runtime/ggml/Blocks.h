@@ -99,6 +99,20 @@ struct BlockIQ4_NL {
   uint16_t d;
   uint8_t qs[kQK / 2];
 };
+/// IQ4_XS: super-blocks of 256 = 8 sub-blocks of 32 with IQ4_NL's nibble layout (low nibbles the first 16
+/// values, high nibbles the next 16), sub-block ib scaled by d * (ls - 32) with the 6-bit ls split into its
+/// low 4 bits (scales_l, two sub-blocks a byte, the even one in the low nibble) and high 2 (scales_h, 2 bits a
+/// sub-block from bit 0).
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQKK / 64];
+  uint8_t qs[kQKK / 2];
+};
+/// The signed scale factor (ls - 32) of sub-block ib of an IQ4_XS block.
+inline int iq4xsScale(const BlockIQ4_XS &b, int ib) {
+  return (((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((b.scales_h >> (2 * ib)) & 3) << 4)) - 32;
+}
 /// MXFP4: E8M0 shared exponent e and E2M1 nibbles (kMXFP4Values are doubled, so the scale is 2^(e-128)).
 struct BlockMXFP4 {
   uint8_t e;
@@ -112,6 +126,7 @@ static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110, "ggml block s
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176, "ggml block size");
 static_assert(sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292, "ggml block size");
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockMXFP4) == 17, "ggml block size");
+static_assert(sizeof(BlockIQ4_XS) == 136, "ggml block size");
 
 /// The 16 non-linear levels of IQ4_NL.
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,

@@ -227,6 +227,7 @@ bool supportsDequantize(GGMLType t) {
   case GGMLType::Q6_K:
   case GGMLType::Q8_K:
   case GGMLType::IQ4_NL:
+  case GGMLType::IQ4_XS:
   case GGMLType::MXFP4:
     return true;
   default:
@@ -239,7 +240,7 @@ void dequantizeRow(GGMLType t, const void *src, float *dst, int64_t n) {
   if (!supportsDequantize(t) && t != GGMLType::Q8_1)
     throw std::invalid_argument(std::string("dequantize: unsupported ggml type ") + ggmlTypeName(t) +
                                 " (the CPU backend handles f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
-                                "q2_K..q8_K, iq4_nl, mxfp4; requantize the model)");
+                                "q2_K..q8_K, iq4_nl, iq4_xs, mxfp4; requantize the model)");
   checkWholeBlocks(t, n, "dequantize");
   int64_t nb = n / ggmlTypeInfo(t).blockElems;
   switch (t) {
@@ -282,6 +283,21 @@ void dequantizeRow(GGMLType t, const void *src, float *dst, int64_t n) {
   case GGMLType::IQ4_NL:
     return dequantTable4(static_cast<const BlockIQ4_NL *>(src), dst, nb, kIQ4NLValues,
                          [](const BlockIQ4_NL &b) { return fp16ToFp32(b.d); });
+  case GGMLType::IQ4_XS: {
+    const BlockIQ4_XS *x = static_cast<const BlockIQ4_XS *>(src);
+    for (int64_t i = 0; i < nb; ++i) {
+      const float d = fp16ToFp32(x[i].d);
+      for (int ib = 0; ib < kQKK / kQK; ++ib, dst += kQK) {
+        const float dl = d * static_cast<float>(iq4xsScale(x[i], ib));
+        const uint8_t *qs = x[i].qs + ib * (kQK / 2);
+        for (int j = 0; j < kQK / 2; ++j) {
+          dst[j] = dl * kIQ4NLValues[qs[j] & 0xf];
+          dst[j + kQK / 2] = dl * kIQ4NLValues[qs[j] >> 4];
+        }
+      }
+    }
+    return;
+  }
   case GGMLType::MXFP4:
     return dequantTable4(static_cast<const BlockMXFP4 *>(src), dst, nb, kMXFP4Values,
                          [](const BlockMXFP4 &b) { return e8m0ToFp32Half(b.e); });

@@ -60,6 +60,7 @@ ActFormat activationFormat(GGMLType t) {
 GGMLType vecDotType(GGMLType t) {
   switch (t) {
   case GGMLType::IQ4_NL:
+  case GGMLType::IQ4_XS:
   case GGMLType::MXFP4:
     return GGMLType::Q8_0;
   case GGMLType::Q4_1:

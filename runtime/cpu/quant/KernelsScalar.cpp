@@ -68,6 +68,22 @@ float dotIQ4_NL(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// IQ4_XS weights . activations (a Q8_0 block per 32-element sub-block), scalar reference.
+float dotIQ4_XS(int64_t k, const void *w, const void *a) {
+  const BlockIQ4_XS *x = static_cast<const BlockIQ4_XS *>(w);
+  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    const float d = fp16ToFp32(x[i].d);
+    for (int ib = 0; ib < kQKK / kQK; ++ib) {
+      const BlockQ8_0 &yb = y[i * (kQKK / kQK) + ib];
+      int is = dotBlock32(x[i].qs + ib * (kQK / 2), yb.qs, [](int q, int) { return kIQ4NLValues[q]; });
+      s += d * static_cast<float>(iq4xsScale(x[i], ib)) * fp16ToFp32(yb.d) * static_cast<float>(is);
+    }
+  }
+  return s;
+}
+
 /// MXFP4 weights . activations, scalar reference.
 float dotMXFP4(int64_t k, const void *w, const void *a) {
   const BlockMXFP4 *x = static_cast<const BlockMXFP4 *>(w);
@@ -273,6 +289,7 @@ KernelTable scalarKernelTable() {
   t.set(GGMLType::Q3_K, dotQ3_K);
   t.set(GGMLType::Q8_K, dotQ8_K);
   t.set(GGMLType::IQ4_NL, dotIQ4_NL);
+  t.set(GGMLType::IQ4_XS, dotIQ4_XS);
   t.set(GGMLType::MXFP4, dotMXFP4);
   t.quantizeQ8 = quantizeActQ8Row;
   t.row[static_cast<uint32_t>(GGMLType::F32)] = rowKernel<dotFloat<float, loadF32>>;

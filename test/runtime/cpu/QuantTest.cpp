@@ -141,6 +141,38 @@ TEST(Layout, MXFP4ScaleIsHalvedE8M0) {
   EXPECT_GT(e8m0ToFp32Half(0), 0.0f); // denormal, not zero
 }
 
+// IQ4_XS against the format's definition computed here in double: every 6-bit sub-block scale (ls from 0 to
+// 63 over the rows: -32..31, both ends), every nibble at both positions, d from a tiny to a large half.
+TEST(Layout, IQ4XSSubBlockScalesAndNibbles) {
+  std::mt19937 rng(5);
+  for (uint16_t dh : {uint16_t(0x0400), uint16_t(0x3c00), uint16_t(0xb800), uint16_t(0x7bff)}) {
+    for (int base = 0; base < 64; base += 8) {
+      BlockIQ4_XS b{};
+      b.d = dh;
+      int ls[8];
+      for (int ib = 0; ib < 8; ++ib) {
+        ls[ib] = ib == 7 ? 63 - base : base + ib; // 0..63 across the loop, 63 and 0 in every block's last
+        b.scales_l[ib / 2] |= static_cast<uint8_t>((ls[ib] & 0xf) << (4 * (ib % 2)));
+        b.scales_h |= static_cast<uint16_t>(((ls[ib] >> 4) & 3) << (2 * ib));
+      }
+      for (uint8_t &q : b.qs)
+        q = static_cast<uint8_t>(rng());
+      float y[256];
+      dequantizeRow(GGMLType::IQ4_XS, &b, y, 256);
+      const double d = fp16ToFp32(dh);
+      for (int e = 0; e < 256; ++e) {
+        const int ib = e / 32, j = e % 32;
+        const uint8_t byte = b.qs[ib * 16 + j % 16];
+        const int q = j < 16 ? byte & 0xf : byte >> 4;
+        const double want = d * (ls[ib] - 32) * kIQ4NLValues[q];
+        ASSERT_EQ(double(y[e]), double(float(float(d * (ls[ib] - 32)) * kIQ4NLValues[q]))) << e;
+        ASSERT_NEAR(double(y[e]), want, std::fabs(want) * 1e-6) << e;
+        EXPECT_EQ(iq4xsScale(b, ib), ls[ib] - 32);
+      }
+    }
+  }
+}
+
 /// Round-trip bounds (relative RMS on N(0,1) rows); ggml's own quantizers land at roughly these levels.
 const std::map<GGMLType, double> kRoundTripBound = {
     {GGMLType::F16, 5e-4},  {GGMLType::BF16, 4e-3}, {GGMLType::Q8_0, 8e-3}, {GGMLType::Q8_1, 8e-3},

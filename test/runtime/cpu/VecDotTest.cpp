@@ -43,6 +43,7 @@ std::vector<uint8_t> randomBlocks(GGMLType t, int64_t k, std::mt19937 &rng) {
     case GGMLType::Q5_0:
     case GGMLType::Q8_0:
     case GGMLType::IQ4_NL:
+    case GGMLType::IQ4_XS: // d first; the 6-bit sub-block scales are any bits
       setHalf(b, randomPow2Half(rng));
       break;
     case GGMLType::Q4_1:
