@@ -185,12 +185,14 @@ namespace {
 /// Channels per conv work item: the item's weights (transposed to [k, block]) and a row of each of its
 /// k inputs stay in L1.
 constexpr int64_t kConvBlock = 256;
+/// The widest conv kernel ssmConv takes (the models' is 4).
+constexpr int64_t kMaxConvTaps = 64;
 /// Multiply-adds below which ssmConv runs on the calling thread (one decode token of a 64k-channel layer).
 constexpr int64_t kConvSerialWork = 1 << 18;
 } // namespace
 
 void ssmConv(const SsmConvArgs &a, ThreadGroup &tg) {
-  if (a.t < 0 || a.c <= 0 || a.k < 1)
+  if (a.t < 0 || a.c <= 0 || a.k < 1 || a.k > kMaxConvTaps)
     throw std::invalid_argument("ssmConv: bad shape (c " + std::to_string(a.c) + ", k " +
                                 std::to_string(a.k) + ")");
   if (a.t == 0)
@@ -212,16 +214,12 @@ void ssmConv(const SsmConvArgs &a, ThreadGroup &tg) {
         wt[j * cn + c] = a.w[(c0 + c) * K + j];
     // Row m of the sequence's inputs xs = [state rows; x rows of its tokens], at this item's channels.
     auto xs = [&](int64_t m) -> const float * { return m < R ? state + m * C : a.x + tok[m - R] * C + c0; };
+    const dn::ConvRowFn convRow = kernelsFor(activeIsa()).convRow;
+    const float *rows[kMaxConvTaps];
     for (int64_t i = 0; i < n; ++i) {
-      float *y = a.y + tok[i] * C + c0;
-      const float *x0 = xs(i), *w0 = wt;
-      for (int64_t c = 0; c < cn; ++c)
-        y[c] = w0[c] * x0[c];
-      for (int64_t j = 1; j < K; ++j) {
-        const float *xj = xs(i + j), *wj = wt + j * cn;
-        for (int64_t c = 0; c < cn; ++c)
-          y[c] += wj[c] * xj[c];
-      }
+      for (int64_t j = 0; j < K; ++j)
+        rows[j] = xs(i + j);
+      convRow(rows, wt, a.y + tok[i] * C + c0, cn, K);
     }
     // The new state: xs rows n .. n + R - 1. Row r reads row n + r > r, not yet overwritten.
     for (int64_t r = 0; r < R; ++r) {

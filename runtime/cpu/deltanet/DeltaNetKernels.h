@@ -58,10 +58,14 @@ inline int64_t chunkedScratchFloats(const DeltaNetArgs &a) {
 
 /// Runs one head with `scratch` (the floats above, 64-byte aligned).
 using HeadFn = void (*)(const Head &hd, float *scratch);
+/// One causal-conv output row over cn channels: y[c] = sum_j w[j * cn + c] * xs[j][c], j = 0..k-1 in order
+/// (xs: the k input rows of the window, oldest first; w: the taps transposed, one row of cn per tap).
+using ConvRowFn = void (*)(const float *const *xs, const float *w, float *y, int64_t cn, int64_t k);
 
 struct Kernels {
   HeadFn recurrent; ///< token by token (decode, short runs)
   HeadFn chunked;   ///< chunks of kChunk tokens (long runs)
+  ConvRowFn convRow; ///< ssmConv's row
 };
 Kernels scalarKernels();
 Kernels avx2Kernels();
