@@ -12,6 +12,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace tpc::synth {
@@ -125,6 +127,43 @@ template <typename Block> void fillQ4_0(Block *b, uint64_t nb, float sigma, Rng 
   }
 }
 
+/// sqrt(E[v^2]) of IQ4_NL's 16 levels (uniform nibbles).
+float rmsIQ4NL() {
+  double s = 0;
+  for (int8_t v : kIQ4NLValues)
+    s += double(v) * v;
+  return static_cast<float>(std::sqrt(s / 16));
+}
+
+/// IQ4_NL: x = d * values[q], q uniform; the levels' mean is -5.9 of an rms of 65, so a random sign on d
+/// cancels the bias (as Q4_0's).
+void fillIQ4_NL(BlockIQ4_NL *b, uint64_t nb, float sigma, Rng &rng) {
+  const float base = sigma / rmsIQ4NL();
+  for (uint64_t i = 0; i < nb; ++i) {
+    float d = jitter(rng, base);
+    b[i].d = fp32ToFp16(rng.next() & 1 ? -d : d);
+    randomBytes(rng, b[i].qs, sizeof b[i].qs);
+  }
+}
+
+/// IQ4_XS: x = d * (ls - 32) * values[q] with the sub-block factors ls - 32 uniform in [8, 31] and d's sign
+/// random per super-block.
+void fillIQ4_XS(BlockIQ4_XS *b, uint64_t nb, float sigma, Rng &rng) {
+  const float base = sigma / (rmsIQ4NL() * static_cast<float>(std::sqrt(rmsUniformInt(8, 31))));
+  for (uint64_t i = 0; i < nb; ++i) {
+    float d = jitter(rng, base);
+    b[i].d = fp32ToFp16(rng.next() & 1 ? -d : d);
+    b[i].scales_h = 0;
+    std::memset(b[i].scales_l, 0, sizeof b[i].scales_l);
+    for (int ib = 0; ib < kQKK / kQK; ++ib) {
+      const int ls = 32 + 8 + static_cast<int>(rng.next() % 24); // 40..63
+      b[i].scales_l[ib / 2] |= static_cast<uint8_t>((ls & 0xf) << (4 * (ib % 2)));
+      b[i].scales_h |= static_cast<uint16_t>(((ls >> 4) & 3) << (2 * ib));
+    }
+    randomBytes(rng, b[i].qs, sizeof b[i].qs);
+  }
+}
+
 float sample(const Init &init, uint64_t elem, Rng &rng) {
   switch (init.kind) {
   case Init::Normal:
@@ -150,6 +189,8 @@ bool canFill(GGMLType t) {
   case GGMLType::Q4_K:
   case GGMLType::Q5_K:
   case GGMLType::Q6_K:
+  case GGMLType::IQ4_NL:
+  case GGMLType::IQ4_XS:
     return true;
   default:
     return false;
@@ -196,10 +237,17 @@ void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_
       return fillQ4_0(reinterpret_cast<BlockQ4_0 *>(dst), nb, sigma, rng, false);
     case GGMLType::Q5_0:
       return fillQ4_0(reinterpret_cast<BlockQ5_0 *>(dst), nb, sigma, rng, true);
+    case GGMLType::IQ4_NL:
+      return fillIQ4_NL(reinterpret_cast<BlockIQ4_NL *>(dst), nb, sigma, rng);
+    case GGMLType::IQ4_XS:
+      return fillIQ4_XS(reinterpret_cast<BlockIQ4_XS *>(dst), nb, sigma, rng);
     default:
       break;
     }
   }
+  // IQ4_NL / IQ4_XS have no quantizer: any other distribution is a tpc bug (Recipe keeps vectors F32).
+  if (t == GGMLType::IQ4_NL || t == GGMLType::IQ4_XS)
+    throw std::invalid_argument(std::string("synth: ") + ggmlTypeName(t) + " tensors need a zero-mean normal init");
   // Any other distribution: floats through the reference quantizer, row by row.
   std::vector<float> row(rowElems);
   uint64_t rowBytes = rowElems / info.blockElems * info.blockBytes;

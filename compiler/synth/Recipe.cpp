@@ -19,6 +19,7 @@ constexpr TypeName kTypes[] = {
     {"Q4_0", GGMLType::Q4_0, false, 2},  {"Q5_0", GGMLType::Q5_0, false, 8},
     {"Q4_K", GGMLType::Q4_K, false, 14}, {"Q5_K", GGMLType::Q5_K, false, 16},
     {"Q6_K", GGMLType::Q6_K, false, 18}, {"Q4_K_M", GGMLType::Q4_K, true, 15},
+    {"IQ4_NL", GGMLType::IQ4_NL, false, 25}, {"IQ4_XS", GGMLType::IQ4_XS, false, 30},
 };
 
 bool contains(const std::string &s, const char *what) { return s.find(what) != std::string::npos; }
@@ -29,6 +30,8 @@ bool isKQuant(GGMLType t) { return t == GGMLType::Q4_K || t == GGMLType::Q5_K ||
 GGMLType fitRow(GGMLType t, uint64_t ne0) {
   if (isKQuant(t) && ne0 % 256 != 0)
     t = t == GGMLType::Q4_K ? GGMLType::Q5_0 : GGMLType::Q8_0;
+  if (t == GGMLType::IQ4_XS && ne0 % 256 != 0)
+    t = GGMLType::IQ4_NL;
   if (ne0 % ggmlTypeInfo(t).blockElems != 0)
     t = GGMLType::F16;
   return t;
