@@ -171,7 +171,8 @@ std::vector<Case> cases() {
                                                             {"tiny-qwen35moe-Q8_0", false},
                                                             {"tiny-qwen35moe-Q4_K_M", false},
                                                             {"tiny-qwen35", true},
-                                                            {"tiny-llama-IQ4_XS", false}};
+                                                            {"tiny-llama-IQ4_XS", false},
+                                                            {"tiny-qwen3moe-IQ4_NL", false}};
   std::vector<Case> all;
   for (const auto &[m, cli] : models) {
     all.push_back({m, 1, "", false});

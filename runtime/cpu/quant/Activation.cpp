@@ -51,6 +51,7 @@ ActFormat activationFormat(GGMLType t) {
   case GGMLType::Q4_K:
   case GGMLType::Q5_K:
   case GGMLType::Q6_K:
+  case GGMLType::IQ4_NL: // q8_0's kernels through its level lookup (X86Common.inc signed32)
     return ActFormat::Q8;
   default:
     return ActFormat::Legacy;
@@ -59,7 +60,6 @@ ActFormat activationFormat(GGMLType t) {
 
 GGMLType vecDotType(GGMLType t) {
   switch (t) {
-  case GGMLType::IQ4_NL:
   case GGMLType::IQ4_XS:
   case GGMLType::MXFP4:
     return GGMLType::Q8_0;

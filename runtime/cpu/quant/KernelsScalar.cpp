@@ -15,6 +15,7 @@
 #include <cpuid.h>
 #endif
 #include <cstring>
+#include <type_traits>
 #include <string>
 
 namespace tpc::rt::cpu {
@@ -52,18 +53,6 @@ float dotQ5_1(int64_t k, const void *w, const void *a) {
     int is = dotBlock32(x[i].qs, y[i].qs, [qh](int q, int e) { return q | (((qh >> e) & 1) << 4); });
     s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is) +
          fp16ToFp32(x[i].m) * fp16ToFp32(y[i].s);
-  }
-  return s;
-}
-
-/// IQ4_NL weights . activations, scalar reference.
-float dotIQ4_NL(int64_t k, const void *w, const void *a) {
-  const BlockIQ4_NL *x = static_cast<const BlockIQ4_NL *>(w);
-  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQK; ++i) {
-    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return kIQ4NLValues[q]; });
-    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is);
   }
   return s;
 }
@@ -172,7 +161,9 @@ template <typename Block, int Kind> float dotLegacy32(int64_t k, const void *w, 
   for (int64_t b = 0; b < k / kQK; ++b) {
     const int8_t *q8 = actQs(y, b);
     int is = 0;
-    if constexpr (Kind == 8) {
+    if constexpr (std::is_same_v<Block, BlockIQ4_NL>) {
+      is = dotBlock32(x[b].qs, q8, [](int q, int) { return kIQ4NLValues[q]; });
+    } else if constexpr (Kind == 8) {
       for (int j = 0; j < kQK; ++j)
         is += x[b].qs[j] * q8[j];
     } else {
@@ -288,7 +279,6 @@ KernelTable scalarKernelTable() {
   t.set(GGMLType::Q2_K, dotQ2_K);
   t.set(GGMLType::Q3_K, dotQ3_K);
   t.set(GGMLType::Q8_K, dotQ8_K);
-  t.set(GGMLType::IQ4_NL, dotIQ4_NL);
   t.set(GGMLType::IQ4_XS, dotIQ4_XS);
   t.set(GGMLType::MXFP4, dotMXFP4);
   t.quantizeQ8 = quantizeActQ8Row;
@@ -298,6 +288,7 @@ KernelTable scalarKernelTable() {
   t.row[static_cast<uint32_t>(GGMLType::Q4_0)] = rowKernel<dotLegacy32<BlockQ4_0, 4>>;
   t.row[static_cast<uint32_t>(GGMLType::Q5_0)] = rowKernel<dotLegacy32<BlockQ5_0, 5>>;
   t.row[static_cast<uint32_t>(GGMLType::Q8_0)] = rowKernel<dotLegacy32<BlockQ8_0, 8>>;
+  t.row[static_cast<uint32_t>(GGMLType::IQ4_NL)] = rowKernel<dotLegacy32<BlockIQ4_NL, 8>>;
   t.row[static_cast<uint32_t>(GGMLType::Q4_K)] = rowKernel<dotQ45K<BlockQ4_K, false>>;
   t.row[static_cast<uint32_t>(GGMLType::Q5_K)] = rowKernel<dotQ45K<BlockQ5_K, true>>;
   t.row[static_cast<uint32_t>(GGMLType::Q6_K)] = rowKernel<dotQ6K>;
@@ -307,6 +298,7 @@ KernelTable scalarKernelTable() {
   t.rows[static_cast<uint32_t>(GGMLType::Q4_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ4_0, 4>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q5_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ5_0, 5>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q8_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ8_0, 8>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::IQ4_NL)] = rowsByRow<rowKernel<dotLegacy32<BlockIQ4_NL, 8>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q4_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ4_K, false>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q5_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ5_K, true>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q6_K)] = rowsByRow<rowKernel<dotQ6K>>;

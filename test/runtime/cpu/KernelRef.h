@@ -56,6 +56,17 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
       put(i, t == GGMLType::F32 ? f : t == GGMLType::F16 ? fp16ToFp32(h) : bf16ToFp32(h), 1, 0);
     }
     break;
+  case GGMLType::IQ4_NL:
+    for (int64_t b = 0; b < k / kQK; ++b) {
+      const auto &x = reinterpret_cast<const BlockIQ4_NL *>(p)[b];
+      for (int j = 0; j < 16; ++j) {
+        put(32 * b + j, fp16ToFp32(x.d), kIQ4NLValues[x.qs[j] & 15], 0);
+        put(32 * b + j + 16, fp16ToFp32(x.d), kIQ4NLValues[x.qs[j] >> 4], 0);
+      }
+      for (int j = 0; j < 32; ++j) // VNNI panels: level + 128, -128 d (as q8_0)
+        r.mag[static_cast<size_t>(32 * b + j)] += 128 * std::fabs(fp16ToFp32(x.d));
+    }
+    break;
   case GGMLType::Q4_0:
   case GGMLType::Q5_0:
   case GGMLType::Q8_0: {

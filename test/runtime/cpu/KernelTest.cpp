@@ -47,8 +47,9 @@ const KernelTable *levelTable(const std::string &level) {
 }
 
 /// The weight types with row and panel kernels.
-const GGMLType kTypes[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0, GGMLType::Q5_0,
-                           GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
+const GGMLType kTypes[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0,
+                           GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K,
+                           GGMLType::Q6_K, GGMLType::IQ4_NL};
 
 void setHalf(uint8_t *p, float v) {
   const uint16_t h = fp32ToFp16(v);
@@ -56,11 +57,11 @@ void setHalf(uint8_t *p, float v) {
 }
 
 /// A weight row: `raw` = random bytes with sane random scales (every quant value, negative scales), else
-/// the reference quantizer's output for Gaussian values.
+/// the reference quantizer's output for Gaussian values (raw bytes for a type without a quantizer: iq4_nl).
 std::vector<uint8_t> weightRow(GGMLType t, int64_t k, std::mt19937 &rng, bool raw) {
   std::vector<uint8_t> v(rowBytes(t, k));
   std::vector<float> f = randomFloats(k, rng(), 0.05f);
-  if (!raw || activationFormat(t) == ActFormat::F32) {
+  if ((!raw && supportsQuantize(t)) || activationFormat(t) == ActFormat::F32) {
     quantizeRow(t, f.data(), v.data(), k);
     return v;
   }
