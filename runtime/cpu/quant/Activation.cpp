@@ -52,6 +52,7 @@ ActFormat activationFormat(GGMLType t) {
   case GGMLType::Q5_K:
   case GGMLType::Q6_K:
   case GGMLType::IQ4_NL: // q8_0's kernels through its level lookup (X86Common.inc signed32)
+  case GGMLType::IQ4_XS: // the same per 32-element sub-block, with its float scale
     return ActFormat::Q8;
   default:
     return ActFormat::Legacy;
@@ -60,7 +61,6 @@ ActFormat activationFormat(GGMLType t) {
 
 GGMLType vecDotType(GGMLType t) {
   switch (t) {
-  case GGMLType::IQ4_XS:
   case GGMLType::MXFP4:
     return GGMLType::Q8_0;
   case GGMLType::Q4_1:

@@ -57,22 +57,6 @@ float dotQ5_1(int64_t k, const void *w, const void *a) {
   return s;
 }
 
-/// IQ4_XS weights . activations (a Q8_0 block per 32-element sub-block), scalar reference.
-float dotIQ4_XS(int64_t k, const void *w, const void *a) {
-  const BlockIQ4_XS *x = static_cast<const BlockIQ4_XS *>(w);
-  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQKK; ++i) {
-    const float d = fp16ToFp32(x[i].d);
-    for (int ib = 0; ib < kQKK / kQK; ++ib) {
-      const BlockQ8_0 &yb = y[i * (kQKK / kQK) + ib];
-      int is = dotBlock32(x[i].qs + ib * (kQK / 2), yb.qs, [](int q, int) { return kIQ4NLValues[q]; });
-      s += d * static_cast<float>(iq4xsScale(x[i], ib)) * fp16ToFp32(yb.d) * static_cast<float>(is);
-    }
-  }
-  return s;
-}
-
 /// MXFP4 weights . activations, scalar reference.
 float dotMXFP4(int64_t k, const void *w, const void *a) {
   const BlockMXFP4 *x = static_cast<const BlockMXFP4 *>(w);
@@ -152,6 +136,20 @@ inline const int8_t *actQs(const ActQ8Group *a, int64_t b) { return a[b >> 2].qs
 inline float actD(const ActQ8Group *a, int64_t b) { return a[b >> 2].d[b & 3]; }
 /// d * sum(q) of block b.
 inline float actDs(const ActQ8Group *a, int64_t b) { return a[b >> 2].ds[b & 3]; }
+
+/// IQ4_XS weights . an ActQ8 row: IQ4_NL levels per 32-element sub-block, scaled by d (ls - 32).
+float dotIQ4XS(int64_t k, const void *w, const void *a) {
+  const BlockIQ4_XS *x = static_cast<const BlockIQ4_XS *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t b = 0; b < k / kQK; ++b) {
+    const BlockIQ4_XS &xb = x[b / 8];
+    const int ib = static_cast<int>(b % 8);
+    const int is = dotBlock32(xb.qs + 16 * ib, actQs(y, b), [](int q, int) { return kIQ4NLValues[q]; });
+    s += (fp16ToFp32(xb.d) * static_cast<float>(iq4xsScale(xb, ib)) * actD(y, b)) * static_cast<float>(is);
+  }
+  return s;
+}
 
 /// q4_0 / q5_0 / q8_0 weights (signed values q - offset) . an ActQ8 row.
 template <typename Block, int Kind> float dotLegacy32(int64_t k, const void *w, const void *a) {
@@ -279,7 +277,6 @@ KernelTable scalarKernelTable() {
   t.set(GGMLType::Q2_K, dotQ2_K);
   t.set(GGMLType::Q3_K, dotQ3_K);
   t.set(GGMLType::Q8_K, dotQ8_K);
-  t.set(GGMLType::IQ4_XS, dotIQ4_XS);
   t.set(GGMLType::MXFP4, dotMXFP4);
   t.quantizeQ8 = quantizeActQ8Row;
   t.row[static_cast<uint32_t>(GGMLType::F32)] = rowKernel<dotFloat<float, loadF32>>;
@@ -289,6 +286,7 @@ KernelTable scalarKernelTable() {
   t.row[static_cast<uint32_t>(GGMLType::Q5_0)] = rowKernel<dotLegacy32<BlockQ5_0, 5>>;
   t.row[static_cast<uint32_t>(GGMLType::Q8_0)] = rowKernel<dotLegacy32<BlockQ8_0, 8>>;
   t.row[static_cast<uint32_t>(GGMLType::IQ4_NL)] = rowKernel<dotLegacy32<BlockIQ4_NL, 8>>;
+  t.row[static_cast<uint32_t>(GGMLType::IQ4_XS)] = rowKernel<dotIQ4XS>;
   t.row[static_cast<uint32_t>(GGMLType::Q4_K)] = rowKernel<dotQ45K<BlockQ4_K, false>>;
   t.row[static_cast<uint32_t>(GGMLType::Q5_K)] = rowKernel<dotQ45K<BlockQ5_K, true>>;
   t.row[static_cast<uint32_t>(GGMLType::Q6_K)] = rowKernel<dotQ6K>;
@@ -299,6 +297,7 @@ KernelTable scalarKernelTable() {
   t.rows[static_cast<uint32_t>(GGMLType::Q5_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ5_0, 5>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q8_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ8_0, 8>>>;
   t.rows[static_cast<uint32_t>(GGMLType::IQ4_NL)] = rowsByRow<rowKernel<dotLegacy32<BlockIQ4_NL, 8>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::IQ4_XS)] = rowsByRow<rowKernel<dotIQ4XS>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q4_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ4_K, false>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q5_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ5_K, true>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q6_K)] = rowsByRow<rowKernel<dotQ6K>>;

@@ -67,6 +67,19 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
         r.mag[static_cast<size_t>(32 * b + j)] += 128 * std::fabs(fp16ToFp32(x.d));
     }
     break;
+  case GGMLType::IQ4_XS:
+    for (int64_t b = 0; b < k / kQK; ++b) {
+      const auto &x = reinterpret_cast<const BlockIQ4_XS *>(p)[b / 8];
+      const int ib = static_cast<int>(b % 8);
+      const double d = double(float(fp16ToFp32(x.d) * static_cast<float>(iq4xsScale(x, ib))));
+      for (int j = 0; j < 16; ++j) {
+        put(32 * b + j, d, kIQ4NLValues[x.qs[16 * ib + j] & 15], 0);
+        put(32 * b + j + 16, d, kIQ4NLValues[x.qs[16 * ib + j] >> 4], 0);
+      }
+      for (int j = 0; j < 32; ++j) // VNNI panels: level + 128, -128 d (as q8_0)
+        r.mag[static_cast<size_t>(32 * b + j)] += 128 * std::fabs(d);
+    }
+    break;
   case GGMLType::Q4_0:
   case GGMLType::Q5_0:
   case GGMLType::Q8_0: {

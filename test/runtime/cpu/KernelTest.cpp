@@ -49,7 +49,7 @@ const KernelTable *levelTable(const std::string &level) {
 /// The weight types with row and panel kernels.
 const GGMLType kTypes[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0,
                            GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K,
-                           GGMLType::Q6_K, GGMLType::IQ4_NL};
+                           GGMLType::Q6_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS};
 
 void setHalf(uint8_t *p, float v) {
   const uint16_t h = fp32ToFp16(v);
