@@ -27,6 +27,10 @@ Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd)
 AttentionWeights loadAttention(ModelBuilder &mb, const HParams &hp, unsigned il, int64_t Dk, int64_t Dv,
                                bool vOptional = false);
 
+/// The routed experts of layer `il` (router, separate or merged gate/up, down; expert_count experts of
+/// expert_feed_forward_length).
+MoeWeights loadMoe(ModelBuilder &mb, const HParams &hp, unsigned il);
+
 /// The dense FFN's gate, up and down projections of layer `il` (feed_forward_length wide).
 FFNWeights loadFFN(ModelBuilder &mb, const HParams &hp, unsigned il);
 

@@ -55,6 +55,23 @@ AttentionWeights loadAttention(ModelBuilder &mb, const HParams &hp, unsigned il,
           mb.weight(blk(il, "attn_output.weight"), {E, H * Dv}, o)};
 }
 
+MoeWeights loadMoe(ModelBuilder &mb, const HParams &hp, unsigned il) {
+  const int64_t E = hp.nEmbd, X = hp.nExpert, F = hp.nFFExp;
+  const std::string why = hp.arch + ".expert_count " + std::to_string(X) + ", " + hp.arch +
+                          ".expert_feed_forward_length " + std::to_string(F) + ", " + hp.arch +
+                          ".embedding_length " + std::to_string(E);
+  MoeWeights w;
+  w.router = mb.weight(blk(il, "ffn_gate_inp.weight"), {X, E}, why);
+  if (mb.gguf().findTensor(blk(il, "ffn_gate_up_exps.weight"))) {
+    w.gateUp = mb.weight(blk(il, "ffn_gate_up_exps.weight"), {X, 2 * F, E}, why);
+  } else {
+    w.gate = mb.weight(blk(il, "ffn_gate_exps.weight"), {X, F, E}, why);
+    w.up = mb.weight(blk(il, "ffn_up_exps.weight"), {X, F, E}, why);
+  }
+  w.down = mb.weight(blk(il, "ffn_down_exps.weight"), {X, E, F}, why);
+  return w;
+}
+
 FFNWeights loadFFN(ModelBuilder &mb, const HParams &hp, unsigned il) {
   int64_t E = hp.nEmbd, F = hp.nFF;
   std::string why = hp.arch + ".feed_forward_length " + std::to_string(F) + ", " + hp.arch +

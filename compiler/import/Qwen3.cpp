@@ -12,22 +12,6 @@
 
 namespace mlir::tpc {
 
-static MoeWeights loadMoe(ModelBuilder &mb, const HParams &hp, unsigned il) {
-  int64_t E = hp.nEmbd, X = hp.nExpert, F = hp.nFFExp;
-  std::string why = "qwen3moe.expert_count " + std::to_string(X) + ", qwen3moe.expert_feed_forward_length " +
-                    std::to_string(F) + ", qwen3moe.embedding_length " + std::to_string(E);
-  MoeWeights w;
-  w.router = mb.weight(blk(il, "ffn_gate_inp.weight"), {X, E}, why);
-  if (mb.gguf().findTensor(blk(il, "ffn_gate_up_exps.weight"))) {
-    w.gateUp = mb.weight(blk(il, "ffn_gate_up_exps.weight"), {X, 2 * F, E}, why);
-  } else {
-    w.gate = mb.weight(blk(il, "ffn_gate_exps.weight"), {X, F, E}, why);
-    w.up = mb.weight(blk(il, "ffn_up_exps.weight"), {X, F, E}, why);
-  }
-  w.down = mb.weight(blk(il, "ffn_down_exps.weight"), {X, E, F}, why);
-  return w;
-}
-
 Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
   bool moe = hp.arch == "qwen3moe"; // its expert keys are checked by readHParams
   int64_t E = hp.nEmbd, V = hp.nVocab, D = hp.headDimK;

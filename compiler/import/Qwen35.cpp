@@ -125,16 +125,7 @@ Value buildQwen35(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     FFNWeights ffnW, shW;
     Value shGate;
     if (moe) {
-      std::string why = hp.arch + ".expert_count " + std::to_string(hp.nExpert) + ", expert_feed_forward_length " +
-                        std::to_string(hp.nFFExp);
-      moeW.router = mb.weight(blk(il, "ffn_gate_inp.weight"), {int64_t(hp.nExpert), E}, why);
-      if (mb.gguf().findTensor(blk(il, "ffn_gate_up_exps.weight"))) {
-        moeW.gateUp = mb.weight(blk(il, "ffn_gate_up_exps.weight"), {hp.nExpert, 2 * int64_t(hp.nFFExp), E}, why);
-      } else {
-        moeW.gate = mb.weight(blk(il, "ffn_gate_exps.weight"), {hp.nExpert, hp.nFFExp, E}, why);
-        moeW.up = mb.weight(blk(il, "ffn_up_exps.weight"), {hp.nExpert, hp.nFFExp, E}, why);
-      }
-      moeW.down = mb.weight(blk(il, "ffn_down_exps.weight"), {hp.nExpert, E, hp.nFFExp}, why);
+      moeW = loadMoe(mb, hp, il);
       std::string sh = hp.arch + ".expert_shared_feed_forward_length " + std::to_string(hp.nFFShexp);
       int64_t F = hp.nFFShexp;
       shW.gate = mb.weight(blk(il, "ffn_gate_shexp.weight"), {F, E}, sh);

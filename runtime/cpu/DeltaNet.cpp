@@ -200,6 +200,7 @@ void ssmConv(const SsmConvArgs &a, ThreadGroup &tg) {
   const Groups g = groupTokens(a.t, a.pos, a.seq, a.sequences, "ssmConv");
   const std::vector<int64_t> order = longestFirst(g);
   const int64_t C = a.c, K = a.k, R = K - 1, blocks = (C + kConvBlock - 1) / kConvBlock;
+  const dn::ConvRowFn convRow = kernelsFor(activeIsa()).convRow;
   auto unitFn = [&](int64_t unit, int thread) {
     const int64_t gi = order[static_cast<size_t>(unit / blocks)], c0 = unit % blocks * kConvBlock;
     const int64_t cn = std::min(kConvBlock, C - c0), n = g.count(gi);
@@ -214,7 +215,6 @@ void ssmConv(const SsmConvArgs &a, ThreadGroup &tg) {
         wt[j * cn + c] = a.w[(c0 + c) * K + j];
     // Row m of the sequence's inputs xs = [state rows; x rows of its tokens], at this item's channels.
     auto xs = [&](int64_t m) -> const float * { return m < R ? state + m * C : a.x + tok[m - R] * C + c0; };
-    const dn::ConvRowFn convRow = kernelsFor(activeIsa()).convRow;
     const float *rows[kMaxConvTaps];
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < K; ++j)

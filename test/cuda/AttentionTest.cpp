@@ -140,20 +140,14 @@ TEST(CudaKernels, AttentionTensorCorePrefillOfSeveralSequences) {
     const int32_t y = attentionStep(mk, c, rows, 5);
     SessionOptions o = mk.options(2, 256);
     o.sequences = 2;
-    cuda::CudaOptions co, noGraphs;
-    co.gpus = noGraphs.gpus = {0};
-    noGraphs.graphs = false;
-    auto cpu = Session::open(mk.plan, o);
-    auto gpu = openCuda(mk.plan, o, co);
-    auto plain = openCuda(mk.plan, o, noGraphs);
-    ASSERT_TRUE(cpu && gpu && plain) << (cpu ? gpu ? plain.message() : gpu.message() : cpu.message());
-    Pair p;
-    p.cpu = std::move(*cpu);
-    p.gpu = std::move(*gpu);
+    GraphTrio trio = openGraphTrio(mk.plan, o);
+    ASSERT_TRUE(trio.ok);
+    Pair &p = trio.p;
+    Session *plain = trio.plain.get();
     auto runAll = [&](const std::vector<BatchToken> &b) {
       ASSERT_TRUE(p.cpu->evaluate(b));
       ASSERT_TRUE(p.gpu->evaluate(b));
-      ASSERT_TRUE((*plain)->evaluate(b));
+      ASSERT_TRUE(plain->evaluate(b));
     };
     runAll(interleaved(2, 0, 48, rows));
     expectClose(p, 0, y, 96, 1e-2, "prefill of 2 x 48");
@@ -162,7 +156,7 @@ TEST(CudaKernels, AttentionTensorCorePrefillOfSeveralSequences) {
     for (int32_t pos = 88; pos < 92; ++pos) {
       runAll(interleaved(2, pos, 1, rows));
       expectClose(p, 0, y, 2, 1e-4, "batched decode at " + std::to_string(pos));
-      EXPECT_EQ(p.gpu->tensorData(0, y, 2), (*plain)->tensorData(0, y, 2)) << "graph vs no graph at " << pos;
+      EXPECT_EQ(p.gpu->tensorData(0, y, 2), plain->tensorData(0, y, 2)) << "graph vs no graph at " << pos;
     }
   }
 }

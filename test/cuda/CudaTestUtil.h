@@ -139,6 +139,32 @@ struct Pair {
   std::unique_ptr<Session> gpu;
 };
 
+/// `plan` opened three ways with options `o`: on the CPU backend, on GPU 0 with CUDA graphs, and on GPU 0
+/// without them (a replayed graph must equal the plain run bit for bit). Failures are test failures and
+/// leave `ok` false.
+struct GraphTrio {
+  Pair p;
+  std::unique_ptr<Session> plain;
+  bool ok = false;
+};
+inline GraphTrio openGraphTrio(const Plan &plan, const SessionOptions &o) {
+  GraphTrio t;
+  cuda::CudaOptions co, noGraphs;
+  co.gpus = noGraphs.gpus = {0};
+  noGraphs.graphs = false;
+  auto cpu = Session::open(plan, o);
+  auto gpu = openCuda(plan, o, co);
+  auto plain = openCuda(plan, o, noGraphs);
+  EXPECT_TRUE(cpu && gpu && plain) << (cpu ? gpu ? plain.message() : gpu.message() : cpu.message());
+  if (!cpu || !gpu || !plain)
+    return t;
+  t.p.cpu = std::move(*cpu);
+  t.p.gpu = std::move(*gpu);
+  t.plain = std::move(*plain);
+  t.ok = true;
+  return t;
+}
+
 /// Opens `m`'s plan on both backends (context `ctx`, loopback GPUs) and evaluates each call of `calls`
 /// (token ids = positions = start .. start + n - 1) on both.
 inline Pair runBoth(PlanMaker &m, const std::vector<std::pair<int32_t, int32_t>> &calls, int64_t ctx = 64,

@@ -94,27 +94,21 @@ TEST(CudaKernels, SsmConvAndDeltaNetOverMixedSequences) {
     const RecurrentOut r = recurrentSteps(mk, c, rows, 7);
     SessionOptions o = mk.options(2, 512);
     o.sequences = 3;
-    cuda::CudaOptions co, noGraphs;
-    co.gpus = noGraphs.gpus = {0};
-    noGraphs.graphs = false;
-    auto cpu = Session::open(mk.plan, o);
-    auto gpu = openCuda(mk.plan, o, co);
-    auto plain = openCuda(mk.plan, o, noGraphs);
-    ASSERT_TRUE(cpu && gpu && plain) << (cpu ? gpu ? plain.message() : gpu.message() : cpu.message());
-    Pair p;
-    p.cpu = std::move(*cpu);
-    p.gpu = std::move(*gpu);
+    GraphTrio trio = openGraphTrio(mk.plan, o);
+    ASSERT_TRUE(trio.ok);
+    Pair &p = trio.p;
+    Session *plain = trio.plain.get();
     auto run = [&](const std::vector<std::pair<int32_t, int32_t>> &sp, const std::string &what) {
       SCOPED_TRACE(what);
       const std::vector<BatchToken> b = batchOf(sp, rows);
       ASSERT_TRUE(p.cpu->evaluate(b));
       ASSERT_TRUE(p.gpu->evaluate(b));
-      ASSERT_TRUE((*plain)->evaluate(b));
+      ASSERT_TRUE(plain->evaluate(b));
       const int64_t t = int64_t(b.size());
       expectClose(p, 0, r.conv, t, 1e-5, "ssm_conv");
       expectClose(p, 0, r.y, t, 2e-3, "delta_net");
-      EXPECT_EQ(p.gpu->tensorData(0, r.conv, t), (*plain)->tensorData(0, r.conv, t)) << "ssm_conv: graph vs none";
-      EXPECT_EQ(p.gpu->tensorData(0, r.y, t), (*plain)->tensorData(0, r.y, t)) << "delta_net: graph vs none";
+      EXPECT_EQ(p.gpu->tensorData(0, r.conv, t), plain->tensorData(0, r.conv, t)) << "ssm_conv: graph vs none";
+      EXPECT_EQ(p.gpu->tensorData(0, r.y, t), plain->tensorData(0, r.y, t)) << "delta_net: graph vs none";
     };
     // Sequence 0 at positions 0..39 with sequence 1's 0..19 on every other token.
     std::vector<std::pair<int32_t, int32_t>> sp;
