@@ -53,6 +53,9 @@ ActFormat activationFormat(GGMLType t) {
   case GGMLType::Q6_K:
   case GGMLType::IQ4_NL: // q8_0's kernels through its level lookup (X86Common.inc signed32)
   case GGMLType::IQ4_XS: // the same per 32-element sub-block, with its float scale
+  case GGMLType::MXFP4:  // the same with its E2M1 levels and E8M0 scale
+  case GGMLType::Q2_K:   // q6_K's per-16 kernels; the mins from the halves' sums
+  case GGMLType::Q3_K:
     return ActFormat::Q8;
   default:
     return ActFormat::Legacy;
@@ -61,13 +64,9 @@ ActFormat activationFormat(GGMLType t) {
 
 GGMLType vecDotType(GGMLType t) {
   switch (t) {
-  case GGMLType::MXFP4:
-    return GGMLType::Q8_0;
   case GGMLType::Q4_1:
   case GGMLType::Q5_1:
     return GGMLType::Q8_1;
-  case GGMLType::Q2_K:
-  case GGMLType::Q3_K:
   case GGMLType::Q8_K:
     return GGMLType::Q8_K;
   default:

@@ -57,60 +57,6 @@ float dotQ5_1(int64_t k, const void *w, const void *a) {
   return s;
 }
 
-/// MXFP4 weights . activations, scalar reference.
-float dotMXFP4(int64_t k, const void *w, const void *a) {
-  const BlockMXFP4 *x = static_cast<const BlockMXFP4 *>(w);
-  const BlockQ8_0 *y = static_cast<const BlockQ8_0 *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQK; ++i) {
-    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return kMXFP4Values[q]; });
-    s += e8m0ToFp32Half(x[i].e) * fp16ToFp32(y[i].d) * static_cast<float>(is);
-  }
-  return s;
-}
-
-/// Q2_K weights . activations, scalar reference.
-float dotQ2_K(int64_t k, const void *w, const void *a) {
-  const BlockQ2_K *x = static_cast<const BlockQ2_K *>(w);
-  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQKK; ++i) {
-    int isum = 0, msum = 0;
-    for (int e = 0; e < kQKK; ++e) {
-      int q = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-      isum += (x[i].scales[e / 16] & 0xf) * q * y[i].qs[e];
-    }
-    for (int g = 0; g < 16; ++g)
-      msum += (x[i].scales[g] >> 4) * y[i].bsums[g];
-    s += y[i].d *
-         (fp16ToFp32(x[i].d) * static_cast<float>(isum) - fp16ToFp32(x[i].dmin) * static_cast<float>(msum));
-  }
-  return s;
-}
-
-/// Q3_K weights . activations, scalar reference.
-float dotQ3_K(int64_t k, const void *w, const void *a) {
-  const BlockQ3_K *x = static_cast<const BlockQ3_K *>(w);
-  const BlockQ8_K *y = static_cast<const BlockQ8_K *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQKK; ++i) {
-    int8_t sc[16];
-    unpackScalesQ3K(x[i].scales, sc);
-    int isum = 0;
-    for (int g = 0; g < 16; ++g) {
-      int gs = 0;
-      for (int e = 16 * g; e < 16 * g + 16; ++e) {
-        int q = ((x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) -
-                (((x[i].hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4);
-        gs += q * y[i].qs[e];
-      }
-      isum += sc[g] * gs;
-    }
-    s += fp16ToFp32(x[i].d) * y[i].d * static_cast<float>(isum);
-  }
-  return s;
-}
-
 /// Q8_K weights . activations, scalar reference.
 float dotQ8_K(int64_t k, const void *w, const void *a) {
   const BlockQ8_K *x = static_cast<const BlockQ8_K *>(w);
@@ -147,6 +93,75 @@ float dotIQ4XS(int64_t k, const void *w, const void *a) {
     const int ib = static_cast<int>(b % 8);
     const int is = dotBlock32(xb.qs + 16 * ib, actQs(y, b), [](int q, int) { return kIQ4NLValues[q]; });
     s += (fp16ToFp32(xb.d) * static_cast<float>(iq4xsScale(xb, ib)) * actD(y, b)) * static_cast<float>(is);
+  }
+  return s;
+}
+
+/// MXFP4 weights . an ActQ8 row: the doubled E2M1 values per 32-element block, scaled by 2^(e-128).
+float dotMXFP4(int64_t k, const void *w, const void *a) {
+  const BlockMXFP4 *x = static_cast<const BlockMXFP4 *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t b = 0; b < k / kQK; ++b) {
+    const int is = dotBlock32(x[b].qs, actQs(y, b), [](int q, int) { return kMXFP4Values[q]; });
+    s += (e8m0ToFp32Half(x[b].e) * actD(y, b)) * static_cast<float>(is);
+  }
+  return s;
+}
+
+/// Quant of element e (0..255) of a Q2_K / Q3_K super-block's 2-bit planes.
+inline int plane2(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+/// q3_K weights . an ActQ8 row: per block of 32, d d8 (sc_a sum_a(q a) + sc_b sum_b(q a)), q = 2 bits + 4 hmask
+/// bit - 4.
+float dotQ3KAct(int64_t k, const void *w, const void *a) {
+  const BlockQ3_K *x = static_cast<const BlockQ3_K *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    int8_t sc[16];
+    unpackScalesQ3K(x[i].scales, sc);
+    const float d = fp16ToFp32(x[i].d);
+    for (int c = 0; c < 8; ++c) {
+      const int8_t *q8 = actQs(y, 8 * i + c);
+      int is = 0;
+      for (int h = 0; h < 2; ++h) {
+        int hs = 0;
+        for (int l = 16 * h; l < 16 * h + 16; ++l) {
+          const int e = 32 * c + l;
+          hs += (plane2(x[i].qs, e) + 4 * ((x[i].hmask[l] >> c) & 1) - 4) * q8[l];
+        }
+        is += sc[2 * c + h] * hs;
+      }
+      s += (d * actD(y, 8 * i + c)) * static_cast<float>(is);
+    }
+  }
+  return s;
+}
+
+/// q2_K weights . an ActQ8 row: per block of 32, d d8 (sc_a sum_a(q a) + sc_b sum_b(q a)) - dmin d8 (m_a hs_a +
+/// m_b hs_b), with hs the activation halves' sums.
+float dotQ2KAct(int64_t k, const void *w, const void *a) {
+  const BlockQ2_K *x = static_cast<const BlockQ2_K *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    const float d = fp16ToFp32(x[i].d), dmin = fp16ToFp32(x[i].dmin);
+    for (int c = 0; c < 8; ++c) {
+      const int64_t b = 8 * i + c;
+      const ActQ8Group &g = y[b >> 2];
+      const int8_t *q8 = actQs(y, b);
+      int is = 0, ms = 0;
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t sm = x[i].scales[2 * c + h];
+        int hs = 0;
+        for (int l = 16 * h; l < 16 * h + 16; ++l)
+          hs += plane2(x[i].qs, 32 * c + l) * q8[l];
+        is += (sm & 0xf) * hs;
+        ms += (sm >> 4) * g.hs[2 * (b & 3) + h];
+      }
+      s += (d * actD(y, b)) * static_cast<float>(is) - (dmin * actD(y, b)) * static_cast<float>(ms);
+    }
   }
   return s;
 }
@@ -267,17 +282,15 @@ void rowsByRow(int64_t k, const void *w, size_t stride, int64_t rows, const void
 size_t panelGroupBytes(GGMLType t, int64_t k, int R) {
   if (activationFormat(t) == ActFormat::F32)
     return static_cast<size_t>(k) * sizeof(float) * static_cast<size_t>(R);
-  return static_cast<size_t>(k / kQK) * 40 * static_cast<size_t>(R);
+  // q2_K's blocks carry its mins and -dmin besides the common fields (PanelX86.inc kBlockBytesQ2K).
+  return static_cast<size_t>(k / kQK) * (t == GGMLType::Q2_K ? 48 : 40) * static_cast<size_t>(R);
 }
 
 KernelTable scalarKernelTable() {
   KernelTable t;
   t.set(GGMLType::Q4_1, dotQ4_1);
   t.set(GGMLType::Q5_1, dotQ5_1);
-  t.set(GGMLType::Q2_K, dotQ2_K);
-  t.set(GGMLType::Q3_K, dotQ3_K);
   t.set(GGMLType::Q8_K, dotQ8_K);
-  t.set(GGMLType::MXFP4, dotMXFP4);
   t.quantizeQ8 = quantizeActQ8Row;
   t.row[static_cast<uint32_t>(GGMLType::F32)] = rowKernel<dotFloat<float, loadF32>>;
   t.row[static_cast<uint32_t>(GGMLType::F16)] = rowKernel<dotFloat<uint16_t, loadF16>>;
@@ -287,6 +300,9 @@ KernelTable scalarKernelTable() {
   t.row[static_cast<uint32_t>(GGMLType::Q8_0)] = rowKernel<dotLegacy32<BlockQ8_0, 8>>;
   t.row[static_cast<uint32_t>(GGMLType::IQ4_NL)] = rowKernel<dotLegacy32<BlockIQ4_NL, 8>>;
   t.row[static_cast<uint32_t>(GGMLType::IQ4_XS)] = rowKernel<dotIQ4XS>;
+  t.row[static_cast<uint32_t>(GGMLType::MXFP4)] = rowKernel<dotMXFP4>;
+  t.row[static_cast<uint32_t>(GGMLType::Q2_K)] = rowKernel<dotQ2KAct>;
+  t.row[static_cast<uint32_t>(GGMLType::Q3_K)] = rowKernel<dotQ3KAct>;
   t.row[static_cast<uint32_t>(GGMLType::Q4_K)] = rowKernel<dotQ45K<BlockQ4_K, false>>;
   t.row[static_cast<uint32_t>(GGMLType::Q5_K)] = rowKernel<dotQ45K<BlockQ5_K, true>>;
   t.row[static_cast<uint32_t>(GGMLType::Q6_K)] = rowKernel<dotQ6K>;
@@ -298,6 +314,9 @@ KernelTable scalarKernelTable() {
   t.rows[static_cast<uint32_t>(GGMLType::Q8_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ8_0, 8>>>;
   t.rows[static_cast<uint32_t>(GGMLType::IQ4_NL)] = rowsByRow<rowKernel<dotLegacy32<BlockIQ4_NL, 8>>>;
   t.rows[static_cast<uint32_t>(GGMLType::IQ4_XS)] = rowsByRow<rowKernel<dotIQ4XS>>;
+  t.rows[static_cast<uint32_t>(GGMLType::MXFP4)] = rowsByRow<rowKernel<dotMXFP4>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q2_K)] = rowsByRow<rowKernel<dotQ2KAct>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q3_K)] = rowsByRow<rowKernel<dotQ3KAct>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q4_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ4_K, false>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q5_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ5_K, true>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q6_K)] = rowsByRow<rowKernel<dotQ6K>>;

@@ -143,6 +143,43 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
       }
     }
     break;
+  case GGMLType::MXFP4: // 2^(e - 127) times the E2M1 value; the doubled integer levels (|v| <= 12) carry
+                        // 2^(e - 128). The panel stores v + 12 with an offset of -12 d, counted in mag.
+    for (int64_t b = 0; b < k / kQK; ++b) {
+      const auto &x = reinterpret_cast<const BlockMXFP4 *>(p)[b];
+      const double d = std::ldexp(1.0, static_cast<int>(x.e) - 128);
+      for (int j = 0; j < 32; ++j) {
+        const int nib = j < 16 ? (x.qs[j] & 15) : (x.qs[j - 16] >> 4);
+        put(32 * b + j, d, kMXFP4Values[nib] + 12, -12.0 * d);
+      }
+    }
+    break;
+  case GGMLType::Q2_K: // d sc q - dmin m per 16 elements; q from 2-bit planes (element 128 h + 32 p + l is
+                       // bits 2p of qs[32 h + l])
+    for (int64_t i = 0; i < k / kQKK; ++i) {
+      const auto &x = reinterpret_cast<const BlockQ2_K *>(p)[i];
+      for (int e = 0; e < 256; ++e) {
+        const int q = (x.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        const uint8_t sm = x.scales[e / 16];
+        put(256 * i + e, double(fp16ToFp32(x.d)) * (sm & 15), q, -double(fp16ToFp32(x.dmin)) * (sm >> 4));
+      }
+    }
+    break;
+  case GGMLType::Q3_K: // d (s - 32) (q - 4): q = 2 plane bits + 4 * hmask bit e/32 of byte e%32; the 6-bit s of
+                       // group g: low nibble from byte g % 8 (high half for g >= 8), top 2 bits from byte
+                       // 8 + g % 4 at bit 2 (g / 4)
+    for (int64_t i = 0; i < k / kQKK; ++i) {
+      const auto &x = reinterpret_cast<const BlockQ3_K *>(p)[i];
+      for (int e = 0; e < 256; ++e) {
+        const int g = e / 16;
+        const int lo = (x.scales[g % 8] >> (g >= 8 ? 4 : 0)) & 15, hi = (x.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
+        const int q = ((x.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) +
+                      4 * ((x.hmask[e % 32] >> (e / 32)) & 1);
+        const double s = double(fp16ToFp32(x.d)) * ((lo | (hi << 4)) - 32);
+        put(256 * i + e, s, q, -4.0 * s);
+      }
+    }
+    break;
   default:
     break;
   }

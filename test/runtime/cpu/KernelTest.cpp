@@ -49,7 +49,32 @@ const KernelTable *levelTable(const std::string &level) {
 /// The weight types with row and panel kernels.
 const GGMLType kTypes[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0,
                            GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K,
-                           GGMLType::Q6_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS};
+                           GGMLType::Q6_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4,
+                           GGMLType::Q2_K, GGMLType::Q3_K};
+
+/// Where a block keeps its half-precision scale(s) and its quant bytes (for raw random blocks).
+struct BlockFields {
+  size_t d;          ///< offset of the scale (an E8M0 byte for mxfp4)
+  size_t dmin;       ///< offset of the half min scale, or 0 for none
+  size_t qlo, qhi;   ///< quant bytes [qlo, qhi)
+};
+BlockFields blockFields(GGMLType t, size_t blockBytes) {
+  switch (t) {
+  case GGMLType::Q6_K:
+    return {208, 0, 0, 192}; // ql and qh, not the int8 scales
+  case GGMLType::Q4_K:
+  case GGMLType::Q5_K:
+    return {0, 2, 4, blockBytes};
+  case GGMLType::Q2_K:
+    return {80, 82, 16, 80}; // scales|mins bytes stay random
+  case GGMLType::Q3_K:
+    return {108, 0, 0, 96}; // hmask and qs; the packed 6-bit scales stay random
+  case GGMLType::MXFP4:
+    return {0, 0, 1, blockBytes};
+  default:
+    return {0, 0, 2, blockBytes};
+  }
+}
 
 void setHalf(uint8_t *p, float v) {
   const uint16_t h = fp32ToFp16(v);
@@ -69,14 +94,15 @@ std::vector<uint8_t> weightRow(GGMLType t, int64_t k, std::mt19937 &rng, bool ra
     b = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
   const GGMLTypeInfo &info = ggmlTypeInfo(t);
+  const BlockFields fields = blockFields(t, info.blockBytes);
   for (size_t off = 0; off < v.size(); off += info.blockBytes) {
     uint8_t *b = v.data() + off;
-    if (t == GGMLType::Q6_K)
-      setHalf(b + 208, scale(rng));
+    if (t == GGMLType::MXFP4)
+      b[fields.d] = static_cast<uint8_t>(112 + rng() % 16); // scales 2^-16 .. 2^-1
     else
-      setHalf(b, scale(rng));
-    if (t == GGMLType::Q4_K || t == GGMLType::Q5_K)
-      setHalf(b + 2, std::fabs(scale(rng)));
+      setHalf(b + fields.d, scale(rng));
+    if (fields.dmin)
+      setHalf(b + fields.dmin, std::fabs(scale(rng)));
   }
   return v;
 }
@@ -85,13 +111,9 @@ std::vector<uint8_t> weightRow(GGMLType t, int64_t k, std::mt19937 &rng, bool ra
 std::vector<uint8_t> filledRow(GGMLType t, int64_t k, uint8_t fill, std::mt19937 &rng) {
   std::vector<uint8_t> v = weightRow(t, k, rng, true);
   const GGMLTypeInfo &info = ggmlTypeInfo(t);
-  for (size_t off = 0; off < v.size(); off += info.blockBytes) {
-    uint8_t *b = v.data() + off;
-    const size_t lo = t == GGMLType::Q6_K ? 0 : (t == GGMLType::Q4_K || t == GGMLType::Q5_K) ? 4 : 2;
-    const size_t hi = t == GGMLType::Q6_K ? 192 : info.blockBytes; // Q6_K: ql and qh, not the scales
-    for (size_t j = lo; j < hi; ++j)
-      b[j] = fill;
-  }
+  const BlockFields f = blockFields(t, info.blockBytes);
+  for (size_t off = 0; off < v.size(); off += info.blockBytes)
+    std::fill(v.data() + off + f.qlo, v.data() + off + f.qhi, fill);
   return v;
 }
 

@@ -273,8 +273,8 @@ TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
       }
     }
   }
-  EXPECT_EQ(fast, 11 * 4)
-      << "f32, f16, bf16, q4_0, q5_0, q8_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs run on the row/panel kernels";
+  EXPECT_EQ(fast, 14 * 4) << "f32, f16, bf16, q4_0, q5_0, q8_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4, q2_K, q3_K "
+                             "run on the row/panel kernels";
 }
 
 TEST(Quantize, ActivationScalesAreBf16AndQuantsFollowThem) {
