@@ -6,6 +6,7 @@
 #include "runtime/cpu/quant/Kernels.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/ggml/Blocks.h"
+#include "test/runtime/cpu/KernelRef.h"
 #include "test/runtime/cpu/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -139,6 +140,53 @@ TEST(Layout, MXFP4ScaleIsHalvedE8M0) {
   EXPECT_EQ(y[16 + 13], -6.0f);
   EXPECT_EQ(e8m0ToFp32Half(130), 4.0f);
   EXPECT_GT(e8m0ToFp32Half(0), 0.0f); // denormal, not zero
+}
+
+// MXFP4 against OCP MX's definition in double: every E8M0 exponent (2^(e-127), both ends: subnormal floats
+// at 0-1, overflow to infinity near 254) times every E2M1 nibble decoded from its bits (sign, 2-bit exponent,
+// 1-bit mantissa; exponent 0 is subnormal: m / 2).
+TEST(Layout, MXFP4EveryExponentAndNibble) {
+  for (int e = 0; e < 256; ++e) {
+    BlockMXFP4 b{};
+    b.e = static_cast<uint8_t>(e);
+    for (int j = 0; j < 16; ++j)
+      b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+    float y[32];
+    dequantizeRow(GGMLType::MXFP4, &b, y, 32);
+    for (int i = 0; i < 32; ++i) {
+      const int nib = i < 16 ? i : 15 - (i - 16);
+      const int ex = (nib >> 1) & 3, m = nib & 1;
+      const double mag = ex == 0 ? 0.5 * m : std::ldexp(1.0 + 0.5 * m, ex - 1);
+      const double want = (nib & 8 ? -mag : mag) * std::ldexp(1.0, e - 127);
+      ASSERT_EQ(y[i], static_cast<float>(want)) << "e=" << e << " nibble=" << nib;
+    }
+  }
+}
+
+// Q2_K and Q3_K against KernelRef.h's decoding of each format in double (written from the format's
+// definition), on random blocks with scales from the smallest normal half to the largest.
+TEST(Layout, Q2KAndQ3KMatchTheirDefinitions) {
+  std::mt19937 rng(9);
+  for (GGMLType t : {GGMLType::Q2_K, GGMLType::Q3_K}) {
+    for (uint16_t dh : {uint16_t(0x0400), uint16_t(0x3c00), uint16_t(0xb555), uint16_t(0x7bff)}) {
+      std::vector<uint8_t> row(rowBytes(t, 512));
+      for (uint8_t &v : row)
+        v = static_cast<uint8_t>(rng());
+      const size_t bb = ggmlTypeInfo(t).blockBytes;
+      for (size_t off = 0; off < row.size(); off += bb) {
+        std::memcpy(row.data() + off + (t == GGMLType::Q2_K ? 80 : 108), &dh, 2);
+        if (t == GGMLType::Q2_K) { // dmin at its own end of the range
+          const uint16_t mh = dh == 0x7bff ? uint16_t(0x0400) : uint16_t(0x3800);
+          std::memcpy(row.data() + off + 82, &mh, 2);
+        }
+      }
+      std::vector<float> y(512);
+      dequantizeRow(t, row.data(), y.data(), 512);
+      const test::DecodedRow want = test::decodeExact(t, row.data(), 512);
+      for (int e = 0; e < 512; ++e)
+        ASSERT_NEAR(double(y[e]), want.value[e], 1e-6 * want.mag[e]) << ggmlTypeName(t) << " d=" << dh << " e=" << e;
+    }
+  }
 }
 
 // IQ4_XS against the format's definition computed here in double: every 6-bit sub-block scale (ls from 0 to
