@@ -47,6 +47,8 @@ ActFormat activationFormat(GGMLType t) {
     return ActFormat::F32;
   case GGMLType::Q4_0: // 32-block activations like the reference engine's (its Q8_0_X4 / Q8_2_X4)
   case GGMLType::Q5_0:
+  case GGMLType::Q4_1: // q4_0's / q5_0's kernels with the block's own offset against d8 sum(a)
+  case GGMLType::Q5_1:
   case GGMLType::Q8_0:
   case GGMLType::Q4_K:
   case GGMLType::Q5_K:
@@ -64,9 +66,6 @@ ActFormat activationFormat(GGMLType t) {
 
 GGMLType vecDotType(GGMLType t) {
   switch (t) {
-  case GGMLType::Q4_1:
-  case GGMLType::Q5_1:
-    return GGMLType::Q8_1;
   case GGMLType::Q8_K:
     return GGMLType::Q8_K;
   default:

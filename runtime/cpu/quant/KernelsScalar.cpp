@@ -29,34 +29,6 @@ template <typename Decode> int dotBlock32(const uint8_t *qs, const int8_t *a, De
   return s;
 }
 
-/// Q4_1 weights . activations, scalar reference.
-float dotQ4_1(int64_t k, const void *w, const void *a) {
-  const BlockQ4_1 *x = static_cast<const BlockQ4_1 *>(w);
-  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQK; ++i) {
-    int is = dotBlock32(x[i].qs, y[i].qs, [](int q, int) { return q; });
-    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is) +
-         fp16ToFp32(x[i].m) * fp16ToFp32(y[i].s);
-  }
-  return s;
-}
-
-/// Q5_1 weights . activations, scalar reference.
-float dotQ5_1(int64_t k, const void *w, const void *a) {
-  const BlockQ5_1 *x = static_cast<const BlockQ5_1 *>(w);
-  const BlockQ8_1 *y = static_cast<const BlockQ8_1 *>(a);
-  float s = 0;
-  for (int64_t i = 0; i < k / kQK; ++i) {
-    uint32_t qh;
-    std::memcpy(&qh, x[i].qh, 4);
-    int is = dotBlock32(x[i].qs, y[i].qs, [qh](int q, int e) { return q | (((qh >> e) & 1) << 4); });
-    s += fp16ToFp32(x[i].d) * fp16ToFp32(y[i].d) * static_cast<float>(is) +
-         fp16ToFp32(x[i].m) * fp16ToFp32(y[i].s);
-  }
-  return s;
-}
-
 /// Q8_K weights . activations, scalar reference.
 float dotQ8_K(int64_t k, const void *w, const void *a) {
   const BlockQ8_K *x = static_cast<const BlockQ8_K *>(w);
@@ -166,7 +138,10 @@ float dotQ2KAct(int64_t k, const void *w, const void *a) {
   return s;
 }
 
-/// q4_0 / q5_0 / q8_0 weights (signed values q - offset) . an ActQ8 row.
+/// Blocks with their own offset m: x = d q + m.
+template <typename Block> constexpr bool kHasMinS = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+
+/// q4_0 / q5_0 / q8_0 weights (signed values q - offset) and q4_1 / q5_1 (d q + m) . an ActQ8 row.
 template <typename Block, int Kind> float dotLegacy32(int64_t k, const void *w, const void *a) {
   const Block *x = static_cast<const Block *>(w);
   const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
@@ -183,11 +158,15 @@ template <typename Block, int Kind> float dotLegacy32(int64_t k, const void *w, 
       uint32_t qh = 0;
       if constexpr (Kind == 5)
         std::memcpy(&qh, x[b].qh, 4);
+      // q4_1 / q5_1 keep the quants unsigned; their offset m joins below against d8 sum(a).
+      constexpr int off = kHasMinS<Block> ? 0 : Kind == 5 ? 16 : 8;
       is = dotBlock32(x[b].qs, q8, [qh](int q, int e) {
-        return Kind == 5 ? (q | (((qh >> e) & 1) << 4)) - 16 : q - 8;
+        return (Kind == 5 ? (q | (((qh >> e) & 1) << 4)) : q) - off;
       });
     }
     s += (fp16ToFp32(x[b].d) * actD(y, b)) * static_cast<float>(is);
+    if constexpr (kHasMinS<Block>)
+      s += fp16ToFp32(x[b].m) * actDs(y, b);
   }
   return s;
 }
@@ -288,8 +267,6 @@ size_t panelGroupBytes(GGMLType t, int64_t k, int R) {
 
 KernelTable scalarKernelTable() {
   KernelTable t;
-  t.set(GGMLType::Q4_1, dotQ4_1);
-  t.set(GGMLType::Q5_1, dotQ5_1);
   t.set(GGMLType::Q8_K, dotQ8_K);
   t.quantizeQ8 = quantizeActQ8Row;
   t.row[static_cast<uint32_t>(GGMLType::F32)] = rowKernel<dotFloat<float, loadF32>>;
@@ -297,6 +274,8 @@ KernelTable scalarKernelTable() {
   t.row[static_cast<uint32_t>(GGMLType::BF16)] = rowKernel<dotFloat<uint16_t, loadBF16>>;
   t.row[static_cast<uint32_t>(GGMLType::Q4_0)] = rowKernel<dotLegacy32<BlockQ4_0, 4>>;
   t.row[static_cast<uint32_t>(GGMLType::Q5_0)] = rowKernel<dotLegacy32<BlockQ5_0, 5>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q4_1)] = rowKernel<dotLegacy32<BlockQ4_1, 4>>;
+  t.row[static_cast<uint32_t>(GGMLType::Q5_1)] = rowKernel<dotLegacy32<BlockQ5_1, 5>>;
   t.row[static_cast<uint32_t>(GGMLType::Q8_0)] = rowKernel<dotLegacy32<BlockQ8_0, 8>>;
   t.row[static_cast<uint32_t>(GGMLType::IQ4_NL)] = rowKernel<dotLegacy32<BlockIQ4_NL, 8>>;
   t.row[static_cast<uint32_t>(GGMLType::IQ4_XS)] = rowKernel<dotIQ4XS>;
@@ -311,6 +290,8 @@ KernelTable scalarKernelTable() {
   t.rows[static_cast<uint32_t>(GGMLType::BF16)] = rowsByRow<rowKernel<dotFloat<uint16_t, loadBF16>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q4_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ4_0, 4>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q5_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ5_0, 5>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q4_1)] = rowsByRow<rowKernel<dotLegacy32<BlockQ4_1, 4>>>;
+  t.rows[static_cast<uint32_t>(GGMLType::Q5_1)] = rowsByRow<rowKernel<dotLegacy32<BlockQ5_1, 5>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q8_0)] = rowsByRow<rowKernel<dotLegacy32<BlockQ8_0, 8>>>;
   t.rows[static_cast<uint32_t>(GGMLType::IQ4_NL)] = rowsByRow<rowKernel<dotLegacy32<BlockIQ4_NL, 8>>>;
   t.rows[static_cast<uint32_t>(GGMLType::IQ4_XS)] = rowsByRow<rowKernel<dotIQ4XS>>;

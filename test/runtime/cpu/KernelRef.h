@@ -143,6 +143,24 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
       }
     }
     break;
+  case GGMLType::Q4_1: // d q + m, q the nibble (low nibbles the first 16 elements), q5_1 with bit j of qh
+  case GGMLType::Q5_1:
+    for (int64_t b = 0; b < k / kQK; ++b) {
+      const bool five = t == GGMLType::Q5_1;
+      const uint8_t *blk = p + b * (five ? 24 : 20);
+      uint16_t d, m;
+      std::memcpy(&d, blk, 2);
+      std::memcpy(&m, blk + 2, 2);
+      uint32_t qh = 0;
+      if (five)
+        std::memcpy(&qh, blk + 4, 4);
+      const uint8_t *qs = blk + (five ? 8 : 4);
+      for (int j = 0; j < 32; ++j) {
+        const int q = (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) | (five ? static_cast<int>((qh >> j) & 1) << 4 : 0);
+        put(32 * b + j, fp16ToFp32(d), q, fp16ToFp32(m));
+      }
+    }
+    break;
   case GGMLType::MXFP4: // 2^(e - 127) times the E2M1 value; the doubled integer levels (|v| <= 12) carry
                         // 2^(e - 128). The panel stores v + 12 with an offset of -12 d, counted in mag.
     for (int64_t b = 0; b < k / kQK; ++b) {

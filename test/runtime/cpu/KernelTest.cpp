@@ -50,7 +50,7 @@ const KernelTable *levelTable(const std::string &level) {
 const GGMLType kTypes[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0,
                            GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K,
                            GGMLType::Q6_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4,
-                           GGMLType::Q2_K, GGMLType::Q3_K};
+                           GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_1, GGMLType::Q5_1};
 
 /// Where a block keeps its half-precision scale(s) and its quant bytes (for raw random blocks).
 struct BlockFields {
@@ -64,6 +64,8 @@ BlockFields blockFields(GGMLType t, size_t blockBytes) {
     return {208, 0, 0, 192}; // ql and qh, not the int8 scales
   case GGMLType::Q4_K:
   case GGMLType::Q5_K:
+  case GGMLType::Q4_1: // d, m, then (q5_1: qh and) the nibbles
+  case GGMLType::Q5_1:
     return {0, 2, 4, blockBytes};
   case GGMLType::Q2_K:
     return {80, 82, 16, 80}; // scales|mins bytes stay random

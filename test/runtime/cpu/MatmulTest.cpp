@@ -528,7 +528,7 @@ TEST(ActivationCache, ConvertsOnceUntilTheInputIsWritten) {
   for (size_t j = 0; j < y1.size(); ++j)
     ASSERT_EQ(y3[j], -y1[j]) << j; // the quantizer is odd: negated inputs give negated outputs
   // A legacy type converts to its own format, not ActQ8.
-  Problem l(GGMLType::Q4_1, 4, 256, 5, 3, &q.x);
+  Problem l(GGMLType::Q8_K, 4, 256, 5, 3, &q.x);
   std::vector<float> y4(4 * 5);
   l.run(g, o, y4, 4, q.x.data());
   EXPECT_EQ(cache.conversions(), 3u);

@@ -321,8 +321,8 @@ TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
       }
     }
   }
-  EXPECT_EQ(fast, 14 * 4) << "f32, f16, bf16, q4_0, q5_0, q8_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4, q2_K, q3_K "
-                             "run on the row/panel kernels";
+  EXPECT_EQ(fast, 16 * 4) << "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, "
+                             "mxfp4, q2_K, q3_K run on the row/panel kernels";
 }
 
 TEST(Quantize, ActivationScalesAreBf16AndQuantsFollowThem) {
