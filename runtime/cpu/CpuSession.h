@@ -27,6 +27,11 @@ Expected<std::unique_ptr<Session>> openCpuSession(Plan plan, const SessionOption
 /// the best of 3 copies after a warm-up, read + write counted (the CPU's decode roofline denominator).
 double hostCopyBandwidth(int threads);
 
+/// Read bandwidth of host memory with `threads` threads, each summing its share of one buffer of 4 times
+/// the last-level cache and at least 512 MiB (what decode does with the weights): the best of 4 passes
+/// after a warm-up (the CPU's decode roofline denominator).
+double hostReadBandwidth(int threads);
+
 } // namespace tpc::rt::cpu
 
 #endif // TPC_RUNTIME_CPU_CPUSESSION_H

@@ -1,9 +1,11 @@
-//===- Bandwidth.cpp - device-to-device copy bandwidth of a GPU ------------===//
+//===- Bandwidth.cpp - copy and read bandwidth of a GPU ---------------------===//
 //
-// The decode roofline's denominator (`tpc run --bench`): the best of 5 timed device-to-device copies
+// The decode roofline's denominator (`tpc run --bench`) is the read bandwidth (ReadProbe.cu); the copy
+// figure printed beside it is the best of 5 timed device-to-device copies
 // (after one warm-up) of up to 512 MiB, large enough to stream past the L2, read + write counted. Uses no
 // session state; any CUDA failure gives 0 and is cleared so that it cannot surface as a later step's error.
 //===----------------------------------------------------------------------===//
+#include "runtime/cuda/ReadProbe.cuh"
 #include "runtime/cuda/SessionImpl.h"
 
 #include <cuda_runtime.h>
@@ -48,5 +50,7 @@ double CudaSession::copyBandwidth(int gpu) const {
   cudaFree(b);
   return best;
 }
+
+double CudaSession::readBandwidth(int gpu) const { return deviceReadBandwidth(gpu); }
 
 } // namespace tpc::rt::cuda

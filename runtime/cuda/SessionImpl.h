@@ -140,6 +140,8 @@ public:
   /// Bandwidth.cpp: the best of 5 device-to-device copies of up to 512 MiB on GPU `gpu`, timed with
   /// events; 0 when it cannot be measured (no memory to spare, a CUDA error).
   double copyBandwidth(int gpu) const override;
+  /// ReadProbe.cu: a streaming read kernel over up to 1 GiB on GPU `gpu`; 0 when it cannot be measured.
+  double readBandwidth(int gpu) const override;
   std::string memoryName(int gpu) const override;
   int hostMemory() const override { return -1; } // host memory is not measured: host reads apart
 

@@ -202,6 +202,10 @@ public:
   virtual std::vector<int> memoryOf() const = 0;
   /// Copy bandwidth of memory `m` in bytes per second, read + write counted; 0 when unknown.
   virtual double copyBandwidth(int m) const = 0;
+  /// Read bandwidth of memory `m` in bytes per second: a read-only stream over a buffer far past the caches
+  /// by the run's threads (CPU) or every SM (GPU), which is what decode does with the weights (the roofline's
+  /// denominator); 0 when unknown.
+  virtual double readBandwidth(int m) const = 0;
   /// "GPU 0", "host memory" (bench notes).
   virtual std::string memoryName(int m) const = 0;
   /// The memory of memoryOf() that host-placed weights live in, or -1 when it is none of them (a GPU

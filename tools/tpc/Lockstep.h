@@ -55,6 +55,7 @@ public:
   }
   std::vector<int> memoryOf() const override { return inner_->memoryOf(); }
   double copyBandwidth(int m) const override { return inner_->copyBandwidth(m); }
+  double readBandwidth(int m) const override { return inner_->readBandwidth(m); }
   std::string memoryName(int m) const override { return inner_->memoryName(m); }
   int hostMemory() const override { return inner_->hostMemory(); }
   /// Empties the sequence here, in the wrapped session and on every follower.
