@@ -169,6 +169,7 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
       for (int j = 0; j < 32; ++j) {
         const int nib = j < 16 ? (x.qs[j] & 15) : (x.qs[j - 16] >> 4);
         put(32 * b + j, d, kMXFP4Values[nib] + 12, -12.0 * d);
+        r.mag[static_cast<size_t>(32 * b + j)] += 128 * d; // VNNI rows: v + 128, -128 d
       }
     }
     break;
