@@ -53,6 +53,13 @@ ActFormat activationFormat(GGMLType t) {
   case GGMLType::Q6_K:
   case GGMLType::IQ4_NL: // q8_0's kernels through its level lookup (X86Common.inc signed32)
   case GGMLType::IQ4_XS: // the same per 32-element sub-block, with its float scale
+  case GGMLType::IQ2_XXS: // the grid formats: int8 values and scales per 16 (GridX86.inc)
+  case GGMLType::IQ2_XS:
+  case GGMLType::IQ2_S:
+  case GGMLType::IQ3_XXS:
+  case GGMLType::IQ3_S:
+  case GGMLType::IQ1_S:
+  case GGMLType::IQ1_M:
     return ActFormat::Q8;
   default:
     return ActFormat::Legacy;

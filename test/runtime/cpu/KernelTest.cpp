@@ -49,7 +49,9 @@ const KernelTable *levelTable(const std::string &level) {
 /// The weight types with row and panel kernels.
 const GGMLType kTypes[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0,
                            GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K,
-                           GGMLType::Q6_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS};
+                           GGMLType::Q6_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::IQ2_XXS,
+                           GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS, GGMLType::IQ3_S,
+                           GGMLType::IQ1_S, GGMLType::IQ1_M};
 
 void setHalf(uint8_t *p, float v) {
   const uint16_t h = fp32ToFp16(v);
@@ -73,6 +75,8 @@ std::vector<uint8_t> weightRow(GGMLType t, int64_t k, std::mt19937 &rng, bool ra
     uint8_t *b = v.data() + off;
     if (t == GGMLType::Q6_K)
       setHalf(b + 208, scale(rng));
+    else if (isGridType(t)) // every other bit pattern is a valid grid block
+      setGridHalf(t, b, fp32ToFp16(scale(rng)));
     else
       setHalf(b, scale(rng));
     if (t == GGMLType::Q4_K || t == GGMLType::Q5_K)
@@ -87,8 +91,9 @@ std::vector<uint8_t> filledRow(GGMLType t, int64_t k, uint8_t fill, std::mt19937
   const GGMLTypeInfo &info = ggmlTypeInfo(t);
   for (size_t off = 0; off < v.size(); off += info.blockBytes) {
     uint8_t *b = v.data() + off;
-    const size_t lo = t == GGMLType::Q6_K ? 0 : (t == GGMLType::Q4_K || t == GGMLType::Q5_K) ? 4 : 2;
-    const size_t hi = t == GGMLType::Q6_K ? 192 : info.blockBytes; // Q6_K: ql and qh, not the scales
+    const size_t lo = t == GGMLType::Q6_K || t == GGMLType::IQ1_M ? 0 : (t == GGMLType::Q4_K || t == GGMLType::Q5_K) ? 4 : 2;
+    // Q6_K: ql and qh, not the scales; IQ1_M: not the scale words that hold d.
+    const size_t hi = t == GGMLType::Q6_K ? 192 : t == GGMLType::IQ1_M ? 48 : info.blockBytes;
     for (size_t j = lo; j < hi; ++j)
       b[j] = fill;
   }

@@ -67,6 +67,8 @@ struct Problem {
         dst[off + b] = static_cast<uint8_t>(rng());
       if (t == GGMLType::MXFP4)
         dst[off] = static_cast<uint8_t>(120 + rng() % 4);
+      else if (isGridType(t)) // IQ1_M keeps d in its scale words
+        setGridHalf(t, dst + off, fp32ToFp16(0.001f * (1 + rng() % 8)));
       else {
         uint16_t d = fp32ToFp16(0.001f * (1 + rng() % 8));
         std::memcpy(dst + off, &d, 2);
