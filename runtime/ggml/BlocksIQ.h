@@ -26,7 +26,8 @@
 namespace tpc {
 
 /// IQ2_XXS: per 32-element block 8 bytes: 4 grid indices (bytes 0-3) into kIQ2XXSGrid, then a 32-bit word of
-/// four 7-bit sign codes (bits 7l..7l+6 for the l-th 8 elements, see iqSigns) and the 4-bit scale in bits 28-31.
+/// four 7-bit sign codes (bits 7l..7l+6 for the l-th 8 elements, see iqSigns) and the 4-bit scale in bits
+/// 28-31.
 struct BlockIQ2_XXS {
   uint16_t d;
   uint16_t qs[kQKK / 8];
@@ -62,15 +63,16 @@ struct BlockIQ3_S {
   uint8_t scales[kQKK / 64];
 };
 /// IQ1_S: 11-bit indices into kIQ1SGrid (values -1, 0, 1): low 8 bits in qs, per 32-element block a 16-bit
-/// qh: bits 3l..3l+2 the top bits of group l, bits 12-14 the 3-bit scale, bit 15 the delta's sign (set: -1/8).
+/// qh: bits 3l..3l+2 the top bits of group l, bits 12-14 the 3-bit scale, bit 15 the delta's sign (set:
+/// -1/8).
 struct BlockIQ1_S {
   uint16_t d;
   uint8_t qs[kQKK / 8];
   uint16_t qh[kQKK / 32];
 };
-/// IQ1_M: indices as IQ1_S with the top 3 bits per group of 8 in a nibble of qh (block ib: qh[2 ib] low nibble
-/// group 0, high nibble group 1, qh[2 ib + 1] groups 2 and 3; bit 3 of each nibble the group's delta sign), a
-/// 3-bit scale per 16 elements (block ib: bits 6 (ib % 2) .. + 5 of the 16-bit word ib / 2) and the
+/// IQ1_M: indices as IQ1_S with the top 3 bits per group of 8 in a nibble of qh (block ib: qh[2 ib] low
+/// nibble group 0, high nibble group 1, qh[2 ib + 1] groups 2 and 3; bit 3 of each nibble the group's delta
+/// sign), a 3-bit scale per 16 elements (block ib: bits 6 (ib % 2) .. + 5 of the 16-bit word ib / 2) and the
 /// super-block's half d in the top nibbles of the four scale words (word w's top nibble = bits 4w..4w+3).
 struct BlockIQ1_M {
   uint8_t qs[kQKK / 8];
@@ -83,8 +85,8 @@ static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(
 static_assert(sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110, "ggml block size");
 static_assert(sizeof(BlockIQ1_S) == 50 && sizeof(BlockIQ1_M) == 56, "ggml block size");
 
-/// The grids (IQGrids.cpp): one 64-bit word per index holding 8 bytes (element j in byte j), or one 32-bit word
-/// holding 4; kIQ1SGrid's bytes are int8 (-1, 0, 1), the others unsigned.
+/// The grids (IQGrids.cpp): one 64-bit word per index holding 8 bytes (element j in byte j), or one 32-bit
+/// word holding 4; kIQ1SGrid's bytes are int8 (-1, 0, 1), the others unsigned.
 extern const std::array<uint64_t, 256> kIQ2XXSGrid;
 extern const std::array<uint64_t, 512> kIQ2XSGrid;
 extern const std::array<uint64_t, 1024> kIQ2SGrid;
@@ -102,7 +104,8 @@ constexpr uint8_t iqSigns(uint32_t code7) {
 inline uint16_t iq1mHalf(const BlockIQ1_M &b) {
   uint16_t sc[4];
   std::memcpy(sc, b.scales, 8);
-  return static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+  return static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
+                               (sc[3] & 0xf000));
 }
 
 /// A grid super-block as integers: x[e] = scale * sc[e / 16] * q[e] (see the file comment).

@@ -72,15 +72,16 @@ void unpackIQ3XXS(const BlockIQ3_XXS &x, GridUnpacked &o) {
     std::memcpy(&ss, x.qs + 64 + 4 * ib, 4);
     o.sc[2 * ib] = o.sc[2 * ib + 1] = static_cast<int8_t>(2 * (ss >> 28) + 1);
     for (int l = 0; l < 4; ++l)
-      putSigned4x2(kIQ3XXSGrid[x.qs[8 * ib + 2 * l]], kIQ3XXSGrid[x.qs[8 * ib + 2 * l + 1]], iqSigns(ss >> (7 * l)),
-                   o.q + 32 * ib + 8 * l);
+      putSigned4x2(kIQ3XXSGrid[x.qs[8 * ib + 2 * l]], kIQ3XXSGrid[x.qs[8 * ib + 2 * l + 1]],
+                   iqSigns(ss >> (7 * l)), o.q + 32 * ib + 8 * l);
   }
 }
 
 void unpackIQ3S(const BlockIQ3_S &x, GridUnpacked &o) {
   o.scale = fp16ToFp32(x.d);
   for (int ib = 0; ib < 8; ++ib) {
-    o.sc[2 * ib] = o.sc[2 * ib + 1] = static_cast<int8_t>(2 * ((x.scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1);
+    o.sc[2 * ib] = o.sc[2 * ib + 1] =
+        static_cast<int8_t>(2 * ((x.scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1);
     for (int l = 0; l < 4; ++l) {
       const int i0 = x.qs[8 * ib + 2 * l] | (((x.qh[ib] >> (2 * l)) & 1) << 8);
       const int i1 = x.qs[8 * ib + 2 * l + 1] | (((x.qh[ib] >> (2 * l + 1)) & 1) << 8);

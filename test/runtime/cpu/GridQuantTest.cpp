@@ -100,14 +100,34 @@ void setAllSignsAndScales(GGMLType t, uint8_t *b) {
   for (size_t o = 0; o < bytes; ++o) {
     bool all = false;
     switch (t) {
-    case GGMLType::IQ2_XXS: all = o >= 2 && (o - 2) % 8 >= 4; break;      // the sign/scale words
-    case GGMLType::IQ2_XS: all = o >= 66 || (o >= 2 && o % 2 == 1); break; // scales; signs in the high bytes
-    case GGMLType::IQ2_S: all = o >= 34 && (o < 66 || o >= 74); break;     // signs, scales
-    case GGMLType::IQ3_XXS: all = o >= 66; break;
-    case GGMLType::IQ3_S: all = o >= 74; break;
-    case GGMLType::IQ1_S: all = o >= 34 && o % 2 == 1; break;              // qh high bytes: scale, delta
-    case GGMLType::IQ1_M: all = o >= 32 && o < 48; break;                  // delta bits (and index bits)
-    default: break;
+    case GGMLType::IQ2_XXS:
+      // the sign/scale words
+      all = o >= 2 && (o - 2) % 8 >= 4;
+      break;
+    case GGMLType::IQ2_XS:
+      // scales; signs in the high bytes
+      all = o >= 66 || (o >= 2 && o % 2 == 1);
+      break;
+    case GGMLType::IQ2_S:
+      // signs, scales
+      all = o >= 34 && (o < 66 || o >= 74);
+      break;
+    case GGMLType::IQ3_XXS:
+      all = o >= 66;
+      break;
+    case GGMLType::IQ3_S:
+      all = o >= 74;
+      break;
+    case GGMLType::IQ1_S:
+      // qh high bytes: scale, delta
+      all = o >= 34 && o % 2 == 1;
+      break;
+    case GGMLType::IQ1_M:
+      // delta bits (and index bits)
+      all = o >= 32 && o < 48;
+      break;
+    default:
+      break;
     }
     if (all)
       b[o] = 0xff;
@@ -205,7 +225,8 @@ TEST(GridLayout, UnpackedIntegersStayInKernelRanges) {
       unpackGridBlock(t, blk.data(), u);
       for (int e = 0; e < kQKK; ++e) {
         maxQ = std::max(maxQ, std::abs(int(u.q[e])));
-        ASSERT_EQ(double(u.scale) * u.sc[e / 16] * u.q[e], gridElement(t, blk.data(), e).value) << ggmlTypeName(t);
+        ASSERT_EQ(double(u.scale) * u.sc[e / 16] * u.q[e], gridElement(t, blk.data(), e).value)
+            << ggmlTypeName(t);
       }
       for (int h = 0; h < 16; ++h) {
         ASSERT_EQ(u.sc[h] % 2, 1) << ggmlTypeName(t);
