@@ -10,8 +10,9 @@
 //   |kernel - exact| <= gamma(N + 3) * M,  gamma(n) = n u / (1 - n u),  u = 2^-24,
 // where M is the sum of the terms' magnitudes. M is computed here from the format's own decomposition of each
 // weight, sum_i (|scale_i q_i| + |offset_i|) |a_i| (q8_0 counts 128 |d| as its offset: the VNNI panel stores
-// q + 128; the grid types 64 integer steps: their panels store q + 64), so it bounds every path's terms; N = 2 k / 32 + 8 for the quantized types (two terms per block,
-// a few more for horizontal sums), k + 8 for the float types (one FMA per element).
+// q + 128; the grid types 64 integer steps: their panels store q + 64), so it bounds every path's terms;
+// N = 2 k / 32 + 8 for the quantized types (two terms per block, a few more for horizontal sums), k + 8 for the
+// float types (one FMA per element).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_TEST_RUNTIME_CPU_KERNELREF_H
 #define TPC_TEST_RUNTIME_CPU_KERNELREF_H

@@ -91,7 +91,8 @@ std::vector<uint8_t> filledRow(GGMLType t, int64_t k, uint8_t fill, std::mt19937
   const GGMLTypeInfo &info = ggmlTypeInfo(t);
   for (size_t off = 0; off < v.size(); off += info.blockBytes) {
     uint8_t *b = v.data() + off;
-    const size_t lo = t == GGMLType::Q6_K || t == GGMLType::IQ1_M ? 0 : (t == GGMLType::Q4_K || t == GGMLType::Q5_K) ? 4 : 2;
+    const bool k45 = t == GGMLType::Q4_K || t == GGMLType::Q5_K;
+    const size_t lo = t == GGMLType::Q6_K || t == GGMLType::IQ1_M ? 0 : k45 ? 4 : 2;
     // Q6_K: ql and qh, not the scales; IQ1_M: not the scale words that hold d.
     const size_t hi = t == GGMLType::Q6_K ? 192 : t == GGMLType::IQ1_M ? 48 : info.blockBytes;
     for (size_t j = lo; j < hi; ++j)
