@@ -94,6 +94,64 @@ void setIndex(GGMLType t, uint8_t *b, int g, int idx) {
   }
 }
 
+/// Writes `bits` bits of v at bit `shift` of the little-endian word of `bytes` (<= 4) bytes at b.
+void putBits(uint8_t *b, int shift, int bits, uint32_t v, int bytes = 4) {
+  uint32_t w = 0;
+  std::memcpy(&w, b, static_cast<size_t>(bytes));
+  const uint32_t mask = ((1u << bits) - 1) << shift;
+  w = (w & ~mask) | ((v << shift) & mask);
+  std::memcpy(b, &w, static_cast<size_t>(bytes));
+}
+
+/// Sets the sign code of group g (of 8 elements) of a super-block: 7 bits where the format stores seven (the
+/// eighth is their parity), 8 where it stores a sign byte; for IQ1 the delta bit (of the group, or for IQ1_S of
+/// its block).
+void setSigns(GGMLType t, uint8_t *b, int g, uint32_t code) {
+  const int ib = g / 4, l = g % 4;
+  switch (t) {
+  case GGMLType::IQ2_XXS:
+    return putBits(b + 2 + 8 * ib + 4, 7 * l, 7, code);
+  case GGMLType::IQ2_XS:
+    return putBits(b + 2 + 2 * g, 9, 7, code);
+  case GGMLType::IQ2_S:
+    return putBits(b + 34 + g, 0, 8, code);
+  case GGMLType::IQ3_XXS:
+    return putBits(b + 66 + 4 * ib, 7 * l, 7, code);
+  case GGMLType::IQ3_S:
+    return putBits(b + 74 + g, 0, 8, code);
+  case GGMLType::IQ1_S:
+    return putBits(b + 34 + 2 * ib, 15, 1, code, 2);
+  case GGMLType::IQ1_M:
+    return putBits(b + 32 + 2 * ib + l / 2, 4 * (l % 2) + 3, 1, code, 1);
+  default:
+    return;
+  }
+}
+
+/// Sets the scale field ls of half h (16 elements) of a super-block; the formats with one scale per 32 take
+/// the even halves' values.
+void setScale(GGMLType t, uint8_t *b, int h, uint32_t ls) {
+  const int ib = h / 2;
+  switch (t) {
+  case GGMLType::IQ2_XXS:
+    return putBits(b + 2 + 8 * ib + 4, 28, 4, ls);
+  case GGMLType::IQ2_XS:
+    return putBits(b + 66 + ib, 4 * (h % 2), 4, ls);
+  case GGMLType::IQ2_S:
+    return putBits(b + 74 + ib, 4 * (h % 2), 4, ls);
+  case GGMLType::IQ3_XXS:
+    return putBits(b + 66 + 4 * ib, 28, 4, ls);
+  case GGMLType::IQ3_S:
+    return putBits(b + 106 + ib / 2, 4 * (ib % 2), 4, ls);
+  case GGMLType::IQ1_S:
+    return putBits(b + 34 + 2 * ib, 12, 3, ls, 2);
+  case GGMLType::IQ1_M:
+    return putBits(b + 48 + 2 * (ib / 2), 6 * (ib % 2) + 3 * (h % 2), 3, ls, 2);
+  default:
+    return;
+  }
+}
+
 /// Sets every sign, scale and delta bit of a super-block (grid index bits are set again by setIndex).
 void setAllSignsAndScales(GGMLType t, uint8_t *b) {
   const size_t bytes = ggmlTypeInfo(t).blockBytes;
@@ -185,8 +243,22 @@ TEST(GridLayout, DequantizeMatchesDefinition) {
       // negative deltas); the others random.
       if (i == 0)
         setAllSignsAndScales(t, blk);
-      for (int g = 0; g < per; ++g) // every grid index at least once
-        setIndex(t, blk, g, (i * per + g) % gridSize(t));
+      // Every grid index, sign code (and IQ1 delta) and scale value at least once; the blocks after the
+      // first two cycle through them, block 1 has every scale at its smallest.
+      const bool iq1 = t == GGMLType::IQ1_S || t == GGMLType::IQ1_M;
+      const bool byteSigns = t == GGMLType::IQ2_S || t == GGMLType::IQ3_S;
+      // (An odd multiplier permutes the indices, so their high bits differ between neighbouring groups.)
+      for (int g = 0; g < per; ++g)
+        setIndex(t, blk, g, ((i * per + g) * 97) % gridSize(t));
+      if (i >= 2) {
+        for (int g = 0; g < 32; ++g)
+          setSigns(t, blk, g, static_cast<uint32_t>(i * 32 + g) % (iq1 ? 2 : byteSigns ? 256 : 128));
+        for (int h = 0; h < 16; ++h)
+          setScale(t, blk, h, static_cast<uint32_t>(i + h) % (iq1 ? 8 : 16));
+      } else if (i == 1) {
+        for (int h = 0; h < 16; ++h)
+          setScale(t, blk, h, 0);
+      }
       setGridHalf(t, blk, halves[i % 6]);
     }
     const int64_t n = static_cast<int64_t>(blocks) * kQKK;
