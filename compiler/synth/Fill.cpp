@@ -8,6 +8,7 @@
 #include "compiler/synth/Fill.h"
 
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/BlocksIQ.h"
 #include "runtime/ggml/Quant.h"
 
 #include <cmath>
@@ -164,6 +165,103 @@ void fillIQ4_XS(BlockIQ4_XS *b, uint64_t nb, float sigma, Rng &rng) {
   }
 }
 
+/// sqrt(E[q^2]) of a grid format's integer values q (BlocksIQ.h) for uniform random indices and signs: the
+/// grid's bytes themselves, or 8 g +- 1 for IQ1 (a random delta sign: E = 64 E[g^2] + 1).
+template <typename Word, size_t N> float rmsGridValues(const std::array<Word, N> &grid, bool iq1) {
+  double s = 0;
+  for (Word w : grid)
+    for (size_t j = 0; j < sizeof(Word); ++j) {
+      const double v = iq1 ? static_cast<int8_t>(w >> (8 * j)) : static_cast<uint8_t>(w >> (8 * j));
+      s += iq1 ? 64 * v * v + 1 : v * v;
+    }
+  return static_cast<float>(std::sqrt(s / (N * sizeof(Word))));
+}
+
+/// sqrt(E[(2 ls + 1)^2]) for ls uniform in [lo, hi].
+float rmsOddScale(int lo, int hi) {
+  double s = 0;
+  for (int ls = lo; ls <= hi; ++ls)
+    s += double(2 * ls + 1) * (2 * ls + 1);
+  return static_cast<float>(std::sqrt(s / (hi - lo + 1)));
+}
+
+/// The grid formats: every index, sign and delta bit random (any bit pattern is a valid block), the 4-bit
+/// scales uniform in [8, 15] (3-bit IQ1 scales in [4, 7]) and d so that x = D sc q has the planned spread
+/// (D = d c, c = 1/8, 1/4 or 1: BlocksIQ.h), with a random sign that cancels IQ1's grid bias as Q4_0's.
+void fillGrid(GGMLType t, uint8_t *dst, uint64_t nb, float sigma, Rng &rng) {
+  const bool iq1 = t == GGMLType::IQ1_S || t == GGMLType::IQ1_M;
+  float rmsQ = 0, c = 0.125f;
+  switch (t) {
+  case GGMLType::IQ2_XXS:
+    rmsQ = rmsGridValues(kIQ2XXSGrid, false);
+    break;
+  case GGMLType::IQ2_XS:
+    rmsQ = rmsGridValues(kIQ2XSGrid, false);
+    break;
+  case GGMLType::IQ2_S:
+    rmsQ = rmsGridValues(kIQ2SGrid, false);
+    break;
+  case GGMLType::IQ3_XXS:
+    rmsQ = rmsGridValues(kIQ3XXSGrid, false);
+    c = 0.25f;
+    break;
+  case GGMLType::IQ3_S:
+    rmsQ = rmsGridValues(kIQ3SGrid, false);
+    c = 1.0f;
+    break;
+  default:
+    rmsQ = rmsGridValues(kIQ1SGrid, true);
+    break;
+  }
+  const float base = sigma / (c * rmsQ * (iq1 ? rmsOddScale(4, 7) : rmsOddScale(8, 15)));
+  const size_t bytes = ggmlTypeInfo(t).blockBytes;
+  for (uint64_t i = 0; i < nb; ++i) {
+    uint8_t *b = dst + i * bytes;
+    randomBytes(rng, b, bytes);
+    const uint64_t r = rng.next(); // scale j: 8 + 3 random bits (IQ1: 4 + 2 bits)
+    auto ls = [&](int j) {
+      return iq1 ? 4 + static_cast<int>((r >> (2 * j)) & 3) : 8 + static_cast<int>((r >> (3 * j)) & 7);
+    };
+    float d = jitter(rng, base);
+    const uint16_t dh = fp32ToFp16(rng.next() & 1 ? -d : d);
+    switch (t) {
+    case GGMLType::IQ2_XXS:
+    case GGMLType::IQ3_XXS: // bits 28-31 of each block's sign/scale word
+      for (int ib = 0; ib < 8; ++ib) {
+        uint8_t &top = b[t == GGMLType::IQ2_XXS ? 2 + 8 * ib + 7 : 66 + 4 * ib + 3];
+        top = static_cast<uint8_t>((top & 0x0f) | (ls(ib) << 4));
+      }
+      break;
+    case GGMLType::IQ2_XS:
+    case GGMLType::IQ2_S:
+      for (int ib = 0; ib < 8; ++ib)
+        b[(t == GGMLType::IQ2_XS ? 66 : 74) + ib] = static_cast<uint8_t>(ls(2 * ib) | (ls(2 * ib + 1) << 4));
+      break;
+    case GGMLType::IQ3_S:
+      for (int p = 0; p < 4; ++p)
+        b[106 + p] = static_cast<uint8_t>(ls(2 * p) | (ls(2 * p + 1) << 4));
+      break;
+    case GGMLType::IQ1_S: // bits 12-14 of each block's qh word (byte 35 + 2 ib bits 4-6)
+      for (int ib = 0; ib < 8; ++ib)
+        b[35 + 2 * ib] = static_cast<uint8_t>((b[35 + 2 * ib] & 0x8f) | (ls(ib) << 4));
+      break;
+    case GGMLType::IQ1_M: { // two 3-bit scales per block in 6 bits of word ib / 2; d in the top nibbles
+      uint16_t w[4] = {0, 0, 0, 0};
+      for (int ib = 0; ib < 8; ++ib)
+        w[ib / 2] |= static_cast<uint16_t>((ls(2 * ib) | (ls(2 * ib + 1) << 3)) << (6 * (ib % 2)));
+      for (int k = 0; k < 4; ++k)
+        w[k] |= static_cast<uint16_t>(((dh >> (4 * k)) & 0xf) << 12);
+      std::memcpy(b + 48, w, 8);
+      break;
+    }
+    default:
+      break;
+    }
+    if (t != GGMLType::IQ1_M)
+      std::memcpy(b, &dh, 2);
+  }
+}
+
 float sample(const Init &init, uint64_t elem, Rng &rng) {
   switch (init.kind) {
   case Init::Normal:
@@ -193,7 +291,7 @@ bool canFill(GGMLType t) {
   case GGMLType::IQ4_XS:
     return true;
   default:
-    return false;
+    return isGridType(t);
   }
 }
 
@@ -242,11 +340,13 @@ void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_
     case GGMLType::IQ4_XS:
       return fillIQ4_XS(reinterpret_cast<BlockIQ4_XS *>(dst), nb, sigma, rng);
     default:
+      if (isGridType(t))
+        return fillGrid(t, dst, nb, sigma, rng);
       break;
     }
   }
   // IQ4_NL / IQ4_XS have no quantizer: any other distribution is a tpc bug (Recipe keeps vectors F32).
-  if (t == GGMLType::IQ4_NL || t == GGMLType::IQ4_XS)
+  if (t == GGMLType::IQ4_NL || t == GGMLType::IQ4_XS || isGridType(t))
     throw std::invalid_argument(std::string("synth: ") + ggmlTypeName(t) + " tensors need a zero-mean normal init");
   // Any other distribution: floats through the reference quantizer, row by row.
   std::vector<float> row(rowElems);

@@ -1,6 +1,8 @@
 //===- Recipe.cpp - which ggml type each synthetic tensor gets ---------------===//
 #include "compiler/synth/Recipe.h"
 
+#include "runtime/ggml/BlocksIQ.h"
+
 #include <cctype>
 
 namespace tpc::synth {
@@ -20,6 +22,10 @@ constexpr TypeName kTypes[] = {
     {"Q4_K", GGMLType::Q4_K, false, 14}, {"Q5_K", GGMLType::Q5_K, false, 16},
     {"Q6_K", GGMLType::Q6_K, false, 18}, {"Q4_K_M", GGMLType::Q4_K, true, 15},
     {"IQ4_NL", GGMLType::IQ4_NL, false, 25}, {"IQ4_XS", GGMLType::IQ4_XS, false, 30},
+    {"IQ2_XXS", GGMLType::IQ2_XXS, false, 19}, {"IQ2_XS", GGMLType::IQ2_XS, false, 20},
+    {"IQ2_S", GGMLType::IQ2_S, false, 28},   {"IQ3_XXS", GGMLType::IQ3_XXS, false, 23},
+    {"IQ3_S", GGMLType::IQ3_S, false, 26},   {"IQ1_S", GGMLType::IQ1_S, false, 24},
+    {"IQ1_M", GGMLType::IQ1_M, false, 31},
 };
 
 bool contains(const std::string &s, const char *what) { return s.find(what) != std::string::npos; }
@@ -30,7 +36,7 @@ bool isKQuant(GGMLType t) { return t == GGMLType::Q4_K || t == GGMLType::Q5_K ||
 GGMLType fitRow(GGMLType t, uint64_t ne0) {
   if (isKQuant(t) && ne0 % 256 != 0)
     t = t == GGMLType::Q4_K ? GGMLType::Q5_0 : GGMLType::Q8_0;
-  if (t == GGMLType::IQ4_XS && ne0 % 256 != 0)
+  if ((t == GGMLType::IQ4_XS || isGridType(t)) && ne0 % 256 != 0)
     t = GGMLType::IQ4_NL;
   if (ne0 % ggmlTypeInfo(t).blockElems != 0)
     t = GGMLType::F16;

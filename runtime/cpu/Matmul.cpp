@@ -37,7 +37,8 @@ void validate(const char *op, const Operands &o, const float *x, size_t xStride,
   if (!supportsDequantize(o.t))
     fail(op, std::string("weight type ") + ggmlTypeName(o.t) +
                  " is not supported by the CPU backend (supported: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
-                 "q8_0, q2_K..q8_K, iq4_nl, mxfp4)");
+                 "q8_0, q2_K..q8_K, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_nl, iq4_xs, "
+                 "mxfp4)");
   if (o.n < 0 || m < 0 || o.k < 0)
     fail(op, "bad shape n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) + " m=" + std::to_string(m));
   std::optional<uint64_t> rowBytes = ggmlRowBytes(o.t, static_cast<uint64_t>(o.k));

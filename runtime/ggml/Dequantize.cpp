@@ -5,6 +5,7 @@
 // the dot kernels, which never dequantize to floats).
 //===----------------------------------------------------------------------===//
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/BlocksIQ.h"
 #include "runtime/ggml/Quant.h"
 
 #include <stdexcept>
@@ -208,6 +209,17 @@ void dequantTable4(const Block *b, float *y, int64_t nb, const int8_t *table, Sc
   }
 }
 
+/// Dequantizes nb grid super-blocks of type t (BlocksIQ.h): x = scale * sc * q, exact in float.
+void dequantGrid(GGMLType t, const uint8_t *src, float *y, int64_t nb) {
+  const size_t bytes = ggmlTypeInfo(t).blockBytes;
+  GridUnpacked u;
+  for (int64_t i = 0; i < nb; ++i, y += kQKK) {
+    unpackGridBlock(t, src + static_cast<size_t>(i) * bytes, u);
+    for (int e = 0; e < kQKK; ++e)
+      y[e] = (u.scale * static_cast<float>(u.sc[e / 16])) * static_cast<float>(u.q[e]);
+  }
+}
+
 } // namespace
 
 bool supportsDequantize(GGMLType t) {
@@ -231,7 +243,7 @@ bool supportsDequantize(GGMLType t) {
   case GGMLType::MXFP4:
     return true;
   default:
-    return false;
+    return isGridType(t);
   }
 }
 
@@ -240,7 +252,8 @@ void dequantizeRow(GGMLType t, const void *src, float *dst, int64_t n) {
   if (!supportsDequantize(t) && t != GGMLType::Q8_1)
     throw std::invalid_argument(std::string("dequantize: unsupported ggml type ") + ggmlTypeName(t) +
                                 " (the CPU backend handles f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
-                                "q2_K..q8_K, iq4_nl, iq4_xs, mxfp4; requantize the model)");
+                                "q2_K..q8_K, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_nl, iq4_xs, mxfp4; "
+                                "requantize the model)");
   checkWholeBlocks(t, n, "dequantize");
   int64_t nb = n / ggmlTypeInfo(t).blockElems;
   switch (t) {
@@ -302,9 +315,10 @@ void dequantizeRow(GGMLType t, const void *src, float *dst, int64_t n) {
     return dequantTable4(static_cast<const BlockMXFP4 *>(src), dst, nb, kMXFP4Values,
                          [](const BlockMXFP4 &b) { return e8m0ToFp32Half(b.e); });
   default:
+    if (isGridType(t))
+      return dequantGrid(t, static_cast<const uint8_t *>(src), dst, nb);
     break;
   }
 }
-
 
 } // namespace tpc

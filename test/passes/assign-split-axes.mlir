@@ -185,3 +185,22 @@ func.func @no_drift(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 /// not the MoE layer's), and keeps the faster intermediate split.
 // GRANULE: remark: tpc-assign-split-axes: MoE split: intermediate costs 1.000, whole experts {{.*}}: intermediate
 // GRANULE: remark: tpc-assign-split-axes: MoE split: the split weights miss a device's share by 12.9%, with every MoE layer in whole experts by 12.9%: keep the layers
+
+// -----
+
+/// The grid types (iq2_xxs, iq1_m, ...) are 256-element super-blocks like the K-quants: the type table gives the
+/// granule, so a weight cut along its rows moves its group in whole super-blocks.
+// CHECK-LABEL: func.func @grid_blocks
+// CHECK: name = "down_grid", tpc.state = [#tpc.state<split axis = 1, sizes = [512, 256], granule = 256, segments = 1>]
+// GRANULE: remark: tpc-assign-split-axes: 'down_grid' (iq1_m) is cut along its rows in 256-element blocks: its group moves in multiples of 256 units
+func.func @grid_blocks(%x: tensor<?x256xf32>) -> tensor<?x256xf32> {
+  %g = tpc.weight {ggml_type = "iq2_xxs", name = "gate_grid"} : tensor<768x256xf32>
+  %u = tpc.weight {ggml_type = "iq3_s", name = "up_grid"} : tensor<768x256xf32>
+  %d = tpc.weight {ggml_type = "iq1_m", name = "down_grid"} : tensor<256x768xf32>
+  %a = tpc.matmul %x, %g : (tensor<?x256xf32>, tensor<768x256xf32>) -> tensor<?x768xf32>
+  %b = tpc.matmul %x, %u : (tensor<?x256xf32>, tensor<768x256xf32>) -> tensor<?x768xf32>
+  %h = tpc.glu silu %a, %b : (tensor<?x768xf32>, tensor<?x768xf32>) -> tensor<?x768xf32>
+  %y0 = tpc.matmul %h, %d : (tensor<?x768xf32>, tensor<256x768xf32>) -> tensor<?x256xf32>
+  %y = tpc.add %x, %y0 : (tensor<?x256xf32>, tensor<?x256xf32>) -> tensor<?x256xf32>
+  return %y : tensor<?x256xf32>
+}

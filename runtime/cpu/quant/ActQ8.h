@@ -1,8 +1,8 @@
 //===- ActQ8.h - the shared 8-bit activation format ---------------*- C++ -*-===//
 //
-// Activations for the integer matmul kernels of q4_0, q5_0, q8_0, q4_K, q5_K and q6_K weights: one format
-// for all six, so an input read by several matmuls (Q/K/V, gate/up, every expert) is quantized once,
-// whatever the weight types of its readers (a Q4_K_M layer mixes q4_K, q6_K, q5_0 and q8_0).
+// Activations for the integer matmul kernels of q4_0, q5_0, q8_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs and the grid
+// types' weights: one format for all, so an input read by several matmuls (Q/K/V, gate/up, every expert) is
+// quantized once, whatever the weight types of its readers (a Q4_K_M layer mixes q4_K, q6_K, q5_0 and q8_0).
 //
 // A row of k elements (k a multiple of 32) is ceil(k / 128) groups of four 32-element blocks. Per block:
 // the scale d = amax / 127 rounded to bf16 (the reference engine's rounding, see activationScale), the

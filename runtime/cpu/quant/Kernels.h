@@ -18,7 +18,8 @@
 // on VNNI, stored as q + 128) the quants are unsigned, a = the row's block scale and b = the float that
 // multiplies the token's d * sum(q) (the offset or min term); for q8_0 without VNNI the quants are signed
 // and b is unused; for q6_K, a = the super-block scale d and b = the two int16 scales of the block's
-// 16-element halves. Float weights: R floats per element (k * R floats per group).
+// 16-element halves (the grid types, IQ2_*/IQ3_*/IQ1_*, use the same with their values stored as q + 64:
+// GridPanelX86.inc). Float weights: R floats per element (k * R floats per group).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_QUANT_KERNELS_H
 #define TPC_RUNTIME_CPU_QUANT_KERNELS_H

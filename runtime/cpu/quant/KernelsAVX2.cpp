@@ -6,6 +6,7 @@
 // included before the pragma so no inline library code is compiled for AVX2 by accident.
 //===----------------------------------------------------------------------===//
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/BlocksIQ.h"
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Kernels.h"
 
@@ -30,11 +31,14 @@ namespace avx2 {
 #define TPC_VNNI 0
 #define TPC_VNNI_EMULATED 0
 #include "runtime/cpu/quant/X86Common.inc"
+#include "runtime/cpu/quant/GridUnpackX86.inc"
 #include "runtime/cpu/quant/LegacyX86.inc"
 #include "runtime/cpu/quant/RowX86.inc"
+#include "runtime/cpu/quant/GridX86.inc"
 #include "runtime/cpu/quant/LanesX86.inc"
 #include "runtime/cpu/quant/Vec256X86.inc"
 #include "runtime/cpu/quant/PanelX86.inc"
+#include "runtime/cpu/quant/GridPanelX86.inc"
 #undef TPC_VNNI_EMULATED
 #undef TPC_VNNI
 } // namespace avx2
@@ -43,8 +47,10 @@ KernelTable avx2KernelTable(const KernelTable &base) {
   KernelTable t = base;
   avx2::installLegacy(t);
   avx2::installRowKernels(t);
+  avx2::installGridRowKernels(t);
   avx2::installLaneKernels(t);
   avx2::installPanelKernels(t);
+  avx2::installGridPanelKernels(t);
   return t;
 }
 

@@ -5,6 +5,7 @@
 // called when isaAvailable(Isa::AVX512); the target is set by pragma so the library needs no -march flag.
 //===----------------------------------------------------------------------===//
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/BlocksIQ.h"
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Kernels.h"
 
@@ -29,8 +30,10 @@ namespace avx512 {
 #define TPC_VNNI 0
 #define TPC_VNNI_EMULATED 0
 #include "runtime/cpu/quant/X86Common.inc"
+#include "runtime/cpu/quant/GridUnpackX86.inc"
 #include "runtime/cpu/quant/Vec512X86.inc"
 #include "runtime/cpu/quant/PanelX86.inc"
+#include "runtime/cpu/quant/GridPanelX86.inc"
 #undef TPC_VNNI_EMULATED
 #undef TPC_VNNI
 } // namespace avx512
@@ -38,6 +41,7 @@ namespace avx512 {
 KernelTable avx512KernelTable(const KernelTable &base) {
   KernelTable t = base;
   avx512::installPanelKernels(t);
+  avx512::installGridPanelKernels(t);
   return t;
 }
 

@@ -7,6 +7,7 @@
 // needs no -march flag. KernelsVnniEmu.cpp runs the same VNNI branches on AVX2 for the tests.
 //===----------------------------------------------------------------------===//
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/BlocksIQ.h"
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Kernels.h"
 
@@ -33,12 +34,15 @@ namespace avx512vnni {
 #define TPC_VNNI 1
 #define TPC_VNNI_EMULATED 0
 #include "runtime/cpu/quant/X86Common.inc"
+#include "runtime/cpu/quant/GridUnpackX86.inc"
 #include "runtime/cpu/quant/LegacyX86.inc"
 #include "runtime/cpu/quant/RowX86.inc"
+#include "runtime/cpu/quant/GridX86.inc"
 #include "runtime/cpu/quant/LanesX86.inc"
 
 #include "runtime/cpu/quant/Vec512X86.inc"
 #include "runtime/cpu/quant/PanelX86.inc"
+#include "runtime/cpu/quant/GridPanelX86.inc"
 #undef TPC_VNNI_EMULATED
 #undef TPC_VNNI
 } // namespace avx512vnni
@@ -47,8 +51,10 @@ KernelTable avx512VnniKernelTable(const KernelTable &base) {
   KernelTable t = base;
   avx512vnni::installLegacy(t);
   avx512vnni::installRowKernels(t);
+  avx512vnni::installGridRowKernels(t);
   avx512vnni::installLaneKernels(t);
   avx512vnni::installPanelKernels(t);
+  avx512vnni::installGridPanelKernels(t);
   return t;
 }
 

@@ -6,6 +6,7 @@
 // library needs no -march flag and runs on any x86-64.
 //===----------------------------------------------------------------------===//
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/BlocksIQ.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Kernels.h"
@@ -224,6 +225,31 @@ float dotQ6K(int64_t k, const void *w, const void *a) {
   return s;
 }
 
+/// Grid weights (BlocksIQ.h) . an ActQ8 row: per block of 32, (D d8) (sc_a sum_a(q a) + sc_b sum_b(q a)).
+template <GGMLType T> float dotGrid(int64_t k, const void *w, const void *a) {
+  const uint8_t *x = static_cast<const uint8_t *>(w);
+  const ActQ8Group *y = static_cast<const ActQ8Group *>(a);
+  const size_t blockBytes = ggmlTypeInfo(T).blockBytes;
+  GridUnpacked u;
+  float s = 0;
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    unpackGridBlock(T, x + static_cast<size_t>(i) * blockBytes, u);
+    for (int c = 0; c < 8; ++c) {
+      const int64_t b = 8 * i + c;
+      const int8_t *q8 = actQs(y, b);
+      int is = 0;
+      for (int h = 0; h < 2; ++h) {
+        int hs = 0;
+        for (int l = 16 * h; l < 16 * h + 16; ++l)
+          hs += u.q[32 * c + l] * q8[l];
+        is += u.sc[2 * c + h] * hs;
+      }
+      s += (u.scale * actD(y, b)) * static_cast<float>(is);
+    }
+  }
+  return s;
+}
+
 /// Float weights . f32 activations, in element order.
 template <typename T, float (*Load)(T)> float dotFloat(int64_t k, const void *w, const void *a) {
   const T *x = static_cast<const T *>(w);
@@ -254,6 +280,12 @@ void rowsByRow(int64_t k, const void *w, size_t stride, int64_t rows, const void
     for (int t = 0; t < nt; ++t)
       out[t][r] = o[t];
   }
+}
+
+/// Installs the scalar grid kernels of type T.
+template <GGMLType T> void setGrid(KernelTable &t) {
+  t.row[static_cast<uint32_t>(T)] = rowKernel<dotGrid<T>>;
+  t.rows[static_cast<uint32_t>(T)] = rowsByRow<rowKernel<dotGrid<T>>>;
 }
 
 } // namespace
@@ -301,6 +333,13 @@ KernelTable scalarKernelTable() {
   t.rows[static_cast<uint32_t>(GGMLType::Q4_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ4_K, false>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q5_K)] = rowsByRow<rowKernel<dotQ45K<BlockQ5_K, true>>>;
   t.rows[static_cast<uint32_t>(GGMLType::Q6_K)] = rowsByRow<rowKernel<dotQ6K>>;
+  setGrid<GGMLType::IQ2_XXS>(t);
+  setGrid<GGMLType::IQ2_XS>(t);
+  setGrid<GGMLType::IQ2_S>(t);
+  setGrid<GGMLType::IQ3_XXS>(t);
+  setGrid<GGMLType::IQ3_S>(t);
+  setGrid<GGMLType::IQ1_S>(t);
+  setGrid<GGMLType::IQ1_M>(t);
   return t;
 }
 

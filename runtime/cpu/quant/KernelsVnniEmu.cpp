@@ -6,6 +6,7 @@
 // q + 128, q6_K scaled with mullo, the hadd trees of the dpbusd row kernels). Only tests use it.
 //===----------------------------------------------------------------------===//
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/BlocksIQ.h"
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Kernels.h"
 
@@ -29,10 +30,13 @@ namespace vnniemu {
 #define TPC_VNNI 1
 #define TPC_VNNI_EMULATED 1
 #include "runtime/cpu/quant/X86Common.inc"
+#include "runtime/cpu/quant/GridUnpackX86.inc"
 #include "runtime/cpu/quant/RowX86.inc"
+#include "runtime/cpu/quant/GridX86.inc"
 #include "runtime/cpu/quant/LanesX86.inc"
 #include "runtime/cpu/quant/Vec256X86.inc"
 #include "runtime/cpu/quant/PanelX86.inc"
+#include "runtime/cpu/quant/GridPanelX86.inc"
 #undef TPC_VNNI_EMULATED
 #undef TPC_VNNI
 } // namespace vnniemu
@@ -40,8 +44,10 @@ namespace vnniemu {
 KernelTable emulatedVnniKernelTable(const KernelTable &base) {
   KernelTable t = base;
   vnniemu::installRowKernels(t);
+  vnniemu::installGridRowKernels(t);
   vnniemu::installLaneKernels(t);
   vnniemu::installPanelKernels(t);
+  vnniemu::installGridPanelKernels(t);
   return t;
 }
 

@@ -3,9 +3,10 @@
 // The CPU backend's ISA selection, activation formats and the legacy dot-product kernels (the reference row
 // conversions are the format layer's, runtime/ggml/Quant.h, included here). Activations are quantized once
 // to 8 bits with the reference engine's rounding, which is what keeps our logits close to its logits:
-// the weight types the fast kernels cover (q4_0, q5_0, q8_0, q4_K, q5_K, q6_K) share the ActQ8 format
+// the weight types the fast kernels cover (q4_0, q5_0, q8_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, the grid types)
+// share the ActQ8 format
 // (ActQ8.h, kernels in Kernels.h); the float types read f32 rows; the other types ("legacy": q4_1, q5_1,
-// q2_K, q3_K, q8_K, iq4_nl, mxfp4) keep one-row dot kernels on ggml's activation types (vecDotType).
+// q2_K, q3_K, q8_K, mxfp4) keep one-row dot kernels on ggml's activation types (vecDotType).
 //
 // Rows must hold whole blocks (n a multiple of the type's block size); the functions check this and throw
 // std::invalid_argument with a message naming the type, never crash on an unsupported type.

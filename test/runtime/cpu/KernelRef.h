@@ -10,8 +10,9 @@
 //   |kernel - exact| <= gamma(N + 3) * M,  gamma(n) = n u / (1 - n u),  u = 2^-24,
 // where M is the sum of the terms' magnitudes. M is computed here from the format's own decomposition of each
 // weight, sum_i (|scale_i q_i| + |offset_i|) |a_i| (q8_0 counts 128 |d| as its offset: the VNNI panel stores
-// q + 128), so it bounds every path's terms; N = 2 k / 32 + 8 for the quantized types (two terms per block,
-// a few more for horizontal sums), k + 8 for the float types (one FMA per element).
+// q + 128; the grid types 64 integer steps: their panels store q + 64), so it bounds every path's terms;
+// N = 2 k / 32 + 8 for the quantized types (two terms per block, a few more for horizontal sums), k + 8 for the
+// float types (one FMA per element).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_TEST_RUNTIME_CPU_KERNELREF_H
 #define TPC_TEST_RUNTIME_CPU_KERNELREF_H
@@ -19,6 +20,7 @@
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/BlocksIQ.h"
 
 #include <cmath>
 #include <cstdint>
@@ -31,6 +33,83 @@ namespace tpc::rt::cpu::test {
 struct DecodedRow {
   std::vector<double> value, mag;
 };
+
+/// One element of a grid super-block (BlocksIQ.h) in double, read from the raw bytes at the offsets of ggml's
+/// block structs and following dequantize_row_iq* element by element (not our decoder): `value`, and `unit` =
+/// the value of one integer step at that element (what the panels' offset of 64 steps multiplies).
+struct GridElement {
+  double value, unit;
+};
+inline GridElement gridElement(GGMLType t, const uint8_t *blk, int e) {
+  auto le16 = [blk](int o) { return static_cast<uint32_t>(blk[o] | (blk[o + 1] << 8)); };
+  auto le32 = [&](int o) { return le16(o) | (le16(o + 2) << 16); };
+  auto half = [&](int o) { return double(fp16ToFp32(static_cast<uint16_t>(le16(o)))); };
+  auto grid8 = [](uint64_t w, int j) { return static_cast<int>((w >> (8 * j)) & 255); };
+  // Bit j of a 7-bit sign code; the eighth sign is the parity of the seven.
+  auto sign7 = [](uint32_t code, int j) {
+    const int bit = j < 7 ? (code >> j) & 1 : __builtin_popcount(code & 127) & 1;
+    return bit ? -1.0 : 1.0;
+  };
+  const int ib = e / 32, l = (e % 32) / 8, j = e % 8, k4 = (e % 32) / 4;
+  switch (t) {
+  case GGMLType::IQ2_XXS: {
+    const uint32_t w = le32(2 + 8 * ib + 4);
+    const double u = half(0) * (0.5 + (w >> 28)) * 0.25;
+    return {u * grid8(kIQ2XXSGrid[blk[2 + 8 * ib + l]], j) * sign7((w >> (7 * l)) & 127, j), u};
+  }
+  case GGMLType::IQ2_XS: {
+    const uint32_t w = le16(2 + 2 * (4 * ib + l));
+    const double u = half(0) * (0.5 + ((blk[66 + ib] >> (4 * (l / 2))) & 15)) * 0.25;
+    return {u * grid8(kIQ2XSGrid[w & 511], j) * sign7(w >> 9, j), u};
+  }
+  case GGMLType::IQ2_S: {
+    const int idx = blk[2 + 4 * ib + l] | (((blk[66 + ib] >> (2 * l)) & 3) << 8);
+    const double u = half(0) * (0.5 + ((blk[74 + ib] >> (4 * (l / 2))) & 15)) * 0.25;
+    return {u * grid8(kIQ2SGrid[idx], j) * ((blk[2 + 32 + 4 * ib + l] >> j) & 1 ? -1 : 1), u};
+  }
+  case GGMLType::IQ3_XXS: {
+    const uint32_t w = le32(66 + 4 * ib);
+    const double u = half(0) * (0.5 + (w >> 28)) * 0.5;
+    return {u * grid8(kIQ3XXSGrid[blk[2 + 8 * ib + k4]], e % 4) * sign7((w >> (7 * l)) & 127, j), u};
+  }
+  case GGMLType::IQ3_S: {
+    const int idx = blk[2 + 8 * ib + k4] | (((blk[66 + ib] >> k4) & 1) << 8);
+    const double u = half(0) * (1 + 2 * ((blk[106 + ib / 2] >> (4 * (ib % 2))) & 15));
+    return {u * grid8(kIQ3SGrid[idx], e % 4) * ((blk[74 + 4 * ib + l] >> j) & 1 ? -1 : 1), u};
+  }
+  case GGMLType::IQ1_S: {
+    const uint32_t h = le16(34 + 2 * ib);
+    const int idx = blk[2 + 4 * ib + l] | (((h >> (3 * l)) & 7) << 8);
+    const double dl = half(0) * (2 * ((h >> 12) & 7) + 1);
+    const double g = static_cast<int8_t>(grid8(kIQ1SGrid[idx], j));
+    return {dl * (g + (h & 0x8000 ? -0.125 : 0.125)), dl * 0.125};
+  }
+  case GGMLType::IQ1_M: {
+    uint32_t sc[4];
+    for (int w = 0; w < 4; ++w)
+      sc[w] = le16(48 + 2 * w);
+    const uint16_t dh = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) |
+                                              (sc[3] & 0xf000));
+    const int nib = (blk[32 + 2 * ib + l / 2] >> (4 * (l % 2))) & 15;
+    const int idx = blk[4 * ib + l] | ((nib & 7) << 8);
+    const double dl = double(fp16ToFp32(dh)) * (2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3 * (l / 2))) & 7) + 1);
+    const double g = static_cast<int8_t>(grid8(kIQ1SGrid[idx], j));
+    return {dl * (g + (nib & 8 ? -0.125 : 0.125)), dl * 0.125};
+  }
+  default:
+    return {0, 0};
+  }
+}
+
+/// Writes the half d of a grid super-block (IQ1_M keeps it in the top nibbles of its four scale words).
+inline void setGridHalf(GGMLType t, uint8_t *blk, uint16_t h) {
+  if (t != GGMLType::IQ1_M) {
+    std::memcpy(blk, &h, 2);
+    return;
+  }
+  for (int w = 0; w < 4; ++w)
+    blk[48 + 2 * w + 1] = static_cast<uint8_t>((blk[48 + 2 * w + 1] & 0x0f) | (((h >> (4 * w)) & 0xf) << 4));
+}
 
 /// Decodes k elements of an ActQ8-format or float weight row in double, exactly.
 inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
@@ -200,6 +279,13 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
     }
     break;
   default:
+    if (isGridType(t))
+      for (int64_t i = 0; i < k / kQKK; ++i)
+        for (int e = 0; e < kQKK; ++e) {
+          const GridElement g = gridElement(t, p + i * ggmlTypeInfo(t).blockBytes, e);
+          put(256 * i + e, g.value, 1, 0);
+          r.mag[static_cast<size_t>(256 * i + e)] += 64 * std::fabs(g.unit); // panels: q + 64, -64 steps
+        }
     break;
   }
   return r;

@@ -50,7 +50,9 @@ const KernelTable *levelTable(const std::string &level) {
 const GGMLType kTypes[] = {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0,
                            GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K,
                            GGMLType::Q6_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4,
-                           GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_1, GGMLType::Q5_1};
+                           GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_1, GGMLType::Q5_1,
+                           GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS,
+                           GGMLType::IQ3_S, GGMLType::IQ1_S, GGMLType::IQ1_M};
 
 /// Where a block keeps its half-precision scale(s) and its quant bytes (for raw random blocks).
 struct BlockFields {
@@ -73,6 +75,8 @@ BlockFields blockFields(GGMLType t, size_t blockBytes) {
     return {108, 0, 0, 96}; // hmask and qs; the packed 6-bit scales stay random
   case GGMLType::MXFP4:
     return {0, 0, 1, blockBytes};
+  case GGMLType::IQ1_M:
+    return {0, 0, 0, 48}; // not the scale words that hold d (set by setGridHalf)
   default:
     return {0, 0, 2, blockBytes};
   }
@@ -101,6 +105,8 @@ std::vector<uint8_t> weightRow(GGMLType t, int64_t k, std::mt19937 &rng, bool ra
     uint8_t *b = v.data() + off;
     if (t == GGMLType::MXFP4)
       b[fields.d] = static_cast<uint8_t>(112 + rng() % 16); // scales 2^-16 .. 2^-1
+    else if (isGridType(t)) // every other bit pattern is a valid grid block
+      setGridHalf(t, b, fp32ToFp16(scale(rng)));
     else
       setHalf(b + fields.d, scale(rng));
     if (fields.dmin)

@@ -67,6 +67,8 @@ struct Problem {
         dst[off + b] = static_cast<uint8_t>(rng());
       if (t == GGMLType::MXFP4)
         dst[off] = static_cast<uint8_t>(120 + rng() % 4);
+      else if (isGridType(t)) // IQ1_M keeps d in its scale words
+        setGridHalf(t, dst + off, fp32ToFp16(0.001f * (1 + rng() % 8)));
       else {
         uint16_t d = fp32ToFp16(0.001f * (1 + rng() % 8));
         std::memcpy(dst + off, &d, 2);
@@ -430,7 +432,7 @@ TEST(MatmulErrors, BadArgumentsAreClearErrors) {
   a.wRowStride = 100; // smaller than a 144-byte row
   EXPECT_THROW(matmul(a, g), std::invalid_argument);
   a.wRowStride = 144;
-  a.wType = GGMLType::IQ2_XS;
+  a.wType = GGMLType::TQ1_0; // a type the CPU backend cannot run
   EXPECT_THROW(matmul(a, g), std::invalid_argument);
 }
 

@@ -10,6 +10,7 @@
 #include "runtime/cpu/Matmul.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/ggml/Quant.h"
+#include "test/runtime/cpu/KernelRef.h"
 #include "test/runtime/cpu/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -42,8 +43,13 @@ struct Weights {
       } else { // IQ4_NL / MXFP4: random nibbles, a sane scale
         for (size_t b = 0; b < stride; ++b)
           row[b] = static_cast<uint8_t>(rng());
-        for (size_t off = 0; off < stride; off += ggmlTypeInfo(t).blockBytes)
+        for (size_t off = 0; off < stride; off += ggmlTypeInfo(t).blockBytes) {
+          if (isGridType(t)) { // IQ1_M keeps d in its scale words
+            setGridHalf(t, row + off, 0x1400);
+            continue;
+          }
           row[off] = t == GGMLType::MXFP4 ? 121 : 0, row[off + 1] = t == GGMLType::MXFP4 ? row[off + 1] : 0x14;
+        }
       }
       dequantizeRow(t, row, values.data() + r * k, k);
     }

@@ -286,20 +286,20 @@ TEST(Quantize, Q8KBlockSumsMatchQuants) {
 }
 
 TEST(Errors, UnsupportedTypesAreReportedNotCrashed) {
-  EXPECT_FALSE(supportsDequantize(GGMLType::IQ2_XXS));
+  EXPECT_FALSE(supportsDequantize(GGMLType::TQ1_0));
   EXPECT_FALSE(supportsDequantize(GGMLType::I32));
   float y[256];
   uint8_t buf[1024] = {};
   try {
-    dequantizeRow(GGMLType::IQ2_XXS, buf, y, 256);
+    dequantizeRow(GGMLType::TQ1_0, buf, y, 256);
     FAIL() << "expected an error";
   } catch (const std::invalid_argument &e) {
-    EXPECT_NE(std::string(e.what()).find("iq2_xxs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tq1_0"), std::string::npos) << e.what();
   }
   EXPECT_THROW(quantizeRow(GGMLType::IQ4_NL, y, buf, 32), std::invalid_argument);
   EXPECT_THROW(dequantizeRow(GGMLType::Q4_K, buf, y, 100), std::invalid_argument);
   EXPECT_THROW(quantizeRow(GGMLType::Q8_0, y, buf, 33), std::invalid_argument);
-  EXPECT_EQ(vecDotKernel(GGMLType::IQ2_XXS, activeIsa()), nullptr);
+  EXPECT_EQ(vecDotKernel(GGMLType::TQ1_0, activeIsa()), nullptr);
 }
 
 TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
@@ -321,8 +321,8 @@ TEST(Types, EverySupportedTypeHasKernelsAndActivationType) {
       }
     }
   }
-  EXPECT_EQ(fast, 16 * 4) << "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, "
-                             "mxfp4, q2_K, q3_K run on the row/panel kernels";
+  EXPECT_EQ(fast, 23 * 4) << "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, "
+                             "mxfp4, q2_K, q3_K and the seven grid types run on the row/panel kernels";
 }
 
 TEST(Quantize, ActivationScalesAreBf16AndQuantsFollowThem) {

@@ -18,7 +18,9 @@ namespace tpc::rt::cpu::test {
 inline std::vector<GGMLType> supportedTypes() {
   return {GGMLType::F32,  GGMLType::F16,  GGMLType::BF16,   GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
           GGMLType::Q5_1, GGMLType::Q8_0, GGMLType::Q2_K,   GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K,
-          GGMLType::Q6_K, GGMLType::Q8_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4};
+          GGMLType::Q6_K, GGMLType::Q8_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4,
+          GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS, GGMLType::IQ3_S,
+          GGMLType::IQ1_S, GGMLType::IQ1_M};
 }
 
 /// The supported types whose kernels are the legacy one-row dots (Quant.h activationFormat).
