@@ -5,7 +5,8 @@
 // that types nothing is an error) and the written file (the types read back, every value finite with the
 // planned spread, gpt-oss style MXFP4 experts). The block generators of Q2_K, Q3_K, MXFP4, Q4_1 and Q5_1
 // are checked for their spread and mean with many blocks, and for the features the fills promise (both
-// scale signs in Q3_K, two neighbouring MXFP4 exponents).
+// scale signs in Q3_K, two neighbouring MXFP4 exponents). Rules over the tiny presets reproduce the type
+// layouts of the shared fixtures that the reference quantized to Q2_K, Q3_K_M, Q3_K_S, IQ4_XS and IQ4_NL.
 //===----------------------------------------------------------------------===//
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/synth/Synth.h"
@@ -15,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -215,4 +218,42 @@ TEST(TensorType, BlockFeatures) {
   EXPECT_EQ(exps.begin()->first + 1, exps.rbegin()->first);
   // 0.05 / 5.85 (the rms of the doubled levels) = 2^-6.87: the block scale 2^(e - 128) is 2^-7 or 2^-6.
   EXPECT_EQ(exps.begin()->first, 128 - 7);
+}
+
+// --type plus rules reproduce the type layout the reference's llama-quantize gave each of the shared
+// fixtures quantized to the new types: every tensor of the fixture has the synthetic file's name, shape
+// and type, and no tensor is left over.
+TEST(TensorType, RulesReproduceFixtureLayouts) {
+  const char *shared = std::getenv("TPC_SHARED_DIR");
+  const std::string dir = shared ? std::string(shared) + "/fixtures/" : "";
+  if (dir.empty() || !std::ifstream(dir + "tiny-llama-Q2_K.gguf"))
+    GTEST_SKIP() << "TPC_SHARED_DIR has no fixtures/ (set it to the shared folder to run this test)";
+  struct Layout {
+    const char *fixture, *preset, *type, *rules;
+  };
+  const Layout layouts[] = {
+      {"tiny-qwen3moe-IQ4_NL", "tiny-qwen3moe", "IQ4_NL", "attn_[kv]\\.=Q8_0"},
+      {"tiny-qwen3moe-Q3_K_S", "tiny-qwen3moe", "Q3_K", "attn_[kv]\\.=Q8_0,^output\\.=Q6_K"},
+      {"tiny-llama-IQ4_XS", "tiny-llama", "IQ4_XS", "attn_v=Q5_K,^output\\.=Q6_K"},
+      {"tiny-llama-Q2_K", "tiny-llama", "Q2_K", "attn_v=Q4_K,attn_output=Q3_K,ffn_down=Q3_K,^output\\.=Q6_K"},
+      {"tiny-llama-Q3_K_M", "tiny-llama", "Q3_K",
+       "blk\\.[01]\\.attn_v=Q5_K,attn_v=Q4_K,attn_output=Q4_K,ffn_down=Q4_K,^output\\.=Q6_K"},
+  };
+  for (const Layout &l : layouts) {
+    SCOPED_TRACE(l.fixture);
+    auto s = plan(l.preset, l.type, l.rules);
+    ASSERT_TRUE(bool(s)) << s.message();
+    auto f = gguf::GGUFFile::open(dir + l.fixture + ".gguf");
+    ASSERT_TRUE(bool(f)) << f.message();
+    std::map<std::string, const TensorPlan *> planned;
+    for (const TensorPlan &p : s->tensors())
+      planned[p.name] = &p;
+    ASSERT_EQ((*f)->tensors().size(), planned.size());
+    for (const gguf::TensorInfo &t : (*f)->tensors()) {
+      auto it = planned.find(t.name);
+      ASSERT_NE(it, planned.end()) << t.name;
+      EXPECT_EQ(it->second->ne, t.ne) << t.name;
+      EXPECT_EQ(std::string(ggmlTypeName(it->second->type)), ggmlTypeName(t.type)) << t.name;
+    }
+  }
 }
