@@ -147,6 +147,29 @@ TEST(TensorType, FallbackAndFile) {
     EXPECT_EQ((*f)->tensors()[i].type, s->tensors()[i].type) << s->tensors()[i].name;
 }
 
+// On top of the Q4_K_M recipe: the matched tensors change, the rest keep the recipe's choice.
+TEST(TensorType, OnTopOfTheRecipe) {
+  auto base = plan("tiny-llama", "Q4_K_M", "");
+  auto ruled = plan("tiny-llama", "Q4_K_M", "ffn_up=Q2_K");
+  ASSERT_TRUE(base && ruled);
+  auto b = typesOf(*base), r = typesOf(*ruled);
+  ASSERT_EQ(b.size(), r.size());
+  int changed = 0;
+  for (const auto &[name, type] : b) {
+    if (name.find("ffn_up") != std::string::npos) {
+      EXPECT_EQ(r[name], GGMLType::Q2_K) << name;
+      ++changed;
+    } else {
+      EXPECT_EQ(r[name], type) << name;
+    }
+  }
+  EXPECT_EQ(changed, 4);
+  EXPECT_EQ(r["output.weight"], GGMLType::Q6_K);
+  EXPECT_EQ(r["blk.3.attn_v.weight"], GGMLType::Q6_K); // a "more bits" layer
+  EXPECT_EQ(r["blk.0.attn_v.weight"], GGMLType::Q5_K); // GQA 4
+  EXPECT_EQ(r["blk.1.ffn_gate.weight"], GGMLType::Q4_K);
+}
+
 // gpt-oss style: MXFP4 experts, the other matrices Q8_0.
 TEST(TensorType, MxfpExpertsOnly) {
   auto s = plan("tiny-qwen3moe", "Q8_0", "_exps=MXFP4");
