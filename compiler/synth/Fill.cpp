@@ -11,6 +11,7 @@
 #include "runtime/ggml/BlocksIQ.h"
 #include "runtime/ggml/Quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -262,6 +263,83 @@ void fillGrid(GGMLType t, uint8_t *dst, uint64_t nb, float sigma, Rng &rng) {
   }
 }
 
+/// Q4_1/Q5_1: x = d * q + m with m = -c * d (c = 7.5 / 15.5, the quants' mean), so each block is centred
+/// and its spread is d * std(q).
+template <typename Block> void fillQ4_1(Block *b, uint64_t nb, float sigma, Rng &rng, bool five) {
+  const float base = sigma / (five ? kStdQ5 : kStdQ4);
+  const float centre = five ? 15.5f : 7.5f;
+  for (uint64_t i = 0; i < nb; ++i) {
+    uint16_t dh = fp32ToFp16(jitter(rng, base));
+    b[i].d = dh;
+    b[i].m = fp32ToFp16(-fp16ToFp32(dh) * centre);
+    randomBytes(rng, b[i].qs, sizeof b[i].qs);
+    if constexpr (sizeof(Block) == sizeof(BlockQ5_1))
+      randomBytes(rng, b[i].qh, sizeof b[i].qh);
+  }
+}
+
+/// Q2_K: x = d * sc * q - dmin * m per group of 16, q in 0..3 (mean 1.5, variance 1.25). The 4-bit scales
+/// sc are uniform in [8, 15] and the mins m = sc with dmin = 1.5 d, so every group is d * sc * (q - 1.5).
+void fillQ2K(BlockQ2_K *b, uint64_t nb, float sigma, Rng &rng) {
+  static const float kRmsSc = static_cast<float>(std::sqrt(rmsUniformInt(8, 15)));
+  const float base = sigma / (std::sqrt(1.25f) * kRmsSc);
+  for (uint64_t i = 0; i < nb; ++i) {
+    uint16_t dh = fp32ToFp16(jitter(rng, base));
+    b[i].d = dh;
+    b[i].dmin = fp32ToFp16(fp16ToFp32(dh) * 1.5f);
+    uint64_t r = rng.next();
+    for (int j = 0; j < kQKK / 16; ++j) {
+      const uint8_t sc = static_cast<uint8_t>(8 + ((r >> (3 * j)) & 7));
+      b[i].scales[j] = static_cast<uint8_t>(sc | (sc << 4));
+    }
+    randomBytes(rng, b[i].qs, sizeof b[i].qs);
+  }
+}
+
+/// Q3_K: x = d * sc * v per group of 16 with v = (2 low bits) - (hmask bit clear ? 4 : 0), uniform in -4..3
+/// (E[v^2] = 5.5, mean -0.5). The signed 6-bit scales have |sc| uniform in [16, 31] and a random sign, which
+/// cancels v's bias (as Q6_K's); they are packed as unpackScalesQ3K reads them (biased by 32).
+void fillQ3K(BlockQ3_K *b, uint64_t nb, float sigma, Rng &rng) {
+  static const float kRmsSc = static_cast<float>(std::sqrt(rmsUniformInt(16, 31)));
+  const float base = sigma / (std::sqrt(5.5f) * kRmsSc);
+  for (uint64_t i = 0; i < nb; ++i) {
+    randomBytes(rng, b[i].hmask, sizeof b[i].hmask);
+    randomBytes(rng, b[i].qs, sizeof b[i].qs);
+    std::memset(b[i].scales, 0, sizeof b[i].scales);
+    uint8_t raw[kQKK / 16];
+    randomBytes(rng, raw, sizeof raw);
+    for (int j = 0; j < kQKK / 16; ++j) {
+      const int mag = 16 + (raw[j] & 15);
+      const int biased = (raw[j] & 16 ? -mag : mag) + 32; // 1..16 or 48..63
+      if (j < 8)
+        b[i].scales[j] |= static_cast<uint8_t>(biased & 0xf);
+      else
+        b[i].scales[j - 8] |= static_cast<uint8_t>((biased & 0xf) << 4);
+      b[i].scales[8 + j % 4] |= static_cast<uint8_t>((biased >> 4) << (2 * (j / 4)));
+    }
+    b[i].d = fp32ToFp16(jitter(rng, base));
+  }
+}
+
+/// MXFP4: x = 2^(e-128) * v with v the doubled E2M1 level of a uniform nibble (symmetric: mean 0, E[v^2] =
+/// 34.25). The scale is a power of two, so the exponent of each block is drawn between the two powers around
+/// the target: with log2(target) = k + f it is k + 1 with probability (4^f - 1) / 3, which makes the
+/// expected square scale, and so the spread, exact (real blocks' exponents vary too).
+void fillMXFP4(BlockMXFP4 *b, uint64_t nb, float sigma, Rng &rng) {
+  double s = 0;
+  for (int8_t v : kMXFP4Values)
+    s += double(v) * v;
+  const double target = std::log2(sigma / std::sqrt(s / 16));
+  const double k = std::floor(target);
+  const float pUp = static_cast<float>((std::pow(4.0, target - k) - 1) / 3);
+  const int e0 = static_cast<int>(k) + 128; // scale 2^(e - 128)
+  for (uint64_t i = 0; i < nb; ++i) {
+    const int e = e0 + (rng.uniform() < pUp ? 1 : 0);
+    b[i].e = static_cast<uint8_t>(std::clamp(e, 1, 254)); // 0 would be 2^-128 (a subnormal); 255 is NaN
+    randomBytes(rng, b[i].qs, sizeof b[i].qs);
+  }
+}
+
 float sample(const Init &init, uint64_t elem, Rng &rng) {
   switch (init.kind) {
   case Init::Normal:
@@ -289,6 +367,11 @@ bool canFill(GGMLType t) {
   case GGMLType::Q6_K:
   case GGMLType::IQ4_NL:
   case GGMLType::IQ4_XS:
+  case GGMLType::Q4_1:
+  case GGMLType::Q5_1:
+  case GGMLType::Q2_K:
+  case GGMLType::Q3_K:
+  case GGMLType::MXFP4:
     return true;
   default:
     return isGridType(t);
@@ -339,15 +422,27 @@ void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_
       return fillIQ4_NL(reinterpret_cast<BlockIQ4_NL *>(dst), nb, sigma, rng);
     case GGMLType::IQ4_XS:
       return fillIQ4_XS(reinterpret_cast<BlockIQ4_XS *>(dst), nb, sigma, rng);
+    case GGMLType::Q4_1:
+      return fillQ4_1(reinterpret_cast<BlockQ4_1 *>(dst), nb, sigma, rng, false);
+    case GGMLType::Q5_1:
+      return fillQ4_1(reinterpret_cast<BlockQ5_1 *>(dst), nb, sigma, rng, true);
+    case GGMLType::Q2_K:
+      return fillQ2K(reinterpret_cast<BlockQ2_K *>(dst), nb, sigma, rng);
+    case GGMLType::Q3_K:
+      return fillQ3K(reinterpret_cast<BlockQ3_K *>(dst), nb, sigma, rng);
+    case GGMLType::MXFP4:
+      return fillMXFP4(reinterpret_cast<BlockMXFP4 *>(dst), nb, sigma, rng);
     default:
       if (isGridType(t))
         return fillGrid(t, dst, nb, sigma, rng);
       break;
     }
   }
-  // IQ4_NL / IQ4_XS have no quantizer: any other distribution is a tpc bug (Recipe keeps vectors F32).
-  if (t == GGMLType::IQ4_NL || t == GGMLType::IQ4_XS || isGridType(t))
-    throw std::invalid_argument(std::string("synth: ") + ggmlTypeName(t) + " tensors need a zero-mean normal init");
+  // IQ4_NL / IQ4_XS / MXFP4 have no quantizer: any other distribution is a tpc bug (Recipe keeps vectors
+  // F32).
+  if (!supportsQuantize(t))
+    throw std::invalid_argument(std::string("synth: ") + ggmlTypeName(t) +
+                                " tensors need a zero-mean normal init");
   // Any other distribution: floats through the reference quantizer, row by row.
   std::vector<float> row(rowElems);
   uint64_t rowBytes = rowElems / info.blockElems * info.blockBytes;

@@ -13,6 +13,7 @@
 #include "compiler/synth/Vocab.h"
 
 #include <cmath>
+#include <regex>
 
 namespace tpc::synth {
 namespace {
@@ -300,6 +301,9 @@ Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
   Expected<WeightType> wt = parseWeightType(opts.type);
   if (!wt)
     return Error{wt.message()};
+  Expected<std::vector<TensorTypeRule>> rules = parseTensorTypeRules(opts.tensorTypes);
+  if (!rules)
+    return Error{rules.message()};
   Expected<ModelSpec> spec = withLayers(*preset, opts.layers ? opts.layers : preset->nLayer);
   if (!spec)
     return Error{spec.message()};
@@ -331,6 +335,8 @@ Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
   for (const TensorPlan &t : s.tensors_)
     ctx.nAttnV += t.name.find("attn_v.weight") != std::string::npos;
   int attnV = 0;
+  // Per rule: how many matrices its regex finds and how many it types (the first matching rule wins).
+  std::vector<size_t> found(rules->size()), typed(rules->size());
   for (TensorPlan &t : s.tensors_) {
     int layer = -1;
     if (t.name.compare(0, 4, "blk.") == 0)
@@ -338,6 +344,30 @@ Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
     bool isV = t.name.find("attn_v.weight") != std::string::npos;
     t.type = tensorType(s.wtype_, ctx, t.name, t.ne, layer, attnV);
     attnV += isV;
+    if (rules->empty() || !isQuantizable(t.name, t.ne))
+      continue;
+    int winner = -1;
+    for (size_t r = 0; r < rules->size(); ++r)
+      if (std::regex_search(t.name, (*rules)[r].re)) {
+        ++found[r];
+        if (winner < 0)
+          winner = static_cast<int>(r);
+      }
+    if (winner >= 0) {
+      ++typed[winner];
+      t.type = fitRow((*rules)[winner].type, t.ne[0]);
+    }
+  }
+  for (size_t r = 0; r < rules->size(); ++r) {
+    const std::string rule = "--tensor-type rule '" + (*rules)[r].text + "'";
+    if (!found[r])
+      return Error{rule + " matches no weight matrix of " + m.preset +
+                   " (regex searched in GGUF names such as "
+                   "blk.0.attn_q.weight; vectors, ffn_gate_inp and ssm_conv1d stay F32); check the regex "
+                   "against `tpc inspect` of the model"};
+    if (!typed[r])
+      return Error{rule + " types nothing: every weight matrix it matches is typed by an earlier rule (the "
+                          "first matching rule wins); reorder or drop it"};
   }
 
   gguf::GGUFWriter &w = s.writer_;
@@ -346,7 +376,10 @@ Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
   w.setU32("general.file_type", s.wtype_.fileType);
   writeHParams(w, m);
   writeVocab(w, buildVocab(m.vocab, m.nVocab));
-  if (ggmlTypeInfo(s.wtype_.base).quantized)
+  bool quantized = false;
+  for (const TensorPlan &t : s.tensors_)
+    quantized |= ggmlTypeInfo(t.type).quantized;
+  if (quantized)
     w.setU32("general.quantization_version", 2);
   // Provenance: a synthetic model says so (and how to make it again).
   w.setString("tpc.synth.preset", m.preset);

@@ -1,6 +1,7 @@
 //===- Synth.h - full-size GGUF models with random weights --------*- C++ -*-===//
 //
-// `tpc synth` in library form: from a preset (Presets.h), a weight type (Recipe.h) and a seed, a GGUF v3
+// `tpc synth` in library form: from a preset (Presets.h), a weight type and optional per-tensor type rules
+// (Recipe.h) and a seed, a GGUF v3
 // file with the metadata, tensor names and shapes the importers read for that architecture (the same keys
 // and layout as the shared fixtures), a tokenizer (Vocab.h) and random weights (Fill.h).
 //
@@ -41,6 +42,8 @@ struct SynthOptions {
   std::string type = "Q4_K_M";
   uint64_t seed = 0;
   uint32_t layers = 0; ///< 0: the preset's layer count
+  /// `--tensor-type`: "regex=TYPE,..." over the weight matrices, on top of `type` (Recipe.h).
+  std::string tensorTypes;
   /// Tensor data left zero and unwritten (a sparse file): real shapes at no cost, for compile tests that
   /// never read values (`tpc synth --zeros`).
   bool zeros = false;
@@ -57,7 +60,8 @@ struct TensorPlan {
 /// A planned model: metadata and tensor infos are laid out at creation; write() fills the data.
 class Synthesizer {
 public:
-  /// Plans the model; errors name the flag (--preset, --arch, --type, --layers).
+  /// Plans the model; errors name the flag (--preset, --arch, --type, --layers, --tensor-type and its rule:
+  /// also a rule that types no tensor, because it matches none or only tensors an earlier rule took).
   static Expected<Synthesizer> create(const SynthOptions &opts);
 
   const ModelSpec &spec() const { return spec_; }

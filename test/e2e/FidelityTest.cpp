@@ -6,8 +6,9 @@
 // time). Checks (test/common/FixtureCheck.h): all 28 rows, every |d| and rms(d) against the reference
 // within the fixture's tolerances, the argmax of every greedy row equal to the reference greedy id for the
 // fixture's strict prefix, and for N > 1 the logits equal to the 1-device plan's within a tight bound
-// (splits change only the summation order; for F32 fixtures also with f32 KV caches). For the F32 fixture of every architecture, `tpc run
-// --prompt-ids ... --greedy --dump-logits` on the 2-device plan drives the same check through the CLI, with
+// (splits change only the summation order; for F32 fixtures also with f32 KV caches). For the F32 fixture of
+// every architecture (on the 2-device plan) and every quantized fixture (on the 1-, 2- and 3-device plans),
+// `tpc run --prompt-ids ... --greedy --dump-logits` drives the same check through the CLI, free-running, with
 // its generated ids against the reference's. Each (model, devices) is its own ctest test.
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Executor.h"
@@ -156,28 +157,36 @@ TEST_P(Fidelity, MatchesReference) {
 }
 
 std::vector<Case> cases() {
-  // The F32 fixture of each architecture also goes through `tpc run` (2 devices).
-  const std::vector<std::pair<std::string, bool>> models = {{"tiny-llama", true},
-                                                            {"tiny-llama-Q8_0", false},
-                                                            {"tiny-llama-Q4_K_M", false},
-                                                            {"tiny-qwen3", true},
-                                                            {"tiny-qwen3moe", true},
-                                                            {"tiny-qwen3moe-Q8_0", false},
-                                                            {"tiny-qwen3moe-Q4_K_M", false},
-                                                            {"tiny-qwen3moe-gu", false},
-                                                            {"tiny-gemma4moe", true},
-                                                            {"tiny-gemma3", true},
-                                                            {"tiny-qwen35moe", true},
-                                                            {"tiny-qwen35moe-Q8_0", false},
-                                                            {"tiny-qwen35moe-Q4_K_M", false},
-                                                            {"tiny-qwen35", true},
-                                                            {"tiny-llama-IQ4_XS", false},
-                                                            {"tiny-qwen3moe-IQ4_NL", false}};
+  // Free-running greedy through `tpc run` (Greedy): the F32 fixture of each architecture on 2 devices;
+  // every fixture the reference quantized on 1, 2 and 3 devices, beside the teacher-forced check, so each
+  // quantized type's kernels generate the reference's ids at every split.
+  enum class Greedy { No, TwoDevices, AllDevices };
+  const std::vector<std::pair<std::string, Greedy>> models = {
+      {"tiny-llama", Greedy::TwoDevices},
+      {"tiny-llama-Q8_0", Greedy::AllDevices},
+      {"tiny-llama-Q4_K_M", Greedy::AllDevices},
+      {"tiny-qwen3", Greedy::TwoDevices},
+      {"tiny-qwen3moe", Greedy::TwoDevices},
+      {"tiny-qwen3moe-Q8_0", Greedy::AllDevices},
+      {"tiny-qwen3moe-Q4_K_M", Greedy::AllDevices},
+      {"tiny-qwen3moe-gu", Greedy::No},
+      {"tiny-gemma4moe", Greedy::TwoDevices},
+      {"tiny-gemma3", Greedy::TwoDevices},
+      {"tiny-qwen35moe", Greedy::TwoDevices},
+      {"tiny-qwen35moe-Q8_0", Greedy::AllDevices},
+      {"tiny-qwen35moe-Q4_K_M", Greedy::AllDevices},
+      {"tiny-qwen35", Greedy::TwoDevices},
+      {"tiny-llama-IQ4_XS", Greedy::AllDevices},
+      {"tiny-llama-Q3_K_M", Greedy::AllDevices},
+      {"tiny-llama-Q2_K", Greedy::AllDevices},
+      {"tiny-qwen3moe-IQ4_NL", Greedy::AllDevices},
+      {"tiny-qwen3moe-Q3_K_S", Greedy::AllDevices}};
   std::vector<Case> all;
-  for (const auto &[m, cli] : models) {
-    all.push_back({m, 1, "", false});
-    all.push_back({m, 2, "", cli});
-    all.push_back({m, 3, "3,2,1", false});
+  for (const auto &[m, greedy] : models) {
+    const bool every = greedy == Greedy::AllDevices;
+    all.push_back({m, 1, "", every});
+    all.push_back({m, 2, "", every || greedy == Greedy::TwoDevices});
+    all.push_back({m, 3, "3,2,1", every});
   }
   // More devices than the acceptance asks for, where segments (merged gate|up) and MoE chains meet
   // uneven shares.

@@ -32,9 +32,9 @@ namespace {
 
 const char *const kTinyPresets[] = {"tiny-llama",     "tiny-qwen3",  "tiny-qwen3moe",
                                     "tiny-qwen35moe", "tiny-qwen35", "tiny-gemma4"};
-const char *const kTypes[] = {"F32",    "F16",     "BF16",   "Q8_0",  "Q4_0",    "Q5_0",  "Q4_K",
-                              "Q5_K",   "Q6_K",    "Q4_K_M", "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS",
-                              "IQ2_S",  "IQ3_XXS", "IQ3_S",  "IQ1_S",  "IQ1_M"};
+const char *const kTypes[] = {"F32",    "F16",    "BF16",    "Q8_0",   "Q4_0",   "Q4_1",   "Q5_0",  "Q5_1",
+                              "Q2_K",   "Q3_K",   "Q4_K",    "Q5_K",   "Q6_K",   "Q4_K_M", "IQ4_NL", "IQ4_XS",
+                              "MXFP4",  "IQ2_XXS", "IQ2_XS", "IQ2_S",  "IQ3_XXS", "IQ3_S",  "IQ1_S",  "IQ1_M"};
 
 Synthesizer make(const std::string &preset, const std::string &type, uint64_t seed = 1, uint32_t layers = 0) {
   SynthOptions o;

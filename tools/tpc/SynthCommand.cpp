@@ -1,9 +1,9 @@
 //===- SynthCommand.cpp - `tpc synth` ------------------------------------------===//
 //
-// `tpc synth --preset NAME [--arch ARCH] [--type TYPE] -o model.gguf [--seed S] [--layers N] [-t N]
-// [--zeros]`: writes a GGUF with the shapes, metadata and tokenizer of a real model and random weights (see
-// compiler/synth/Synth.h; `--zeros` leaves them zero in a sparse file); `--list` prints the presets. Plain
-// C++ (no MLIR), so it is built in both modes.
+// `tpc synth --preset NAME [--arch ARCH] [--type TYPE] [--tensor-type 'regex=TYPE,...'] -o model.gguf
+// [--seed S] [--layers N] [-t N] [--zeros]`: writes a GGUF with the shapes, metadata and tokenizer of a real
+// model and random weights (see compiler/synth/Synth.h; `--zeros` leaves them zero in a sparse file);
+// `--list` prints the presets. Plain C++ (no MLIR), so it is built in both modes.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 
@@ -56,7 +56,8 @@ void runSynth(const SynthCliOptions &o) {
   double gib = static_cast<double>(s->fileSize()) / (1024.0 * 1024 * 1024);
   fmt::print("wrote {}: {} ({}, {} layers), {} {}, {} tensors, {:.3f} B parameters, {:.2f} GiB in {:.1f} s "
              "({} threads, {:.2f} GiB/s)\n",
-             o.output, m.preset, m.arch, m.nLayer, s->weightType().name,
+             o.output, m.preset, m.arch, m.nLayer,
+             s->weightType().name + (o.synth.tensorTypes.empty() ? "" : " + --tensor-type rules"),
              o.synth.zeros ? std::string("zeros") : fmt::format("seed {}", o.synth.seed),
              s->tensors().size(), static_cast<double>(s->parameterCount()) / 1e9, gib, secs, threads,
              secs > 0 ? gib / secs : 0.0);
@@ -70,6 +71,13 @@ void registerSynth(CLI::App &app) {
   cmd->add_option("--arch", o->synth.arch, "architecture (optional; must match the preset)");
   cmd->add_option("--type", o->synth.type, "weight type: " + tpc::synth::weightTypeNames())
       ->capture_default_str();
+  cmd->add_option("--tensor-type", o->synth.tensorTypes,
+                  "per-tensor types on top of --type, as llama-quantize's --custom-q (ik_llama.cpp; mainline's "
+                  "--tensor-type): a comma list of regex=TYPE, each regex (ECMAScript) searched anywhere in "
+                  "the GGUF tensor name, the first matching rule wins; only weight matrices (vectors, "
+                  "ffn_gate_inp and ssm_conv1d stay F32); rows that are not whole blocks of TYPE fall back "
+                  "as llama-quantize does. A rule that types no tensor is an error. Example: "
+                  "--type Q8_0 --tensor-type '_exps=MXFP4' (gpt-oss style)");
   cmd->add_option("-o,--output", o->output, "GGUF file to write");
   cmd->add_option("--seed", o->synth.seed, "random seed (same seed, same file)")->capture_default_str();
   cmd->add_option("--layers", o->synth.layers, "keep only the first N layers (same layer shapes)");
