@@ -159,7 +159,8 @@ public:
         denseFFN(il);
       } else {
         matrix(blk(il, "ffn_gate_inp.weight"), E, s.nExpert);
-        bias(blk(il, "exp_probs_b.bias"), s.nExpert);
+        // The selection bias: uniform, as a normal of 8 samples (tiny) would miss its planned spread.
+        add(blk(il, "exp_probs_b.bias"), {s.nExpert}, Init::uniform(-0.15f, 0.15f));
         matrix(blk(il, "ffn_gate_exps.weight"), E, s.nFFExp, s.nExpert);
         matrix(blk(il, "ffn_up_exps.weight"), E, s.nFFExp, s.nExpert);
         matrix(blk(il, "ffn_down_exps.weight"), s.nFFExp, E, s.nExpert);
