@@ -23,6 +23,10 @@
 //   (FFN 10944), the others 128 experts (8 used) of 1408 plus 1 shared expert of 1408, sigmoid routing with
 //   a selection bias, normalised weights, routed_scaling_factor 1.0; vocab 151552; rms eps 1e-5; context
 //   131072; untied output.
+// - GLM-4.6 (= GLM-4.7's shapes; GLM-4.5 355B differs only in its 131072 context): hidden 5120, 92 layers +
+//   1 MTP block, 96 / 8 heads of 128 with q/k/v biases and per-head q/k norms (use_qk_norm), 64 rotated dims;
+//   layers 0-2 dense (FFN 12288), the others 160 experts (8 used) of 1536 plus 1 shared expert of 1536,
+//   routed_scaling_factor 2.5; vocab 151552; context 202752.
 // The tiny presets mirror the shared fixtures' shapes; bench-* are the CPU benchmark shapes.
 //===----------------------------------------------------------------------===//
 #include "compiler/synth/Presets.h"
@@ -176,6 +180,13 @@ std::vector<ModelSpec> makePresets() {
   v.push_back(glm4moe("glm-4.5-air",
                       "GLM-4.5-Air shapes (110.5B parameters, 128 experts + shared, 46 layers + MTP block)",
                       4096, 46, 96, 8, 10944, 128, 8, 1408, 1.f, false));
+  ModelSpec g46 = glm4moe(
+      "glm-4.6", "GLM-4.6 / 4.7 shapes (358.3B parameters, 160 experts + shared, q/k norms, 92 layers + MTP)",
+      5120, 92, 96, 8, 12288, 160, 8, 1536, 2.5f, false);
+  g46.nDenseLead = 3;
+  g46.qkNorm = true;
+  g46.nCtx = 202752;
+  v.push_back(g46);
 
   // Small models of each architecture, shaped like the shared fixtures (tests, examples).
   v.push_back(llama("tiny-llama", "small llama (fixture shapes: 256 wide, 4 layers, GQA 8/2)", 256, 4, 8, 2,

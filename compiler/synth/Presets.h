@@ -74,6 +74,7 @@ struct ModelSpec {
   /// biases; RoPE on ropeDims of each head; nNextN MTP blocks after the trunk.
   uint32_t nDenseLead = 0, nExpertShared = 0;
   float expertWeightsScale = 1.f;
+  bool qkNorm = false; ///< glm4moe: per-head RMS norms of q and k (GLM-4.5 355B, 4.6, 4.7; not Air)
 
   /// gemma4: true when layer il uses sliding-window attention.
   bool isSlidingLayer(uint32_t il) const { return swaPeriod != 0 && (il + 1) % swaPeriod != 0; }

@@ -153,6 +153,10 @@ public:
       bias(blk(il, "attn_k.bias"), Hkv * D);
       matrix(blk(il, "attn_v.weight"), E, Hkv * D);
       bias(blk(il, "attn_v.bias"), Hkv * D);
+      if (s.qkNorm) {
+        norm(blk(il, "attn_q_norm.weight"), D);
+        norm(blk(il, "attn_k_norm.weight"), D);
+      }
       matrix(blk(il, "attn_output.weight"), H * D, E);
       norm(blk(il, "post_attention_norm.weight"), E);
       if (il < s.nDenseLead) {

@@ -503,7 +503,7 @@ std::vector<uint64_t> shape(const gguf::GGUFFile &f, const std::string &name) {
 }
 } // namespace
 
-// GLM-4.5-Air at real shape: the published keys (block_count 47 with the MTP block, 1 dense layer, 128
+// GLM-4.5-Air and GLM-4.6 at real shape: the published keys (block_count 47 with the MTP block, 1 dense layer, 128
 // experts of 1408 + 1 shared, 96 / 8 heads of 128 with half of each rotated) and the Q4_K_M fallbacks of
 // its rows that are not whole 256-blocks (10944 and 1408); --layers keeps the MTP block after the kept ones.
 TEST(Synth, Glm45AirPreset) {
@@ -534,6 +534,24 @@ TEST(Synth, Glm45AirPreset) {
   EXPECT_EQ(ggmlTypeName(f->findTensor("blk.1.ffn_down_exps.weight")->type), std::string("q5_0"));
   EXPECT_EQ(ggmlTypeName(f->findTensor("blk.1.attn_k.weight")->type), std::string("q8_0"));
   EXPECT_EQ(ggmlTypeName(f->findTensor("blk.1.attn_q.bias")->type), std::string("f32"));
+
+  // GLM-4.6 / 4.7: per-head q/k norms, 3 dense layers, 160 experts of 1536 (whole 256-blocks: Q4_K).
+  o.preset = "glm-4.6";
+  o.layers = 0;
+  auto g46 = Synthesizer::create(o);
+  ASSERT_TRUE(bool(g46)) << g46.message();
+  EXPECT_NEAR(g46->parameterCount() / 1e9, 358.3, 1.0);
+  o.layers = 4;
+  auto g = zerosFile(o, "glm-46");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(*g->getU32("glm4moe.block_count"), 5u);
+  EXPECT_EQ(*g->getU32("glm4moe.leading_dense_block_count"), 3u);
+  EXPECT_EQ(*g->getU32("glm4moe.expert_count"), 160u);
+  EXPECT_EQ(*g->getF32("glm4moe.expert_weights_scale"), 2.5f);
+  EXPECT_EQ(shape(*g, "blk.0.attn_q_norm.weight"), (std::vector<uint64_t>{128}));
+  EXPECT_EQ(shape(*g, "blk.2.ffn_down.weight"), (std::vector<uint64_t>{12288, 5120}));
+  EXPECT_EQ(shape(*g, "blk.3.ffn_gate_exps.weight"), (std::vector<uint64_t>{5120, 1536, 160}));
+  EXPECT_EQ(ggmlTypeName(g->findTensor("blk.3.ffn_gate_exps.weight")->type), std::string("q4_K"));
 }
 
 // The real qwen35 presets carry the published keys and shapes (shared/research/qwen35.md §1.2-1.3: loader
