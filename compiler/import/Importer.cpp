@@ -26,8 +26,8 @@ constexpr ArchEntry kArchitectures[] = {
     {"qwen3", buildQwen3, {true, false, false}},
     {"qwen3moe", buildQwen3, {false, true, false}},
     {"gemma3", buildGemma3, {true, false, true}},
-    {"gemma4", buildGemma4, {true, true, false}},  // its sliding layers come from a pattern key
-    {"qwen35", buildQwen35, {true, false, false}}, // hybrid: Gated DeltaNet + gated attention
+    {"gemma4", buildGemma4, {true, true, false}}, // its sliding layers come from a pattern key
+    {"qwen35", buildQwen35, {true, false, false}},   // hybrid: Gated DeltaNet + gated attention
     {"qwen35moe", buildQwen35, {false, true, false}},
     {"glm4moe", buildGlm4Moe, {false, true, false}}, // its dense layers' width is checked with their count
 };

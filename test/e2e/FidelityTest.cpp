@@ -88,8 +88,9 @@ void PrintTo(const Case &c, std::ostream *os) {
 
 /// tiny-glm4moe-Q4_K_M routes token 7 at a router near-tie. tpc's quantized path reproduces the reference's
 /// rows 0-6 to 5e-7, and from row 7 on it differs by the activation-quantization noise every Q4_K_M fixture
-/// shows somewhere (tiny-qwen3moe-Q4_K_M from row 7 too, 0.02-0.03; a matter of the attention's rounding,
-/// not of the architecture). In layer 2 that noise decides token 7's third expert: tpc's sigmoid scores
+/// shows somewhere (tiny-qwen3moe-Q4_K_M from row 7 too, 0.02-0.03; not the architecture's: most likely
+/// the attention, whose q and softmax weights tpc keeps in f32 where the reference's non-flash path rounds
+/// them to f16, until one 8-bit activation rounds the other way). In layer 2 that noise decides token 7's third expert: tpc's sigmoid scores
 /// plus exp_probs_b put expert 2 0.0012 above expert 3, the reference (and tpc's --f32-reference pass, by
 /// 0.008) pick 3, so row 7 differs by 0.70 (forcing expert 3 there brings it to 0.043; every other row stays
 /// within 0.11). The row is checked to be the flipped one (so the exception goes when the noise does) and
