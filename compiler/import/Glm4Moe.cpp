@@ -3,8 +3,9 @@
 // As ik_llama.cpp's build_glm4_moe and create_glm4_moe_tensors build it (src/graphs/build_glm4.cpp,
 // src/llama-load-tensors.cpp, llm_build_moe_ffn in src/llama-build-context.cpp):
 //   x += Wo·attn(rope(q), rope(k), v) with q/k/v = W·h + b (biases required), optional per-head RMS norms
-//   of q and k (attn_q_norm / attn_k_norm: GLM-4.5 355B has them, Air does not), NEOX RoPE on the first
-//   rope.dimension_count dims of each head (half of it on the real models), scale 1/sqrt(head_dim);
+//   of q and k (attn_q_norm / attn_k_norm: GLM-4.5 355B, 4.6 and 4.7 have them, Air does not), NEOX RoPE
+//   on the first rope.dimension_count dims of each head (half of it on the real models), scale
+//   1/sqrt(head_dim);
 //   x += FFN(rms_norm(x)·post_attention_norm), where the FFN input norm is stored as post_attention_norm.
 // The first leading_dense_block_count layers have a dense SiLU GLU FFN; the others are MoE:
 //   s = sigmoid(router·h) (softmax when expert_gating_func = 1); the top-k experts are chosen on
