@@ -124,6 +124,35 @@ void readQwen35(KeyReader &r, HParams &hp) {
     hp.recurrentLayers[il] = (il + 1) % hp.fullAttnInterval != 0;
 }
 
+/// glm4moe: the leading dense layers, the shared experts, the routing (gating function, normalisation,
+/// scale) and the MTP blocks that block_count includes (the trunk is the rest). Defaults as the reference
+/// engine's loader: no dense layers, weights not normalised, sigmoid gating when the key is absent or 0.
+void readGlm4Moe(KeyReader &r, HParams &hp) {
+  hp.nNextN = r.u32("nextn_predict_layers", 0, 0, hp.nLayer - 1, "MTP blocks, fewer than block_count: ");
+  if (r.error)
+    return;
+  hp.nLayer -= hp.nNextN;
+  hp.nHeadKv.resize(hp.nLayer);
+  hp.nDenseLead = r.u32("leading_dense_block_count", 0, 0, hp.nLayer, "dense layers, at most the trunk's: ");
+  hp.nExpertShared = r.u32("expert_shared_count", std::nullopt, 0, 64, "shared experts, ");
+  hp.expertWeightsScale =
+      r.f32("expert_weights_scale", 1.f, 0, false, INFINITY, "the routed weights' scale, ");
+  uint32_t gating =
+      r.u32("expert_gating_func", 0, 0, 2, "0 (default: sigmoid), 1 (softmax) or 2 (sigmoid), ");
+  hp.expertSigmoid = gating != 1;
+  if (!r.error) {
+    ::tpc::Expected<bool> norm = r.f.getBoolOr(r.key("expert_weights_norm"), false);
+    if (!norm)
+      r.error = norm.message();
+    else
+      hp.expertWeightsNorm = *norm;
+  }
+  if (!r.error && hp.nDenseLead > 0 && (hp.nFF == 0 || hp.nFF > kMaxWidth))
+    r.fail(r.key("feed_forward_length"), std::to_string(hp.nFF) + (hp.nFF ? "" : " (or absent)"),
+           fmt::format("the dense FFN's width, an integer in [1, {}] (the first {} = {} layers are dense)",
+                       kMaxWidth, r.key("leading_dense_block_count"), hp.nDenseLead));
+}
+
 /// gemma4's sliding-window layers: their own head sizes, RoPE dims and base, and the per-layer pattern.
 void readGemma4(KeyReader &r, HParams &hp) {
   hp.headDimKSwa = r.u32("attention.key_length_swa", hp.headDimK, 1, kMaxHeads);
@@ -188,6 +217,8 @@ void readGemma4(KeyReader &r, HParams &hp) {
     r.fail(r.key("rope.dimension_count"), std::to_string(hp.nRot), "an even number (RoPE rotates pairs)");
   if (arch == "qwen35" || arch == "qwen35moe")
     readQwen35(r, hp);
+  if (arch == "glm4moe")
+    readGlm4Moe(r, hp);
   hp.swaLayers.assign(hp.nLayer, false);
   if (arch == "gemma4")
     readGemma4(r, hp);

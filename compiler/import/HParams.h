@@ -45,6 +45,14 @@ struct HParams {
   uint32_t fullAttnInterval = 0;
   uint32_t nFFShexp = 0; ///< the shared expert's width (qwen35moe)
   std::vector<bool> recurrentLayers; ///< per trunk layer
+  /// glm4moe: the first nDenseLead layers have a dense FFN, the rest MoE with nExpertShared shared experts
+  /// of nFFExp each; routing scores are sigmoid (or softmax) of the router logits, the top-k chosen on
+  /// scores + exp_probs_b, the chosen unbiased scores normalised to sum 1 when expertWeightsNorm, times
+  /// expertWeightsScale. block_count counts the nNextN MTP blocks, as for qwen35.
+  uint32_t nDenseLead = 0, nExpertShared = 0;
+  float expertWeightsScale = 1.f;
+  bool expertWeightsNorm = false;
+  bool expertSigmoid = false; ///< expert_gating_func 2 (sigmoid) rather than 1 (softmax)
 
   uint32_t headDimKOf(unsigned il) const { return swaLayers[il] && headDimKSwa ? headDimKSwa : headDimK; }
   uint32_t headDimVOf(unsigned il) const { return swaLayers[il] && headDimVSwa ? headDimVSwa : headDimV; }

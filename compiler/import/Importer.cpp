@@ -29,6 +29,7 @@ constexpr ArchEntry kArchitectures[] = {
     {"gemma4", buildGemma4, {true, true, false}}, // its sliding layers come from a pattern key
     {"qwen35", buildQwen35, {true, false, false}},   // hybrid: Gated DeltaNet + gated attention
     {"qwen35moe", buildQwen35, {false, true, false}},
+    {"glm4moe", buildGlm4Moe, {false, true, false}}, // its dense layers' width is checked with their count
 };
 } // namespace
 

@@ -115,9 +115,13 @@ Value ModelBuilder::deltaNet(Value q, Value k, Value v, Value g, Value beta, Val
 
 Value ModelBuilder::attentionBlock(Value h, Value pos, const AttentionWeights &w, const AttentionSpec &s) {
   int64_t T = ShapedType::kDynamic;
-  Value q = reshape(matmul(h, w.wq), {T, s.nHead, s.headDimK});
-  Value kRaw = reshape(matmul(h, w.wk), {T, s.nHeadKv, s.headDimK});
-  Value v = s.vFromK ? kRaw : reshape(matmul(h, w.wv), {T, s.nHeadKv, s.headDimV});
+  auto project = [&](Value wt, Value bias) {
+    Value p = matmul(h, wt);
+    return bias ? add(p, bias) : p;
+  };
+  Value q = reshape(project(w.wq, w.bq), {T, s.nHead, s.headDimK});
+  Value kRaw = reshape(project(w.wk, w.bk), {T, s.nHeadKv, s.headDimK});
+  Value v = s.vFromK ? kRaw : reshape(project(w.wv, w.bv), {T, s.nHeadKv, s.headDimV});
   Value k = kRaw;
   if (s.qNorm)
     q = norm(q, s.qNorm, s.eps);
@@ -141,12 +145,17 @@ Value ModelBuilder::gluFFN(Value h, const FFNWeights &w, GluFn fn) {
 
 Value ModelBuilder::moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn,
                            bool normalizeWeights) {
-  int64_t T = ShapedType::kDynamic;
   Value probs = softmax(matmul(routerIn, w.router));              // [T, E]
   Value ids = topK(probs, nUsed);                                 // [T, k]
   Value weights = takeAlong(probs, ids);                          // [T, k]
   if (normalizeWeights)
     weights = div(weights, sum(weights, /*axis=*/1, /*keepDim=*/true));
+  return moeExperts(h, w, ids, weights, nUsed, fn);
+}
+
+Value ModelBuilder::moeExperts(Value h, const MoeWeights &w, Value ids, Value weights, int64_t nUsed,
+                               GluFn fn) {
+  int64_t T = ShapedType::kDynamic;
   Value act;                                                      // [T, k, F]
   if (w.gateUp) {
     act = glu(mulMatId(h, w.gateUp, ids), fn);

@@ -49,6 +49,7 @@ struct AttentionSpec {
 /// Weights of one attention block.
 struct AttentionWeights {
   Value wq, wk, wv, wo;
+  Value bq, bk, bv; ///< optional biases of the Q/K/V projections (glm4moe), added before any norm
 };
 
 /// Weights of one dense GLU feed-forward block.
@@ -129,6 +130,9 @@ public:
   Value gluFFN(Value h, const FFNWeights &w, GluFn fn);
   /// MoE feed-forward on `h` with the router reading `routerIn` (the same value for most architectures).
   Value moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn, bool normalizeWeights);
+  /// The expert half of moeFFN, for architectures that route their own way: the selected experts `ids`
+  /// [T, k] applied to `h` and summed with the router weights `weights` [T, k].
+  Value moeExperts(Value h, const MoeWeights &w, Value ids, Value weights, int64_t nUsed, GluFn fn);
 
   /// The output-row indices of @forward (its third argument): buildOutput gathers the last hidden state
   /// to them before the final norm.

@@ -18,9 +18,20 @@
 //   of 512 plus a shared expert of 512; vocab 248320; rms eps 1e-6; context 262144; untied output.
 // - Qwen3.5-27B (= Qwen3.6-27B, dense): hidden 5120, 64 layers + 1 MTP, 24 / 4 heads of 256, GDN 16 key /
 //   48 value heads (inner 6144), FFN 17408, otherwise as 35B-A3B.
+// - GLM-4.5-Air (glm4moe): hidden 4096, 46 layers + 1 MTP block (block_count 47), 96 / 8 heads of 128 with
+//   q/k/v biases and no q/k norm, RoPE on 64 dims (partial_rotary_factor 0.5, NEOX) base 1e6; layer 0 dense
+//   (FFN 10944), the others 128 experts (8 used) of 1408 plus 1 shared expert of 1408, sigmoid routing with
+//   a selection bias, normalised weights, routed_scaling_factor 1.0; vocab 151552; rms eps 1e-5; context
+//   131072; untied output.
+// - GLM-4.6 (= GLM-4.7's shapes; GLM-4.5 355B differs only in its 131072 context): hidden 5120, 92 layers +
+//   1 MTP block, 96 / 8 heads of 128 with q/k/v biases and per-head q/k norms (use_qk_norm), 64 rotated dims;
+//   layers 0-2 dense (FFN 12288), the others 160 experts (8 used) of 1536 plus 1 shared expert of 1536,
+//   routed_scaling_factor 2.5; vocab 151552; context 202752.
 // The tiny presets mirror the shared fixtures' shapes; bench-* are the CPU benchmark shapes.
 //===----------------------------------------------------------------------===//
 #include "compiler/synth/Presets.h"
+
+#include <algorithm>
 
 namespace tpc::synth {
 namespace {
@@ -82,6 +93,24 @@ ModelSpec qwen35(std::string name, std::string desc, uint32_t E, uint32_t L, uin
   s.nExpertUsed = used;
   s.nFFExp = FE;
   s.nFFShexp = FE;
+  return s;
+}
+
+/// A GLM-4.5 MoE (glm4moe): the settings the published sizes share (head size 128 with half of it rotated,
+/// one MTP block, one shared expert), scaled for tiny (the shared fixture's shapes).
+ModelSpec glm4moe(std::string name, std::string desc, uint32_t E, uint32_t L, uint32_t H, uint32_t Hkv,
+                  uint32_t F, uint32_t X, uint32_t used, uint32_t FE, float scale, bool tiny) {
+  ModelSpec s = qwen3moe(qwen3(std::move(name), std::move(desc), E, L, H, Hkv, tiny ? 64 : 128, F,
+                               tiny ? 512 : 151552, tiny ? VocabKind::Spm512 : VocabKind::Glm4),
+                         X, used, FE);
+  s.arch = "glm4moe";
+  s.nCtx = 131072;
+  s.rmsEps = 1e-5f;
+  s.ropeDims = s.headDim / 2;
+  s.nNextN = 1;
+  s.nDenseLead = 1;
+  s.nExpertShared = 1;
+  s.expertWeightsScale = scale;
   return s;
 }
 
@@ -148,6 +177,17 @@ std::vector<ModelSpec> makePresets() {
   v.push_back(qwen35("qwen35-27b", "Qwen3.5/3.6-27B shapes (27.3B parameters, dense, 64 layers + MTP block)",
                      5120, 64, 24, 4, 48, 17408, 0, 0, 0, false));
 
+  v.push_back(glm4moe("glm-4.5-air",
+                      "GLM-4.5-Air shapes (110.5B parameters, 128 experts + shared, 46 layers + MTP block)",
+                      4096, 46, 96, 8, 10944, 128, 8, 1408, 1.f, false));
+  ModelSpec g46 = glm4moe(
+      "glm-4.6", "GLM-4.6 / 4.7 shapes (358.3B parameters, 160 experts + shared, q/k norms, 92 layers + MTP)",
+      5120, 92, 96, 8, 12288, 160, 8, 1536, 2.5f, false);
+  g46.nDenseLead = 3;
+  g46.qkNorm = true;
+  g46.nCtx = 202752;
+  v.push_back(g46);
+
   // Small models of each architecture, shaped like the shared fixtures (tests, examples).
   v.push_back(llama("tiny-llama", "small llama (fixture shapes: 256 wide, 4 layers, GQA 8/2)", 256, 4, 8, 2,
                     768, 512, VocabKind::Spm512));
@@ -163,6 +203,10 @@ std::vector<ModelSpec> makePresets() {
                      2, 4, 0, 8, 2, 64, true));
   v.push_back(qwen35("tiny-qwen35", "small qwen35 (fixture shapes: 256 wide, 8 layers + MTP, FFN 512)", 256,
                      8, 4, 2, 4, 512, 0, 0, 0, true));
+  v.push_back(
+      glm4moe("tiny-glm4moe",
+              "small glm4moe (fixture shapes: 256 wide, 4 layers + MTP, 8 experts of 160 + shared, 3 used)",
+              256, 4, 8, 2, 544, 8, 3, 160, 2.5f, true));
   ModelSpec tg4 = g4;
   tg4.preset = "tiny-gemma4";
   tg4.description = "small gemma4 (fixture shapes: 256 wide, 6 layers, 8 experts of 64, window 8)";
@@ -224,6 +268,7 @@ Expected<ModelSpec> withLayers(const ModelSpec &spec, uint32_t layers) {
                  std::to_string(spec.nLayer)};
   ModelSpec s = spec;
   s.nLayer = layers;
+  s.nDenseLead = std::min(s.nDenseLead, layers);
   return s;
 }
 

@@ -1,8 +1,8 @@
 //===- Synth.cpp - full-size GGUF models with random weights ----------------===//
 //
 // Tensor names, shapes (ggml ne order) and metadata keys follow the importers (compiler/import/Llama.cpp,
-// Qwen3.cpp, Gemma4.cpp, Qwen35.cpp, HParams.cpp) and the fixture files; the order of keys and tensors
-// matches the fixtures (test/synth compares the qwen35 ones with the shared fixtures key by key).
+// Qwen3.cpp, Gemma4.cpp, Qwen35.cpp, Glm4Moe.cpp, HParams.cpp) and the fixture files; the order of keys and
+// tensors matches the fixtures (test/synth compares the qwen35 ones with the shared fixtures key by key).
 // qwen35 values besides matrices and norms, in the fixtures' ranges: ssm_a (= -exp(A_log), a decay rate)
 // U(-1, -0.05), so every head decays and none forgets at once; ssm_dt.bias U(-0.5, 1); the depthwise conv
 // taps std 1/sqrt(kernel); the shared-expert gate vector std 1/sqrt(n_embd), so its sigmoid is O(1) away
@@ -139,6 +139,52 @@ public:
     output();
   }
 
+  /// glm4moe: attention with q/k/v biases, the leading dense layers, then MoE layers with a selection bias
+  /// and a shared expert; the MTP blocks after the trunk (a MoE layer plus nextn.*), in the fixture's order.
+  void glm4moe() {
+    uint64_t E = s.nEmbd, H = s.nHead, Hkv = s.nHeadKv, D = s.headDim,
+             Fs = uint64_t(s.nFFExp) * s.nExpertShared;
+    auto bias = [&](const std::string &name, uint64_t n) { add(name, {n}, Init::normal(0.f, 0.1f)); };
+    embeddings();
+    for (uint32_t il = 0; il < s.blockCount(); ++il) {
+      norm(blk(il, "attn_norm.weight"), E);
+      matrix(blk(il, "attn_q.weight"), E, H * D);
+      bias(blk(il, "attn_q.bias"), H * D);
+      matrix(blk(il, "attn_k.weight"), E, Hkv * D);
+      bias(blk(il, "attn_k.bias"), Hkv * D);
+      matrix(blk(il, "attn_v.weight"), E, Hkv * D);
+      bias(blk(il, "attn_v.bias"), Hkv * D);
+      if (s.qkNorm) {
+        norm(blk(il, "attn_q_norm.weight"), D);
+        norm(blk(il, "attn_k_norm.weight"), D);
+      }
+      matrix(blk(il, "attn_output.weight"), H * D, E);
+      norm(blk(il, "post_attention_norm.weight"), E);
+      if (il < s.nDenseLead) {
+        denseFFN(il);
+      } else {
+        matrix(blk(il, "ffn_gate_inp.weight"), E, s.nExpert);
+        // The selection bias: uniform, as a normal of 8 samples (tiny) would miss its planned spread.
+        add(blk(il, "exp_probs_b.bias"), {s.nExpert}, Init::uniform(-0.15f, 0.15f));
+        matrix(blk(il, "ffn_gate_exps.weight"), E, s.nFFExp, s.nExpert);
+        matrix(blk(il, "ffn_up_exps.weight"), E, s.nFFExp, s.nExpert);
+        matrix(blk(il, "ffn_down_exps.weight"), s.nFFExp, E, s.nExpert);
+        matrix(blk(il, "ffn_gate_shexp.weight"), E, Fs);
+        matrix(blk(il, "ffn_up_shexp.weight"), E, Fs);
+        matrix(blk(il, "ffn_down_shexp.weight"), Fs, E);
+      }
+      if (il >= s.nLayer) {
+        matrix(blk(il, "nextn.eh_proj.weight"), 2 * E, E);
+        matrix(blk(il, "nextn.embed_tokens.weight"), E, s.nVocab);
+        norm(blk(il, "nextn.enorm.weight"), E);
+        norm(blk(il, "nextn.hnorm.weight"), E);
+        matrix(blk(il, "nextn.shared_head_head.weight"), E, s.nVocab);
+        norm(blk(il, "nextn.shared_head_norm.weight"), E);
+      }
+    }
+    output();
+  }
+
   void llamaOrQwen3() {
     bool qwen = s.arch != "llama", moe = s.arch == "qwen3moe";
     embeddings();
@@ -233,10 +279,38 @@ void writeQwen35HParams(gguf::GGUFWriter &w, const ModelSpec &s) {
   }
 }
 
+/// glm4moe keys, in the fixture's order (which is the converter's).
+void writeGlm4MoeHParams(gguf::GGUFWriter &w, const ModelSpec &s) {
+  std::string a = s.arch + ".";
+  w.setU32(a + "context_length", s.nCtx);
+  w.setU32(a + "embedding_length", s.nEmbd);
+  w.setU32(a + "block_count", s.blockCount());
+  w.setU32(a + "vocab_size", s.nVocab);
+  w.setU32(a + "feed_forward_length", s.nFF);
+  w.setU32(a + "expert_feed_forward_length", s.nFFExp);
+  w.setU32(a + "expert_count", s.nExpert);
+  w.setU32(a + "expert_used_count", s.nExpertUsed);
+  w.setU32(a + "expert_shared_count", s.nExpertShared);
+  w.setU32(a + "leading_dense_block_count", s.nDenseLead);
+  w.setF32(a + "expert_weights_scale", s.expertWeightsScale);
+  w.setBool(a + "expert_weights_norm", true);
+  w.setU32(a + "expert_gating_func", 2); // sigmoid
+  w.setU32(a + "nextn_predict_layers", s.nNextN);
+  w.setU32(a + "attention.head_count", s.nHead);
+  w.setU32(a + "attention.head_count_kv", s.nHeadKv);
+  w.setU32(a + "attention.key_length", s.headDim);
+  w.setU32(a + "attention.value_length", s.headDim);
+  w.setU32(a + "rope.dimension_count", s.ropeDims);
+  w.setF32(a + "rope.freq_base", s.ropeBase);
+  w.setF32(a + "attention.layer_norm_rms_epsilon", s.rmsEps);
+}
+
 /// The `<arch>.*` keys each importer reads (HParams.cpp, Gemma4.cpp), in the fixtures' order.
 void writeHParams(gguf::GGUFWriter &w, const ModelSpec &s) {
   if (s.fullAttnInterval)
     return writeQwen35HParams(w, s);
+  if (s.arch == "glm4moe")
+    return writeGlm4MoeHParams(w, s);
   std::string a = s.arch + ".";
   bool gemma = s.arch == "gemma4";
   w.setU32(a + "context_length", s.nCtx);
@@ -322,6 +396,8 @@ Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
     p.gemma3();
   else if (m.fullAttnInterval)
     p.qwen35();
+  else if (m.arch == "glm4moe")
+    p.glm4moe();
   else
     p.llamaOrQwen3();
   s.tensors_ = std::move(p.out);

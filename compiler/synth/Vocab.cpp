@@ -264,6 +264,25 @@ Vocab qwenVocab(uint32_t nVocab, uint32_t realSize, uint32_t realNormal, const c
   return v;
 }
 
+/// GLM-4.5 byte-level BPE (pre-tokenizer glm4): 151329 ordinary tokens, then the special tokens from
+/// <|endoftext|> (its eos and padding), [gMASK] (the bos the converter names; GLM adds it through the chat
+/// template, not as BOS), then [PAD] rows up to the embedding size (151552).
+Vocab glm4Vocab(uint32_t nVocab) {
+  const std::vector<std::pair<std::string, int32_t>> sp = {
+      {"<|endoftext|>", 3}, {"[MASK]", 3},          {"[gMASK]", 3},    {"[sMASK]", 3},
+      {"<sop>", 3},         {"<eop>", 3},           {"<|system|>", 3}, {"<|user|>", 3},
+      {"<|assistant|>", 3}, {"<|observation|>", 3}, {"<think>", 4},    {"</think>", 4},
+      {"<tool_call>", 4},   {"</tool_call>", 4}};
+  uint32_t nNormal = nVocab >= 151552 ? 151329 : nVocab - static_cast<uint32_t>(sp.size());
+  Vocab v = bpeVocab(nVocab, nNormal, sp, 0x61a445);
+  v.pre = "glm4";
+  v.eos = static_cast<int32_t>(nNormal); // <|endoftext|>
+  v.pad = v.eos;
+  v.bos = v.eos + 2; // [gMASK]
+  v.addBos = false;
+  return v;
+}
+
 } // namespace
 
 Vocab buildVocab(VocabKind kind, uint32_t nVocab) {
@@ -295,6 +314,8 @@ Vocab buildVocab(VocabKind kind, uint32_t nVocab) {
     return qwenVocab(nVocab, 151936, 151643, "qwen2", 0x9e3779);
   case VocabKind::Qwen35:
     return qwenVocab(nVocab, 248320, 248044, "qwen35", 0x9e3735);
+  case VocabKind::Glm4:
+    return glm4Vocab(nVocab);
   case VocabKind::Gemma: {
     Vocab v = spmVocab(nVocab,
                        {{"<pad>", 3},

@@ -48,7 +48,8 @@ bool isLlama3Family(std::string_view pre) {
 
 /// Which pre-tokenizer regex a `tokenizer.ggml.pre` name selects ("" when unknown), per llama.cpp's table.
 std::string_view preKindOf(std::string_view pre) {
-  if (isLlama3Family(pre) || isOneOf(pre, {"dbrx", "smaug-bpe"}))
+  // GLM-4 ("glm4", "chatglm-bpe") uses the llama3 regex without llama3's ignore_merges and BOS.
+  if (isLlama3Family(pre) || isOneOf(pre, {"dbrx", "smaug-bpe", "glm4", "chatglm-bpe"}))
     return "llama3";
   if (isOneOf(pre, {"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"}))
     return "qwen2";
@@ -335,7 +336,7 @@ void Tokenizer::Impl::derive(const TokenizerData &d) {
     if (m.preKind.empty())
       throw TokenizerError(
           "unknown pre-tokenizer tokenizer.ggml.pre = '" + d.pre +
-          "' (supported: default, gpt-2, llama3/llama-bpe, qwen2, qwen35 and their aliases)");
+          "' (supported: default, gpt-2, llama3/llama-bpe, qwen2, qwen35, glm4 and their aliases)");
   } else {
     throw TokenizerError("unsupported tokenizer.ggml.model '" + d.model +
                          "' (supported: llama = SentencePiece, gpt2 = byte-level BPE)");

@@ -31,7 +31,8 @@ using namespace tpc::synth;
 namespace {
 
 const char *const kTinyPresets[] = {"tiny-llama",     "tiny-qwen3",  "tiny-qwen3moe",
-                                    "tiny-qwen35moe", "tiny-qwen35", "tiny-gemma4"};
+                                    "tiny-qwen35moe", "tiny-qwen35", "tiny-gemma4",
+                                    "tiny-glm4moe"};
 const char *const kTypes[] = {"F32",    "F16",    "BF16",    "Q8_0",   "Q4_0",   "Q4_1",   "Q5_0",  "Q5_1",
                               "Q2_K",   "Q3_K",   "Q4_K",    "Q5_K",   "Q6_K",   "Q4_K_M", "IQ4_NL", "IQ4_XS",
                               "MXFP4",  "IQ2_XXS", "IQ2_XS", "IQ2_S",  "IQ3_XXS", "IQ3_S",  "IQ1_S",  "IQ1_M"};
@@ -332,8 +333,8 @@ TEST(Synth, RecipeMatchesFixtureQ4KM) {
   if (dir.empty() || !std::ifstream(dir + "tiny-llama-Q4_K_M.gguf"))
     GTEST_SKIP() << "TPC_SHARED_DIR has no fixtures/ (set it to the shared folder to run this test)";
   WeightType wt = *parseWeightType("Q4_K_M");
-  for (const char *name :
-       {"tiny-llama-Q4_K_M.gguf", "tiny-qwen3moe-Q4_K_M.gguf", "tiny-qwen35moe-Q4_K_M.gguf"}) {
+  for (const char *name : {"tiny-llama-Q4_K_M.gguf", "tiny-qwen3moe-Q4_K_M.gguf",
+                           "tiny-qwen35moe-Q4_K_M.gguf", "tiny-glm4moe-Q4_K_M.gguf"}) {
     SCOPED_TRACE(name);
     auto f = gguf::GGUFFile::open(dir + name);
     ASSERT_TRUE(bool(f)) << f.message();
@@ -367,6 +368,7 @@ TEST(Synth, RealSizeVocabulariesTokenize) {
   } cases[] = {{VocabKind::Llama3, 128256, "\xC4\xA0the"},
                {VocabKind::Qwen2, 151936, "\xC4\xA0the"},
                {VocabKind::Qwen35, 248320, "\xC4\xA0the"},
+               {VocabKind::Glm4, 151552, "\xC4\xA0the"},
                {VocabKind::Gemma, 262144, "\xE2\x96\x81the"},
                {VocabKind::Spm512, 512, "\xE2\x96\x81the"}};
   for (const Case &c : cases) {
@@ -397,6 +399,12 @@ TEST(Synth, RealSizeVocabulariesTokenize) {
     if (c.kind == VocabKind::Qwen2) {
       EXPECT_EQ(v.tokens[151645], "<|im_end|>");
     }
+    if (c.kind == VocabKind::Glm4) { // GLM-4.5's ids: <|endoftext|> (eos) 151329, [gMASK] 151331
+      EXPECT_EQ(v.pre, "glm4");
+      EXPECT_EQ(v.eos, 151329);
+      EXPECT_EQ(v.tokens[151331], "[gMASK]");
+      EXPECT_EQ(v.tokens[151336], "<|user|>");
+    }
     if (c.kind == VocabKind::Qwen35) { // the real file's ids: eos 248046, <|endoftext|> 248044
       EXPECT_EQ(v.pre, "qwen35");
       EXPECT_EQ(v.eos, 248046);
@@ -406,58 +414,71 @@ TEST(Synth, RealSizeVocabulariesTokenize) {
   }
 }
 
-// The tiny qwen35 presets write the shared fixtures' layout exactly: every metadata key in the same order
-// with the same type and value (the token texts and scores only by type and count: the 512 pieces are
-// invented; tpc.synth.* is synth's own), and every tensor's name, shape and type, in the same order, for
-// each type the fixtures come in (F32; tiny-qwen35moe also Q8_0 and Q4_K_M, the reference's quantizer).
+namespace {
+/// `preset` in `type` has `fixture`'s layout exactly: every metadata key in the same order with the same
+/// type and value (the token texts and scores only by type and count: the 512 pieces are invented;
+/// tpc.synth.* is synth's own), and every tensor's name, shape and type, in the same order.
+void expectFixtureLayout(const std::string &preset, const std::string &type, const std::string &fixture) {
+  SCOPED_TRACE(preset + " " + type + " vs " + fixture);
+  auto ref = gguf::GGUFFile::open(fixture);
+  ASSERT_TRUE(bool(ref)) << ref.message();
+  Synthesizer s = make(preset, type, 2);
+  auto buf = s.writeToBuffer(2);
+  ASSERT_TRUE(bool(buf)) << buf.message();
+  auto f = open(*buf, preset);
+  ASSERT_TRUE(f);
+
+  std::vector<const gguf::Metadata *> ours;
+  for (const gguf::Metadata &m : f->metadata())
+    if (m.key.rfind("tpc.synth.", 0) != 0)
+      ours.push_back(&m);
+  const std::vector<gguf::Metadata> &theirs = (*ref)->metadata();
+  ASSERT_EQ(ours.size(), theirs.size());
+  for (size_t i = 0; i < theirs.size(); ++i) {
+    const gguf::Metadata &a = *ours[i], &b = theirs[i];
+    ASSERT_EQ(a.key, b.key) << "key " << i;
+    if (a.key == "tokenizer.ggml.tokens" || a.key == "tokenizer.ggml.scores") {
+      EXPECT_EQ(a.value.elemType(), b.value.elemType()) << a.key;
+      EXPECT_EQ(a.value.elems().size(), b.value.elems().size()) << a.key;
+    } else {
+      EXPECT_TRUE(a.value == b.value) << a.key << ": " << a.value.toString() << " vs " << b.value.toString();
+    }
+  }
+
+  const std::vector<gguf::TensorInfo> &ta = f->tensors(), &tb = (*ref)->tensors();
+  ASSERT_EQ(ta.size(), tb.size());
+  for (size_t i = 0; i < tb.size(); ++i) {
+    EXPECT_EQ(ta[i].name, tb[i].name) << "tensor " << i;
+    EXPECT_EQ(ta[i].ne, tb[i].ne) << tb[i].name;
+    EXPECT_EQ(ggmlTypeName(ta[i].type), std::string(ggmlTypeName(tb[i].type))) << tb[i].name;
+  }
+}
+} // namespace
+
+// The tiny qwen35 presets write the shared fixtures' layout exactly, for each type the fixtures come in
+// (F32; tiny-qwen35moe also Q8_0 and Q4_K_M, the reference's quantizer).
 TEST(Synth, Qwen35MatchesFixtureLayout) {
   const char *shared = std::getenv("TPC_SHARED_DIR");
   std::string dir = shared ? std::string(shared) + "/fixtures/" : "";
   if (dir.empty() || !std::ifstream(dir + "tiny-qwen35moe.gguf"))
     GTEST_SKIP() << "TPC_SHARED_DIR has no fixtures/tiny-qwen35moe.gguf (set it to the shared folder to run "
                     "this test)";
-  struct Case {
-    const char *preset, *type, *fixture;
-  } cases[] = {{"tiny-qwen35moe", "F32", "tiny-qwen35moe.gguf"},
-               {"tiny-qwen35moe", "Q8_0", "tiny-qwen35moe-Q8_0.gguf"},
-               {"tiny-qwen35moe", "Q4_K_M", "tiny-qwen35moe-Q4_K_M.gguf"},
-               {"tiny-qwen35", "F32", "tiny-qwen35.gguf"}};
-  for (const Case &c : cases) {
-    SCOPED_TRACE(std::string(c.preset) + " " + c.type + " vs " + c.fixture);
-    auto ref = gguf::GGUFFile::open(dir + c.fixture);
-    ASSERT_TRUE(bool(ref)) << ref.message();
-    Synthesizer s = make(c.preset, c.type, 2);
-    auto buf = s.writeToBuffer(2);
-    ASSERT_TRUE(bool(buf)) << buf.message();
-    auto f = open(*buf, c.preset);
-    ASSERT_TRUE(f);
+  expectFixtureLayout("tiny-qwen35moe", "F32", dir + "tiny-qwen35moe.gguf");
+  expectFixtureLayout("tiny-qwen35moe", "Q8_0", dir + "tiny-qwen35moe-Q8_0.gguf");
+  expectFixtureLayout("tiny-qwen35moe", "Q4_K_M", dir + "tiny-qwen35moe-Q4_K_M.gguf");
+  expectFixtureLayout("tiny-qwen35", "F32", dir + "tiny-qwen35.gguf");
+}
 
-    std::vector<const gguf::Metadata *> ours;
-    for (const gguf::Metadata &m : f->metadata())
-      if (m.key.rfind("tpc.synth.", 0) != 0)
-        ours.push_back(&m);
-    const std::vector<gguf::Metadata> &theirs = (*ref)->metadata();
-    ASSERT_EQ(ours.size(), theirs.size());
-    for (size_t i = 0; i < theirs.size(); ++i) {
-      const gguf::Metadata &a = *ours[i], &b = theirs[i];
-      ASSERT_EQ(a.key, b.key) << "key " << i;
-      if (a.key == "tokenizer.ggml.tokens" || a.key == "tokenizer.ggml.scores") {
-        EXPECT_EQ(a.value.elemType(), b.value.elemType()) << a.key;
-        EXPECT_EQ(a.value.elems().size(), b.value.elems().size()) << a.key;
-      } else {
-        EXPECT_TRUE(a.value == b.value)
-            << a.key << ": " << a.value.toString() << " vs " << b.value.toString();
-      }
-    }
-
-    const std::vector<gguf::TensorInfo> &ta = f->tensors(), &tb = (*ref)->tensors();
-    ASSERT_EQ(ta.size(), tb.size());
-    for (size_t i = 0; i < tb.size(); ++i) {
-      EXPECT_EQ(ta[i].name, tb[i].name) << "tensor " << i;
-      EXPECT_EQ(ta[i].ne, tb[i].ne) << tb[i].name;
-      EXPECT_EQ(ggmlTypeName(ta[i].type), std::string(ggmlTypeName(tb[i].type))) << tb[i].name;
-    }
-  }
+// tiny-glm4moe writes the shared fixture's layout exactly (keys, the MTP block's nextn.* tensors, and the
+// reference quantizer's Q4_K_M types: Q5_0 / Q8_0 fallbacks for the 544- and 160-wide down projections).
+TEST(Synth, Glm4MoeMatchesFixtureLayout) {
+  const char *shared = std::getenv("TPC_SHARED_DIR");
+  std::string dir = shared ? std::string(shared) + "/fixtures/" : "";
+  if (dir.empty() || !std::ifstream(dir + "tiny-glm4moe.gguf"))
+    GTEST_SKIP() << "TPC_SHARED_DIR has no fixtures/tiny-glm4moe.gguf (set it to the shared folder to run "
+                    "this test)";
+  expectFixtureLayout("tiny-glm4moe", "F32", dir + "tiny-glm4moe.gguf");
+  expectFixtureLayout("tiny-glm4moe", "Q4_K_M", dir + "tiny-glm4moe-Q4_K_M.gguf");
 }
 
 namespace {
@@ -482,6 +503,57 @@ std::vector<uint64_t> shape(const gguf::GGUFFile &f, const std::string &name) {
   return t ? t->ne : std::vector<uint64_t>{};
 }
 } // namespace
+
+// GLM-4.5-Air and GLM-4.6 at real shape: the published keys (block_count 47 with the MTP block, 1 dense layer, 128
+// experts of 1408 + 1 shared, 96 / 8 heads of 128 with half of each rotated) and the Q4_K_M fallbacks of
+// its rows that are not whole 256-blocks (10944 and 1408); --layers keeps the MTP block after the kept ones.
+TEST(Synth, Glm45AirPreset) {
+  SynthOptions o;
+  o.preset = "glm-4.5-air";
+  o.type = "Q4_K_M";
+  auto full = Synthesizer::create(o);
+  ASSERT_TRUE(bool(full)) << full.message();
+  EXPECT_NEAR(full->parameterCount() / 1e9, 110.5, 1.0);
+  o.layers = 2;
+  auto f = zerosFile(o, "glm-air");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(*f->getU32("glm4moe.block_count"), 3u);
+  EXPECT_EQ(*f->getU32("glm4moe.nextn_predict_layers"), 1u);
+  EXPECT_EQ(*f->getU32("glm4moe.leading_dense_block_count"), 1u);
+  EXPECT_EQ(*f->getU32("glm4moe.expert_count"), 128u);
+  EXPECT_EQ(*f->getU32("glm4moe.expert_used_count"), 8u);
+  EXPECT_EQ(*f->getU32("glm4moe.expert_shared_count"), 1u);
+  EXPECT_EQ(*f->getU32("glm4moe.rope.dimension_count"), 64u);
+  EXPECT_EQ(*f->getString("tokenizer.ggml.pre"), "glm4");
+  EXPECT_EQ(shape(*f, "blk.0.attn_q.weight"), (std::vector<uint64_t>{4096, 12288}));
+  EXPECT_EQ(shape(*f, "blk.0.attn_k.bias"), (std::vector<uint64_t>{1024}));
+  EXPECT_EQ(shape(*f, "blk.1.ffn_down_exps.weight"), (std::vector<uint64_t>{1408, 4096, 128}));
+  EXPECT_EQ(shape(*f, "blk.2.nextn.eh_proj.weight"), (std::vector<uint64_t>{8192, 4096}));
+  EXPECT_EQ(shape(*f, "token_embd.weight"), (std::vector<uint64_t>{4096, 151552}));
+  EXPECT_EQ(shape(*f, "blk.2.ffn_gate.weight"), std::vector<uint64_t>{}); // the MTP block is MoE
+  EXPECT_EQ(ggmlTypeName(f->findTensor("blk.0.ffn_down.weight")->type), std::string("q5_0"));
+  EXPECT_EQ(ggmlTypeName(f->findTensor("blk.1.ffn_down_exps.weight")->type), std::string("q5_0"));
+  EXPECT_EQ(ggmlTypeName(f->findTensor("blk.1.attn_k.weight")->type), std::string("q8_0"));
+  EXPECT_EQ(ggmlTypeName(f->findTensor("blk.1.attn_q.bias")->type), std::string("f32"));
+
+  // GLM-4.6 / 4.7: per-head q/k norms, 3 dense layers, 160 experts of 1536 (whole 256-blocks: Q4_K).
+  o.preset = "glm-4.6";
+  o.layers = 0;
+  auto g46 = Synthesizer::create(o);
+  ASSERT_TRUE(bool(g46)) << g46.message();
+  EXPECT_NEAR(g46->parameterCount() / 1e9, 358.3, 1.0);
+  o.layers = 4;
+  auto g = zerosFile(o, "glm-46");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(*g->getU32("glm4moe.block_count"), 5u);
+  EXPECT_EQ(*g->getU32("glm4moe.leading_dense_block_count"), 3u);
+  EXPECT_EQ(*g->getU32("glm4moe.expert_count"), 160u);
+  EXPECT_EQ(*g->getF32("glm4moe.expert_weights_scale"), 2.5f);
+  EXPECT_EQ(shape(*g, "blk.0.attn_q_norm.weight"), (std::vector<uint64_t>{128}));
+  EXPECT_EQ(shape(*g, "blk.2.ffn_down.weight"), (std::vector<uint64_t>{12288, 5120}));
+  EXPECT_EQ(shape(*g, "blk.3.ffn_gate_exps.weight"), (std::vector<uint64_t>{5120, 1536, 160}));
+  EXPECT_EQ(ggmlTypeName(g->findTensor("blk.3.ffn_gate_exps.weight")->type), std::string("q4_K"));
+}
 
 // The real qwen35 presets carry the published keys and shapes (shared/research/qwen35.md §1.2-1.3: loader
 // dumps of Qwen3.5/3.6-35B-A3B and -27B), and `--layers N` keeps N trunk layers plus the MTP block

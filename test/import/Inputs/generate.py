@@ -121,3 +121,18 @@ write("gemma4-rope-dims-swa.gguf", llama_meta("gemma4", extra=[
     ("gemma4.expert_count", U32, 4), ("gemma4.expert_used_count", U32, 2),
     ("gemma4.expert_feed_forward_length", U32, 16), ("gemma4.attention.key_length_swa", U32, 16),
     ("gemma4.rope.dimension_count_swa", U32, 32)]), llama_tensors())
+# glm4moe: an unknown expert_gating_func; dense leading layers without feed_forward_length; a layer without
+# its q bias (the biases are required, as in the reference engine).
+def glm_meta(extra=()):
+    meta = [m for m in llama_meta("glm4moe") if m[0] != "glm4moe.feed_forward_length"]
+    return meta + [("glm4moe.expert_count", U32, 4), ("glm4moe.expert_used_count", U32, 2),
+                   ("glm4moe.expert_feed_forward_length", U32, 16), ("glm4moe.expert_shared_count", U32, 1),
+                   ("glm4moe.leading_dense_block_count", U32, 1)] + list(extra)
+
+
+glm_tensors = [t for t in llama_tensors() if t[0] != "blk.0.ffn_norm.weight"] + [
+    ("blk.0.attn_k.bias", [16]), ("blk.0.attn_v.bias", [16]), ("blk.0.post_attention_norm.weight", [32])]
+write("glm4moe-gating-func.gguf", glm_meta([("glm4moe.feed_forward_length", U32, 64),
+                                            ("glm4moe.expert_gating_func", U32, 3)]), glm_tensors)
+write("glm4moe-dense-no-ffn.gguf", glm_meta(), glm_tensors)
+write("glm4moe-missing-bias.gguf", glm_meta([("glm4moe.feed_forward_length", U32, 64)]), glm_tensors)

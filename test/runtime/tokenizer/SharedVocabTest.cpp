@@ -204,6 +204,89 @@ TEST(SharedVocab, Qwen35MarksChangeIds) {
   EXPECT_EQ(q35.decode(q35.encode(thai + " " + arabic, false, false)), thai + " " + arabic);
 }
 
+/// `name` from tokenizer-tests/ with its tokenizer.ggml.pre string `from` replaced by `to` (the bytes of the
+/// file otherwise unchanged: a vocabulary-only file has no tensor data to realign), read back through
+/// tokenizerFromGGUF.
+std::optional<rt::TokenizerData> withPre(const std::string &shared, const std::string &name,
+                                         const std::string &from, const std::string &to) {
+  std::string bytes = readFile(shared + "/tokenizer-tests/" + name);
+  auto gstr = [](const std::string &s) {
+    uint64_t n = s.size();
+    return std::string(reinterpret_cast<const char *>(&n), 8) + s; // little-endian, as GGUF
+  };
+  const uint32_t strType = 8;
+  const std::string key =
+      gstr("tokenizer.ggml.pre") + std::string(reinterpret_cast<const char *>(&strType), 4);
+  size_t at = bytes.find(key + gstr(from));
+  if (at == std::string::npos) {
+    ADD_FAILURE() << name << " has no tokenizer.ggml.pre = " << from;
+    return std::nullopt;
+  }
+  bytes.replace(at, key.size() + 8 + from.size(), key + gstr(to));
+  auto file = gguf::GGUFFile::openBuffer(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size(),
+                                         name + " (pre " + to + ")"); // a private copy
+  if (!file) {
+    ADD_FAILURE() << file.message();
+    return std::nullopt;
+  }
+  auto data = tokenizerFromGGUF(**file);
+  if (!data) {
+    ADD_FAILURE() << data.message();
+    return std::nullopt;
+  }
+  return data.take();
+}
+
+/// GLM-4 (pre "glm4", GLM-4.5 / 4.6 / 4.7): the llama3 regex (\p{N}{1,3}, no \p{M} in the letter classes)
+/// without llama3's ignore_merges and BOS. No GLM vocabulary is in the shared folder, so two real ones get
+/// the glm4 pre-tokenizer: the Llama 3 vocabulary (3-digit tokens: the digit groups differ from qwen2's
+/// single digits) and the Qwen3.5 one (the size of GLM's; Thai and Arabic marks split as without \p{M}).
+/// Expected ids: ik_llama.cpp's llama-tokenize (commit 8337e4cd3, --ids --no-parse-special) on the same
+/// patched files.
+TEST(SharedVocab, Glm4) {
+  REQUIRE_SHARED();
+  std::optional<rt::TokenizerData> llama = withPre(shared, "ggml-vocab-llama-bpe.gguf", "llama-bpe", "glm4");
+  std::optional<rt::TokenizerData> qwen = withPre(shared, "ggml-vocab-qwen35.gguf", "qwen35", "glm4");
+  ASSERT_TRUE(llama && qwen);
+  EXPECT_FALSE(llama->addBos);
+  EXPECT_FALSE(llama->ignoreMerges);
+  EXPECT_TRUE(llama->cleanSpaces);
+  rt::Tokenizer l(std::move(*llama)), q(std::move(*qwen));
+  const std::string digits = "The year 2024 had 1234567 visitors, 89 of them on 3.14159!";
+  EXPECT_EQ(l.encode(digits, false, false),
+            (std::vector<TokenId>{791, 1060, 220, 2366, 19,  1047, 220, 4513, 10961, 22,   15613, 11,
+                                  220, 4578, 315, 1124, 389, 220,  18,  13,   9335,  2946, 0}));
+  // add_special: the file names a BOS (128000) but glm4 does not add it.
+  EXPECT_EQ(l.encode("Hello world", true, false), (std::vector<TokenId>{9906, 1917}));
+  EXPECT_EQ(l.encode("I've been there; they'RE here, DON'T go.", false, false),
+            (std::vector<TokenId>{40, 3077, 1027, 1070, 26, 814, 95253, 1618, 11, 45373, 17773, 733, 13}));
+  EXPECT_EQ(l.encode("  leading spaces\n\n\ttabs and\r\nCRLF   ", false, false),
+            (std::vector<TokenId>{220, 6522, 12908, 271, 3324, 3518, 323, 319, 34, 81758, 262}));
+  EXPECT_EQ(l.encode("\xE4\xB8\xAD\xE6\x96\x87\xE6\xB5\x8B\xE8\xAF\x95\xEF\xBC\x9A\xE4\xBD\xA0\xE5\xA5\xBD"
+                     "\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C\xEF\xBC\x81"
+                     "1234", // 中文测试：你好，世界！1234
+                     false, false),
+            (std::vector<TokenId>{108891, 82805, 5232, 57668, 53901, 3922, 102616, 6447, 4513, 19}));
+  EXPECT_EQ(l.encode("emoji \xF0\x9F\x98\x80\xF0\x9F\x91\x8D and symbols <>&^%$#@", false, false),
+            (std::vector<TokenId>{38623, 91416, 9468, 239, 235, 323, 18210, 366, 5909, 61, 4, 3, 83172}));
+  EXPECT_EQ(l.encode("x = [1,2,3]; y += x*2 // comment\n    return y", false, false),
+            (std::vector<TokenId>{87,   284, 510, 16, 11,  17,   11,  18,  5378, 379,
+                                  1447, 865, 9,   17, 443, 4068, 198, 262, 471,  379}));
+  const std::string thai = "\xE0\xB8\x97\xE0\xB8\xB5\xE0\xB9\x88\xE0\xB8\x99\xE0\xB8\xB5\xE0\xB9\x88"; // ที่นี่
+  const std::string arabic =
+      "\xD9\x85\xD9\x8E\xD8\xB1\xD9\x92\xD8\xAD\xD9\x8E\xD8\xA8\xD9\x8B\xD8\xA7"; // مَرْحَبًا
+  EXPECT_EQ(q.encode(thai, false, false), (std::vector<TokenId>{35884, 47171, 20184, 47171}));
+  EXPECT_EQ(q.encode(arabic, false, false),
+            (std::vector<TokenId>{10176, 27910, 11071, 59397, 29825, 27910, 21360, 127837}));
+  EXPECT_EQ(q.encode("r\xC3\xA9sum\xC3\xA9 with e\xCC\x81 combining marks", false, false),
+            (std::vector<TokenId>{42611, 1242, 963, 448, 384, 53839, 34171, 15423}));
+  EXPECT_EQ(
+      q.encode(digits, true, false),
+      (std::vector<TokenId>{785, 1042, 220, 17, 15,  17,   19,  1030, 220, 16, 17, 18, 19, 20, 21, 22, 15255,
+                            11,  220,  23,  24, 315, 1105, 389, 220,  18,  13, 16, 19, 16, 20, 24, 0}));
+  EXPECT_EQ(q.decode(q.encode(thai + " " + digits, false, false)), thai + " " + digits);
+}
+
 /// A minimal JSON reader for the tokens.json files: objects, arrays, strings (with \uXXXX and surrogate
 /// pairs), numbers, true/false/null.
 struct Json {

@@ -418,6 +418,7 @@ TEST(TokenizerValidation, ClearErrors) {
   b.pre = "no-such-pre";
   expectError(b, "no-such-pre");
   expectError(b, "qwen35"); // the list of supported names includes it
+  expectError(b, "glm4");
   b = bpeVocab({"a b"});
   b.merges.push_back("nospace");
   expectError(b, "merges");
