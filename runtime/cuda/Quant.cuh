@@ -30,6 +30,11 @@ template <typename F> bool dispatchType(GGMLType t, F &&f) {
     TPC_CASE(Q4_K)
     TPC_CASE(Q5_K)
     TPC_CASE(Q6_K)
+    TPC_CASE(Q2_K)
+    TPC_CASE(Q3_K)
+    TPC_CASE(IQ4_NL)
+    TPC_CASE(IQ4_XS)
+    TPC_CASE(MXFP4)
 #undef TPC_CASE
   default:
     return false;

@@ -82,22 +82,6 @@ __host__ __device__ __forceinline__ int dp4a(int a, int b, int c) {
 #endif
 }
 
-/// N words from a 2-byte aligned address: aligned word loads joined by funnel shifts (the 2-byte block
-/// formats Q8_0, Q4_0, Q6_K have no wider alignment). The word past the end is read only when the
-/// address is unaligned, and then it is the aligned word holding the last wanted byte (same page).
-template <int N> __host__ __device__ __forceinline__ void loadWords(const uint8_t *p, uint32_t out[N]) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  const uint32_t *w = reinterpret_cast<const uint32_t *>(a & ~uintptr_t(3));
-  const uint32_t sh = uint32_t(a & 3) * 8;
-  uint32_t prev = w[0];
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const uint32_t next = (sh || i + 1 < N) ? w[i + 1] : 0;
-    out[i] = sh ? (prev >> sh) | (next << (32 - sh)) : prev;
-    prev = next;
-  }
-}
-
 /// Four words of 16 int8 activations (16-byte aligned).
 __host__ __device__ __forceinline__ void loadX16(const int8_t *p, int x[4]) {
   const int4 v = *reinterpret_cast<const int4 *>(p);
@@ -184,15 +168,22 @@ template <GGMLType T> struct IntDotK45 {
     return w.dl * x.dlo * float(dl) + w.dh * x.dhi * float(dh) - (w.ml * x.slo + w.mh * x.shi);
   }
   __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) { return dot(prep(r, u), x); }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    return dot(fetch(row, u), u, x);
+  }
 };
 template <> struct IntDot<GGMLType::Q4_K> : IntDotK45<GGMLType::Q4_K> {};
 template <> struct IntDot<GGMLType::Q5_K> : IntDotK45<GGMLType::Q5_K> {};
 
-/// Q6_K: a unit is the 64 weights that share 16 ql bytes of each quarter pair and 16 qh bytes: elements
-/// 128H + 32qd + [e0, e0 + 16) for the four quadrants qd (u = 4 sb + 2H + e0 / 16).
-template <> struct IntDot<GGMLType::Q6_K> {
-  static constexpr int kUnit = 64;
+/// The K-quants of 16-element groups (Q2_K, Q3_K, Q6_K): a unit is the 64 weights at one 16-byte offset
+/// of a half's 32-byte rows, elements 128H + 32qd + [e0, e0 + 16) of super-block sb for the four quadrants
+/// qd (u = 4 sb + 2H + e0 / 16): their bit planes (Q2_K, Q3_K) or nibbles and 2-bit pairs (Q6_K) share
+/// those bytes, so one fetch feeds four dp4a groups. Each quadrant has its own scale; Q3_K and Q6_K offset
+/// their unsigned quants by a constant (4, 32), Q2_K by a min per group (d * q - m), both through the
+/// activation block's half sums as in the 32-element units. D supplies prep and dot(W, X) (CRTP); RawT its
+/// bytes and their fetch.
+template <class D, class RawT> struct IntDotQuad {
+  static constexpr int kUnit = 64, kFetchRows = 4;
   struct X {
     int q[4][4];
     float d[4], s[4];
@@ -210,16 +201,45 @@ template <> struct IntDot<GGMLType::Q6_K> {
     }
     return x;
   }
-  /// The unit's bytes: ql of two quarter pairs, qh, the 8 scales of its half and d.
-  struct Raw {
-    uint32_t ql0[4], ql1[4], qh[4], sc[2];
-    uint16_t d;
+  using Raw = RawT;
+  __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) { return Raw::fetch(row, u); }
+  /// The unit's 64 quants as dp4a words per quadrant (unsigned), and each quadrant's scale.
+  struct W {
+    int q[4][4];
+    float s[4];
   };
-  static constexpr int kFetchRows = 4;
-  __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) {
+  /// Sum of quadrant qd's 16 quant products.
+  __host__ __device__ static int dotQuadrant(const W &w, const X &x, int qd) {
+    int dq = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      dq = dp4a(w.q[qd][j], x.q[qd][j], dq);
+    return dq;
+  }
+  /// The constant-offset form: sum over quadrants of s * (sum(q x) - kOff * sum(x)).
+  template <int kOff> __host__ __device__ static float dotOffset(const W &w, const X &x) {
+    float sum = 0;
+#pragma unroll
+    for (int qd = 0; qd < 4; ++qd)
+      sum += w.s[qd] * (x.d[qd] * float(dotQuadrant(w, x, qd)) - float(kOff) * x.s[qd]);
+    return sum;
+  }
+  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) {
+    return D::dot(D::prep(r, u), x);
+  }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    return dot(fetch(row, u), u, x);
+  }
+};
+
+/// Q6_K's unit bytes: ql of two quarter pairs, qh, the 8 scales of its half and d.
+struct Q6Raw {
+  uint32_t ql0[4], ql1[4], qh[4], sc[2];
+  uint16_t d;
+  __host__ __device__ static Q6Raw fetch(const uint8_t *row, int64_t u) {
     const uint8_t *b = row + (u >> 2) * 210;
     const int H = int(u >> 1) & 1, e0 = 16 * int(u & 1);
-    Raw r;
+    Q6Raw r;
     loadWords<4>(b + 64 * H + e0, r.ql0);
     loadWords<4>(b + 64 * H + 32 + e0, r.ql1);
     loadWords<4>(b + 128 + 32 * H + e0, r.qh);
@@ -227,11 +247,10 @@ template <> struct IntDot<GGMLType::Q6_K> {
     r.d = ld16(b + 208);
     return r;
   }
-  /// The unit's 64 six-bit quants as dp4a words per quadrant, and d times each quadrant's scale.
-  struct W {
-    int q[4][4];
-    float s[4];
-  };
+};
+/// Q6_K: quadrant qd is nibble qd / 2 of ql row qd % 2 with bits 2qd, 2qd + 1 of qh; offset 32.
+template <> struct IntDot<GGMLType::Q6_K> : IntDotQuad<IntDot<GGMLType::Q6_K>, Q6Raw> {
+  using IntDotQuad::dot;
   __host__ __device__ static W prep(const Raw &r, int64_t u) {
     W w;
 #pragma unroll
@@ -251,34 +270,108 @@ template <> struct IntDot<GGMLType::Q6_K> {
     }
     return w;
   }
-  __host__ __device__ static float dot(const W &w, const X &x) {
-    float sum = 0;
-#pragma unroll
-    for (int qd = 0; qd < 4; ++qd) {
-      int dq = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        dq = dp4a(w.q[qd][j], x.q[qd][j], dq);
-      sum += w.s[qd] * (x.d[qd] * float(dq) - 32.0f * x.s[qd]);
-    }
-    return sum;
-  }
-  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) { return dot(prep(r, u), x); }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
+  __host__ __device__ static float dot(const W &w, const X &x) { return dotOffset<32>(w, x); }
 };
 
-/// The 32-element block formats: a unit is one block (an f16 scale, then kWords words of quants); X is its
-/// 32 activations, scale and sum. D supplies dot(Raw, u, X) (CRTP).
-template <class D, int kWords, int kRows> struct IntDotBlock32 {
+/// Q3_K's unit bytes: the 16 qs bytes of its four planes, the 16 hmask bytes of its third bits, all 12
+/// scale bytes (a quadrant's scale is spread over three of them) and d. 110-byte blocks: 2-byte aligned.
+struct Q3Raw {
+  uint32_t q[4], hm[4], sc[3];
+  uint16_t d;
+  __host__ __device__ static Q3Raw fetch(const uint8_t *row, int64_t u) {
+    const uint8_t *b = row + (u >> 2) * 110;
+    const int H = int(u >> 1) & 1, e0 = 16 * int(u & 1);
+    Q3Raw r;
+    loadWords<4>(b + 32 + 32 * H + e0, r.q);
+    loadWords<4>(b + e0, r.hm);
+    loadWords<3>(b + 96, r.sc);
+    r.d = ld16(b + 108);
+    return r;
+  }
+};
+/// Q3_K: quadrant qd is bits 2qd, 2qd + 1 of qs with bit 4H + qd of hmask as the third (set: no -4), so
+/// the quants are unsigned 0..7 with offset 4.
+template <> struct IntDot<GGMLType::Q3_K> : IntDotQuad<IntDot<GGMLType::Q3_K>, Q3Raw> {
+  using IntDotQuad::dot;
+  __host__ __device__ static W prep(const Raw &r, int64_t u) {
+    const int H = int(u >> 1) & 1, e = int(u & 1);
+    W w;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int qd = 0; qd < 4; ++qd)
+        w.q[qd][j] =
+            int(((r.q[j] >> (2 * qd)) & 0x03030303u) | (((r.hm[j] >> (4 * H + qd)) & 0x01010101u) << 2));
+    const float d = halfBits(r.d);
+#pragma unroll
+    for (int qd = 0; qd < 4; ++qd)
+      w.s[qd] = d * float(q3Scale(r.sc[0], r.sc[1], r.sc[2], 8 * H + 2 * qd + e));
+    return w;
+  }
+  __host__ __device__ static float dot(const W &w, const X &x) { return dotOffset<4>(w, x); }
+};
+
+/// Q2_K's unit bytes: the 16 qs bytes of its four planes, the 8 scale/min bytes of its half, d and dmin.
+/// 84-byte blocks: 4-byte aligned.
+struct Q2Raw {
+  uint32_t q[4], sc[2], dm;
+  __host__ __device__ static Q2Raw fetch(const uint8_t *row, int64_t u) {
+    const uint8_t *b = row + (u >> 2) * 84;
+    const int H = int(u >> 1) & 1, e0 = 16 * int(u & 1);
+    Q2Raw r;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      r.q[j] = ld32(b + 16 + 32 * H + e0 + 4 * j);
+    r.sc[0] = ld32(b + 8 * H), r.sc[1] = ld32(b + 8 * H + 4);
+    r.dm = ld32(b + 80);
+    return r;
+  }
+};
+/// Q2_K: quadrant qd is bits 2qd, 2qd + 1 of qs; x = d sc q - dmin m, the min term through the half sums
+/// as Q4_K's.
+template <> struct IntDot<GGMLType::Q2_K> : IntDotQuad<IntDot<GGMLType::Q2_K>, Q2Raw> {
+  using IntDotQuad::dot;
+  /// W plus each quadrant's dmin * m.
+  struct WM : IntDotQuad::W {
+    float m[4];
+  };
+  using W = WM;
+  __host__ __device__ static WM prep(const Raw &r, int64_t u) {
+    const int e = int(u & 1);
+    WM w;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int qd = 0; qd < 4; ++qd)
+        w.q[qd][j] = int((r.q[j] >> (2 * qd)) & 0x03030303u);
+    const float d = halfBits(r.dm & 0xffff), dmin = halfBits(r.dm >> 16);
+#pragma unroll
+    for (int qd = 0; qd < 4; ++qd) { // scales[8H + e + 2qd]: scale | min << 4
+      const int idx = e + 2 * qd;
+      const uint32_t sc = byteOf(r.sc[idx >> 2], idx & 3);
+      w.s[qd] = d * float(sc & 0xf);
+      w.m[qd] = dmin * float(sc >> 4);
+    }
+    return w;
+  }
+  __host__ __device__ static float dot(const WM &w, const X &x) {
+    float sum = 0;
+#pragma unroll
+    for (int qd = 0; qd < 4; ++qd)
+      sum += w.s[qd] * x.d[qd] * float(dotQuadrant(w, x, qd)) - w.m[qd] * x.s[qd];
+    return sum;
+  }
+};
+
+/// The 32-element block formats: a unit is one block (IQ4_XS: one 32-element sub-block); X is its 32
+/// activations, scale and sum. D supplies prep and dot(W, X) (CRTP); RawT its bytes and their fetch.
+template <class D, class RawT, int kRows> struct IntDotBlock32 {
   static constexpr int kUnit = 32, kFetchRows = kRows;
   struct X {
     int q[8];
     float d, s;
   };
-  struct Raw {
-    uint32_t w[kWords];
-    uint16_t d;
-  };
+  using Raw = RawT;
   /// The block's 32 quants as 8 signed dp4a words and its scale (D::prep makes it from Raw).
   struct W {
     int q[8];
@@ -300,19 +393,30 @@ template <class D, int kWords, int kRows> struct IntDotBlock32 {
     x.s = s[u].lo + s[u].hi;
     return x;
   }
-  __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) {
+  __host__ __device__ static Raw fetch(const uint8_t *row, int64_t u) { return Raw::fetch(row, u); }
+  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) {
+    return D::dot(D::prep(r, u), x);
+  }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    return dot(fetch(row, u), u, x);
+  }
+};
+
+/// The bytes of an f16-scaled 32-block (Q8_0, Q4_0, IQ4_NL): d, then kWords words of quants.
+template <int kWords> struct HalfBlockRaw {
+  uint32_t w[kWords];
+  uint16_t d;
+  __host__ __device__ static HalfBlockRaw fetch(const uint8_t *row, int64_t u) {
     const uint8_t *b = row + u * (2 + 4 * kWords);
-    Raw r;
+    HalfBlockRaw r;
     loadWords<kWords>(b + 2, r.w);
     r.d = ld16(b);
     return r;
   }
-  __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) { return D::dot(D::prep(r, u), x); }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
 };
 
 /// Q8_0: signed quants straight into dp4a.
-template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32<IntDot<GGMLType::Q8_0>, 8, 4> {
+template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32<IntDot<GGMLType::Q8_0>, HalfBlockRaw<8>, 4> {
   using IntDotBlock32::dot;
   __host__ __device__ static W prep(const Raw &r, int64_t) {
     W w;
@@ -326,7 +430,7 @@ template <> struct IntDot<GGMLType::Q8_0> : IntDotBlock32<IntDot<GGMLType::Q8_0>
 };
 
 /// Q4_0: low nibbles are elements 0..15, high nibbles 16..31, offset 8.
-template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32<IntDot<GGMLType::Q4_0>, 4, 8> {
+template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32<IntDot<GGMLType::Q4_0>, HalfBlockRaw<4>, 8> {
   using IntDotBlock32::dot;
   __host__ __device__ static W prep(const Raw &r, int64_t) {
     W w;
@@ -343,10 +447,72 @@ template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32<IntDot<GGMLType::Q4_0>
   }
 };
 
+/// The bytes of a nibble-table unit: its 16 quant bytes and the scale's bits (IQ4_NL: the f16 d; MXFP4: the
+/// E8M0 byte; IQ4_XS: the super-block head d | scales_h << 16, scales_l, one 8-byte load).
+template <GGMLType T> struct TableRaw {
+  uint32_t w[4], s0, s1;
+  __host__ __device__ static TableRaw fetch(const uint8_t *row, int64_t u) {
+    TableRaw r;
+    r.s1 = 0;
+    if constexpr (T == GGMLType::IQ4_NL) {
+      const uint8_t *b = row + u * 18;
+      loadWords<4>(b + 2, r.w);
+      r.s0 = ld16(b);
+    } else if constexpr (T == GGMLType::MXFP4) {
+      const uint8_t *b = row + u * 17;
+      loadWords<4>(b + 1, r.w);
+      r.s0 = b[0];
+    } else { // IQ4_XS: 136-byte blocks, 8-byte aligned, sub-block u % 8 at 8 + 16 (u % 8)
+      const uint8_t *b = row + (u >> 3) * 136;
+      const uint2 h = *reinterpret_cast<const uint2 *>(b);
+      const uint2 q0 = reinterpret_cast<const uint2 *>(b + 8 + 16 * (u & 7))[0];
+      const uint2 q1 = reinterpret_cast<const uint2 *>(b + 8 + 16 * (u & 7))[1];
+      r.s0 = h.x, r.s1 = h.y;
+      r.w[0] = q0.x, r.w[1] = q0.y, r.w[2] = q1.x, r.w[3] = q1.y;
+    }
+    return r;
+  }
+};
+/// IQ4_NL, IQ4_XS, MXFP4: the nibbles are looked up into their int8 levels (lookupNibbles, eight prmt per
+/// 8 weights) and multiplied like Q8_0's; MXFP4's levels are doubled E2M1 values, its scale halved.
+template <GGMLType T> struct IntDotTable : IntDotBlock32<IntDotTable<T>, TableRaw<T>, 8> {
+  using Base = IntDotBlock32<IntDotTable<T>, TableRaw<T>, 8>;
+  using Base::dot;
+  using typename Base::Raw;
+  using typename Base::W;
+  using typename Base::X;
+  __host__ __device__ static W prep(const Raw &r, int64_t u) {
+    W w;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t lo, hi;
+      lookupNibbles<T>(r.w[j], lo, hi);
+      w.q[j] = int(lo);
+      w.q[j + 4] = int(hi);
+    }
+    if constexpr (T == GGMLType::IQ4_NL)
+      w.d = halfBits(uint16_t(r.s0));
+    else if constexpr (T == GGMLType::MXFP4)
+      w.d = e8m0Half(r.s0);
+    else
+      w.d = halfBits(uint16_t(r.s0 & 0xffff)) * float(iq4xsScaleOf(r.s0, r.s1, int(u & 7)));
+    return w;
+  }
+  __host__ __device__ static float dot(const W &w, const X &x) { return w.d * x.d * float(Base::dotQ(w, x)); }
+};
+template <> struct IntDot<GGMLType::IQ4_NL> : IntDotTable<GGMLType::IQ4_NL> {};
+template <> struct IntDot<GGMLType::IQ4_XS> : IntDotTable<GGMLType::IQ4_XS> {};
+template <> struct IntDot<GGMLType::MXFP4> : IntDotTable<GGMLType::MXFP4> {};
+
 /// True for the types with an integer decode unit.
 constexpr bool hasIntDot(GGMLType t) {
   return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q5_K ||
-         t == GGMLType::Q6_K;
+         t == GGMLType::Q6_K || t == GGMLType::Q2_K || t == GGMLType::Q3_K || t == GGMLType::IQ4_NL ||
+         t == GGMLType::IQ4_XS || t == GGMLType::MXFP4;
+}
+/// Weights per integer unit (IntDot<T>::kUnit) for a runtime type: 64 for the 16-element-group K-quants.
+constexpr int intDotUnit(GGMLType t) {
+  return t == GGMLType::Q2_K || t == GGMLType::Q3_K || t == GGMLType::Q6_K ? 64 : 32;
 }
 
 } // namespace tpc::rt::cuda
