@@ -17,7 +17,8 @@ namespace tpc::rt::cuda {
 // bytes unless the inner loop is short. The activations are quantized once per row to 8 bits per
 // 32-element block (quantizeBlock32) and the quant nibbles are multiplied four at a time by dp4a: about
 // half an instruction per weight instead of three. The block's sums (halves of 16) carry the offset
-// terms (Q4_K's min, Q6_K's 32, Q4_0's 8). A unit's weight side is unpacked once (prep: dp4a words and
+// terms (Q2_K's and Q4_K's mins, Q3_K's 4, Q6_K's 32, Q4_0's 8); the non-linear formats (IQ4_NL, IQ4_XS,
+// MXFP4) look their nibbles up into int8 levels first (lookupNibbles). A unit's weight side is unpacked once (prep: dp4a words and
 // the scales) and dotted with any number of activation rows (the batched GEMV dots it with each token's).
 // Every unit below is __host__ __device__ so the CPU-side test checks the bit manipulation without a GPU.
 //===----------------------------------------------------------------------===//
