@@ -153,8 +153,9 @@ template <GGMLType T> struct IntUnit {
   static constexpr int kUnit = IntDot<T>::kUnit, kFetchRows = IntDot<T>::kFetchRows;
   static constexpr int kMinThreadsPerSm = 512; // at most 128 registers: 16 warps keep loads in flight
   /// Rows a lane of the batched GEMV keeps in flight at up to 4 tokens: 2 for q5_K (three 16-byte loads a
-  /// unit) and q6_K (20 registers unpacked), which spill with 4 under the 128-register cap.
-  static constexpr int kBatchRows = T == GGMLType::Q5_K || T == GGMLType::Q6_K ? 2 : 4;
+  /// unit) and the 64-weight units (q2_K, q3_K, q6_K: 20-24 registers unpacked), which spill with 4 under
+  /// the 128-register cap.
+  static constexpr int kBatchRows = T == GGMLType::Q5_K || IntDot<T>::kUnit == 64 ? 2 : 4;
   using X = typename IntDot<T>::X;
   using Raw = typename IntDot<T>::Raw;
   using W = typename IntDot<T>::W;
@@ -565,7 +566,8 @@ void launchDecodeShape(const GemvArgs &a, bool vec, cudaStream_t s) {
 
 /// Thread shapes of the decode kernel by units per row: x in registers for up to 512 float units or
 /// 1024 integer units (above that the row-per-warp kernel runs); with 2 tokens up to 512 units (256 for
-/// q6_K), with 4 up to 256 (the x of every token in registers; the batched kernel takes longer rows).
+/// the 64-weight units), with 4 up to 256 (the x of every token in registers; the batched kernel takes
+/// longer rows).
 /// False where no shape fits.
 template <class P, bool kInt, int NT = 1>
 bool launchDecode(const GemvArgs &a, bool vec, cudaStream_t s, int64_t units) {
@@ -577,7 +579,7 @@ bool launchDecode(const GemvArgs &a, bool vec, cudaStream_t s, int64_t units) {
     launchDecodeShape<P, 128, 1, NT>(a, vec, s);
   else if (units <= 256)
     launchDecodeShape<P, 256, 1, NT>(a, vec, s);
-  else if constexpr (NT == 1 || (NT == 2 && P::kUnit == 32)) { // q6_K's 2-token x in 2 units would spill
+  else if constexpr (NT == 1 || (NT == 2 && P::kUnit == 32)) { // 64-weight units: 2-token x in 2 would spill
     if (units <= 512)
       launchDecodeShape<P, 256, 2, NT>(a, vec, s);
     else if constexpr (kInt && NT == 1) {
@@ -616,7 +618,7 @@ struct GemvLaunch {
           const int64_t units = a.k / IntDot<T>::kUnit;
           if (!a.list && a.count <= 2 && launchDecode<IntUnit<T>, true, 2>(a, vec, s, units))
             return;
-          if constexpr (T != GGMLType::Q6_K) // its x of 4 tokens (96 registers) would spill
+          if constexpr (IntDot<T>::kUnit == 32) // a 64-weight unit's x of 4 tokens (96 registers) would spill
             if (!a.list && a.count <= 4 && launchDecode<IntUnit<T>, true, 4>(a, vec, s, units))
               return;
           if (a.list)
@@ -696,10 +698,9 @@ bool gemvUsesIntDot(const GemvArgs &a) {
   if (off || !hasIntDot(a.type) || a.k == 0 || a.k % 32 != 0)
     return false;
   if (a.ids || a.count == 1) { // the decode kernel holds x in registers: at most 1024 units
-    const int64_t unit = a.type == GGMLType::Q6_K ? 64 : 32;
-    return a.k / unit <= 1024;
+    return a.k / intDotUnit(a.type) <= 1024;
   }
-  // The batched kernel reads x through L1: any row length (Q6_K's unit of 64 divides k: 256-blocks).
+  // The batched kernel reads x through L1: any row length (a unit of 64 divides k: 256-blocks).
   return a.list || a.count <= kGemvBatchMax;
 }
 

@@ -1,8 +1,9 @@
 //===- Matmul.cuh - launchers of the matmul, expert-matmul and row-lookup kernels -*- C++ -*-===//
 //
 // Weights stay in their ggml layout on the GPU. Decode runs the own GEMV kernels with the activation row
-// held in registers: for q4_0, q8_0, q4_K, q5_K and q6_K the row is quantized to 8 bits first and the
-// dot products are integer (dp4a), the other types dot float chunks. Batches of 2..8 tokens of those
+// held in registers: for the types with an integer unit (q4_0, q8_0, q2_K..q6_K, iq4_nl, iq4_xs, mxfp4;
+// hasIntDot) the row is quantized to 8 bits first and the dot products are integer (dp4a), the other types
+// dot float chunks. Batches of 2..8 tokens of those
 // types run the batched integer GEMV (each weight block read once for all tokens, x through L1); the
 // other types one warp per two weight rows, 32-element chunks dequantized in registers and dotted with up
 // to four token rows at a time. Larger batches call cuBLAS on f16 weights (see Session).
@@ -10,8 +11,8 @@
 // launch over all experts, so nothing reads the router's choices back to the host: the batched GEMV for
 // a few pairs per expert, the tile GEMM on tensor cores (TileGemm.cuh) for many (prefill).
 //
-// Supported weight types: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K
-// (cudaSupportsType). Weight rows must start 16-byte aligned (the session aligns every slice to 256).
+// Supported weight types: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K,
+// iq4_nl, iq4_xs, mxfp4 (cudaSupportsType). Weight rows must start 16-byte aligned (the session aligns every slice to 256).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CUDA_MATMUL_CUH
 #define TPC_RUNTIME_CUDA_MATMUL_CUH
@@ -71,7 +72,7 @@ void launchGemv(const GemvArgs &a, cudaStream_t s);
 bool gemvCanGroup(const GemvArgs &a);
 
 /// True where launchGemv runs an integer kernel, which needs a.xq / a.xs: a weight type with an integer
-/// unit (q4_0, q8_0, q4_K, q5_K, q6_K) and either the decode form (one token, or ids; a row whose units
+/// unit (hasIntDot: q4_0, q8_0, the K-quants, iq4_nl, iq4_xs, mxfp4) and either the decode form (one token, or ids; a row whose units
 /// fit the registers) or the batched form (2..kGemvBatchMax tokens, or routed pairs with a list).
 bool gemvUsesIntDot(const GemvArgs &a);
 

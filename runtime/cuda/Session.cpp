@@ -59,8 +59,9 @@ std::string checkGpuSteps(const Plan &plan, int64_t t, int64_t rows) {
       for (size_t i = 0; i < in.size(); ++i)
         if (isWeightOperand(s, i) && in[i].isWeight && !cudaSupportsType(in[i].wtype))
           return err(
-              fmt::format("weight '{}' is {}, which the CUDA backend does not read (it reads f32, "
-                          "f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K); use --backend cpu",
+              fmt::format("weight '{}' is {}, which the CUDA backend does not read (it reads f32, f16, "
+                          "bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, iq4_nl, iq4_xs, mxfp4); use "
+                          "--backend cpu",
                           dp.weights[dp.tensors[s.inputs[i]].index].name, ggmlTypeName(in[i].wtype)));
       if ((s.op == OpKind::Add || s.op == OpKind::Mul || s.op == OpKind::Div || s.op == OpKind::Permute) &&
           in[0].shape.size() > size_t(kMaxRank))

@@ -68,19 +68,24 @@ private:
   int rank_;
 };
 
-
 /// Byte offsets of the f16 scale fields inside one block of `t` (random bytes there could be inf/NaN).
 inline std::vector<int> halfFields(GGMLType t) {
   switch (t) {
   case GGMLType::Q4_0:
   case GGMLType::Q5_0:
   case GGMLType::Q8_0:
+  case GGMLType::IQ4_NL:
+  case GGMLType::IQ4_XS:
     return {0};
   case GGMLType::Q4_1:
   case GGMLType::Q5_1:
   case GGMLType::Q4_K:
   case GGMLType::Q5_K:
     return {0, 2};
+  case GGMLType::Q2_K:
+    return {80, 82};
+  case GGMLType::Q3_K:
+    return {108};
   case GGMLType::Q6_K:
     return {208};
   default:
@@ -109,11 +114,14 @@ inline std::vector<uint8_t> randomWeight(GGMLType t, int64_t rows, int64_t k, ui
       b = static_cast<uint8_t>(rng());
     const auto &info = ggmlTypeInfo(t);
     std::uniform_real_distribution<float> sc(0.001f, 0.02f);
-    for (uint64_t b = 0; b < bytes.size() / info.blockBytes; ++b)
+    for (uint64_t b = 0; b < bytes.size() / info.blockBytes; ++b) {
       for (int off : halfFields(t)) {
         uint16_t h = fp32ToFp16(sc(rng));
         std::memcpy(&bytes[b * info.blockBytes + off], &h, 2);
       }
+      if (t == GGMLType::MXFP4) // E8M0 scale 2^(e - 128): 2^-9 .. 2^-6, the f16 scales' range
+        bytes[b * info.blockBytes] = static_cast<uint8_t>(119 + rng() % 4);
+    }
   }
   deq.assign(rows * k, 0);
   for (int64_t r = 0; r < rows; ++r)
@@ -123,8 +131,9 @@ inline std::vector<uint8_t> randomWeight(GGMLType t, int64_t rows, int64_t k, ui
 
 /// Every weight type the CUDA kernels read (cudaSupportsType).
 inline constexpr GGMLType kCudaWeightTypes[] = {
-    GGMLType::F32,  GGMLType::F16,  GGMLType::BF16, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
-    GGMLType::Q5_1, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K};
+    GGMLType::F32,  GGMLType::F16,    GGMLType::BF16,   GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0,
+    GGMLType::Q5_1, GGMLType::Q8_0,   GGMLType::Q2_K,   GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K,
+    GGMLType::Q6_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4};
 
 /// Opens `plan` on the CUDA backend with `co` (the registry's "cuda" takes its options from SessionOptions
 /// and the environment); host-placed steps run on the built-in CPU backend.

@@ -73,7 +73,8 @@ TEST(CudaKernels, MatmulDecodeWideRowsEveryThreadShape) {
   // Row lengths that take each thread shape of the decode kernel (units per row 64 .. 1024 and past it,
   // where the row-per-warp kernel runs), the integer and the float activation paths.
   const int64_t n = 37;
-  for (GGMLType type : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q8_0, GGMLType::F16})
+  for (GGMLType type : {GGMLType::Q4_K, GGMLType::Q6_K, GGMLType::Q8_0, GGMLType::F16, GGMLType::Q3_K,
+                        GGMLType::IQ4_XS})
     for (int64_t k : {int64_t(2048), int64_t(4096), int64_t(14336), int64_t(20480), int64_t(40960)}) {
       SCOPED_TRACE(std::string(ggmlTypeName(type)) + " k=" + std::to_string(k));
       PlanMaker mk(1, 1, 1);
@@ -96,7 +97,8 @@ TEST(CudaKernels, MatmulBatchedIntegerRowsAnyLength) {
   TPC_REQUIRE_GPU();
   // The batched integer GEMV reads x through L1, so it takes rows past the decode kernel's 1024 units;
   // row counts that leave the last warp partial (RS rows per warp) and tokens of every pass width.
-  for (GGMLType type : {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K})
+  for (GGMLType type : {GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K,
+                        GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4})
     for (int64_t k : {int64_t(256), int64_t(14336), int64_t(40960)})
       for (int64_t m : {int64_t(2), int64_t(4), int64_t(7)}) {
         SCOPED_TRACE(std::string(ggmlTypeName(type)) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
@@ -158,7 +160,8 @@ TEST(CudaKernels, MulMatIdGroupedDecodeAndPrefill) {
   const int64_t e = 6, n = 45, k = 256, kk = 2;
   // Pairs t * kk over 6 experts: 2 and 6 per-pair decode blocks; 20 the routed batched GEMV; 26, 80 and
   // 600 (100 per expert: two tiles each) the tile GEMM on tensor cores, f32 excepted.
-  for (GGMLType type : {GGMLType::F32, GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K})
+  for (GGMLType type : {GGMLType::F32, GGMLType::Q4_0, GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q6_K,
+                        GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4})
     for (int64_t t : {int64_t(1), int64_t(3), int64_t(10), int64_t(13), int64_t(40), int64_t(300)})
       for (bool perSlot : {false, true}) {
         SCOPED_TRACE(std::string(ggmlTypeName(type)) + " t=" + std::to_string(t) +
@@ -202,7 +205,8 @@ TEST(CudaKernels, MulMatIdTileGemmPartialTilesAndOddChunks) {
   TPC_REQUIRE_GPU();
   const int64_t e = 4, n = 200, t = 150, kk = 1;
   for (GGMLType type : {GGMLType::F16, GGMLType::BF16, GGMLType::Q4_1, GGMLType::Q5_0, GGMLType::Q8_0,
-                        GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K})
+                        GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K, GGMLType::Q2_K, GGMLType::Q3_K,
+                        GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4})
     for (int64_t k : {int64_t(96), int64_t(512)}) {
       if (ggmlTypeInfo(type).blockElems > k || k % ggmlTypeInfo(type).blockElems != 0)
         continue;
@@ -333,16 +337,17 @@ TEST(CudaKernels, MulMatIdExpertShareOffsetsIdsAndZerosOtherExperts) {
 }
 
 TEST(CudaKernels, OpenRefusesWhatTheKernelsCannotRead) {
-  // No GPU needed: the plan is refused on shapes and types before any GPU is looked for.
+  // No GPU needed: the plan is refused on shapes and types before any GPU is looked for. q8_K: the CPU
+  // backend dequantizes it (so only the CUDA check can refuse it), no CUDA kernel reads it.
   PlanMaker mk(1, 1, 1);
-  std::vector<uint8_t> q2(*ggmlRowBytes(GGMLType::Q2_K, 256) * 3, 0);
-  int32_t w = mk.weightRaw(0, GGMLType::Q2_K, {3, 256}, q2);
+  std::vector<uint8_t> q8k(*ggmlRowBytes(GGMLType::Q8_K, 256) * 3, 0);
+  int32_t w = mk.weightRaw(0, GGMLType::Q8_K, {3, 256}, q8k);
   int32_t x = mk.input(0, {1, 256}, randomFloats(256, 1)), y = mk.act(0, {1, 3});
   mk.b(0).step(OpKind::Matmul, {x, w}, {y}, {}, {}, "blk.0.attn_q");
   SessionOptions o = mk.options();
   auto s = openCuda(mk.plan, o);
   ASSERT_FALSE(s);
-  EXPECT_NE(s.message().find("q2_K"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("q8_K"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("blk.0.attn_q"), std::string::npos) << s.message();
   EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
 }
@@ -352,7 +357,8 @@ TEST(CudaKernels, GemvBandwidth) {
   TPC_REQUIRE_GPU();
   const int64_t n = 14336, k = 4096;
   for (GGMLType type :
-       {GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K}) {
+       {GGMLType::F16, GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K,
+        GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4}) {
     PlanMaker mk(1, 1, 1);
     const uint64_t rb = *ggmlRowBytes(type, k);
     std::vector<uint8_t> bytes(n * rb, 0x11);

@@ -1,12 +1,13 @@
 //===- QuantChunkTest.cu - the CUDA dequantizers, run on the host -----------===//
 //
-// loadChunk<T> (runtime/cuda/Quant.cuh) is __host__ __device__, so its bit manipulation is checked here
-// against the CPU backend's dequantizeRow on random blocks of every type, bit for bit, on any machine
+// loadChunk<T> and the integer units IntDot<T> (runtime/cuda/Quant.cuh) are __host__ __device__, so their
+// bit manipulation (prmt table lookups included, through bytePerm's host form) is checked here against the
+// CPU backend's dequantizeRow on random and edge-value blocks of every type, bit for bit, on any machine
 // (no GPU needed; this is the part of the CUDA backend that CI without a GPU exercises).
 //===----------------------------------------------------------------------===//
+#include "runtime/cuda/Quant.cuh"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
-#include "runtime/cuda/Quant.cuh"
 
 #include <gtest/gtest.h>
 
@@ -21,6 +22,31 @@ using namespace tpc::rt;
 
 namespace {
 
+/// Byte offsets of the f16 scale fields of a block of t (random bits there could be inf or NaN).
+std::vector<int> scaleFields(GGMLType t) {
+  switch (t) {
+  case GGMLType::Q4_0:
+  case GGMLType::Q5_0:
+  case GGMLType::Q8_0:
+  case GGMLType::IQ4_NL:
+  case GGMLType::IQ4_XS:
+    return {0};
+  case GGMLType::Q4_1:
+  case GGMLType::Q5_1:
+  case GGMLType::Q4_K:
+  case GGMLType::Q5_K:
+    return {0, 2};
+  case GGMLType::Q2_K:
+    return {80, 82};
+  case GGMLType::Q3_K:
+    return {108};
+  case GGMLType::Q6_K:
+    return {208};
+  default:
+    return {};
+  }
+}
+
 /// Random rows of type T (every quant bit pattern; scale fields set to finite halves); compares every
 /// 32-element chunk with the CPU dequantization.
 template <GGMLType T> void checkType(int64_t k) {
@@ -33,13 +59,12 @@ template <GGMLType T> void checkType(int64_t k) {
     b = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   for (uint64_t blk = 0; info.quantized && blk < bytes.size() / info.blockBytes; ++blk) {
-    std::vector<int> fields = {T == GGMLType::Q6_K ? 208 : 0};
-    if (T == GGMLType::Q4_1 || T == GGMLType::Q5_1 || T == GGMLType::Q4_K || T == GGMLType::Q5_K)
-      fields.push_back(2);
-    for (int off : fields) {
+    for (int off : scaleFields(T)) {
       uint16_t h = fp32ToFp16(scale(rng));
       std::memcpy(&bytes[blk * info.blockBytes + off], &h, 2);
     }
+    if (T == GGMLType::MXFP4) // E8M0 2^(e - 128) around 1 (checkEdges takes every exponent)
+      bytes[blk * info.blockBytes] = static_cast<uint8_t>(116 + rng() % 16);
   }
   if (T == GGMLType::F16 || T == GGMLType::F32) // random bits would include NaNs
     for (int64_t i = 0; i < rows * k; ++i) {
@@ -89,6 +114,83 @@ TEST(CudaQuant, ChunksMatchCpuDequantizeEveryType) {
   checkType<GGMLType::Q4_K>(768);
   checkType<GGMLType::Q5_K>(768);
   checkType<GGMLType::Q6_K>(768);
+  checkType<GGMLType::Q2_K>(768);
+  checkType<GGMLType::Q3_K>(768);
+  checkType<GGMLType::IQ4_NL>(512);
+  checkType<GGMLType::IQ4_XS>(768);
+  checkType<GGMLType::MXFP4>(512);
+}
+
+/// Edge values, bit for bit: one row of 256 blocks whose byte at offset o of block b is o + 37b (mod 256),
+/// so every offset takes all 256 values (every nibble, bit pair and hmask bit in every position), then
+/// the f16 scale fields cycle through the extremes (largest finite, smallest subnormal and normal, zero,
+/// their negatives) and MXFP4's E8M0 exponent through 0..254 (255 is NaN in the format; the products
+/// with 2^126 overflow to infinity alike on both sides).
+template <GGMLType T> void checkEdges() {
+  const GGMLTypeInfo &info = ggmlTypeInfo(T);
+  const int64_t blocks = 256, k = blocks * info.blockElems;
+  const uint64_t rb = *ggmlRowBytes(T, k);
+  std::vector<uint8_t> bytes(rb + 16); // loadWords may read the aligned word holding the last byte
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int o = 0; o < int(info.blockBytes); ++o)
+      bytes[b * info.blockBytes + o] = static_cast<uint8_t>(o + 37 * b);
+  const uint16_t extremes[] = {0x7bff, 0xfbff, 0x0001, 0x8001, 0x03ff,
+                               0x0400, 0x8400, 0x0000, 0x8000, 0x3c00};
+  const int ne = int(sizeof(extremes) / sizeof(extremes[0]));
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::vector<int> fields = scaleFields(T);
+    for (size_t f = 0; f < fields.size(); ++f) // fields of one block take different extremes
+      std::memcpy(&bytes[b * info.blockBytes + fields[f]], &extremes[(b + 3 * f) % ne], 2);
+    if (T == GGMLType::MXFP4)
+      bytes[b * info.blockBytes] = static_cast<uint8_t>(b % 255);
+  }
+  std::vector<float> want(k);
+  dequantizeRow(T, bytes.data(), want.data(), k);
+  for (int64_t c = 0; c < k / 32; ++c) {
+    float got[32];
+    rt::cuda::loadChunk<T>(bytes.data(), c, k, got);
+    for (int j = 0; j < 32; ++j) {
+      const float w = want[c * 32 + j];
+      if (std::isnan(w) && std::isnan(got[j]))
+        continue;
+      ASSERT_EQ(std::memcmp(&got[j], &w, 4), 0)
+          << ggmlTypeName(T) << " element " << c * 32 + j << ": " << got[j] << " != " << w;
+    }
+  }
+}
+
+TEST(CudaQuant, ChunksMatchCpuDequantizeAtEdgeValues) {
+  checkEdges<GGMLType::Q2_K>();
+  checkEdges<GGMLType::Q3_K>();
+  checkEdges<GGMLType::IQ4_NL>();
+  checkEdges<GGMLType::IQ4_XS>();
+  checkEdges<GGMLType::MXFP4>();
+  checkEdges<GGMLType::Q4_K>(); // the older formats at the same extremes
+  checkEdges<GGMLType::Q6_K>();
+  checkEdges<GGMLType::Q4_0>();
+}
+
+/// The prmt table lookup of the nibble formats: every byte value in every byte position of the word, each
+/// nibble's level against Blocks.h's table.
+template <GGMLType T> void checkLookup(const int8_t *levels) {
+  for (uint32_t v = 0; v < 256; ++v) {
+    const uint32_t q = v | ((v + 85) & 0xff) << 8 | ((v + 170) & 0xff) << 16 | ((255 - v) & 0xff) << 24;
+    uint32_t lo, hi;
+    rt::cuda::lookupNibbles<T>(q, lo, hi);
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t byte = (q >> (8 * j)) & 0xff;
+      ASSERT_EQ(int8_t(lo >> (8 * j)), levels[byte & 0xf])
+          << ggmlTypeName(T) << " word " << q << " byte " << j;
+      ASSERT_EQ(int8_t(hi >> (8 * j)), levels[byte >> 4])
+          << ggmlTypeName(T) << " word " << q << " byte " << j;
+    }
+  }
+}
+
+TEST(CudaQuant, NibbleLookupGivesEveryLevel) {
+  checkLookup<GGMLType::IQ4_NL>(kIQ4NLValues);
+  checkLookup<GGMLType::IQ4_XS>(kIQ4NLValues);
+  checkLookup<GGMLType::MXFP4>(kMXFP4Values);
 }
 
 /// The integer decode units (IntDot<T>) over whole rows against the double dot product of the
@@ -107,13 +209,12 @@ template <GGMLType T> void checkIntDot(int64_t k) {
     b = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> scale(0.001f, 0.05f);
   for (uint64_t blk = 0; blk < rows * rb / info.blockBytes; ++blk) {
-    std::vector<int> fields = {T == GGMLType::Q6_K ? 208 : 0};
-    if (T == GGMLType::Q4_K || T == GGMLType::Q5_K)
-      fields.push_back(2);
-    for (int off : fields) {
+    for (int off : scaleFields(T)) {
       uint16_t h = fp32ToFp16(scale(rng));
       std::memcpy(&bytes[blk * info.blockBytes + off], &h, 2);
     }
+    if (T == GGMLType::MXFP4)
+      bytes[blk * info.blockBytes] = static_cast<uint8_t>(116 + rng() % 8);
   }
   for (bool exact : {true, false}) {
     std::vector<float> x(k);
@@ -133,7 +234,8 @@ template <GGMLType T> void checkIntDot(int64_t k) {
       float amax = 0;
       for (int i = 0; i < 32; ++i) {
         if (exact)
-          ASSERT_EQ(xq[b * 32 + i], want[b * 32 + i]) << ggmlTypeName(T) << " block " << b << " element " << i;
+          ASSERT_EQ(xq[b * 32 + i], want[b * 32 + i])
+              << ggmlTypeName(T) << " block " << b << " element " << i;
         (i < 16 ? lo : hi) += xq[b * 32 + i];
         amax = std::max(amax, std::fabs(x[b * 32 + i]));
         // Each value within half a step (bf16 and f16 rounding of the scale aside).
@@ -165,17 +267,33 @@ TEST(CudaQuant, IntegerDecodeUnitsMatchTheExactDot) {
   checkIntDot<GGMLType::Q4_K>(768);
   checkIntDot<GGMLType::Q5_K>(768);
   checkIntDot<GGMLType::Q6_K>(768);
+  checkIntDot<GGMLType::Q2_K>(768);
+  checkIntDot<GGMLType::Q3_K>(768);
+  checkIntDot<GGMLType::IQ4_NL>(512);
+  checkIntDot<GGMLType::IQ4_XS>(768);
+  checkIntDot<GGMLType::MXFP4>(512);
 }
 
-/// A no-op per-type functor (member templates cannot live in a function-local class).
+/// Checks, per dispatched type, that the runtime unit size the GEMV plans with is the unit's.
 struct Probe {
-  template <GGMLType T> void operator()() {}
+  template <GGMLType T> void operator()() {
+    if constexpr (rt::cuda::hasIntDot(T))
+      EXPECT_EQ(rt::cuda::intDotUnit(T), rt::cuda::IntDot<T>::kUnit) << ggmlTypeName(T);
+  }
 };
 
 TEST(CudaQuant, SupportedTypesAreTheDispatchedOnes) {
-  for (GGMLType t : {GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::IQ4_NL, GGMLType::MXFP4}) {
+  for (GGMLType t : {GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::Q4_K, GGMLType::Q5_K, GGMLType::Q6_K,
+                     GGMLType::IQ4_NL, GGMLType::IQ4_XS, GGMLType::MXFP4, GGMLType::Q4_0, GGMLType::Q8_0}) {
+    Probe p;
+    EXPECT_TRUE(rt::cuda::dispatchType(t, p)) << ggmlTypeName(t);
+    EXPECT_TRUE(rt::cuda::hasIntDot(t)) << ggmlTypeName(t);
+  }
+  // Activation-only and grid formats have no decoder here.
+  for (GGMLType t : {GGMLType::Q8_K, GGMLType::Q8_1, GGMLType::IQ2_XXS, GGMLType::IQ3_S, GGMLType::IQ1_S}) {
     Probe p;
     EXPECT_FALSE(rt::cuda::dispatchType(t, p)) << ggmlTypeName(t);
+    EXPECT_FALSE(rt::cuda::hasIntDot(t)) << ggmlTypeName(t);
   }
 }
 
