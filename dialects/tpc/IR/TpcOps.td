@@ -80,6 +80,26 @@ def Tpc_AddOp : Tpc_BinaryOp<"add"> {
   }];
 }
 
+def Tpc_AddIdOp : Tpc_InferOp<"add_id"> {
+  let summary = "Adds each selected expert's bias row: x + bias[ids] (per-expert biases).";
+  let description = [{
+    `x: tensor<?xKselxN>` (a `mul_mat_id` result), `bias: tensor<ExN>` (one row per expert),
+    `ids: tensor<?xKselxi32>`: `result[t, k, :] = x[t, k, :] + bias[ids[t, k], :]` (ggml's ADD_ID,
+    gpt-oss's expert biases). Split with its `mul_mat_id`: the columns of every expert with the bias's
+    columns, whole experts with the bias's rows (a device adds only its experts' rows; the others are
+    zero rows there and stay zero). A partial `x` (the down projection split on its reduction axis) takes
+    the bias once: the op carries `tpc.on_device` and the other devices pass `x` through.
+
+    ```mlir
+    %y = tpc.add_id %down, %b_down, %sel
+        : (tensor<?x2x64xf32>, tensor<8x64xf32>, tensor<?x2xi32>) -> tensor<?x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Tpc_F32Tensor:$x, Tpc_F32Tensor:$bias, Tpc_I32Tensor:$ids);
+  let results = (outs Tpc_F32Tensor:$result);
+  let assemblyFormat = "$x `,` $bias `,` $ids attr-dict `:` functional-type(operands, results)";
+}
+
 def Tpc_AttentionOp : Tpc_Op<"attention", [Tpc_VerifyByInference, InferTypeOpAdaptor,
                                             AttrSizedOperandSegments]> {
   let summary = "Causal multi-head attention over the KV cache, after appending the new keys/values.";
@@ -192,7 +212,8 @@ def Tpc_GetRowsOp : Tpc_InferOp<"get_rows"> {
 def Tpc_GluOp : Tpc_InferOp<"glu"> {
   let summary = "Gated linear unit: fn(gate) * up.";
   let description = [{
-    Two-operand form: `result = fn(gate) * up`, both of the same shape. One-operand form: the last axis
+    Two-operand form: `result = fn(gate) * up`, both of the same shape; `swiglu_oai` (gpt-oss) is
+    `min(gate, 7) * sigmoid(1.702 * min(gate, 7)) * (clamp(up, -7, 7) + 1)`. One-operand form: the last axis
     of the operand is `[gate | up]` (a merged gate_up projection), split into halves; the result's last
     dimension is half of the operand's.
 
@@ -319,6 +340,13 @@ def Tpc_RopeOp : Tpc_InferOp<"rope"> {
     `theta_i = pos * freq_scale * base^(-2i/n_dims) / freq_factors[i]`. Mode `normal` rotates pairs
     `(2i, 2i+1)`, mode `neox` pairs `(i, i + n_dims/2)`.
 
+    YaRN (`ext_factor > 0`, llama.cpp's `rope_yarn`): pair i mixes the interpolated angle with the
+    extrapolated one (`pos * base^(-2i/n_dims)`), `theta_i = interp (1 - r_i) + extrap r_i`, with the ramp
+    `r_i = ext_factor (1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1))` between the correction dims
+    `lo = max(0, floor(c(beta_fast)))`, `hi = min(n_dims - 1, ceil(c(beta_slow)))`,
+    `c(b) = n_dims ln(orig_ctx / (2 pi b)) / (2 ln base)`; cos and sin are scaled by
+    `attn_factor (1 + 0.1 ln(1 / freq_scale))`. With `ext_factor = 0` they are scaled by `attn_factor`.
+
     ```mlir
     %r = tpc.rope neox %q, %pos {base = 1.0e+04 : f32, n_dims = 64 : i64}
         : (tensor<?x8x64xf32>, tensor<?xi32>) -> tensor<?x8x64xf32>
@@ -331,7 +359,13 @@ def Tpc_RopeOp : Tpc_InferOp<"rope"> {
     Optional<Tpc_F32Tensor>:$freq_factors,
     I64Attr:$n_dims,
     F32Attr:$base,
-    DefaultValuedAttr<F32Attr, "1.0f">:$freq_scale
+    DefaultValuedAttr<F32Attr, "1.0f">:$freq_scale,
+    // YaRN (see the description); the defaults are plain RoPE.
+    DefaultValuedAttr<F32Attr, "0.0f">:$ext_factor,
+    DefaultValuedAttr<F32Attr, "1.0f">:$attn_factor,
+    DefaultValuedAttr<F32Attr, "32.0f">:$beta_fast,
+    DefaultValuedAttr<F32Attr, "1.0f">:$beta_slow,
+    DefaultValuedAttr<I64Attr, "0">:$orig_ctx
   );
   let results = (outs Tpc_F32Tensor:$result);
   let assemblyFormat = [{
