@@ -18,6 +18,7 @@ Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);   // q
 Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 Value buildQwen35(ModelBuilder &mb, HParams &hp, Value tokens, Value pos); // qwen35 and qwen35moe
+Value buildGptOss(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 
 /// Shared tail: final norm and output projection (tied to token_embd when output.weight is absent); what
 /// the builder makes from here on is stamped as the output head.
