@@ -10,6 +10,7 @@
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -164,6 +165,18 @@ void fillIQ4_XS(BlockIQ4_XS *b, uint64_t nb, float sigma, Rng &rng) {
   }
 }
 
+/// MXFP4: x = 2^(e-128) values[q] (the doubled E2M1 levels, rms sqrt(548/16)), q uniform; the block
+/// exponent is the power of two nearest the target scale, floor or ceil at random so the spread averages
+/// out (the levels are symmetric: no sign flip needed). A minimal fill for the gpt-oss presets.
+void fillMXFP4(BlockMXFP4 *b, uint64_t nb, float sigma, Rng &rng) {
+  const double base = std::log2(double(sigma) / std::sqrt(548.0 / 16));
+  for (uint64_t i = 0; i < nb; ++i) {
+    const double e = (rng.next() & 1 ? std::ceil(base) : std::floor(base)) + 128;
+    b[i].e = static_cast<uint8_t>(std::min(254.0, std::max(1.0, e)));
+    randomBytes(rng, b[i].qs, sizeof b[i].qs);
+  }
+}
+
 float sample(const Init &init, uint64_t elem, Rng &rng) {
   switch (init.kind) {
   case Init::Normal:
@@ -191,6 +204,7 @@ bool canFill(GGMLType t) {
   case GGMLType::Q6_K:
   case GGMLType::IQ4_NL:
   case GGMLType::IQ4_XS:
+  case GGMLType::MXFP4:
     return true;
   default:
     return false;
@@ -241,12 +255,14 @@ void fillRows(GGMLType t, const Init &init, uint8_t *dst, uint64_t rows, uint64_
       return fillIQ4_NL(reinterpret_cast<BlockIQ4_NL *>(dst), nb, sigma, rng);
     case GGMLType::IQ4_XS:
       return fillIQ4_XS(reinterpret_cast<BlockIQ4_XS *>(dst), nb, sigma, rng);
+    case GGMLType::MXFP4:
+      return fillMXFP4(reinterpret_cast<BlockMXFP4 *>(dst), nb, sigma, rng);
     default:
       break;
     }
   }
   // IQ4_NL / IQ4_XS have no quantizer: any other distribution is a tpc bug (Recipe keeps vectors F32).
-  if (t == GGMLType::IQ4_NL || t == GGMLType::IQ4_XS)
+  if (t == GGMLType::IQ4_NL || t == GGMLType::IQ4_XS || t == GGMLType::MXFP4)
     throw std::invalid_argument(std::string("synth: ") + ggmlTypeName(t) + " tensors need a zero-mean normal init");
   // Any other distribution: floats through the reference quantizer, row by row.
   std::vector<float> row(rowElems);

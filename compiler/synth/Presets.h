@@ -3,7 +3,7 @@
 // A ModelSpec is everything that decides a synthetic model's metadata and tensor shapes: architecture,
 // widths, heads, experts, vocabulary, RoPE and attention layout. The presets copy the published configs
 // of real models (config.json of Llama-3-8B, Qwen3-8B, Qwen3-30B-A3B, Gemma-4 26B-A4B, Qwen3.5-35B-A3B,
-// Qwen3.5-27B), plus one small model per architecture for tests and two benchmark shapes. `withLayers`
+// Qwen3.5-27B, gpt-oss-20b, gpt-oss-120b), plus one small model per architecture for tests and two benchmark shapes. `withLayers`
 // shortens a preset: every layer keeps its shape (and, for gemma4, its sliding/global kind, for qwen35 its
 // Gated DeltaNet/attention kind, which depend only on the layer index). The qwen35 MTP block is not a trunk
 // layer: it stays, after the kept layers (block_count = layers + 1), as in a real file, whose loader takes
@@ -31,12 +31,13 @@ enum class VocabKind {
   Qwen2,  ///< byte-level BPE, 151936 tokens, pre-tokenizer qwen2, Qwen special tokens
   Qwen35, ///< byte-level BPE, 248320 tokens, pre-tokenizer qwen35, Qwen special tokens from id 248044
   Gemma,  ///< SentencePiece, 262144 tokens, Gemma special tokens, no space prefix
+  Gpt4o,  ///< byte-level BPE, 201088 tokens (o200k_harmony), pre-tokenizer gpt-4o, gpt-oss special tokens
 };
 
 /// Shapes and hyperparameters of one synthetic model.
 struct ModelSpec {
   std::string preset;      ///< preset name (also general.name)
-  std::string arch;        ///< general.architecture: llama, qwen3(moe), gemma3, gemma4, qwen35(moe)
+  std::string arch;        ///< general.architecture: llama, qwen3(moe), gemma3, gemma4, qwen35(moe), gpt-oss
   std::string description; ///< one line for `tpc synth --list`
   uint32_t nLayer = 0;     ///< trunk layers (qwen35: the MTP blocks come on top, see nNextN)
   uint32_t nEmbd = 0, nHead = 0;
@@ -67,6 +68,10 @@ struct ModelSpec {
   uint32_t ssmConv = 0;                  ///< ssm.conv_kernel
   uint32_t ssmState = 0;                 ///< ssm.state_size: key and value head size
   uint32_t ssmGroups = 0, ssmVHeads = 0; ///< ssm.group_count (key heads), ssm.time_step_rank (value heads)
+
+  /// gpt-oss: YaRN (rope.scaling.factor, original_context_length); sliding layers are the even ones.
+  float ropeScaling = 0.f;
+  uint32_t ropeOrigCtx = 0;
 
   /// gemma4: true when layer il uses sliding-window attention.
   bool isSlidingLayer(uint32_t il) const { return swaPeriod != 0 && (il + 1) % swaPeriod != 0; }

@@ -20,6 +20,7 @@ constexpr TypeName kTypes[] = {
     {"Q4_K", GGMLType::Q4_K, false, 14}, {"Q5_K", GGMLType::Q5_K, false, 16},
     {"Q6_K", GGMLType::Q6_K, false, 18}, {"Q4_K_M", GGMLType::Q4_K, true, 15},
     {"IQ4_NL", GGMLType::IQ4_NL, false, 25}, {"IQ4_XS", GGMLType::IQ4_XS, false, 30},
+    {"MXFP4_MOE", GGMLType::Q8_0, false, 38}, // experts MXFP4 (tensorType)
 };
 
 bool contains(const std::string &s, const char *what) { return s.find(what) != std::string::npos; }
@@ -45,7 +46,7 @@ Expected<WeightType> parseWeightType(const std::string &name) {
     upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const TypeName &t : kTypes)
     if (upper == t.name)
-      return WeightType{t.name, t.base, t.mix, t.fileType};
+      return WeightType{t.name, t.base, t.mix, std::string(t.name) == "MXFP4_MOE", t.fileType};
   return Error{"--type '" + name + "' is not a weight type tpc synth writes; use one of " +
                      weightTypeNames()};
 }
@@ -67,6 +68,8 @@ GGMLType tensorType(const WeightType &wt, const RecipeContext &ctx, const std::s
   bool matrix = ne.size() >= 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
   if (!matrix || contains(name, "ffn_gate_inp.weight") || contains(name, "ssm_conv1d"))
     return GGMLType::F32;
+  if (wt.mxfp4Moe && ne.size() == 3)
+    return fitRow(GGMLType::MXFP4, ne[0]);
   if (!wt.mixQ4KM)
     return fitRow(wt.base, ne[0]);
 
