@@ -172,7 +172,8 @@ std::vector<Case> cases() {
                                                             {"tiny-qwen35moe-Q4_K_M", false},
                                                             {"tiny-qwen35", true},
                                                             {"tiny-llama-IQ4_XS", false},
-                                                            {"tiny-qwen3moe-IQ4_NL", false}};
+                                                            {"tiny-qwen3moe-IQ4_NL", false},
+                                                            {"tiny-gptoss", true}};
   std::vector<Case> all;
   for (const auto &[m, cli] : models) {
     all.push_back({m, 1, "", false});
@@ -218,6 +219,11 @@ std::vector<Case> cases() {
   all.push_back({"tiny-qwen35moe-long", 4, "4,3,2,1", false, "", 96});
   all.push_back({"tiny-qwen35moe", 2, "", false, "--no-kv-offload --override-tensor 'ffn_.*_exps=cpu'"});
   all.push_back({"tiny-qwen35moe", 3, "3,2,1", false, "--moe-split expert"});
+  // gpt-oss: 8 query heads in 2 KV groups and experts 160 wide (5 MXFP4 blocks) at 4 uneven devices (K/V
+  // mirrored, every device a share of the query heads and the blocks), and whole experts with their bias rows at 2, 3 (uneven) and 4 devices.
+  all.push_back({"tiny-gptoss", 4, "4,3,2,1", false});
+  for (int d : {2, 3, 4})
+    all.push_back({"tiny-gptoss", d, d == 3 ? "3,2,1" : "", d == 2, "--moe-split expert"});
   // Expert parallel: whole experts per device (in proportion to the shares), rows routed to another
   // device's experts are zeros here, one all-reduce per MoE block as before.
   for (const char *m : {"tiny-qwen3moe", "tiny-qwen3moe-Q4_K_M", "tiny-gemma4moe"}) {
