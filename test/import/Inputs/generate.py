@@ -121,3 +121,8 @@ write("gemma4-rope-dims-swa.gguf", llama_meta("gemma4", extra=[
     ("gemma4.expert_count", U32, 4), ("gemma4.expert_used_count", U32, 2),
     ("gemma4.expert_feed_forward_length", U32, 16), ("gemma4.attention.key_length_swa", U32, 16),
     ("gemma4.rope.dimension_count_swa", U32, 32)]), llama_tensors())
+# rope.scaling: a type tpc does not implement is refused by name, not run unscaled; a negative factor.
+write("rope-scaling-longrope.gguf", llama_meta(extra=[("llama.rope.scaling.type", STR, "longrope")]), llama_tensors())
+write("rope-scaling-factor-negative.gguf", llama_meta(extra=[("llama.rope.scaling.type", STR, "yarn"),
+                                                              ("llama.rope.scaling.factor", F32, -2.0)]),
+      llama_tensors())
