@@ -2,8 +2,9 @@
 //
 // The generated SplitStateInterface code, its default rules and the rules of the ops where they are
 // plain elementwise facts: activations keep any non-partial state (a routed one only when they map zero to
-// zero), scale is linear (partial stays partial), and the broadcasting binary ops follow the table in
-// BinaryRules below. The structural ops
+// zero), scale is linear (partial stays partial), the broadcasting binary ops follow the table in
+// BinaryRules below, and tpc.add_id (an add of a bias row gathered by expert id) follows its mul_mat_id's
+// layouts. The structural ops
 // (matmul, attention, MoE, views, collectives) have theirs in TpcSplitRules.cpp.
 // A null state in the input means "unknown" and makes a rule fail.
 //===----------------------------------------------------------------------===//
