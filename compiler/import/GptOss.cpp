@@ -10,8 +10,8 @@
 //   x += sum_k w_k (Wdown_e swiglu_oai(Wgate_e t + bgate_e, Wup_e t + bup_e) + bdown_e), e = ids_k
 // with swiglu_oai = min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1) and the down bias added before
 // the router weighting. Output: untied output.weight after output_norm. The experts come as separate
-// ffn_gate_exps / ffn_up_exps (what the converters write); the merged ffn_gate_up_exps form is refused by
-// name until a fixture checks its biases.
+// ffn_gate_exps / ffn_up_exps with their biases, or merged (newer converters' fuse_gate_up_exps) as
+// ffn_gate_up_exps with ffn_gate_up_exps.bias, per expert rows [gate; up] in both.
 //===----------------------------------------------------------------------===//
 #include "compiler/import/Architectures.h"
 
@@ -43,16 +43,14 @@ Value buildGptOss(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     spec.sinks = mb.weight(blk(il, "attn_sinks.weight"), {H}, hp.arch + ".attention.head_count " + std::to_string(H));
     spec.slidingWindow = hp.swaLayers[il] ? hp.slidingWindow : 0;
     Value ffnNorm = mb.weight(blk(il, "post_attention_norm.weight"), {E});
-    if (mb.gguf().findTensor(blk(il, "ffn_gate_up_exps.weight"))) {
-      mb.error("tensor '" + blk(il, "ffn_gate_up_exps.weight") +
-               "': gpt-oss with merged gate/up experts is not supported yet; convert with separate "
-               "ffn_gate_exps / ffn_up_exps (the converter's default)");
-      return nullptr;
-    }
     MoeWeights mw = loadMoe(mb, hp, il);
     mw.routerBias = mb.weight(blk(il, "ffn_gate_inp.bias"), {X}, whyX);
-    mw.gateBias = mb.weight(blk(il, "ffn_gate_exps.bias"), {X, F}, whyX);
-    mw.upBias = mb.weight(blk(il, "ffn_up_exps.bias"), {X, F}, whyX);
+    if (mw.gateUp) { // merged: one bias of per-expert rows [gate; up], as the weight's
+      mw.gateUpBias = mb.weight(blk(il, "ffn_gate_up_exps.bias"), {X, 2 * F}, whyX);
+    } else {
+      mw.gateBias = mb.weight(blk(il, "ffn_gate_exps.bias"), {X, F}, whyX);
+      mw.upBias = mb.weight(blk(il, "ffn_up_exps.bias"), {X, F}, whyX);
+    }
     mw.downBias = mb.weight(blk(il, "ffn_down_exps.bias"), {X, E}, whyE);
     if (mb.failed())
       return nullptr;

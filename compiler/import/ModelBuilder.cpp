@@ -165,7 +165,7 @@ Value ModelBuilder::moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t
   auto biased = [&](Value x, Value bias) { return bias ? addId(x, bias, ids) : x; };
   Value act;                                                      // [T, k, F]
   if (w.gateUp) {
-    act = glu(mulMatId(h, w.gateUp, ids), fn);
+    act = glu(biased(mulMatId(h, w.gateUp, ids), w.gateUpBias), fn);
   } else {
     Value g = biased(mulMatId(h, w.gate, ids), w.gateBias);
     Value u = biased(mulMatId(h, w.up, ids), w.upBias);

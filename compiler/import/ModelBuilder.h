@@ -73,7 +73,8 @@ struct MoeWeights {
   Value down;          ///< [E, n_embd, F]
   Value downScale;     ///< optional [E], multiplies each expert's output
   Value routerBias;    ///< optional [E], added to the router logits (gpt-oss)
-  Value gateBias, upBias; ///< optional [E, F] per-expert biases (gpt-oss, separate gate/up only)
+  Value gateBias, upBias; ///< optional [E, F] per-expert biases (gpt-oss)
+  Value gateUpBias;    ///< optional [E, 2F], per expert [gate; up] like gateUp (gpt-oss, merged form)
   Value downBias;      ///< optional [E, n_embd], added before the router weighting (gpt-oss)
 };
 
