@@ -224,6 +224,8 @@ std::vector<Case> cases() {
   all.push_back({"tiny-gptoss", 4, "4,3,2,1", false});
   for (int d : {2, 3, 4})
     all.push_back({"tiny-gptoss", d, d == 3 ? "3,2,1" : "", d == 2, "--moe-split expert"});
+  // The experts with their biases (the pattern matches both) and the caches on the host.
+  all.push_back({"tiny-gptoss", 2, "", false, "--no-kv-offload --override-tensor 'ffn_.*_exps=cpu'"});
   // Expert parallel: whole experts per device (in proportion to the shares), rows routed to another
   // device's experts are zeros here, one all-reduce per MoE block as before.
   for (const char *m : {"tiny-qwen3moe", "tiny-qwen3moe-Q4_K_M", "tiny-gemma4moe"}) {
