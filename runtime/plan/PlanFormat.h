@@ -35,9 +35,10 @@ namespace tpc::rt {
 /// (DevicePlan::hostActivationBytes); 5: output rows (Storage::InputOutputRows, the kRowsDim dim,
 /// ModelInfo::maxOutputRows) and sliding-window KV rings (KvCache::window); 6: recurrent caches
 /// (KvCache::kind, convRows, convChannels), the SsmConv, DeltaNet, L2Norm and GatedRmsNorm ops, the
-/// attention output gate and UnaryFn::Softplus. Older versions still load (fields default: every row
-/// computed, every cache full and an attention cache; see parsePlan for v3).
-inline constexpr uint32_t kPlanSchemaVersion = 6;
+/// attention output gate and UnaryFn::Softplus; 7: the AddId op, UnaryFn::SwigluOai and RoPE's YaRN
+/// parameters (gpt-oss). Older versions still load (fields default: every row computed, every cache full
+/// and an attention cache; see parsePlan for v3).
+inline constexpr uint32_t kPlanSchemaVersion = 7;
 /// The dynamic dims a shape may have in dim 0: the tokens of a call and the rows whose logits it returns.
 inline constexpr int64_t kTokenDim = -1;
 inline constexpr int64_t kRowsDim = -2;
