@@ -316,9 +316,9 @@ void opAddId(const TensorRef &x, const TensorRef &b, const TensorRef &ids, const
         const int64_t row = r * k + j, e = int64_t(pid[row]) - firstExpert;
         const float *xr = px + row * n;
         float *yr = py + row * n;
-        if (e >= 0 && e < experts) // another device's expert: its row here is x's (zeros when routed)
+        if (e >= 0 && e < experts)
           kern.binary(OpKind::Add, xr, pb + e * n, yr, n);
-        else if (yr != xr)
+        else if (yr != xr) // another device's expert: the row stays x's (zeros when routed)
           std::copy(xr, xr + n, yr);
       }
   });
