@@ -156,7 +156,11 @@ private:
         if (auto dn = gn.getX().getDefiningOp<DeltaNetOp>())
           groups_.push_back({op, dn.getState().getType().getNKeyHeads()});
       } else if (auto glu = dyn_cast<GluOp>(op)) {
-        auto experts = glu.getGate().getDefiningOp<MulMatIdOp>();
+        // The experts' gate projection, possibly through its per-expert bias (gpt-oss).
+        Value gate = glu.getGate();
+        if (auto bias = gate.getDefiningOp<AddIdOp>())
+          gate = bias.getX();
+        auto experts = gate.getDefiningOp<MulMatIdOp>();
         Group g{op, glu.getType().getDimSize(glu.getType().getRank() - 1)};
         if (experts) {
           g.moeExperts = experts.getW().getType().getDimSize(0);

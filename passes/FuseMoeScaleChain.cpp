@@ -1,6 +1,7 @@
 //===- FuseMoeScaleChain.cpp - tpc-fuse-moe-scale-chain -----------------------===//
 //
-// Matches, from each expert sum backwards: sum(mul(...mul(mul_mat_id(...), m1)..., mk), axis = 1) where
+// Matches, from each expert sum backwards: sum(mul(...mul(mul_mat_id(...), m1)..., mk), axis = 1) (the
+// mul_mat_id possibly followed by its tpc.add_id per-expert bias, which stays the combine's input) where
 // every multiplier broadcasts a per-(token, expert) factor over the hidden dimension ([T,k,1]) and every
 // link has no other consumer. The chain becomes one tpc.expert_combine at the sum's place: every
 // multiplier is defined before the sum, so ops computing them between the links in program order (the
@@ -45,7 +46,12 @@ bool fuse(SumOp sum, bool remarks) {
     links.push_back(mul);
     v = mul.getLhs();
   }
-  if (factors.empty() || !v.getDefiningOp<MulMatIdOp>()) {
+  // The chain starts at the expert projection, or at its per-expert bias (gpt-oss's down bias, added
+  // before the router weighting).
+  Value root = v;
+  if (auto bias = root.getDefiningOp<AddIdOp>())
+    root = bias.getX();
+  if (factors.empty() || !root.getDefiningOp<MulMatIdOp>()) {
     TPC_DECISION(remarks, sum,
                  "sum over experts not fused: "
                      << (factors.empty() ? "no per-(token, expert) multiply feeds it only"

@@ -10,7 +10,9 @@
 //  2. Sink. An all-reduce whose only consumer is linear in it (with mirrored other operands) moves after
 //     that consumer: scale, reshape, permute, sum, mul/div by a mirrored value, expert_combine, a matmul
 //     that does not grow the tensor, AR(a) + AR(b) -> AR(a + b), and the residual add AR(x) + r ->
-//     AR(x + r on device 0 only). The reduce then happens once, at the smallest and latest point.
+//     AR(x + r on device 0 only), which also places a bias (a mirrored addend: attn_output's, and
+//     tpc.add_id's per-expert down bias) on device 0 before the reduce, so it is added once. The reduce
+//     then happens once, at the smallest and latest point.
 //  3. Bucket. Two all-reduces where the first's consumers all come after the second become one
 //     collective at the second's place (gemma4's dense and MoE branches).
 //===----------------------------------------------------------------------===//
@@ -206,6 +208,9 @@ private:
       } else {
         return false;
       }
+    } else if (isa<AddIdOp>(u) && idx == 0 && allowResidual_ && mirroredElsewhere() &&
+               !u->hasAttr(TpcDialect::kOnDeviceAttrName)) {
+      onDevice0 = true; // a per-expert bias (gpt-oss's down bias): added once, on device 0, like a residual
     } else {
       return false;
     }

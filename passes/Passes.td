@@ -91,7 +91,10 @@ def TpcInsertCollectives : Pass<"tpc-insert-collectives", "::mlir::ModuleOp"> {
     all-reduce sinks past the ops linear in its partial operand (mul/div by a mirrored value, scale,
     reshape/permute, sum, expert_combine), a residual `add(partial, mirrored)` runs on device 0 only
     (`tpc.on_device = 0`) before the reduce, and all-reduces that become ready together with no consumer
-    between them are bucketed into one collective.
+    between them are bucketed into one collective. A bias after a row-parallel projection (gpt-oss's
+    `attn_output.bias`, and its experts' down bias as `tpc.add_id`) is such a mirrored addend: it is added
+    once, on device 0, before the reduce rather than after it, so the reduce can keep sinking (past the
+    router weighting into the residual) and each block still costs one all-reduce.
 
     ```mlir
     // Before (states from tpc-assign-split-axes; test/passes/insert-collectives.mlir):

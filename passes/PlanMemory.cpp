@@ -109,12 +109,12 @@ Value bufferRoot(Value v, int64_t device) {
   }
 }
 
-/// The buffer root an elementwise op may overwrite with its single result: the first operand of add, mul,
-/// div (the lhs has the result's shape; the rhs may broadcast), scale, unary, softcap, rms_norm (weighted
+/// The buffer root an elementwise op may overwrite with its single result: the first operand of add, add_id,
+/// mul, div (the lhs has the result's shape; the rhs may broadcast), scale, unary, softcap, rms_norm (weighted
 /// too) and a two-operand glu. Null for every other op.
 Value inPlaceOperand(Operation &op, int64_t device) {
   if (op.getNumResults() != 1 || op.getNumOperands() == 0 ||
-      !isa<AddOp, MulOp, DivOp, ScaleOp, UnaryOp, SoftcapOp, RmsNormOp, WeightedRmsNormOp, GluOp>(op))
+      !isa<AddOp, AddIdOp, MulOp, DivOp, ScaleOp, UnaryOp, SoftcapOp, RmsNormOp, WeightedRmsNormOp, GluOp>(op))
     return {};
   if (auto glu = dyn_cast<GluOp>(op); glu && !glu.getUp())
     return {};

@@ -73,6 +73,8 @@ int64_t gluFn(GluFn fn) {
     return int64_t(rt::UnaryFn::Gelu);
   case GluFn::gelu_tanh:
     return int64_t(rt::UnaryFn::GeluTanh);
+  case GluFn::swiglu_oai:
+    return int64_t(rt::UnaryFn::SwigluOai);
   }
   return -1;
 }
@@ -485,6 +487,14 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
               params = rt::MulMatIdParams{localOffset(w)}.pack();
             return success();
           })
+          .Case([&](AddIdOp o) -> LogicalResult {
+            kind = rt::OpKind::AddId;
+            ok = addIn(o.getX()) && addIn(o.getBias()) && addIn(o.getIds());
+            // Whole experts: this device holds the bias rows of experts [offset, offset + local rows).
+            if (StateAttr b = splitOf(o.getBias()); b && b.isSplit() && b.getAxis() == 0)
+              params = rt::AddIdParams{localOffset(b)}.pack();
+            return success();
+          })
           .Case<AddOp, MulOp, DivOp>([&](auto o) -> LogicalResult {
             kind = isa<AddOp>(op) ? rt::OpKind::Add : isa<MulOp>(op) ? rt::OpKind::Mul : rt::OpKind::Div;
             ok = addIn(o.getLhs()) && addIn(o.getRhs());
@@ -569,10 +579,14 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
           })
           .Case([&](RopeOp o) -> LogicalResult {
             kind = rt::OpKind::Rope;
-            params = rt::RopeParams{o.getMode() == RopeMode::neox ? rt::RopeMode::Neox : rt::RopeMode::Normal,
-                                    int64_t(o.getNDims()), o.getBase().convertToFloat(),
-                                    o.getFreqScale().convertToFloat()}
-                         .pack();
+            rt::RopeParams rp{o.getMode() == RopeMode::neox ? rt::RopeMode::Neox : rt::RopeMode::Normal,
+                              int64_t(o.getNDims()), o.getBase().convertToFloat(), o.getFreqScale().convertToFloat()};
+            rp.origCtx = int64_t(o.getOrigCtx());
+            rp.extFactor = o.getExtFactor().convertToFloat();
+            rp.attnFactor = o.getAttnFactor().convertToFloat();
+            rp.betaFast = o.getBetaFast().convertToFloat();
+            rp.betaSlow = o.getBetaSlow().convertToFloat();
+            params = rp.pack();
             ok = addIn(o.getX()) && addIn(o.getPos()) && (!o.getFreqFactors() || addIn(o.getFreqFactors()));
             return success();
           })

@@ -19,6 +19,7 @@ Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 Value buildQwen35(ModelBuilder &mb, HParams &hp, Value tokens, Value pos); // qwen35 and qwen35moe
 Value buildGlm4Moe(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
+Value buildGptOss(ModelBuilder &mb, HParams &hp, Value tokens, Value pos);
 
 /// Shared tail: final norm and output projection (tied to token_embd when output.weight is absent); what
 /// the builder makes from here on is stamped as the output head.

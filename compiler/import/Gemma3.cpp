@@ -48,6 +48,8 @@ Value buildGemma3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     spec.scale = attnScale;
     spec.slidingWindow = swa ? hp.slidingWindow : 0;
     spec.ropeBase = swa ? kSwaRopeBase : hp.ropeBase;
+    if (swa) // rope.scaling (the larger models' linear factor) is for the global layers only, as the reference
+      spec.ropeScaling.freqScale = 1.f;
     Value attn = mb.attentionBlock(mb.norm(x, attnNorm, hp.rmsEps), pos, aw, spec);
     x = mb.add(x, mb.norm(attn, postAttnNorm, hp.rmsEps));
     Value ffn = mb.gluFFN(mb.norm(x, ffnNorm, hp.rmsEps), ffnW, GluFn::gelu_tanh);

@@ -77,7 +77,7 @@ Value buildGemma4(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     Value dense = mb.gluFFN(mb.norm(a, ffnNorm, eps), ffnW, GluFn::gelu_tanh);
     Value routerIn = mb.scale(mb.mul(mb.rmsNorm(a, eps), routerScale), 1.0f / std::sqrt(static_cast<float>(E)));
     Value moe = mb.moeFFN(mb.norm(a, preFfwNorm2, eps), routerIn, mw, hp.nExpertUsed, GluFn::gelu_tanh,
-                          /*normalizeWeights=*/true);
+                          MoeGating::SoftmaxNormalized);
     Value denseOut = mb.norm(dense, postFfwNorm1, eps);
     Value y = mb.add(denseOut, mb.norm(moe, postFfwNorm2, eps));
     x = mb.add(mb.norm(y, postFfwNorm, eps), a);

@@ -176,6 +176,34 @@ void readGemma4(KeyReader &r, HParams &hp) {
     hp.swaLayers.assign(pattern->begin(), pattern->end());
 }
 
+/// rope.scaling.*: none, linear (freq_scale = 1 / factor) or yarn (also original_context_length and the
+/// reference's defaults: ext_factor 1, beta_fast 32, beta_slow 1); attn_factor multiplies cos/sin. Other
+/// types (longrope, ...) are refused by name rather than run unscaled.
+void readRopeScaling(KeyReader &r, HParams &hp) {
+  std::string typeKey = r.key("rope.scaling.type");
+  ::tpc::Expected<std::string> type = r.f.getStringOr(typeKey, "linear");
+  if (!type) {
+    r.error = type.message();
+    return;
+  }
+  if (*type != "none" && *type != "linear" && *type != "yarn") {
+    r.fail(typeKey, "\"" + *type + "\"", "\"none\", \"linear\" or \"yarn\" (the RoPE scalings tpc implements)");
+    return;
+  }
+  float factor = r.f32("rope.scaling.factor", 0.f, 0, true, INFINITY, "0 (none) or ");
+  hp.ropeAttnFactor = r.f32("rope.scaling.attn_factor", 1.f, 0, false);
+  if (r.error || *type == "none")
+    return;
+  hp.ropeFreqScale = factor == 0.f ? 1.f : 1.f / factor;
+  if (*type != "yarn")
+    return;
+  hp.ropeExtFactor = 1.f;
+  hp.ropeOrigCtx = r.u32("rope.scaling.original_context_length", hp.nCtxTrain, 1, UINT32_MAX,
+                         "YaRN's original context, ");
+  if (!r.error && hp.ropeBase == 1.f)
+    r.fail(r.key("rope.freq_base"), "1", "a base other than 1 (YaRN divides by its logarithm)");
+}
+
 } // namespace
 
 ::tpc::Expected<HParams> readHParams(const gguf::GGUFFile &file, const std::string &arch, HParamNeeds needs) {
@@ -215,6 +243,8 @@ void readGemma4(KeyReader &r, HParams &hp) {
                   "the rotated dims, even and at most the head size (attention.key_length), ");
   if (!r.error && hp.nRot % 2)
     r.fail(r.key("rope.dimension_count"), std::to_string(hp.nRot), "an even number (RoPE rotates pairs)");
+  if (!r.error)
+    readRopeScaling(r, hp);
   if (arch == "qwen35" || arch == "qwen35moe")
     readQwen35(r, hp);
   if (arch == "glm4moe")

@@ -34,6 +34,11 @@ struct HParams {
   float rmsEps = 1e-5f;
   float ropeBase = 10000.f, ropeBaseSwa = 10000.f;
   uint32_t nRot = 0, nRotSwa = 0;
+  /// RoPE scaling (`rope.scaling.*`, llama.cpp's reading): freq_scale = 1 / factor; YaRN (type "yarn") mixes
+  /// interpolated and extrapolated frequencies over the dims between its correction dims (tpc.rope) and
+  /// scales cos/sin by attn_factor (1 + 0.1 ln factor).
+  float ropeFreqScale = 1.f, ropeExtFactor = 0.f, ropeAttnFactor = 1.f, yarnBetaFast = 32.f, yarnBetaSlow = 1.f;
+  uint32_t ropeOrigCtx = 0; ///< rope.scaling.original_context_length (YaRN)
   uint32_t slidingWindow = 0;
   std::vector<bool> swaLayers; ///< per layer: true = sliding-window attention
   float finalSoftcap = 0.f;

@@ -30,6 +30,7 @@ constexpr ArchEntry kArchitectures[] = {
     {"qwen35", buildQwen35, {true, false, false}},   // hybrid: Gated DeltaNet + gated attention
     {"qwen35moe", buildQwen35, {false, true, false}},
     {"glm4moe", buildGlm4Moe, {false, true, false}}, // its dense layers' width is checked with their count
+    {"gpt-oss", buildGptOss, {false, true, true}}, // alternating sliding-window layers, MoE with biases
 };
 } // namespace
 
@@ -95,6 +96,8 @@ AttentionSpec baseAttentionSpec(const HParams &hp, unsigned il, int64_t Dk, int6
   spec.ropeMode = mode;
   spec.nRot = hp.nRot;
   spec.ropeBase = hp.ropeBase;
+  spec.ropeScaling = {hp.ropeFreqScale, hp.ropeExtFactor, hp.ropeAttnFactor, hp.yarnBetaFast, hp.yarnBetaSlow,
+                      int64_t(hp.ropeOrigCtx)};
   spec.eps = hp.rmsEps;
   return spec;
 }

@@ -80,9 +80,12 @@ Value ModelBuilder::reshape(Value x, ArrayRef<int64_t> shape) {
   }
   return op;
 }
-Value ModelBuilder::rope(Value x, Value pos, Value freqs, RopeMode mode, int64_t nDims, float base) {
+Value ModelBuilder::rope(Value x, Value pos, Value freqs, RopeMode mode, int64_t nDims, float base,
+                         const RopeScaling &sc) {
   return make<RopeOp>(RopeModeAttr::get(b.getContext(), mode), x, pos, freqs, b.getI64IntegerAttr(nDims),
-                      b.getF32FloatAttr(base), b.getF32FloatAttr(1.0f));
+                      b.getF32FloatAttr(base), b.getF32FloatAttr(sc.freqScale), b.getF32FloatAttr(sc.extFactor),
+                      b.getF32FloatAttr(sc.attnFactor), b.getF32FloatAttr(sc.betaFast),
+                      b.getF32FloatAttr(sc.betaSlow), b.getI64IntegerAttr(sc.origCtx));
 }
 Value ModelBuilder::softcap(Value x, float cap) { return make<SoftcapOp>(x, b.getF32FloatAttr(cap)); }
 Value ModelBuilder::kvCache(unsigned layer, int64_t nHeadKv, int64_t dk, int64_t dv) {
@@ -90,10 +93,11 @@ Value ModelBuilder::kvCache(unsigned layer, int64_t nHeadKv, int64_t dk, int64_t
                          b.getI64IntegerAttr(dv));
 }
 Value ModelBuilder::attention(Value q, Value k, Value v, Value cache, Value pos, float scale, int64_t window,
-                              float softcap, Value gate) {
-  return make<AttentionOp>(q, k, v, cache, pos, /*sinks=*/Value(), gate, b.getF32FloatAttr(scale),
+                              float softcap, Value gate, Value sinks) {
+  return make<AttentionOp>(q, k, v, cache, pos, sinks, gate, b.getF32FloatAttr(scale),
                            b.getI64IntegerAttr(window), b.getF32FloatAttr(softcap));
 }
+Value ModelBuilder::addId(Value x, Value bias, Value ids) { return make<AddIdOp>(x, bias, ids); }
 Value ModelBuilder::unary(Value x, UnaryFn fn) { return make<UnaryOp>(UnaryFnAttr::get(b.getContext(), fn), x); }
 Value ModelBuilder::view(Value x, int64_t axis, int64_t offset, int64_t size) {
   return make<ViewOp>(x, b.getI64IntegerAttr(axis), b.getI64IntegerAttr(offset), b.getI64IntegerAttr(size));
@@ -115,10 +119,7 @@ Value ModelBuilder::deltaNet(Value q, Value k, Value v, Value g, Value beta, Val
 
 Value ModelBuilder::attentionBlock(Value h, Value pos, const AttentionWeights &w, const AttentionSpec &s) {
   int64_t T = ShapedType::kDynamic;
-  auto project = [&](Value wt, Value bias) {
-    Value p = matmul(h, wt);
-    return bias ? add(p, bias) : p;
-  };
+  auto project = [&](Value wt, Value bias) { return bias ? add(matmul(h, wt), bias) : matmul(h, wt); };
   Value q = reshape(project(w.wq, w.bq), {T, s.nHead, s.headDimK});
   Value kRaw = reshape(project(w.wk, w.bk), {T, s.nHeadKv, s.headDimK});
   Value v = s.vFromK ? kRaw : reshape(project(w.wv, w.bv), {T, s.nHeadKv, s.headDimV});
@@ -129,11 +130,12 @@ Value ModelBuilder::attentionBlock(Value h, Value pos, const AttentionWeights &w
     k = norm(k, s.kNorm, s.eps);
   if (s.vNorm)
     v = rmsNorm(v, s.eps);
-  q = rope(q, pos, s.ropeFreqs, s.ropeMode, s.nRot, s.ropeBase);
-  k = rope(k, pos, s.ropeFreqs, s.ropeMode, s.nRot, s.ropeBase);
+  q = rope(q, pos, s.ropeFreqs, s.ropeMode, s.nRot, s.ropeBase, s.ropeScaling);
+  k = rope(k, pos, s.ropeFreqs, s.ropeMode, s.nRot, s.ropeBase, s.ropeScaling);
   Value cache = kvCache(s.layer, s.nHeadKv, s.headDimK, s.headDimV);
-  Value a = attention(q, k, v, cache, pos, s.scale, s.slidingWindow, /*softcap=*/0.f);
-  return matmul(reshape(a, {T, s.nHead * s.headDimV}), w.wo);
+  Value a = attention(q, k, v, cache, pos, s.scale, s.slidingWindow, /*softcap=*/0.f, /*gate=*/{}, s.sinks);
+  Value o = matmul(reshape(a, {T, s.nHead * s.headDimV}), w.wo);
+  return w.bo ? add(o, w.bo) : o;
 }
 
 Value ModelBuilder::gluFFN(Value h, const FFNWeights &w, GluFn fn) {
@@ -144,27 +146,38 @@ Value ModelBuilder::gluFFN(Value h, const FFNWeights &w, GluFn fn) {
 }
 
 Value ModelBuilder::moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn,
-                           bool normalizeWeights) {
-  Value probs = softmax(matmul(routerIn, w.router));              // [T, E]
-  Value ids = topK(probs, nUsed);                                 // [T, k]
-  Value weights = takeAlong(probs, ids);                          // [T, k]
-  if (normalizeWeights)
-    weights = div(weights, sum(weights, /*axis=*/1, /*keepDim=*/true));
+                           MoeGating gating) {
+  Value logits = matmul(routerIn, w.router);                      // [T, E]
+  if (w.routerBias)
+    logits = add(logits, w.routerBias);
+  Value ids, weights;                                             // [T, k] each
+  if (gating == MoeGating::SoftmaxSelected) { // ggml's SOFTMAX_WEIGHT: choose by logit, softmax the k
+    ids = topK(logits, nUsed);
+    weights = softmax(takeAlong(logits, ids));
+  } else {
+    Value probs = softmax(logits);
+    ids = topK(probs, nUsed);
+    weights = takeAlong(probs, ids);
+    if (gating == MoeGating::SoftmaxNormalized)
+      weights = div(weights, sum(weights, /*axis=*/1, /*keepDim=*/true));
+  }
   return moeExperts(h, w, ids, weights, nUsed, fn);
 }
 
 Value ModelBuilder::moeExperts(Value h, const MoeWeights &w, Value ids, Value weights, int64_t nUsed,
                                GluFn fn) {
   int64_t T = ShapedType::kDynamic;
+  auto biased = [&](Value x, Value bias) { return bias ? addId(x, bias, ids) : x; };
   Value act;                                                      // [T, k, F]
   if (w.gateUp) {
-    act = glu(mulMatId(h, w.gateUp, ids), fn);
+    act = glu(biased(mulMatId(h, w.gateUp, ids), w.gateUpBias), fn);
   } else {
-    Value g = mulMatId(h, w.gate, ids);
-    Value u = mulMatId(h, w.up, ids);
+    Value g = biased(mulMatId(h, w.gate, ids), w.gateBias);
+    Value u = biased(mulMatId(h, w.up, ids), w.upBias);
     act = glu(g, u, fn);
   }
-  Value experts = mulMatId(act, w.down, ids);                     // [T, k, n_embd]
+  // The down bias before the router weighting: each expert's bias is scaled by its weight (gpt-oss).
+  Value experts = biased(mulMatId(act, w.down, ids), w.downBias); // [T, k, n_embd]
   if (w.downScale) // ggml gathers the per-expert scale after the down projection
     experts = mul(experts, reshape(getRows(w.downScale, ids), {T, nUsed, 1}));
   experts = mul(experts, reshape(weights, {T, nUsed, 1}));

@@ -30,6 +30,12 @@
 
 namespace mlir::tpc {
 
+/// RoPE scaling of tpc.rope (its description has the YaRN formula); the defaults are plain RoPE.
+struct RopeScaling {
+  float freqScale = 1.f, extFactor = 0.f, attnFactor = 1.f, betaFast = 32.f, betaSlow = 1.f;
+  int64_t origCtx = 0;
+};
+
 /// Options of one attention block.
 struct AttentionSpec {
   unsigned layer = 0;
@@ -39,7 +45,9 @@ struct AttentionSpec {
   RopeMode ropeMode = RopeMode::normal;
   int64_t nRot = 0;
   float ropeBase = 10000.f;
+  RopeScaling ropeScaling;     ///< from rope.scaling.* (baseAttentionSpec)
   Value ropeFreqs;             ///< optional frequency factors
+  Value sinks;                 ///< optional per-query-head sink logits (gpt-oss)
   Value qNorm, kNorm;          ///< optional per-head RMS-norm weights
   bool vNorm = false;          ///< RMS-normalize V per head without a weight (gemma4)
   bool vFromK = false;         ///< no V projection: V is the K projection before the k norm (gemma4 global)
@@ -49,7 +57,8 @@ struct AttentionSpec {
 /// Weights of one attention block.
 struct AttentionWeights {
   Value wq, wk, wv, wo;
-  Value bq, bk, bv; ///< optional biases of the Q/K/V projections (glm4moe), added before any norm
+  Value bq, bk, bv, bo; ///< optional biases of the projections (glm4moe: q/k/v, added before any norm;
+                        ///< gpt-oss: all four)
 };
 
 /// Weights of one dense GLU feed-forward block.
@@ -64,6 +73,17 @@ struct MoeWeights {
   Value gateUp;        ///< [E, 2F, n_embd], per expert rows [gate; up]
   Value down;          ///< [E, n_embd, F]
   Value downScale;     ///< optional [E], multiplies each expert's output
+  Value routerBias;    ///< optional [E], added to the router logits (gpt-oss)
+  Value gateBias, upBias; ///< optional [E, F] per-expert biases (gpt-oss)
+  Value gateUpBias;    ///< optional [E, 2F], per expert [gate; up] like gateUp (gpt-oss, merged form)
+  Value downBias;      ///< optional [E, n_embd], added before the router weighting (gpt-oss)
+};
+
+/// How the router's logits become the selected experts' weights.
+enum class MoeGating {
+  Softmax,           ///< softmax over all experts, top-k of the probabilities, their probabilities
+  SoftmaxNormalized, ///< as Softmax, the k probabilities renormalised to sum to 1
+  SoftmaxSelected,   ///< top-k of the logits, softmax over the k selected logits only (gpt-oss)
 };
 
 class ModelBuilder {
@@ -107,11 +127,13 @@ public:
   Value topK(Value x, int64_t k);
   Value sum(Value x, int64_t axis, bool keepDim);
   Value reshape(Value x, ArrayRef<int64_t> shape);
-  Value rope(Value x, Value pos, Value freqs, RopeMode mode, int64_t nDims, float base);
+  Value rope(Value x, Value pos, Value freqs, RopeMode mode, int64_t nDims, float base,
+             const RopeScaling &scaling = {});
   Value softcap(Value x, float cap);
   Value kvCache(unsigned layer, int64_t nHeadKv, int64_t dk, int64_t dv);
   Value attention(Value q, Value k, Value v, Value cache, Value pos, float scale, int64_t window,
-                  float softcap, Value gate = {});
+                  float softcap, Value gate = {}, Value sinks = {});
+  Value addId(Value x, Value bias, Value ids);
   Value unary(Value x, UnaryFn fn);
   Value view(Value x, int64_t axis, int64_t offset, int64_t size);
   Value l2Norm(Value x, float eps);
@@ -129,9 +151,10 @@ public:
   /// Dense GLU feed-forward: down · (fn(gate · h) * (up · h)).
   Value gluFFN(Value h, const FFNWeights &w, GluFn fn);
   /// MoE feed-forward on `h` with the router reading `routerIn` (the same value for most architectures).
-  Value moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn, bool normalizeWeights);
+  Value moeFFN(Value h, Value routerIn, const MoeWeights &w, int64_t nUsed, GluFn fn, MoeGating gating);
   /// The expert half of moeFFN, for architectures that route their own way: the selected experts `ids`
-  /// [T, k] applied to `h` and summed with the router weights `weights` [T, k].
+  /// [T, k] applied to `h` (with the experts' biases, if any) and summed with the router weights `weights`
+  /// [T, k].
   Value moeExperts(Value h, const MoeWeights &w, Value ids, Value weights, int64_t nUsed, GluFn fn);
 
   /// The output-row indices of @forward (its third argument): buildOutput gathers the last hidden state

@@ -38,7 +38,7 @@ Value buildQwen3(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
 
     x = mb.add(x, mb.attentionBlock(mb.norm(x, attnNorm, hp.rmsEps), pos, aw, spec));
     Value h2 = mb.norm(x, ffnNorm, hp.rmsEps);
-    Value ffn = moe ? mb.moeFFN(h2, h2, moeW, hp.nExpertUsed, GluFn::silu, /*normalizeWeights=*/true)
+    Value ffn = moe ? mb.moeFFN(h2, h2, moeW, hp.nExpertUsed, GluFn::silu, MoeGating::SoftmaxNormalized)
                     : mb.gluFFN(h2, ffnW, GluFn::silu);
     x = mb.add(x, ffn);
   }

@@ -144,7 +144,7 @@ Value buildQwen35(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
     Value h2 = mb.norm(x, ffnNorm, hp.rmsEps);
     Value ffn;
     if (moe) {
-      ffn = mb.moeFFN(h2, h2, moeW, hp.nExpertUsed, GluFn::silu, /*normalizeWeights=*/true);
+      ffn = mb.moeFFN(h2, h2, moeW, hp.nExpertUsed, GluFn::silu, MoeGating::SoftmaxNormalized);
       // The shared expert, scaled per token by sigmoid(gate . h2) (a [T, 1] column).
       Value gateCol = mb.unary(mb.matmul(h2, mb.reshape(shGate, {1, E})), UnaryFn::sigmoid);
       ffn = mb.add(ffn, mb.mul(mb.gluFFN(h2, shW, GluFn::silu), gateCol));

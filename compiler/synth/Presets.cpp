@@ -27,6 +27,10 @@
 //   1 MTP block, 96 / 8 heads of 128 with q/k/v biases and per-head q/k norms (use_qk_norm), 64 rotated dims;
 //   layers 0-2 dense (FFN 12288), the others 160 experts (8 used) of 1536 plus 1 shared expert of 1536,
 //   routed_scaling_factor 2.5; vocab 151552; context 202752.
+// - gpt-oss-20b / gpt-oss-120b (OpenAI's ModelConfig and the GGUF key dumps, shared/research/archs_quants.md
+//   §1.1): hidden 2880, 24 / 36 layers, 64 / 8 heads of 64, 32 / 128 experts (4 used) of 2880, sliding window
+//   128 on the even layers, rope_theta 150000 with YaRN factor 32 over 4096, rms eps 1e-5, vocab 201088
+//   (o200k_harmony), context 131072, untied output.
 // The tiny presets mirror the shared fixtures' shapes; bench-* are the CPU benchmark shapes.
 //===----------------------------------------------------------------------===//
 #include "compiler/synth/Presets.h"
@@ -114,6 +118,23 @@ ModelSpec glm4moe(std::string name, std::string desc, uint32_t E, uint32_t L, ui
   return s;
 }
 
+/// gpt-oss: attention and expert biases, sinks, alternating sliding layers, YaRN (Synth.cpp writes them).
+ModelSpec gptOss(std::string name, std::string desc, uint32_t E, uint32_t L, uint32_t H, uint32_t Hkv, uint32_t X,
+                 uint32_t used, uint32_t FE, uint32_t V, uint32_t window, VocabKind vocab) {
+  ModelSpec s = llama(std::move(name), std::move(desc), E, L, H, Hkv, FE, V, vocab);
+  s.arch = "gpt-oss";
+  s.headDim = 64;
+  s.nExpert = X;
+  s.nExpertUsed = used;
+  s.nFFExp = FE;
+  s.nCtx = 131072;
+  s.ropeBase = 150000.f;
+  s.ropeScaling = 32.f;
+  s.ropeOrigCtx = 4096;
+  s.slidingWindow = window;
+  return s;
+}
+
 std::vector<ModelSpec> makePresets() {
   std::vector<ModelSpec> v;
 
@@ -187,8 +208,14 @@ std::vector<ModelSpec> makePresets() {
   g46.qkNorm = true;
   g46.nCtx = 202752;
   v.push_back(g46);
+  v.push_back(gptOss("gpt-oss-20b", "gpt-oss-20b shapes (20.9B parameters, 32 experts, MXFP4_MOE for real types)",
+                     2880, 24, 64, 8, 32, 4, 2880, 201088, 128, VocabKind::Gpt4o));
+  v.push_back(gptOss("gpt-oss-120b", "gpt-oss-120b shapes (116.8B parameters, 128 experts)", 2880, 36, 64, 8,
+                     128, 4, 2880, 201088, 128, VocabKind::Gpt4o));
 
   // Small models of each architecture, shaped like the shared fixtures (tests, examples).
+  v.push_back(gptOss("tiny-gptoss", "small gpt-oss (fixture shapes: 256 wide, 4 layers, 8 experts of 160, window 8)",
+                     256, 4, 8, 2, 8, 2, 160, 512, 8, VocabKind::Spm512));
   v.push_back(llama("tiny-llama", "small llama (fixture shapes: 256 wide, 4 layers, GQA 8/2)", 256, 4, 8, 2,
                     768, 512, VocabKind::Spm512));
   ModelSpec tq3 = qwen3("tiny-qwen3", "small qwen3 (256 wide, 3 layers, head_dim 128, tied output)", 256, 3,

@@ -3,11 +3,12 @@
 // A ModelSpec is everything that decides a synthetic model's metadata and tensor shapes: architecture,
 // widths, heads, experts, vocabulary, RoPE and attention layout. The presets copy the published configs
 // of real models (config.json of Llama-3-8B, Qwen3-8B, Qwen3-30B-A3B, Gemma-4 26B-A4B, Qwen3.5-35B-A3B,
-// Qwen3.5-27B, GLM-4.5-Air), plus one small model per architecture for tests and two benchmark shapes.
-// `withLayers` shortens a preset: every layer keeps its shape (and, for gemma4, its sliding/global kind, for
-// qwen35 its Gated DeltaNet/attention kind, for glm4moe its dense/MoE kind, which depend only on the layer
-// index). The qwen35 / glm4moe MTP block is not a trunk layer: it stays, after the kept layers (block_count
-// = layers + 1), as in a real file, whose loader takes the trunk depth as block_count - nextn_predict_layers.
+// Qwen3.5-27B, GLM-4.5-Air, gpt-oss-20b, gpt-oss-120b), plus one small model per architecture for tests and
+// two benchmark shapes. `withLayers` shortens a preset: every layer keeps its shape (and, for gemma4, its
+// sliding/global kind, for qwen35 its Gated DeltaNet/attention kind, for glm4moe its dense/MoE kind, which
+// depend only on the layer index). The qwen35 / glm4moe MTP block is not a trunk layer: it stays, after the
+// kept layers (block_count = layers + 1), as in a real file, whose loader takes the trunk depth as
+// block_count - nextn_predict_layers.
 //
 // Usage:
 //   const tpc::synth::ModelSpec *s = tpc::synth::findPreset("qwen3-30b-a3b");   // nullptr if unknown
@@ -32,12 +33,13 @@ enum class VocabKind {
   Qwen35, ///< byte-level BPE, 248320 tokens, pre-tokenizer qwen35, Qwen special tokens from id 248044
   Gemma,  ///< SentencePiece, 262144 tokens, Gemma special tokens, no space prefix
   Glm4,   ///< byte-level BPE, 151552 tokens, pre-tokenizer glm4, GLM special tokens from id 151329
+  Gpt4o,  ///< byte-level BPE, 201088 tokens (o200k_harmony), pre-tokenizer gpt-4o, gpt-oss special tokens
 };
 
 /// Shapes and hyperparameters of one synthetic model.
 struct ModelSpec {
   std::string preset;      ///< preset name (also general.name)
-  std::string arch;        ///< general.architecture: llama, qwen3(moe), gemma3, gemma4, qwen35(moe), glm4moe
+  std::string arch;        ///< general.architecture: llama, qwen3(moe), gemma3, gemma4, qwen35(moe), glm4moe, gpt-oss
   std::string description; ///< one line for `tpc synth --list`
   uint32_t nLayer = 0;     ///< trunk layers (qwen35: the MTP blocks come on top, see nNextN)
   uint32_t nEmbd = 0, nHead = 0;
@@ -75,6 +77,9 @@ struct ModelSpec {
   uint32_t nDenseLead = 0, nExpertShared = 0;
   float expertWeightsScale = 1.f;
   bool qkNorm = false; ///< glm4moe: per-head RMS norms of q and k (GLM-4.5 355B, 4.6, 4.7; not Air)
+  /// gpt-oss: YaRN (rope.scaling.factor, original_context_length); sliding layers are the even ones.
+  float ropeScaling = 0.f;
+  uint32_t ropeOrigCtx = 0;
 
   /// gemma4: true when layer il uses sliding-window attention.
   bool isSlidingLayer(uint32_t il) const { return swaPeriod != 0 && (il + 1) % swaPeriod != 0; }

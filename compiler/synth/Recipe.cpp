@@ -31,6 +31,7 @@ constexpr TypeName kTypes[] = {
     {"Q4_1", GGMLType::Q4_1, false, 3},      {"Q5_1", GGMLType::Q5_1, false, 9},
     {"Q2_K", GGMLType::Q2_K, false, 10},     {"Q3_K", GGMLType::Q3_K, false, 11},
     {"MXFP4", GGMLType::MXFP4, false, 38},
+    {"MXFP4_MOE", GGMLType::Q8_0, false, 38}, // experts MXFP4 (tensorType)
 };
 
 bool contains(const std::string &s, const char *what) { return s.find(what) != std::string::npos; }
@@ -77,7 +78,7 @@ Expected<WeightType> parseWeightType(const std::string &name) {
     upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const TypeName &t : kTypes)
     if (upper == t.name)
-      return WeightType{t.name, t.base, t.mix, t.fileType};
+      return WeightType{t.name, t.base, t.mix, std::string(t.name) == "MXFP4_MOE", t.fileType};
   return Error{"--type '" + name + "' is not a weight type tpc synth writes; use one of " +
                      weightTypeNames()};
 }
@@ -140,6 +141,8 @@ GGMLType tensorType(const WeightType &wt, const RecipeContext &ctx, const std::s
                     const std::vector<uint64_t> &ne, int layer, int attnVIndex) {
   if (!isQuantizable(name, ne))
     return GGMLType::F32;
+  if (wt.mxfp4Moe && ne.size() == 3)
+    return fitRow(GGMLType::MXFP4, ne[0]);
   if (!wt.mixQ4KM)
     return fitRow(wt.base, ne[0]);
 

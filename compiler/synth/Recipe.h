@@ -1,9 +1,11 @@
 //===- Recipe.h - which ggml type each synthetic tensor gets ------*- C++ -*-===//
 //
 // `--type` names either one ggml type for every weight matrix (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) or the Q4_K_M mix. `--tensor-type` rules
-// (`regex=TYPE,...`) then override the type of the matrices whose names they match, the first matching rule
-// winning, and the row fallback below applies to the rule's type too (llama-quantize's --custom-q order). Vectors (norms, scales, rope_freqs, qwen35's ssm_a / ssm_dt.bias /
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 and the grid types) or a mix: Q4_K_M, or MXFP4_MOE
+// (llama.cpp's file type 38, what every gpt-oss GGUF is: the 3-D expert matrices MXFP4, the other matrices
+// Q8_0). `--tensor-type` rules (`regex=TYPE,...`) then override the type of the matrices whose names they
+// match, the first matching rule winning, and the row fallback below applies to the rule's type too
+// (llama-quantize's --custom-q order). Vectors (norms, scales, rope_freqs, qwen35's ssm_a / ssm_dt.bias /
 // ffn_gate_inp_shexp), the MoE router `ffn_gate_inp.weight` and the Gated DeltaNet conv kernel
 // `ssm_conv1d.weight` always stay F32, as llama.cpp's quantizer leaves them.
 //
@@ -41,6 +43,7 @@ struct WeightType {
   std::string name;              ///< as the user spells it canonically: "Q4_K_M", "F16"
   GGMLType base = GGMLType::F32; ///< the type of ordinary matrices
   bool mixQ4KM = false;          ///< the Q4_K_M recipe
+  bool mxfp4Moe = false;         ///< MXFP4_MOE: expert matrices MXFP4, every other matrix `base` (Q8_0)
   uint32_t fileType = 0;         ///< general.file_type (llama_ftype)
 };
 

@@ -1,8 +1,9 @@
 //===- Synth.cpp - full-size GGUF models with random weights ----------------===//
 //
 // Tensor names, shapes (ggml ne order) and metadata keys follow the importers (compiler/import/Llama.cpp,
-// Qwen3.cpp, Gemma4.cpp, Qwen35.cpp, Glm4Moe.cpp, HParams.cpp) and the fixture files; the order of keys and
-// tensors matches the fixtures (test/synth compares the qwen35 ones with the shared fixtures key by key).
+// Qwen3.cpp, Gemma4.cpp, Qwen35.cpp, Glm4Moe.cpp, GptOss.cpp, HParams.cpp) and the fixture files; the order
+// of keys and tensors matches the fixtures (test/synth compares the qwen35 ones with the shared fixtures key
+// by key).
 // qwen35 values besides matrices and norms, in the fixtures' ranges: ssm_a (= -exp(A_log), a decay rate)
 // U(-1, -0.05), so every head decays and none forgets at once; ssm_dt.bias U(-0.5, 1); the depthwise conv
 // taps std 1/sqrt(kernel); the shared-expert gate vector std 1/sqrt(n_embd), so its sigmoid is O(1) away
@@ -243,6 +244,37 @@ public:
     norm("output_norm.weight", s.nEmbd);
   }
 
+  /// gpt-oss, in the converter's order: biases after their weights, sinks, the experts' biases [F, X].
+  void gptOss() {
+    const uint64_t E = s.nEmbd, H = s.nHead, Hkv = s.nHeadKv, D = s.headDim, X = s.nExpert, F = s.nFFExp;
+    auto bias = [&](const std::string &name, std::vector<uint64_t> ne, float stddev = 0.1f) {
+      add(name, std::move(ne), Init::normal(0.f, stddev));
+    };
+    embeddings();
+    for (uint32_t il = 0; il < s.nLayer; ++il) {
+      norm(blk(il, "attn_norm.weight"), E);
+      matrix(blk(il, "attn_q.weight"), E, H * D);
+      bias(blk(il, "attn_q.bias"), {H * D});
+      matrix(blk(il, "attn_k.weight"), E, Hkv * D);
+      bias(blk(il, "attn_k.bias"), {Hkv * D});
+      matrix(blk(il, "attn_v.weight"), E, Hkv * D);
+      bias(blk(il, "attn_v.bias"), {Hkv * D});
+      matrix(blk(il, "attn_output.weight"), H * D, E);
+      bias(blk(il, "attn_output.bias"), {E});
+      bias(blk(il, "attn_sinks.weight"), {H}, 1.f); // one logit per query head, O(1) like the scores
+      norm(blk(il, "post_attention_norm.weight"), E);
+      matrix(blk(il, "ffn_gate_inp.weight"), E, X);
+      bias(blk(il, "ffn_gate_inp.bias"), {X}, 0.5f);
+      matrix(blk(il, "ffn_gate_exps.weight"), E, F, X);
+      bias(blk(il, "ffn_gate_exps.bias"), {F, X});
+      matrix(blk(il, "ffn_up_exps.weight"), E, F, X);
+      bias(blk(il, "ffn_up_exps.bias"), {F, X});
+      matrix(blk(il, "ffn_down_exps.weight"), F, E, X);
+      bias(blk(il, "ffn_down_exps.bias"), {E, X});
+    }
+    output();
+  }
+
   const ModelSpec &s;
   std::vector<TensorPlan> out;
 };
@@ -350,12 +382,17 @@ void writeHParams(gguf::GGUFWriter &w, const ModelSpec &s) {
     if (s.arch == "llama") {
       w.setU32(a + "rope.dimension_count", s.headDim);
     } else {
-      if (s.arch == "gemma3")
+      if (s.arch == "gemma3" || s.arch == "gpt-oss")
         w.setU32(a + "attention.sliding_window", s.slidingWindow);
       w.setU32(a + "attention.key_length", s.headDim);
       w.setU32(a + "attention.value_length", s.headDim);
     }
     w.setF32(a + "rope.freq_base", s.ropeBase);
+    if (s.ropeScaling > 0) { // YaRN (gpt-oss)
+      w.setString(a + "rope.scaling.type", "yarn");
+      w.setF32(a + "rope.scaling.factor", s.ropeScaling);
+      w.setU32(a + "rope.scaling.original_context_length", s.ropeOrigCtx);
+    }
   }
   w.setF32(a + "attention.layer_norm_rms_epsilon", s.rmsEps);
   if (s.finalSoftcap > 0)
@@ -398,6 +435,8 @@ Expected<Synthesizer> Synthesizer::create(const SynthOptions &opts) {
     p.qwen35();
   else if (m.arch == "glm4moe")
     p.glm4moe();
+  else if (m.arch == "gpt-oss")
+    p.gptOss();
   else
     p.llamaOrQwen3();
   s.tensors_ = std::move(p.out);

@@ -334,6 +334,25 @@ Vocab buildVocab(VocabKind kind, uint32_t nVocab) {
     v.addSpacePrefix = 0;
     return v;
   }
+  case VocabKind::Gpt4o: {
+    // gpt-oss's o200k_harmony: 199998 ordinary tokens, then <|startoftext|> (BOS), <|endoftext|> (pad) and the
+    // harmony format's tokens at their real ids (reserved ones in between), up to 201088 rows.
+    std::vector<std::pair<std::string, int32_t>> sp = {
+        {"<|startoftext|>", 3}, {"<|endoftext|>", 3}, {"<|reserved_200000|>", 3}, {"<|reserved_200001|>", 3},
+        {"<|return|>", 3},      {"<|constrain|>", 3}, {"<|reserved_200004|>", 3}, {"<|channel|>", 3},
+        {"<|start|>", 3},       {"<|end|>", 3},       {"<|message|>", 3},         {"<|reserved_200009|>", 3},
+        {"<|reserved_200010|>", 3}, {"<|reserved_200011|>", 3}, {"<|call|>", 3}};
+    const uint32_t nNormal = nVocab >= 201088 ? 199998 : nVocab - static_cast<uint32_t>(sp.size());
+    for (uint32_t id = nNormal + static_cast<uint32_t>(sp.size()); id < nVocab; ++id)
+      sp.push_back({"<|reserved_" + std::to_string(id) + "|>", 3});
+    Vocab v = bpeVocab(nVocab, nNormal, sp, 0x200b0a);
+    v.pre = "gpt-4o";
+    v.bos = static_cast<int32_t>(nNormal);
+    v.eos = v.bos + 4; // <|return|>
+    v.pad = v.bos + 1;
+    v.addBos = false;
+    return v;
+  }
   case VocabKind::Spm512:
     break;
   }

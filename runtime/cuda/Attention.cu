@@ -32,13 +32,21 @@ constexpr int kAttnWarps = 8;
 //===----------------------------------------------------------------------===//
 
 /// cos and sin of pair p's angle at position pos (in double, as the CPU reference computes it).
+/// With YaRN, pair p's frequency mixes the interpolated and extrapolated ones by the ramp between the
+/// correction dims, and cos/sin carry its magnitude (the CPU's ropeYarnInvFreq / ropeYarnMscale).
 __device__ __forceinline__ void ropeAngle(const RopeArgs &a, int64_t p, int32_t pos, float &c, float &s) {
-  double inv = double(a.freqScale) * pow(double(a.base), -2.0 * double(p) / double(a.nDims));
+  const double extrap = pow(double(a.base), -2.0 * double(p) / double(a.nDims));
+  double inv = double(a.freqScale) * extrap;
+  if (a.extFactor != 0) {
+    const float y = (float(p) - a.corrLo) / fmaxf(0.001f, a.corrHi - a.corrLo);
+    const double mix = double(1.0f - fminf(1.0f, fmaxf(0.0f, y))) * a.extFactor;
+    inv = extrap * (double(a.freqScale) * (1 - mix) + mix);
+  }
   if (a.freqFactors)
     inv /= double(a.freqFactors[p]);
   double sn, cs;
   sincos(double(pos) * inv, &sn, &cs);
-  c = static_cast<float>(cs), s = static_cast<float>(sn);
+  c = static_cast<float>(cs * a.mscale), s = static_cast<float>(sn * a.mscale);
 }
 
 /// Indices of pair p: (p, p + n_dims / 2) for NEOX, (2p, 2p + 1) otherwise.

@@ -13,6 +13,8 @@
 #ifndef TPC_RUNTIME_CUDA_ATTENTION_CUH
 #define TPC_RUNTIME_CUDA_ATTENTION_CUH
 
+#include "runtime/plan/StepParams.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -36,8 +38,22 @@ struct RopeArgs {
   int64_t t = 0, h = 0, d = 0, nDims = 0;
   RopeMode mode = RopeMode::Normal;
   float base = 10000, freqScale = 1;
+  /// YaRN (tpc.rope's formula): the ramp's correction dims, its strength and the cos/sin magnitude.
+  float extFactor = 0, corrLo = 0, corrHi = 0, mscale = 1;
 };
 void launchRope(const RopeArgs &a, cudaStream_t s);
+
+/// RopeArgs' YaRN fields from the plan's parameters (the correction dims in float as the CPU's).
+inline void setRopeYarn(const RopeParams &p, RopeArgs &a) {
+  a.extFactor = p.extFactor;
+  a.mscale = ropeYarnMscale(p);
+  if (p.extFactor != 0) {
+    float dims[2];
+    ropeYarnCorrDims(p, dims);
+    a.corrLo = dims[0];
+    a.corrHi = dims[1];
+  }
+}
 
 /// Up to two ROPE steps that share positions and frequencies (Q and K) in one launch, each optionally
 /// preceded by its per-head rms_norm (qwen3's q_norm / k_norm): one block per (tensor, token, head), the

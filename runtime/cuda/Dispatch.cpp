@@ -259,6 +259,19 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     launchMap(a, st);
     break;
   }
+  case OpKind::AddId: {
+    AddIdArgs a;
+    a.x = x.f();
+    a.b = in[1].f();
+    a.ids = in[2].i();
+    a.y = y.f();
+    a.rows = x.shape[0] * x.shape[1];
+    a.n = x.shape[2];
+    a.experts = in[1].shape[0];
+    a.firstExpert = AddIdParams::read(s).firstExpert.value_or(0);
+    launchAddId(a, st);
+    break;
+  }
   case OpKind::Glu: {
     GluArgs a;
     a.fn = GluParams::read(s).fn;
@@ -351,6 +364,7 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.nDims = p.nDims;
     a.base = p.base;
     a.freqScale = p.freqScale;
+    setRopeYarn(p, a);
     launchRope(a, st);
     break;
   }

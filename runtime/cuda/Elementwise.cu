@@ -42,8 +42,16 @@ __device__ __forceinline__ float unaryFn(UnaryFn fn, float x) {
     return 1.0f / (1.0f + expf(-x));
   case UnaryFn::Softplus: // as ggml: the identity above 20, where log(1 + exp(x)) rounds to x in f32
     return x > 20.0f ? x : log1pf(expf(x));
+  case UnaryFn::SwigluOai: // two operands: gluKernel's (the step checks refuse it for Unary)
+    break;
   }
   return x;
+}
+
+/// gpt-oss's clamped SwiGLU (the CPU's swigluOai: alpha 1.702, limit 7).
+__device__ __forceinline__ float swigluOai(float g, float u) {
+  const float x = fminf(g, 7.0f), l = fmaxf(fminf(u, 7.0f), -7.0f);
+  return x / (1.0f + expf(-1.702f * x)) * (l + 1.0f);
 }
 
 __device__ __forceinline__ int64_t gridStart() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
@@ -96,10 +104,21 @@ __global__ void gluKernel(GluArgs a) {
   const int64_t n = a.rows * a.f;
   for (int64_t i = gridStart(); i < n; i += gridStep()) {
     const int64_t r = i / a.f, c = i % a.f;
-    const float v = unaryFn(a.fn, a.g[r * a.gStride + c]) * a.u[r * a.gStride + c];
+    const float g = a.g[r * a.gStride + c], u = a.u[r * a.gStride + c];
+    const float v = a.fn == UnaryFn::SwigluOai ? swigluOai(g, u) : unaryFn(a.fn, g) * u;
     a.y[i] = v;
     if (a.xq)
       warpQuantize32(v, a.xq + (i & ~int64_t(31)), a.xs + i / 32);
+  }
+}
+
+/// y[t, j, :] = x[t, j, :] + b[ids[t, j] - firstExpert, :] for the experts b holds; x's row elsewhere.
+__global__ void addIdKernel(AddIdArgs a) {
+  pdlEnter();
+  const int64_t n = a.rows * a.n;
+  for (int64_t i = gridStart(); i < n; i += gridStep()) {
+    const int64_t r = i / a.n, c = i % a.n, e = int64_t(a.ids[r]) - a.firstExpert;
+    a.y[i] = a.x[i] + (e >= 0 && e < a.experts ? a.b[e * a.n + c] : 0.0f);
   }
 }
 
@@ -394,6 +413,12 @@ void launchMap(const MapArgs &a, cudaStream_t s) {
     return;
   launchKernel(mapKernel, blocksFor(a.n), kThreads, 0, s, a);
   done();
+}
+
+void launchAddId(const AddIdArgs &a, cudaStream_t s) {
+  if (a.rows * a.n == 0)
+    return;
+  launchKernel(addIdKernel, blocksFor(a.rows * a.n), kThreads, 0, s, a);
 }
 
 void launchGlu(const GluArgs &a, cudaStream_t s) {

@@ -67,6 +67,16 @@ struct GluArgs {
 };
 void launchGlu(const GluArgs &a, cudaStream_t s);
 
+/// ADD_ID: y[r, :] = x[r, :] + b[ids[r] - firstExpert, :] over rows r = (token, slot) when the expert is
+/// one of b's `experts` rows; x's row otherwise (another device's expert). y may alias x.
+struct AddIdArgs {
+  const float *x = nullptr, *b = nullptr;
+  const int32_t *ids = nullptr;
+  float *y = nullptr;
+  int64_t rows = 0, n = 0, experts = 0, firstExpert = 0;
+};
+void launchAddId(const AddIdArgs &a, cudaStream_t s);
+
 /// RMS_NORM over rows of n, times w when given. With r: the rows of x + r are normalized, and written to
 /// sum (a residual add fused in front). With xq (n a multiple of 32): y also quantized for the integer
 /// GEMV (launchQuantizeX's layout).

@@ -200,7 +200,7 @@ size_t CudaSession::normRope(size_t d, size_t i, int64_t t) {
     bindStep(d, r, t, in, out);
     if (in[0].shape.size() != 3 || r.inputs[1] != r0.inputs[1] || r.inputs.size() != r0.inputs.size() ||
         (r.inputs.size() > 2 && r.inputs[2] != r0.inputs[2]) || p.mode != p0.mode || p.nDims != p0.nDims ||
-        p.base != p0.base || p.freqScale != p0.freqScale)
+        !p.sameAngles(p0))
       return 0;
     if (q == 0) {
       a.rope.pos = in[1].i();
@@ -211,6 +211,7 @@ size_t CudaSession::normRope(size_t d, size_t i, int64_t t) {
       a.rope.nDims = p.nDims;
       a.rope.base = p.base;
       a.rope.freqScale = p.freqScale;
+      setRopeYarn(p, a.rope);
     } else if (in[0].shape[0] != a.rope.t || in[0].shape[2] != a.rope.d) {
       return 0;
     }

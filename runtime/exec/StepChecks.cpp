@@ -88,6 +88,15 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
       return bad("x must be [T,K] or [T,k,K] matching ids[T,k] and w[E,N,K], y [T,k,N]");
     return "";
   }
+  case OpKind::AddId: {
+    const TensorRef &b = in[1], &ids = in[2];
+    if (!isF32(x) || x.shape.size() != 3 || !isF32(b) || b.shape.size() != 2 || !isI32(ids) ||
+        ids.shape.size() != 2 || !isF32(y) || !sameShape(x, y))
+      return bad("needs f32 x[T,k,N], f32 b[E,N], i32 ids[T,k], y like x");
+    if (b.shape[1] != x.shape[2] || ids.shape[0] != x.shape[0] || ids.shape[1] != x.shape[1])
+      return bad(fmt::format("b {} and ids {} must match x [T,k,N]", shapeStr(b), shapeStr(ids)));
+    return "";
+  }
   case OpKind::Add:
   case OpKind::Mul:
   case OpKind::Div:
@@ -105,7 +114,8 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
   case OpKind::Unary:
   case OpKind::Glu: {
     const int64_t fn = static_cast<int64_t>(UnaryParams::read(s).fn);
-    if (fn < 0 || fn > static_cast<int64_t>(UnaryFn::Softplus))
+    if (fn < 0 || fn > static_cast<int64_t>(UnaryFn::SwigluOai) ||
+        (s.op == OpKind::Unary && fn == static_cast<int64_t>(UnaryFn::SwigluOai)))
       return bad(fmt::format("unknown function {}", fn));
     if (!isF32(x) || !isF32(y))
       return bad("needs f32 operands");
@@ -194,6 +204,9 @@ std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std
       return bad("freq_factors needs n_dims/2 f32 values");
     if (!(p.base > 0))
       return bad("base must be > 0");
+    if (p.extFactor != 0 && (p.origCtx < 1 || p.base == 1 || !(p.freqScale > 0) || !(p.betaFast > 0) ||
+                             !(p.betaSlow > 0)))
+      return bad("YaRN needs origCtx >= 1, base != 1 and positive freqScale, betaFast, betaSlow");
     return "";
   }
   case OpKind::Attention: {

@@ -39,6 +39,7 @@ constexpr OpSig kSigs[kNumOpKinds] = {
     {"copy", 1, 1, 1, 1},         {"all_reduce_rms_norm", 1, 3, 2, 2},
     {"ssm_conv", 3, 3, 1, 1},     {"delta_net", 6, 6, 1, 1},
     {"l2_norm", 1, 1, 1, 1},      {"gated_rms_norm", 3, 3, 1, 1},
+    {"add_id", 3, 3, 1, 1},
 };
 
 std::optional<uint64_t> mulChecked(uint64_t a, uint64_t b) {

@@ -35,9 +35,10 @@ namespace tpc::rt {
 /// (DevicePlan::hostActivationBytes); 5: output rows (Storage::InputOutputRows, the kRowsDim dim,
 /// ModelInfo::maxOutputRows) and sliding-window KV rings (KvCache::window); 6: recurrent caches
 /// (KvCache::kind, convRows, convChannels), the SsmConv, DeltaNet, L2Norm and GatedRmsNorm ops, the
-/// attention output gate and UnaryFn::Softplus. Older versions still load (fields default: every row
-/// computed, every cache full and an attention cache; see parsePlan for v3).
-inline constexpr uint32_t kPlanSchemaVersion = 6;
+/// attention output gate and UnaryFn::Softplus; 7: the AddId op, UnaryFn::SwigluOai and RoPE's YaRN
+/// parameters (gpt-oss). Older versions still load (fields default: every row computed, every cache full
+/// and an attention cache; see parsePlan for v3).
+inline constexpr uint32_t kPlanSchemaVersion = 7;
 /// The dynamic dims a shape may have in dim 0: the tokens of a call and the rows whose logits it returns.
 inline constexpr int64_t kTokenDim = -1;
 inline constexpr int64_t kRowsDim = -2;
@@ -91,7 +92,7 @@ enum class OpKind : uint16_t {
   View = 16,          ///< (x) -> x narrowed on axis to [offset, offset + size); NarrowParams
   Concat = 17,        ///< (x0, x1, ...) -> concatenation along an axis; AxisParams
   Rope = 18,          ///< (x[T,H,D], pos[T] [, freq_factors[n_dims/2]]); RopeParams: mode (normal, neox),
-                      ///< nDims, base, freqScale
+                      ///< nDims, base, freqScale [, YaRN: origCtx, extFactor, attnFactor, betaFast, betaSlow]
   Softcap = 19,       ///< (x) -> cap * tanh(x / cap); SoftcapParams
   Attention = 20,     ///< (q[T,Hq,Dk], k[T,Hkv,Dk], v[T,Hkv,Dv], pos[T] [, sinks[Hq]]) -> [T,Hq,Dv];
                       ///< AttentionParams: kvCache (index), window (0 none), scale, softcap (0 none).
@@ -118,14 +119,18 @@ enum class OpKind : uint16_t {
                       ///< reads key head h % Hk); DeltaNetParams: kvCache, scale (of q)
   L2Norm = 30,        ///< (x[...,N]) -> x / max(|x|, eps) over the last axis; RmsNormParams: eps
   GatedRmsNorm = 31,  ///< (x[...,N], w[N], z[...,N]) -> rms_norm(x) * w * silu(z); RmsNormParams: eps
+  AddId = 32,         ///< (x[T,k,N], b[E,N], ids[T,k] i32) -> x + b[ids] (per-expert biases); AddIdParams:
+                      ///< optional firstExpert (b holds experts [firstExpert, firstExpert + E); the other
+                      ///< ids add nothing)
 };
 /// Number of OpKind values.
-inline constexpr unsigned kNumOpKinds = 32;
+inline constexpr unsigned kNumOpKinds = 33;
 
 /// The elementwise functions of Unary and Glu.
 enum class UnaryFn : int64_t {
   Silu = 0, Gelu = 1, GeluTanh = 2, Tanh = 3, Relu = 4, Exp = 5, Sigmoid = 6,
   Softplus = 7, ///< log(1 + exp(x)) (x itself above 20, as ggml)
+  SwigluOai = 8, ///< Glu only (gpt-oss): min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1)
 };
 
 /// Name of an op ("matmul"), for errors and profiles.

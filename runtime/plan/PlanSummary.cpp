@@ -30,7 +30,7 @@ uint64_t decodeBytes(const DevicePlan &dev, const Step &s, size_t operand, const
   const uint64_t outer = w.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(w.shape[0], 1));
   if (s.op == OpKind::GetRows && operand == 0 && s.inputs.size() > 1) // ids[T] or ids[T,k]: those rows
     return w.bytes / outer * std::min(outer, perToken(dev.tensors[s.inputs[1]]));
-  if (s.op == OpKind::MulMatId && operand == 1 && s.inputs.size() > 2) // ids[T,k]: k of the E experts
+  if ((s.op == OpKind::MulMatId || s.op == OpKind::AddId) && operand == 1 && s.inputs.size() > 2) // ids[T,k]: k of E
     return w.bytes / outer * std::min(outer, perToken(dev.tensors[s.inputs[2]]));
   return w.bytes;
 }

@@ -7,6 +7,9 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace tpc::rt {
 
 namespace {
@@ -19,6 +22,8 @@ ParamCounts paramCountsOf(OpKind op) {
     return countsOf<GetRowsParams>();
   case OpKind::MulMatId:
     return countsOf<MulMatIdParams>();
+  case OpKind::AddId:
+    return countsOf<AddIdParams>();
   case OpKind::RmsNorm:
   case OpKind::L2Norm:
   case OpKind::GatedRmsNorm:
@@ -84,7 +89,33 @@ std::string checkParamLayout(const Step &s) {
     return "ints[2] (gate) must be 0 or 1";
   if (s.op == OpKind::Matmul && (s.ints.size() > 1 || (s.ints.size() == 1 && s.ints[0] != 1)))
     return "ints must be {} or {1} (replicated)";
+  if (s.op == OpKind::Rope && (s.ints.size() > 2 || s.floats.size() > 2) && (s.ints.size() != 3 || s.floats.size() != 6))
+    return "YaRN needs ints {mode, nDims, origCtx} and floats {base, freqScale, extFactor, attnFactor, betaFast, "
+           "betaSlow}";
   return "";
+}
+
+void ropeYarnCorrDims(const RopeParams &p, float dims[2]) {
+  // In float, as the reference engine, so the ramp's integer ends agree with it.
+  auto corr = [&](float beta) {
+    return float(p.nDims) * std::log(float(p.origCtx) / (beta * 2 * float(M_PI))) / (2 * std::log(p.base));
+  };
+  dims[0] = std::max(0.0f, std::floor(corr(p.betaFast)));
+  dims[1] = std::min(float(p.nDims - 1), std::ceil(corr(p.betaSlow)));
+}
+
+double ropeYarnInvFreq(const RopeParams &p, const float corrDims[2], int64_t i) {
+  const double extrap = std::pow(double(p.base), -2.0 * double(i) / double(p.nDims));
+  if (p.extFactor == 0)
+    return p.freqScale * extrap;
+  // The ramp is 1 below lo (extrapolate: high frequencies keep their angle), 0 above hi (interpolate).
+  const float y = (float(i) - corrDims[0]) / std::max(0.001f, corrDims[1] - corrDims[0]);
+  const double mix = double(1 - std::min(1.0f, std::max(0.0f, y))) * p.extFactor;
+  return extrap * (double(p.freqScale) * (1 - mix) + mix);
+}
+
+float ropeYarnMscale(const RopeParams &p) {
+  return p.extFactor != 0 ? p.attnFactor * (1.0f + 0.1f * std::log(1.0f / p.freqScale)) : p.attnFactor;
 }
 
 } // namespace tpc::rt

@@ -65,6 +65,15 @@ struct MulMatIdParams {
   }
 };
 
+/// AddId: ints = {firstExpert} only for an expert-parallel share of the bias rows (experts [firstExpert,
+/// firstExpert + rows)); ids outside it add nothing (their rows are another device's); none for every expert.
+struct AddIdParams {
+  static constexpr int kInts = 0, kFloats = 0;
+  std::optional<int64_t> firstExpert;
+  PackedParams pack() const { return firstExpert ? PackedParams{{*firstExpert}, {}} : PackedParams{}; }
+  static AddIdParams read(const Step &s) { return s.ints.empty() ? AddIdParams{} : AddIdParams{s.ints[0]}; }
+};
+
 /// RmsNorm: floats = {eps}.
 struct RmsNormParams {
   static constexpr int kInts = 0, kFloats = 1;
@@ -134,17 +143,48 @@ struct AxisParams {
 /// How Rope pairs the dimensions it rotates: adjacent pairs (normal) or the two halves (NeoX).
 enum class RopeMode : int64_t { Normal = 0, Neox = 1 };
 
-/// Rope: ints = {mode, nDims}, floats = {base, freqScale}.
+/// Rope: ints = {mode, nDims [, origCtx]}, floats = {base, freqScale [, extFactor, attnFactor, betaFast,
+/// betaSlow]}: the YaRN entries only when extFactor > 0 or attnFactor != 1 (tpc.rope's description has the
+/// formula; ropeYarnCorrDims below the correction dims).
 struct RopeParams {
   static constexpr int kInts = 2, kFloats = 2;
   RopeMode mode = RopeMode::Normal;
   int64_t nDims = 0;
   float base = 10000, freqScale = 1;
-  PackedParams pack() const { return {{static_cast<int64_t>(mode), nDims}, {base, freqScale}}; }
+  int64_t origCtx = 0;
+  float extFactor = 0, attnFactor = 1, betaFast = 32, betaSlow = 1;
+  bool yarn() const { return extFactor != 0 || attnFactor != 1; }
+  PackedParams pack() const {
+    if (!yarn())
+      return {{static_cast<int64_t>(mode), nDims}, {base, freqScale}};
+    return {{static_cast<int64_t>(mode), nDims, origCtx}, {base, freqScale, extFactor, attnFactor, betaFast, betaSlow}};
+  }
   static RopeParams read(const Step &s) {
-    return {static_cast<RopeMode>(s.ints[0]), s.ints[1], s.floats[0], s.floats[1]};
+    RopeParams p{static_cast<RopeMode>(s.ints[0]), s.ints[1], s.floats[0], s.floats[1]};
+    if (s.ints.size() > 2 && s.floats.size() > 5) {
+      p.origCtx = s.ints[2];
+      p.extFactor = s.floats[2], p.attnFactor = s.floats[3], p.betaFast = s.floats[4], p.betaSlow = s.floats[5];
+    }
+    return p;
+  }
+  /// Same table of angles and scales.
+  bool sameAngles(const RopeParams &o) const {
+    return mode == o.mode && nDims == o.nDims && base == o.base && freqScale == o.freqScale &&
+           origCtx == o.origCtx && extFactor == o.extFactor && attnFactor == o.attnFactor &&
+           betaFast == o.betaFast && betaSlow == o.betaSlow;
   }
 };
+
+/// YaRN's correction dims {lo, hi} of RopeParams p, in float as llama.cpp computes them
+/// (ggml_rope_yarn_corr_dims): c(b) = nDims ln(origCtx / (2 pi b)) / (2 ln base), lo = max(0, floor(c(betaFast))),
+/// hi = min(nDims - 1, ceil(c(betaSlow))).
+void ropeYarnCorrDims(const RopeParams &p, float dims[2]);
+
+/// The angle multiplier and magnitude of rotated pair i (i < nDims/2) under YaRN: theta = pos * invFreq_i
+/// with invFreq_i from ropeYarnInvFreq, cos/sin scaled by ropeYarnMscale(p). Without YaRN, invFreq_i =
+/// freqScale base^(-2i/nDims) and the magnitude is 1.
+double ropeYarnInvFreq(const RopeParams &p, const float corrDims[2], int64_t i);
+float ropeYarnMscale(const RopeParams &p);
 
 /// Softcap: floats = {cap}.
 struct SoftcapParams {

@@ -55,6 +55,8 @@ std::string_view preKindOf(std::string_view pre) {
     return "qwen2";
   if (pre == "qwen35")
     return "qwen35";
+  if (pre == "gpt-4o") // gpt-oss (o200k_harmony)
+    return "gpt4o";
   if (isOneOf(pre, {"gpt-2", "gpt2", "phi-2", "jina-es", "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de",
                     "jina-v2-code", "roberta-bpe", "gigachat", "mpt", "olmo", "jais", "trillion"}))
     return "gpt2";
@@ -111,7 +113,7 @@ void applyModelDefaults(TokenizerData &d) {
     if (isLlama3Family(d.pre)) {
       d.ignoreMerges = true;
       d.addBos = true;
-    } else if (isOneOf(d.pre, {"qwen2", "deepseek-r1-qwen", "megrez", "qwen35"})) {
+    } else if (isOneOf(d.pre, {"qwen2", "deepseek-r1-qwen", "megrez", "qwen35", "gpt-4o"})) {
       d.cleanSpaces = false;
     }
   }
@@ -336,7 +338,7 @@ void Tokenizer::Impl::derive(const TokenizerData &d) {
     if (m.preKind.empty())
       throw TokenizerError(
           "unknown pre-tokenizer tokenizer.ggml.pre = '" + d.pre +
-          "' (supported: default, gpt-2, llama3/llama-bpe, qwen2, qwen35, glm4 and their aliases)");
+          "' (supported: default, gpt-2, llama3/llama-bpe, qwen2, qwen35, glm4, gpt-4o and their aliases)");
   } else {
     throw TokenizerError("unsupported tokenizer.ggml.model '" + d.model +
                          "' (supported: llama = SentencePiece, gpt2 = byte-level BPE)");

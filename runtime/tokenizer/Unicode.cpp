@@ -203,6 +203,97 @@ void splitLlama3(const std::vector<uint32_t> &cpts, size_t begin, size_t end, si
   }
 }
 
+/// The gpt-4o (o200k) regex as llama.cpp runs it: std::regex over the text collapsed to one byte per code
+/// point (ASCII kept, other letters, numbers and whitespace to one class byte each), where \p{L} is
+/// [A-Za-z or another letter] and the case classes become "a letter but not a-z" (U) and "a letter but not
+/// A-Z" (L), so a non-ASCII letter is both and marks are symbols:
+///   [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
+///   \s+(?!\S)|\s+                     C = (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
+/// Alternatives are tried in order, each quantifier greedy with backtracking (ECMAScript); whitespace is
+/// std::regex's \s on the collapsed text (ASCII \t\n\v\f\r and space, other whitespace as \v). Every code
+/// point matches some alternative, so the pieces cover the text.
+void splitGpt4o(const std::vector<uint32_t> &cpts, size_t begin, size_t end, std::vector<size_t> &out) {
+  Cursor c{cpts, begin, end};
+  auto letter = [&](size_t p) {
+    uint32_t ch = c.cpt(p);
+    return ch < 0x80 ? (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') : isLetter(c.fl(p));
+  };
+  auto upper = [&](size_t p) { return letter(p) && !(c.cpt(p) >= 'a' && c.cpt(p) <= 'z'); }; // U
+  auto lower = [&](size_t p) { return letter(p) && !(c.cpt(p) >= 'A' && c.cpt(p) <= 'Z'); }; // L
+  auto number = [&](size_t p) {
+    uint32_t ch = c.cpt(p);
+    return ch < 0x80 ? ch >= '0' && ch <= '9' : isNumber(c.fl(p));
+  };
+  auto space = [&](size_t p) {
+    uint32_t ch = c.cpt(p);
+    if (ch == kOutOfRange)
+      return false;
+    return ch < 0x80 ? ch == ' ' || (ch >= '\t' && ch <= '\r') : isWs(c.fl(p));
+  };
+  auto newline = [&](size_t p) { return c.cpt(p) == '\r' || c.cpt(p) == '\n'; };
+  auto inText = [&](size_t p) { return p < end; };
+  // [^\r\n\p{L}\p{N}]: any code point but those (whitespace and symbols included).
+  auto prefix = [&](size_t p) { return inText(p) && !newline(p) && !letter(p) && !number(p); };
+  auto run = [&](size_t p, auto pred) {
+    while (inText(p) && pred(p))
+      ++p;
+    return p;
+  };
+  auto contraction = [&](size_t p) -> size_t {
+    if (c.cpt(p) != '\'')
+      return p;
+    uint32_t a = asciiLower(c.cpt(p + 1)), b = asciiLower(c.cpt(p + 2));
+    if (a == 's' || a == 't' || a == 'm' || a == 'd')
+      return p + 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+      return p + 3;
+    return p;
+  };
+  // U*L+C? from s: the longest U run that still leaves an L after it, then the L run. 0: no match.
+  auto upperLower = [&](size_t s) -> size_t {
+    for (size_t k = run(s, upper); k + 1 > s; --k) {
+      if (inText(k) && lower(k))
+        return contraction(run(k, lower));
+      if (k == s)
+        break;
+    }
+    return 0;
+  };
+  for (size_t pos = begin; pos < end;) {
+    size_t e = 0;
+    // The optional prefix is tried first; without it the run would have to start at a non-letter.
+    size_t s = prefix(pos) ? pos + 1 : pos;
+    if ((e = upperLower(s)) == 0 && inText(s) && upper(s))
+      e = contraction(run(run(s, upper), lower)); // U+L*C?
+    if (e == 0 && number(pos))
+      e = std::min(run(pos, number), pos + 3);
+    if (e == 0) {
+      size_t q = c.cpt(pos) == ' ' && inText(pos + 1) && !space(pos + 1) && !letter(pos + 1) && !number(pos + 1)
+                     ? pos + 1
+                     : pos;
+      if (inText(q) && !space(q) && !letter(q) && !number(q))
+        e = run(run(q, [&](size_t p) { return !space(p) && !letter(p) && !number(p); }),
+                [&](size_t p) { return newline(p) || c.cpt(p) == '/'; });
+    }
+    if (e == 0 && space(pos)) {
+      size_t w = run(pos, space), lastNl = 0;
+      for (size_t p = pos; p < w; ++p)
+        if (newline(p))
+          lastNl = p + 1;
+      if (lastNl) // \s*[\r\n]+
+        e = lastNl;
+      else if (w == end || w - pos == 1) // \s+(?!\S) at the end, or \s+ of one
+        e = w;
+      else // \s+(?!\S): the last space goes to the next piece
+        e = w - 1;
+    }
+    if (e == 0) // unreachable (every code point matches an alternative); keep the split total anyway
+      e = pos + 1;
+    out.push_back(e - pos);
+    pos = e;
+  }
+}
+
 /// A generic "runs of code points satisfying `pred`" regex (e.g. [\p{P}$+<=>^~|]+ or \p{N}+), maximal
 /// runs of at most `maxRun` (0: unbounded), with the text between runs kept as pieces (as a regex split
 /// that keeps unmatched text does).
@@ -320,6 +411,8 @@ std::vector<std::string> preTokenize(std::string_view text, std::string_view pre
     size_t maxDigits = pre == "llama3" ? 3 : 1;
     bool marks = pre == "qwen35";
     stage([&](size_t b, size_t e, std::vector<size_t> &o) { splitLlama3(cpts, b, e, maxDigits, marks, o); });
+  } else if (pre == "gpt4o") {
+    stage([&](size_t b, size_t e, std::vector<size_t> &o) { splitGpt4o(cpts, b, e, o); });
   } else if (pre == "gpt2") {
     stage([&](size_t b, size_t e, std::vector<size_t> &o) { splitGpt2(cpts, b, e, o); });
   } else {

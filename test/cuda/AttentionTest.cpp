@@ -36,6 +36,22 @@ TEST(CudaKernels, RopeNormalNeoxPartialAndFreqFactors) {
       }
 }
 
+/// YaRN (gpt-oss's factor 32 over 4096, beta 32 / 1, NEOX over the whole head) against the CPU backend:
+/// the ramp between the correction dims and the cos/sin magnitude.
+TEST(CudaKernels, RopeYarn) {
+  TPC_REQUIRE_GPU();
+  const int64_t t = 7, hh = 3, d = 64;
+  PlanMaker mk(1, t, 64);
+  int32_t x = mk.tokenInput(0, {hh, d}, randomFloats(t * hh * d, 14)), y = mk.act(0, {-1, hh, d});
+  RopeParams p{RopeMode::Neox, d, 150000.0f, 1.0f / 32};
+  p.origCtx = 4096;
+  p.extFactor = 1.0f;
+  const PackedParams pp = p.pack();
+  mk.b(0).step(OpKind::Rope, {x, mk.positions[0]}, {y}, pp.ints, pp.floats);
+  Pair r = runBoth(mk, {{0, int32_t(t)}}, 64);
+  expectClose(r, 0, y, t, 1e-5, "rope yarn");
+}
+
 struct AttnCase {
   int64_t hq, hkv, dk, dv, window;
   float softcap;

@@ -1,7 +1,7 @@
 //===- ElementwiseTest.cpp - elementwise, row-wise and layout kernels on CUDA ---===//
 //
 // Binary ops with every broadcast shape, scale / softcap / every unary function, GLU in its fused and
-// split forms, the row reductions (rms_norm with short and long rows, softmax, top-k with a tie,
+// split forms (the clamped SwiGLU too), per-expert biases (AddId, all experts and a share), the row reductions (rms_norm with short and long rows, softmax, top-k with a tie,
 // take_along, sum over each axis, expert_combine) and the movers (f16 copies, permutes, views, slices,
 // concats), each against the CPU backend. Skips visibly without a GPU.
 //===----------------------------------------------------------------------===//
@@ -41,13 +41,23 @@ TEST(CudaKernels, BinaryBroadcastMapAndGlu) {
           up = mk.act(0, {4, 19});
   mk.b(0).step(OpKind::View, {gu}, {g}, {1, 0, 19});
   mk.b(0).step(OpKind::View, {gu}, {up}, {1, 19, 19});
-  for (int fn : {0, 2}) {
+  for (int fn : {0, 2, int(UnaryFn::SwigluOai)}) { // silu, gelu-tanh, gpt-oss's clamped SwiGLU
     int32_t y1 = mk.act(0, {4, 19}), y2 = mk.act(0, {4, 19});
     mk.b(0).step(OpKind::Glu, {gu}, {y1}, {fn});
     mk.b(0).step(OpKind::Glu, {g, up}, {y2}, {fn});
     outs.push_back(y1);
     outs.push_back(y2);
   }
+  // Per-expert biases (AddId): every expert, and an expert-parallel share of experts 1..2 (the other rows
+  // pass through).
+  int32_t ex = mk.input(0, {3, 2, 19}, randomFloats(114, 5, -3, 3));
+  int32_t ids = mk.inputI32(0, {3, 2}, {3, 0, 1, 3, 2, 1});
+  int32_t bAll = mk.weightF32(0, {4, 19}, randomFloats(76, 6)), bPart = mk.weightF32(0, {2, 19}, randomFloats(38, 7));
+  int32_t yAll = mk.act(0, {3, 2, 19}), yPart = mk.act(0, {3, 2, 19});
+  mk.b(0).step(OpKind::AddId, {ex, bAll, ids}, {yAll});
+  mk.b(0).step(OpKind::AddId, {ex, bPart, ids}, {yPart}, {1});
+  outs.push_back(yAll);
+  outs.push_back(yPart);
   Pair p = runBoth(mk, {{0, 1}});
   for (size_t i = 0; i < outs.size(); ++i)
     expectClose(p, 0, outs[i], 1, 1e-5, "output " + std::to_string(i));

@@ -228,6 +228,38 @@ func.func @negative_matmul_weight_rank(%x: tensor<?x256xf32>, %w: tensor<2x512x2
 
 // -----
 
+func.func @negative_add_id_bias_width(%x: tensor<?x2x160xf32>, %b: tensor<8x128xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{'tpc.add_id' op bias 'tensor<8x128xf32>' must have one row of x's width 160 per expert (ExN)}}
+  %0 = tpc.add_id %x, %b, %ids : (tensor<?x2x160xf32>, tensor<8x128xf32>, tensor<?x2xi32>) -> tensor<?x2x160xf32>
+  return
+}
+
+// -----
+
+func.func @negative_add_id_slots(%x: tensor<?x2x160xf32>, %b: tensor<8x160xf32>, %ids: tensor<?x4xi32>) {
+  // expected-error @+1 {{'tpc.add_id' op x 'tensor<?x2x160xf32>' and ids 'tensor<?x4xi32>' must agree on tokens and selected experts}}
+  %0 = tpc.add_id %x, %b, %ids : (tensor<?x2x160xf32>, tensor<8x160xf32>, tensor<?x4xi32>) -> tensor<?x2x160xf32>
+  return
+}
+
+// -----
+
+func.func @negative_rope_yarn_without_context(%x: tensor<?x8x64xf32>, %p: tensor<?xi32>) {
+  // expected-error @+1 {{'tpc.rope' op YaRN (ext_factor > 0) needs orig_ctx >= 1 and base != 1}}
+  %0 = tpc.rope neox %x, %p {n_dims = 64, base = 150000.0 : f32, ext_factor = 1.0 : f32} : (tensor<?x8x64xf32>, tensor<?xi32>) -> tensor<?x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @negative_rope_attn_factor(%x: tensor<?x8x64xf32>, %p: tensor<?xi32>) {
+  // expected-error @+1 {{'tpc.rope' op attn_factor must be > 0, got 0}}
+  %0 = tpc.rope neox %x, %p {n_dims = 64, base = 150000.0 : f32, attn_factor = 0.0 : f32} : (tensor<?x8x64xf32>, tensor<?xi32>) -> tensor<?x8x64xf32>
+  return
+}
+
+// -----
+
 func.func @negative_mul_mat_id_rank(%x: tensor<?x2x1x64xf32>, %w: tensor<8x128x64xf32>, %ids: tensor<?x2xi32>) {
   // expected-error @+1 {{'tpc.mul_mat_id' op x must be tensor<?xK> or tensor<?xKselxK>, got 'tensor<?x2x1x64xf32>'}}
   %0 = tpc.mul_mat_id %x, %w, %ids : (tensor<?x2x1x64xf32>, tensor<8x128x64xf32>, tensor<?x2xi32>) -> tensor<?x2x128xf32>

@@ -102,6 +102,19 @@ func.func @moe_routing(%x: tensor<?x64xf32>, %router: tensor<8x64xf32>, %up: ten
   return %r : tensor<?x64xf32>
 }
 
+/// gpt-oss's expert biases, clamped SwiGLU and YaRN RoPE.
+// CHECK-LABEL: func.func @gpt_oss_ops
+func.func @gpt_oss_ops(%g: tensor<?x2x160xf32>, %u: tensor<?x2x160xf32>, %b: tensor<8x160xf32>, %sel: tensor<?x2xi32>,
+                       %q: tensor<?x8x64xf32>, %pos: tensor<?xi32>) -> tensor<?x2x160xf32> {
+  // CHECK: tpc.add_id %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x2x160xf32>, tensor<8x160xf32>, tensor<?x2xi32>) -> tensor<?x2x160xf32>
+  %gb = tpc.add_id %g, %b, %sel : (tensor<?x2x160xf32>, tensor<8x160xf32>, tensor<?x2xi32>) -> tensor<?x2x160xf32>
+  // CHECK: tpc.glu swiglu_oai %{{.*}}, %{{.*}} : (tensor<?x2x160xf32>, tensor<?x2x160xf32>) -> tensor<?x2x160xf32>
+  %a = tpc.glu swiglu_oai %gb, %u : (tensor<?x2x160xf32>, tensor<?x2x160xf32>) -> tensor<?x2x160xf32>
+  // CHECK: tpc.rope neox %{{.*}}, %{{.*}} {attn_factor = 1.500000e+00 : f32, base = 1.500000e+05 : f32, beta_fast = 1.600000e+01 : f32, beta_slow = 2.000000e+00 : f32, ext_factor = 1.000000e+00 : f32, freq_scale = 3.125000e-02 : f32, n_dims = 64 : i64, orig_ctx = 4096 : i64}
+  %r = tpc.rope neox %q, %pos {n_dims = 64, base = 150000.0 : f32, freq_scale = 0.03125 : f32, ext_factor = 1.0 : f32, attn_factor = 1.5 : f32, beta_fast = 16.0 : f32, beta_slow = 2.0 : f32, orig_ctx = 4096} : (tensor<?x8x64xf32>, tensor<?xi32>) -> tensor<?x8x64xf32>
+  return %a : tensor<?x2x160xf32>
+}
+
 // CHECK-LABEL: func.func @shapes
 func.func @shapes(%qkv: tensor<?x768xf32>, %a: tensor<?x64xf32>, %b: tensor<?x32xf32>) {
   // CHECK: tpc.view %{{.*}} {axis = 1 : i64, offset = 512 : i64, size = 128 : i64} : tensor<?x768xf32> -> tensor<?x128xf32>

@@ -209,7 +209,8 @@ std::vector<Case> cases() {
       {"tiny-qwen3moe-Q3_K_S", Greedy::AllDevices},
       {"tiny-glm4moe", Greedy::TwoDevices},
       // Not through `tpc run`: its row 7 is exempt from the reference (exemptRouterTieRow below).
-      {"tiny-glm4moe-Q4_K_M", Greedy::No}};
+      {"tiny-glm4moe-Q4_K_M", Greedy::No},
+      {"tiny-gptoss", Greedy::TwoDevices}};
   std::vector<Case> all;
   for (const auto &[m, greedy] : models) {
     const bool every = greedy == Greedy::AllDevices;
@@ -267,6 +268,13 @@ std::vector<Case> cases() {
     all.push_back({m, 3, "3,2,1", false, "--moe-split intermediate"});
     all.push_back({m, 4, "4,3,2,1", false, "--moe-split intermediate"});
   }
+  // gpt-oss: 8 query heads in 2 KV groups and experts 160 wide (5 MXFP4 blocks) at 4 uneven devices (K/V
+  // mirrored, every device a share of the query heads and the blocks), and whole experts with their bias rows at 2, 3 (uneven) and 4 devices.
+  all.push_back({"tiny-gptoss", 4, "4,3,2,1", false});
+  for (int d : {2, 3, 4})
+    all.push_back({"tiny-gptoss", d, d == 3 ? "3,2,1" : "", d == 2, "--moe-split expert"});
+  // The experts with their biases (the pattern matches both) and the caches on the host.
+  all.push_back({"tiny-gptoss", 2, "", false, "--no-kv-offload --override-tensor 'ffn_.*_exps=cpu'"});
   // Expert parallel: whole experts per device (in proportion to the shares), rows routed to another
   // device's experts are zeros here, one all-reduce per MoE block as before.
   for (const char *m : {"tiny-qwen3moe", "tiny-qwen3moe-Q4_K_M", "tiny-gemma4moe",

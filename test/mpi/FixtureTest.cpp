@@ -101,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MpiFixture,
                                            "tiny-qwen3moe", "tiny-qwen3moe-Q8_0", "tiny-qwen3moe-Q4_K_M",
                                            "tiny-qwen3moe-gu", "tiny-gemma4moe", "tiny-gemma3", "tiny-qwen35moe",
                                            "tiny-qwen35moe-Q4_K_M", "tiny-qwen35",
-                                           "tiny-glm4moe"),
+                                           "tiny-glm4moe", "tiny-gptoss"),
                          [](const auto &info) {
                            std::string n = info.param;
                            for (char &c : n)

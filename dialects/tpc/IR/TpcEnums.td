@@ -13,6 +13,9 @@ def Tpc_GluFn : I32EnumAttr<"GluFn", "activation applied to the gate of tpc.glu"
     I32EnumAttrCase<"silu", 0>,
     I32EnumAttrCase<"gelu_tanh", 1>,
     I32EnumAttrCase<"gelu", 2>,
+    // gpt-oss: min(g, 7) * sigmoid(1.702 * min(g, 7)) * (clamp(u, -7, 7) + 1), the constants fixed by the
+    // model (OpenAI's reference `swiglu`, ggml's SWIGLU_OAI): not fn(gate) * up, but f(0, 0) = 0 still.
+    I32EnumAttrCase<"swiglu_oai", 3>,
   ]> {
   let cppNamespace = "::mlir::tpc";
 }

@@ -2,8 +2,9 @@
 //
 // The generated SplitStateInterface code, its default rules and the rules of the ops where they are
 // plain elementwise facts: activations keep any non-partial state (a routed one only when they map zero to
-// zero), scale is linear (partial stays partial), and the broadcasting binary ops follow the table in
-// BinaryRules below. The structural ops
+// zero), scale is linear (partial stays partial), the broadcasting binary ops follow the table in
+// BinaryRules below, and tpc.add_id (an add of a bias row gathered by expert id) follows its mul_mat_id's
+// layouts. The structural ops
 // (matmul, attention, MoE, views, collectives) have theirs in TpcSplitRules.cpp.
 // A null state in the input means "unknown" and makes a rule fail.
 //===----------------------------------------------------------------------===//
@@ -158,4 +159,51 @@ FailureOr<SmallVector<StateAttr>> DivOp::transfer(ArrayRef<StateAttr> s) {
 }
 FailureOr<SmallVector<StateAttr>> DivOp::requirements(ArrayRef<StateAttr> s, ArrayRef<StateAttr>) {
   return BinaryRules{*this, false}.requirements(s);
+}
+
+//===----------------------------------------------------------------------===//
+// Per-expert bias (tpc.add_id): an add whose right operand is gathered by expert id
+//===----------------------------------------------------------------------===//
+
+/// x + bias[ids] with x [T,k,N] and bias [E,N]: x's columns split with the bias's columns; token or slot
+/// axes split with the whole bias; whole experts (routed x) with the bias's rows of the same experts (a
+/// device adds the rows of its experts, the others are zero rows there and stay zero, as the bias is not
+/// added to them); a partial x only when the op runs on one device (`tpc.on_device`: the bias is added
+/// once, the other devices forward their addend).
+FailureOr<SmallVector<StateAttr>> AddIdOp::transfer(ArrayRef<StateAttr> s) {
+  if (s.size() != 3 || !s[0] || !s[1] || !s[2] || !(s[2].isMirrored() || s[2].isLocal()))
+    return failure();
+  StateAttr x = s[0], b = s[1];
+  MLIRContext *ctx = getContext();
+  if (StateAttr t = commonTrivialState(s))
+    return SmallVector<StateAttr>{t};
+  if (x.isSplit() && x.getAxis() == 2 &&
+      sameLayout(b, StateAttr::getSplit(ctx, 1, x.getSizes(), x.getGranule(), x.getSegments())))
+    return SmallVector<StateAttr>{x};
+  if (x.isSplit() && x.getAxis() < 2 && b.isMirrored())
+    return SmallVector<StateAttr>{x};
+  if (x.isRouted() && b.isSplit() && b.getAxis() == 0 && b.getSizes() == x.getSizes())
+    return SmallVector<StateAttr>{x};
+  if (x.isPartial() && b.isMirrored() && (*this)->hasAttr(TpcDialect::kOnDeviceAttrName))
+    return SmallVector<StateAttr>{x};
+  return failure();
+}
+FailureOr<SmallVector<StateAttr>> AddIdOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  if (r.size() != 1 || !r[0])
+    return failure();
+  StateAttr res = r[0];
+  MLIRContext *ctx = getContext();
+  StateAttr m = StateAttr::getMirrored(ctx);
+  if (res.isMirrored() || res.isLocal())
+    return SmallVector<StateAttr>{res, res, res};
+  if (res.isSplit() && res.getAxis() == 2)
+    return SmallVector<StateAttr>{
+        res, StateAttr::getSplit(ctx, 1, res.getSizes(), res.getGranule(), res.getSegments()), m};
+  if (res.isSplit())
+    return SmallVector<StateAttr>{res, m, m};
+  if (res.isRouted())
+    return SmallVector<StateAttr>{res, StateAttr::getSplit(ctx, 0, res.getSizes()), m};
+  if ((*this)->hasAttr(TpcDialect::kOnDeviceAttrName))
+    return SmallVector<StateAttr>{res, m, m}; // partial: the bias once, on that device
+  return failure();
 }

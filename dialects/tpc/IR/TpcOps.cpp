@@ -83,6 +83,22 @@ LogicalResult MulOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> 
   return inferBinary(ctx, {loc, getOperationName()}, adaptor.getLhs(), adaptor.getRhs(), types);
 }
 
+LogicalResult AddIdOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  Infer in{loc, getOperationName()};
+  auto x = in.tensor(adaptor.getX(), "x", f32(ctx), 0, 3);
+  auto bias = in.tensor(adaptor.getBias(), "bias", f32(ctx), 0, 2);
+  auto ids = in.tensor(adaptor.getIds(), "ids", i32(ctx), 0, 2);
+  if (failed(x) || failed(bias) || failed(ids))
+    return failure();
+  if (!compatible(x->getDimSize(0), ids->getDimSize(0)) || !compatible(x->getDimSize(1), ids->getDimSize(1)))
+    return in.fail("x ", *x, " and ids ", *ids, " must agree on tokens and selected experts");
+  if (bias->isDynamicDim(0) || x->getDimSize(2) != bias->getDimSize(1))
+    return in.fail("bias ", *bias, " must have one row of x's width ", x->getDimSize(2), " per expert (ExN)");
+  types.push_back(*x);
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
   Infer in{loc, getOperationName()};
@@ -371,8 +387,17 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>
   if (nDims < 2 || nDims % 2 != 0 || nDims > d)
     return in.fail("n_dims ", nDims, " must be even, >= 2 and <= the head size ", d);
   if (failed(in.finite(adaptor.getBaseAttr(), "base", 0, /*strict=*/true)) ||
-      failed(in.finite(adaptor.getFreqScaleAttr(), "freq_scale", 0, /*strict=*/true)))
+      failed(in.finite(adaptor.getFreqScaleAttr(), "freq_scale", 0, /*strict=*/true)) ||
+      failed(in.finite(adaptor.getExtFactorAttr(), "ext_factor", 0, /*strict=*/false)) ||
+      failed(in.finite(adaptor.getAttnFactorAttr(), "attn_factor", 0, /*strict=*/true)) ||
+      failed(in.finite(adaptor.getBetaFastAttr(), "beta_fast", 0, /*strict=*/true)) ||
+      failed(in.finite(adaptor.getBetaSlowAttr(), "beta_slow", 0, /*strict=*/true)))
     return failure();
+  // YaRN's correction dims divide by ln(base) and take ln(orig_ctx / ...).
+  if (adaptor.getExtFactorAttr() && adaptor.getExtFactorAttr().getValueAsDouble() > 0 &&
+      (!adaptor.getOrigCtxAttr() || adaptor.getOrigCtxAttr().getInt() < 1 ||
+       adaptor.getBaseAttr().getValueAsDouble() == 1.0))
+    return in.fail("YaRN (ext_factor > 0) needs orig_ctx >= 1 and base != 1");
   if (Value ff = adaptor.getFreqFactors()) {
     auto f = in.tensor(ff, "freq_factors", f32(ctx), 0, 1);
     if (failed(f))

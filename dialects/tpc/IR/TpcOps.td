@@ -80,6 +80,26 @@ def Tpc_AddOp : Tpc_BinaryOp<"add"> {
   }];
 }
 
+def Tpc_AddIdOp : Tpc_InferOp<"add_id"> {
+  let summary = "Adds each selected expert's bias row: x + bias[ids] (per-expert biases).";
+  let description = [{
+    `x: tensor<?xKselxN>` (a `mul_mat_id` result), `bias: tensor<ExN>` (one row per expert),
+    `ids: tensor<?xKselxi32>`: `result[t, k, :] = x[t, k, :] + bias[ids[t, k], :]` (ggml's ADD_ID,
+    gpt-oss's expert biases). Split with its `mul_mat_id`: the columns of every expert with the bias's
+    columns, whole experts with the bias's rows (a device adds only its experts' rows; the others are
+    zero rows there and stay zero). A partial `x` (the down projection split on its reduction axis) takes
+    the bias once: the op carries `tpc.on_device` and the other devices pass `x` through.
+
+    ```mlir
+    %y = tpc.add_id %down, %b_down, %sel
+        : (tensor<?x2x64xf32>, tensor<8x64xf32>, tensor<?x2xi32>) -> tensor<?x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Tpc_F32Tensor:$x, Tpc_F32Tensor:$bias, Tpc_I32Tensor:$ids);
+  let results = (outs Tpc_F32Tensor:$result);
+  let assemblyFormat = "$x `,` $bias `,` $ids attr-dict `:` functional-type(operands, results)";
+}
+
 def Tpc_AttentionOp : Tpc_Op<"attention", [Tpc_VerifyByInference, InferTypeOpAdaptor,
                                             AttrSizedOperandSegments]> {
   let summary = "Causal multi-head attention over the KV cache, after appending the new keys/values.";
@@ -192,7 +212,8 @@ def Tpc_GetRowsOp : Tpc_InferOp<"get_rows"> {
 def Tpc_GluOp : Tpc_InferOp<"glu"> {
   let summary = "Gated linear unit: fn(gate) * up.";
   let description = [{
-    Two-operand form: `result = fn(gate) * up`, both of the same shape. One-operand form: the last axis
+    Two-operand form: `result = fn(gate) * up`, both of the same shape; `swiglu_oai` (gpt-oss) is
+    `min(gate, 7) * sigmoid(1.702 * min(gate, 7)) * (clamp(up, -7, 7) + 1)`. One-operand form: the last axis
     of the operand is `[gate | up]` (a merged gate_up projection), split into halves; the result's last
     dimension is half of the operand's.
 
@@ -319,6 +340,13 @@ def Tpc_RopeOp : Tpc_InferOp<"rope"> {
     `theta_i = pos * freq_scale * base^(-2i/n_dims) / freq_factors[i]`. Mode `normal` rotates pairs
     `(2i, 2i+1)`, mode `neox` pairs `(i, i + n_dims/2)`.
 
+    YaRN (`ext_factor > 0`, llama.cpp's `rope_yarn`): pair i mixes the interpolated angle with the
+    extrapolated one (`pos * base^(-2i/n_dims)`), `theta_i = interp (1 - r_i) + extrap r_i`, with the ramp
+    `r_i = ext_factor (1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1))` between the correction dims
+    `lo = max(0, floor(c(beta_fast)))`, `hi = min(n_dims - 1, ceil(c(beta_slow)))`,
+    `c(b) = n_dims ln(orig_ctx / (2 pi b)) / (2 ln base)`; cos and sin are scaled by
+    `attn_factor (1 + 0.1 ln(1 / freq_scale))`. With `ext_factor = 0` they are scaled by `attn_factor`.
+
     ```mlir
     %r = tpc.rope neox %q, %pos {base = 1.0e+04 : f32, n_dims = 64 : i64}
         : (tensor<?x8x64xf32>, tensor<?xi32>) -> tensor<?x8x64xf32>
@@ -331,7 +359,13 @@ def Tpc_RopeOp : Tpc_InferOp<"rope"> {
     Optional<Tpc_F32Tensor>:$freq_factors,
     I64Attr:$n_dims,
     F32Attr:$base,
-    DefaultValuedAttr<F32Attr, "1.0f">:$freq_scale
+    DefaultValuedAttr<F32Attr, "1.0f">:$freq_scale,
+    // YaRN (see the description); the defaults are plain RoPE.
+    DefaultValuedAttr<F32Attr, "0.0f">:$ext_factor,
+    DefaultValuedAttr<F32Attr, "1.0f">:$attn_factor,
+    DefaultValuedAttr<F32Attr, "32.0f">:$beta_fast,
+    DefaultValuedAttr<F32Attr, "1.0f">:$beta_slow,
+    DefaultValuedAttr<I64Attr, "0">:$orig_ctx
   );
   let results = (outs Tpc_F32Tensor:$result);
   let assemblyFormat = [{
@@ -503,114 +537,10 @@ def Tpc_WeightOp : Tpc_Op<"weight", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
-// Linear-attention (Gated DeltaNet) ops: the recurrent layers of hybrid models (alphabetical)
+// Linear-attention (Gated DeltaNet) ops: the recurrent layers of hybrid models (TpcRecurrentOps.td)
 //===----------------------------------------------------------------------===//
 
-def Tpc_DeltaNetOp : Tpc_Op<"delta_net", [Tpc_VerifyByInference, InferTypeOpAdaptor]> {
-  let summary = "The gated delta rule over each sequence's tokens, with state across calls.";
-  let description = [{
-    Per value head `h` (reading key head `h % Hk`) and per sequence, over its tokens in order, with `S`
-    the head's `Dk x Dv` state: `S <- exp(g) S; d = beta (v - S^T k); S <- S + k d^T;
-    result = S^T (scale q)`. `q` and `k` are used as given (the importer L2-normalises them), `g` is the
-    log-decay and `beta` the write strength (after its sigmoid). A sequence whose first token of the
-    call is at position 0 starts from a zero state. The state lives in `state` (read and written).
-
-    Shapes: `q, k: tensor<?xHkxDk>`, `v: tensor<?xHvxDv>`, `g, beta: tensor<?xHv>`,
-    `state: !tpc.recurrent_state<HkxHvxDkxDvxK>`, `pos: tensor<?xi32>`, result `tensor<?xHvxDv>`.
-
-    ```mlir
-    %o = tpc.delta_net %q, %k, %v, %g, %beta, %s, %pos {scale = 0.125 : f32}
-        : (tensor<?x2x64xf32>, tensor<?x2x64xf32>, tensor<?x4x64xf32>, tensor<?x4xf32>, tensor<?x4xf32>,
-           !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>) -> tensor<?x4x64xf32>
-    ```
-  }];
-  let arguments = (ins
-    Tpc_F32Tensor:$q,
-    Tpc_F32Tensor:$k,
-    Tpc_F32Tensor:$v,
-    Tpc_F32Tensor:$g,
-    Tpc_F32Tensor:$beta,
-    Arg<Tpc_RecurrentStateType, "the layer's recurrent state", [MemRead, MemWrite]>:$state,
-    Tpc_I32Tensor:$pos,
-    F32Attr:$scale
-  );
-  let results = (outs Tpc_F32Tensor:$result);
-  let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $g `,` $beta `,` $state `,` $pos attr-dict `:` functional-type(operands, results)
-  }];
-}
-
-def Tpc_GatedRmsNormOp : Tpc_InferOp<"gated_rms_norm"> {
-  let summary = "RMS normalization over the last axis, times a weight and a SiLU gate.";
-  let description = [{
-    `result = x / sqrt(mean(x^2, last axis) + eps) * w * silu(z)`: the output norm of a Gated DeltaNet
-    layer, per value head. `w` has the last dimension of `x`; `z` has the shape of `x`.
-
-    ```mlir
-    %n = tpc.gated_rms_norm %x, %w, %z {eps = 1.0e-06 : f32}
-        : (tensor<?x4x64xf32>, tensor<64xf32>, tensor<?x4x64xf32>) -> tensor<?x4x64xf32>
-    ```
-  }];
-  let arguments = (ins Tpc_F32Tensor:$x, Tpc_F32Tensor:$w, Tpc_F32Tensor:$z, F32Attr:$eps);
-  let results = (outs Tpc_F32Tensor:$result);
-  let assemblyFormat = "$x `,` $w `,` $z attr-dict `:` functional-type(operands, results)";
-}
-
-def Tpc_L2NormOp : Tpc_UnaryShapeOp<"l2_norm"> {
-  let summary = "L2 normalization over the last axis.";
-  let description = [{
-    `result = x / max(sqrt(sum(x^2, last axis)), eps)` (ggml's l2_norm).
-
-    ```mlir
-    %n = tpc.l2_norm %x {eps = 1.0e-06 : f32} : tensor<?x2x64xf32> -> tensor<?x2x64xf32>
-    ```
-  }];
-  let arguments = (ins Tpc_F32Tensor:$x, F32Attr:$eps);
-  let results = (outs Tpc_F32Tensor:$result);
-}
-
-def Tpc_RecurrentStateOp : Tpc_InferOp<"recurrent_state"> {
-  let summary = "The recurrent state of one linear-attention layer: state that lives across calls.";
-  let description = [{
-    Names the state of layer `layer`; the runtime keeps one per sequence. The result type repeats the
-    key and value head counts, the head sizes and the conv kernel width.
-
-    ```mlir
-    %s = tpc.recurrent_state {conv_kernel = 4 : i64, head_dim_k = 64 : i64, head_dim_v = 64 : i64,
-                              layer = 0 : i64, n_key_heads = 2 : i64, n_value_heads = 4 : i64}
-        : !tpc.recurrent_state<2x4x64x64x4>
-    ```
-  }];
-  let arguments = (ins I64Attr:$layer, I64Attr:$n_key_heads, I64Attr:$n_value_heads, I64Attr:$head_dim_k,
-                       I64Attr:$head_dim_v, I64Attr:$conv_kernel);
-  let results = (outs Tpc_RecurrentStateType:$result);
-  let assemblyFormat = "attr-dict `:` qualified(type($result))";
-}
-
-def Tpc_SsmConvOp : Tpc_Op<"ssm_conv", [Tpc_VerifyByInference, InferTypeOpAdaptor]> {
-  let summary = "Causal depthwise convolution over each sequence's tokens, with state across calls.";
-  let description = [{
-    `result[t, c] = sum_j w[c, j] * xs[t + j, c]` with `xs` the sequence's last `K - 1` inputs (the conv
-    state of `state`, zeros where the sequence's first token of the call is at position 0) followed by
-    its tokens of this call: tap `K - 1` multiplies the token itself. The state keeps each sequence's last
-    `K - 1` inputs. `x` holds the layer's `C` conv channels: q and k of every key head, then v of every
-    value head (`C = 2 Hk Dk + Hv Dv` of the state's type).
-
-    ```mlir
-    %y = tpc.ssm_conv %x, %w, %s, %pos
-        : (tensor<?x512xf32>, tensor<512x4xf32>, !tpc.recurrent_state<2x4x64x64x4>, tensor<?xi32>)
-        -> tensor<?x512xf32>
-    ```
-  }];
-  let arguments = (ins
-    Tpc_F32Tensor:$x,
-    Tpc_F32Tensor:$w,
-    Arg<Tpc_RecurrentStateType, "the layer's recurrent state", [MemRead, MemWrite]>:$state,
-    Tpc_I32Tensor:$pos
-  );
-  let results = (outs Tpc_F32Tensor:$result);
-  let assemblyFormat = "$x `,` $w `,` $state `,` $pos attr-dict `:` functional-type(operands, results)";
-}
+include "dialects/tpc/IR/TpcRecurrentOps.td"
 
 //===----------------------------------------------------------------------===//
 // Fused ops: produced by tpc-fuse-norms from the ops above, never by the importer (alphabetical)

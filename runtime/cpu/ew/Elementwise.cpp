@@ -12,6 +12,11 @@ namespace tpc::rt::cpu {
 
 float applyUnary(UnaryFn fn, float x); // ops/ElementwiseOps.cpp: the scalar definitions
 
+float swigluOai(float g, float u) {
+  const float x = std::min(g, kSwigluOaiLimit), l = std::max(std::min(u, kSwigluOaiLimit), -kSwigluOaiLimit);
+  return x / (1.0f + std::exp(-kSwigluOaiAlpha * x)) * (l + 1.0f);
+}
+
 namespace ew {
 namespace {
 
@@ -21,6 +26,11 @@ void unaryScalar(UnaryFn fn, const float *x, float *y, int64_t n) {
 }
 
 void gluScalar(UnaryFn fn, const float *g, const float *u, float *y, int64_t n) {
+  if (fn == UnaryFn::SwigluOai) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = swigluOai(g[i], u[i]);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i)
     y[i] = applyUnary(fn, g[i]) * u[i];
 }

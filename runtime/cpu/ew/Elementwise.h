@@ -28,11 +28,17 @@
 
 namespace tpc::rt::cpu {
 
+/// gpt-oss's clamped SwiGLU (UnaryFn::SwigluOai), its constants fixed by the model as in OpenAI's reference
+/// and ggml's SWIGLU_OAI: min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1). The vector tables use
+/// their sigmoid (the silu bound above).
+inline constexpr float kSwigluOaiAlpha = 1.702f, kSwigluOaiLimit = 7.0f;
+float swigluOai(float g, float u);
+
 /// The row kernels of one ISA. Outputs may alias inputs exactly (in place), never partially.
 struct ElementwiseKernels {
   /// y[i] = fn(x[i]).
   void (*unary)(UnaryFn fn, const float *x, float *y, int64_t n);
-  /// y[i] = fn(g[i]) * u[i].
+  /// y[i] = fn(g[i]) * u[i]; swigluOai(g[i], u[i]) for UnaryFn::SwigluOai.
   void (*glu)(UnaryFn fn, const float *g, const float *u, float *y, int64_t n);
   /// y[i] = cap * tanh(x[i] / cap).
   void (*softcap)(const float *x, float *y, float cap, int64_t n);

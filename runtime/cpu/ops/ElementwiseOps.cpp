@@ -85,6 +85,8 @@ float applyUnary(UnaryFn fn, float x) {
     return 1.0f / (1.0f + std::exp(-x));
   case UnaryFn::Softplus: // ggml's: the identity above 20, where log(1 + e^x) rounds to x
     return x > 20.0f ? x : std::log1p(std::exp(x));
+  case UnaryFn::SwigluOai: // two operands: a Glu function only (gluScalar), refused for Unary at open
+    break;
   }
   return x;
 }
@@ -298,6 +300,27 @@ void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, con
       }
       std::copy(acc.begin(), acc.end(), y.f() + r * n);
     }
+  });
+}
+
+void opAddId(const TensorRef &x, const TensorRef &b, const TensorRef &ids, const TensorRef &y, int64_t firstExpert,
+             ThreadGroup &tg) {
+  const int64_t t = x.shape[0], k = x.shape[1], n = x.shape[2], experts = b.shape[0];
+  const float *px = x.f(), *pb = b.f();
+  const int32_t *pid = ids.i();
+  float *py = y.f();
+  const ElementwiseKernels &kern = elementwiseKernels();
+  forRows(t, k * n, tg, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t row = r * k + j, e = int64_t(pid[row]) - firstExpert;
+        const float *xr = px + row * n;
+        float *yr = py + row * n;
+        if (e >= 0 && e < experts)
+          kern.binary(OpKind::Add, xr, pb + e * n, yr, n);
+        else if (yr != xr) // another device's expert: the row stays x's (zeros when routed)
+          std::copy(xr, xr + n, yr);
+      }
   });
 }
 

@@ -99,6 +99,9 @@ void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::ve
   case OpKind::GatedRmsNorm:
     opGatedRmsNorm(x, in[1], in[2], y, RmsNormParams::read(s).eps, tg);
     return;
+  case OpKind::AddId:
+    opAddId(x, in[1], in[2], y, AddIdParams::read(s).firstExpert.value_or(0), tg);
+    return;
   case OpKind::ExpertCombine:
     opExpertCombine(x, std::vector<TensorRef>(in.begin() + 1, in.end()), y, tg);
     return;

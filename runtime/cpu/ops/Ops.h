@@ -56,6 +56,9 @@ void opTopK(const TensorRef &x, const TensorRef &y, int64_t k, ThreadGroup &tg);
 void opTakeAlong(const TensorRef &x, const TensorRef &idx, const TensorRef &y, ThreadGroup &tg);
 /// SUM over `axis` (y holds the reduced shape, with or without the kept 1).
 void opSum(const TensorRef &x, const TensorRef &y, int64_t axis, ThreadGroup &tg);
+/// ADD_ID: y[t, j] = x[t, j] + b[ids[t, j] - firstExpert] (rows of experts outside b are copied).
+void opAddId(const TensorRef &x, const TensorRef &b, const TensorRef &ids, const TensorRef &y, int64_t firstExpert,
+             ThreadGroup &tg);
 /// EXPERT_COMBINE: y[t] = sum_j prod_i muls_i[t, j] * x[t, j].
 void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, const TensorRef &y,
                      ThreadGroup &tg);

@@ -136,3 +136,9 @@ write("glm4moe-gating-func.gguf", glm_meta([("glm4moe.feed_forward_length", U32,
                                             ("glm4moe.expert_gating_func", U32, 3)]), glm_tensors)
 write("glm4moe-dense-no-ffn.gguf", glm_meta(), glm_tensors)
 write("glm4moe-missing-bias.gguf", glm_meta([("glm4moe.feed_forward_length", U32, 64)]), glm_tensors)
+
+# rope.scaling: a type tpc does not implement is refused by name, not run unscaled; a negative factor.
+write("rope-scaling-longrope.gguf", llama_meta(extra=[("llama.rope.scaling.type", STR, "longrope")]), llama_tensors())
+write("rope-scaling-factor-negative.gguf", llama_meta(extra=[("llama.rope.scaling.type", STR, "yarn"),
+                                                              ("llama.rope.scaling.factor", F32, -2.0)]),
+      llama_tensors())

@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -118,6 +119,32 @@ TEST_P(ElementwiseIsa, UnaryAndGluMatchDoubleReference) {
               << "glu fn " << int(fn) << " n " << n << " i " << i << " x " << x[i];
         }
       }
+}
+
+/// gpt-oss's clamped SwiGLU against its double definition: the gate clamped above at 7 (a large gate is
+/// 7 sigmoid(11.9) ~ 7, not growing), the linear branch clamped to [-7, 7] and shifted by 1; the bound is
+/// the sigmoid's (1e-6 relative) through the products. Values well past both clamps are included.
+TEST_P(ElementwiseIsa, SwigluOaiMatchesDoubleReference) {
+  SKIP_UNLESS_ISA();
+  for (int64_t n : kLengths) {
+    std::vector<float> g = randomFloats(n, 3 + uint32_t(n), 6.0f), u = randomFloats(n, 5 + uint32_t(n), 6.0f), y(n);
+    if (n > 4) {
+      g[0] = 50.0f, u[0] = -50.0f; // both clamps
+      g[1] = -50.0f, u[1] = 50.0f; // the gate's lower side is not clamped: sigmoid(-85) ~ 0
+      g[2] = 7.0f, u[2] = -1.0f;   // the +1 cancels the linear branch
+    }
+    k->glu(UnaryFn::SwigluOai, g.data(), u.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = std::min(double(g[i]), 7.0), l = std::clamp(double(u[i]), -7.0, 7.0) + 1.0;
+      const double ref = x / (1.0 + std::exp(-1.702 * x)) * l;
+      ASSERT_NEAR(y[i], ref, 2e-6 * std::fabs(ref) + 1e-6 * std::fabs(x * l) + 1e-30)
+          << isaName(GetParam()) << " n " << n << " i " << i << " g " << g[i] << " u " << u[i];
+    }
+    if (n > 4) {
+      EXPECT_NEAR(y[0], 7.0 / (1.0 + std::exp(-1.702 * 7.0)) * -6.0, 1e-5);
+      EXPECT_EQ(y[2], 0.0f);
+    }
+  }
 }
 
 TEST_P(ElementwiseIsa, SpecialValues) {

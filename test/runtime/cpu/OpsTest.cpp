@@ -290,6 +290,32 @@ TEST(Ops, MulMatIdGroupsTokensByExpert) {
   }
 }
 
+/// Per-expert biases: every (token, slot) row gets its expert's bias row; with firstExpert (an
+/// expert-parallel share of the bias rows) only the experts this device holds are added, other rows are
+/// copied unchanged (zeros there in a real routed plan).
+TEST(Ops, AddIdAddsTheSelectedExpertsBias) {
+  const int64_t t = 3, k = 2, n = 7, e = 4;
+  std::vector<int32_t> ids = {3, 0, 1, 3, 2, 1};
+  auto xv = randomFloats(t * k * n, 21), bv = randomFloats(e * n, 22);
+  for (int64_t first : {-1, 1}) { // -1: every expert; 1: this device holds experts 1 and 2
+    const int64_t rows = first < 0 ? e : 2, off = first < 0 ? 0 : first;
+    std::vector<float> share(bv.begin() + off * n, bv.begin() + (off + rows) * n);
+    PlanMaker mk;
+    int32_t x = mk.input(0, {t, k, n}, xv), b = mk.weightF32(0, {rows, n}, share);
+    int32_t id = mk.inputI32(0, {t, k}, ids), y = mk.act(0, {t, k, n});
+    mk.b(0).step(OpKind::AddId, {x, b, id}, {y}, first < 0 ? std::vector<int64_t>{} : std::vector<int64_t>{first});
+    auto s = mk.run();
+    ASSERT_TRUE(s);
+    auto got = s->tensorData(0, y, 1);
+    for (int64_t r = 0; r < t * k; ++r) {
+      const int64_t ex = ids[r] - off;
+      for (int64_t c = 0; c < n; ++c)
+        EXPECT_EQ(got[r * n + c], ex >= 0 && ex < rows ? xv[r * n + c] + share[ex * n + c] : xv[r * n + c])
+            << "row " << r << " first " << first;
+    }
+  }
+}
+
 TEST(Ops, ExpertCombineMultipliesAndSums) {
   const int64_t t = 3, k = 4, n = 11;
   auto xv = randomFloats(t * k * n, 14), m1 = randomFloats(t * k, 15), m2 = randomFloats(t * k, 16);

@@ -106,6 +106,43 @@ TEST(RopeTables, MatchByValueAndRebuildOnChange) {
   EXPECT_EQ(tables.builds(), 5u);
 }
 
+/// YaRN with gpt-oss's parameters (64 dims, base 150000, factor 32 over 4096, beta 32 / 1): the
+/// correction dims are 8 and 18 (c(32) = 8.09, c(1) = 17.4), pairs below 8 keep the extrapolated angle
+/// (pos base^(-2i/64)), pairs above 18 take the interpolated one (/ 32), those between the linear mix, and
+/// cos/sin carry the magnitude 1 + 0.1 ln 32. A different extFactor or attnFactor is another table.
+TEST(RopeTables, YarnRampAndMagnitude) {
+  ThreadGroup tg(2);
+  RopeTables tables;
+  std::vector<int32_t> pos = {0, 7, 100, 4000};
+  RopeParams p{RopeMode::Neox, 64, 150000.0f, 1.0f / 32};
+  p.origCtx = 4096;
+  p.extFactor = 1.0f;
+  float dims[2];
+  ropeYarnCorrDims(p, dims);
+  EXPECT_EQ(dims[0], 8.0f);
+  EXPECT_EQ(dims[1], 18.0f);
+  const double mscale = 1.0 + 0.1 * std::log(32.0);
+  EXPECT_NEAR(ropeYarnMscale(p), mscale, 1e-6);
+  const RopeTable &tab = tables.get(p, pos.data(), 4, nullptr, tg);
+  for (int64_t ti = 0; ti < 4; ++ti)
+    for (int64_t i = 0; i < 32; ++i) {
+      const double extrap = std::pow(150000.0, -2.0 * i / 64);
+      // The ramp in float, as the reference computes it (at position 4000 its rounding moves angles by 3e-6).
+      const double ramp = 1.0f - std::clamp((float(i) - 8.0f) / 10.0f, 0.0f, 1.0f);
+      const double theta = pos[ti] * extrap * (ramp + (1.0 - ramp) / 32);
+      // NEOX: element i and its partner i + 32 share the angle.
+      EXPECT_NEAR(tab.cos(ti)[i], mscale * std::cos(theta), 2e-6) << "pos " << pos[ti] << " pair " << i;
+      EXPECT_NEAR(tab.sin(ti)[i + 32], mscale * std::sin(theta), 2e-6) << "pos " << pos[ti] << " pair " << i;
+    }
+  EXPECT_NEAR(tab.cos(1)[0], mscale * std::cos(7.0), 1e-6);                                 // extrapolated
+  EXPECT_NEAR(tab.cos(1)[31], mscale * std::cos(7.0 * std::pow(150000.0, -62.0 / 64) / 32), 1e-6); // interpolated
+  RopeParams plain = p;
+  plain.extFactor = 0; // linear scaling only, magnitude attnFactor = 1
+  const RopeTable &lin = tables.get(plain, pos.data(), 4, nullptr, tg);
+  EXPECT_EQ(tables.builds(), 2u);
+  EXPECT_NEAR(lin.cos(1)[0], std::cos(7.0 / 32), 1e-6);
+}
+
 TEST(RopeOps, ResultsDoNotDependOnThreadsOrTables) {
   // A prefill (many tokens) and a decode step (one token: the heads are split over the threads), partial
   // rotation (dims past nDims pass through).

@@ -180,6 +180,45 @@ TEST(SharedVocab, Qwen35) {
   EXPECT_EQ(runVocabTest(shared, "ggml-vocab-qwen35.gguf"), 50u);
 }
 
+/// gpt-oss's pre-tokenizer (tokenizer.ggml.pre "gpt-4o") over a real byte-level vocabulary: the qwen35
+/// file's tokens and merges with its pre renamed. Expected ids from the reference engine's llama-tokenize
+/// (ik_llama.cpp 8337e4cd3, --no-bos --no-parse-special) on that renamed file: hand-written cases for the
+/// regex's case classes (U*L+ and U+L* with non-ASCII letters in both), contractions in any case, numbers
+/// in threes (non-ASCII digits too), the symbol run's trailing [\r\n/]*, newline runs, trailing spaces,
+/// non-ASCII whitespace and marks (symbols here).
+TEST(SharedVocab, Gpt4oPreTokenizer) {
+  REQUIRE_SHARED();
+  std::optional<rt::TokenizerData> data = loadData(shared + "/tokenizer-tests/ggml-vocab-qwen35.gguf");
+  ASSERT_TRUE(data);
+  data->pre = "gpt-4o";
+  rt::applyModelDefaults(*data);
+  rt::Tokenizer tok(std::move(*data));
+  const std::vector<std::pair<std::string, std::vector<TokenId>>> cases = {
+      {"Hello World", {9707, 4337}},
+      {"HelloWorld HTTPServer iPhone camelCaseWord ALLCAPS", {9707, 10134, 10130, 5475, 600, 6939, 49152, 4207, 10879, 13097, 31400, 50}},
+      {"I'm sure they'RE here; DON'T go, we'll see'd", {40, 2776, 2704, 807, 94153, 1588, 26, 44273, 17323, 728, 11, 582, 3278, 1490, 4172}},
+      {"12345 3.14159 1,000,000 \xE0\xA5\xA9\xE0\xA5\xAA\xE0\xA5\xAB\xE0\xA5\xAC", {16, 17, 18, 19, 20, 220, 18, 13, 16, 19, 16, 20, 24, 220, 16, 11, 15, 15, 15, 11, 15, 15, 15, 220, 12619, 102, 12619, 103, 12619, 104, 12619, 105}},
+      {"a  b   c\t\td", {64, 220, 293, 256, 272, 197, 2698}},
+      {"line one\n\nline two\r\n  indented\n", {1056, 825, 271, 1056, 1378, 319, 220, 1257, 15864, 198}},
+      {"trailing spaces   ", {376, 14277, 12621, 262}},
+      {"  leading", {220, 6388}},
+      {"!!! ??? ... --- ***\n\n", {12069, 51317, 2503, 12448, 17160, 271}},
+      {"path/to/file.txt // comment\n/usr/bin", {2343, 32429, 23903, 3909, 442, 3980, 198, 54338, 8749}},
+      {"\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 \xD0\xBC\xD0\xB8\xD1\x80 \xC3\x89" "COLE \xC3\xA9" "cole \xC3\x84rger", {53645, 26991, 8178, 137144, 28024, 8281, 867, 3958, 55645, 48686, 81, 1389}},
+      {"e\xCC\x81 cafe\xCC\x81 n\xCC\x83o", {68, 53839, 40930, 53839, 308, 136, 225, 78}},
+      {"\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88\xE3\x81\xA7\xE3\x81\x99\xE3\x80\x82\xE4\xB8\xAD\xE6\x96\x87\xE6\xB5\x8B\xE8\xAF\x95", {101059, 102819, 15767, 56833, 61803, 70534, 37541, 1773, 104811, 81705}},
+      {"emoji \xF0\x9F\x98\x80\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD and symbols $\xE2\x82\xAC\xC2\xA3 100%", {37523, 90316, 144349, 145375, 323, 17738, 400, 15056, 21651, 220, 16, 15, 15, 4}},
+      {"x\xC2\xB2+y\xC2\xB2=z\xC2\xB2 \xC7\x85ungla \xEF\xAC\x81ne", {87, 29456, 43010, 29456, 82570, 29456, 220, 131, 227, 2185, 4260, 32495, 70731, 811}},
+      {"\xC2\xA0nbsp\xE2\x80\x83" "em space\xE3\x80\x80ideographic", {4102, 5674, 378, 225, 336, 3550, 22441, 94007}},
+      {"MixedUPPERlower ABCdef abcDEF", {86433, 3124, 9654, 14772, 19360, 750, 39022, 13649}},
+      {"'s 't 're alone ' quote", {594, 364, 83, 364, 265, 7484, 364, 12641}},
+      {"tab\tafter\t\tdouble", {6192, 197, 10694, 197, 8646}},
+      {"     \n\n\n   end", {414, 1406, 256, 835}},
+  };
+  for (const auto &[text, ids] : cases)
+    EXPECT_EQ(tok.encode(text, /*addSpecial=*/false, /*parseSpecial=*/false), ids) << "'" << text << "'";
+}
+
 /// On this vocabulary the reference cases give the same ids under qwen2's split (no merge crosses the
 /// letter/mark borders they have), so these pin the \p{M} handling where it changes ids: Thai with tone
 /// marks and Arabic with harakat. Expected ids from an independent Python oracle (the `regex` module with

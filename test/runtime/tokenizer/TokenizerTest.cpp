@@ -224,6 +224,9 @@ TEST(TokenizerBpe, PreTokenizerNamesAndDefaults) {
   EXPECT_FALSE(d.ignoreMerges);
   d = bpeVocab({"a b"}, "gpt-2");
   EXPECT_TRUE(d.cleanSpaces);
+  d = bpeVocab({"a b"}, "gpt-4o"); // gpt-oss: clean_spaces off, as the reference
+  EXPECT_FALSE(d.cleanSpaces);
+  EXPECT_NO_THROW(Tokenizer{bpeVocab({"a b"}, "gpt-4o")});
   for (const char *pre : {"mpt", "olmo", "smaug-bpe", "stablelm2", "default", ""})
     EXPECT_NO_THROW(Tokenizer{bpeVocab({"a b"}, pre)}) << pre;
   // ignore_merges: a pre-token that is itself a vocabulary entry is taken whole, even when the merges
@@ -288,6 +291,27 @@ TEST(PreTokenizer, Llama3AndQwen2) {
   EXPECT_EQ(pre("x\n\n y", "llama3"), (V{"x", "\n\n", " y"}));
   EXPECT_EQ(pre("a!?\nb", "llama3"), (V{"a", "!?\n", "b"}));
   EXPECT_EQ(pre("(hello", "llama3"), (V{"(hello"}));
+}
+
+/// gpt-4o (gpt-oss): words split at case changes (U*L+ takes the capitals before a lowercase run, U+L* an
+/// all-capitals word), contractions in any case, numbers in threes, slashes and newlines riding on symbol
+/// runs, the last of several spaces going to the next word. SharedVocab.Gpt4oPreTokenizer checks ids
+/// against the reference engine on a real vocabulary.
+TEST(PreTokenizer, Gpt4oCaseClassesAndSymbols) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre("HelloWorld HTTPServer ALLCAPS", "gpt4o"), (V{"Hello", "World", " HTTPServer", " ALLCAPS"}));
+  EXPECT_EQ(pre("camelCaseWord", "gpt4o"), (V{"camel", "Case", "Word"}));
+  EXPECT_EQ(pre("they'RE DON'T", "gpt4o"), (V{"they'RE", " DON'T"}));
+  EXPECT_EQ(pre("12345", "gpt4o"), (V{"123", "45"}));
+  EXPECT_EQ(pre("a  b", "gpt4o"), (V{"a", " ", " b"}));
+  EXPECT_EQ(pre("x\n\n y", "gpt4o"), (V{"x", "\n\n", " y"}));
+  EXPECT_EQ(pre("path/to // c\n/usr", "gpt4o"), (V{"path", "/to", " //", " c", "\n", "/usr"}));
+  EXPECT_EQ(pre("!!!\n\nx", "gpt4o"), (V{"!!!\n\n", "x"}));
+  EXPECT_EQ(pre("end   ", "gpt4o"), (V{"end", "   "}));
+  // A non-ASCII letter is in both case classes (the reference's collapsed text): "\xC3\x89" (É) then "cole"
+  // is one word, but before capitals U*L+ still wins with É as its one lowercase letter, so " ÉCOLE" is
+  // " É" + "COLE" (the reference's ids in SharedVocab.Gpt4oPreTokenizer agree).
+  EXPECT_EQ(pre("\xC3\x89" "cole \xC3\x89" "COLE", "gpt4o"), (V{"\xC3\x89" "cole", " \xC3\x89", "COLE"}));
 }
 
 /// qwen35 is qwen2 with \p{M} in the letter classes: a combining mark stays on its word instead of starting
