@@ -29,6 +29,11 @@ Value buildOutput(ModelBuilder &mb, const HParams &hp, Value x, Value tokenEmbd)
 AttentionWeights loadAttention(ModelBuilder &mb, const HParams &hp, unsigned il, int64_t Dk, int64_t Dv,
                                bool vOptional = false);
 
+/// The Q/K/V projection biases of layer `il` into `w` (required: glm4moe, gpt-oss), and attn_output's with
+/// `withOutput` (gpt-oss); shape mismatches name the head keys.
+void loadAttentionBiases(ModelBuilder &mb, const HParams &hp, unsigned il, int64_t Dk, int64_t Dv,
+                         AttentionWeights &w, bool withOutput);
+
 /// The routed experts of layer `il` (router, separate or merged gate/up, down; expert_count experts of
 /// expert_feed_forward_length).
 MoeWeights loadMoe(ModelBuilder &mb, const HParams &hp, unsigned il);

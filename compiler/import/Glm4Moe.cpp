@@ -44,7 +44,7 @@ Routing route(ModelBuilder &mb, const HParams &hp, Value h, Value router, Value 
 } // namespace
 
 Value buildGlm4Moe(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
-  const int64_t E = hp.nEmbd, V = hp.nVocab, D = hp.headDimK, H = hp.nHead;
+  const int64_t E = hp.nEmbd, V = hp.nVocab, D = hp.headDimK;
   if (hp.headDimV != hp.headDimK) {
     mb.error(Twine(hp.arch) + ".attention.value_length " + Twine(hp.headDimV) + " differs from key_length " +
              Twine(hp.headDimK) + ": glm4moe uses one head size");
@@ -57,16 +57,9 @@ Value buildGlm4Moe(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
   for (unsigned il = 0; il < hp.nLayer; ++il) {
     mb.setLayer(il);
     const bool moe = il >= hp.nDenseLead;
-    const int64_t Hkv = hp.nHeadKv[il];
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
     AttentionWeights aw = loadAttention(mb, hp, il, D, D);
-    std::string heads =
-        hp.arch + ".attention.head_count " + std::to_string(H) + " x key_length " + std::to_string(D);
-    std::string kvHeads =
-        hp.arch + ".attention.head_count_kv " + std::to_string(Hkv) + " x key_length " + std::to_string(D);
-    aw.bq = mb.weight(blk(il, "attn_q.bias"), {H * D}, heads);
-    aw.bk = mb.weight(blk(il, "attn_k.bias"), {Hkv * D}, kvHeads);
-    aw.bv = mb.weight(blk(il, "attn_v.bias"), {Hkv * D}, kvHeads);
+    loadAttentionBiases(mb, hp, il, D, D, aw, /*withOutput=*/false);
     AttentionSpec spec = baseAttentionSpec(hp, il, D, D, RopeMode::neox);
     spec.qNorm = mb.optionalWeight(blk(il, "attn_q_norm.weight"), {D});
     spec.kNorm = mb.optionalWeight(blk(il, "attn_k_norm.weight"), {D});

@@ -32,13 +32,9 @@ Value buildGptOss(ModelBuilder &mb, HParams &hp, Value tokens, Value pos) {
   Value x = mb.getRows(tokenEmbd, tokens);
   for (unsigned il = 0; il < hp.nLayer; ++il) {
     mb.setLayer(il);
-    const int64_t Hkv = hp.nHeadKv[il];
     Value attnNorm = mb.weight(blk(il, "attn_norm.weight"), {E});
     AttentionWeights aw = loadAttention(mb, hp, il, D, hp.headDimV);
-    aw.bq = mb.weight(blk(il, "attn_q.bias"), {H * D});
-    aw.bk = mb.weight(blk(il, "attn_k.bias"), {Hkv * D});
-    aw.bv = mb.weight(blk(il, "attn_v.bias"), {Hkv * hp.headDimV});
-    aw.bo = mb.weight(blk(il, "attn_output.bias"), {E});
+    loadAttentionBiases(mb, hp, il, D, hp.headDimV, aw, /*withOutput=*/true);
     AttentionSpec spec = baseAttentionSpec(hp, il, D, hp.headDimV, RopeMode::neox);
     spec.sinks = mb.weight(blk(il, "attn_sinks.weight"), {H}, hp.arch + ".attention.head_count " + std::to_string(H));
     spec.slidingWindow = hp.swaLayers[il] ? hp.slidingWindow : 0;

@@ -57,6 +57,19 @@ AttentionWeights loadAttention(ModelBuilder &mb, const HParams &hp, unsigned il,
           mb.weight(blk(il, "attn_output.weight"), {E, H * Dv}, o)};
 }
 
+void loadAttentionBiases(ModelBuilder &mb, const HParams &hp, unsigned il, int64_t Dk, int64_t Dv,
+                         AttentionWeights &w, bool withOutput) {
+  const int64_t H = hp.nHead, Hkv = hp.nHeadKv[il];
+  auto why = [&](const char *heads, int64_t n, const char *size, int64_t d) {
+    return hp.arch + ".attention." + heads + " " + std::to_string(n) + " x " + size + " " + std::to_string(d);
+  };
+  w.bq = mb.weight(blk(il, "attn_q.bias"), {H * Dk}, why("head_count", H, "key_length", Dk));
+  w.bk = mb.weight(blk(il, "attn_k.bias"), {Hkv * Dk}, why("head_count_kv", Hkv, "key_length", Dk));
+  w.bv = mb.weight(blk(il, "attn_v.bias"), {Hkv * Dv}, why("head_count_kv", Hkv, "value_length", Dv));
+  if (withOutput)
+    w.bo = mb.weight(blk(il, "attn_output.bias"), {hp.nEmbd}, hp.arch + ".embedding_length " + std::to_string(hp.nEmbd));
+}
+
 MoeWeights loadMoe(ModelBuilder &mb, const HParams &hp, unsigned il) {
   const int64_t E = hp.nEmbd, X = hp.nExpert, F = hp.nFFExp;
   const std::string why = hp.arch + ".expert_count " + std::to_string(X) + ", " + hp.arch +
