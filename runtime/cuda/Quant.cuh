@@ -8,7 +8,8 @@
 //
 // Loads are as wide as the block layout allows from a 16-byte aligned row: Q4_K/Q5_K quants as 16-byte
 // vectors, Q4_1/Q5_1 as words, the 2-byte aligned formats (Q4_0, Q5_0, Q8_0, Q6_K) as half-words.
-// Device-only; included by the .cu files that read weights.
+// The IQ grid types are QuantGrid.cuh (included below). Device-only; included by the .cu files that read
+// weights.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CUDA_QUANT_CUH
 #define TPC_RUNTIME_CUDA_QUANT_CUH
@@ -144,6 +145,14 @@ __host__ __device__ __forceinline__ Q6Group q6Group(const uint8_t *row, int64_t 
   return r;
 }
 
+/// The IQ grid types (QuantGrid.cuh, included below: their decoder needs the integer helpers too).
+__host__ __device__ constexpr bool isGridQuant(GGMLType t) {
+  return t == GGMLType::IQ2_XXS || t == GGMLType::IQ2_XS || t == GGMLType::IQ2_S || t == GGMLType::IQ3_XXS ||
+         t == GGMLType::IQ3_S || t == GGMLType::IQ1_S || t == GGMLType::IQ1_M;
+}
+template <GGMLType T>
+__host__ __device__ __forceinline__ void gridChunk(const uint8_t *row, int64_t c, float w[32]);
+
 /// Elements [32c, 32c + 32) of a row of k elements of type T, as floats.
 template <GGMLType T>
 __host__ __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c, int64_t k, float w[32]) {
@@ -262,6 +271,8 @@ __host__ __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         w[4 * i + j] = (i < 4 ? k.d0 : k.d1) * qf(byteOf(k.q[i], j), 32);
+  } else if constexpr (isGridQuant(T)) {
+    gridChunk<T>(row, c, w);
   }
 }
 
@@ -689,10 +700,16 @@ template <> struct IntDot<GGMLType::Q4_0> : IntDotBlock32<IntDot<GGMLType::Q4_0>
   }
 };
 
+} // namespace tpc::rt::cuda
+
+#include "runtime/cuda/QuantGrid.cuh"
+
+namespace tpc::rt::cuda {
+
 /// True for the types with an integer decode unit.
 constexpr bool hasIntDot(GGMLType t) {
   return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q5_K ||
-         t == GGMLType::Q6_K;
+         t == GGMLType::Q6_K || isGridQuant(t);
 }
 
 /// Calls f.template operator()<T>() for a runtime type; returns false for an unsupported type.
@@ -713,6 +730,13 @@ template <typename F> bool dispatchType(GGMLType t, F &&f) {
     TPC_CASE(Q4_K)
     TPC_CASE(Q5_K)
     TPC_CASE(Q6_K)
+    TPC_CASE(IQ2_XXS)
+    TPC_CASE(IQ2_XS)
+    TPC_CASE(IQ2_S)
+    TPC_CASE(IQ3_XXS)
+    TPC_CASE(IQ3_S)
+    TPC_CASE(IQ1_S)
+    TPC_CASE(IQ1_M)
 #undef TPC_CASE
   default:
     return false;
