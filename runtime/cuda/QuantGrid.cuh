@@ -76,13 +76,13 @@ static __device__ const DeviceGrids kDeviceGrids = deviceGrids();
 /// Entry i of the 8-value grid of T (IQ2_*, IQ1_*) as two words: elements 0-3, 4-7.
 template <GGMLType T> __host__ __device__ __forceinline__ uint2 grid8(uint32_t i) {
 #ifdef __CUDA_ARCH__
-  const uint64_t *g = T == GGMLType::IQ2_XXS ? kDeviceGrids.iq2xxs
+  const uint64_t *g = T == GGMLType::IQ2_XXS  ? kDeviceGrids.iq2xxs
                       : T == GGMLType::IQ2_XS ? kDeviceGrids.iq2xs
                       : T == GGMLType::IQ2_S  ? kDeviceGrids.iq2s
                                               : kDeviceGrids.iq1s;
   const uint64_t v = __ldg(g + i);
 #else
-  const uint64_t v = T == GGMLType::IQ2_XXS ? kIQ2XXSGrid[i]
+  const uint64_t v = T == GGMLType::IQ2_XXS  ? kIQ2XXSGrid[i]
                      : T == GGMLType::IQ2_XS ? kIQ2XSGrid[i]
                      : T == GGMLType::IQ2_S  ? kIQ2SGrid[i]
                                              : kIQ1SGrid[i];
@@ -126,7 +126,8 @@ template <GGMLType T> __host__ __device__ __forceinline__ GridRaw gridFetch(cons
     r.w[2] = ld32(b + 48);          // the four scale words (d in their top nibbles)
     r.w[3] = ld32(b + 52);
     // iq1mHalf: the top nibble of scale word w is bits 4w..4w+3 of d.
-    r.d = ((r.w[2] >> 12) & 0xf) | ((r.w[2] >> 24) & 0xf0) | ((r.w[3] >> 4) & 0xf00) | ((r.w[3] >> 16) & 0xf000);
+    r.d = ((r.w[2] >> 12) & 0xf) | ((r.w[2] >> 24) & 0xf0) | ((r.w[3] >> 4) & 0xf00) |
+          ((r.w[3] >> 16) & 0xf000);
     return r;
   } else {
     r.d = ld16(b);
@@ -238,7 +239,8 @@ template <GGMLType T> __host__ __device__ __forceinline__ GridBlock gridBlock(co
 }
 
 /// Elements [32c, 32c + 32) of a row of grid type T, as floats (loadChunk's grid branch).
-template <GGMLType T> __host__ __device__ __forceinline__ void gridChunk(const uint8_t *row, int64_t c, float w[32]) {
+template <GGMLType T>
+__host__ __device__ __forceinline__ void gridChunk(const uint8_t *row, int64_t c, float w[32]) {
   const GridBlock k = gridBlock<T>(gridFetch<T>(row, c), int(c & 7));
   const float d0 = k.d * float(k.sc0), d1 = k.d * float(k.sc1);
 #pragma unroll
@@ -317,7 +319,9 @@ template <GGMLType T> struct IntDotGrid {
     return w.d * x.d * float(w.sc0 * half[0] + w.sc1 * half[1]);
   }
   __host__ __device__ static float dot(const Raw &r, int64_t u, const X &x) { return dot(prep(r, u), x); }
-  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) { return dot(fetch(row, u), u, x); }
+  __host__ __device__ static float dot(const uint8_t *row, int64_t u, const X &x) {
+    return dot(fetch(row, u), u, x);
+  }
 };
 template <> struct IntDot<GGMLType::IQ2_XXS> : IntDotGrid<GGMLType::IQ2_XXS> {};
 template <> struct IntDot<GGMLType::IQ2_XS> : IntDotGrid<GGMLType::IQ2_XS> {};

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <random>
 
-namespace tpc::test {
+namespace tpc::gridtest {
 
 /// Writes the half d of a grid super-block (IQ1_M keeps it in the top nibbles of its four scale words).
 inline void setGridHalf(GGMLType t, uint8_t *blk, uint16_t h) {
@@ -96,8 +96,8 @@ inline void putBits(uint8_t *b, int shift, int bits, uint32_t v, int bytes = 4) 
 }
 
 /// Sets the sign code of group g (of 8 elements) of a super-block: 7 bits where the format stores seven (the
-/// eighth is their parity), 8 where it stores a sign byte; for IQ1 the delta bit (of the group, or for IQ1_S of
-/// its block).
+/// eighth is their parity), 8 where it stores a sign byte; for IQ1 the delta bit (of the group, or for IQ1_S
+/// of its block).
 inline void setSigns(GGMLType t, uint8_t *b, int g, uint32_t code) {
   const int ib = g / 4, l = g % 4;
   switch (t) {
@@ -222,6 +222,6 @@ inline void fillGridBlocks(GGMLType t, uint8_t *row, int blocks, std::mt19937 &r
   }
 }
 
-} // namespace tpc::test
+} // namespace tpc::gridtest
 
 #endif // TPC_TEST_COMMON_GRIDBLOCKS_H

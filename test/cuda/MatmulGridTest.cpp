@@ -29,7 +29,7 @@ std::vector<uint8_t> gridWeight(GGMLType t, int64_t rows, int64_t k, uint32_t se
   const uint16_t halves[5] = {fp32ToFp16(0.002f), fp32ToFp16(0.0005f), fp32ToFp16(-0.001f),
                               fp32ToFp16(0.004f), fp32ToFp16(-0.0025f)};
   std::mt19937 rng(seed);
-  tpc::test::fillGridBlocks(t, bytes.data(), static_cast<int>(rows * k / 256), rng, halves, 5);
+  tpc::gridtest::fillGridBlocks(t, bytes.data(), static_cast<int>(rows * k / 256), rng, halves, 5);
   deq.assign(rows * k, 0);
   for (int64_t r = 0; r < rows; ++r)
     dequantizeRow(t, &bytes[r * rb], &deq[r * k], k);
@@ -81,14 +81,17 @@ TEST(CudaKernels, MatmulGridTypesEveryDecodeShapeAndLongRows) {
 
 TEST(CudaKernels, MulMatIdGridTypesDecodeAndTileGemm) {
   TPC_REQUIRE_GPU();
-  const int64_t e = 4, n = 200, k = 512, kk = 2;
-  // 1 and 3 tokens: per-pair decode blocks; 10: the routed batched GEMV; 150: the tile GEMM (prefill)
-  // with partial tiles.
+  const int64_t e = 6, n = 200, k = 512, kk = 2;
+  // Pairs t * kk over 6 experts: 2 and 6 per-pair decode blocks; 20 the routed batched GEMV; 300 the tile
+  // GEMM (prefill) with partial tiles.
+  const std::pair<int64_t, cuda::MoePath> cases[] = {{1, cuda::MoePath::PerPair},
+                                                     {3, cuda::MoePath::PerPair},
+                                                     {10, cuda::MoePath::RoutedGemv},
+                                                     {150, cuda::MoePath::RoutedGemm}};
   for (GGMLType type : kGridTypes)
-    for (int64_t t : {int64_t(1), int64_t(3), int64_t(10), int64_t(150)}) {
+    for (auto [t, path] : cases) {
       SCOPED_TRACE(std::string(ggmlTypeName(type)) + " t=" + std::to_string(t));
-      if (t == 150)
-        ASSERT_EQ(cuda::moePath(type, t * kk, e, k), cuda::MoePath::RoutedGemm);
+      ASSERT_EQ(cuda::moePath(type, t * kk, e, k), path);
       PlanMaker mk(1, 1, 1);
       std::vector<float> deq;
       int32_t w = mk.weightRaw(0, type, {e, n, k}, gridWeight(type, e * n, k, 61, deq));
@@ -110,7 +113,9 @@ TEST(CudaKernels, MulMatIdGridTypesDecodeAndTileGemm) {
             s += double(xv[(i / kk) * k + c]) * deq[(ids[i] * n + r) * k + c];
           want[i * n + r] = float(s);
         }
-      EXPECT_LE(relErr(want, p.gpu->tensorData(0, y, 1)), t == 150 ? 5e-3 : 3e-2) << "vs exact";
+      // 8-bit x on the integer GEMVs, f16 operands on the tile GEMM.
+      EXPECT_LE(relErr(want, p.gpu->tensorData(0, y, 1)), path == cuda::MoePath::RoutedGemm ? 5e-3 : 3e-2)
+          << "vs exact";
       expectClose(p, 0, y, 1, 3e-2, "vs CPU");
     }
 }

@@ -101,10 +101,10 @@ const uint16_t kGridHalves[6] = {0x0001, 0x0400, 0x3c00, 0xb800, 0x7bff, 0x2e66}
 /// (GridBlocks.h); and dotChunk against the plain dot of the decoded chunk.
 template <GGMLType T> void checkGridType() {
   std::mt19937 rng(static_cast<uint32_t>(T) + 11);
-  const int blocks = std::max(64, tpc::test::gridSize(T) / tpc::test::indicesPerBlock(T));
+  const int blocks = std::max(64, tpc::gridtest::gridSize(T) / tpc::gridtest::indicesPerBlock(T));
   const int64_t k = int64_t(blocks) * 256;
   std::vector<uint8_t> bytes(*ggmlRowBytes(T, k));
-  tpc::test::fillGridBlocks(T, bytes.data(), blocks, rng, kGridHalves, 6);
+  tpc::gridtest::fillGridBlocks(T, bytes.data(), blocks, rng, kGridHalves, 6);
   std::vector<float> want(k);
   dequantizeRow(T, bytes.data(), want.data(), k);
   int negative = 0;
@@ -160,7 +160,7 @@ template <GGMLType T> void checkIntDot(int64_t k) {
     }
   }
   if constexpr (rt::cuda::isGridQuant(T)) // every grid index, sign code and scale over the rows
-    tpc::test::fillGridBlocks(T, bytes.data(), int(rows * rb / info.blockBytes), rng, kGridHalves, 6);
+    tpc::gridtest::fillGridBlocks(T, bytes.data(), int(rows * rb / info.blockBytes), rng, kGridHalves, 6);
   for (bool exact : {true, false}) {
     std::vector<float> x(k);
     std::vector<int> want(k);

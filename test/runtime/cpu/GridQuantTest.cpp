@@ -21,7 +21,7 @@
 using namespace tpc;
 using namespace tpc::rt::cpu;
 using namespace tpc::rt::cpu::test;
-using namespace tpc::test;
+using namespace tpc::gridtest;
 
 namespace {
 

@@ -102,7 +102,7 @@ inline GridElement gridElement(GGMLType t, const uint8_t *blk, int e) {
   }
 }
 
-using tpc::test::setGridHalf;
+using tpc::gridtest::setGridHalf;
 
 /// Decodes k elements of an ActQ8-format or float weight row in double, exactly.
 inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
