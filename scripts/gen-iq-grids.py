@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Prints the grid code tables of runtime/ggml/IQGrids.cpp from ggml's ggml-common.h.
+"""Prints the grid code tables of runtime/ggml/IQGridCodes.h from ggml's ggml-common.h.
 
 The IQ2/IQ3/IQ1 grids are part of the file formats (ggml-common.h: iq2xxs_grid, iq2xs_grid, iq2s_grid,
 iq3xxs_grid, iq3s_grid, iq1s_grid). Each entry there is a 64-bit (8 values) or 32-bit (4 values) word of bytes
 drawn from a few levels; here each entry becomes a 16-bit code of its level indices (element j in bits
-b*j..b*j+b-1, b = 2 for 3 levels, 3 for 8 levels), which IQGrids.cpp expands back at compile time.
+b*j..b*j+b-1, b = 2 for 3 levels, 3 for 8 levels), which IQGrids.cpp (CPU) and runtime/cuda/QuantGrid.cuh
+(device) expand back at compile time.
 
 Usage: scripts/gen-iq-grids.py path/to/ggml-common.h > codes.inc
 """
@@ -35,7 +36,7 @@ def main():
             for j in range(width):
                 code |= levels.index((entry >> (8 * j)) & 0xFF) << (bits * j)
             codes.append(code)
-        print(f"constexpr uint16_t {ours}[{len(codes)}] = {{")
+        print(f"inline constexpr uint16_t {ours}[{len(codes)}] = {{")
         for i in range(0, len(codes), 12):
             print("    " + ", ".join(f"0x{c:04x}" for c in codes[i:i + 12]) + ",")
         print("};")

@@ -1,7 +1,8 @@
 //===- Quant.cuh - the weight formats the CUDA kernels read -*- CUDA -*-===//
 //
 // One header for the kernels: the chunk decoders (QuantChunk.cuh: loadChunk, dotChunk), the integer
-// units (QuantInt.cuh: IntDot, hasIntDot) and dispatchType, the list of types every kernel reads (a type
+// units (QuantInt.cuh: IntDot, hasIntDot; the IQ grid types' decoder and units in QuantGrid.cuh, which it
+// includes) and dispatchType, the list of types every kernel reads (a type
 // added here must have a loadChunk decoder; cudaSupportsType and the session's weight check follow it).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CUDA_QUANT_CUH
@@ -35,6 +36,13 @@ template <typename F> bool dispatchType(GGMLType t, F &&f) {
     TPC_CASE(IQ4_NL)
     TPC_CASE(IQ4_XS)
     TPC_CASE(MXFP4)
+    TPC_CASE(IQ2_XXS)
+    TPC_CASE(IQ2_XS)
+    TPC_CASE(IQ2_S)
+    TPC_CASE(IQ3_XXS)
+    TPC_CASE(IQ3_S)
+    TPC_CASE(IQ1_S)
+    TPC_CASE(IQ1_M)
 #undef TPC_CASE
   default:
     return false;

@@ -305,6 +305,14 @@ __host__ __device__ __forceinline__ TableGroup tableGroup(const uint8_t *row, in
   return r;
 }
 
+/// The IQ grid types (QuantGrid.cuh, included by QuantInt.cuh: their decoder needs the integer helpers too).
+__host__ __device__ constexpr bool isGridQuant(GGMLType t) {
+  return t == GGMLType::IQ2_XXS || t == GGMLType::IQ2_XS || t == GGMLType::IQ2_S || t == GGMLType::IQ3_XXS ||
+         t == GGMLType::IQ3_S || t == GGMLType::IQ1_S || t == GGMLType::IQ1_M;
+}
+template <GGMLType T>
+__host__ __device__ __forceinline__ void gridChunk(const uint8_t *row, int64_t c, float w[32]);
+
 /// Elements [32c, 32c + 32) of a row of k elements of type T, as floats.
 template <GGMLType T>
 __host__ __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c, int64_t k, float w[32]) {
@@ -451,6 +459,8 @@ __host__ __device__ __forceinline__ void loadChunk(const uint8_t *row, int64_t c
         w[4 * i + j + 16] = k.d * qf(byteOf(hi, j), 128);
       }
     }
+  } else if constexpr (isGridQuant(T)) {
+    gridChunk<T>(row, c, w);
   }
 }
 

@@ -505,11 +505,17 @@ template <> struct IntDot<GGMLType::IQ4_NL> : IntDotTable<GGMLType::IQ4_NL> {};
 template <> struct IntDot<GGMLType::IQ4_XS> : IntDotTable<GGMLType::IQ4_XS> {};
 template <> struct IntDot<GGMLType::MXFP4> : IntDotTable<GGMLType::MXFP4> {};
 
+} // namespace tpc::rt::cuda
+
+#include "runtime/cuda/QuantGrid.cuh"
+
+namespace tpc::rt::cuda {
+
 /// True for the types with an integer decode unit.
 constexpr bool hasIntDot(GGMLType t) {
   return t == GGMLType::Q4_0 || t == GGMLType::Q8_0 || t == GGMLType::Q4_K || t == GGMLType::Q5_K ||
          t == GGMLType::Q6_K || t == GGMLType::Q2_K || t == GGMLType::Q3_K || t == GGMLType::IQ4_NL ||
-         t == GGMLType::IQ4_XS || t == GGMLType::MXFP4;
+         t == GGMLType::IQ4_XS || t == GGMLType::MXFP4 || isGridQuant(t);
 }
 /// Weights per integer unit (IntDot<T>::kUnit) for a runtime type: 64 for the 16-element-group K-quants.
 constexpr int intDotUnit(GGMLType t) {

@@ -8,6 +8,7 @@
 #include "runtime/cuda/Quant.cuh"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
+#include "test/common/GridBlocks.h"
 
 #include <gtest/gtest.h>
 
@@ -193,6 +194,49 @@ TEST(CudaQuant, NibbleLookupGivesEveryLevel) {
   checkLookup<GGMLType::MXFP4>(kMXFP4Values);
 }
 
+/// d values of the grid test blocks: the smallest subnormal and normal halves, 1, a negative, the largest
+/// half and an ordinary one (every product d * sc * q stays exact in float).
+const uint16_t kGridHalves[6] = {0x0001, 0x0400, 0x3c00, 0xb800, 0x7bff, 0x2e66};
+
+/// A grid type's chunks (loadChunk<T> on the host, reading the CPU's grid tables) against dequantizeRow, bit
+/// for bit, on rows of super-blocks that use every grid index, sign code (IQ1 delta) and scale value
+/// (GridBlocks.h); and dotChunk against the plain dot of the decoded chunk.
+template <GGMLType T> void checkGridType() {
+  std::mt19937 rng(static_cast<uint32_t>(T) + 11);
+  const int blocks = std::max(64, tpc::gridtest::gridSize(T) / tpc::gridtest::indicesPerBlock(T));
+  const int64_t k = int64_t(blocks) * 256;
+  std::vector<uint8_t> bytes(*ggmlRowBytes(T, k));
+  tpc::gridtest::fillGridBlocks(T, bytes.data(), blocks, rng, kGridHalves, 6);
+  std::vector<float> want(k);
+  dequantizeRow(T, bytes.data(), want.data(), k);
+  int negative = 0;
+  for (int64_t c = 0; c < k / 32; ++c) {
+    float got[32], xv[32];
+    rt::cuda::loadChunk<T>(bytes.data(), c, k, got);
+    double ref = 0, mag = 0;
+    for (int j = 0; j < 32; ++j) {
+      ASSERT_EQ(got[j], want[c * 32 + j]) << ggmlTypeName(T) << " element " << c * 32 + j;
+      negative += got[j] < 0;
+      xv[j] = float(int(rng() % 2001) - 1000) / 1000.0f;
+      ref += double(got[j]) * xv[j];
+      mag += std::fabs(double(got[j]) * xv[j]);
+    }
+    const float dot = rt::cuda::dotChunk<T>(bytes.data(), c, k, xv, rt::cuda::xSums(xv));
+    ASSERT_NEAR(dot, ref, 1e-6 * mag) << ggmlTypeName(T) << " dot of chunk " << c;
+  }
+  EXPECT_GT(negative, k / 4) << ggmlTypeName(T); // signs (IQ1: deltas) reach the values
+}
+
+TEST(CudaQuant, GridChunksMatchCpuDequantize) {
+  checkGridType<GGMLType::IQ2_XXS>();
+  checkGridType<GGMLType::IQ2_XS>();
+  checkGridType<GGMLType::IQ2_S>();
+  checkGridType<GGMLType::IQ3_XXS>();
+  checkGridType<GGMLType::IQ3_S>();
+  checkGridType<GGMLType::IQ1_S>();
+  checkGridType<GGMLType::IQ1_M>();
+}
+
 /// The integer decode units (IntDot<T>) over whole rows against the double dot product of the
 /// dequantized weights. x is built exactly representable in 8 bits per block (x = d * q with |q| <= 127 and
 /// 127 reached), so quantizeBlock32 must give back q and the unit dots must match to float rounding: a
@@ -216,6 +260,8 @@ template <GGMLType T> void checkIntDot(int64_t k) {
     if (T == GGMLType::MXFP4)
       bytes[blk * info.blockBytes] = static_cast<uint8_t>(116 + rng() % 8);
   }
+  if constexpr (rt::cuda::isGridQuant(T)) // every grid index, sign code and scale over the rows
+    tpc::gridtest::fillGridBlocks(T, bytes.data(), int(rows * rb / info.blockBytes), rng, kGridHalves, 6);
   for (bool exact : {true, false}) {
     std::vector<float> x(k);
     std::vector<int> want(k);
@@ -274,6 +320,17 @@ TEST(CudaQuant, IntegerDecodeUnitsMatchTheExactDot) {
   checkIntDot<GGMLType::MXFP4>(512);
 }
 
+TEST(CudaQuant, GridIntegerDecodeUnitsMatchTheExactDot) {
+  // 3 rows of 64 super-blocks: every grid index, sign code and scale value (GridBlocks.h).
+  checkIntDot<GGMLType::IQ2_XXS>(64 * 256);
+  checkIntDot<GGMLType::IQ2_XS>(64 * 256);
+  checkIntDot<GGMLType::IQ2_S>(64 * 256);
+  checkIntDot<GGMLType::IQ3_XXS>(64 * 256);
+  checkIntDot<GGMLType::IQ3_S>(64 * 256);
+  checkIntDot<GGMLType::IQ1_S>(64 * 256);
+  checkIntDot<GGMLType::IQ1_M>(64 * 256);
+}
+
 /// Checks, per dispatched type, that the runtime unit size the GEMV plans with is the unit's.
 struct Probe {
   template <GGMLType T> void operator()() {
@@ -289,12 +346,23 @@ TEST(CudaQuant, SupportedTypesAreTheDispatchedOnes) {
     EXPECT_TRUE(rt::cuda::dispatchType(t, p)) << ggmlTypeName(t);
     EXPECT_TRUE(rt::cuda::hasIntDot(t)) << ggmlTypeName(t);
   }
-  // Activation-only and grid formats have no decoder here.
-  for (GGMLType t : {GGMLType::Q8_K, GGMLType::Q8_1, GGMLType::IQ2_XXS, GGMLType::IQ3_S, GGMLType::IQ1_S}) {
+  // Activation-only formats have no decoder here.
+  for (GGMLType t : {GGMLType::Q8_K, GGMLType::Q8_1}) {
     Probe p;
     EXPECT_FALSE(rt::cuda::dispatchType(t, p)) << ggmlTypeName(t);
     EXPECT_FALSE(rt::cuda::hasIntDot(t)) << ggmlTypeName(t);
   }
+}
+
+TEST(CudaQuant, GridTypesAreDispatchedWithIntegerUnits) {
+  for (GGMLType t : {GGMLType::IQ2_XXS, GGMLType::IQ2_XS, GGMLType::IQ2_S, GGMLType::IQ3_XXS, GGMLType::IQ3_S,
+                     GGMLType::IQ1_S, GGMLType::IQ1_M}) {
+    Probe p;
+    EXPECT_TRUE(rt::cuda::dispatchType(t, p)) << ggmlTypeName(t);
+    EXPECT_TRUE(rt::cuda::hasIntDot(t)) << ggmlTypeName(t);
+    EXPECT_TRUE(rt::cuda::isGridQuant(t)) << ggmlTypeName(t);
+  }
+  EXPECT_FALSE(rt::cuda::isGridQuant(GGMLType::IQ4_XS));
 }
 
 } // namespace

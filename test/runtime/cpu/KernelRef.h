@@ -21,6 +21,7 @@
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/BlocksIQ.h"
+#include "test/common/GridBlocks.h"
 
 #include <cmath>
 #include <cstdint>
@@ -101,15 +102,7 @@ inline GridElement gridElement(GGMLType t, const uint8_t *blk, int e) {
   }
 }
 
-/// Writes the half d of a grid super-block (IQ1_M keeps it in the top nibbles of its four scale words).
-inline void setGridHalf(GGMLType t, uint8_t *blk, uint16_t h) {
-  if (t != GGMLType::IQ1_M) {
-    std::memcpy(blk, &h, 2);
-    return;
-  }
-  for (int w = 0; w < 4; ++w)
-    blk[48 + 2 * w + 1] = static_cast<uint8_t>((blk[48 + 2 * w + 1] & 0x0f) | (((h >> (4 * w)) & 0xf) << 4));
-}
+using tpc::gridtest::setGridHalf;
 
 /// Decodes k elements of an ActQ8-format or float weight row in double, exactly.
 inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
