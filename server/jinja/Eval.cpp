@@ -335,7 +335,7 @@ Value Interp::eval(const Expr &e, const std::shared_ptr<Scope> &scope) {
       for (const auto &[k, v] : e.kwargs)
         args.keyword.emplace_back(k, eval(*v, scope));
       if (fn.isUndefined())
-        fail("'" + args.callee.substr(0, args.callee.size() - 2) + "' is undefined (called as a function)");
+        fail("'" + args.callee + "' is undefined (called as a function)");
       return call(fn, args);
     }
     case Expr::K::Filter: {

@@ -285,6 +285,16 @@ private:
   std::vector<Token> toks_;
   size_t ti_ = 0;
   std::string tag_; ///< the statement being parsed, for errors
+  int depth_ = 0;   ///< expression and block nesting: bounded, so a hostile template cannot overflow the stack
+
+  struct Nest {
+    Parser &p;
+    explicit Nest(Parser &parser) : p(parser) {
+      if (++p.depth_ > 200)
+        p.error("nested deeper than 200 levels (a sandbox limit)");
+    }
+    ~Nest() { --p.depth_; }
+  };
 
   static std::string tagName(const Chunk &c) {
     size_t b = c.text.find_first_not_of(" \t\n\r");
@@ -355,6 +365,7 @@ private:
     const Chunk &c = chunks_[ci_];
     start(c, "{% " + name + " %}");
     next();
+    Nest nest(*this);
     auto n = std::make_unique<Node>();
     n->line = c.line;
     if (name == "if") {
@@ -472,6 +483,8 @@ private:
       finish();
       n->body = parseBody({"endgeneration"});
       endTag("endgeneration");
+    } else if (name.rfind("end", 0) == 0 || name == "else" || name == "elif") {
+      fail(c.line, "unexpected '{% " + name + " %}' (no open block takes it here)");
     } else {
       fail(c.line, "unknown tag '{% " + name + " %}' (this interpreter supports if, for, set, macro, call, "
                    "filter, break, continue, raw, generation)");
@@ -554,6 +567,7 @@ private:
   }
 
   ExprP parseExpr(bool withCond = true) {
+    Nest nest(*this);
     ExprP e = parseOr();
     while (withCond && peekName("if")) {
       next();
@@ -583,6 +597,7 @@ private:
   }
   ExprP parseNot() {
     if (peekName("not")) {
+      Nest nest(*this);
       const int line = next().line;
       auto e = make(Expr::K::Not, line);
       e->kids.push_back(parseNot());
@@ -643,6 +658,7 @@ private:
   }
   ExprP parseUnary() {
     if (peekOp("-") || peekOp("+")) {
+      Nest nest(*this);
       const Token t = next();
       auto e = make(t.text == "-" ? Expr::K::Neg : Expr::K::Pos, t.line);
       e->kids.push_back(parseUnary());
