@@ -9,9 +9,11 @@
 // port is any free one, which tests use). -c is the KV context of all slots together, as llama-server's:
 // each slot holds -c / -np positions (without -c, the plan's default context is divided the same way).
 //
-// The chat template comes from --chat-template or the plan's GGUF template; an unrecognised template is
-// refused here, naming the flag. A plan without any template still serves /v1/completions, and chat
-// requests are answered with a 400 that names the flag.
+// The chat template comes from --chat-template (a built-in renderer's name or a Jinja file) or is the plan's
+// GGUF template, rendered by the Jinja interpreter (server/jinja); a template that cannot be parsed or
+// rendered on a probe conversation is refused here, naming its line and construct and the flag. A plan
+// without any template still serves /v1/completions, and chat requests are answered with a 400 that names
+// the flag.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 #include "tools/tpc/ModelSource.h"
@@ -108,13 +110,17 @@ void runServe(ServeOptions o) {
 
   std::optional<server::ChatTemplate> tmpl;
   std::string noTemplate;
+  // bos_token and eos_token of the template: the vocabulary's texts of those tokens.
+  const rt::TokenizerData &td = tok->data();
+  const std::string bos = td.bos >= 0 ? tok->tokenToPiece(td.bos, true) : std::string();
+  const std::string eos = td.eos >= 0 ? tok->tokenToPiece(td.eos, true) : std::string();
   if (!o.chatTemplate.empty()) {
-    auto t = server::ChatTemplate::fromFlag(o.chatTemplate);
+    auto t = server::ChatTemplate::fromFlag(o.chatTemplate, bos, eos);
     if (!t)
       throw Failure(t.message());
     tmpl = *t;
   } else {
-    auto t = server::ChatTemplate::recognise(planTemplate, fmt::format("plan '{}'", o.plan));
+    auto t = server::ChatTemplate::fromJinja(planTemplate, fmt::format("plan '{}'", o.plan), bos, eos);
     if (t)
       tmpl = *t;
     else if (!planTemplate.empty())
