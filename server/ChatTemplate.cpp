@@ -135,7 +135,8 @@ jinja::Dict jinjaContext(const std::vector<ChatMessage> &messages, const std::st
 } // namespace
 
 Expected<ChatTemplate> ChatTemplate::fromJinja(const std::string &text, const std::string &origin,
-                                               const std::string &bos, const std::string &eos) {
+                                               const std::string &bos, const std::string &eos,
+                                               const std::string &toolUse) {
   const std::string what = origin + ": the chat template ";
   const std::string fix = "; start tpc serve with --chat-template NAME|FILE (NAME: " + std::string(names()) + ")";
   if (text.empty())
@@ -157,6 +158,16 @@ Expected<ChatTemplate> ChatTemplate::fromJinja(const std::string &text, const st
   auto probe = t.jinja_->render(jinjaContext({{"user", "Hello"}}, bos, eos, {}));
   if (!probe)
     return Error{what + "fails on a one-message conversation: " + probe.message() + fix};
+  if (!toolUse.empty()) {
+    const std::string variant = origin + ": the chat template tool_use ";
+    auto tu = jinja::Template::parse(toolUse);
+    if (!tu)
+      return Error{variant + "cannot be parsed: " + tu.message() + fix};
+    t.toolUse_ = std::make_shared<const jinja::Template>(tu.take());
+    auto probeTools = t.toolUse_->render(jinjaContext({{"user", "Hello"}}, bos, eos, {}));
+    if (!probeTools)
+      return Error{variant + "fails on a one-message conversation: " + probeTools.message() + fix};
+  }
   return t;
 }
 
@@ -231,7 +242,8 @@ Expected<std::string> ChatTemplate::apply(const std::vector<ChatMessage> &messag
   if (family_ == Family::Jinja) {
     if (messages.empty())
       return Error{"messages is empty; give at least one message"};
-    auto out = jinja_->render(jinjaContext(messages, bos_.empty() ? bos : bos_, eos_, opts));
+    const bool tools = !opts.tools.is_null() && toolUse_;
+    auto out = (tools ? toolUse_ : jinja_)->render(jinjaContext(messages, bos_.empty() ? bos : bos_, eos_, opts));
     if (!out)
       return Error{"the model's chat template: " + out.message()};
     return out.take();

@@ -72,8 +72,10 @@ public:
 
   /// The Jinja template `text`, rendered by the interpreter with `bos`/`eos` as bos_token/eos_token. Parsed
   /// and rendered on a probe conversation here: the error names `origin`, the template line and construct.
+  /// `toolUse` (optional): the GGUF's tokenizer.chat_template.tool_use, rendered instead for requests with
+  /// tools (as llama-server and transformers choose); probed too.
   static Expected<ChatTemplate> fromJinja(const std::string &text, const std::string &origin, const std::string &bos,
-                                          const std::string &eos);
+                                          const std::string &eos, const std::string &toolUse = "");
 
   /// The family of a Jinja template text, by markers. `origin` names where the text came from in the
   /// error, which also names --chat-template.
@@ -107,6 +109,7 @@ private:
   bool emptyThought_ = false;      ///< Gemma 4: empty thought channel when thinking is off
   bool systemRejected_ = false;    ///< Gemma (2-style) template that refuses a system message
   std::shared_ptr<const jinja::Template> jinja_; ///< Family::Jinja
+  std::shared_ptr<const jinja::Template> toolUse_; ///< Family::Jinja: for requests with tools (may be null)
   std::vector<std::string> ends_;                ///< Family::Jinja: the end-of-turn markers in its text
   std::string bos_, eos_;                        ///< Family::Jinja: bos_token, eos_token
 };

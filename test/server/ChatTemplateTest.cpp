@@ -185,6 +185,22 @@ TEST(ChatTemplate, GgufTemplateIsRenderedAsTheBuiltinRenderers) {
   EXPECT_NE(text->find("<tool_response>\n42\n</tool_response>"), std::string::npos) << *text;
 }
 
+TEST(ChatTemplate, ToolUseVariantServesRequestsWithTools) {
+  auto t = ChatTemplate::fromJinja("plain {{ messages | length }}", "plan 'p.bin'", "", "",
+                                   "tools {{ tools | map(attribute='function.name') | join(',') }}");
+  ASSERT_TRUE(t) << t.message();
+  EXPECT_EQ(*t->apply({{"user", "Hi"}}, "", {}), "plain 1");
+  ChatOptions withTools;
+  withTools.tools = nlohmann::ordered_json::parse(R"([{"function": {"name": "f"}}, {"function": {"name": "g"}}])");
+  EXPECT_EQ(*t->apply({{"user", "Hi"}}, "", withTools), "tools f,g");
+  auto bad = ChatTemplate::fromJinja("ok", "plan 'p.bin'", "", "", "{% if %}");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find("plan 'p.bin': the chat template tool_use cannot be parsed: line 1: {% if %}: "
+                               "expected an expression"),
+            std::string::npos)
+      << bad.message();
+}
+
 TEST(ChatTemplate, BrokenGgufTemplateIsRefusedAtStartNamingLineAndConstruct) {
   auto syntax = ChatTemplate::fromJinja("{% for m in messages %}\n{{ m.content | }}{% endfor %}", "plan 'p.bin'", "", "");
   ASSERT_FALSE(syntax);

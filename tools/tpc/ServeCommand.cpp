@@ -97,6 +97,7 @@ void runServe(ServeOptions o) {
   // The sessions never read the vocabulary: out of the plan before -np sessions each copy it.
   rt::PlanTokenizer vocab = std::move(plan.tokenizer);
   const std::string planTemplate = vocab.chatTemplate;
+  const std::string planToolUseTemplate = vocab.chatTemplateToolUse;
   if (vocab.tokens.empty())
     throw Failure(fmt::format("plan '{}' has no tokenizer; tpc serve needs one (recompile from a GGUF with "
                               "tokenizer.ggml.*)",
@@ -120,7 +121,8 @@ void runServe(ServeOptions o) {
       throw Failure(t.message());
     tmpl = *t;
   } else {
-    auto t = server::ChatTemplate::fromJinja(planTemplate, fmt::format("plan '{}'", o.plan), bos, eos);
+    auto t = server::ChatTemplate::fromJinja(planTemplate, fmt::format("plan '{}'", o.plan), bos, eos,
+                                             planToolUseTemplate);
     if (t)
       tmpl = *t;
     else if (!planTemplate.empty())
