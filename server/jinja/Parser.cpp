@@ -483,7 +483,9 @@ private:
       finish();
       n->body = parseBody({"endgeneration"});
       endTag("endgeneration");
-    } else if (name.rfind("end", 0) == 0 || name == "else" || name == "elif") {
+    } else if (name == "endif" || name == "endfor" || name == "endset" || name == "endmacro" || name == "endcall" ||
+               name == "endfilter" || name == "endgeneration" || name == "endraw" || name == "else" ||
+               name == "elif") {
       fail(c.line, "unexpected '{% " + name + " %}' (no open block takes it here)");
     } else {
       fail(c.line, "unknown tag '{% " + name + " %}' (this interpreter supports if, for, set, macro, call, "
