@@ -132,7 +132,7 @@ std::string format(const std::string &f, const Args &a) {
       Value v;
       if (field.empty())
         v = a.get(auto_++, "");
-      else if (isdigit(static_cast<unsigned char>(field[0])))
+      else if (isdigit(static_cast<unsigned char>(field[0])) && field.size() < 9)
         v = a.get(std::stoul(field), "");
       else
         v = a.get(static_cast<size_t>(-1), field.c_str());
@@ -200,7 +200,7 @@ Value Interp::attr(const Value &obj, const std::string &name) {
       return method([obj, name](Args &) {
         List out;
         for (const auto &[k, v] : obj.dict().items)
-          out.push_back(name == "keys" ? k : name == "values" ? v : Value(List{k, v}));
+          out.push_back(name == "keys" ? k : name == "values" ? v : Value::tuple(List{k, v}));
         return Value(std::move(out));
       });
     if (name == "get")

@@ -271,7 +271,7 @@ Value Interp::eval(const Expr &e, const std::shared_ptr<Scope> &scope) {
       List l;
       for (const auto &k : e.kids)
         l.push_back(eval(*k, scope));
-      return Value(std::move(l));
+      return e.k == Expr::K::Tuple ? Value::tuple(std::move(l)) : Value(std::move(l));
     }
     case Expr::K::Dict: {
       Dict d;
@@ -511,6 +511,8 @@ Expected<Template> Template::parse(const std::string &source) {
     return t;
   } catch (const RenderError &e) {
     return Error{"line " + std::to_string(e.line) + ": " + e.message};
+  } catch (const std::exception &e) { // a library error the interpreter did not foresee: still no crash
+    return Error{std::string("the template could not be parsed: ") + e.what()};
   }
 }
 
@@ -527,6 +529,8 @@ Expected<std::string> Template::render(const Dict &context, const Limits &limits
     interp.exec(*body_, out, top);
   } catch (const RenderError &e) {
     return Error{"line " + std::to_string(e.line) + ": " + e.message};
+  } catch (const std::exception &e) { // a library error the interpreter did not foresee: still no crash
+    return Error{std::string("the template could not be rendered: ") + e.what()};
   }
   return out;
 }

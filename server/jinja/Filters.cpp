@@ -24,7 +24,7 @@ Value getPath(Interp &in, const Value &obj, const Value &path) {
   while (true) {
     const size_t e = p.find('.', i);
     const std::string part = p.substr(i, e == std::string::npos ? std::string::npos : e - i);
-    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    const bool digits = !part.empty() && part.size() < 18 && std::all_of(part.begin(), part.end(), ::isdigit);
     if (cur.isUndefined())
       return cur;
     cur = in.item(cur, digits ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
@@ -129,7 +129,7 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
       return List{};
     return v.iterate();
   };
-  if (name == "safe" || name == "list" && v.isList())
+  if (name == "safe" || (name == "list" && v.isList() && !v.isTuple()))
     return v;
   if (name == "string")
     return Value(v.toString());

@@ -8,6 +8,7 @@
 
 #include "server/jinja/Value.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -73,9 +74,12 @@ std::vector<Chunk> cut(const std::string &src) {
     const char *close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
     const size_t bodyStart = open + 2 + (minusLeft || plusLeft);
     size_t end = src.find(close, bodyStart);
-    // A "}}" or "%}" inside a string literal of the tag does not close it.
+    // A "}}" or "%}" inside a string literal or inside brackets of the tag does not close it (jinja2's
+    // lexer balances brackets too: `{{ {'a': {'b': 1}} }}`).
     if (kind != '#') {
       char quote = 0;
+      int depth = 0;
+      size_t firstClose = std::string::npos; // unbalanced brackets: the parser names them at the first close
       size_t i = bodyStart;
       for (; i + 1 < src.size(); ++i) {
         const char c = src[i];
@@ -84,13 +88,24 @@ std::vector<Chunk> cut(const std::string &src) {
             ++i;
           else if (c == quote)
             quote = 0;
-        } else if (c == '\'' || c == '"') {
-          quote = c;
-        } else if (c == close[0] && src[i + 1] == close[1]) {
-          break;
+          continue;
         }
+        if (c == '\'' || c == '"') {
+          quote = c;
+          continue;
+        }
+        if (c == close[0] && src[i + 1] == close[1]) {
+          if (depth == 0)
+            break;
+          if (firstClose == std::string::npos)
+            firstClose = i;
+        }
+        if (c == '(' || c == '[' || c == '{')
+          ++depth;
+        else if ((c == ')' || c == ']' || c == '}') && depth > 0)
+          --depth;
       }
-      end = i + 1 < src.size() ? i : std::string::npos;
+      end = i + 1 < src.size() ? i : firstClose;
     }
     if (end == std::string::npos)
       fail(line, std::string("unclosed '{") + kind + "': no '" + close + "' follows");
@@ -208,8 +223,10 @@ std::vector<Token> tokenize(const std::string &s, int line) {
         case 'u':
         case 'U': {
           const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-          if (j + n >= s.size())
-            fail(line, "truncated \\" + std::string(1, e) + " escape in a string");
+          if (j + n >= s.size() || !std::all_of(s.begin() + static_cast<long>(j) + 1,
+                                                s.begin() + static_cast<long>(j + n) + 1,
+                                                [](char h) { return isxdigit(static_cast<unsigned char>(h)); }))
+            fail(line, "invalid \\" + std::string(1, e) + " escape in a string");
           const uint32_t cp = static_cast<uint32_t>(std::stoul(s.substr(j + 1, n), nullptr, 16));
           j += n;
           if (cp < 0x80) {

@@ -404,15 +404,17 @@ private:
       e = make2(Expr::K::Binary, std::move(e), parseUnary(), "**");
     return e;
   }
-  ExprP parseUnary() {
+  /// As jinja2: `-x|f` is `(-x)|f`, the operand of a unary sign takes no filters of its own.
+  ExprP parseUnary(bool withFilters = true) {
     if (peekOp("-") || peekOp("+")) {
       Nest nest(*this);
       const Token t = next();
       auto e = make(t.text == "-" ? Expr::K::Neg : Expr::K::Pos, t.line);
-      e->kids.push_back(parseUnary());
-      return parseFilters(std::move(e));
+      e->kids.push_back(parseUnary(false));
+      return withFilters ? parseFilters(std::move(e)) : std::move(e);
     }
-    return parseFilters(parsePostfix(parsePrimary()));
+    ExprP e = parsePostfix(parsePrimary());
+    return withFilters ? parseFilters(std::move(e)) : std::move(e);
   }
 
   /// Filters and tests after an operand (`input` null: a {% filter %} block's filter chain).
@@ -538,9 +540,17 @@ private:
       return lit(Value(s));
     }
     case Token::Int:
-      return lit(Value(static_cast<int64_t>(std::stoll(t.text))));
+      try {
+        return lit(Value(static_cast<int64_t>(std::stoll(t.text))));
+      } catch (const std::out_of_range &) {
+        error("the integer " + t.text + " does not fit in 64 bits");
+      }
     case Token::Float:
-      return lit(Value(std::stod(t.text)));
+      try {
+        return lit(Value(std::stod(t.text)));
+      } catch (const std::out_of_range &) {
+        error("the number " + t.text + " is out of a double's range");
+      }
     case Token::Name:
       if (t.text == "true" || t.text == "True")
         return lit(Value(true));

@@ -194,9 +194,11 @@ std::string Value::repr() const {
   case Kind::String:
     return pyRepr(*str_);
   case Kind::List: {
-    std::string out = "[";
+    std::string out = tuple_ ? "(" : "[";
     for (size_t i = 0; i < list_->size(); ++i)
       out += (i ? ", " : "") + (*list_)[i].repr();
+    if (tuple_)
+      return out + (list_->size() == 1 ? ",)" : ")");
     return out + "]";
   }
   case Kind::Dict:

@@ -53,6 +53,12 @@ public:
   Value(List l) : kind_(Kind::List), list_(std::make_shared<List>(std::move(l))) {}
   Value(Dict d) : kind_(Kind::Dict), dict_(std::make_shared<Dict>(std::move(d))) {}
   static Value function(Function f, std::string name);
+  /// A tuple: a list that prints as Python prints a tuple ("('a', 1)"); dict items are tuples.
+  static Value tuple(List l) {
+    Value v(std::move(l));
+    v.tuple_ = true;
+    return v;
+  }
   /// A namespace(): a dict whose entries are attributes that `{% set ns.x %}` may assign.
   static Value ns(Dict d);
   /// Undefined, remembering the name or expression that was missing (for the error when it is used).
@@ -72,6 +78,7 @@ public:
   bool isString() const { return kind_ == Kind::String; }
   bool isList() const { return kind_ == Kind::List; }
   bool isDict() const { return kind_ == Kind::Dict || kind_ == Kind::Namespace; }
+  bool isTuple() const { return tuple_; }
   bool isCallable() const { return kind_ == Kind::Function; }
   bool isNamespace() const { return kind_ == Kind::Namespace; }
 
@@ -113,6 +120,7 @@ private:
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Function> fn_;
   std::string name_;
+  bool tuple_ = false;
 };
 
 /// Call arguments: positional, then keyword.

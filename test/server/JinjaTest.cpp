@@ -32,6 +32,9 @@ TEST(Jinja, SyntaxErrorsNameLineAndConstruct) {
   EXPECT_EQ(render("{% endfor %}"), "PARSE: line 1: unexpected '{% endfor %}' (no open block takes it here)");
   EXPECT_EQ(render("{{ 'abc }}"), "PARSE: line 1: unclosed '{{': no '}}' follows");
   EXPECT_EQ(render("{% set x = [1, 2 %}"), "PARSE: line 1: {% set %}: expected ',' or ']' in a list");
+  EXPECT_EQ(render("{{ 12345678901234567890 }}"),
+            "PARSE: line 1: {{ }}: the integer 12345678901234567890 does not fit in 64 bits");
+  EXPECT_EQ(render("\n{{ '\\xZZ' }}"), "PARSE: line 2: invalid \\x escape in a string");
   EXPECT_EQ(render("{% for x in y recursive %}{% endfor %}"),
             "PARSE: line 1: {% for %}: recursive loops are not supported");
 }

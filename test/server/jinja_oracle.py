@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The Jinja interpreter (server/jinja) against Python's jinja2 as the oracle, byte for byte.
 
-Usage: jinja_oracle.py TPC_JINJA_RENDER TEMPLATES_DIR
+Usage: jinja_oracle.py TPC_JINJA_RENDER TEMPLATES_DIR...
 
-Every template of TEMPLATES_DIR is rendered over the conversations below by jinja2, configured as
+Every template of the TEMPLATES_DIRs is rendered over the conversations below by jinja2, configured as
 transformers' apply_chat_template configures it (ImmutableSandboxedEnvironment with trim_blocks and
 lstrip_blocks, loopcontrols, the `generation` block, tojson = json.dumps(ensure_ascii=False, ...),
 raise_exception, strftime_now at a fixed date), and by `tpc-jinja-render`; the outputs must be equal. Where
@@ -112,22 +112,30 @@ def conversations():
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         print(__doc__)
         return 2
-    render, tdir = sys.argv[1], sys.argv[2]
+    render = sys.argv[1]
     env = oracle_env()
     convs = conversations()
     failures, checked, total = [], 0, 0
-    names = sorted(f for f in os.listdir(tdir) if f.endswith(".jinja"))
-    if not names:
-        print("no templates in " + tdir)
+    paths = sorted(os.path.join(d, f) for d in sys.argv[2:] for f in os.listdir(d) if f.endswith(".jinja"))
+    if not paths:
+        print("no templates in " + " ".join(sys.argv[2:]))
         return 1
-    for name in names:
-        src = open(os.path.join(tdir, name), encoding="utf-8").read()
+    for path in paths:
+        name = os.path.basename(path)
+        src = open(path, encoding="utf-8").read()
         expected = []
-        tmpl = env.from_string(src)
+        try:
+            tmpl = env.from_string(src)
+        except jinja2.TemplateSyntaxError as e:  # then every rendering must fail in tpc too
+            tmpl = None
+            syntax = f"TemplateSyntaxError: {e}"
         for cname, ctx in convs:
+            if tmpl is None:
+                expected.append(("error", syntax))
+                continue
             try:
                 expected.append(("ok", tmpl.render(**ctx)))
             except Raised as e:
@@ -137,7 +145,7 @@ def main():
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump([ctx for _, ctx in convs], f)
         try:
-            out = subprocess.run([render, os.path.join(tdir, name), f.name], capture_output=True, text=True,
+            out = subprocess.run([render, path, f.name], capture_output=True, text=True,
                                  timeout=60)
         finally:
             os.unlink(f.name)
