@@ -40,6 +40,11 @@ void Interp::step() {
          " loop iterations and macro calls (a sandbox limit)");
 }
 
+void Interp::checkSize(size_t n, const char *what) const {
+  if (n > limits_.maxOutput)
+    fail(std::string(what) + " passed " + std::to_string(limits_.maxOutput) + " bytes or items (a sandbox limit)");
+}
+
 void Interp::append(std::string &out, const std::string &s) {
   if (out.size() + s.size() > limits_.maxOutput)
     fail("the output passed " + std::to_string(limits_.maxOutput) + " bytes (a sandbox limit)");
@@ -443,9 +448,12 @@ Value Interp::evalBinary(const Expr &e, const std::shared_ptr<Scope> &scope) {
       return Value(a.asInt() + b.asInt());
     if (nums)
       return Value(a.asFloat() + b.asFloat());
-    if (a.isString() && b.isString())
+    if (a.isString() && b.isString()) {
+      checkSize(a.str().size() + b.str().size(), "a string");
       return Value(a.str() + b.str());
+    }
     if (a.isList() && b.isList()) {
+      checkSize(a.list().size() + b.list().size(), "a list");
       List l = a.list();
       l.insert(l.end(), b.list().begin(), b.list().end());
       return Value(std::move(l));
@@ -465,7 +473,7 @@ Value Interp::evalBinary(const Expr &e, const std::shared_ptr<Scope> &scope) {
     if ((seq.isString() || seq.isList()) && count.isInt()) {
       const int64_t n = std::max<int64_t>(0, count.asInt());
       const size_t unit = seq.isString() ? seq.str().size() : seq.list().size();
-      if (unit * static_cast<size_t>(n) > limits_.maxOutput)
+      if (n > 0 && unit > limits_.maxOutput / static_cast<size_t>(n)) // no overflow of unit * n
         fail("a repeated sequence passed " + std::to_string(limits_.maxOutput) + " items (a sandbox limit)");
       if (seq.isString()) {
         std::string s;

@@ -249,6 +249,8 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
   }
   if (name == "indent") {
     const Value w = a.get(0, "width", Value(4));
+    if (!w.isString())
+      checkSize(static_cast<size_t>(std::max<int64_t>(0, w.asInt())), "filter 'indent'");
     const std::string ind = w.isString() ? w.str() : std::string(static_cast<size_t>(std::max<int64_t>(0, w.asInt())), ' ');
     const bool first = a.get(1, "first", Value(false)).truthy();
     const bool blank = a.get(2, "blank", Value(false)).truthy();
@@ -368,6 +370,7 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
     const int64_t n = static_cast<int64_t>(s.size());
     if (w <= n)
       return Value(s);
+    checkSize(static_cast<size_t>(w), "filter 'center'");
     const int64_t left = (w - n) / 2 + ((w - n) % 2 & w % 2);
     return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(w - n - left), ' '));
   }

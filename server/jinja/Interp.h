@@ -35,6 +35,9 @@ public:
   Value call(const Value &fn, Args &args);
   /// One step of work: a loop iteration or a macro call; throws once the limit is spent.
   void step();
+  /// Throws when a string or list about to be built would pass the output limit (so no operator can
+  /// double a value past memory).
+  void checkSize(size_t n, const char *what) const;
 
   const Limits &limits() const { return limits_; }
 

@@ -67,6 +67,13 @@ TEST(Jinja, SandboxLimits) {
   EXPECT_EQ(render("{{ range(1000000) | length }}"), "RENDER: line 1: range() over 100000 items (a sandbox limit)");
   EXPECT_EQ(render("{{ 'ab' * 100000000 }}"),
             "RENDER: line 1: a repeated sequence passed 16777216 items (a sandbox limit)");
+  EXPECT_EQ(render("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
+                   "{% endfor %}"),
+            "RENDER: line 1: a string passed 16777216 bytes or items (a sandbox limit)");
+  EXPECT_EQ(render("{{ 'ab' * 9223372036854775807 }}"),
+            "RENDER: line 1: a repeated sequence passed 16777216 items (a sandbox limit)");
+  EXPECT_EQ(render("{{ 'x' | center(1000000000000) }}"),
+            "RENDER: line 1: filter 'center' passed 16777216 bytes or items (a sandbox limit)");
   EXPECT_EQ(render("{% set l = [1] %}{{ l.append(2) }}"),
             "RENDER: line 1: access to attribute 'append' of 'list' object is unsafe (the sandbox keeps lists "
             "immutable)");
