@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "server/jinja/Interp.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 namespace tpc::server::jinja {
@@ -38,6 +40,8 @@ void Interp::step() {
   if (++steps_ > limits_.maxSteps)
     fail("the template ran more than " + std::to_string(limits_.maxSteps) +
          " loop iterations and macro calls (a sandbox limit)");
+  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > limits_.maxSeconds)
+    fail("the template ran longer than " + fmt::format("{:g}", limits_.maxSeconds) + " s (a sandbox limit)");
 }
 
 void Interp::checkSize(size_t n, const char *what) const {

@@ -5,6 +5,7 @@
 #include "server/jinja/Ast.h"
 #include "server/jinja/Template.h"
 
+#include <chrono>
 #include <map>
 #include <memory>
 
@@ -51,6 +52,7 @@ private:
   std::shared_ptr<Scope> globals_;
   size_t steps_ = 0;
   int depth_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 /// The globals every template sees: range, namespace, dict, raise_exception, strftime_now (the clock).

@@ -32,6 +32,7 @@ struct Limits {
   size_t maxOutput = 16u << 20; ///< bytes of output
   size_t maxSteps = 5'000'000;  ///< loop iterations and macro calls together
   int maxDepth = 200;           ///< nested macro calls and expressions
+  double maxSeconds = 5;        ///< wall time of one rendering (checked at every step)
 };
 
 class Template {

@@ -64,6 +64,10 @@ TEST(Jinja, SandboxLimits) {
             "RENDER: line 2: the output passed 1000 bytes (a sandbox limit)");
   EXPECT_EQ(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", {}, small),
             "RENDER: line 1: calls nested deeper than 20 (a sandbox limit)");
+  Limits quick;
+  quick.maxSeconds = 1e-9;
+  EXPECT_EQ(render("{% for i in range(100000) %}\n{% endfor %}", {}, quick),
+            "RENDER: line 1: the template ran longer than 1e-09 s (a sandbox limit)");
   EXPECT_EQ(render("{{ range(1000000) | length }}"), "RENDER: line 1: range() over 100000 items (a sandbox limit)");
   EXPECT_EQ(render("{{ 'ab' * 100000000 }}"),
             "RENDER: line 1: a repeated sequence passed 16777216 items (a sandbox limit)");
