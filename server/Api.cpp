@@ -176,11 +176,10 @@ std::optional<ApiError> Api::parseCompletion(const std::string &body, bool chat,
         return ApiError{400, at + ".content must be a string or an array of text parts", "invalid_request_error",
                         at + ".content", ""};
       // The other fields reach a Jinja template as the client sent them (tool_calls, tool_call_id, name...).
+      // A null content stays "" as llama-server passes it: templates test `'</think>' in content`.
       for (auto it = m.begin(); it != m.end(); ++it)
         if (it.key() != "role" && it.key() != "content")
           cm.extra[it.key()] = nlohmann::ordered_json::parse(it.value().dump());
-      if (content.is_null())
-        cm.extra["content"] = nullptr;
       messages.push_back(std::move(cm));
     }
     ChatOptions opts;

@@ -51,7 +51,7 @@ struct ChatMessage {
   std::string role;
   std::string content;
   /// The message's other fields as the client sent them (tool_calls, tool_call_id, name,
-  /// reasoning_content; content null): a Jinja template sees them, the built-in renderers do not.
+  /// reasoning_content): a Jinja template sees them, the built-in renderers do not.
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 };
 
