@@ -454,6 +454,9 @@ Value Interp::evalBinary(const Expr &e, const std::shared_ptr<Scope> &scope) {
       return Value(a.asFloat() + b.asFloat());
     if (a.isString() && b.isString()) {
       checkSize(a.str().size() + b.str().size(), "a string");
+      if (a.isMarkup() || b.isMarkup()) // markupsafe: the plain operand is escaped
+        return Value::markup((a.isMarkup() ? a.str() : htmlEscape(a.str())) +
+                             (b.isMarkup() ? b.str() : htmlEscape(b.str())));
       return Value(a.str() + b.str());
     }
     if (a.isList() && b.isList()) {

@@ -34,20 +34,6 @@ Value getPath(Interp &in, const Value &obj, const Value &path) {
   }
 }
 
-std::string html(const std::string &s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-    case '&': out += "&amp;"; break;
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '"': out += "&#34;"; break;
-    case '\'': out += "&#39;"; break;
-    default: out += c;
-    }
-  }
-  return out;
-}
 } // namespace
 
 bool Interp::test(const std::string &name, const Value &v, Args &a) {
@@ -129,7 +115,11 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
       return List{};
     return v.iterate();
   };
-  if (name == "safe" || (name == "list" && v.isList() && !v.isTuple()))
+  // jinja2's map/select/reject family start with `if value:`: none or an empty value gives nothing.
+  auto ifValue = [&]() { return v.truthy() ? v.iterate() : List{}; };
+  if (name == "safe")
+    return v.isMarkup() ? v : Value::markup(v.toString());
+  if ((name == "list" && v.isList() && !v.isTuple() && !v.isGenerator()))
     return v;
   if (name == "string")
     return Value(v.toString());
@@ -142,6 +132,8 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
     return attr(Value(v.toString()), name).fn()(none);
   }
   if (name == "length" || name == "count") {
+    if (v.isGenerator())
+      fail("filter '" + name + "': object of type 'generator' has no len()");
     if (v.isString() || v.isList() || v.isDict() || v.isUndefined())
       return Value(v.iterate().size());
     fail("filter 'length': object of type '" + v.typeName() + "' has no len()");
@@ -172,9 +164,11 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
     if (!v.isDict())
       fail("filter 'items' needs a mapping, not " + v.typeName());
     Args none;
-    return attr(v, "items").fn()(none);
+    return Value::generator(attr(v, "items").fn()(none).list());
   }
   if (name == "first" || name == "last") {
+    if (name == "last" && v.isGenerator())
+      fail("filter 'last': 'generator' object is not reversible");
     const List items = needList();
     if (items.empty())
       return Value::undefined(name);
@@ -192,7 +186,7 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
     }
     List items = needList();
     std::reverse(items.begin(), items.end());
-    return Value(std::move(items));
+    return Value::generator(std::move(items)); // Python: a list_reverseiterator
   }
   if (name == "int")
     return Value(v.isNumber() ? v.asInt() : [&] {
@@ -235,9 +229,11 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
     return Value(r / m);
   }
   if (name == "tojson") {
-    const Value indent = a.get(0, "indent", Value::none());
-    const bool sortKeys = a.get(3, "sort_keys", Value(false)).truthy();
+    // transformers' signature: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
+    const bool ensureAscii = a.get(0, "ensure_ascii", Value(false)).truthy();
+    const Value indent = a.get(1, "indent", Value::none());
     const Value seps = a.get(2, "separators", Value::none());
+    const bool sortKeys = a.get(3, "sort_keys", Value(false)).truthy();
     std::string itemSep = indent.isNone() ? ", " : ",", keySep = ": ";
     if (seps.isList() && seps.list().size() == 2) {
       itemSep = seps.list()[0].toString();
@@ -245,7 +241,8 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
     }
     if (v.isUndefined())
       fail("filter 'tojson': Object of type Undefined is not JSON serializable");
-    return Value(v.toJson(indent.isNone() ? -1 : static_cast<int>(indent.asInt()), sortKeys, itemSep, keySep));
+    return Value(v.toJson(indent.isNone() ? -1 : static_cast<int>(indent.asInt()), sortKeys, itemSep, keySep,
+                          ensureAscii));
   }
   if (name == "indent") {
     const Value w = a.get(0, "width", Value(4));
@@ -278,24 +275,24 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
       targs.positional.assign(a.positional.begin() + static_cast<long>(first) + 1, a.positional.end());
     }
     List out;
-    for (const Value &x : needList()) {
+    for (const Value &x : ifValue()) {
       const Value probe = byAttr ? getPath(*this, x, attribute) : x;
       const bool t = tname.empty() ? probe.truthy() : test(tname, probe, targs);
       if (t == keep)
         out.push_back(x);
     }
-    return Value(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "map") {
     List out;
     const Value attribute = a.get(static_cast<size_t>(-1), "attribute");
     if (!attribute.isUndefined()) {
       const Value dflt = a.get(static_cast<size_t>(-1), "default");
-      for (const Value &x : needList()) {
+      for (const Value &x : ifValue()) {
         Value r = getPath(*this, x, attribute);
         out.push_back(r.isUndefined() && !dflt.isUndefined() ? dflt : r);
       }
-      return Value(std::move(out));
+      return Value::generator(std::move(out));
     }
     if (a.positional.empty())
       fail("filter 'map' needs a filter name or attribute=");
@@ -303,16 +300,16 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
     Args fargs;
     fargs.positional.assign(a.positional.begin() + 1, a.positional.end());
     fargs.keyword = a.keyword;
-    for (const Value &x : needList())
+    for (const Value &x : ifValue())
       out.push_back(filter(f, x, fargs));
-    return Value(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "unique") {
     List out;
     for (const Value &x : needList())
       if (std::find(out.begin(), out.end(), x) == out.end())
         out.push_back(x);
-    return Value(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "sort" || name == "dictsort") {
     const bool dict = name == "dictsort";
@@ -359,7 +356,7 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
     return best;
   }
   if (name == "escape" || name == "e")
-    return Value(html(v.toString()));
+    return v.isMarkup() ? v : Value::markup(htmlEscape(v.toString()));
   if (name == "wordcount") {
     Args none;
     return Value(attr(Value(v.toString()), "split").fn()(none).list().size());
@@ -388,7 +385,7 @@ Value Interp::filter(const std::string &name, Value v, Args &a) {
     }
     if (!cur.empty())
       out.push_back(Value(cur));
-    return Value(std::move(out));
+    return Value::generator(std::move(out));
   }
   fail("unknown filter '" + name + "'");
 }

@@ -21,7 +21,14 @@ bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
 } // namespace
 
 /// Cuts `src` into chunks with the whitespace control applied.
-std::vector<Chunk> cut(const std::string &src) {
+std::vector<Chunk> cut(const std::string &source) {
+  // jinja2's keep_trailing_newline=False: one newline at the end of the source is dropped.
+  std::string src = source;
+  if (!src.empty() && src.back() == '\n') {
+    src.pop_back();
+    if (!src.empty() && src.back() == '\r')
+      src.pop_back();
+  }
   std::vector<Chunk> out;
   size_t pos = 0;
   int line = 1;

@@ -94,7 +94,7 @@ bool Value::truthy() const {
   case Kind::String:
     return !str_->empty();
   case Kind::List:
-    return !list_->empty();
+    return generator_ || !list_->empty();
   case Kind::Dict:
     return !dict_->items.empty();
   default:
@@ -194,6 +194,8 @@ std::string Value::repr() const {
   case Kind::String:
     return pyRepr(*str_);
   case Kind::List: {
+    if (generator_)
+      return "<generator object>";
     std::string out = tuple_ ? "(" : "[";
     for (size_t i = 0; i < list_->size(); ++i)
       out += (i ? ", " : "") + (*list_)[i].repr();
@@ -228,7 +230,7 @@ std::string Value::typeName() const {
   case Kind::String:
     return "str";
   case Kind::List:
-    return "list";
+    return generator_ ? "generator" : tuple_ ? "tuple" : "list";
   case Kind::Dict:
     return "dict";
   case Kind::Function:
@@ -312,9 +314,26 @@ List Value::iterate() const {
 }
 
 namespace {
-void jsonString(std::string &out, const std::string &s) {
+void jsonString(std::string &out, const std::string &s, bool ensureAscii) {
   out += '"';
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (ensureAscii && c >= 0x80) { // decode one UTF-8 sequence, write it as \uXXXX (a surrogate pair past U+FFFF)
+      const size_t n = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+      uint32_t cp = c & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
+      for (size_t k = 1; k < n && i + k < s.size(); ++k)
+        cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+      i += n - 1;
+      char b[16];
+      if (cp >= 0x10000) {
+        cp -= 0x10000;
+        std::snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+      } else {
+        std::snprintf(b, sizeof b, "\\u%04x", cp);
+      }
+      out += b;
+      continue;
+    }
     switch (c) {
     case '"':
       out += "\\\"";
@@ -352,7 +371,7 @@ void jsonString(std::string &out, const std::string &s) {
 } // namespace
 
 void Value::jsonInto(std::string &out, int indent, int depth, bool sortKeys, const std::string &itemSep,
-                     const std::string &keySep) const {
+                     const std::string &keySep, bool ensureAscii) const {
   auto newline = [&](int d) {
     if (indent >= 0)
       out += "\n" + std::string(static_cast<size_t>(indent * d), ' ');
@@ -371,9 +390,11 @@ void Value::jsonInto(std::string &out, int indent, int depth, bool sortKeys, con
     out += std::isnan(float_) ? "NaN" : std::isinf(float_) ? (float_ > 0 ? "Infinity" : "-Infinity") : pyFloat(float_);
     return;
   case Kind::String:
-    jsonString(out, *str_);
+    jsonString(out, *str_, ensureAscii);
     return;
   case Kind::List: {
+    if (generator_)
+      throw RenderError{"Object of type generator is not JSON serializable"};
     if (list_->empty()) {
       out += "[]";
       return;
@@ -383,7 +404,7 @@ void Value::jsonInto(std::string &out, int indent, int depth, bool sortKeys, con
       if (i)
         out += itemSep;
       newline(depth + 1);
-      (*list_)[i].jsonInto(out, indent, depth + 1, sortKeys, itemSep, keySep);
+      (*list_)[i].jsonInto(out, indent, depth + 1, sortKeys, itemSep, keySep, ensureAscii);
     }
     newline(depth);
     out += ']';
@@ -408,15 +429,15 @@ void Value::jsonInto(std::string &out, int indent, int depth, bool sortKeys, con
       const Value &k = items[i]->first;
       // json.dumps writes non-string keys as their JSON text in quotes (True -> "true").
       if (k.isString())
-        jsonString(out, k.str());
+        jsonString(out, k.str(), ensureAscii);
       else if (k.isNone() || k.isBool() || k.isNumber()) {
         std::string t;
-        k.jsonInto(t, -1, 0, false, itemSep, keySep);
-        jsonString(out, t);
+        k.jsonInto(t, -1, 0, false, itemSep, keySep, false);
+        jsonString(out, t, false);
       } else
         throw RenderError{"keys must be str, int, float, bool or None, not " + k.typeName()};
       out += keySep;
-      items[i]->second.jsonInto(out, indent, depth + 1, sortKeys, itemSep, keySep);
+      items[i]->second.jsonInto(out, indent, depth + 1, sortKeys, itemSep, keySep, ensureAscii);
     }
     newline(depth);
     out += '}';
@@ -427,9 +448,25 @@ void Value::jsonInto(std::string &out, int indent, int depth, bool sortKeys, con
   }
 }
 
-std::string Value::toJson(int indent, bool sortKeys, const std::string &itemSep, const std::string &keySep) const {
+std::string Value::toJson(int indent, bool sortKeys, const std::string &itemSep, const std::string &keySep,
+                          bool ensureAscii) const {
   std::string out;
-  jsonInto(out, indent, 0, sortKeys, itemSep, keySep);
+  jsonInto(out, indent, 0, sortKeys, itemSep, keySep, ensureAscii);
+  return out;
+}
+
+std::string htmlEscape(const std::string &s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+    case '&': out += "&amp;"; break;
+    case '<': out += "&lt;"; break;
+    case '>': out += "&gt;"; break;
+    case '"': out += "&#34;"; break;
+    case '\'': out += "&#39;"; break;
+    default: out += c;
+    }
+  }
   return out;
 }
 

@@ -59,6 +59,14 @@ public:
     v.tuple_ = true;
     return v;
   }
+  /// A generator: what jinja2's map, select, selectattr, reject, rejectattr, unique, batch, items and
+  /// reverse return. It iterates as its list, but as in Python it is always true, has no length and is not
+  /// JSON serializable (`tools | map(...) | tojson` fails in jinja2, so it fails here).
+  static Value generator(List l) {
+    Value v(std::move(l));
+    v.generator_ = true;
+    return v;
+  }
   /// A namespace(): a dict whose entries are attributes that `{% set ns.x %}` may assign.
   static Value ns(Dict d);
   /// Undefined, remembering the name or expression that was missing (for the error when it is used).
@@ -79,6 +87,14 @@ public:
   bool isList() const { return kind_ == Kind::List; }
   bool isDict() const { return kind_ == Kind::Dict || kind_ == Kind::Namespace; }
   bool isTuple() const { return tuple_; }
+  bool isGenerator() const { return generator_; }
+  /// markupsafe's Markup (what `safe` and `escape` return): `Markup + str` escapes the str, as in Python.
+  static Value markup(std::string s) {
+    Value v(std::move(s));
+    v.markup_ = true;
+    return v;
+  }
+  bool isMarkup() const { return markup_; }
   bool isCallable() const { return kind_ == Kind::Function; }
   bool isNamespace() const { return kind_ == Kind::Namespace; }
 
@@ -107,11 +123,13 @@ public:
   /// The items an iteration over this value yields (a dict yields its keys, a string its characters).
   List iterate() const;
   /// transformers' tojson: json.dumps(x, ensure_ascii=False, indent, separators, sort_keys).
-  std::string toJson(int indent, bool sortKeys, const std::string &itemSep, const std::string &keySep) const;
+  /// `ensureAscii` writes non-ASCII characters as \uXXXX escapes (surrogate pairs past U+FFFF).
+  std::string toJson(int indent, bool sortKeys, const std::string &itemSep, const std::string &keySep,
+                     bool ensureAscii = false) const;
 
 private:
   void jsonInto(std::string &out, int indent, int depth, bool sortKeys, const std::string &itemSep,
-                const std::string &keySep) const;
+                const std::string &keySep, bool ensureAscii) const;
   Kind kind_ = Kind::Undefined;
   int64_t int_ = 0;
   double float_ = 0;
@@ -121,6 +139,8 @@ private:
   std::shared_ptr<Function> fn_;
   std::string name_;
   bool tuple_ = false;
+  bool generator_ = false;
+  bool markup_ = false;
 };
 
 /// Call arguments: positional, then keyword.
@@ -136,6 +156,8 @@ struct Args {
 
 /// Python's repr of a string: single quotes unless the text holds one and no double quote.
 std::string pyRepr(const std::string &s);
+/// markupsafe's escape: & < > " ' as HTML entities.
+std::string htmlEscape(const std::string &s);
 /// Python's repr of a float ("1.0", "0.1", "1e-05").
 std::string pyFloat(double d);
 

@@ -127,9 +127,11 @@ TEST(Jinja, WhitespaceControlAsTransformers) {
   // all whitespace on its side; `{%+` keeps the indentation.
   EXPECT_EQ(render("<\n  {% if true %}\n  x\n  {% endif %}\n>"), "<\n  x\n>");
   EXPECT_EQ(render("a  {%- if true -%}  b  {%- endif %}\n"), "ab");
+  EXPECT_EQ(render("{{ 'a' }}\n{{ 'b' }}\n"), "a\nb");
   EXPECT_EQ(render("  {%+ if true %}x{% endif %}"), "  x");
-  EXPECT_EQ(render("a\n  {# note #}\nb {{ 'c' }}\n"), "a\nb c\n");
+  EXPECT_EQ(render("a\n  {# note #}\nb {{ 'c' }}\n\n"), "a\nb c\n");
   EXPECT_EQ(render("{% raw %}{{ not a tag }}{% endraw %}"), "{{ not a tag }}");
+  EXPECT_EQ(render("x\n\n"), "x\n"); // keep_trailing_newline=False: one final newline dropped
 }
 
 } // namespace

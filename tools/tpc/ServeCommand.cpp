@@ -211,7 +211,8 @@ void registerServe(CLI::App &app) {
                   "the plan's)");
   cmd->add_option("--api-key", o->apiKey, "require 'Authorization: Bearer KEY' (also $TPC_API_KEY)");
   cmd->add_option("--chat-template", o->chatTemplate,
-                  "llama3, llama3.1, chatml, qwen3, gemma3, gemma4 or a template file (default: the GGUF's)");
+                  "llama3, llama3.1, chatml, qwen3, gemma3, gemma4 (built-in renderers) or a Jinja template file "
+                  "(default: the GGUF's tokenizer.chat_template, rendered by the Jinja interpreter)");
   cmd->add_option("--alias", o->alias, "model id clients send (default: the GGUF's file name)");
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
   cmd->add_option("-t,--threads", o->threads, "CPU threads of the session (0 = all cores)");
