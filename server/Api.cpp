@@ -112,8 +112,9 @@ Api::Api(const rt::Tokenizer &tok, std::optional<ChatTemplate> tmpl, std::string
     : tok_(tok), tmpl_(std::move(tmpl)), noTemplateReason_(std::move(noTemplateReason)),
       modelId_(std::move(modelId)), ctx_(ctxSize), vocab_(nVocab) {
   if (tmpl_)
-    if (int32_t id = tok_.find(tmpl_->endOfTurn()); id >= 0)
-      endOfTurn_.push_back(id);
+    for (const std::string &end : tmpl_->endOfTurn())
+      if (int32_t id = tok_.find(end); id >= 0)
+        endOfTurn_.push_back(id);
 }
 
 std::optional<ApiError> Api::chatPrompt(const std::vector<ChatMessage> &messages, const ChatOptions &opts,
@@ -174,13 +175,20 @@ std::optional<ApiError> Api::parseCompletion(const std::string &body, bool chat,
       if (!(content.is_null() && cm.role == "assistant") && !messageText(content, cm.content))
         return ApiError{400, at + ".content must be a string or an array of text parts", "invalid_request_error",
                         at + ".content", ""};
+      // The other fields reach a Jinja template as the client sent them (tool_calls, tool_call_id, name...).
+      // A null content stays "" as llama-server passes it: templates test `'</think>' in content`.
+      for (auto it = m.begin(); it != m.end(); ++it)
+        if (it.key() != "role" && it.key() != "content")
+          cm.extra[it.key()] = nlohmann::ordered_json::parse(it.value().dump());
       messages.push_back(std::move(cm));
     }
     ChatOptions opts;
     if (const json *k = f.find("chat_template_kwargs")) {
       if (!k->is_object())
         f.fail("chat_template_kwargs", "must be an object");
-      else if (k->contains("enable_thinking")) {
+      else
+        opts.kwargs = nlohmann::ordered_json::parse(k->dump()); // each key a template variable
+      if (k->is_object() && k->contains("enable_thinking")) {
         if (!(*k)["enable_thinking"].is_boolean())
           f.fail("chat_template_kwargs.enable_thinking", "must be a boolean");
         else

@@ -1,10 +1,12 @@
-//===- ChatTemplate.cpp - chat messages -> prompt text, by family ----------===//
+//===- ChatTemplate.cpp - chat messages -> prompt text ---------------------===//
 //
-// Each render function mirrors its official Jinja template for text-only messages; the comments name
+// A Jinja template is rendered by server/jinja. Each built-in render function mirrors its official Jinja template for text-only messages; the comments name
 // the template expressions they stand for. Jinja's `trim` is Python's str.strip(); here it strips ASCII
 // whitespace only (Unicode spaces at the ends of a message are kept).
 //===----------------------------------------------------------------------===//
 #include "server/ChatTemplate.h"
+
+#include "server/jinja/Template.h"
 
 #include <ctime>
 #include <fstream>
@@ -106,9 +108,73 @@ Expected<ChatTemplate> ChatTemplate::recognise(const std::string &text, const st
                ")"};
 }
 
+namespace {
+/// The variables of a Jinja template for one conversation, as transformers' apply_chat_template passes them.
+jinja::Dict jinjaContext(const std::vector<ChatMessage> &messages, const std::string &bos, const std::string &eos,
+                         const ChatOptions &opts) {
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (const ChatMessage &m : messages) {
+    nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
+    for (auto it = m.extra.begin(); it != m.extra.end(); ++it)
+      j[it.key()] = it.value();
+    msgs.push_back(std::move(j));
+  }
+  jinja::Dict ctx;
+  ctx.set(jinja::Value("messages"), jinja::Value::fromJson(msgs));
+  if (!opts.tools.is_null())
+    ctx.set(jinja::Value("tools"), jinja::Value::fromJson(opts.tools));
+  ctx.set(jinja::Value("add_generation_prompt"), jinja::Value(opts.addGenerationPrompt));
+  ctx.set(jinja::Value("bos_token"), jinja::Value(bos));
+  ctx.set(jinja::Value("eos_token"), jinja::Value(eos));
+  for (auto it = opts.kwargs.begin(); it != opts.kwargs.end(); ++it)
+    ctx.set(jinja::Value(it.key()), jinja::Value::fromJson(it.value()));
+  if (opts.enableThinking)
+    ctx.set(jinja::Value("enable_thinking"), jinja::Value(*opts.enableThinking));
+  return ctx;
+}
+} // namespace
+
+Expected<ChatTemplate> ChatTemplate::fromJinja(const std::string &text, const std::string &origin,
+                                               const std::string &bos, const std::string &eos,
+                                               const std::string &toolUse) {
+  const std::string what = origin + ": the chat template ";
+  const std::string fix = "; start tpc serve with --chat-template NAME|FILE (NAME: " + std::string(names()) + ")";
+  if (text.empty())
+    return Error{origin + " has no chat template (tokenizer.chat_template)" + fix};
+  auto parsed = jinja::Template::parse(text);
+  if (!parsed)
+    return Error{what + "cannot be parsed: " + parsed.message() + fix};
+  ChatTemplate t(Family::Jinja);
+  t.jinja_ = std::make_shared<const jinja::Template>(parsed.take());
+  t.bos_ = bos;
+  t.eos_ = eos;
+  // The markers that close a model turn in the known formats: each one the template writes is a stop token
+  // (most are also the vocabulary's end-of-generation tokens; this covers GGUFs that do not mark them).
+  for (const char *m : {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<turn|>", "<|end|>", "<|return|>", "<|call|>",
+                        "<|user|>", "<|observation|>", "<|end_of_text|>", "<|END_OF_TURN_TOKEN|>", "<|eom_id|>"})
+    if (contains(text, m))
+      t.ends_.push_back(m);
+  // The probe: one user turn, the smallest conversation every chat template must take.
+  auto probe = t.jinja_->render(jinjaContext({{"user", "Hello"}}, bos, eos, {}));
+  if (!probe)
+    return Error{what + "fails on a one-message conversation: " + probe.message() + fix};
+  if (!toolUse.empty()) {
+    const std::string variant = origin + ": the chat template tool_use ";
+    auto tu = jinja::Template::parse(toolUse);
+    if (!tu)
+      return Error{variant + "cannot be parsed: " + tu.message() + fix};
+    t.toolUse_ = std::make_shared<const jinja::Template>(tu.take());
+    auto probeTools = t.toolUse_->render(jinjaContext({{"user", "Hello"}}, bos, eos, {}));
+    if (!probeTools)
+      return Error{variant + "fails on a one-message conversation: " + probeTools.message() + fix};
+  }
+  return t;
+}
+
 const char *ChatTemplate::names() { return "llama3, llama3.1, chatml, qwen3, gemma3, gemma4"; }
 
-Expected<ChatTemplate> ChatTemplate::fromFlag(const std::string &value) {
+Expected<ChatTemplate> ChatTemplate::fromFlag(const std::string &value, const std::string &bos,
+                                              const std::string &eos) {
   if (value == "llama3")
     return ChatTemplate(Family::Llama3);
   if (value == "llama3.1") {
@@ -136,7 +202,7 @@ Expected<ChatTemplate> ChatTemplate::fromFlag(const std::string &value) {
                  ") nor a readable file"};
   std::stringstream ss;
   ss << f.rdbuf();
-  return recognise(ss.str(), "--chat-template file '" + value + "'");
+  return fromJinja(ss.str(), "--chat-template file '" + value + "'", bos, eos);
 }
 
 std::string ChatTemplate::name() const {
@@ -149,26 +215,39 @@ std::string ChatTemplate::name() const {
     return "gemma3";
   case Family::Gemma4:
     return "gemma4";
+  case Family::Jinja:
+    return "jinja";
   }
   return "";
 }
 
-std::string ChatTemplate::endOfTurn() const {
+std::vector<std::string> ChatTemplate::endOfTurn() const {
   switch (family_) {
   case Family::Llama3:
-    return "<|eot_id|>";
+    return {"<|eot_id|>"};
   case Family::ChatML:
-    return "<|im_end|>";
+    return {"<|im_end|>"};
   case Family::Gemma3:
-    return "<end_of_turn>";
+    return {"<end_of_turn>"};
   case Family::Gemma4:
-    return "<turn|>";
+    return {"<turn|>"};
+  case Family::Jinja:
+    return ends_;
   }
-  return "";
+  return {};
 }
 
 Expected<std::string> ChatTemplate::apply(const std::vector<ChatMessage> &messages, const std::string &bos,
                                           const ChatOptions &opts) const {
+  if (family_ == Family::Jinja) {
+    if (messages.empty())
+      return Error{"messages is empty; give at least one message"};
+    const bool tools = !opts.tools.is_null() && toolUse_;
+    auto out = (tools ? toolUse_ : jinja_)->render(jinjaContext(messages, bos_.empty() ? bos : bos_, eos_, opts));
+    if (!out)
+      return Error{"the model's chat template: " + out.message()};
+    return out.take();
+  }
   if (auto ok = checkRoles(messages); !ok)
     return Error{ok.message()};
   const bool firstIsSystem = roleOf(messages[0]) == "system";
@@ -275,6 +354,8 @@ Expected<std::string> ChatTemplate::apply(const std::vector<ChatMessage> &messag
       out += "<|channel>thought\n<channel|>";
     return out;
   }
+  case Family::Jinja:
+    break;
   }
   return Error{"unknown chat template family"};
 }

@@ -695,6 +695,9 @@ LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, 
   pt = rt::planTokenizerFromData(std::move(*tok)); // moved: a vocabulary can be 262k strings
   if (auto tmpl = file.getStringOr("tokenizer.chat_template", ""))
     pt.chatTemplate = *tmpl;
+  // The named variant llama-server and transformers pick for a request that has tools.
+  if (auto tmpl = file.getStringOr("tokenizer.chat_template.tool_use", ""))
+    pt.chatTemplateToolUse = *tmpl;
   return success();
 }
 

@@ -259,6 +259,7 @@ struct PlanTokenizer {
   bool addBos = false, addEos = false, addSpacePrefix = false;
   bool ignoreMerges = false, cleanSpaces = false;
   std::string chatTemplate;
+  std::string chatTemplateToolUse; ///< tokenizer.chat_template.tool_use (empty: none)
 };
 
 /// A whole plan.

@@ -46,7 +46,7 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
       b, b.CreateString(tk.model), b.CreateString(tk.pre), b.CreateVectorOfStrings(tk.tokens),
       b.CreateVector(tk.scores), b.CreateVector(tk.tokenTypes), b.CreateVectorOfStrings(tk.merges), tk.bosId,
       tk.eosId, tk.unkId, tk.padId, tk.sepId, tk.eotId, tk.eomId, tk.addBos, tk.addEos, tk.addSpacePrefix,
-      b.CreateString(tk.chatTemplate), tk.ignoreMerges, tk.cleanSpaces);
+      b.CreateString(tk.chatTemplate), tk.ignoreMerges, tk.cleanSpaces, b.CreateString(tk.chatTemplateToolUse));
   std::vector<flatbuffers::Offset<fbs::Device>> devices;
   for (const DevicePlan &dev : plan.devices) {
     std::vector<flatbuffers::Offset<fbs::WeightSlice>> weights;
@@ -169,6 +169,7 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
     tk.addEos = t->add_eos();
     tk.addSpacePrefix = t->add_space_prefix();
     tk.chatTemplate = str(t->chat_template());
+    tk.chatTemplateToolUse = str(t->chat_template_tool_use());
   }
   if (p->devices()) {
     for (const fbs::Device *d : *p->devices()) {

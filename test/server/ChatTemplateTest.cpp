@@ -129,17 +129,101 @@ TEST(ChatTemplate, UnrecognisedTemplateIsRefusedNamingTheFlag) {
   EXPECT_NE(flag.message().find("--chat-template: 'vicuna'"), std::string::npos) << flag.message();
 }
 
-TEST(ChatTemplate, TemplateFileIsRecognised) {
+TEST(ChatTemplate, TemplateFileIsRendered) {
   const std::string path = std::string(TPC_BINARY_DIR) + "/chat-template-test.jinja";
-  std::ofstream(path) << "{{ '<|im_start|>' + message['role'] }}{{ '<|im_end|>' }}";
+  std::ofstream(path) << "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+                         "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+                         "}}{% endif %}";
   auto t = ChatTemplate::fromFlag(path);
   ASSERT_TRUE(t) << t.message();
-  EXPECT_EQ(t->name(), "chatml");
-  std::ofstream(path) << "{{ messages }}";
+  EXPECT_EQ(t->name(), "jinja");
+  EXPECT_EQ(t->endOfTurn(), std::vector<std::string>{"<|im_end|>"});
+  auto text = t->apply(kConversation, "", {});
+  ASSERT_TRUE(text) << text.message();
+  EXPECT_EQ(*text, kChatmlText);
+  std::ofstream(path) << "line one\n{% for m in messages %}{{ m.content }}";
   auto bad = ChatTemplate::fromFlag(path);
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.message().find("--chat-template file"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("--chat-template file '" + path + "': the chat template cannot be parsed: line 2: "
+                               "missing '{% endfor %}'"),
+            std::string::npos)
+      << bad.message();
   std::remove(path.c_str());
+}
+
+std::string readTemplate(const std::string &name) {
+  std::ifstream f(std::string(TPC_SOURCE_DIR) + "/test/server/templates/" + name);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_FALSE(ss.str().empty()) << name;
+  return ss.str();
+}
+
+TEST(ChatTemplate, GgufTemplateIsRenderedAsTheBuiltinRenderers) {
+  // The official Llama 3.1 and Qwen 3 templates, rendered by the interpreter, give the built-in renderers'
+  // text for the fixed conversation (the built-ins stay as --chat-template overrides).
+  auto llama = ChatTemplate::fromJinja(readTemplate("meta-llama-Llama-3.1-8B-Instruct.jinja"), "plan 'l.bin'",
+                                       "<|begin_of_text|>", "<|eot_id|>");
+  ASSERT_TRUE(llama) << llama.message();
+  EXPECT_EQ(*llama->apply(kConversation, "", {}), kLlama31Text);
+  auto qwen = ChatTemplate::fromJinja(readTemplate("Qwen-Qwen3-0.6B.jinja"), "plan 'q.bin'", "", "<|im_end|>");
+  ASSERT_TRUE(qwen) << qwen.message();
+  EXPECT_EQ(*qwen->apply(kConversation, "", {}), kChatmlText);
+  ChatOptions off;
+  off.enableThinking = false;
+  EXPECT_EQ(*qwen->apply({{"user", "Hello"}}, "", off), render("qwen3", "", off, {{"user", "Hello"}}));
+  // A tool message and an assistant tool call reach the template with their fields.
+  ChatMessage call{"assistant", ""};
+  call.extra["tool_calls"] = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "f", "arguments": {"b": 1, "a": "x"}}}])");
+  ChatMessage result{"tool", "42"};
+  auto text = qwen->apply({{"user", "Hi"}, call, result}, "", {});
+  ASSERT_TRUE(text) << text.message();
+  EXPECT_NE(text->find("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"b\": 1, \"a\": \"x\"}}\n</tool_call>"),
+            std::string::npos)
+      << *text;
+  EXPECT_NE(text->find("<tool_response>\n42\n</tool_response>"), std::string::npos) << *text;
+}
+
+TEST(ChatTemplate, ToolUseVariantServesRequestsWithTools) {
+  auto t = ChatTemplate::fromJinja("plain {{ messages | length }}", "plan 'p.bin'", "", "",
+                                   "tools {{ tools | map(attribute='function.name') | join(',') }}");
+  ASSERT_TRUE(t) << t.message();
+  EXPECT_EQ(*t->apply({{"user", "Hi"}}, "", {}), "plain 1");
+  ChatOptions withTools;
+  withTools.tools = nlohmann::ordered_json::parse(R"([{"function": {"name": "f"}}, {"function": {"name": "g"}}])");
+  EXPECT_EQ(*t->apply({{"user", "Hi"}}, "", withTools), "tools f,g");
+  auto bad = ChatTemplate::fromJinja("ok", "plan 'p.bin'", "", "", "{% if %}");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find("plan 'p.bin': the chat template tool_use cannot be parsed: line 1: {% if %}: "
+                               "expected an expression"),
+            std::string::npos)
+      << bad.message();
+}
+
+TEST(ChatTemplate, BrokenGgufTemplateIsRefusedAtStartNamingLineAndConstruct) {
+  auto syntax = ChatTemplate::fromJinja("{% for m in messages %}\n{{ m.content | }}{% endfor %}", "plan 'p.bin'", "", "");
+  ASSERT_FALSE(syntax);
+  EXPECT_EQ(syntax.message(), "plan 'p.bin': the chat template cannot be parsed: line 2: {{ }}: expected a filter "
+                              "name; start tpc serve with --chat-template NAME|FILE (NAME: " +
+                                  std::string(ChatTemplate::names()) + ")");
+  auto probe = ChatTemplate::fromJinja("{% for m in messages %}\n\n{{ m.content | frobnicate }}{% endfor %}",
+                                       "plan 'p.bin'", "", "");
+  ASSERT_FALSE(probe);
+  EXPECT_NE(probe.message().find("plan 'p.bin': the chat template fails on a one-message conversation: line 3: "
+                                 "unknown filter 'frobnicate'"),
+            std::string::npos)
+      << probe.message();
+  auto none = ChatTemplate::fromJinja("", "plan 'p.bin'", "", "");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.message().find("has no chat template"), std::string::npos);
+  // A template's own refusal of a conversation is a 400 for that request, not a refusal at start.
+  auto gemma2 = ChatTemplate::fromJinja(readTemplate("google-gemma-2-2b-it.jinja"), "plan 'g.bin'", "<bos>", "<eos>");
+  ASSERT_TRUE(gemma2) << gemma2.message();
+  auto sys = gemma2->apply(kConversation, "", {});
+  ASSERT_FALSE(sys);
+  EXPECT_EQ(sys.message(), "the model's chat template: line 1: the template raised an exception: System role not "
+                           "supported");
 }
 
 TEST(ChatTemplate, FixedConversationText) {
@@ -180,8 +264,8 @@ TEST(ChatTemplate, FamilyDetails) {
   ASSERT_FALSE(tool);
   EXPECT_NE(tool.message().find("messages[0].role 'tool'"), std::string::npos);
   EXPECT_EQ(render("chatml", "", {}, {{"developer", "d"}}), "<|im_start|>system\nd<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(byName("gemma4").endOfTurn(), "<turn|>");
-  EXPECT_EQ(byName("llama3").endOfTurn(), "<|eot_id|>");
+  EXPECT_EQ(byName("gemma4").endOfTurn(), std::vector<std::string>{"<turn|>"});
+  EXPECT_EQ(byName("llama3").endOfTurn(), std::vector<std::string>{"<|eot_id|>"});
 }
 
 namespace {

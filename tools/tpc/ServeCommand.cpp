@@ -9,9 +9,11 @@
 // port is any free one, which tests use). -c is the KV context of all slots together, as llama-server's:
 // each slot holds -c / -np positions (without -c, the plan's default context is divided the same way).
 //
-// The chat template comes from --chat-template or the plan's GGUF template; an unrecognised template is
-// refused here, naming the flag. A plan without any template still serves /v1/completions, and chat
-// requests are answered with a 400 that names the flag.
+// The chat template comes from --chat-template (a built-in renderer's name or a Jinja file) or is the plan's
+// GGUF template, rendered by the Jinja interpreter (server/jinja); a template that cannot be parsed or
+// rendered on a probe conversation is refused here, naming its line and construct and the flag. A plan
+// without any template still serves /v1/completions, and chat requests are answered with a 400 that names
+// the flag.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 #include "tools/tpc/ModelSource.h"
@@ -95,6 +97,7 @@ void runServe(ServeOptions o) {
   // The sessions never read the vocabulary: out of the plan before -np sessions each copy it.
   rt::PlanTokenizer vocab = std::move(plan.tokenizer);
   const std::string planTemplate = vocab.chatTemplate;
+  const std::string planToolUseTemplate = vocab.chatTemplateToolUse;
   if (vocab.tokens.empty())
     throw Failure(fmt::format("plan '{}' has no tokenizer; tpc serve needs one (recompile from a GGUF with "
                               "tokenizer.ggml.*)",
@@ -108,13 +111,18 @@ void runServe(ServeOptions o) {
 
   std::optional<server::ChatTemplate> tmpl;
   std::string noTemplate;
+  // bos_token and eos_token of the template: the vocabulary's texts of those tokens.
+  const rt::TokenizerData &td = tok->data();
+  const std::string bos = td.bos >= 0 ? tok->tokenToPiece(td.bos, true) : std::string();
+  const std::string eos = td.eos >= 0 ? tok->tokenToPiece(td.eos, true) : std::string();
   if (!o.chatTemplate.empty()) {
-    auto t = server::ChatTemplate::fromFlag(o.chatTemplate);
+    auto t = server::ChatTemplate::fromFlag(o.chatTemplate, bos, eos);
     if (!t)
       throw Failure(t.message());
     tmpl = *t;
   } else {
-    auto t = server::ChatTemplate::recognise(planTemplate, fmt::format("plan '{}'", o.plan));
+    auto t = server::ChatTemplate::fromJinja(planTemplate, fmt::format("plan '{}'", o.plan), bos, eos,
+                                             planToolUseTemplate);
     if (t)
       tmpl = *t;
     else if (!planTemplate.empty())
@@ -203,7 +211,8 @@ void registerServe(CLI::App &app) {
                   "the plan's)");
   cmd->add_option("--api-key", o->apiKey, "require 'Authorization: Bearer KEY' (also $TPC_API_KEY)");
   cmd->add_option("--chat-template", o->chatTemplate,
-                  "llama3, llama3.1, chatml, qwen3, gemma3, gemma4 or a template file (default: the GGUF's)");
+                  "llama3, llama3.1, chatml, qwen3, gemma3, gemma4 (built-in renderers) or a Jinja template file "
+                  "(default: the GGUF's tokenizer.chat_template, rendered by the Jinja interpreter)");
   cmd->add_option("--alias", o->alias, "model id clients send (default: the GGUF's file name)");
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
   cmd->add_option("-t,--threads", o->threads, "CPU threads of the session (0 = all cores)");

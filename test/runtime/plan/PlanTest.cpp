@@ -79,6 +79,8 @@ Plan makePlan(const std::string &ggufPath, uint64_t ggufSize, uint64_t fingerpri
   p.tokenizer.eosId = 2;
   p.tokenizer.addBos = true;
   p.tokenizer.merges = {"a b"};
+  p.tokenizer.chatTemplate = "{{ messages }}";
+  p.tokenizer.chatTemplateToolUse = "{{ tools }}";
   const uint64_t dataStart = ggufSize - 8 * 8 * 4;
   for (int d = 0; d < 2; ++d) {
     DevicePlan dev;
@@ -141,6 +143,8 @@ TEST_F(PlanTest, RoundTripKeepsEveryField) {
   EXPECT_EQ(r->tokenizer.merges, plan.tokenizer.merges);
   EXPECT_EQ(r->tokenizer.bosId, 1);
   EXPECT_TRUE(r->tokenizer.addBos);
+  EXPECT_EQ(r->tokenizer.chatTemplate, "{{ messages }}");
+  EXPECT_EQ(r->tokenizer.chatTemplateToolUse, "{{ tools }}");
   ASSERT_EQ(r->devices.size(), 2u);
   const DevicePlan &d1 = r->devices[1];
   ASSERT_EQ(d1.weights.size(), 1u);
