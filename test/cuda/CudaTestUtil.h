@@ -15,6 +15,7 @@
 #include "runtime/cuda/CudaSession.h"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
+#include "test/cuda/HalfFields.h"
 #include "test/runtime/exec/ExecTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -68,30 +69,6 @@ private:
   int rank_;
 };
 
-/// Byte offsets of the f16 scale fields inside one block of `t` (random bytes there could be inf/NaN).
-inline std::vector<int> halfFields(GGMLType t) {
-  switch (t) {
-  case GGMLType::Q4_0:
-  case GGMLType::Q5_0:
-  case GGMLType::Q8_0:
-  case GGMLType::IQ4_NL:
-  case GGMLType::IQ4_XS:
-    return {0};
-  case GGMLType::Q4_1:
-  case GGMLType::Q5_1:
-  case GGMLType::Q4_K:
-  case GGMLType::Q5_K:
-    return {0, 2};
-  case GGMLType::Q2_K:
-    return {80, 82};
-  case GGMLType::Q3_K:
-    return {108};
-  case GGMLType::Q6_K:
-    return {208};
-  default:
-    return {};
-  }
-}
 
 /// Random rows of type t (every quant bit pattern, sane scales); `deq` gets their exact values.
 inline std::vector<uint8_t> randomWeight(GGMLType t, int64_t rows, int64_t k, uint32_t seed,

@@ -9,6 +9,7 @@
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
 #include "test/common/GridBlocks.h"
+#include "test/cuda/HalfFields.h"
 
 #include <gtest/gtest.h>
 
@@ -20,33 +21,10 @@
 
 using namespace tpc;
 using namespace tpc::rt;
+using tpc::rt::test::halfFields;
 
 namespace {
 
-/// Byte offsets of the f16 scale fields of a block of t (random bits there could be inf or NaN).
-std::vector<int> scaleFields(GGMLType t) {
-  switch (t) {
-  case GGMLType::Q4_0:
-  case GGMLType::Q5_0:
-  case GGMLType::Q8_0:
-  case GGMLType::IQ4_NL:
-  case GGMLType::IQ4_XS:
-    return {0};
-  case GGMLType::Q4_1:
-  case GGMLType::Q5_1:
-  case GGMLType::Q4_K:
-  case GGMLType::Q5_K:
-    return {0, 2};
-  case GGMLType::Q2_K:
-    return {80, 82};
-  case GGMLType::Q3_K:
-    return {108};
-  case GGMLType::Q6_K:
-    return {208};
-  default:
-    return {};
-  }
-}
 
 /// Random rows of type T (every quant bit pattern; scale fields set to finite halves); compares every
 /// 32-element chunk with the CPU dequantization.
@@ -60,7 +38,7 @@ template <GGMLType T> void checkType(int64_t k) {
     b = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   for (uint64_t blk = 0; info.quantized && blk < bytes.size() / info.blockBytes; ++blk) {
-    for (int off : scaleFields(T)) {
+    for (int off : halfFields(T)) {
       uint16_t h = fp32ToFp16(scale(rng));
       std::memcpy(&bytes[blk * info.blockBytes + off], &h, 2);
     }
@@ -139,7 +117,7 @@ template <GGMLType T> void checkEdges() {
                                0x0400, 0x8400, 0x0000, 0x8000, 0x3c00};
   const int ne = int(sizeof(extremes) / sizeof(extremes[0]));
   for (int64_t b = 0; b < blocks; ++b) {
-    const std::vector<int> fields = scaleFields(T);
+    const std::vector<int> fields = halfFields(T);
     for (size_t f = 0; f < fields.size(); ++f) // fields of one block take different extremes
       std::memcpy(&bytes[b * info.blockBytes + fields[f]], &extremes[(b + 3 * f) % ne], 2);
     if (T == GGMLType::MXFP4)
@@ -253,7 +231,7 @@ template <GGMLType T> void checkIntDot(int64_t k) {
     b = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> scale(0.001f, 0.05f);
   for (uint64_t blk = 0; blk < rows * rb / info.blockBytes; ++blk) {
-    for (int off : scaleFields(T)) {
+    for (int off : halfFields(T)) {
       uint16_t h = fp32ToFp16(scale(rng));
       std::memcpy(&bytes[blk * info.blockBytes + off], &h, 2);
     }

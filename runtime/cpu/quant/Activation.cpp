@@ -8,6 +8,7 @@
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Quant.h"
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/BlocksIQ.h"
 
 #include <algorithm>
 #include <cmath>
@@ -58,16 +59,9 @@ ActFormat activationFormat(GGMLType t) {
   case GGMLType::MXFP4:  // the same with its E2M1 levels and E8M0 scale
   case GGMLType::Q2_K:   // q6_K's per-16 kernels; the mins from the halves' sums
   case GGMLType::Q3_K:
-  case GGMLType::IQ2_XXS: // the grid formats: int8 values and scales per 16 (GridX86.inc)
-  case GGMLType::IQ2_XS:
-  case GGMLType::IQ2_S:
-  case GGMLType::IQ3_XXS:
-  case GGMLType::IQ3_S:
-  case GGMLType::IQ1_S:
-  case GGMLType::IQ1_M:
     return ActFormat::Q8;
-  default:
-    return ActFormat::Legacy;
+  default: // the grid formats: int8 values and scales per 16 (GridX86.inc)
+    return isGridType(t) ? ActFormat::Q8 : ActFormat::Legacy;
   }
 }
 
