@@ -36,6 +36,15 @@ size_t trailingSpace(std::string_view s) {
   return n;
 }
 
+/// What must wait at the end of `s`: the start of a marker, and the white space before it (which is the
+/// format's when a marker follows).
+size_t heldBack(std::string_view s, const std::vector<std::string> &markers) {
+  if (markers.empty())
+    return 0;
+  const size_t h = heldPrefix(s, markers);
+  return h + trailingSpace(s.substr(0, s.size() - h));
+}
+
 std::string_view rtrim(std::string_view s) { return s.substr(0, s.size() - trailingSpace(s)); }
 
 std::string randomId(size_t n) {
@@ -139,7 +148,7 @@ bool OutputParser::stepGeneric(bool atEnd, std::vector<OutputDelta> &out) {
       return true;
     }
     // Trailing white space waits too: the white space before </think> is not the model's reasoning.
-    const size_t keep = atEnd ? 0 : std::max(heldPrefix(buf_, {"</think>"}), trailingSpace(buf_));
+    const size_t keep = atEnd ? 0 : heldBack(buf_, {"</think>"});
     reasoning(std::string_view(buf_).substr(0, buf_.size() - keep), out);
     buf_.erase(0, buf_.size() - keep);
     return false;
@@ -155,8 +164,9 @@ bool OutputParser::stepGeneric(bool atEnd, std::vector<OutputDelta> &out) {
     if (r.kind == RegionParse::Kind::Calls)
       for (ToolCall &c : r.calls)
         call(std::move(c), out);
-    else
-      content(std::string_view(buf_).substr(0, r.consumed), out); // not a call: the text it was
+    else // not a call: the text it was, with the white space before it
+      content(pendingSpace_ + buf_.substr(0, r.consumed), out);
+    pendingSpace_.clear();
     buf_.erase(0, r.consumed);
     state_ = State::Content;
     return true;
@@ -185,14 +195,16 @@ bool OutputParser::stepGeneric(bool atEnd, std::vector<OutputDelta> &out) {
   for (const std::string &m : markers)
     at = std::min(at, buf_.find(m));
   if (at != std::string::npos) {
-    content(rtrim(std::string_view(buf_).substr(0, at)), out);
+    const std::string_view before = std::string_view(buf_).substr(0, at);
+    content(rtrim(before), out);
+    pendingSpace_ = std::string(before.substr(rtrim(before).size()));
     buf_.erase(0, at);
     state_ = State::Call;
     return true;
   }
   if (thinkHere)
     markers.push_back("<think>");
-  const size_t keep = atEnd ? 0 : std::max(heldPrefix(buf_, markers), markers.empty() ? 0 : trailingSpace(buf_));
+  const size_t keep = atEnd ? 0 : heldBack(buf_, markers);
   content(std::string_view(buf_).substr(0, buf_.size() - keep), out);
   buf_.erase(0, buf_.size() - keep);
   return false;

@@ -88,6 +88,7 @@ private:
   Body body_ = Body::Content;
   std::string callName_; ///< harmony: the recipient function of the current message
   std::string buf_;      ///< text not released yet
+  std::string pendingSpace_; ///< white space before a call region: dropped for a call, kept for text
   bool contentSeen_ = false;      ///< content released (no <think> and no bare JSON call after it)
   bool reasoningSeen_ = false;    ///< a <think> was opened
   bool reasoningStarted_ = false; ///< reasoning text released

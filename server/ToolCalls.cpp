@@ -229,7 +229,14 @@ RegionParse parseMistral(std::string_view text, bool atEnd) {
   const size_t args = text.find("[ARGS]", pos);
   const size_t callId = text.find("[CALL_ID]", pos);
   const size_t nameEnd = std::min(args, callId);
-  const std::string_view name = text.substr(pos, nameEnd == std::string_view::npos ? std::string_view::npos : nameEnd - pos);
+  std::string_view name = text.substr(pos, nameEnd == std::string_view::npos ? std::string_view::npos : nameEnd - pos);
+  if (const size_t br = name.find('['); nameEnd == std::string_view::npos && br != std::string_view::npos) {
+    const std::string_view tail = name.substr(br); // the start of [ARGS] or [CALL_ID] may still come
+    if (std::string_view("[ARGS]").substr(0, tail.size()) != tail &&
+        std::string_view("[CALL_ID]").substr(0, tail.size()) != tail)
+      return malformed(atEnd ? text.size() : pos);
+    name = name.substr(0, br);
+  }
   // A name is one short word; anything else is no call (decided before the rest arrives).
   if (name.size() > 128 || name.find_first_of(" \n\t{[<\"") != std::string_view::npos)
     return malformed(atEnd ? text.size() : pos);
