@@ -87,6 +87,10 @@ OutputParser::OutputParser(OutputConfig cfg) : cfg_(std::move(cfg)) {
     return;
   }
   buf_ = cfg_.prefill;
+  // The forced call's own prefix (after the "</think>" that closes a reasoning the prompt opened).
+  forcedHead_ = cfg_.prefill;
+  if (startsWith(forcedHead_, "</think>"))
+    forcedHead_.erase(0, forcedHead_.find_first_not_of(" \n", 8));
   if (cfg_.startInReasoning && cfg_.splitReasoning)
     state_ = State::Reasoning, reasoningSeen_ = true;
 }
@@ -164,9 +168,12 @@ bool OutputParser::stepGeneric(bool atEnd, std::vector<OutputDelta> &out) {
     if (r.kind == RegionParse::Kind::Calls)
       for (ToolCall &c : r.calls)
         call(std::move(c), out);
+    else if (!forcedHead_.empty() && startsWith(buf_, forcedHead_)) // a forced call that failed: what the
+      content(buf_.substr(forcedHead_.size(), r.consumed - std::min(r.consumed, forcedHead_.size())), out); // model wrote
     else // not a call: the text it was, with the white space before it
       content(pendingSpace_ + buf_.substr(0, r.consumed), out);
     pendingSpace_.clear();
+    forcedHead_.clear();
     buf_.erase(0, r.consumed);
     state_ = State::Content;
     return true;

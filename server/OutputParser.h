@@ -49,7 +49,8 @@ struct OutputConfig {
   bool splitReasoning = true;          ///< reasoning_format != none
   bool startInReasoning = false;       ///< the prompt ends inside an open <think>
   std::string prefill;                 ///< text the prompt already holds of the answer (a forced call's
-                                       ///< opening): read first, never sent as content
+                                       ///< opening): read first, never sent as content (a forced call
+                                       ///< that does not parse gives only what the model wrote)
   /// The ids of the calls ("call_" + 24 letters and digits; Mistral's templates take 9 alphanumerics).
   std::function<std::string()> newId;
 };
@@ -89,6 +90,7 @@ private:
   std::string callName_; ///< harmony: the recipient function of the current message
   std::string buf_;      ///< text not released yet
   std::string pendingSpace_; ///< white space before a call region: dropped for a call, kept for text
+  std::string forcedHead_;   ///< the prefill's call prefix: not the model's text when the call fails
   bool contentSeen_ = false;      ///< content released (no <think> and no bare JSON call after it)
   bool reasoningSeen_ = false;    ///< a <think> was opened
   bool reasoningStarted_ = false; ///< reasoning text released

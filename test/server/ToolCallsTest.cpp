@@ -279,6 +279,24 @@ TEST(ToolCalls, ReasoningSplitWithoutTools) {
   expectMessage(c, "Just text\n", message("Just text\n"));
 }
 
+TEST(ToolCalls, ForcedCallsReadTheirPrefill) {
+  OutputConfig c = config(ToolFormat::Hermes, true);
+  c.prefill = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": ";
+  expectMessage(c, "{\"tz\": \"CET\"}}\n</tool_call>", message(nullptr, {callJson(0, "get_time", R"({"tz":"CET"})")}));
+  // A continuation that makes no call: the client sees what the model wrote, not the prefill.
+  expectMessage(c, "sorry, no", message("sorry, no"));
+  // After a reasoning the prompt opened (Qwen 3.5): the prefill closes it first.
+  OutputConfig q = config(ToolFormat::QwenXml, true);
+  q.startInReasoning = true;
+  q.prefill = "</think>\n\n<tool_call>\n<function=get_time>\n";
+  expectMessage(q, "<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>",
+                message(nullptr, {callJson(0, "get_time", R"({"tz":"UTC"})")}));
+  expectMessage(q, "garbage", message("garbage"));
+  OutputConfig l = config(ToolFormat::Llama3);
+  l.prefill = "{\"name\": \"";
+  expectMessage(l, "get_time\", \"parameters\": {}}", message(nullptr, {callJson(0, "get_time", "{}")}));
+}
+
 TEST(ToolCalls, ForcedCallPrefixAndGrammar) {
   auto toGbnf = [](const json &schema, const std::string &rule) -> Expected<std::string> {
     return rule + " ::= \"{}\" # " + schema.dump();

@@ -329,3 +329,12 @@ TEST(ToolRequest, HarmonyStopsAtCallAndReturnNotAtEnd) {
   EXPECT_FALSE(stops("<|end|>")); // closes the analysis message, not the turn
   EXPECT_TRUE(r.gen.specialText);
 }
+
+TEST(ToolRequest, ParsedAnswersShowControlTokensToTheParser) {
+  rt::Tokenizer tok = bytesAndMarkers();
+  const int32_t channel = tok.find("<|channel|>");
+  ASSERT_GE(channel, 0);
+  TextStream hidden(tok, {}), shown(tok, {}, /*special=*/true);
+  EXPECT_EQ(hidden.push(channel), "");
+  EXPECT_EQ(shown.push(channel), "<|channel|>");
+}
