@@ -9,7 +9,35 @@ tests (test/server/ToolCallsTest.cpp: every family, whole and streamed). Runs in
 make_venv.py (skipped visibly when the client could not be installed)."""
 import json
 import os
+import subprocess
 import sys
+
+TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", "Qwen3.5-4B.jinja")
+
+
+def render_jinja2(messages, tools):
+    """jinja2's rendering of TEMPLATE as transformers does it (ImportError without jinja2)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja2.ext import loopcontrols
+
+    def raise_exception(message):
+        raise Exception(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    env.globals["raise_exception"] = raise_exception
+    kw = {"tools": tools} if tools else {}
+    with open(TEMPLATE, encoding="utf-8") as f:
+        return env.from_string(f.read()).render(messages=messages, add_generation_prompt=True, **kw)
+
+
+# The venv has the openai client, the system Python has jinja2 (python3-jinja2): the test asks the latter
+# for renderings by running this file with --jinja2 (before the switch to the venv below).
+if len(sys.argv) > 1 and sys.argv[1] == "--jinja2":
+    args = json.load(sys.stdin)
+    sys.stdout.write(render_jinja2(args["messages"], args["tools"]))
+    sys.exit(0)
 
 if os.environ.get("TPC_SERVE_VENV") and not sys.prefix.startswith(os.environ["TPC_SERVE_VENV"]):
     venv_python = os.path.join(os.environ["TPC_SERVE_VENV"], "bin", "python")
@@ -25,7 +53,6 @@ try:
 except ImportError:
     su.skip("the openai client is not installed (the serve-venv test installs it from PyPI)")
 
-TEMPLATE = os.path.join(su.SOURCE, "test", "server", "templates", "Qwen3.5-4B.jinja")
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
                                            "parameters": {"type": "object",
                                                           "properties": {"city": {"type": "string"}},
@@ -40,19 +67,18 @@ HISTORY = ASK + [
 
 
 def jinja2_text(messages, tools=None):
-    """jinja2's rendering of TEMPLATE as transformers does it, or None without jinja2."""
+    """jinja2's rendering of TEMPLATE, from this Python or the system's; None when neither has jinja2."""
     try:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-        from jinja2.ext import loopcontrols
+        return render_jinja2(messages, tools)
     except ImportError:
+        pass
+    base = getattr(sys, "_base_executable", None) or "/usr/bin/python3"
+    try:
+        out = subprocess.run([base, os.path.abspath(__file__), "--jinja2"], capture_output=True, timeout=60,
+                             input=json.dumps({"messages": messages, "tools": tools}).encode())
+    except OSError:
         return None
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
-        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-    env.globals["raise_exception"] = lambda m: (_ for _ in ()).throw(Exception(m))
-    kw = {"tools": tools} if tools else {}
-    with open(TEMPLATE, encoding="utf-8") as f:
-        return env.from_string(f.read()).render(messages=messages, add_generation_prompt=True, **kw)
+    return out.stdout.decode() if out.returncode == 0 else None
 
 
 class ServeTools(unittest.TestCase):
