@@ -338,3 +338,46 @@ TEST(ToolRequest, ParsedAnswersShowControlTokensToTheParser) {
   EXPECT_EQ(hidden.push(channel), "");
   EXPECT_EQ(shown.push(channel), "<|channel|>");
 }
+
+TEST(ToolRequest, RealTemplatesNameTheirFamily) {
+  const std::pair<const char *, ToolFormat> cases[] = {
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", ToolFormat::Hermes},
+      {"Qwen-Qwen3-0.6B.jinja", ToolFormat::Hermes},
+      {"Qwen-QwQ-32B.jinja", ToolFormat::Hermes},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", ToolFormat::Hermes},
+      {"Qwen3-Coder.jinja", ToolFormat::QwenXml},
+      {"Qwen3.5-4B.jinja", ToolFormat::QwenXml},
+      {"GLM-4.6.jinja", ToolFormat::Glm},
+      {"GLM-4.7-Flash.jinja", ToolFormat::Glm},
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", ToolFormat::Llama3},
+      {"meta-llama-Llama-3.2-3B-Instruct.jinja", ToolFormat::Llama3},
+      {"meta-llama-Llama-3.3-70B-Instruct.jinja", ToolFormat::Llama3},
+      {"openai-gpt-oss-120b.jinja", ToolFormat::Harmony},
+      {"Mistral-Small-3.2-24B-Instruct-2506.jinja", ToolFormat::Mistral},
+      {"unsloth-mistral-Devstral-Small-2507.jinja", ToolFormat::Mistral},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", ToolFormat::MistralJson},
+      {"google-gemma-4-31B-it.jinja", ToolFormat::None},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", ToolFormat::None},
+  };
+  for (const auto &[file, format] : cases) {
+    const std::string text = readTemplate(file);
+    ASSERT_FALSE(text.empty()) << file;
+    EXPECT_EQ(detectToolFormat(text), format) << file;
+  }
+  // A template without a format still serves tools (rendered) and says it reads no calls.
+  Served s("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
+  EXPECT_NE(s.api->outputSummary().find("tool calls: none"), std::string::npos) << s.api->outputSummary();
+  EXPECT_NE(s.api->outputSummary().find("reasoning: <think> tags"), std::string::npos);
+  CompletionRequest r;
+  auto e = parse(*s.api, {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"tools", kTools},
+                          {"tool_choice", "required"}}, r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tool_choice");
+  // Its generation prompt opens <think>: the answer starts inside the reasoning.
+  ASSERT_FALSE(parse(*s.api, {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}}, r));
+  CompletionResult res;
+  res.text = "Hmm.\n</think>\n\nHello";
+  const json m = s.api->response(r, res, "c", 1)["choices"][0]["message"];
+  EXPECT_EQ(m["reasoning_content"], "Hmm.");
+  EXPECT_EQ(m["content"], "Hello");
+}
