@@ -69,8 +69,8 @@ struct RegionParse {
 /// tools array (the schemas type the text-valued arguments).
 RegionParse parseCallRegion(ToolFormat f, std::string_view text, bool atEnd, const nlohmann::json &tools);
 
-/// Where the JSON value that starts at text[pos] ends (one past its last byte); std::nullopt-like results
-/// as: npos when the value is not complete yet, `bad` set when it cannot be a JSON value.
+/// Where the JSON object or array that starts at text[pos] ends (one past its last byte): npos when it is
+/// not complete yet; npos with `bad` set when it cannot be one (a call is never a scalar).
 size_t jsonValueEnd(std::string_view text, size_t pos, bool &bad);
 
 /// A JSON schema -> GBNF rules whose root rule is named `rulePrefix` (the grammar helper's

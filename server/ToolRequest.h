@@ -4,7 +4,8 @@
 //   - `tools` (each {"type": "function", "function": {"name", "description"?, "parameters"?}}),
 //     `tool_choice` ("auto", "none", "required" or {"type": "function", "function": {"name"}}),
 //     `parallel_tool_calls` and `reasoning_format` ("none", "deepseek", "deepseek-legacy", "auto") are
-//     checked here; a malformed one is a 400 naming the field.
+//     checked here; a malformed one is a 400 naming the field. (parallel_tool_calls is accepted; every
+//     call of an answer is read either way. deepseek-legacy is read as deepseek.)
 //   - tool_choice "none" does not show the tools to the model (the template gets no `tools`) and reads no
 //     calls: OpenAI's "the model will not call any tool".
 //   - assistant messages' tool_calls arrive with `arguments` as JSON text (OpenAI clients send a string);

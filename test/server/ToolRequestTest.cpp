@@ -55,8 +55,8 @@ std::string readTemplate(const std::string &name) {
 struct Served {
   rt::Tokenizer tok = bytesAndMarkers();
   std::unique_ptr<Api> api;
-  explicit Served(const std::string &templateFile) {
-    auto t = ChatTemplate::fromJinja(readTemplate(templateFile), templateFile, "<s>", "</s>");
+  explicit Served(const std::string &templateFile, const std::string &text = "") {
+    auto t = ChatTemplate::fromJinja(text.empty() ? readTemplate(templateFile) : text, templateFile, "<s>", "</s>");
     EXPECT_TRUE(t) << t.message();
     api = std::make_unique<Api>(tok, *t, "", "tiny", 8192, static_cast<int64_t>(tok.size()));
   }
@@ -380,4 +380,20 @@ TEST(ToolRequest, RealTemplatesNameTheirFamily) {
   const json m = s.api->response(r, res, "c", 1)["choices"][0]["message"];
   EXPECT_EQ(m["reasoning_content"], "Hmm.");
   EXPECT_EQ(m["content"], "Hello");
+}
+
+TEST(ToolRequest, TemplatesThatConcatenateArgumentTextGetTheText) {
+  // DeepSeek-R1's template writes `'...' + tool['function']['arguments'] + '...'`: with the arguments as an
+  // object that fails, so the conversation is rendered again with the text the client sent.
+  Served s("concatenating template",
+           "{% for m in messages %}{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments + '!' }}"
+           "{% else %}{{ m.content }}{% endif %}\n{% endfor %}");
+  CompletionRequest r;
+  auto e = parse(*s.api, {{"messages", conversation()}}, r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_NE(s.promptText(r).find("assistant:{\"city\": \"Paris\"}!"), std::string::npos) << s.promptText(r);
+  // A template that iterates the arguments gets the object (Qwen 3.5's `arguments|items`).
+  Served q("Qwen3.5-4B.jinja");
+  ASSERT_FALSE(parse(*q.api, {{"messages", conversation()}}, r));
+  EXPECT_NE(q.promptText(r).find("<parameter=city>\nParis\n</parameter>"), std::string::npos) << q.promptText(r);
 }
