@@ -173,6 +173,12 @@ class ServeTools(unittest.TestCase):
             self.assertEqual(reasons, [got.finish_reason])
             self.assertEqual(len(calls), len(got.message.tool_calls or []))
 
+    def test_reasoning_format_flag_is_checked(self):
+        out = subprocess.run([su.TPC, "serve", self.plan, "--reasoning-format", "sideways"], capture_output=True,
+                             timeout=60)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn(b"--reasoning-format", out.stderr + out.stdout)
+
     def test_malformed_tool_fields_are_bad_requests(self):
         bad = [dict(tools=[{"type": "function", "function": {"name": "has space"}}]),
                dict(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "missing"}}),

@@ -235,6 +235,7 @@ void registerServe(CLI::App &app) {
   cmd->add_option("--max-body-bytes", o->maxBodyBytes, "largest request body accepted")->capture_default_str();
   cmd->add_option("--reasoning-format", o->reasoningFormat,
                   "none: reasoning stays in content; deepseek or auto: returned as reasoning_content")
+      ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}))
       ->capture_default_str();
   cmd->callback([o] { runServe(*o); });
 }
