@@ -115,10 +115,15 @@ Api::Api(const rt::Tokenizer &tok, std::optional<ChatTemplate> tmpl, std::string
     for (const std::string &end : tmpl_->endOfTurn())
       if (int32_t id = tok_.find(end); id >= 0)
         endOfTurn_.push_back(id);
+  if (tmpl_) { // which answers get read for reasoning and tool calls (ToolRequest.cpp)
+    const std::string &src = tmpl_->source();
+    toolFormat_ = detectToolFormat(src);
+    thinkTags_ = tmpl_->name() == "qwen3" || src.find("</think>") != std::string::npos;
+  }
 }
 
 std::optional<ApiError> Api::chatPrompt(const std::vector<ChatMessage> &messages, const ChatOptions &opts,
-                                        std::vector<int32_t> &ids) const {
+                                        std::vector<int32_t> &ids, std::string *textOut) const {
   if (!tmpl_)
     return ApiError{400, noTemplateReason_, "invalid_request_error", "messages", "no_chat_template"};
   const rt::TokenizerData &d = tok_.data();
@@ -128,6 +133,8 @@ std::optional<ApiError> Api::chatPrompt(const std::vector<ChatMessage> &messages
     return ApiError{400, text.message(), "invalid_request_error", "messages", ""};
   // The template writes the special tokens as text; one BOS where the vocabulary wants it.
   ids = tok_.encode(*text, false, true);
+  if (textOut)
+    *textOut = *text;
   if (d.addBos && d.bos >= 0 && (ids.empty() || ids.front() != d.bos))
     ids.insert(ids.begin(), d.bos);
   return std::nullopt;
@@ -197,7 +204,7 @@ std::optional<ApiError> Api::parseCompletion(const std::string &body, bool chat,
     }
     if (f.error)
       return f.error;
-    if (auto e = chatPrompt(messages, opts, out.prompt))
+    if (auto e = chatRequest(j, std::move(messages), std::move(opts), out))
       return e;
   } else {
     const json *p = f.find("prompt");

@@ -14,10 +14,12 @@
 #define TPC_SERVER_API_H
 
 #include "server/ChatTemplate.h"
+#include "server/OutputParser.h"
 #include "server/Request.h"
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +45,8 @@ struct CompletionRequest {
   bool returnTokens = false;
   std::vector<int32_t> prompt;
   GenerationParams gen;
+  /// Chat answers read for reasoning and tool calls (ToolRequest.cpp); null: the text is the content.
+  std::shared_ptr<OutputParser> output;
 };
 
 /// What a finished request produced (the non-streamed response is built from it).
@@ -62,8 +66,9 @@ public:
   /// Parses a /v1/completions (chat = false) or /v1/chat/completions body.
   std::optional<ApiError> parseCompletion(const std::string &body, bool chat, CompletionRequest &out) const;
   /// The chat prompt for `messages` (template, special tokens, one BOS where the vocabulary wants it).
+  /// `text` (optional): the rendered prompt text.
   std::optional<ApiError> chatPrompt(const std::vector<ChatMessage> &messages, const ChatOptions &opts,
-                                     std::vector<int32_t> &ids) const;
+                                     std::vector<int32_t> &ids, std::string *text = nullptr) const;
 
   /// The non-streamed response object.
   nlohmann::json response(const CompletionRequest &req, const CompletionResult &r, const std::string &id,
@@ -72,6 +77,15 @@ public:
   /// when `finish` is given. `first`: a chat stream's first chunk also carries the role.
   nlohmann::json chunk(const CompletionRequest &req, const std::string &id, int64_t created,
                        const std::string &text, const TokenOut *tok, const Finish *finish, bool first) const;
+  /// The chunks a streamed token's `text` gives: one content chunk, or for a request with an output
+  /// parser its content, reasoning_content and tool_calls deltas (`tok` rides on the first). `first` is
+  /// cleared once a chunk carried the role.
+  std::vector<nlohmann::json> chunks(const CompletionRequest &req, const std::string &id, int64_t created,
+                                     const std::string &text, const TokenOut *tok, bool &first) const;
+  /// The last chunks of a stream: what was held back, then the one with finish_reason ("tool_calls"
+  /// when the answer called tools).
+  std::vector<nlohmann::json> finalChunks(const CompletionRequest &req, const std::string &id, int64_t created,
+                                          const Finish &f, bool &first) const;
   /// The usage object (prompt, completion and total tokens).
   static nlohmann::json usage(const Finish &f);
 
@@ -82,12 +96,22 @@ public:
   /// GET /v1/models.
   nlohmann::json models(int64_t created) const;
   const std::string &modelId() const { return modelId_; }
+  /// --reasoning-format: the default of requests without reasoning_format (auto).
+  void setReasoningFormat(ReasoningFormat r) { reasoning_ = r; }
+  /// The JSON schema -> GBNF converter for forced tool calls (unset: a forced call is only prefilled).
+  void setSchemaToGbnf(SchemaToGbnf f) { toGbnf_ = std::move(f); }
+  /// One line for start-up: the tool-call format and the reasoning the template's answers are read for.
+  std::string outputSummary() const;
   const std::optional<ChatTemplate> &chatTemplate() const { return tmpl_; }
 
 private:
   nlohmann::json logprobsOf(const CompletionRequest &req, const std::vector<TokenOut> &toks,
                             size_t textOffset) const;
   std::string piece(int32_t id) const;
+  /// The chat prompt with the request's tools, tool_choice and reasoning_format, and the output parser
+  /// (ToolRequest.cpp).
+  std::optional<ApiError> chatRequest(const nlohmann::json &body, std::vector<ChatMessage> messages,
+                                      ChatOptions opts, CompletionRequest &out) const;
 
   const rt::Tokenizer &tok_;
   std::optional<ChatTemplate> tmpl_;
@@ -95,6 +119,10 @@ private:
   std::string modelId_;
   int64_t ctx_, vocab_;
   std::vector<int32_t> endOfTurn_; ///< the template's end-of-turn token, when the vocabulary has it
+  ToolFormat toolFormat_ = ToolFormat::None; ///< the template's tool-call format
+  bool thinkTags_ = false;                   ///< the template writes <think>...</think>
+  ReasoningFormat reasoning_ = ReasoningFormat::Auto;
+  SchemaToGbnf toGbnf_;
 };
 
 /// Serializes with invalid UTF-8 replaced (a token may end inside a character).

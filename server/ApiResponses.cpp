@@ -6,6 +6,7 @@
 // extension (milliseconds), which the benchmark reads.
 //===----------------------------------------------------------------------===//
 #include "server/Api.h"
+#include "server/ToolRequest.h"
 
 namespace tpc::server {
 
@@ -70,7 +71,14 @@ json Api::response(const CompletionRequest &req, const CompletionResult &r, cons
                    int64_t created) const {
   json choice = {{"index", 0}, {"logprobs", logprobsOf(req, r.tokens, 0)},
                  {"finish_reason", finishReasonName(r.finish.reason)}};
-  if (req.chat)
+  if (req.chat && req.output) { // content, reasoning_content and tool_calls (ToolRequest.h)
+    std::vector<OutputDelta> d;
+    req.output->push(r.text, d);
+    req.output->finish(d);
+    choice["message"] = chatMessageOf(d);
+    if (req.output->calls() > 0 && r.finish.reason == FinishReason::Stop)
+      choice["finish_reason"] = "tool_calls";
+  } else if (req.chat)
     choice["message"] = {{"role", "assistant"}, {"content", r.text}};
   else
     choice["text"] = r.text;

@@ -8,6 +8,7 @@
 
 #include "server/jinja/Template.h"
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <regex>
@@ -44,7 +45,7 @@ Expected<void> checkRoles(const std::vector<ChatMessage> &messages) {
     const std::string r = roleOf(messages[i]);
     if (r != "system" && r != "user" && r != "assistant")
       return Error{"messages[" + std::to_string(i) + "].role '" + messages[i].role +
-                   "' is not supported (system, developer, user or assistant; tpc serve has no tool calls)"};
+                   "' is not supported (system, developer, user or assistant; tool messages need the model's Jinja template)"};
   }
   return {};
 }
@@ -148,12 +149,17 @@ Expected<ChatTemplate> ChatTemplate::fromJinja(const std::string &text, const st
   t.jinja_ = std::make_shared<const jinja::Template>(parsed.take());
   t.bos_ = bos;
   t.eos_ = eos;
+  t.source_ = toolUse.empty() ? text : text + "\n" + toolUse;
   // The markers that close a model turn in the known formats: each one the template writes is a stop token
   // (most are also the vocabulary's end-of-generation tokens; this covers GGUFs that do not mark them).
   for (const char *m : {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<turn|>", "<|end|>", "<|return|>", "<|call|>",
                         "<|user|>", "<|observation|>", "<|end_of_text|>", "<|END_OF_TURN_TOKEN|>", "<|eom_id|>"})
     if (contains(text, m))
       t.ends_.push_back(m);
+  // Harmony (gpt-oss): <|end|> closes each message of a turn (the analysis before the final answer); the
+  // turn ends at <|return|> or <|call|>, as llama.cpp decides when a vocabulary has both.
+  if (contains(text, "<|return|>") && contains(text, "<|call|>"))
+    t.ends_.erase(std::remove(t.ends_.begin(), t.ends_.end(), std::string("<|end|>")), t.ends_.end());
   // The probe: one user turn, the smallest conversation every chat template must take.
   auto probe = t.jinja_->render(jinjaContext({{"user", "Hello"}}, bos, eos, {}));
   if (!probe)

@@ -95,6 +95,9 @@ public:
   Family family() const { return family_; }
   /// "llama3", "llama3.1", "chatml", "qwen3", "gemma3", "gemma4"; "jinja" for a rendered template.
   std::string name() const;
+  /// The Jinja source (with the tool_use variant's after it); "" for a built-in renderer. The tool-call
+  /// and reasoning formats are read from its markers.
+  const std::string &source() const { return source_; }
   /// The token texts that close a model turn ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<turn|>"...;
   /// for a Jinja template, those of the markers its text holds).
   std::vector<std::string> endOfTurn() const;
@@ -112,6 +115,7 @@ private:
   std::shared_ptr<const jinja::Template> toolUse_; ///< Family::Jinja: for requests with tools (may be null)
   std::vector<std::string> ends_;                ///< Family::Jinja: the end-of-turn markers in its text
   std::string bos_, eos_;                        ///< Family::Jinja: bos_token, eos_token
+  std::string source_;                           ///< Family::Jinja: the template text(s)
 };
 
 } // namespace tpc::server

@@ -37,6 +37,12 @@ struct GenerationParams {
   int32_t topLogprobs = 0;       ///< and this many most likely alternatives
   bool ignoreEos = false;        ///< keep going after an end-of-generation token
   std::vector<int32_t> stopTokens; ///< ids that end generation like EOG (the chat template's end of turn)
+  /// A GBNF grammar the sampled text must follow (root rule `root`; empty: none). Set for forced tool
+  /// calls (ToolCalls.h forcedCall) and by the structured-output fields; enforced by the grammar sampler.
+  std::string gbnf;
+  /// Control tokens are released as their text (harmony's <|channel|>, [TOOL_CALLS]...): the chat answer
+  /// goes through an OutputParser that reads the markers and never shows them.
+  bool specialText = false;
 };
 
 /// One token and its log-probabilities (log-softmax of the raw logits).
@@ -107,8 +113,8 @@ private:
 /// Token ids -> client text, with stop strings (see the file comment).
 class TextStream {
 public:
-  TextStream(const rt::Tokenizer &tok, std::vector<std::string> stop)
-      : decoder_(tok, /*continuation=*/true), stop_(std::move(stop)) {}
+  TextStream(const rt::Tokenizer &tok, std::vector<std::string> stop, bool special = false)
+      : decoder_(tok, /*continuation=*/true, special), stop_(std::move(stop)) {}
   /// Adds token `id`; returns the text that can be released now. Sets stopped() when a stop string
   /// appeared (the text before it is released, the rest dropped).
   std::string push(int32_t id);

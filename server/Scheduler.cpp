@@ -153,7 +153,7 @@ void Scheduler::admit() {
     s.req = queue_.front();
     queue_.pop_front();
     s.sampler = std::make_unique<rt::Sampler>(s.req->params.sampling);
-    s.text = std::make_unique<TextStream>(tok_, s.req->params.stop);
+    s.text = std::make_unique<TextStream>(tok_, s.req->params.stop, s.req->params.specialText);
     s.promptDone = 0;
     s.nPast = 0;
     s.pending = -1;

@@ -221,10 +221,8 @@ void Server::routes() {
             do { // everything already queued goes out in one write
               const CompletionRequest &cr = st->cr;
               if (e.kind == Event::Kind::Token) {
-                if (!e.token.text.empty() || cr.gen.logprobs || cr.returnTokens) {
-                  out += sse(api_.chunk(cr, st->id, st->created, e.token.text, &e.token, nullptr, st->first));
-                  st->first = false;
-                }
+                for (const json &c : api_.chunks(cr, st->id, st->created, e.token.text, &e.token, st->first))
+                  out += sse(c);
                 continue;
               }
               const Finish &f = e.finish;
@@ -234,11 +232,8 @@ void Server::routes() {
                        "\n\n";
                 break;
               }
-              if (!f.trailingText.empty()) {
-                out += sse(api_.chunk(cr, st->id, st->created, f.trailingText, nullptr, nullptr, st->first));
-                st->first = false;
-              }
-              out += sse(api_.chunk(cr, st->id, st->created, "", nullptr, &f, st->first));
+              for (const json &c : api_.finalChunks(cr, st->id, st->created, f, st->first))
+                out += sse(c);
               if (cr.includeUsage) {
                 json u = api_.chunk(cr, st->id, st->created, "", nullptr, nullptr, false);
                 u["choices"] = json::array();

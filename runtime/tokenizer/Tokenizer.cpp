@@ -144,6 +144,19 @@ void addEndOfGenerationTokens(TokenizerData &d) {
       }
     }
   }
+  // Harmony (gpt-oss): <|end|> closes one message of a turn (the analysis before the final answer); the
+  // turn ends at <|return|> or <|call|>. As llama.cpp, a vocabulary with both keeps <|end|> out of EOG.
+  auto idOf = [&d](std::string_view t) {
+    for (TokenId id : d.eog)
+      if (d.tokens[static_cast<size_t>(id)] == t)
+        return id;
+    return TokenId(-1);
+  };
+  if (const TokenId end = idOf("<|end|>"); end >= 0 && idOf("<|return|>") >= 0 && idOf("<|call|>") >= 0) {
+    d.eog.erase(std::remove(d.eog.begin(), d.eog.end(), end), d.eog.end());
+    if (d.eot == end)
+      d.eot = -1;
+  }
 }
 
 struct Tokenizer::Impl {
@@ -699,7 +712,7 @@ std::string Tokenizer::decode(const std::vector<TokenId> &ids, bool special) con
 }
 
 std::string StreamDecoder::push(TokenId id) {
-  std::string piece = tok.tokenToPiece(id);
+  std::string piece = tok.tokenToPiece(id, special);
   if (first && id != tok.data().bos) {
     if (tok.data().addSpacePrefix && !piece.empty() && piece[0] == ' ')
       piece.erase(0, 1);

@@ -146,7 +146,10 @@ class StreamDecoder {
 public:
   /// `continuation`: the text continues earlier text (a generated answer after its prompt), so the first
   /// piece keeps its leading space even where encode() adds a space prefix.
-  explicit StreamDecoder(const Tokenizer &tok, bool continuation = false) : tok(tok), first(!continuation) {}
+  /// `special`: control tokens give their text (a chat answer's format markers, read by tpc serve's
+  /// output parser) instead of nothing.
+  explicit StreamDecoder(const Tokenizer &tok, bool continuation = false, bool special = false)
+      : tok(tok), first(!continuation), special(special) {}
   /// Text that became complete after adding `id`.
   std::string push(TokenId id);
   /// Whatever is still held back (an incomplete sequence at the end of generation), as is.
@@ -156,6 +159,7 @@ private:
   const Tokenizer &tok;
   std::string pending;
   bool first;
+  bool special;
 };
 
 /// Code point classes used by the pre-tokenizers (from the generated UnicodeTables.inc).

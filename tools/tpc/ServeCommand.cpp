@@ -52,6 +52,7 @@ struct ServeOptions {
   int gatherMs = 20;
   int httpThreads = 64;
   size_t maxBodyBytes = 8u << 20;
+  std::string reasoningFormat = "auto";
   cli::CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
 };
 
@@ -153,6 +154,10 @@ void runServe(ServeOptions o) {
   schedOpts.gather = std::chrono::milliseconds(o.gatherMs);
   server::Scheduler sched(**engine, *tok, schedOpts);
   server::Api api(*tok, tmpl, noTemplate, modelId(o, plan), (*engine)->ctxSize(), (*engine)->nVocab());
+  server::ReasoningFormat reasoning;
+  if (!server::parseReasoningFormat(o.reasoningFormat, reasoning))
+    throw Failure("--reasoning-format: '" + o.reasoningFormat + "' is not none, deepseek, deepseek-legacy or auto");
+  api.setReasoningFormat(reasoning);
   server::ServerOptions so2;
   so2.host = o.host;
   so2.port = o.port;
@@ -186,6 +191,8 @@ void runServe(ServeOptions o) {
   fmt::print(stderr, "tpc serve: {} slot(s) x {} tokens of context in one {} session, chat template {}\n",
              o.parallel, (*engine)->ctxSize(), (*engine)->session().backendName(),
              tmpl ? tmpl->name() : std::string("none (chat requests need --chat-template)"));
+  if (tmpl)
+    fmt::print(stderr, "tpc serve: {}\n", api.outputSummary());
   fmt::print(stderr, "tpc serve: listening on http://{}:{}\n", o.host, *port);
   std::fflush(stderr);
   http.serve();
@@ -226,6 +233,10 @@ void registerServe(CLI::App &app) {
       ->capture_default_str();
   cmd->add_option("--threads-http", o->httpThreads, "HTTP connection threads")->capture_default_str();
   cmd->add_option("--max-body-bytes", o->maxBodyBytes, "largest request body accepted")->capture_default_str();
+  cmd->add_option("--reasoning-format", o->reasoningFormat,
+                  "none: reasoning stays in content; deepseek or auto: returned as reasoning_content")
+      ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}))
+      ->capture_default_str();
   cmd->callback([o] { runServe(*o); });
 }
 

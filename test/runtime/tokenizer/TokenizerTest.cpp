@@ -570,3 +570,24 @@ TEST(TokenizerTables, DropEncoderKeepsDecoding) {
 }
 
 } // namespace
+
+TEST(TokenizerSpec, HarmonyEndClosesAMessageNotTheTurn) {
+  // gpt-oss: <|end|> closes the analysis message before the final one; <|return|> and <|call|> end the
+  // turn. A vocabulary with all three keeps <|end|> out of EOG (llama.cpp's rule); one without keeps it.
+  TokenizerData d = spmVocab({{"x", -1}, {"<|end|>", 0}, {"<|return|>", 0}, {"<|call|>", 0}});
+  const TokenId end = 259 + 1, ret = 259 + 2, call = 259 + 3;
+  d.tokenTypes[end] = d.tokenTypes[ret] = d.tokenTypes[call] = 3;
+  TokenizerData phi = d;
+  phi.tokens[ret] = "<|ret|>", phi.tokens[call] = "<|cal|>";
+  addEndOfGenerationTokens(d);
+  addEndOfGenerationTokens(phi);
+  Tokenizer harmony(d), other(phi);
+  EXPECT_FALSE(harmony.isEog(end));
+  EXPECT_TRUE(harmony.isEog(ret));
+  EXPECT_TRUE(harmony.isEog(call));
+  EXPECT_TRUE(other.isEog(end));
+  // A stream decoder shows control tokens only when asked (tpc serve's output parser reads the markers).
+  StreamDecoder hidden(harmony), shown(harmony, false, /*special=*/true);
+  EXPECT_EQ(hidden.push(end), "");
+  EXPECT_EQ(shown.push(end), "<|end|>");
+}
