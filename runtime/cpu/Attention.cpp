@@ -22,7 +22,7 @@ const attn::Kernels &kernelsFor(Isa isa) {
   static const attn::Kernels scalar = attn::scalarKernels();
   static const attn::Kernels avx2 = isaAvailable(Isa::AVX2) ? attn::avx2Kernels() : scalar;
   static const attn::Kernels avx512 = isaAvailable(Isa::AVX512) ? attn::avx512Kernels() : avx2;
-  if ((isa == Isa::AVX512 || isa == Isa::AVX512VNNI) && isaAvailable(Isa::AVX512))
+  if (isa == Isa::AVX512 && isaAvailable(Isa::AVX512))
     return avx512;
   if (isa != Isa::Scalar && isaAvailable(Isa::AVX2))
     return avx2;

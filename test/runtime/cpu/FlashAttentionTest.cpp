@@ -183,20 +183,6 @@ void expectMatches(const Problem &p, uint32_t seed, const std::string &what) {
   }
 }
 
-// The AVX-512 VNNI level (what activeIsa() is on every AVX-512 machine with VNNI: Zen 4, Sapphire Rapids) runs
-// the AVX-512 attention, bit for bit; it once fell back to the AVX2 kernels.
-TEST(FlashAttention, VnniLevelRunsTheAvx512Kernels) {
-  if (!isaAvailable(Isa::AVX512VNNI))
-    GTEST_SKIP() << "no AVX-512 VNNI on this machine";
-  const Problem p = oneSequence(37, 9);
-  const Data d = makeData(p, 11);
-  ThreadGroup tg(1);
-  const std::vector<float> want = run(p, d, Isa::AVX512, tg);
-  EXPECT_EQ(run(p, d, Isa::AVX512VNNI, tg), want);
-  EXPECT_NE(run(p, d, Isa::AVX2, tg), want) << "AVX2 and AVX-512 agree bit for bit here: the check above cannot "
-                                               "tell them apart; change the problem";
-}
-
 TEST(FlashAttention, HeadLayoutsWindowsSoftcapsSinksAndCacheTypes) {
   struct Layout {
     int64_t hq, hkv, dk, dv, window;
