@@ -35,13 +35,25 @@ struct ApiError {
 /// {"error": {...}} for `e`.
 std::string errorBody(const ApiError &e);
 
+/// Server-wide sampling defaults (llama-server's --temp, --top-k, --top-p, --min-p, --seed, -n), used
+/// where a request does not set the field.
+struct ServerDefaults {
+  float temperature = 0.8f, topP = 0.95f, minP = 0.05f;
+  int32_t topK = 40;
+  int64_t seed = -1;      ///< -1: a random seed per request
+  int32_t nPredict = -1;  ///< -1: until the context is full
+};
+
 /// A validated completion request.
 struct CompletionRequest {
   bool chat = false;
+  int32_t n = 1;             ///< independent choices (seeds seed, seed + 1, ...)
+  bool seedGiven = false;    ///< the request named its seed
   bool stream = false;
   bool includeUsage = false; ///< stream_options.include_usage
   bool returnTokens = false;
   std::vector<int32_t> prompt;
+  std::string promptText; ///< a chat prompt's rendered text (POST /apply-template answers it)
   GenerationParams gen;
 };
 
@@ -63,17 +75,19 @@ public:
   std::optional<ApiError> parseCompletion(const std::string &body, bool chat, CompletionRequest &out) const;
   /// The chat prompt for `messages` (template, special tokens, one BOS where the vocabulary wants it).
   std::optional<ApiError> chatPrompt(const std::vector<ChatMessage> &messages, const ChatOptions &opts,
-                                     std::vector<int32_t> &ids) const;
+                                     std::vector<int32_t> &ids, std::string *text = nullptr) const;
 
   /// The non-streamed response object.
   nlohmann::json response(const CompletionRequest &req, const CompletionResult &r, const std::string &id,
                           int64_t created) const;
   /// One streamed chunk carrying `text` (and `tok` for log-probabilities when non-null), or the final one
-  /// when `finish` is given. `first`: a chat stream's first chunk also carries the role.
+  /// when `finish` is given. `first`: a chat stream's first chunk, which carries the role alone.
   nlohmann::json chunk(const CompletionRequest &req, const std::string &id, int64_t created,
                        const std::string &text, const TokenOut *tok, const Finish *finish, bool first) const;
-  /// The usage object (prompt, completion and total tokens).
+  /// The usage object (prompt, completion and total tokens; prompt_tokens_details.cached_tokens).
   static nlohmann::json usage(const Finish &f);
+  /// llama-server's timings object (milliseconds, counts, rates).
+  static nlohmann::json timings(const Finish &f);
 
   /// POST /tokenize and /detokenize bodies.
   std::optional<ApiError> tokenize(const std::string &body, nlohmann::json &out) const;
@@ -81,6 +95,14 @@ public:
 
   /// GET /v1/models.
   nlohmann::json models(int64_t created) const;
+  void setDefaults(const ServerDefaults &d) { defaults_ = d; }
+  /// Slots of the scheduler (id_slot is checked against it).
+  void setSlots(int32_t n) { slots_ = n; }
+  int32_t slots() const { return slots_; }
+  const ServerDefaults &defaults() const { return defaults_; }
+  const rt::Tokenizer &tokenizer() const { return tok_; }
+  int64_t ctxSize() const { return ctx_; }
+  int64_t nVocab() const { return vocab_; }
   const std::string &modelId() const { return modelId_; }
   const std::optional<ChatTemplate> &chatTemplate() const { return tmpl_; }
 
@@ -95,7 +117,15 @@ private:
   std::string modelId_;
   int64_t ctx_, vocab_;
   std::vector<int32_t> endOfTurn_; ///< the template's end-of-turn token, when the vocabulary has it
+  ServerDefaults defaults_;
+  int32_t slots_ = 1;
 };
+
+/// llama-server's extensions of a completion body (server/LlamaFields.cpp): logit_bias (OpenAI's
+/// {"id": bias} map, or llama-server's [[id or string, bias or false], ...]), cache_prompt (default on),
+/// id_slot, samplers (the names of the chain's filters to keep), n_predict. The first problem is an error.
+std::optional<ApiError> parseLlamaFields(const nlohmann::json &body, const rt::Tokenizer &tok, int64_t nVocab,
+                                         int32_t slots, GenerationParams &g);
 
 /// Serializes with invalid UTF-8 replaced (a token may end inside a character).
 std::string dumpJson(const nlohmann::json &j);

@@ -21,6 +21,7 @@
 #define TPC_SERVER_SERVER_H
 
 #include "server/Api.h"
+#include "server/Cors.h"
 #include "server/Scheduler.h"
 
 #include <chrono>
@@ -41,6 +42,12 @@ struct ServerOptions {
   int httpThreads = 64;       ///< connection threads (each open connection holds one)
   std::chrono::milliseconds heartbeat{250};
   std::chrono::seconds drainTimeout{60}; ///< how long shutdown() waits for running streams
+  CorsPolicy cors;            ///< origins browser pages may call from (server/Cors.h)
+  bool metrics = false;       ///< serve /metrics (llama-server's --metrics)
+  bool slots = true;          ///< serve /slots (llama-server's --no-slots turns it off)
+  bool webui = true;          ///< serve the chat page at / (--no-webui)
+  std::string modelPath;      ///< what /props shows as the model
+  std::chrono::seconds ioTimeout{0}; ///< HTTP read/write timeout (--timeout); 0: cpp-httplib's (5 s)
 };
 
 /// The HTTP front of a Scheduler (see the file comment).
