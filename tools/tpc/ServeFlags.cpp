@@ -14,11 +14,11 @@ const char *const kUnsupportedLlamaServerFlags =
     "-ub/--ubatch-size, -ctk/-ctv/--cache-type-*, --mlock, --no-mmap, --numa, --rope-*, --yarn-*, --lora*, "
     "--mmproj, -md/--model-draft, --embedding(s), --reranking, --ssl-key-file, --ssl-cert-file, --path, "
     "--system-prompt-file, --slot-save-path, -sps/--slot-prompt-similarity, --grammar*, --log-format, "
-    "-hf/--hf-repo, --hf-file, -cb/-nocb (batching is always continuous)";
+    "-hf/--hf-repo, --hf-file, -nocb/--no-cont-batching (batching is always continuous)";
 
 void addLlamaServerFlags(CLI::App &cmd, LlamaServerFlags &f) {
   cmd.add_option("-m,--model", f.model, "the model (plan or GGUF), as llama-server's -m");
-  cmd.add_option("--alias", f.aliases,
+  cmd.add_option("-a,--alias", f.aliases,
                  "model id(s) clients see in /v1/models, comma-separated (default: the GGUF's file name); a "
                  "request naming any model is served, as in llama-server")
       ->delimiter(',');
@@ -27,6 +27,7 @@ void addLlamaServerFlags(CLI::App &cmd, LlamaServerFlags &f) {
   cmd.add_flag("--slots", f.slots, "serve /slots (the default)");
   cmd.add_flag("--no-slots,--slots-endpoint-disable", f.noSlots, "do not serve /slots");
   cmd.add_flag("--no-webui", f.noWebui, "do not serve the chat page at /");
+  cmd.add_flag("--cont-batching", f.contBatching, "accepted: batching is always continuous");
   cmd.add_flag("--jinja", f.jinja, "accepted for llama-server's command lines: the GGUF's template is rendered");
   cmd.add_option("-n,--n-predict", f.nPredict, "tokens a request generates when it sets no max_tokens (-1: "
                                                "until the context is full)")

@@ -1,12 +1,14 @@
 //===- ServeFlags.h - llama-server's flag spellings for `tpc serve` -*- C++ -*-===//
 //
 // The flags a llama-server command line passes that tpc serve has the feature for, in llama-server's
-// spellings: -m/--model, --alias A[,B...], --api-key-file, --metrics (off by default, as there),
-// --slots/--no-slots, --no-webui, -n/--n-predict, --timeout, --cors-origins, --temp, --top-k, --top-p,
-// --min-p, --seed (server-wide defaults of the requests) and --jinja (accepted: the GGUF's template is
-// rendered anyway). -c, -np/--parallel, -t, --host, --port, --api-key, --chat-template and
-// --threads-http are ServeCommand.cpp's own. The llama-server flags tpc serve does not take are named
-// in one line (kUnsupported), in --help and in the error for such a flag.
+// spellings: -m/--model, -a/--alias A[,B...], --api-key-file, --metrics (off by default, as there),
+// --slots/--no-slots, --no-webui, -n/--n-predict, -to/--timeout, --cors-origins, --temp, --top-k, --top-p,
+// --min-p, --seed (server-wide defaults of the requests), --jinja (accepted: the GGUF's template is rendered
+// anyway) and -cb/--cont-batching (accepted: it is always on). -c, -np/--parallel, -t, --host, --port,
+// --api-key, --chat-template and --threads-http are ServeCommand.cpp's own; main.cpp turns llama-server's
+// multi-letter short flags (-ngl, -ctk, -md...) into long ones, so they are refused by name instead of
+// being read as clusters (-n gl). The llama-server flags tpc serve does not take are named in one line
+// (kUnsupportedLlamaServerFlags), in --help and in the error for such a flag.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_TOOLS_TPC_SERVEFLAGS_H
 #define TPC_TOOLS_TPC_SERVEFLAGS_H
@@ -28,7 +30,7 @@ struct LlamaServerFlags {
   std::string model; ///< -m/--model: the model when not given as the positional argument
   std::vector<std::string> aliases;
   std::string apiKeyFile;
-  bool metrics = false, slots = false, noSlots = false, noWebui = false, jinja = false;
+  bool metrics = false, slots = false, noSlots = false, noWebui = false, jinja = false, contBatching = false;
   int nPredict = -1;
   int timeout = 0; ///< 0: cpp-httplib's (5 s)
   std::string corsOrigins = "*";
