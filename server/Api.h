@@ -8,7 +8,8 @@
 // Defaults follow llama-server where OpenAI has none of its own: temperature 0.8, top_k 40, top_p 0.95,
 // min_p 0.05, max_tokens = what is left of the context, a random seed. temperature 0 is greedy.
 // Extensions accepted as in llama-server: top_k, min_p, n_probs (top log-probabilities), ignore_eos,
-// return_tokens (choices[0].tokens: the generated ids), chat_template_kwargs.enable_thinking.
+// return_tokens (choices[0].tokens: the generated ids), chat_template_kwargs.enable_thinking, and those of
+// parseLlamaFields below. Any "model" is served (as llama-server does); n asks for up to 16 choices.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_SERVER_API_H
 #define TPC_SERVER_API_H

@@ -13,10 +13,8 @@
 #include <fmt/core.h>
 #include <httplib.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <ctime>
-#include <random>
 
 namespace tpc::server {
 

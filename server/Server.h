@@ -2,10 +2,13 @@
 //
 // Routes (cpp-httplib, one thread per connection from a fixed pool):
 //   POST /v1/chat/completions, /v1/completions   OpenAI shapes, streamed as server-sent events or not
-//   GET  /v1/models, /health, /metrics (Prometheus text), /        (the chat page, no external assets)
+//   GET  /v1/models, /health, /metrics (Prometheus text, with --metrics), /   (the chat page, no external assets)
 //   POST /tokenize, /detokenize                   llama-server's shapes
-// With an API key every route but /health and the static page at / needs "Authorization: Bearer KEY"
-// (the page asks for the key and sends it with its API calls). Bodies larger than maxBodyBytes get 413;
+//   llama-server's /completion, /props, /slots, /apply-template, /models, Anthropic's /v1/messages and
+//   OpenAI's /v1/responses: server/DropInRoutes.h
+// With an API key every route but /health and the static page at / needs "Authorization: Bearer KEY" or
+// "x-api-key: KEY" (the page asks for the key and sends it with its API calls). Browser pages on other
+// origins: server/Cors.h, checked before the key. Bodies larger than maxBodyBytes get 413;
 // every error is OpenAI's {"error": {...}} object.
 //
 // A streaming response waits for the request's events with a short timeout and writes an SSE comment

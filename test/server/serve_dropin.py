@@ -349,6 +349,30 @@ class ServeDropInStartup(unittest.TestCase):
                                                           "max_tokens": 2})
             self.assertEqual(status, 200, got)
 
+    def test_prompt_cache_on_a_sliding_window_plan(self):
+        gguf = su.fixture("tiny-gemma3")
+        if not gguf:
+            self.skipTest("../shared is absent (tiny-gemma3 fixture)")
+        plan = su.compile_plan(gguf, "tiny-gemma3")
+        # Gemma 3's sliding-window layers keep rings of window + max_batch positions (8 + 512 here): a slot's
+        # sequence can be cut back by at most ~max_batch positions, further the ring has overwritten what
+        # the kept prefix would read, and the slot starts over.
+        with su.Server(plan, "-np", "2", "-c", "4096") as s:
+            def complete(prompt, **kw):
+                body = {"prompt": prompt, "max_tokens": 4, "temperature": 0, "return_tokens": True, "ignore_eos": True}
+                body.update(kw)
+                status, got = s.post("/v1/completions", body)
+                self.assertEqual(status, 200, got)
+                return got["usage"]["prompt_tokens_details"]["cached_tokens"], got["choices"][0]["tokens"]
+
+            long = [10 + (i * 37) % 480 for i in range(1200)]
+            for prefix, want in ((1100, 1100), (100, 0)):  # a short cut back is kept, a long one is not
+                complete(long, id_slot=0)
+                prompt = long[:prefix] + [7, 8, 9]
+                cached, warm = complete(prompt, id_slot=0)
+                self.assertEqual(cached, want, prefix)
+                self.assertEqual(warm, complete(prompt, id_slot=1, cache_prompt=False)[1], prefix)
+
     def test_prompt_cache_on_a_recurrent_plan(self):
         gguf = su.fixture("tiny-qwen35")
         if not gguf:

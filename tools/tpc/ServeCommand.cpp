@@ -12,8 +12,8 @@
 // The chat template comes from --chat-template (a built-in renderer's name or a Jinja file) or is the plan's
 // GGUF template, rendered by the Jinja interpreter (server/jinja); a template that cannot be parsed or
 // rendered on a probe conversation is refused here, naming its line and construct and the flag. A plan
-// without any template still serves /v1/completions, and chat requests are answered with a 400 that names
-// the flag.
+// without any template gets its architecture's built-in one, else ChatML (server/TemplateFallback.h), said
+// at start-up. llama-server's flag spellings: ServeFlags.h.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 #include "tools/tpc/ModelSource.h"
