@@ -232,7 +232,7 @@ json slotsJson(const RouteContext &ctx) {
 
 } // namespace
 
-std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotState> &slots) {
+std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotState> &slots, int64_t ctxPerSlot) {
   int64_t kvTokens = 0;
   for (const SlotState &st : slots)
     kvTokens += st.cachedPositions;
@@ -241,13 +241,17 @@ std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotStat
     double value;
   } const ones[] = {
       {"llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.", double(s.promptTokens)},
+      {"llamacpp:prompt_seconds_total", "counter", "Prompt process time.", s.promptSeconds},
       {"llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
        double(s.generatedTokens)},
+      {"llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time.", s.decodeSeconds},
       {"llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
        s.promptTokensPerSecond},
       {"llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
        s.decodeTokensPerSecond},
       {"llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", double(kvTokens)},
+      {"llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+       slots.empty() || ctxPerSlot <= 0 ? 0.0 : double(kvTokens) / double(ctxPerSlot * int64_t(slots.size()))},
       {"llamacpp:requests_processing", "gauge", "Number of requests processing.", double(s.slotsBusy)},
       {"llamacpp:requests_deferred", "gauge", "Number of requests deferred.", double(s.queued)},
       {"llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls.", double(s.steps)},

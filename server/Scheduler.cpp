@@ -368,6 +368,8 @@ void Scheduler::finish(Slot &s, int32_t slotIndex, FinishReason r, std::string e
   } else {
     f.promptMs = msBetween(s.assigned, now);
   }
+  stats_.promptSeconds += f.promptMs / 1000.0;
+  stats_.decodeSeconds += f.decodeMs / 1000.0;
   s.req->push(std::move(e));
   ++stats_.finished[static_cast<int>(r)];
   s.req.reset();

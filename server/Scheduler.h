@@ -46,6 +46,7 @@ struct SchedulerStats {
   int32_t slotsTotal = 0, slotsBusy = 0, queued = 0;
   uint64_t promptTokens = 0;    ///< prompt tokens evaluated
   uint64_t cachedTokens = 0;    ///< prompt tokens kept from a slot's previous sequence (not evaluated)
+  double promptSeconds = 0, decodeSeconds = 0; ///< finished requests' prompt and decode times, summed
   uint64_t generatedTokens = 0; ///< tokens sampled and sent
   uint64_t steps = 0, batchTokens = 0;
   uint64_t finished[4] = {0, 0, 0, 0}; ///< by FinishReason

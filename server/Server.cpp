@@ -302,7 +302,7 @@ void Server::routes() {
     if (!opts_.metrics) // off by default, as in llama-server
       return sendError(res, ApiError{501, "this server does not serve /metrics (start it with --metrics)",
                                      "not_supported_error", "", ""});
-    res.set_content(metricsText() + llamaMetricsText(sched_.stats(), sched_.slotStates()),
+    res.set_content(metricsText() + llamaMetricsText(sched_.stats(), sched_.slotStates(), api_.ctxSize()),
                     "text/plain; version=0.0.4");
   });
   h.Post("/tokenize", [this](const httplib::Request &req, httplib::Response &res) {

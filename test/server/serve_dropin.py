@@ -137,10 +137,15 @@ class ServeDropIn(unittest.TestCase):
         after = self.server.metrics(AUTH)
         for name in ("prompt_tokens_total", "tokens_predicted_total", "prompt_tokens_seconds",
                      "predicted_tokens_seconds", "requests_processing", "requests_deferred", "n_decode_total",
-                     "n_busy_slots_per_decode", "kv_cache_tokens"):
+                     "n_busy_slots_per_decode", "kv_cache_tokens", "kv_cache_usage_ratio", "prompt_seconds_total",
+                     "tokens_predicted_seconds_total"):
             self.assertIn("llamacpp:" + name, after, name)
         self.assertGreater(after["llamacpp:tokens_predicted_total"], before["llamacpp:tokens_predicted_total"])
         self.assertEqual(after["llamacpp:tokens_predicted_total"], after["tpc_generated_tokens_total"])
+        self.assertGreater(after["llamacpp:tokens_predicted_seconds_total"],
+                           before["llamacpp:tokens_predicted_seconds_total"])
+        self.assertGreater(after["llamacpp:kv_cache_usage_ratio"], 0)  # the slot kept its sequence
+        self.assertLessEqual(after["llamacpp:kv_cache_usage_ratio"], 1)
 
     # OpenAI details -----------------------------------------------------------------------------------------
 
