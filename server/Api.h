@@ -97,6 +97,8 @@ public:
   /// GET /v1/models.
   nlohmann::json models(int64_t created) const;
   void setDefaults(const ServerDefaults &d) { defaults_ = d; }
+  /// More names /v1/models lists beside modelId() (llama-server's --alias A,B).
+  void setAliases(std::vector<std::string> more) { aliases_ = std::move(more); }
   /// Slots of the scheduler (id_slot is checked against it).
   void setSlots(int32_t n) { slots_ = n; }
   int32_t slots() const { return slots_; }
@@ -120,6 +122,7 @@ private:
   std::vector<int32_t> endOfTurn_; ///< the template's end-of-turn token, when the vocabulary has it
   ServerDefaults defaults_;
   int32_t slots_ = 1;
+  std::vector<std::string> aliases_;
 };
 
 /// llama-server's extensions of a completion body (server/LlamaFields.cpp): logit_bias (OpenAI's

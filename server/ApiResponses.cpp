@@ -131,9 +131,11 @@ json Api::chunk(const CompletionRequest &req, const std::string &id, int64_t cre
 json Api::models(int64_t created) const {
   json meta = {{"n_ctx", ctx_}, {"n_vocab", vocab_},
                {"chat_template", tmpl_ ? json(tmpl_->name()) : json(nullptr)}};
-  return json{{"object", "list"},
-              {"data", json::array({{{"id", modelId_}, {"object", "model"}, {"created", created},
-                                     {"owned_by", "tpc"}, {"meta", meta}}})}};
+  json data = json::array();
+  data.push_back({{"id", modelId_}, {"object", "model"}, {"created", created}, {"owned_by", "tpc"}, {"meta", meta}});
+  for (const std::string &a : aliases_) // the same model under --alias's other names
+    data.push_back({{"id", a}, {"object", "model"}, {"created", created}, {"owned_by", "tpc"}, {"meta", meta}});
+  return json{{"object", "list"}, {"data", data}};
 }
 
 } // namespace tpc::server

@@ -47,7 +47,6 @@ CorsResult applyCors(const CorsPolicy &policy, const httplib::Request &req, http
     return CorsResult::Refused;
   res.set_header("Access-Control-Allow-Origin", origin);
   res.set_header("Vary", "Origin");
-  res.set_header("Access-Control-Allow-Credentials", "true");
   if (!preflight)
     return CorsResult::Allowed;
   res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");

@@ -127,7 +127,7 @@ class ServeDropIn(unittest.TestCase):
         self.assertEqual([s["id"] for s in slots], [0, 1])
         self.assertTrue(all(s["state"] in (0, 1) and "n_ctx" in s for s in slots))
         models = self.server.request("GET", "/models", headers=AUTH)[1]
-        self.assertEqual(models["data"][0]["id"], "first-name")
+        self.assertEqual([m["id"] for m in models["data"]], ["first-name", "second-name"])
         text = self.post("/apply-template", {"messages": [{"role": "user", "content": "Hi"}]})["prompt"]
         self.assertEqual(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 

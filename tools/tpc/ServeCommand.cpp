@@ -173,6 +173,8 @@ void runServe(ServeOptions o) {
   server::Api api(*tok, tmpl, noTemplate, modelId(o, plan), (*engine)->ctxSize(), (*engine)->nVocab());
   api.setDefaults(defaults);
   api.setSlots(o.parallel);
+  if (o.llama.aliases.size() > 1)
+    api.setAliases({o.llama.aliases.begin() + 1, o.llama.aliases.end()});
   so2.modelPath = o.plan;
   if (o.llama.timeout > 0)
     so2.ioTimeout = std::chrono::seconds(o.llama.timeout);
