@@ -126,18 +126,19 @@ public:
                 {"stop_sequence", nullptr},
                 {"usage", {{"input_tokens", cr_.prompt.size()}, {"output_tokens", 0}}}};
     out += sseEvent("message_start", {{"type", "message_start"}, {"message", msg}});
-    out += sseEvent("content_block_start", {{"type", "content_block_start"},
-                                            {"index", 0},
-                                            {"content_block", {{"type", "text"}, {"text", ""}}}});
+    out += sseEvent(
+        "content_block_start",
+        {{"type", "content_block_start"}, {"index", 0}, {"content_block", {{"type", "text"}, {"text", ""}}}});
     out += sseEvent("ping", {{"type", "ping"}});
   }
   void token(size_t, const TokenOut &t, std::string &out) override { delta(t.text, out); }
   void finish(size_t, const Finish &f, std::string &out) override {
     delta(f.trailingText, out);
     out += sseEvent("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}});
-    out += sseEvent("message_delta", {{"type", "message_delta"},
-                                      {"delta", {{"stop_reason", stopReason(f)}, {"stop_sequence", stopSequence(cr_, f)}}},
-                                      {"usage", usageOf(f)}});
+    out += sseEvent("message_delta",
+                    {{"type", "message_delta"},
+                     {"delta", {{"stop_reason", stopReason(f)}, {"stop_sequence", stopSequence(cr_, f)}}},
+                     {"usage", usageOf(f)}});
     out += sseEvent("message_stop", {{"type", "message_stop"}});
   }
   void error(const std::string &message, std::string &out) override {
@@ -193,7 +194,8 @@ void messages(const RouteContext &ctx, const httplib::Request &req, httplib::Res
 } // namespace
 
 void addAnthropicRoutes(httplib::Server &h, const RouteContext &ctx) {
-  h.Post("/v1/messages", [ctx](const httplib::Request &req, httplib::Response &res) { messages(ctx, req, res); });
+  h.Post("/v1/messages",
+         [ctx](const httplib::Request &req, httplib::Response &res) { messages(ctx, req, res); });
   h.Post("/v1/messages/count_tokens", [ctx](const httplib::Request &req, httplib::Response &res) {
     json body, oa;
     if (auto e = parseObject(req.body, body))

@@ -29,8 +29,8 @@ Finish totalOf(const std::vector<Finish> &fs) {
 class ChoicesWriter : public StreamWriter {
 public:
   ChoicesWriter(const Api &api, CompletionRequest cr)
-      : api_(api), cr_(std::move(cr)), id_(newId(cr_.chat ? "chatcmpl" : "cmpl")), created_(std::time(nullptr)),
-        finishes_(static_cast<size_t>(cr_.n)) {}
+      : api_(api), cr_(std::move(cr)), id_(newId(cr_.chat ? "chatcmpl" : "cmpl")),
+        created_(std::time(nullptr)), finishes_(static_cast<size_t>(cr_.n)) {}
   void start(std::string &out) override {
     if (cr_.chat) // every choice's role, alone
       for (int32_t i = 0; i < cr_.n; ++i)

@@ -24,7 +24,8 @@ std::string CorsPolicy::parse(const std::string &flag, CorsPolicy &out) {
       o.pop_back(); // browsers send the origin without a path
     const bool scheme = o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
     if (o != "*" && (!scheme || o.find('/', o.find("//") + 2) != std::string::npos))
-      return fmt::format("--cors-origins: '{}' is not an origin (give scheme://host[:port], '*' or 'none')", o);
+      return fmt::format("--cors-origins: '{}' is not an origin (give scheme://host[:port], '*' or 'none')",
+                         o);
     out.origins.push_back(o);
     start = end + 1;
   }
@@ -52,7 +53,8 @@ CorsResult applyCors(const CorsPolicy &policy, const httplib::Request &req, http
   res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
   // The headers the page asked for (Authorization, Content-Type, x-api-key, ...): the origin is allowed.
   const std::string asked = req.get_header_value("Access-Control-Request-Headers");
-  res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type, x-api-key" : asked);
+  res.set_header("Access-Control-Allow-Headers",
+                 asked.empty() ? "Authorization, Content-Type, x-api-key" : asked);
   res.set_header("Access-Control-Max-Age", "86400");
   return CorsResult::Preflight;
 }

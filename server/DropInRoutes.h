@@ -26,7 +26,8 @@ void addResponsesRoutes(httplib::Server &h, const RouteContext &ctx);
 void answerChoices(const RouteContext &ctx, httplib::Response &res, const CompletionRequest &cr);
 
 /// llama-server's /metrics names (llamacpp:...), appended to tpc's own.
-std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotState> &slots, int64_t ctxPerSlot);
+std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotState> &slots,
+                             int64_t ctxPerSlot);
 
 /// llama-server's generation_settings object for `g` (in /completion's answer, /slots and /props).
 nlohmann::json generationSettings(const Api &api, const GenerationParams &g);

@@ -21,8 +21,9 @@ ApiError bad(const std::string &param, const std::string &what) {
 }
 
 /// One (token or string, bias) pair of logit_bias; appends to `out`.
-std::optional<ApiError> biasEntry(const json &key, const json &value, const std::string &at, const rt::Tokenizer &tok,
-                                  int64_t nVocab, std::vector<std::pair<int32_t, float>> &out) {
+std::optional<ApiError> biasEntry(const json &key, const json &value, const std::string &at,
+                                  const rt::Tokenizer &tok, int64_t nVocab,
+                                  std::vector<std::pair<int32_t, float>> &out) {
   float bias = 0;
   if (value.is_boolean() && !value.get<bool>())
     bias = -INFINITY;
@@ -56,8 +57,8 @@ std::optional<ApiError> biasEntry(const json &key, const json &value, const std:
 
 } // namespace
 
-std::optional<ApiError> parseLlamaFields(const json &body, const rt::Tokenizer &tok, int64_t nVocab, int32_t slots,
-                                         GenerationParams &g) {
+std::optional<ApiError> parseLlamaFields(const json &body, const rt::Tokenizer &tok, int64_t nVocab,
+                                         int32_t slots, GenerationParams &g) {
   auto has = [&](const char *k) { return body.contains(k) && !body[k].is_null(); };
   if (has("logit_bias")) {
     const json &lb = body["logit_bias"];
@@ -75,7 +76,8 @@ std::optional<ApiError> parseLlamaFields(const json &body, const rt::Tokenizer &
           return e;
       }
     } else {
-      return bad("logit_bias", "must be an object {\"token id\": bias} or an array of [token or string, bias]");
+      return bad("logit_bias",
+                 "must be an object {\"token id\": bias} or an array of [token or string, bias]");
     }
     if (g.sampling.logitBias.size() > 4096)
       return bad("logit_bias", "has more than 4096 entries");
@@ -110,9 +112,10 @@ std::optional<ApiError> parseLlamaFields(const json &body, const rt::Tokenizer &
         temp = true;
       else if (!(n == "penalties" || n == "dry" || n == "typ_p" || n == "typical_p" || n == "xtc" ||
                  n == "top_n_sigma" || n == "infill" || n == "y" || n == "d" || n == "x" || n == "e"))
-        return bad("samplers", fmt::format("names {} which is not a sampler (top_k, top_p, min_p, temperature; "
-                                           "penalties, dry, typ_p, xtc, top_n_sigma are accepted and not run)",
-                                           x.dump()));
+        return bad("samplers",
+                   fmt::format("names {} which is not a sampler (top_k, top_p, min_p, temperature; "
+                               "penalties, dry, typ_p, xtc, top_n_sigma are accepted and not run)",
+                               x.dump()));
     }
     if (!topK)
       g.sampling.topK = 0;

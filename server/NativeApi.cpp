@@ -70,8 +70,8 @@ std::optional<ApiError> nativePrompt(const Api &api, json &body) {
     } else if (p[i].is_number_integer()) {
       ids.push_back(p[i]);
     } else {
-      return ApiError{400, fmt::format("'prompt[{}]' must be a string or a token id", i), "invalid_request_error",
-                      "prompt", ""};
+      return ApiError{400, fmt::format("'prompt[{}]' must be a string or a token id", i),
+                      "invalid_request_error", "prompt", ""};
     }
   }
   body["prompt"] = ids;
@@ -103,8 +103,13 @@ json probabilities(const Api &api, const std::vector<TokenOut> &toks) {
       probs.push_back({{"tok_str", piece}, {"prob", std::exp(a.logprob)}});
     }
     const std::string piece = tok.tokenToPiece(t.id, true);
-    out.push_back({{"id", t.id}, {"token", piece}, {"logprob", t.logprob}, {"bytes", bytes(piece)},
-                   {"top_logprobs", top}, {"content", piece}, {"probs", probs}});
+    out.push_back({{"id", t.id},
+                   {"token", piece},
+                   {"logprob", t.logprob},
+                   {"bytes", bytes(piece)},
+                   {"top_logprobs", top},
+                   {"content", piece},
+                   {"probs", probs}});
   }
   return out;
 }
@@ -232,7 +237,8 @@ json slotsJson(const RouteContext &ctx) {
 
 } // namespace
 
-std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotState> &slots, int64_t ctxPerSlot) {
+std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotState> &slots,
+                             int64_t ctxPerSlot) {
   int64_t kvTokens = 0;
   for (const SlotState &st : slots)
     kvTokens += st.cachedPositions;
@@ -240,7 +246,8 @@ std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotStat
     const char *name, *type, *help;
     double value;
   } const ones[] = {
-      {"llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.", double(s.promptTokens)},
+      {"llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
+       double(s.promptTokens)},
       {"llamacpp:prompt_seconds_total", "counter", "Prompt process time.", s.promptSeconds},
       {"llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
        double(s.generatedTokens)},
@@ -251,7 +258,8 @@ std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotStat
        s.decodeTokensPerSecond},
       {"llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", double(kvTokens)},
       {"llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-       slots.empty() || ctxPerSlot <= 0 ? 0.0 : double(kvTokens) / double(ctxPerSlot * int64_t(slots.size()))},
+       slots.empty() || ctxPerSlot <= 0 ? 0.0
+                                        : double(kvTokens) / double(ctxPerSlot * int64_t(slots.size()))},
       {"llamacpp:requests_processing", "gauge", "Number of requests processing.", double(s.slotsBusy)},
       {"llamacpp:requests_deferred", "gauge", "Number of requests deferred.", double(s.queued)},
       {"llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls.", double(s.steps)},
@@ -261,12 +269,14 @@ std::string llamaMetricsText(const SchedulerStats &s, const std::vector<SlotStat
        double(s.cachedTokens)}};
   std::string out;
   for (const One &m : ones)
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", m.name, m.help, m.name, m.type, m.name, m.value);
+    out +=
+        fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", m.name, m.help, m.name, m.type, m.name, m.value);
   return out;
 }
 
 void addDropInRoutes(httplib::Server &h, const RouteContext &ctx) {
-  h.Post("/completion", [ctx](const httplib::Request &req, httplib::Response &res) { completion(ctx, req, res); });
+  h.Post("/completion",
+         [ctx](const httplib::Request &req, httplib::Response &res) { completion(ctx, req, res); });
   h.Get("/props", [ctx](const httplib::Request &, httplib::Response &res) {
     const auto &t = ctx.api.chatTemplate();
     res.set_content(dumpJson(json{{"default_generation_settings", defaultSettings(ctx.api)},
@@ -298,7 +308,9 @@ void addDropInRoutes(httplib::Server &h, const RouteContext &ctx) {
   });
   h.Get("/models", [ctx](const httplib::Request &, httplib::Response &res) {
     json m = ctx.api.models(ctx.started);
-    m["models"] = json::array({{{"name", ctx.api.modelId()}, {"model", ctx.api.modelId()}, {"type", "model"},
+    m["models"] = json::array({{{"name", ctx.api.modelId()},
+                                {"model", ctx.api.modelId()},
+                                {"type", "model"},
                                 {"capabilities", json::array({"completion"})}}});
     res.set_content(dumpJson(m), "application/json");
   });

@@ -13,8 +13,8 @@ size_t commonPrefix(const std::vector<int32_t> &a, const std::vector<int32_t> &b
   return i;
 }
 
-SlotChoice pickSlot(const std::vector<int32_t> &prompt, const std::vector<SlotCacheView> &slots, int32_t idSlot,
-                    bool cache, const std::function<bool(int32_t, int32_t)> &canKeep) {
+SlotChoice pickSlot(const std::vector<int32_t> &prompt, const std::vector<SlotCacheView> &slots,
+                    int32_t idSlot, bool cache, const std::function<bool(int32_t, int32_t)> &canKeep) {
   // The prefix slot i keeps: shared with the prompt, short of the prompt's last token (see the header).
   auto keepOf = [&](int32_t i) -> int32_t {
     const SlotCacheView &v = slots[static_cast<size_t>(i)];

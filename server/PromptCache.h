@@ -27,7 +27,7 @@ namespace tpc::server {
 struct SlotCacheView {
   bool busy = false;
   const std::vector<int32_t> *tokens = nullptr; ///< the ids at the positions its sequence holds
-  uint64_t lastUsed = 0;                         ///< admission counter of its last request (0: never)
+  uint64_t lastUsed = 0;                        ///< admission counter of its last request (0: never)
 };
 
 /// The slot a request runs in and the prefix of its sequence it keeps.
@@ -41,8 +41,8 @@ size_t commonPrefix(const std::vector<int32_t> &a, const std::vector<int32_t> &b
 
 /// Picks the slot for `prompt` (see the file comment). `idSlot` >= 0 asks for that slot only;
 /// `cache` false keeps nothing. canKeep(slot, n): whether the engine can keep n > 0 positions of slot.
-SlotChoice pickSlot(const std::vector<int32_t> &prompt, const std::vector<SlotCacheView> &slots, int32_t idSlot,
-                    bool cache, const std::function<bool(int32_t, int32_t)> &canKeep);
+SlotChoice pickSlot(const std::vector<int32_t> &prompt, const std::vector<SlotCacheView> &slots,
+                    int32_t idSlot, bool cache, const std::function<bool(int32_t, int32_t)> &canKeep);
 
 } // namespace tpc::server
 

@@ -44,8 +44,8 @@ std::optional<ApiError> submitChoices(Scheduler &sched, const CompletionRequest 
         r->cancel();
       out.clear();
       const bool draining = sched.stats().draining;
-      return ApiError{draining ? 503 : 400, submitted.message(), draining ? "server_error" : "invalid_request_error",
-                      "", ""};
+      return ApiError{draining ? 503 : 400, submitted.message(),
+                      draining ? "server_error" : "invalid_request_error", "", ""};
     }
     out.push_back(submitted.take());
   }
@@ -71,7 +71,8 @@ std::optional<ApiError> collectChoices(const std::vector<std::shared_ptr<Request
       break;
     }
     if (!err && (r.finish.reason == FinishReason::Error || r.finish.reason == FinishReason::Cancelled))
-      err = ApiError{500, r.finish.error.empty() ? "the request was cancelled" : r.finish.error, "server_error", "", ""};
+      err = ApiError{500, r.finish.error.empty() ? "the request was cancelled" : r.finish.error,
+                     "server_error", "", ""};
   }
   return err;
 }
@@ -107,8 +108,8 @@ void onEvent(StreamState &st, size_t i, const Event &e, std::string &out) {
 }
 } // namespace
 
-void streamChoices(const RouteContext &ctx, httplib::Response &res, std::vector<std::shared_ptr<Request>> reqs,
-                   std::shared_ptr<StreamWriter> w) {
+void streamChoices(const RouteContext &ctx, httplib::Response &res,
+                   std::vector<std::shared_ptr<Request>> reqs, std::shared_ptr<StreamWriter> w) {
   auto st = std::make_shared<StreamState>();
   st->finished.assign(reqs.size(), false);
   st->reqs = std::move(reqs);
@@ -141,8 +142,8 @@ void streamChoices(const RouteContext &ctx, httplib::Response &res, std::vector<
         st->next = (st->next + 1) % n;
         if (!any && !st->done) {
           // Nothing queued: wait on the first open choice for up to a heartbeat, else keep the line alive.
-          const size_t i = static_cast<size_t>(
-              std::find(st->finished.begin(), st->finished.end(), false) - st->finished.begin());
+          const size_t i = static_cast<size_t>(std::find(st->finished.begin(), st->finished.end(), false) -
+                                               st->finished.begin());
           if (st->reqs[i]->next(e, heartbeat))
             onEvent(*st, i, e, out);
           else

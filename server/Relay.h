@@ -63,8 +63,8 @@ public:
 
 /// Streams `reqs` through `w` as text/event-stream (see the file comment). ctx.enter() was called;
 /// ctx.leave() is called when the stream ends.
-void streamChoices(const RouteContext &ctx, httplib::Response &res, std::vector<std::shared_ptr<Request>> reqs,
-                   std::shared_ptr<StreamWriter> w);
+void streamChoices(const RouteContext &ctx, httplib::Response &res,
+                   std::vector<std::shared_ptr<Request>> reqs, std::shared_ptr<StreamWriter> w);
 
 /// "data: JSON\n\n".
 std::string sse(const nlohmann::json &j);

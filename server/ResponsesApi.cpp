@@ -39,7 +39,8 @@ std::optional<ApiError> partsText(const json &content, const std::string &at, st
   for (size_t i = 0; i < content.size(); ++i) {
     const json &p = content[i];
     const std::string where = fmt::format("{}[{}]", at, i);
-    const std::string type = p.is_object() && p.contains("type") && p["type"].is_string() ? p["type"].get<std::string>() : "";
+    const std::string type =
+        p.is_object() && p.contains("type") && p["type"].is_string() ? p["type"].get<std::string>() : "";
     if (type != "input_text" && type != "output_text" && type != "text")
       return bad(where, "must be an input_text or output_text part (tpc serve takes text only)");
     if (!p.contains("text") || !p["text"].is_string())
@@ -97,21 +98,28 @@ std::optional<ApiError> toChatBody(const json &body, json &oa) {
 /// The response object; `text` null: still in progress (no output yet).
 json responseObject(const Api &api, const std::string &id, int64_t created, const std::string &msgId,
                     const std::string *text, const Finish *f) {
-  json r = {{"id", id},        {"object", "response"}, {"created_at", created},
-            {"model", api.modelId()}, {"status", "in_progress"}, {"output", json::array()},
-            {"incomplete_details", nullptr}, {"error", nullptr}, {"usage", nullptr}};
+  json r = {{"id", id},
+            {"object", "response"},
+            {"created_at", created},
+            {"model", api.modelId()},
+            {"status", "in_progress"},
+            {"output", json::array()},
+            {"incomplete_details", nullptr},
+            {"error", nullptr},
+            {"usage", nullptr}};
   if (!f)
     return r;
   const bool cut = f->reason == FinishReason::Length;
   r["status"] = cut ? "incomplete" : "completed";
   if (cut)
     r["incomplete_details"] = {{"reason", "max_output_tokens"}};
-  r["output"] = json::array({{{"type", "message"},
-                              {"id", msgId},
-                              {"status", cut ? "incomplete" : "completed"},
-                              {"role", "assistant"},
-                              {"content", json::array({{{"type", "output_text"}, {"text", *text},
-                                                        {"annotations", json::array()}}})}}});
+  r["output"] = json::array(
+      {{{"type", "message"},
+        {"id", msgId},
+        {"status", cut ? "incomplete" : "completed"},
+        {"role", "assistant"},
+        {"content",
+         json::array({{{"type", "output_text"}, {"text", *text}, {"annotations", json::array()}}})}}});
   r["output_text"] = *text;
   r["usage"] = {{"input_tokens", f->promptTokens},
                 {"input_tokens_details", {{"cached_tokens", f->cachedTokens}}},
@@ -123,15 +131,20 @@ json responseObject(const Api &api, const std::string &id, int64_t created, cons
 
 class ResponsesWriter : public StreamWriter {
 public:
-  ResponsesWriter(const Api &api) : api_(api), id_(newId("resp")), msgId_(newId("msg")), created_(std::time(nullptr)) {}
+  ResponsesWriter(const Api &api)
+      : api_(api), id_(newId("resp")), msgId_(newId("msg")), created_(std::time(nullptr)) {}
   void start(std::string &out) override {
     const json r = responseObject(api_, id_, created_, msgId_, nullptr, nullptr);
     event("response.created", {{"response", r}}, out);
     event("response.in_progress", {{"response", r}}, out);
     event("response.output_item.added",
           {{"output_index", 0},
-           {"item", {{"type", "message"}, {"id", msgId_}, {"status", "in_progress"}, {"role", "assistant"},
-                     {"content", json::array()}}}},
+           {"item",
+            {{"type", "message"},
+             {"id", msgId_},
+             {"status", "in_progress"},
+             {"role", "assistant"},
+             {"content", json::array()}}}},
           out);
     event("response.content_part.added", part(""), out);
   }
@@ -145,7 +158,8 @@ public:
     event("response.content_part.done", part(text_), out);
     const json r = responseObject(api_, id_, created_, msgId_, &text_, &f);
     event("response.output_item.done", {{"output_index", 0}, {"item", r["output"][0]}}, out);
-    event(f.reason == FinishReason::Length ? "response.incomplete" : "response.completed", {{"response", r}}, out);
+    event(f.reason == FinishReason::Length ? "response.incomplete" : "response.completed", {{"response", r}},
+          out);
   }
   void error(const std::string &message, std::string &out) override {
     event("error", {{"code", "server_error"}, {"message", message}, {"param", nullptr}}, out);
@@ -205,7 +219,8 @@ void responses(const RouteContext &ctx, const httplib::Request &req, httplib::Re
 } // namespace
 
 void addResponsesRoutes(httplib::Server &h, const RouteContext &ctx) {
-  h.Post("/v1/responses", [ctx](const httplib::Request &req, httplib::Response &res) { responses(ctx, req, res); });
+  h.Post("/v1/responses",
+         [ctx](const httplib::Request &req, httplib::Response &res) { responses(ctx, req, res); });
 }
 
 } // namespace tpc::server

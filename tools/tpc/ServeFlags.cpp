@@ -10,7 +10,8 @@
 namespace tpc::cli {
 
 const char *const kUnsupportedLlamaServerFlags =
-    "llama-server flags tpc serve does not take: -ngl/--n-gpu-layers (use --devices/--backend), -fa/--flash-attn, "
+    "llama-server flags tpc serve does not take: -ngl/--n-gpu-layers (use --devices/--backend), "
+    "-fa/--flash-attn, "
     "-ub/--ubatch-size, -ctk/-ctv/--cache-type-*, --mlock, --no-mmap, --numa, --rope-*, --yarn-*, --lora*, "
     "--mmproj, -md/--model-draft, --embedding(s), --reranking, --ssl-key-file, --ssl-cert-file, --path, "
     "--system-prompt-file, --slot-save-path, -sps/--slot-prompt-similarity, --grammar*, --log-format, "
@@ -28,20 +29,25 @@ void addLlamaServerFlags(CLI::App &cmd, LlamaServerFlags &f) {
   cmd.add_flag("--no-slots,--slots-endpoint-disable", f.noSlots, "do not serve /slots");
   cmd.add_flag("--no-webui", f.noWebui, "do not serve the chat page at /");
   cmd.add_flag("--cont-batching", f.contBatching, "accepted: batching is always continuous");
-  cmd.add_flag("--jinja", f.jinja, "accepted for llama-server's command lines: the GGUF's template is rendered");
-  cmd.add_option("-n,--n-predict", f.nPredict, "tokens a request generates when it sets no max_tokens (-1: "
-                                               "until the context is full)")
+  cmd.add_flag("--jinja", f.jinja,
+               "accepted for llama-server's command lines: the GGUF's template is rendered");
+  cmd.add_option("-n,--n-predict", f.nPredict,
+                 "tokens a request generates when it sets no max_tokens (-1: "
+                 "until the context is full)")
       ->capture_default_str();
-  cmd.add_option("--timeout", f.timeout,
-                 "HTTP read/write timeout in seconds: how long a client may take to send or read (default 5)");
-  cmd.add_option("--cors-origins", f.corsOrigins,
-                 "origins browser pages may call from: '*', 'none' or scheme://host[:port],... (others get 403)")
+  cmd.add_option(
+      "--timeout", f.timeout,
+      "HTTP read/write timeout in seconds: how long a client may take to send or read (default 5)");
+  cmd.add_option(
+         "--cors-origins", f.corsOrigins,
+         "origins browser pages may call from: '*', 'none' or scheme://host[:port],... (others get 403)")
       ->capture_default_str();
   cmd.add_option("--temp", f.temp, "default temperature of requests (0: greedy; default 0.8)");
   cmd.add_option("--top-k", f.topK, "default top_k of requests (default 40; 0: off)");
   cmd.add_option("--top-p", f.topP, "default top_p of requests (default 0.95)");
   cmd.add_option("--min-p", f.minP, "default min_p of requests (default 0.05)");
-  cmd.add_option("-s,--seed", f.seed, "default seed of requests (-1: random per request)")->capture_default_str();
+  cmd.add_option("-s,--seed", f.seed, "default seed of requests (-1: random per request)")
+      ->capture_default_str();
   cmd.footer(kUnsupportedLlamaServerFlags);
 }
 
