@@ -41,15 +41,15 @@ std::string errorBody(const ApiError &e);
 struct ServerDefaults {
   float temperature = 0.8f, topP = 0.95f, minP = 0.05f;
   int32_t topK = 40;
-  int64_t seed = -1;      ///< -1: a random seed per request
-  int32_t nPredict = -1;  ///< -1: until the context is full
+  int64_t seed = -1;     ///< -1: a random seed per request
+  int32_t nPredict = -1; ///< -1: until the context is full
 };
 
 /// A validated completion request.
 struct CompletionRequest {
   bool chat = false;
-  int32_t n = 1;             ///< independent choices (seeds seed, seed + 1, ...)
-  bool seedGiven = false;    ///< the request named its seed
+  int32_t n = 1;          ///< independent choices (seeds seed, seed + 1, ...)
+  bool seedGiven = false; ///< the request named its seed
   bool stream = false;
   bool includeUsage = false; ///< stream_options.include_usage
   bool returnTokens = false;

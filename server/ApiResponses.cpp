@@ -132,9 +132,11 @@ json Api::models(int64_t created) const {
   json meta = {{"n_ctx", ctx_}, {"n_vocab", vocab_},
                {"chat_template", tmpl_ ? json(tmpl_->name()) : json(nullptr)}};
   json data = json::array();
-  data.push_back({{"id", modelId_}, {"object", "model"}, {"created", created}, {"owned_by", "tpc"}, {"meta", meta}});
+  data.push_back(
+      {{"id", modelId_}, {"object", "model"}, {"created", created}, {"owned_by", "tpc"}, {"meta", meta}});
   for (const std::string &a : aliases_) // the same model under --alias's other names
-    data.push_back({{"id", a}, {"object", "model"}, {"created", created}, {"owned_by", "tpc"}, {"meta", meta}});
+    data.push_back(
+        {{"id", a}, {"object", "model"}, {"created", created}, {"owned_by", "tpc"}, {"meta", meta}});
   return json{{"object", "list"}, {"data", data}};
 }
 

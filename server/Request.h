@@ -69,8 +69,8 @@ struct Finish {
   std::string trailingText; ///< text released at the end (held-back characters), may be empty
   int32_t promptTokens = 0;
   int32_t completionTokens = 0;
-  int32_t cachedTokens = 0; ///< prompt tokens reused from the slot's previous sequence (not evaluated)
-  int32_t slot = -1;        ///< the slot that ran the request
+  int32_t cachedTokens = 0;   ///< prompt tokens reused from the slot's previous sequence (not evaluated)
+  int32_t slot = -1;          ///< the slot that ran the request
   bool stoppedByWord = false; ///< Stop because a stop string appeared (else an end-of-generation token)
   double queuedMs = 0;  ///< submit -> slot
   double promptMs = 0;  ///< slot -> first token sampled

@@ -135,7 +135,7 @@ private:
   std::vector<BatchEntry> lastBatch_;
   std::vector<BatchSource> lastSources_;
   size_t rotate_ = 0;
-  uint64_t admitted_ = 0; ///< requests given a slot so far (Slot::lastUsed)
+  uint64_t admitted_ = 0;        ///< requests given a slot so far (Slot::lastUsed)
   int32_t finishedTogether_ = 0; ///< requests that finished in the last step that finished any (see gather)
   bool stop_ = false, draining_ = false;
   SchedulerStats stats_;

@@ -165,8 +165,9 @@ void Server::routes() {
     if (sameKey(req.get_header_value("Authorization"), "Bearer " + opts_.apiKey) ||
         sameKey(req.get_header_value("x-api-key"), opts_.apiKey))
       return httplib::Server::HandlerResponse::Unhandled;
-    sendError(res, ApiError{401, "Invalid API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY') with the "
-                                 "server's --api-key",
+    sendError(res, ApiError{401,
+                            "Invalid API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY') with "
+                            "the server's --api-key",
                             "authentication_error", "", "invalid_api_key"});
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -221,7 +222,8 @@ void Server::routes() {
               return true;
             }
             if (st->first && st->cr.chat) { // the role alone, at once
-              const std::string role = sse(api_.chunk(st->cr, st->id, st->created, "", nullptr, nullptr, true));
+              const std::string role =
+                  sse(api_.chunk(st->cr, st->id, st->created, "", nullptr, nullptr, true));
               st->first = false;
               if (!sink.write(role.data(), role.size())) {
                 st->req->cancel();
@@ -320,7 +322,8 @@ void Server::routes() {
   addDropInRoutes(h, ctx); // llama-server's own routes, the Anthropic and Responses APIs
   h.Get("/", [this](const httplib::Request &, httplib::Response &res) {
     if (!opts_.webui)
-      return sendError(res, ApiError{404, "the chat page is off (--no-webui)", "invalid_request_error", "", ""});
+      return sendError(res,
+                       ApiError{404, "the chat page is off (--no-webui)", "invalid_request_error", "", ""});
     res.set_header("Cache-Control", "no-cache");
     res.set_content(chatPage(), "text/html; charset=utf-8");
   });

@@ -2,7 +2,7 @@
 //
 // Routes (cpp-httplib, one thread per connection from a fixed pool):
 //   POST /v1/chat/completions, /v1/completions   OpenAI shapes, streamed as server-sent events or not
-//   GET  /v1/models, /health, /metrics (Prometheus text, with --metrics), /   (the chat page, no external assets)
+//   GET  /v1/models, /health, /metrics (Prometheus text; --metrics), /   (the chat page, no external assets)
 //   POST /tokenize, /detokenize                   llama-server's shapes
 //   llama-server's /completion, /props, /slots, /apply-template, /models, Anthropic's /v1/messages and
 //   OpenAI's /v1/responses: server/DropInRoutes.h

@@ -138,8 +138,8 @@ TEST(Api, LlamaServerFieldsBecomeSettings) {
   EXPECT_EQ(r.gen.maxTokens, 3);
   EXPECT_EQ(r.n, 3);
   EXPECT_FALSE(r.seedGiven);
-  EXPECT_EQ(r.gen.sampling.topK, 40);     // kept
-  EXPECT_EQ(r.gen.sampling.topP, 1.0f);   // not listed: off
+  EXPECT_EQ(r.gen.sampling.topK, 40);   // kept
+  EXPECT_EQ(r.gen.sampling.topP, 1.0f); // not listed: off
   EXPECT_EQ(r.gen.sampling.minP, 0.0f);
   // Server-wide defaults (--temp, --top-k, --seed, -n) where the request sets nothing.
   ServerDefaults d;
@@ -151,7 +151,8 @@ TEST(Api, LlamaServerFieldsBecomeSettings) {
   EXPECT_EQ(r.gen.sampling.seed, 11u);
   EXPECT_TRUE(r.seedGiven);
   EXPECT_EQ(r.gen.maxTokens, 5);
-  ASSERT_FALSE(parse(f.api, R"({"prompt": "ab", "temperature": 1.5, "max_tokens": 2, "seed": 3})", false, &r));
+  ASSERT_FALSE(
+      parse(f.api, R"({"prompt": "ab", "temperature": 1.5, "max_tokens": 2, "seed": 3})", false, &r));
   EXPECT_EQ(r.gen.sampling.temperature, 1.5f);
   EXPECT_EQ(r.gen.maxTokens, 2);
   EXPECT_EQ(r.gen.sampling.seed, 3u);

@@ -229,8 +229,8 @@ void registerServe(CLI::App &app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App *cmd = app.add_subcommand("serve", "Serve a plan over an OpenAI-compatible HTTP API");
   cmd->add_option("model", o->plan,
-                  "plan file written by `tpc compile`, or a GGUF model (compiled in memory with the flags below; "
-                  "also -m)");
+                  "plan file written by `tpc compile`, or a GGUF model (compiled in memory with the flags "
+                  "below; also -m)");
   cmd->allow_extras(); // refused in the callback, naming llama-server's flags tpc serve does not take
   cli::addCompileFlags(*cmd, o->compile);
   cmd->add_option("--host", o->host, "address to listen on (default: loopback only)")->capture_default_str();

@@ -216,8 +216,8 @@ TEST(Sampler, LogitBiasBansAndBoostsBeforeGreedyAndSampling) {
   SamplerParams p;
   p.logitBias = {{1, -INFINITY}};
   Sampler banned(p);
-  EXPECT_EQ(banned.sample(l), 3); // the argmax is banned: the next best
-  EXPECT_EQ(l[1], 2.0f);          // the caller's row is untouched
+  EXPECT_EQ(banned.sample(l), 3);         // the argmax is banned: the next best
+  EXPECT_EQ(l[1], 2.0f);                  // the caller's row is untouched
   p.logitBias = {{2, 10.0f}, {99, 5.0f}}; // an id past the row is ignored
   EXPECT_EQ(Sampler(p).sample(l), 2);
   // Sampling: a banned token is never drawn, whatever the seed.
