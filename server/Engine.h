@@ -13,9 +13,10 @@
 //     continues the sequence (pos == its current length) or restarts it at 0 after forget();
 //   - forget(s) drops sequence s's cache: its next entry starts at position 0;
 //   - keepPrefix(s, n) (prompt caching, only where canKeepPrefix(s, n)): its next entry is at position n.
-// BatchedEngine.h implements it on one runtime session, which checks the same rules (and also accepts a
-// rewind its caches allow; the scheduler never asks for one); checkBatch() below is the contract as code
-// for engines that have no session (the scheduler tests' fake).
+// BatchedEngine.h implements it on one runtime session, which checks the same rules and also accepts a
+// rewind its caches allow: keepPrefix is such a rewind, done by the next batch. checkBatch() below is the
+// contract as code for engines that have no session (the scheduler tests' fake, which keeps a prefix by
+// setting its length).
 //
 // Usage:
 //   std::vector<BatchEntry> b = {{tok, pos, seq, /*logits=*/true}, ...};
