@@ -697,3 +697,27 @@ TEST(Scheduler, WithoutCachePromptTheSequenceIsForgotten) {
   EXPECT_TRUE(eng.kept.empty());
   EXPECT_EQ(eng.forgotten, (std::vector<int32_t>{0, 0})); // before it (a kept sequence) and after it
 }
+
+TEST(BatchedEngine, KeepsAPrefixTheSessionCanRewindTo) {
+  rt::test::PlanMaker m(1, 8, 16);
+  std::vector<float> table(16 * 16);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j)
+      table[i * 16 + j] = float(10 * i + j);
+  m.b(0).step(rt::OpKind::GetRows, {m.weightF32(0, {16, 16}, table), m.tokens[0]}, {m.logits[0]});
+  auto e = BatchedEngine::open(m.plan, 2, m.options(1, 16), "cpu");
+  ASSERT_TRUE(e) << e.message();
+  BatchedEngine &eng = **e;
+  std::vector<float> rows;
+  ASSERT_TRUE(eng.step({{3, 0, 0, false}, {4, 1, 0, false}, {5, 2, 0, true}}, rows));
+  EXPECT_FALSE(eng.canKeepPrefix(0, 0)); // nothing to keep
+  EXPECT_TRUE(eng.canKeepPrefix(0, 1));
+  EXPECT_TRUE(eng.canKeepPrefix(0, 3)); // all of it: continues
+  EXPECT_FALSE(eng.canKeepPrefix(0, 4)); // past its length
+  EXPECT_FALSE(eng.canKeepPrefix(1, 1)); // an empty sequence
+  // Kept: the next batch starts at the prefix's end, and the session drops what came after.
+  eng.keepPrefix(0, 1);
+  ASSERT_TRUE(eng.step({{9, 1, 0, true}}, rows));
+  EXPECT_EQ(eng.session().sequenceLength(0), 2);
+  EXPECT_EQ(rows[0], 90.f);
+}
