@@ -151,17 +151,15 @@ std::optional<ApiError> Api::parseCompletion(const std::string &body, bool chat,
   out.chat = chat;
 
   if (const json *m = f.find("model")) {
+    // Any name is served, as llama-server does: clients send their default ("gpt-3.5-turbo").
     if (!m->is_string())
       f.fail("model", "must be a string");
-    else if (m->get<std::string>() != modelId_ && !m->get<std::string>().empty())
-      return ApiError{404, fmt::format("The model '{}' does not exist; this server serves '{}'", m->get<std::string>(),
-                                       modelId_),
-                      "invalid_request_error", "model", "model_not_found"};
   }
   if (f.error)
     return f.error;
-  if (f.integer("n", 1, 1); f.error)
-    return ApiError{400, "'n' must be 1: tpc serve returns one choice per request", "invalid_request_error", "n", ""};
+  out.n = static_cast<int32_t>(f.integer("n", 1, 16).value_or(1));
+  if (f.error)
+    return f.error;
 
   // The prompt.
   if (chat) {
@@ -242,6 +240,10 @@ std::optional<ApiError> Api::parseCompletion(const std::string &body, bool chat,
   // Generation settings.
   GenerationParams &g = out.gen;
   std::optional<int64_t> maxTokens = f.integer("max_tokens", 1, INT32_MAX);
+  if (auto np = f.integer("n_predict", -1, INT32_MAX); np && *np >= 0) // llama-server's name; -1: no limit
+    maxTokens = std::max<int64_t>(1, *np);
+  if (!maxTokens && defaults_.nPredict > 0)
+    maxTokens = std::min<int64_t>(defaults_.nPredict, std::max<int64_t>(1, ctx_ - promptLen));
   if (auto mc = f.integer("max_completion_tokens", 1, INT32_MAX))
     maxTokens = mc;
   if (maxTokens && promptLen + *maxTokens > ctx_ && !f.error)
@@ -252,11 +254,17 @@ std::optional<ApiError> Api::parseCompletion(const std::string &body, bool chat,
                     "invalid_request_error", "max_tokens", "context_length_exceeded"};
   // Without max_tokens: until the context is full (at least one token: the last prompt row is sampled).
   g.maxTokens = static_cast<int32_t>(maxTokens ? *maxTokens : std::max<int64_t>(1, ctx_ - promptLen));
-  g.sampling.temperature = f.number("temperature", 0.0, 2.0, 0.8f);
-  g.sampling.topP = f.number("top_p", 0.0, 1.0, 0.95f);
-  g.sampling.minP = f.number("min_p", 0.0, 1.0, 0.05f);
-  g.sampling.topK = static_cast<int32_t>(f.integer("top_k", 0, INT32_MAX).value_or(40));
-  if (auto seed = f.integer("seed", INT64_MIN, INT64_MAX))
+  g.sampling.temperature = f.number("temperature", 0.0, 2.0, defaults_.temperature);
+  g.sampling.topP = f.number("top_p", 0.0, 1.0, defaults_.topP);
+  g.sampling.minP = f.number("min_p", 0.0, 1.0, defaults_.minP);
+  g.sampling.topK = static_cast<int32_t>(f.integer("top_k", 0, INT32_MAX).value_or(defaults_.topK));
+  std::optional<int64_t> seed = f.integer("seed", INT64_MIN, INT64_MAX);
+  if (seed && *seed == -1) // llama-server's "random"
+    seed.reset();
+  if (!seed && defaults_.seed >= 0)
+    seed = defaults_.seed;
+  out.seedGiven = seed.has_value();
+  if (seed)
     g.sampling.seed = static_cast<uint64_t>(*seed);
   else
     g.sampling.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
@@ -296,7 +304,9 @@ std::optional<ApiError> Api::parseCompletion(const std::string &body, bool chat,
     else
       out.includeUsage = so->value("include_usage", false);
   }
-  return f.error;
+  if (f.error)
+    return f.error;
+  return parseLlamaFields(j, tok_, vocab_, slots_, g);
 }
 
 std::optional<ApiError> Api::tokenize(const std::string &body, json &out) const {

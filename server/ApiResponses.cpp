@@ -19,22 +19,32 @@ json bytesOf(const std::string &s) {
     b.push_back(int(c));
   return b;
 }
-json timings(const Finish &f) {
+} // namespace
+
+json Api::timings(const Finish &f) {
+  // llama-server's names: prompt_n counts the prompt tokens read (not those kept in the cache: cache_n).
+  const int32_t read = f.promptTokens - f.cachedTokens;
+  auto per = [](double ms, int32_t n) { return n > 0 ? ms / n : 0.0; };
+  auto rate = [](double ms, int32_t n) { return ms > 0 ? 1000.0 * n / ms : 0.0; };
   return json{{"queued_ms", f.queuedMs},
-              {"prompt_n", f.promptTokens},
+              {"cache_n", f.cachedTokens},
+              {"prompt_n", read},
               {"prompt_ms", f.promptMs},
+              {"prompt_per_token_ms", per(f.promptMs, read)},
+              {"prompt_per_second", rate(f.promptMs, read)},
               {"predicted_n", f.completionTokens},
               {"predicted_ms", f.decodeMs},
-              {"predicted_per_second", f.decodeMs > 0 ? 1000.0 * f.completionTokens / f.decodeMs : 0.0}};
+              {"predicted_per_token_ms", per(f.decodeMs, f.completionTokens)},
+              {"predicted_per_second", rate(f.decodeMs, f.completionTokens)}};
 }
-} // namespace
 
 std::string Api::piece(int32_t id) const { return tok_.tokenToPiece(id, true); }
 
 json Api::usage(const Finish &f) {
   return json{{"prompt_tokens", f.promptTokens},
               {"completion_tokens", f.completionTokens},
-              {"total_tokens", f.promptTokens + f.completionTokens}};
+              {"total_tokens", f.promptTokens + f.completionTokens},
+              {"prompt_tokens_details", {{"cached_tokens", f.cachedTokens}}}};
 }
 
 json Api::logprobsOf(const CompletionRequest &req, const std::vector<TokenOut> &toks, size_t textOffset) const {
@@ -103,10 +113,11 @@ json Api::chunk(const CompletionRequest &req, const std::string &id, int64_t cre
   json choice = {{"index", 0}, {"finish_reason", finish ? json(finishReasonName(finish->reason)) : json(nullptr)}};
   choice["logprobs"] = tok ? logprobsOf(req, {*tok}, 0) : json(nullptr);
   if (req.chat) {
+    // The first chunk carries the role alone (as OpenAI and llama-server send it).
     json delta = json::object();
     if (first)
       delta["role"] = "assistant";
-    if (!finish || !text.empty())
+    else if (!finish || !text.empty())
       delta["content"] = text;
     choice["delta"] = delta;
   } else {
@@ -128,9 +139,13 @@ json Api::chunk(const CompletionRequest &req, const std::string &id, int64_t cre
 json Api::models(int64_t created) const {
   json meta = {{"n_ctx", ctx_}, {"n_vocab", vocab_},
                {"chat_template", tmpl_ ? json(tmpl_->name()) : json(nullptr)}};
-  return json{{"object", "list"},
-              {"data", json::array({{{"id", modelId_}, {"object", "model"}, {"created", created},
-                                     {"owned_by", "tpc"}, {"meta", meta}}})}};
+  json data = json::array();
+  data.push_back(
+      {{"id", modelId_}, {"object", "model"}, {"created", created}, {"owned_by", "tpc"}, {"meta", meta}});
+  for (const std::string &a : aliases_) // the same model under --alias's other names
+    data.push_back(
+        {{"id", a}, {"object", "model"}, {"created", created}, {"owned_by", "tpc"}, {"meta", meta}});
+  return json{{"object", "list"}, {"data", data}};
 }
 
 } // namespace tpc::server

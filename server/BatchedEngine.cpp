@@ -24,4 +24,15 @@ Expected<void> BatchedEngine::step(const std::vector<BatchEntry> &batch, std::ve
   return s_->evaluate(batch_, rows);
 }
 
+bool BatchedEngine::canKeepPrefix(int32_t seq, int32_t n) const {
+  const int64_t len = s_->sequenceLength(seq);
+  if (n <= 0 || n > len)
+    return false;
+  // A recurrent state holds only its sequence's end: a rewind would recompute from 0 (no saving).
+  if (s_->recomputesRewinds())
+    return n == len;
+  // The session's own rule for a rewind (a sliding-window ring may have overwritten what it reads).
+  return s_->checkBatch({rt::BatchToken{0, n, seq, true}}).empty();
+}
+
 } // namespace tpc::server

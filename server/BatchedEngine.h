@@ -36,6 +36,10 @@ public:
 
   Expected<void> step(const std::vector<BatchEntry> &batch, std::vector<float> &rows) override;
   void forget(int32_t seq) override { s_->clearSequence(seq); }
+  /// What the session's caches still hold (a rewind it accepts); a recurrent state only continues.
+  bool canKeepPrefix(int32_t seq, int32_t n) const override;
+  /// Nothing to do: the session drops the positions from n on when the next batch starts there.
+  void keepPrefix(int32_t, int32_t) override {}
   int32_t maxSequences() const override { return s_->maxSequences(); }
   int64_t ctxSize() const override { return s_->ctxSize(); }
   int64_t nVocab() const override { return s_->nVocab(); }

@@ -11,10 +11,12 @@
 //   - 0 <= seq < maxSequences(), 0 <= pos < ctxSize(), 0 <= token < nVocab();
 //   - within one sequence the entries of a batch have consecutive positions, and the first of them
 //     continues the sequence (pos == its current length) or restarts it at 0 after forget();
-//   - forget(s) drops sequence s's cache: its next entry starts at position 0.
-// BatchedEngine.h implements it on one runtime session, which checks the same rules (and also accepts a
-// rewind its caches allow; the scheduler never asks for one); checkBatch() below is the contract as code
-// for engines that have no session (the scheduler tests' fake).
+//   - forget(s) drops sequence s's cache: its next entry starts at position 0;
+//   - keepPrefix(s, n) (prompt caching, only where canKeepPrefix(s, n)): its next entry is at position n.
+// BatchedEngine.h implements it on one runtime session, which checks the same rules and also accepts a
+// rewind its caches allow: keepPrefix is such a rewind, done by the next batch. checkBatch() below is the
+// contract as code for engines that have no session (the scheduler tests' fake, which keeps a prefix by
+// setting its length).
 //
 // Usage:
 //   std::vector<BatchEntry> b = {{tok, pos, seq, /*logits=*/true}, ...};
@@ -49,6 +51,17 @@ public:
   virtual Expected<void> step(const std::vector<BatchEntry> &batch, std::vector<float> &rows) = 0;
   /// Drops sequence `seq`'s cached tokens (its slot was freed).
   virtual void forget(int32_t seq) = 0;
+  /// Prompt caching (server/PromptCache.h): whether sequence `seq` can drop its positions from `n` on and
+  /// continue at position n (0 < n <= its length), keeping what the first n hold. Default: never.
+  virtual bool canKeepPrefix(int32_t seq, int32_t n) const {
+    (void)seq, (void)n;
+    return false;
+  }
+  /// Does it (after canKeepPrefix said yes): the next entry of `seq` is at position n.
+  virtual void keepPrefix(int32_t seq, int32_t n) {
+    (void)n;
+    forget(seq);
+  }
   /// Sequences that may be live at once.
   virtual int32_t maxSequences() const = 0;
   /// Positions one sequence may hold.

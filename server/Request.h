@@ -43,6 +43,11 @@ struct GenerationParams {
   /// Control tokens are released as their text (harmony's <|channel|>, [TOOL_CALLS]...): the chat answer
   /// goes through an OutputParser that reads the markers and never shows them.
   bool specialText = false;
+  /// Prompt caching (llama-server's cache_prompt): the request may reuse the longest prefix its slot's
+  /// sequence shares with the prompt, and leaves its sequence in the slot for the next one
+  /// (server/PromptCache.h). Off: the slot's sequence is dropped before and after.
+  bool cachePrompt = false;
+  int32_t idSlot = -1; ///< run in this slot (llama-server's id_slot; it waits for it); -1: any
 };
 
 /// One token and its log-probabilities (log-softmax of the raw logits).
@@ -70,6 +75,9 @@ struct Finish {
   std::string trailingText; ///< text released at the end (held-back characters), may be empty
   int32_t promptTokens = 0;
   int32_t completionTokens = 0;
+  int32_t cachedTokens = 0;   ///< prompt tokens reused from the slot's previous sequence (not evaluated)
+  int32_t slot = -1;          ///< the slot that ran the request
+  bool stoppedByWord = false; ///< Stop because a stop string appeared (else an end-of-generation token)
   double queuedMs = 0;  ///< submit -> slot
   double promptMs = 0;  ///< slot -> first token sampled
   double decodeMs = 0;  ///< first token -> finish

@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "server/Scheduler.h"
 
+#include "server/PromptCache.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -28,6 +30,9 @@ struct Scheduler::Slot {
   int32_t nPast = 0;     ///< tokens in the sequence's cache
   int32_t pending = -1;  ///< sampled token waiting to be evaluated (>= 0: generating)
   int32_t generated = 0;
+  int32_t cached = 0;          ///< prompt tokens kept from the previous sequence (PromptCache.h)
+  std::vector<int32_t> tokens; ///< the ids at the positions the sequence holds (nPast of them)
+  uint64_t lastUsed = 0;       ///< admission counter of the last request (0: never used)
   Request::Clock::time_point assigned, firstToken;
 
   bool reading() const { return req && promptDone < req->prompt.size(); }
@@ -144,18 +149,37 @@ void Scheduler::admit() {
     ++stats_.finished[static_cast<int>(FinishReason::Cancelled)];
     it = queue_.erase(it);
   }
-  for (auto &slot : slots_) {
-    if (queue_.empty())
+  // FIFO, but a request that asks for a busy slot (id_slot) lets the ones behind it go first.
+  std::vector<SlotCacheView> views(slots_.size());
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    size_t freeSlots = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      views[i] = {slots_[i]->req != nullptr, &slots_[i]->tokens, slots_[i]->lastUsed};
+      freeSlots += slots_[i]->req ? 0 : 1;
+    }
+    if (freeSlots == 0)
       break;
-    if (slot->req)
+    const GenerationParams &p = (*it)->params;
+    const SlotChoice c = pickSlot((*it)->prompt, views, p.idSlot, p.cachePrompt,
+                                  [this](int32_t seq, int32_t n) { return engine_.canKeepPrefix(seq, n); });
+    if (c.slot < 0) {
+      ++it;
       continue;
-    Slot &s = *slot;
-    s.req = queue_.front();
-    queue_.pop_front();
+    }
+    Slot &s = *slots_[static_cast<size_t>(c.slot)];
+    if (c.keep > 0)
+      engine_.keepPrefix(c.slot, c.keep);
+    else if (s.nPast > 0)
+      engine_.forget(c.slot);
+    s.tokens.resize(static_cast<size_t>(c.keep));
+    s.nPast = s.cached = c.keep;
+    s.lastUsed = ++admitted_;
+    s.req = *it;
+    it = queue_.erase(it);
     s.sampler = std::make_unique<rt::Sampler>(s.req->params.sampling);
     s.text = std::make_unique<TextStream>(tok_, s.req->params.stop, s.req->params.specialText);
-    s.promptDone = 0;
-    s.nPast = 0;
+    s.promptDone = static_cast<size_t>(c.keep);
+    stats_.cachedTokens += static_cast<uint64_t>(c.keep);
     s.pending = -1;
     s.generated = 0;
     s.assigned = Request::Clock::now();
@@ -245,10 +269,11 @@ bool Scheduler::runStep() {
     return true;
   }
   uint64_t promptTokens = 0, before = stats_.generatedTokens;
-  for (const BatchSource &b : src) {
-    Slot &s = *slots_[b.slot];
+  for (size_t i = 0; i < src.size(); ++i) {
+    Slot &s = *slots_[src[i].slot];
     ++s.nPast;
-    if (b.prompt)
+    s.tokens.push_back(batch[i].token);
+    if (src[i].prompt)
       ++s.promptDone, ++promptTokens;
   }
   const size_t vocab = static_cast<size_t>(engine_.nVocab());
@@ -327,11 +352,15 @@ void Scheduler::finish(Slot &s, int32_t slotIndex, FinishReason r, std::string e
   Finish &f = e.finish;
   f.reason = r;
   f.error = std::move(error);
+  const bool cache = s.req->params.cachePrompt;
   if ((r == FinishReason::Stop || r == FinishReason::Length) && s.text)
     f.trailingText = s.text->flush();
   const auto now = Request::Clock::now();
   f.promptTokens = static_cast<int32_t>(s.req->prompt.size());
   f.completionTokens = s.generated;
+  f.cachedTokens = s.cached;
+  f.stoppedByWord = r == FinishReason::Stop && s.text && s.text->stopped();
+  f.slot = slotIndex;
   f.queuedMs = msBetween(s.req->submitted, s.assigned);
   if (s.generated > 0) {
     f.promptMs = msBetween(s.assigned, s.firstToken);
@@ -339,13 +368,20 @@ void Scheduler::finish(Slot &s, int32_t slotIndex, FinishReason r, std::string e
   } else {
     f.promptMs = msBetween(s.assigned, now);
   }
+  stats_.promptSeconds += f.promptMs / 1000.0;
+  stats_.decodeSeconds += f.decodeMs / 1000.0;
   s.req->push(std::move(e));
   ++stats_.finished[static_cast<int>(r)];
   s.req.reset();
   s.sampler.reset();
   s.text.reset();
   s.pending = -1;
-  engine_.forget(slotIndex);
+  // The sequence stays for the next request's prompt cache unless this one opted out or failed.
+  if (!cache || r == FinishReason::Error) {
+    engine_.forget(slotIndex);
+    s.tokens.clear();
+    s.nPast = 0;
+  }
 }
 
 void Scheduler::drain() {
@@ -375,6 +411,27 @@ SchedulerStats Scheduler::stats() const {
   }
   s.draining = draining_;
   return s;
+}
+
+std::vector<SlotState> Scheduler::slotStates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SlotState> out;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot &s = *slots_[i];
+    SlotState st;
+    st.id = static_cast<int32_t>(i);
+    st.busy = s.req != nullptr;
+    st.cachedPositions = s.nPast;
+    if (s.req) {
+      st.params = s.req->params;
+      st.promptTokens = static_cast<int32_t>(s.req->prompt.size());
+      st.promptDone = static_cast<int32_t>(s.promptDone);
+      st.generated = s.generated;
+      st.cached = s.cached;
+    }
+    out.push_back(std::move(st));
+  }
+  return out;
 }
 
 std::vector<BatchEntry> Scheduler::lastBatch() const {

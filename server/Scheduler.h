@@ -14,6 +14,11 @@
 // Options::gather after the next request for k - 1 more before the step, so clients answered together
 // have their next prompts read in one step; a lone client is never kept waiting.
 //
+// Slots and prompt caching: a queued request takes the free slot server/PromptCache.h picks (the longest
+// prefix its prompt shares with a slot's kept sequence, or the slot it names with id_slot), and reads its
+// prompt from the end of that prefix. A request with cachePrompt leaves its sequence (and its token ids)
+// in the slot when it finishes; one without, or one that failed, has it forgotten.
+//
 // Cancellation (a client that went away) and new requests take effect at the start of the next step: a
 // cancelled slot is freed and its sequence forgotten before the batch is built. drain() refuses new
 // requests and lets the running ones finish (SIGTERM).
@@ -40,6 +45,8 @@ namespace tpc::server {
 struct SchedulerStats {
   int32_t slotsTotal = 0, slotsBusy = 0, queued = 0;
   uint64_t promptTokens = 0;    ///< prompt tokens evaluated
+  uint64_t cachedTokens = 0;    ///< prompt tokens kept from a slot's previous sequence (not evaluated)
+  double promptSeconds = 0, decodeSeconds = 0; ///< finished requests' prompt and decode times, summed
   uint64_t generatedTokens = 0; ///< tokens sampled and sent
   uint64_t steps = 0, batchTokens = 0;
   uint64_t finished[4] = {0, 0, 0, 0}; ///< by FinishReason
@@ -52,6 +59,15 @@ struct SchedulerStats {
   double engineSeconds = 0, hostSeconds = 0, idleSeconds = 0, pureDecodeEngineSeconds = 0;
   uint64_t decodeSteps = 0, decodeEntries = 0, pureDecodeSteps = 0, pureDecodeEntries = 0;
   bool draining = false;
+};
+
+/// One slot as GET /slots shows it.
+struct SlotState {
+  int32_t id = 0;
+  bool busy = false;
+  int32_t cachedPositions = 0; ///< positions its sequence holds (kept for the prompt cache when idle)
+  GenerationParams params;     ///< the running request's (busy only)
+  int32_t promptTokens = 0, promptDone = 0, generated = 0, cached = 0;
 };
 
 /// Where one batch entry came from (for tests and debugging).
@@ -88,6 +104,8 @@ public:
   /// Blocks until no request is queued or running.
   void waitIdle();
   SchedulerStats stats() const;
+  /// Every slot's state (GET /slots).
+  std::vector<SlotState> slotStates() const;
   /// The last batch and where each entry came from.
   std::vector<BatchEntry> lastBatch() const;
   std::vector<BatchSource> lastSources() const;
@@ -117,6 +135,7 @@ private:
   std::vector<BatchEntry> lastBatch_;
   std::vector<BatchSource> lastSources_;
   size_t rotate_ = 0;
+  uint64_t admitted_ = 0;        ///< requests given a slot so far (Slot::lastUsed)
   int32_t finishedTogether_ = 0; ///< requests that finished in the last step that finished any (see gather)
   bool stop_ = false, draining_ = false;
   SchedulerStats stats_;

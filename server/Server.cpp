@@ -5,15 +5,16 @@
 //===----------------------------------------------------------------------===//
 #include "server/Server.h"
 
+#include "server/Cors.h"
+#include "server/DropInRoutes.h"
+#include "server/Relay.h"
 #include "server/WebPage.h"
 
 #include <fmt/core.h>
 #include <httplib.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <ctime>
-#include <random>
 
 namespace tpc::server {
 
@@ -43,20 +44,8 @@ struct Server::Counters {
 namespace {
 
 const char *const kEndpoints[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
-                                  "/metrics", "/tokenize", "/detokenize", "/"};
-
-void sendError(httplib::Response &res, const ApiError &e) {
-  res.status = e.status;
-  res.set_content(errorBody(e), "application/json");
-}
-
-std::string newId(const char *prefix) {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t salt = std::random_device{}();
-  return fmt::format("{}-{:016x}", prefix, (salt << 20) ^ ++counter);
-}
-
-std::string sse(const json &j) { return "data: " + dumpJson(j) + "\n\n"; }
+                                  "/metrics", "/tokenize", "/detokenize", "/", "/completion", "/props",
+                                  "/slots", "/apply-template", "/models", "/v1/messages", "/v1/responses"};
 
 /// Constant-time comparison, so the key cannot be guessed byte by byte from response times.
 bool sameKey(const std::string &a, const std::string &b) {
@@ -85,6 +74,10 @@ Server::Server(Scheduler &sched, const Api &api, ServerOptions opts)
   const int threads = opts_.httpThreads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(opts_.maxBodyBytes);
+  if (opts_.ioTimeout.count() > 0) {
+    http_->set_read_timeout(opts_.ioTimeout.count(), 0);
+    http_->set_write_timeout(opts_.ioTimeout.count(), 0);
+  }
   routes();
 }
 
@@ -153,20 +146,40 @@ void Server::routes() {
     sendError(res, ApiError{500, what, "server_error", "", ""});
   });
   h.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
+    // CORS first: a preflight carries no credentials (server/Cors.h).
+    switch (applyCors(opts_.cors, req, res)) {
+    case CorsResult::Refused:
+      sendError(res, ApiError{403, fmt::format("origin '{}' is not allowed (the server's --cors-origins)",
+                                               req.get_header_value("Origin")),
+                              "permission_error", "", "origin_not_allowed"});
+      return httplib::Server::HandlerResponse::Handled;
+    case CorsResult::Preflight:
+      res.status = 204;
+      return httplib::Server::HandlerResponse::Handled;
+    default:
+      break;
+    }
     if (opts_.apiKey.empty() || req.path == "/health" || (req.path == "/" && req.method == "GET"))
       return httplib::Server::HandlerResponse::Unhandled;
-    if (sameKey(req.get_header_value("Authorization"), "Bearer " + opts_.apiKey))
+    // OpenAI's header, or Anthropic's x-api-key (/v1/messages clients send that one).
+    if (sameKey(req.get_header_value("Authorization"), "Bearer " + opts_.apiKey) ||
+        sameKey(req.get_header_value("x-api-key"), opts_.apiKey))
       return httplib::Server::HandlerResponse::Unhandled;
-    sendError(res, ApiError{401, "Invalid API key: send 'Authorization: Bearer KEY' with the server's --api-key",
-                            "invalid_request_error", "", "invalid_api_key"});
+    sendError(res, ApiError{401,
+                            "Invalid API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY') with "
+                            "the server's --api-key",
+                            "authentication_error", "", "invalid_api_key"});
     return httplib::Server::HandlerResponse::Handled;
   });
+  RouteContext ctx{sched_, api_, opts_, [&c] { c.enter(); }, [&c] { c.leave(); }, c.started};
 
-  auto completion = [this, &c](bool chat) {
-    return [this, &c, chat](const httplib::Request &req, httplib::Response &res) {
+  auto completion = [this, &c, ctx](bool chat) {
+    return [this, &c, chat, ctx](const httplib::Request &req, httplib::Response &res) {
       CompletionRequest cr;
       if (auto e = api_.parseCompletion(req.body, chat, cr))
         return sendError(res, *e);
+      if (cr.n > 1) // n independent choices (server/DropInRoutes.h)
+        return answerChoices(ctx, res, cr);
       auto submitted = sched_.submit(cr.prompt, cr.gen);
       if (!submitted) {
         const bool draining = sched_.stats().draining;
@@ -207,6 +220,15 @@ void Server::routes() {
             if (st->done) {
               sink.done();
               return true;
+            }
+            if (st->first && st->cr.chat) { // the role alone, at once
+              const std::string role =
+                  sse(api_.chunk(st->cr, st->id, st->created, "", nullptr, nullptr, true));
+              st->first = false;
+              if (!sink.write(role.data(), role.size())) {
+                st->req->cancel();
+                return false;
+              }
             }
             Event e;
             if (!st->req->next(e, opts_.heartbeat)) {
@@ -274,7 +296,11 @@ void Server::routes() {
                     "application/json");
   });
   h.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) {
-    res.set_content(metricsText(), "text/plain; version=0.0.4");
+    if (!opts_.metrics) // off by default, as in llama-server
+      return sendError(res, ApiError{501, "this server does not serve /metrics (start it with --metrics)",
+                                     "not_supported_error", "", ""});
+    res.set_content(metricsText() + llamaMetricsText(sched_.stats(), sched_.slotStates(), api_.ctxSize()),
+                    "text/plain; version=0.0.4");
   });
   h.Post("/tokenize", [this](const httplib::Request &req, httplib::Response &res) {
     json out;
@@ -288,7 +314,11 @@ void Server::routes() {
       return sendError(res, *e);
     res.set_content(dumpJson(out), "application/json");
   });
-  h.Get("/", [](const httplib::Request &, httplib::Response &res) {
+  addDropInRoutes(h, ctx); // llama-server's own routes, the Anthropic and Responses APIs
+  h.Get("/", [this](const httplib::Request &, httplib::Response &res) {
+    if (!opts_.webui)
+      return sendError(res,
+                       ApiError{404, "the chat page is off (--no-webui)", "invalid_request_error", "", ""});
     res.set_header("Cache-Control", "no-cache");
     res.set_content(chatPage(), "text/html; charset=utf-8");
   });

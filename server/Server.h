@@ -2,10 +2,13 @@
 //
 // Routes (cpp-httplib, one thread per connection from a fixed pool):
 //   POST /v1/chat/completions, /v1/completions   OpenAI shapes, streamed as server-sent events or not
-//   GET  /v1/models, /health, /metrics (Prometheus text), /        (the chat page, no external assets)
+//   GET  /v1/models, /health, /metrics (Prometheus text; --metrics), /   (the chat page, no external assets)
 //   POST /tokenize, /detokenize                   llama-server's shapes
-// With an API key every route but /health and the static page at / needs "Authorization: Bearer KEY"
-// (the page asks for the key and sends it with its API calls). Bodies larger than maxBodyBytes get 413;
+//   llama-server's /completion, /props, /slots, /apply-template, /models, Anthropic's /v1/messages and
+//   OpenAI's /v1/responses: server/DropInRoutes.h
+// With an API key every route but /health and the static page at / needs "Authorization: Bearer KEY" or
+// "x-api-key: KEY" (the page asks for the key and sends it with its API calls). Browser pages on other
+// origins: server/Cors.h, checked before the key. Bodies larger than maxBodyBytes get 413;
 // every error is OpenAI's {"error": {...}} object.
 //
 // A streaming response waits for the request's events with a short timeout and writes an SSE comment
@@ -21,6 +24,7 @@
 #define TPC_SERVER_SERVER_H
 
 #include "server/Api.h"
+#include "server/Cors.h"
 #include "server/Scheduler.h"
 
 #include <chrono>
@@ -41,6 +45,12 @@ struct ServerOptions {
   int httpThreads = 64;       ///< connection threads (each open connection holds one)
   std::chrono::milliseconds heartbeat{250};
   std::chrono::seconds drainTimeout{60}; ///< how long shutdown() waits for running streams
+  CorsPolicy cors;            ///< origins browser pages may call from (server/Cors.h)
+  bool metrics = false;       ///< serve /metrics (llama-server's --metrics)
+  bool slots = true;          ///< serve /slots (llama-server's --no-slots turns it off)
+  bool webui = true;          ///< serve the chat page at / (--no-webui)
+  std::string modelPath;      ///< what /props shows as the model
+  std::chrono::seconds ioTimeout{0}; ///< HTTP read/write timeout (--timeout); 0: cpp-httplib's (5 s)
 };
 
 /// The HTTP front of a Scheduler (see the file comment).

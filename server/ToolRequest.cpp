@@ -230,6 +230,7 @@ std::optional<ApiError> Api::chatRequest(const json &body, std::vector<ChatMessa
     err.reset();
   if (err)
     return err;
+  out.promptText = text;
 
   OutputConfig cfg;
   cfg.harmony = toolFormat_ == ToolFormat::Harmony;
@@ -251,6 +252,7 @@ std::optional<ApiError> Api::chatRequest(const json &body, std::vector<ChatMessa
     std::vector<int32_t> ids = tok_.encode(prefill, false, true);
     out.prompt.insert(out.prompt.end(), ids.begin(), ids.end());
     cfg.prefill = prefill;
+    out.promptText += prefill;
     out.gen.gbnf = fc->gbnf;
   }
   if (cfg.harmony || cfg.thinkTags || cfg.tools != ToolFormat::None) {

@@ -146,6 +146,7 @@ def main():
     server = None
     if a.plan:
         server = subprocess.Popen([a.tpc, "serve", a.plan, "--port", "0", "-np", str(a.parallel), "-t", str(a.threads),
+                                   "--metrics",  # off by default, as in llama-server
                                    # -c is every slot's context together (llama-server's meaning)
                                    "-c", str((a.prompt_tokens + a.max_tokens + 8) * a.parallel)],
                                   stderr=subprocess.PIPE, text=True)

@@ -19,6 +19,10 @@ Sampler::Sampler(const SamplerParams &params) : p(params), rng(params.seed) {
     throw SamplerError("sampler: top-p " + std::to_string(p.topP) + " is outside [0, 1]");
   if (!(p.minP >= 0.0f && p.minP <= 1.0f))
     throw SamplerError("sampler: min-p " + std::to_string(p.minP) + " is outside [0, 1]");
+  for (const auto &[id, bias] : p.logitBias)
+    if (std::isnan(bias) || bias == INFINITY)
+      throw SamplerError("sampler: the logit bias of token " + std::to_string(id) +
+                         " is NaN or +inf (use a finite number, or -inf to ban the token)");
 }
 
 void Sampler::reseed(uint64_t seed) {
@@ -129,6 +133,14 @@ std::vector<TokenProb> Sampler::candidates(const float *logits, size_t n) const 
 }
 
 int32_t Sampler::sample(const float *logits, size_t n) {
+  if (!p.logitBias.empty()) {
+    // A copy, so the caller's row (its log-probabilities) stays the model's.
+    biased_.assign(logits, logits + n);
+    for (const auto &[id, bias] : p.logitBias)
+      if (id >= 0 && static_cast<size_t>(id) < n)
+        biased_[static_cast<size_t>(id)] += bias;
+    logits = biased_.data();
+  }
   if (p.temperature <= 0.0f)
     return greedy(logits, n);
   std::vector<TokenProb> c = candidates(logits, n);

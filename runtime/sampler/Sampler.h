@@ -19,6 +19,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tpc::rt {
@@ -30,6 +31,9 @@ struct SamplerParams {
   float topP = 1.0f;        ///< keep the smallest set whose probability reaches p; >= 1: off
   float minP = 0.0f;        ///< drop tokens below minP * max probability; <= 0: off
   uint64_t seed = 0;        ///< RNG seed (same seed -> same tokens)
+  /// (token id, bias) added to the logits before anything else, greedy included (OpenAI's and
+  /// llama-server's logit_bias); -inf bans the token. Ids outside the row are ignored.
+  std::vector<std::pair<int32_t, float>> logitBias;
 };
 
 /// Error for invalid parameters or logits (names the parameter and what is allowed).
@@ -68,6 +72,7 @@ public:
 private:
   SamplerParams p;
   std::mt19937_64 rng;
+  std::vector<float> biased_; ///< the row with logitBias applied (reused between calls)
 };
 
 } // namespace tpc::rt

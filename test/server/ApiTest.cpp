@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace tpc;
 using namespace tpc::server;
 using json = nlohmann::json;
@@ -69,8 +71,8 @@ TEST(Api, MalformedRequestsGetOpenAIErrors) {
   expectError(a, R"({"messages": [{"content": "x"}]})", true, 400, "messages[0]");
   expectError(a, R"({"messages": [{"role": "user", "content": 5}]})", true, 400, "messages[0].content");
   expectError(a, R"({"messages": [{"role": "tool", "content": "x"}]})", true, 400, "messages");
-  expectError(a, R"({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]})", true, 404, "model",
-              "model_not_found");
+  // Any model name is served, as llama-server does (clients send their default name).
+  EXPECT_FALSE(parse(a, R"({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]})", true));
   expectError(a, R"({"model": 3, "prompt": "ab"})", false, 400, "model");
   expectError(a, R"({"prompt": "ab", "max_tokens": -1})", false, 400, "max_tokens");
   expectError(a, R"({"prompt": "ab", "max_tokens": 0})", false, 400, "max_tokens");
@@ -89,7 +91,19 @@ TEST(Api, MalformedRequestsGetOpenAIErrors) {
   expectError(a, R"({"prompt": "ab", "top_p": 1.5})", false, 400, "top_p");
   expectError(a, R"({"prompt": "ab", "top_k": -2})", false, 400, "top_k");
   expectError(a, R"({"prompt": "ab", "stop": [1]})", false, 400, "stop");
-  expectError(a, R"({"prompt": "ab", "n": 2})", false, 400, "n");
+  expectError(a, R"({"prompt": "ab", "n": 17})", false, 400, "n");
+  expectError(a, R"({"prompt": "ab", "n": 0})", false, 400, "n");
+  // llama-server's fields.
+  expectError(a, R"({"prompt": "ab", "logit_bias": 5})", false, 400, "logit_bias");
+  expectError(a, R"({"prompt": "ab", "logit_bias": {"999": 1}})", false, 400, "logit_bias.999");
+  expectError(a, R"({"prompt": "ab", "logit_bias": {"5": "x"}})", false, 400, "logit_bias.5");
+  expectError(a, R"({"prompt": "ab", "logit_bias": [[5]]})", false, 400, "logit_bias[0]");
+  expectError(a, R"({"prompt": "ab", "logit_bias": [[5, true]]})", false, 400, "logit_bias[0]");
+  expectError(a, R"({"prompt": "ab", "logit_bias": [[{}, 1]]})", false, 400, "logit_bias[0]");
+  expectError(a, R"({"prompt": "ab", "cache_prompt": "yes"})", false, 400, "cache_prompt");
+  expectError(a, R"({"prompt": "ab", "id_slot": 1})", false, 400, "id_slot"); // one slot: 0 only
+  expectError(a, R"({"prompt": "ab", "samplers": ["top_k", "bogus"]})", false, 400, "samplers");
+  expectError(a, R"({"prompt": "ab", "n_predict": -2})", false, 400, "n_predict");
   expectError(a, R"({"prompt": "ab", "stream": "yes"})", false, 400, "stream");
   expectError(a, R"({"prompt": "ab", "stream_options": {"include_usage": 1}})", false, 400,
               "stream_options.include_usage");
@@ -97,6 +111,51 @@ TEST(Api, MalformedRequestsGetOpenAIErrors) {
   expectError(a, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", true, 400, "top_logprobs");
   expectError(a, R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 1})", true, 400,
               "chat_template_kwargs");
+}
+
+TEST(Api, LlamaServerFieldsBecomeSettings) {
+  Fixture f;
+  f.api.setSlots(2);
+  CompletionRequest r;
+  // OpenAI's map (ids as keys; -100 bans) and llama-server's pairs (a string biases each of its tokens).
+  ASSERT_FALSE(parse(f.api, R"({"prompt": "ab", "logit_bias": {"5": -100, "6": 2.5}})", false, &r));
+  ASSERT_EQ(r.gen.sampling.logitBias.size(), 2u);
+  EXPECT_EQ(r.gen.sampling.logitBias[0].first, 5);
+  EXPECT_TRUE(std::isinf(r.gen.sampling.logitBias[0].second) && r.gen.sampling.logitBias[0].second < 0);
+  EXPECT_EQ(r.gen.sampling.logitBias[1], (std::pair<int32_t, float>{6, 2.5f}));
+  ASSERT_FALSE(parse(f.api, R"({"prompt": "ab", "logit_bias": [["cd", 3], [9, false]]})", false, &r));
+  ASSERT_EQ(r.gen.sampling.logitBias.size(), 3u);
+  EXPECT_EQ(r.gen.sampling.logitBias[0], (std::pair<int32_t, float>{7, 3.0f})); // c
+  EXPECT_EQ(r.gen.sampling.logitBias[1], (std::pair<int32_t, float>{8, 3.0f})); // d
+  EXPECT_EQ(r.gen.sampling.logitBias[2].first, 9);
+  EXPECT_TRUE(r.gen.cachePrompt); // on by default, as in llama-server
+  EXPECT_EQ(r.gen.idSlot, -1);
+  ASSERT_FALSE(parse(f.api, R"({"prompt": "ab", "cache_prompt": false, "id_slot": 1, "n_predict": 3, "n": 3,
+                                "samplers": ["top_k", "temperature"], "seed": -1})",
+                     false, &r));
+  EXPECT_FALSE(r.gen.cachePrompt);
+  EXPECT_EQ(r.gen.idSlot, 1);
+  EXPECT_EQ(r.gen.maxTokens, 3);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_FALSE(r.seedGiven);
+  EXPECT_EQ(r.gen.sampling.topK, 40);   // kept
+  EXPECT_EQ(r.gen.sampling.topP, 1.0f); // not listed: off
+  EXPECT_EQ(r.gen.sampling.minP, 0.0f);
+  // Server-wide defaults (--temp, --top-k, --seed, -n) where the request sets nothing.
+  ServerDefaults d;
+  d.temperature = 0.25f, d.topK = 7, d.seed = 11, d.nPredict = 5;
+  f.api.setDefaults(d);
+  ASSERT_FALSE(parse(f.api, R"({"prompt": "ab"})", false, &r));
+  EXPECT_EQ(r.gen.sampling.temperature, 0.25f);
+  EXPECT_EQ(r.gen.sampling.topK, 7);
+  EXPECT_EQ(r.gen.sampling.seed, 11u);
+  EXPECT_TRUE(r.seedGiven);
+  EXPECT_EQ(r.gen.maxTokens, 5);
+  ASSERT_FALSE(
+      parse(f.api, R"({"prompt": "ab", "temperature": 1.5, "max_tokens": 2, "seed": 3})", false, &r));
+  EXPECT_EQ(r.gen.sampling.temperature, 1.5f);
+  EXPECT_EQ(r.gen.maxTokens, 2);
+  EXPECT_EQ(r.gen.sampling.seed, 3u);
 }
 
 TEST(Api, ChatWithoutTemplateNamesTheFlag) {
@@ -161,10 +220,13 @@ TEST(Api, ResponseAndChunkShapes) {
   EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["token"], "b");
   EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size(), 1u);
   EXPECT_EQ(j["usage"]["total_tokens"], 6);
-  json c = f.api.chunk(chat, "chatcmpl-1", 100, "b", &t, nullptr, true);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  json c = f.api.chunk(chat, "chatcmpl-1", 100, "", nullptr, nullptr, true);
   EXPECT_EQ(c["object"], "chat.completion.chunk");
-  EXPECT_EQ(c["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(c["choices"][0]["delta"], json({{"role", "assistant"}})); // the role alone
+  c = f.api.chunk(chat, "chatcmpl-1", 100, "b", &t, nullptr, false);
   EXPECT_EQ(c["choices"][0]["delta"]["content"], "b");
+  EXPECT_FALSE(c["choices"][0]["delta"].contains("role"));
   EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
   json last = f.api.chunk(chat, "chatcmpl-1", 100, "", nullptr, &r.finish, false);
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");

@@ -7,6 +7,7 @@
 // session for every slot) is checked on a hand-built plan at the end.
 //===----------------------------------------------------------------------===//
 #include "server/BatchedEngine.h"
+#include "server/PromptCache.h"
 #include "server/Scheduler.h"
 
 #include "test/runtime/exec/ExecTestUtil.h"
@@ -69,6 +70,17 @@ public:
   int32_t maxSequences() const override { return static_cast<int32_t>(lengths_.size()); }
   int64_t ctxSize() const override { return ctx_; }
   int64_t nVocab() const override { return kVocab; }
+  /// Prompt caching: like a full KV cache (any prefix) unless `onlyWhole` (a recurrent state: only all).
+  bool keepable = false, onlyWhole = false;
+  std::vector<std::pair<int32_t, int32_t>> kept;
+  bool canKeepPrefix(int32_t seq, int32_t n) const override {
+    const int64_t len = lengths_[static_cast<size_t>(seq)];
+    return keepable && n > 0 && n <= len && (!onlyWhole || n == len);
+  }
+  void keepPrefix(int32_t seq, int32_t n) override {
+    kept.push_back({seq, n});
+    lengths_[static_cast<size_t>(seq)] = n;
+  }
 
 private:
   std::vector<int64_t> lengths_;
@@ -558,4 +570,154 @@ TEST(BatchedEngine, OneSessionOneEvaluationPerStepRowsInBatchOrder) {
   auto far = eng.step({{1, 0, 2, true}}, rows);
   ASSERT_FALSE(far);
   EXPECT_NE(far.message().find("sequence 2 is not in 0..1"), std::string::npos) << far.message();
+}
+
+namespace {
+
+GenerationParams cached(int32_t maxTokens) {
+  GenerationParams p = greedy(maxTokens);
+  p.cachePrompt = true;
+  return p;
+}
+
+/// The ids a request generates, run alone on a fresh engine (the cold run).
+std::vector<int32_t> coldRun(const std::vector<int32_t> &p, int32_t maxTokens) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 256);
+  Scheduler s(eng, tok, {});
+  auto r = submitOk(s, p, greedy(maxTokens));
+  runAll(s);
+  return drain(*r).ids;
+}
+
+} // namespace
+
+TEST(PromptCache, PicksTheLongestPrefixThenTheLeastRecentSlot) {
+  const std::vector<int32_t> a = {5, 6, 7, 8}, b = {5, 6, 9}, empty;
+  auto all = [](int32_t, int32_t) { return true; };
+  std::vector<SlotCacheView> v = {{false, &b, 2}, {false, &a, 1}, {false, &empty, 3}};
+  // a shares 4 tokens with the 5-token prompt: all 4 kept.
+  SlotChoice c = pickSlot({5, 6, 7, 8, 10}, v, -1, true, all);
+  EXPECT_EQ(c.slot, 1);
+  EXPECT_EQ(c.keep, 4);
+  // The whole prompt cached: its last token is still read (its logits give the first token).
+  c = pickSlot(a, v, -1, true, all);
+  EXPECT_EQ(c.slot, 1);
+  EXPECT_EQ(c.keep, 3);
+  // Nothing shared: the slot used longest ago, so recent caches survive.
+  c = pickSlot({20, 21}, v, -1, true, all);
+  EXPECT_EQ(c.slot, 1);
+  EXPECT_EQ(c.keep, 0);
+  // cache_prompt off keeps nothing; a busy slot is never picked; id_slot waits for its slot.
+  EXPECT_EQ(pickSlot({5, 6, 7, 8, 10}, v, -1, false, all).keep, 0);
+  v[1].busy = true;
+  c = pickSlot({5, 6, 7, 8, 10}, v, -1, true, all);
+  EXPECT_EQ(c.slot, 0);
+  EXPECT_EQ(c.keep, 2);
+  EXPECT_EQ(pickSlot({5}, v, 1, true, all).slot, -1);
+  EXPECT_EQ(pickSlot({5, 6, 1}, v, 0, true, all).slot, 0);
+  // A prefix the engine cannot keep counts as none.
+  c = pickSlot({5, 6, 9, 1}, v, -1, true, [](int32_t, int32_t) { return false; });
+  EXPECT_EQ(c.keep, 0);
+  EXPECT_EQ(commonPrefix(a, b), 2u);
+}
+
+TEST(Scheduler, PromptCacheKeepsThePrefixAndMatchesAColdRun) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 256);
+  eng.keepable = true;
+  Scheduler s(eng, tok, {});
+  const std::vector<int32_t> first = prompt(3, 6); // "abcdef"
+  auto r1 = submitOk(s, first, cached(4));
+  runAll(s);
+  Collected c1 = drain(*r1);
+  ASSERT_TRUE(c1.finish);
+  EXPECT_EQ(c1.finish->cachedTokens, 0);
+  EXPECT_TRUE(eng.forgotten.empty()); // the sequence stays in its slot
+  // The next turn: the first prompt, what was generated, and more.
+  std::vector<int32_t> second = first;
+  second.insert(second.end(), c1.ids.begin(), c1.ids.end());
+  second.push_back(20), second.push_back(21);
+  auto r2 = submitOk(s, second, cached(5));
+  ASSERT_TRUE(s.runStep());
+  // Only the part after the kept prefix is read: the prompt and the 3 evaluated generated tokens.
+  const int32_t keep = static_cast<int32_t>(first.size() + c1.ids.size() - 1);
+  EXPECT_EQ(eng.kept, (std::vector<std::pair<int32_t, int32_t>>{{c1.finish->slot, keep}}));
+  ASSERT_FALSE(s.lastBatch().empty());
+  EXPECT_EQ(s.lastBatch().front().pos, keep);
+  EXPECT_EQ(s.lastBatch().size(), second.size() - static_cast<size_t>(keep));
+  runAll(s);
+  Collected c2 = drain(*r2);
+  ASSERT_TRUE(c2.finish);
+  EXPECT_EQ(c2.finish->cachedTokens, keep);
+  EXPECT_EQ(c2.finish->slot, c1.finish->slot);
+  EXPECT_EQ(c2.ids, coldRun(second, 5));
+  EXPECT_EQ(s.stats().cachedTokens, static_cast<uint64_t>(keep));
+}
+
+TEST(Scheduler, PromptCacheOnARecurrentEngineNeedsTheWholeSequence) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 256);
+  eng.keepable = eng.onlyWhole = true;
+  Scheduler s(eng, tok, {});
+  auto r1 = submitOk(s, prompt(3, 4), cached(3)); // abcd -> e f g (g never evaluated)
+  runAll(s);
+  Collected c1 = drain(*r1);
+  // The same prompt again: keeping it would need a rewind (its last token is read again): starts over.
+  auto r2 = submitOk(s, prompt(3, 4), cached(3));
+  runAll(s);
+  Collected c2 = drain(*r2);
+  ASSERT_TRUE(c2.finish);
+  EXPECT_EQ(c2.finish->cachedTokens, 0);
+  EXPECT_EQ(c2.ids, c1.ids);
+  // The whole sequence (prompt + evaluated tokens) as a prefix: kept.
+  std::vector<int32_t> next = prompt(3, 4);
+  next.insert(next.end(), c2.ids.begin(), c2.ids.end() - 1);
+  next.push_back(25);
+  auto r3 = submitOk(s, next, cached(2));
+  runAll(s);
+  Collected c3 = drain(*r3);
+  ASSERT_TRUE(c3.finish);
+  EXPECT_EQ(c3.finish->cachedTokens, 6);
+  EXPECT_EQ(c3.ids, coldRun(next, 2));
+}
+
+TEST(Scheduler, WithoutCachePromptTheSequenceIsForgotten) {
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(1, 256);
+  eng.keepable = true;
+  Scheduler s(eng, tok, {});
+  auto r1 = submitOk(s, prompt(3, 4), cached(2));
+  runAll(s);
+  auto r2 = submitOk(s, prompt(3, 4), greedy(2)); // cache_prompt false
+  runAll(s);
+  Collected c2 = drain(*r2);
+  ASSERT_TRUE(c2.finish);
+  EXPECT_EQ(c2.finish->cachedTokens, 0);
+  EXPECT_TRUE(eng.kept.empty());
+  EXPECT_EQ(eng.forgotten, (std::vector<int32_t>{0, 0})); // before it (a kept sequence) and after it
+}
+
+TEST(BatchedEngine, KeepsAPrefixTheSessionCanRewindTo) {
+  rt::test::PlanMaker m(1, 8, 16);
+  std::vector<float> table(16 * 16);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j)
+      table[i * 16 + j] = float(10 * i + j);
+  m.b(0).step(rt::OpKind::GetRows, {m.weightF32(0, {16, 16}, table), m.tokens[0]}, {m.logits[0]});
+  auto e = BatchedEngine::open(m.plan, 2, m.options(1, 16), "cpu");
+  ASSERT_TRUE(e) << e.message();
+  BatchedEngine &eng = **e;
+  std::vector<float> rows;
+  ASSERT_TRUE(eng.step({{3, 0, 0, false}, {4, 1, 0, false}, {5, 2, 0, true}}, rows));
+  EXPECT_FALSE(eng.canKeepPrefix(0, 0)); // nothing to keep
+  EXPECT_TRUE(eng.canKeepPrefix(0, 1));
+  EXPECT_TRUE(eng.canKeepPrefix(0, 3)); // all of it: continues
+  EXPECT_FALSE(eng.canKeepPrefix(0, 4)); // past its length
+  EXPECT_FALSE(eng.canKeepPrefix(1, 1)); // an empty sequence
+  // Kept: the next batch starts at the prefix's end, and the session drops what came after.
+  eng.keepPrefix(0, 1);
+  ASSERT_TRUE(eng.step({{9, 1, 0, true}}, rows));
+  EXPECT_EQ(eng.session().sequenceLength(0), 2);
+  EXPECT_EQ(rows[0], 90.f);
 }

@@ -31,7 +31,7 @@ class ServeApi(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.plan, cls.name = su.test_plan()
-        cls.server = su.Server(cls.plan, "-np", "2", "-c", "512", "--chat-template", "chatml")
+        cls.server = su.Server(cls.plan, "-np", "2", "-c", "512", "--chat-template", "chatml", "--metrics")
         cls.url = cls.server.url
 
     @classmethod

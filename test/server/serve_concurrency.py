@@ -36,7 +36,7 @@ def tokens_of(server, k, stream):
 class ServeConcurrency(unittest.TestCase):
     def test_eight_clients_four_slots(self):
         plan, _ = su.test_plan()
-        with su.Server(plan, "-np", "4", "-c", "512", "-b", "32") as server:
+        with su.Server(plan, "-np", "4", "-c", "512", "-b", "32", "--metrics") as server:
             make_prompts(server.request("GET", "/v1/models")[1]["data"][0]["meta"]["n_vocab"])
             alone = [tokens_of(server, k, False) for k in range(len(PROMPTS))]
             errors, results = [], []

@@ -83,15 +83,49 @@ class ServeOpenAI(unittest.TestCase):
                                                seed=1234).choices[0].text for _ in range(2)]
         self.assertEqual(a, b)
 
+    def test_n_choices_role_chunk_and_cached_tokens(self):
+        kw = dict(model="gpt-3.5-turbo-instruct", prompt=PROMPT, max_tokens=6, temperature=1.0, seed=9, n=3)
+        a, b = self.client.completions.create(**kw), self.client.completions.create(**kw)
+        self.assertEqual([c.index for c in a.choices], [0, 1, 2])
+        self.assertEqual([c.text for c in a.choices], [c.text for c in b.choices])  # seeds respected
+        messages = [{"role": "user", "content": "Tell me about the sea"}]
+        stream = self.client.chat.completions.create(model=self.name, messages=messages, max_tokens=4,
+                                                     temperature=0, stream=True)
+        first = next(iter(stream))
+        self.assertEqual(first.choices[0].delta.role, "assistant")
+        self.assertIsNone(first.choices[0].delta.content)
+        for _ in stream:
+            pass
+        # The same conversation again: its prompt comes from the slot's cache but the last token.
+        got = self.client.chat.completions.create(model=self.name, messages=messages, max_tokens=4, temperature=0)
+        cached = got.usage.prompt_tokens_details.cached_tokens
+        self.assertEqual(cached, got.usage.prompt_tokens - 1)
+
+    def test_responses_api(self):
+        if not hasattr(self.client, "responses"):
+            self.skipTest("this openai client has no Responses API")
+        got = self.client.responses.create(model=self.name, input="Hello", instructions="Be brief.",
+                                           max_output_tokens=5, temperature=0)
+        self.assertEqual(got.object, "response")
+        self.assertLessEqual(got.usage.output_tokens, 5)
+        events = list(self.client.responses.create(model=self.name, input="Hello", instructions="Be brief.",
+                                                   max_output_tokens=5, temperature=0, stream=True))
+        self.assertEqual(events[0].type, "response.created")
+        self.assertEqual("".join(e.delta for e in events if e.type == "response.output_text.delta"),
+                         got.output_text)
+
     def test_errors_map_to_client_exceptions(self):
-        with self.assertRaises(openai.NotFoundError):
-            self.client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+        # Any model name is served (llama-server does): the answer names the served model.
+        got = self.client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}],
+                                                  max_tokens=2)
+        self.assertEqual(got.model, self.name)
         with self.assertRaises(openai.BadRequestError) as ctx:
             self.client.completions.create(model=self.name, prompt=PROMPT, max_tokens=-1)
         self.assertEqual(ctx.exception.body["param"], "max_tokens")
         bad = openai.OpenAI(base_url=self.server.url + "/v1", api_key="wrong", max_retries=0, timeout=30)
-        with self.assertRaises(openai.AuthenticationError):
+        with self.assertRaises(openai.AuthenticationError) as auth:
             bad.models.list()
+        self.assertEqual(auth.exception.body["type"], "authentication_error")
 
 
 if __name__ == "__main__":

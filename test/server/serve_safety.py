@@ -40,7 +40,7 @@ class ServeSafety(unittest.TestCase):
     def setUpClass(cls):
         cls.plan, cls.name = su.test_plan()
         cls.server = su.Server(cls.plan, "-np", "2", "-c", "8192", "--api-key", KEY, "--max-body-bytes", "65536",
-                               "--chat-template", "chatml")
+                               "--chat-template", "chatml", "--metrics")
 
     @classmethod
     def tearDownClass(cls):
@@ -59,15 +59,23 @@ class ServeSafety(unittest.TestCase):
                                    ("POST", "/v1/completions", {"prompt": "a"}),
                                    ("POST", "/v1/chat/completions", {"messages": []}),
                                    ("POST", "/tokenize", {"content": "a"}), ("POST", "/detokenize", {"tokens": []}),
+                                   ("POST", "/completion", {"prompt": "a"}), ("GET", "/props", None),
+                                   ("GET", "/slots", None), ("GET", "/models", None),
+                                   ("POST", "/apply-template", {"messages": []}),
+                                   ("POST", "/v1/messages", {"max_tokens": 1, "messages": []}),
+                                   ("POST", "/v1/responses", {"input": "a"}),
                                    ("GET", "/no/such/route", None)]:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}):
                 status, out = s.request(method, path, body, headers=headers)
                 self.assertEqual(status, 401, (method, path, headers, out))
                 su.check_error_shape(out)
                 self.assertEqual(out["error"]["code"], "invalid_api_key")
+                self.assertEqual(out["error"]["type"], "authentication_error")
         self.assertEqual(s.request("GET", "/health")[0], 200)
         self.assertEqual(s.request("GET", "/")[0], 200)  # the page itself: it sends the key it is given
         self.assertEqual(s.request("GET", "/v1/models", headers=AUTH)[0], 200)
+        self.assertEqual(s.request("GET", "/v1/models", headers={"x-api-key": KEY})[0], 200)  # Anthropic's header
+        self.assertEqual(s.request("GET", "/v1/models", headers={"x-api-key": "wrong"})[0], 401)
 
     def test_malformed_requests_change_nothing(self):
         s = self.server
@@ -76,7 +84,6 @@ class ServeSafety(unittest.TestCase):
         cases = [
             ("/v1/chat/completions", b"{not json", 400),
             ("/v1/chat/completions", b"[1,2,3]", 400),
-            ("/v1/chat/completions", {"model": "no-such-model", "messages": [{"role": "user", "content": "x"}]}, 404),
             ("/v1/chat/completions", {}, 400),
             ("/v1/chat/completions", {"messages": "hello"}, 400),
             ("/v1/chat/completions", {"messages": [{"role": "user", "content": 3}]}, 400),
@@ -87,7 +94,34 @@ class ServeSafety(unittest.TestCase):
             ("/v1/completions", {"prompt": [1] * 4097}, 400),  # longer than the context
             ("/v1/completions", {"prompt": "a", "max_tokens": 5000}, 400),
             ("/v1/completions", {"prompt": "a", "stop": 7}, 400),
-            ("/v1/completions", {"prompt": "a", "n": 3}, 400),
+            ("/v1/completions", {"prompt": "a", "n": 17}, 400),
+            ("/v1/completions", {"prompt": "a", "logit_bias": {"99999999": 1}}, 400),
+            ("/v1/completions", {"prompt": "a", "logit_bias": [[5, "x"]]}, 400),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "id_slot": 7}, 400),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "cache_prompt": 1}, 400),
+            # llama-server's and the other APIs' routes (server/DropInRoutes.h).
+            ("/completion", b"{not json", 400),
+            ("/completion", {}, 400),
+            ("/completion", {"prompt": "a", "n_predict": -7}, 400),
+            ("/completion", {"prompt": ["a", "b"]}, 400),
+            ("/completion", {"prompt": ["a", {}]}, 400),
+            ("/completion", {"prompt": "a", "samplers": ["nope"]}, 400),
+            ("/completion", {"prompt": [1] * 4097}, 400),
+            ("/apply-template", {"messages": 3}, 400),
+            ("/apply-template", b"[]", 400),
+            ("/v1/messages", {"messages": [{"role": "user", "content": "x"}]}, 400),  # no max_tokens
+            ("/v1/messages", {"max_tokens": 4, "messages": []}, 400),
+            ("/v1/messages", {"max_tokens": 4, "messages": [{"role": "system", "content": "x"}]}, 400),
+            ("/v1/messages", {"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image"}]}]}, 400),
+            ("/v1/messages", {"max_tokens": -1, "messages": [{"role": "user", "content": "x"}]}, 400),
+            ("/v1/messages", b"{", 400),
+            ("/v1/messages/count_tokens", {"messages": 5}, 400),
+            ("/v1/responses", {}, 400),
+            ("/v1/responses", {"input": 5}, 400),
+            ("/v1/responses", {"input": [{"role": "tool", "content": "x"}]}, 400),
+            ("/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_image"}]}]}, 400),
+            ("/v1/responses", {"input": "x", "previous_response_id": "resp_1"}, 400),
+            ("/v1/responses", {"input": "x", "max_output_tokens": 0}, 400),
             ("/v1/completions", {"prompt": None}, 400),
             ("/tokenize", {"content": 5}, 400),
             ("/detokenize", {"tokens": [-1]}, 400),

@@ -12,16 +12,18 @@
 // The chat template comes from --chat-template (a built-in renderer's name or a Jinja file) or is the plan's
 // GGUF template, rendered by the Jinja interpreter (server/jinja); a template that cannot be parsed or
 // rendered on a probe conversation is refused here, naming its line and construct and the flag. A plan
-// without any template still serves /v1/completions, and chat requests are answered with a 400 that names
-// the flag.
+// without any template gets its architecture's built-in one, else ChatML (server/TemplateFallback.h), said
+// at start-up. llama-server's flag spellings: ServeFlags.h.
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 #include "tools/tpc/ModelSource.h"
+#include "tools/tpc/ServeFlags.h"
 
 #include "runtime/tokenizer/PlanVocab.h"
 #include "server/Scheduler.h"
 #include "server/Server.h"
 #include "server/BatchedEngine.h"
+#include "server/TemplateFallback.h"
 
 #include <fmt/core.h>
 
@@ -44,7 +46,6 @@ struct ServeOptions {
   int64_t ctxSize = 0;
   std::string apiKey;
   std::string chatTemplate;
-  std::string alias;
   std::string gguf;
   int threads = 0;
   std::string backend = "cpu";
@@ -54,12 +55,13 @@ struct ServeOptions {
   size_t maxBodyBytes = 8u << 20;
   std::string reasoningFormat = "auto";
   cli::CompileFlags compile; ///< for a GGUF: how to compile it (ModelSource.h)
+  cli::LlamaServerFlags llama; ///< llama-server's spellings (ServeFlags.h)
 };
 
 /// The id clients name in "model": --alias, else the GGUF's file name without ".gguf".
 std::string modelId(const ServeOptions &o, const rt::Plan &plan) {
-  if (!o.alias.empty())
-    return o.alias;
+  if (!o.llama.aliases.empty())
+    return o.llama.aliases.front();
   std::string name = plan.ggufPath.substr(plan.ggufPath.find_last_of('/') + 1);
   if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0)
     name.resize(name.size() - 5);
@@ -93,6 +95,13 @@ void runServe(ServeOptions o) {
   if (o.apiKey.empty())
     if (const char *k = std::getenv("TPC_API_KEY"))
       o.apiKey = k;
+  if (o.plan.empty())
+    o.plan = o.llama.model;
+  if (o.plan.empty())
+    throw Failure("no model: give a plan or GGUF (positional, or -m as llama-server)");
+  server::ServerOptions so2;
+  server::ServerDefaults defaults;
+  cli::applyLlamaServerFlags(o.llama, o.apiKey, so2, defaults);
 
   rt::Plan plan = cli::loadModel(o.plan, o.compile, o.gguf, nullptr);
   // The sessions never read the vocabulary: out of the plan before -np sessions each copy it.
@@ -131,6 +140,15 @@ void runServe(ServeOptions o) {
     else
       noTemplate = t.message();
   }
+  std::string templateWhy;
+  if (!tmpl && noTemplate.size()) { // no template in the GGUF: the architecture's, else ChatML
+    const server::TemplateFallback fb = server::templateFallback(plan.model.arch);
+    auto t = server::ChatTemplate::fromFlag(fb.name, bos, eos);
+    if (t) {
+      tmpl = *t;
+      templateWhy = fb.why;
+    }
+  }
 
   // llama-server's -c: the context of all slots together, -c / -np positions each.
   const int64_t total = o.ctxSize > 0 ? o.ctxSize : plan.model.defaultCtx;
@@ -158,7 +176,13 @@ void runServe(ServeOptions o) {
   if (!server::parseReasoningFormat(o.reasoningFormat, reasoning))
     throw Failure("--reasoning-format: '" + o.reasoningFormat + "' is not none, deepseek, deepseek-legacy or auto");
   api.setReasoningFormat(reasoning);
-  server::ServerOptions so2;
+  api.setDefaults(defaults);
+  api.setSlots(o.parallel);
+  if (o.llama.aliases.size() > 1)
+    api.setAliases({o.llama.aliases.begin() + 1, o.llama.aliases.end()});
+  so2.modelPath = o.plan;
+  if (o.llama.timeout > 0)
+    so2.ioTimeout = std::chrono::seconds(o.llama.timeout);
   so2.host = o.host;
   so2.port = o.port;
   so2.apiKey = o.apiKey;
@@ -193,6 +217,11 @@ void runServe(ServeOptions o) {
              tmpl ? tmpl->name() : std::string("none (chat requests need --chat-template)"));
   if (tmpl)
     fmt::print(stderr, "tpc serve: {}\n", api.outputSummary());
+  if (!templateWhy.empty())
+    fmt::print(stderr, "tpc serve: chat template {}: {}\n", tmpl->name(), templateWhy);
+  if ((*engine)->session().recomputesRewinds())
+    fmt::print(stderr, "tpc serve: prompt cache: the plan has recurrent layers, so a request reuses a slot's "
+                       "sequence only when all of it is a prefix of its prompt\n");
   fmt::print(stderr, "tpc serve: listening on http://{}:{}\n", o.host, *port);
   std::fflush(stderr);
   http.serve();
@@ -207,8 +236,9 @@ void registerServe(CLI::App &app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App *cmd = app.add_subcommand("serve", "Serve a plan over an OpenAI-compatible HTTP API");
   cmd->add_option("model", o->plan,
-                  "plan file written by `tpc compile`, or a GGUF model (compiled in memory with the flags below)")
-      ->required();
+                  "plan file written by `tpc compile`, or a GGUF model (compiled in memory with the flags "
+                  "below; also -m)");
+  cmd->allow_extras(); // refused in the callback, naming llama-server's flags tpc serve does not take
   cli::addCompileFlags(*cmd, o->compile);
   cmd->add_option("--host", o->host, "address to listen on (default: loopback only)")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port)")->capture_default_str();
@@ -220,7 +250,6 @@ void registerServe(CLI::App &app) {
   cmd->add_option("--chat-template", o->chatTemplate,
                   "llama3, llama3.1, chatml, qwen3, gemma3, gemma4 (built-in renderers) or a Jinja template file "
                   "(default: the GGUF's tokenizer.chat_template, rendered by the Jinja interpreter)");
-  cmd->add_option("--alias", o->alias, "model id clients send (default: the GGUF's file name)");
   cmd->add_option("--gguf", o->gguf, "the GGUF the plan was compiled from, if it moved");
   cmd->add_option("-t,--threads", o->threads, "CPU threads of the session (0 = all cores)");
   cmd->add_option("--backend", o->backend, "cpu, cuda or auto (the first usable of cuda, cpu)")
@@ -237,7 +266,11 @@ void registerServe(CLI::App &app) {
                   "none: reasoning stays in content; deepseek or auto: returned as reasoning_content")
       ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}))
       ->capture_default_str();
-  cmd->callback([o] { runServe(*o); });
+  cli::addLlamaServerFlags(*cmd, o->llama);
+  cmd->callback([o, cmd] {
+    cli::refuseExtraArguments(cmd->remaining());
+    runServe(*o);
+  });
 }
 
 } // namespace

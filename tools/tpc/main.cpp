@@ -41,7 +41,21 @@ int main(int argc, char **argv) {
                                                                   {"-ot", "--override-tensor"},
                                                                   {"-nkvo", "--no-kv-offload"},
                                                                   {"-ts", "--tensor-split"},
-                                                                  {"-np", "--parallel"}};
+                                                                  {"-np", "--parallel"},
+                                                                  // llama-server's (tpc serve, ServeFlags.h):
+                                                                  // as one-letter clusters they would read as
+                                                                  // -n gl, -c tk, -m d, -s ps, -h f...
+                                                                  {"-ngl", "--n-gpu-layers"},
+                                                                  {"-fa", "--flash-attn"},
+                                                                  {"-ub", "--ubatch-size"},
+                                                                  {"-ctk", "--cache-type-k"},
+                                                                  {"-ctv", "--cache-type-v"},
+                                                                  {"-md", "--model-draft"},
+                                                                  {"-sps", "--slot-prompt-similarity"},
+                                                                  {"-hf", "--hf-repo"},
+                                                                  {"-cb", "--cont-batching"},
+                                                                  {"-nocb", "--no-cont-batching"},
+                                                                  {"-to", "--timeout"}};
     std::vector<std::string> args(argv + 1, argv + argc);
     for (std::string &a : args)
       if (auto it = kLlamaFlags.find(a); it != kLlamaFlags.end())

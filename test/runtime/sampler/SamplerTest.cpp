@@ -208,3 +208,29 @@ TEST(Sampler, FiltersNeverYieldExcludedTokens) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Sampler, LogitBiasBansAndBoostsBeforeGreedyAndSampling) {
+  std::vector<float> l = {0.5f, 2.0f, -1.0f, 1.5f, 1.0f};
+  SamplerParams p;
+  p.logitBias = {{1, -INFINITY}};
+  Sampler banned(p);
+  EXPECT_EQ(banned.sample(l), 3);         // the argmax is banned: the next best
+  EXPECT_EQ(l[1], 2.0f);                  // the caller's row is untouched
+  p.logitBias = {{2, 10.0f}, {99, 5.0f}}; // an id past the row is ignored
+  EXPECT_EQ(Sampler(p).sample(l), 2);
+  // Sampling: a banned token is never drawn, whatever the seed.
+  p.temperature = 1.0f;
+  p.logitBias = {{1, -INFINITY}, {3, -INFINITY}};
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    p.seed = seed;
+    const int32_t id = Sampler(p).sample(l);
+    EXPECT_NE(id, 1);
+    EXPECT_NE(id, 3);
+  }
+  p.logitBias = {{0, NAN}};
+  EXPECT_THROW(Sampler{p}, SamplerError);
+}
+
+} // namespace
