@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "server/Api.h"
 
+#include "server/ApiGrammar.h"
+
 #include <fmt/core.h>
 
 #include <random>
@@ -289,7 +291,9 @@ std::optional<ApiError> Api::parseCompletion(const std::string &body, bool chat,
     else
       out.includeUsage = so->value("include_usage", false);
   }
-  return f.error;
+  if (f.error)
+    return f.error;
+  return requestGrammar(j, g); // response_format, json_schema, grammar
 }
 
 std::optional<ApiError> Api::tokenize(const std::string &body, json &out) const {

@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "server/Scheduler.h"
 
+#include "server/grammar/Matcher.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@ struct Scheduler::Slot {
   std::shared_ptr<Request> req;
   std::unique_ptr<rt::Sampler> sampler;
   std::unique_ptr<TextStream> text;
+  std::unique_ptr<grammar::Matcher> matcher; ///< the request's grammar state (constrained requests only)
   size_t promptDone = 0; ///< prompt tokens evaluated
   int32_t nPast = 0;     ///< tokens in the sequence's cache
   int32_t pending = -1;  ///< sampled token waiting to be evaluated (>= 0: generating)
@@ -75,6 +78,12 @@ Expected<std::shared_ptr<Request>> Scheduler::submit(std::vector<int32_t> prompt
     rt::Sampler check(params.sampling);
   } catch (const rt::SamplerError &e) {
     return Error{e.what()};
+  }
+  if (!params.gbnf.empty() && !params.grammar) { // the API compiles it; a direct caller may not have
+    auto g = grammar::parseGbnf(params.gbnf);
+    if (!g)
+      return Error{"the grammar is not valid: " + g.message()};
+    params.grammar = g.take();
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (draining_)
@@ -154,6 +163,9 @@ void Scheduler::admit() {
     queue_.pop_front();
     s.sampler = std::make_unique<rt::Sampler>(s.req->params.sampling);
     s.text = std::make_unique<TextStream>(tok_, s.req->params.stop);
+    const GenerationParams &p = s.req->params;
+    s.matcher = p.grammar ? std::make_unique<grammar::Matcher>(p.grammar, vocabulary(), p.stopTokens, !p.ignoreEos)
+                          : nullptr;
     s.promptDone = 0;
     s.nPast = 0;
     s.pending = -1;
@@ -292,8 +304,8 @@ void Scheduler::onToken(Slot &s, int32_t slotIndex, const float *row) {
   const size_t vocab = static_cast<size_t>(engine_.nVocab());
   int32_t id = 0;
   try {
-    id = s.sampler->sample(row, vocab);
-  } catch (const rt::SamplerError &e) {
+    id = s.matcher ? s.sampler->sample(row, vocab, *s.matcher) : s.sampler->sample(row, vocab);
+  } catch (const std::exception &e) { // SamplerError; a grammar past the matcher's state bound
     finish(s, slotIndex, FinishReason::Error, e.what());
     return;
   }
@@ -305,6 +317,10 @@ void Scheduler::onToken(Slot &s, int32_t slotIndex, const float *row) {
     finish(s, slotIndex, FinishReason::Stop);
     return;
   }
+  if (s.matcher) {
+    s.matcher->accept(id);
+    ++stats_.grammarTokens;
+  }
   Event e;
   e.token.id = id;
   if (p.logprobs || p.topLogprobs > 0)
@@ -313,7 +329,7 @@ void Scheduler::onToken(Slot &s, int32_t slotIndex, const float *row) {
   ++s.generated;
   ++stats_.generatedTokens;
   s.req->push(std::move(e));
-  if (s.text->stopped())
+  if (s.text->stopped() || (s.matcher && s.matcher->mustEnd())) // a complete match that nothing may follow
     finish(s, slotIndex, FinishReason::Stop);
   else if (s.generated >= p.maxTokens || s.nPast >= engine_.ctxSize())
     finish(s, slotIndex, FinishReason::Length);
@@ -341,11 +357,22 @@ void Scheduler::finish(Slot &s, int32_t slotIndex, FinishReason r, std::string e
   }
   s.req->push(std::move(e));
   ++stats_.finished[static_cast<int>(r)];
+  if (s.matcher) {
+    stats_.grammarMasks += s.matcher->stats().masks;
+    stats_.grammarMaskSeconds += s.matcher->stats().maskSeconds;
+    s.matcher.reset();
+  }
   s.req.reset();
   s.sampler.reset();
   s.text.reset();
   s.pending = -1;
   engine_.forget(slotIndex);
+}
+
+const grammar::Vocabulary &Scheduler::vocabulary() {
+  if (!vocab_)
+    vocab_ = std::make_unique<grammar::Vocabulary>(tok_);
+  return *vocab_;
 }
 
 void Scheduler::drain() {
