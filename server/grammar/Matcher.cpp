@@ -82,33 +82,55 @@ int32_t Automaton::intern(std::vector<int32_t> stacks, uint32_t partial, uint8_t
 
 int32_t Automaton::build(int32_t s, uint8_t b) {
   const std::vector<int32_t> stacks = states_[s].stacks; // a copy: interning may grow states_
-  uint32_t v = 0;
+  // A partial character is kept as its bytes so far (packed, lead byte highest), so the second byte can
+  // be checked against the lead: overlong forms (E0 80 A0 for a space), surrogates (ED A0..) and code
+  // points past U+10FFFF are refused as a strict UTF-8 decoder refuses them.
+  uint32_t packed = 0;
   uint8_t remain = 0;
   const uint8_t had = states_[s].remain;
   if (had == 0) {
-    if (b < 0x80) {
-      v = b;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-      v = b & 0x1Fu, remain = 1;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      v = b & 0x0Fu, remain = 2;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      v = b & 0x07u, remain = 3;
-    } else {
-      return kDead; // a continuation byte without a lead, or a byte UTF-8 never uses
+    if (b >= 0x80) {
+      if (b >= 0xC2 && b <= 0xDF)
+        remain = 1;
+      else if (b >= 0xE0 && b <= 0xEF)
+        remain = 2;
+      else if (b >= 0xF0 && b <= 0xF4)
+        remain = 3;
+      else
+        return kDead; // a continuation byte without a lead, or a byte UTF-8 never uses
     }
+    packed = b;
   } else {
+    const uint32_t prev = states_[s].partial;
     if ((b & 0xC0) != 0x80)
       return kDead;
-    v = (states_[s].partial << 6) | (b & 0x3Fu);
+    if (prev < 0x100) { // the first continuation byte: its range depends on the lead
+      if ((prev == 0xE0 && b < 0xA0) || (prev == 0xED && b > 0x9F) || (prev == 0xF0 && b < 0x90) ||
+          (prev == 0xF4 && b > 0x8F))
+        return kDead;
+    }
+    packed = (prev << 8) | b;
     remain = static_cast<uint8_t>(had - 1);
   }
+  // The code point bits so far.
+  const int n = packed >= 0x1000000 ? 4 : packed >= 0x10000 ? 3 : packed >= 0x100 ? 2 : 1;
+  const uint32_t lead = packed >> (8 * (n - 1));
+  const int len = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  uint32_t v = len == 1 ? lead : len == 2 ? (lead & 0x1Fu) : len == 3 ? (lead & 0x0Fu) : (lead & 0x07u);
+  for (int i = n - 2; i >= 0; --i)
+    v = (v << 6) | ((packed >> (8 * i)) & 0x3Fu);
   if (remain > 0) {
     // A partial character: alive while some stack's class holds a code point starting with these bits.
-    const uint32_t lo = v << (6 * remain), hi = lo | ((1u << (6 * remain)) - 1);
+    // The range is cut to what the sequence's length may encode (E0 starts U+0800, not U+0000), or a lead
+    // byte with no valid continuation would be accepted and the next step find nothing allowed.
+    static constexpr uint32_t kMinOfLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    const uint32_t lo = std::max(v << (6 * remain), kMinOfLength[len]);
+    const uint32_t hi = std::min((v << (6 * remain)) | ((1u << (6 * remain)) - 1), 0x10FFFFu);
+    if (lo > hi)
+      return kDead;
     for (int32_t f : stacks)
       if (f >= 0 && g_->classes[g_->elems[frames_[f].pos].arg].intersects(lo, hi))
-        return intern(stacks, v, remain);
+        return intern(stacks, packed, remain);
     return kDead;
   }
   if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))

@@ -50,10 +50,12 @@ public:
   /// The state after byte `b` from `s` (kDead when the grammar refuses it). Throws std::length_error past
   /// kMaxStates.
   int32_t next(int32_t s, uint8_t b) {
-    int32_t &t = table_[static_cast<size_t>(s) * 256 + b];
-    if (t == kUnknown)
-      t = build(s, b);
-    return t;
+    const size_t at = static_cast<size_t>(s) * 256 + b;
+    if (table_[at] == kUnknown) {
+      const int32_t t = build(s, b); // may grow table_: no reference into it across this call
+      table_[at] = t;
+    }
+    return table_[at];
   }
   /// The state after `bytes`, or kDead.
   int32_t walk(int32_t s, std::string_view bytes) {
@@ -79,7 +81,7 @@ private:
   };
   struct State {
     std::vector<int32_t> stacks; ///< top frames, sorted; -1 is the empty stack (a complete match)
-    uint32_t partial = 0;        ///< bits of a partial UTF-8 character read so far
+    uint32_t partial = 0;        ///< the bytes of a partial UTF-8 character so far (packed, lead highest)
     uint8_t remain = 0;          ///< its continuation bytes still to come
     bool canEnd = false, mustEnd = false;
   };

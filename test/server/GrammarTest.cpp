@@ -91,6 +91,15 @@ TEST(Gbnf, EscapesClassesAndUtf8) {
   auto any = compile("root ::= [^a]\n");
   EXPECT_TRUE(matches(any, "\xF0\x9F\x98\x80"));
   EXPECT_FALSE(matches(any, "\xED\xA0\x80")); // a UTF-16 surrogate is not a character
+  EXPECT_FALSE(matches(any, "\xF4\x90\x80\x80")); // past U+10FFFF
+  // Overlong forms never stand for the character they encode (a byte-token model likes E0 80 A0).
+  auto space = compile("root ::= \" \"\n");
+  EXPECT_FALSE(matches(space, "\xE0\x80\xA0", false));
+  EXPECT_FALSE(matches(space, "\xC0\xA0", false));
+  EXPECT_FALSE(matches(space, "\xE0", false)); // no three-byte character is a space: refused at the lead
+  EXPECT_FALSE(matches(compile("root ::= [\\x00-\\x7F\\u00e9]\n"), "\xE0", false));
+  EXPECT_FALSE(matches(any, "\xF0\x80\x80\x80"));
+  EXPECT_TRUE(matches(any, "\xE0\xA0\x80")); // U+0800, the first three-byte character
 }
 
 TEST(Gbnf, Errors) {
