@@ -127,8 +127,8 @@ private:
     rules_.emplace_back(name, ""); // reserve the name before the body refers to others
     const size_t at = rules_.size() - 1;
     std::string body;
-    if (kind == "ws")
-      body = "[ \\t\\n]{0,20}";
+    if (kind == "ws") // one space, or a newline and an indentation: never a run a model can loop in
+      body = "( \" \" | \"\\n\" [ \\t]{0,20} )?";
     else if (kind == "char")
       body = "[^\"\\\\\\x00-\\x1F] | " + prim("escape");
     else if (kind == "escape")

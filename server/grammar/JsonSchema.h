@@ -2,8 +2,9 @@
 //
 // Turns a JSON schema into GBNF rules (Gbnf.h) whose root rule is named `rulePrefix`; every other rule is
 // named `rulePrefix-...`, so several schemas (a response format, each tool's arguments) can share one
-// grammar. The output is compact JSON with bounded whitespace inside objects and arrays (at most 20
-// characters of [ \t\n] in a row, none after the top-level value: a complete object ends the generation).
+// grammar. The output is JSON with bounded whitespace inside objects and arrays (one space, or a newline and
+// at most 20 spaces or tabs of indentation: a model whose best token was refused would otherwise pick
+// whitespace again and again), none after the top-level value: a complete object ends the generation.
 //
 // Supported: type (one or an array), properties, required, additionalProperties (false; true or a schema:
 // more keys, never one of the declared names), enum, const, anyOf, oneOf (as anyOf: a value matching two

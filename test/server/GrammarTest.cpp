@@ -208,6 +208,8 @@ TEST(JsonSchema, Objects) {
   EXPECT_TRUE(matches(g, R"({"name":"a","age":3})"));
   EXPECT_TRUE(matches(g, R"({ "name": "a", "age": 3, "tags": [1, "x"] })"));
   EXPECT_TRUE(matches(g, "{\n  \"name\": \"a\",\n  \"age\": 3\n}"));
+  EXPECT_FALSE(matches(g, R"({"name":  "a","age":3})"));    // whitespace: one space or a newline and indentation
+  EXPECT_FALSE(matches(g, "{\n\n\"name\":\"a\",\"age\":3}"));
   EXPECT_FALSE(matches(g, R"({"name":"a"})"));              // age is required
   EXPECT_FALSE(matches(g, R"({"age":3,"name":"a"})"));      // keys come in the order of `required`
   EXPECT_FALSE(matches(g, R"({"name":"a","age":3,"x":1})")); // additionalProperties: false
