@@ -94,8 +94,8 @@ std::optional<ApiError> requestGrammar(const json &body, GenerationParams &gen) 
       gbnf = body["grammar"].get<std::string>();
     }
   }
-  if (field.empty() || gbnf.empty())
-    return std::nullopt;
+  if (field.empty() || gbnf.empty()) // a forced tool call's grammar (set before) is compiled here too
+    return gen.gbnf.empty() || gen.grammar ? std::nullopt : compileGrammar(gen, "tool_choice");
   if (!gen.gbnf.empty())
     return bad(field, "cannot be combined with a forced tool call (it has its own grammar)");
   gen.gbnf = std::move(gbnf);

@@ -13,6 +13,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -58,8 +59,7 @@ const std::set<std::string> kAnnotations = {"title",      "description", "$schem
                                             "$defs",      "definitions"};
 /// Validation keywords this converter does not implement: an error, never dropped.
 const std::set<std::string> kUnsupported = {
-    "pattern",          "format",           "minimum",          "maximum",          "exclusiveMinimum",
-    "exclusiveMaximum", "multipleOf",       "allOf",            "not",              "if",
+    "pattern",          "format",           "multipleOf",       "allOf",            "not",              "if",
     "then",             "else",             "dependentRequired", "dependentSchemas", "dependencies",
     "patternProperties", "propertyNames",   "minProperties",    "maxProperties",    "uniqueItems",
     "contains",         "minContains",      "maxContains",      "unevaluatedProperties",
@@ -67,6 +67,44 @@ const std::set<std::string> kUnsupported = {
     "$recursiveRef",    "$recursiveAnchor", "contentSchema"};
 
 constexpr int64_t kMaxCount = 2000; // the GBNF parser's repetition bound
+constexpr int64_t kMaxInt = 9999999999999999; // 16 digits, as the integer rule allows
+
+/// Digits of the integers in [lo, hi], both written with the same number of digits: the shared leading
+/// digit, or the low edge, the middle digits free and the high edge.
+std::string sameLength(const std::string &lo, const std::string &hi) {
+  if (lo.empty())
+    return "";
+  const size_t rest = lo.size() - 1;
+  auto lit = [](char c) { return std::string("\"") + c + "\""; };
+  auto free = [&](size_t n) { return n == 0 ? std::string() : fmt::format(" [0-9]{{{}}}", n); };
+  if (lo == hi)
+    return gbnfLiteral(lo);
+  if (lo[0] == hi[0])
+    return lit(lo[0]) + " " + sameLength(lo.substr(1), hi.substr(1));
+  if (lo.substr(1) == std::string(rest, '0') && hi.substr(1) == std::string(rest, '9'))
+    return fmt::format("[{}-{}]", lo[0], hi[0]) + free(rest);
+  std::vector<std::string> alts;
+  alts.push_back(lit(lo[0]) + " " + sameLength(lo.substr(1), std::string(rest, '9')));
+  if (lo[0] + 1 <= hi[0] - 1)
+    alts.push_back(fmt::format("[{}-{}]", char(lo[0] + 1), char(hi[0] - 1)) + free(rest));
+  alts.push_back(lit(hi[0]) + " " + sameLength(std::string(rest, '0'), hi.substr(1)));
+  std::string out;
+  for (const std::string &a : alts)
+    out += (out.empty() ? "( " : " | ") + a;
+  return out + " )";
+}
+
+/// The integers in [lo, hi] (0 <= lo <= hi <= kMaxInt) as alternatives by digit count.
+std::vector<std::string> nonNegative(int64_t lo, int64_t hi) {
+  std::vector<std::string> alts;
+  int64_t low = 0, high = 9; // the numbers of n digits
+  for (int n = 1; n <= 16; ++n, low = high + 1, high = high * 10 + 9) {
+    const int64_t a = std::max(lo, low), b = std::min(hi, high);
+    if (a <= b)
+      alts.push_back(sameLength(std::to_string(a), std::to_string(b)));
+  }
+  return alts;
+}
 
 /// A class of the given code points as GBNF (every point as a hex escape, so nothing needs quoting).
 std::string hexPoint(uint32_t c) { return c <= 0xFFFF ? fmt::format("\\u{:04X}", c) : fmt::format("\\U{:08X}", c); }
@@ -240,6 +278,9 @@ private:
       types.push_back("array");
     } else if (s.contains("minLength") || s.contains("maxLength")) {
       types.push_back("string");
+    } else if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+               s.contains("exclusiveMaximum")) {
+      fail(path, "bounds without \"type\": \"integer\" are not supported");
     } else {
       return prim("value");
     }
@@ -259,6 +300,14 @@ private:
         fail(path, "'maxLength' is below 'minLength'");
       return add(hint + "-string", "\"\\\"\" " + prim("char") + times(lo, hi) + " \"\\\"\"");
     }
+    const bool bounded = s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+                         s.contains("exclusiveMaximum");
+    if (t == "integer" && bounded)
+      return integerRange(s, path, hint);
+    if (t == "number" && bounded)
+      for (const char *key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+        if (s.contains(key))
+          fail(path, fmt::format("'{}' on a number is not supported (on an integer it is)", key));
     if (t == "integer" || t == "number" || t == "boolean" || t == "null")
       return prim(t);
     if (t == "object")
@@ -266,6 +315,48 @@ private:
     if (t == "array")
       return arrayRule(s, path, hint);
     fail(path + "/type", fmt::format("unknown type '{}' (string, number, integer, boolean, null, object, array)", t));
+  }
+
+  /// An integer within minimum / maximum / exclusiveMinimum / exclusiveMaximum, digit by digit.
+  std::string integerRange(const json &s, const std::string &path, const std::string &hint) {
+    double lo = -1e300, hi = 1e300;
+    for (const char *key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (!s.contains(key))
+        continue;
+      if (!s[key].is_number())
+        fail(path + "/" + key, fmt::format("'{}' must be a number", key));
+      const double v = s[key].get<double>();
+      const std::string k = key;
+      if (k == "minimum")
+        lo = std::max(lo, std::ceil(v));
+      else if (k == "exclusiveMinimum")
+        lo = std::max(lo, std::floor(v) + 1);
+      else if (k == "maximum")
+        hi = std::min(hi, std::floor(v));
+      else
+        hi = std::min(hi, std::ceil(v) - 1);
+    }
+    if (lo > hi)
+      fail(path, "the bounds leave no integer");
+    if (lo > double(kMaxInt) || hi < -double(kMaxInt))
+      fail(path, "integer bounds beyond 16 digits are not supported");
+    // Past 16 digits a bound is no bound: the integer rule never writes more digits.
+    const bool below = lo < -double(kMaxInt), above = hi > double(kMaxInt);
+    const int64_t a = below ? -kMaxInt : static_cast<int64_t>(lo), b = above ? kMaxInt : static_cast<int64_t>(hi);
+    std::vector<std::string> alts;
+    if (a < 0) { // -k for k in [max(1, -b), -a]
+      std::string neg;
+      for (const std::string &x : nonNegative(std::max<int64_t>(1, b < 0 ? -b : 1), -a))
+        neg += (neg.empty() ? "" : " | ") + x;
+      alts.push_back("\"-\" ( " + neg + " )");
+    }
+    if (b >= 0)
+      for (const std::string &x : nonNegative(std::max<int64_t>(0, a), b))
+        alts.push_back(x);
+    std::string body;
+    for (const std::string &x : alts)
+      body += (body.empty() ? "" : " | ") + x;
+    return add(hint + "-int", body);
   }
 
   std::string ref(const json &r, const std::string &path) {

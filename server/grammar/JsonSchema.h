@@ -6,7 +6,8 @@
 // at most 20 spaces or tabs of indentation: a model whose best token was refused would otherwise pick
 // whitespace again and again), none after the top-level value: a complete object ends the generation.
 //
-// Supported: type (one or an array), properties, required, additionalProperties (false; true or a schema:
+// Supported: type (one or an array), minimum / maximum / exclusiveMinimum / exclusiveMaximum on integers
+// (digit by digit, within the 16 digits the integer rule writes), properties, required, additionalProperties (false; true or a schema:
 // more keys, never one of the declared names), enum, const, anyOf, oneOf (as anyOf: a value matching two
 // branches would fail oneOf), items, prefixItems, minItems, maxItems, minLength, maxLength, nested objects,
 // local $ref (#/$defs/..., #/definitions/..., #), true/{} (any JSON value). Object keys come in the order
@@ -16,7 +17,8 @@
 // Ignored by design (annotations): title, description, $schema, $id, $comment, default, examples,
 // deprecated, readOnly, writeOnly, contentEncoding, contentMediaType, and keywords JSON Schema does not
 // define. Every other validation keyword (pattern, format, minimum, allOf, uniqueItems, ...) is an error
-// naming it and its JSON path ("'pattern' at #/properties/zip is not supported"): a constraint is never
+// naming it and its JSON path ("'pattern' is not supported at #/properties/zip"; bounds on a non-integer
+// number too): a constraint is never
 // silently dropped.
 //
 // Usage (the tools helper builds one grammar from several):

@@ -51,10 +51,10 @@ TEST(ApiGrammar, ErrorsNameTheField) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "grammar");
   EXPECT_EQ(e->message, "'grammar' is not a valid grammar: line 1, column 10: undefined rule 'foo'");
-  e = run(R"({"json_schema": {"type": "object", "properties": {"a": {"minimum": 1}}}})", g);
+  e = run(R"({"json_schema": {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 3}}}})", g);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "json_schema");
-  EXPECT_NE(e->message.find("'minimum' is not supported at #/properties/a"), std::string::npos);
+  EXPECT_NE(e->message.find("'multipleOf' is not supported at #/properties/a"), std::string::npos);
   e = run(R"({"response_format": {"type": "xml"}})", g);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "response_format.type");
@@ -68,6 +68,21 @@ TEST(ApiGrammar, ErrorsNameTheField) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "grammar");
   EXPECT_NE(e->message.find("cannot be combined with 'response_format'"), std::string::npos);
+  // A forced tool call's grammar, set before the request fields are read, is compiled with them.
+  g = GenerationParams{};
+  g.gbnf = "root ::= \"call\"\n";
+  EXPECT_FALSE(requestGrammar(json::parse("{}"), g));
+  EXPECT_TRUE(g.grammar);
+  g = GenerationParams{};
+  g.gbnf = "root ::= call\n";
+  e = requestGrammar(json::parse("{}"), g);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tool_choice");
+  g = GenerationParams{};
+  g.gbnf = "root ::= \"call\"\n";
+  e = requestGrammar(json::parse(R"({"response_format": {"type": "json_object"}})"), g);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("forced tool call"), std::string::npos);
   e = run(R"({"grammar": 5})", g);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "grammar");

@@ -181,6 +181,33 @@ TEST(JsonSchema, Primitives) {
   EXPECT_TRUE(a.mustEnd(a.walk(a.start(), "\"ab\"")));
 }
 
+TEST(JsonSchema, IntegerBounds) {
+  auto g = schemaGrammar(json::parse(R"({"type": "integer", "minimum": 5, "maximum": 123})"));
+  for (const char *ok : {"5", "9", "10", "99", "100", "120", "123"})
+    EXPECT_TRUE(matches(g, ok)) << ok;
+  for (const char *no : {"4", "0", "05", "124", "130", "200", "-1", "1000"})
+    EXPECT_FALSE(matches(g, no)) << no;
+  auto neg = schemaGrammar(json::parse(R"({"type": "integer", "minimum": -20, "exclusiveMaximum": -2})"));
+  for (const char *ok : {"-3", "-20", "-10", "-19"})
+    EXPECT_TRUE(matches(neg, ok)) << ok;
+  for (const char *no : {"-2", "-21", "0", "3", "-0"})
+    EXPECT_FALSE(matches(neg, no)) << no;
+  auto up = schemaGrammar(json::parse(R"({"type": "integer", "exclusiveMinimum": 0})"));
+  EXPECT_TRUE(matches(up, "1"));
+  EXPECT_TRUE(matches(up, "9999999999999999"));
+  EXPECT_FALSE(matches(up, "0"));
+  EXPECT_FALSE(matches(up, "-1"));
+  auto down = schemaGrammar(json::parse(R"({"type": "integer", "maximum": 7.5})"));
+  for (const char *ok : {"-100", "0", "7"})
+    EXPECT_TRUE(matches(down, ok)) << ok;
+  for (const char *no : {"8", "10", "-0"})
+    EXPECT_FALSE(matches(down, no)) << no;
+  // Brute force over a window: exactly the integers of the range match.
+  auto win = schemaGrammar(json::parse(R"({"type": "integer", "minimum": -37, "maximum": 1042})"));
+  for (int v = -1200; v <= 1200; ++v)
+    EXPECT_EQ(matches(win, std::to_string(v)), v >= -37 && v <= 1042) << v;
+}
+
 TEST(JsonSchema, EnumConstAnyOf) {
   auto e = schemaGrammar(json::parse(R"({"enum": ["red", 3, null, {"a": [1]}]})"));
   EXPECT_TRUE(matches(e, "\"red\""));
@@ -272,8 +299,11 @@ TEST(JsonSchema, AnnotationsIgnoredUnsupportedRefused) {
   EXPECT_EQ(schemaError(json::parse(R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]+$"}}})")),
             "'pattern' is not supported at #/properties/zip");
   EXPECT_EQ(schemaError(json::parse(R"({"type": "string", "format": "date-time"})")), "'format' is not supported at #");
-  EXPECT_EQ(schemaError(json::parse(R"({"type": "array", "items": {"type": "integer", "minimum": 0}})")),
-            "'minimum' is not supported at #/items");
+  EXPECT_EQ(schemaError(json::parse(R"({"type": "array", "items": {"type": "number", "minimum": 0}})")),
+            "'minimum' on a number is not supported (on an integer it is) at #/items");
+  EXPECT_EQ(schemaError(json::parse(R"({"maximum": 3})")), "bounds without \"type\": \"integer\" are not supported at #");
+  EXPECT_EQ(schemaError(json::parse(R"({"type": "integer", "minimum": 5, "maximum": 4})")), "the bounds leave no integer at #");
+  EXPECT_EQ(schemaError(json::parse(R"({"type": "integer", "multipleOf": 2})")), "'multipleOf' is not supported at #");
   EXPECT_EQ(schemaError(json::parse(R"({"allOf": [{"type": "string"}]})")), "'allOf' is not supported at #");
   EXPECT_EQ(schemaError(json::parse(R"({"type": "array", "uniqueItems": true})")), "'uniqueItems' is not supported at #");
   EXPECT_EQ(schemaError(json::parse(R"({"$ref": "https://example.com/s.json"})")),

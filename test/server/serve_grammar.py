@@ -4,7 +4,7 @@ and, with the argument `gemma`, on Gemma 3 270M ($TPC_GEMMA_GGUF, which CMake po
 download; skipped visibly when it is not there).
 
 50 random schemas from a seeded generator (nested objects, enums, arrays, optional fields, type arrays,
-anyOf) run at -np 4, four at a time next to plain requests: every response parses and validates against its
+anyOf, integer ranges) run at -np 4, four at a time next to plain requests: every response parses and validates against its
 schema with Python's jsonschema (skipped visibly without python3-jsonschema) and ends with "stop" (the
 grammar completes and ends the generation); plain requests running beside them give the same ids as alone.
 Strings and arrays in the generated schemas are bounded, so every valid output fits max_tokens.
@@ -30,7 +30,7 @@ NAMES = ["name", "age", "city", "tags", "score", "active", "kind", "id", "note",
 
 def random_schema(rng, depth=0):
     """A schema whose every valid instance is bounded in length."""
-    kinds = ["string", "integer", "number", "boolean", "enum", "nullable", "anyof"]
+    kinds = ["string", "integer", "number", "boolean", "enum", "nullable", "anyof", "range"]
     if depth < 2:
         kinds += ["array", "object", "object"]
     k = rng.choice(kinds)
@@ -45,6 +45,12 @@ def random_schema(rng, depth=0):
         return {"enum": rng.sample(["red", "green", "blue", "a b", 1, 2, None], rng.randint(1, 4))}
     if k == "nullable":
         return {"type": ["string", "null"], "maxLength": 5}
+    if k == "range":
+        lo = rng.randint(-50, 500)
+        s = {"type": "integer", "minimum": lo, "maximum": lo + rng.choice([0, 3, 42, 999])}
+        if rng.random() < 0.3:
+            s = {"type": "integer", "exclusiveMinimum": lo}
+        return s
     if k == "anyof":
         return {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 4}]}
     if k == "array":
@@ -167,7 +173,7 @@ class ServeGrammar(unittest.TestCase):
             ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
                 "type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]+$"}}}}}},
              "response_format.json_schema.schema", "'pattern' is not supported at #/properties/zip"),
-            ({"json_schema": {"type": "integer", "minimum": 0}}, "json_schema", "'minimum'"),
+            ({"json_schema": {"type": "number", "minimum": 0}}, "json_schema", "'minimum' on a number"),
             ({"grammar": "root ::= item\n"}, "grammar", "line 1, column 10: undefined rule 'item'"),
             ({"grammar": "root ::= root \"a\"\n"}, "grammar", "left-recursive"),
             ({"response_format": {"type": "yaml"}}, "response_format.type", "yaml"),
