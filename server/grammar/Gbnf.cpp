@@ -47,6 +47,19 @@ bool CharClass::intersects(uint32_t lo, uint32_t hi) const {
   return next <= hi;
 }
 
+bool CharClass::covers(uint32_t lo, uint32_t hi) const {
+  if (negated) { // no excluded range may touch [lo, hi]
+    for (const auto &[a, b] : ranges)
+      if (a <= hi && b >= lo)
+        return false;
+    return true;
+  }
+  for (const auto &[a, b] : ranges) // merged ranges: one must hold all of it
+    if (a <= lo && b >= hi)
+      return true;
+  return false;
+}
+
 namespace {
 
 /// Repetition bounds, as llama.cpp's (a {0,1000000} would otherwise build a million rules).

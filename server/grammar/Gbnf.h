@@ -41,6 +41,8 @@ struct CharClass {
   bool matches(uint32_t c) const;
   /// True when some code point of [lo, hi] is in the set (a partial UTF-8 sequence could still match).
   bool intersects(uint32_t lo, uint32_t hi) const;
+  /// True when every code point of [lo, hi] is in the set.
+  bool covers(uint32_t lo, uint32_t hi) const;
 };
 
 /// One symbol of an alternative.

@@ -18,7 +18,7 @@ Automaton::Automaton(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
   std::vector<int32_t> stacks;
   for (uint32_t a : g_->alts[g_->root])
     expand(a, -1, stacks);
-  start_ = intern(std::move(stacks), 0, 0);
+  start_ = intern(std::move(stacks), 0, 0, false);
 }
 
 int32_t Automaton::frame(uint32_t pos, int32_t next) {
@@ -53,7 +53,7 @@ void Automaton::expand(uint32_t pos, int32_t tail, std::vector<int32_t> &out) {
   }
 }
 
-int32_t Automaton::intern(std::vector<int32_t> stacks, uint32_t partial, uint8_t remain) {
+int32_t Automaton::intern(std::vector<int32_t> stacks, uint32_t partial, uint8_t remain, bool anyTail) {
   std::sort(stacks.begin(), stacks.end());
   stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
   if (stacks.empty())
@@ -61,6 +61,7 @@ int32_t Automaton::intern(std::vector<int32_t> stacks, uint32_t partial, uint8_t
   std::string key(reinterpret_cast<const char *>(stacks.data()), stacks.size() * sizeof(int32_t));
   key.append(reinterpret_cast<const char *>(&partial), sizeof partial);
   key.push_back(static_cast<char>(remain));
+  key.push_back(anyTail ? 1 : 0);
   auto it = stateIds_.find(key);
   if (it != stateIds_.end())
     return it->second;
@@ -73,6 +74,7 @@ int32_t Automaton::intern(std::vector<int32_t> stacks, uint32_t partial, uint8_t
   st.stacks = std::move(stacks);
   st.partial = partial;
   st.remain = remain;
+  st.anyTail = anyTail;
   const int32_t id = static_cast<int32_t>(states_.size());
   states_.push_back(std::move(st));
   table_.resize(table_.size() + 256, kUnknown);
@@ -88,6 +90,7 @@ int32_t Automaton::build(int32_t s, uint8_t b) {
   uint32_t packed = 0;
   uint8_t remain = 0;
   const uint8_t had = states_[s].remain;
+  const bool anyTail = had > 0 && states_[s].anyTail;
   if (had == 0) {
     if (b >= 0x80) {
       if (b >= 0xC2 && b <= 0xDF)
@@ -119,6 +122,8 @@ int32_t Automaton::build(int32_t s, uint8_t b) {
   uint32_t v = len == 1 ? lead : len == 2 ? (lead & 0x1Fu) : len == 3 ? (lead & 0x0Fu) : (lead & 0x07u);
   for (int i = n - 2; i >= 0; --i)
     v = (v << 6) | ((packed >> (8 * i)) & 0x3Fu);
+  if (remain > 0 && anyTail)
+    return intern(stacks, packed, remain, true);
   if (remain > 0) {
     // A partial character: alive while some stack's class holds a code point starting with these bits.
     // The range is cut to what the sequence's length may encode (E0 starts U+0800, not U+0000), or a lead
@@ -128,10 +133,38 @@ int32_t Automaton::build(int32_t s, uint8_t b) {
     const uint32_t hi = std::min((v << (6 * remain)) | ((1u << (6 * remain)) - 1), 0x10FFFFu);
     if (lo > hi)
       return kDead;
+    bool mixed = false; // a class holding part of [lo, hi]: the next bytes decide
+    std::vector<int32_t> whole; // the stacks whose class holds all of it
+    for (int32_t f : stacks) {
+      if (f < 0)
+        continue;
+      const CharClass &cls = g_->classes[g_->elems[frames_[f].pos].arg];
+      if (cls.covers(lo, hi))
+        whole.push_back(f);
+      else if (cls.intersects(lo, hi))
+        mixed = true;
+    }
+    if (mixed)
+      return intern(stacks, packed, remain, false);
+    if (whole.empty())
+      return kDead;
+    // Every stack left takes whatever character these bytes begin, so the exact bytes no longer matter:
+    // all such prefixes share one state (a canonical lead with no second-byte rule), or each of the
+    // thousands of multi-byte prefixes of a JSON string's mask walk would be a state of its own.
+    if (packed < 0x100 && (packed == 0xE0 || packed == 0xED || packed == 0xF0 || packed == 0xF4))
+      return intern(std::move(whole), packed, remain, false);
+    uint32_t canon = len == 2 ? 0xC2u : len == 3 ? 0xE1u : 0xF1u;
+    for (int i = 1; i < n; ++i)
+      canon = (canon << 8) | 0x80u;
+    return intern(std::move(whole), canon, remain, true);
+  }
+  if (anyTail) { // the character is complete and every stack's class takes it
+    std::vector<int32_t> out;
+    seen_.clear();
     for (int32_t f : stacks)
-      if (f >= 0 && g_->classes[g_->elems[frames_[f].pos].arg].intersects(lo, hi))
-        return intern(stacks, packed, remain);
-    return kDead;
+      if (f >= 0)
+        expand(frames_[f].pos + 1, frames_[f].next, out);
+    return intern(std::move(out), 0, 0, false);
   }
   if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
     return kDead;
@@ -144,7 +177,7 @@ int32_t Automaton::build(int32_t s, uint8_t b) {
     if (g_->classes[g_->elems[fr.pos].arg].matches(v))
       expand(fr.pos + 1, fr.next, out);
   }
-  return intern(std::move(out), 0, 0);
+  return intern(std::move(out), 0, 0, false);
 }
 
 int32_t Automaton::compact(int32_t keep) {
@@ -170,7 +203,7 @@ int32_t Automaton::compact(int32_t keep) {
   states_.clear();
   stateIds_.clear();
   table_.clear();
-  return intern(std::move(stacks), st.partial, st.remain);
+  return intern(std::move(stacks), st.partial, st.remain, st.anyTail);
 }
 
 Vocabulary::Vocabulary(const rt::Tokenizer &tok) {

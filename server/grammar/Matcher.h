@@ -83,12 +83,13 @@ private:
     std::vector<int32_t> stacks; ///< top frames, sorted; -1 is the empty stack (a complete match)
     uint32_t partial = 0;        ///< the bytes of a partial UTF-8 character so far (packed, lead highest)
     uint8_t remain = 0;          ///< its continuation bytes still to come
+    bool anyTail = false;        ///< every stack takes any character these bytes begin (partial is canonical)
     bool canEnd = false, mustEnd = false;
   };
   int32_t build(int32_t s, uint8_t b);
   int32_t frame(uint32_t pos, int32_t next);
   void expand(uint32_t pos, int32_t tail, std::vector<int32_t> &out);
-  int32_t intern(std::vector<int32_t> stacks, uint32_t partial, uint8_t remain);
+  int32_t intern(std::vector<int32_t> stacks, uint32_t partial, uint8_t remain, bool anyTail);
 
   std::shared_ptr<const Grammar> g_;
   std::vector<Frame> frames_;

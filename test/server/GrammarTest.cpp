@@ -131,6 +131,10 @@ TEST(Gbnf, CharClassIntersects) {
   EXPECT_FALSE(n.intersects('a', 'z'));
   EXPECT_TRUE(n.intersects('a', '{'));
   EXPECT_TRUE(n.matches('A'));
+  EXPECT_TRUE(c.covers('x', 'z'));
+  EXPECT_FALSE(c.covers('b', 'x'));
+  EXPECT_TRUE(n.covers('{', 0x10FFFF));
+  EXPECT_FALSE(n.covers('A', 'a'));
   EXPECT_FALSE(n.matches('q'));
 }
 
