@@ -50,7 +50,8 @@ std::optional<ApiError> requestGrammar(const json &body, GenerationParams &gen) 
   if (present("response_format")) {
     const json &rf = body["response_format"];
     if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
-      return bad("response_format", "must be an object with a string 'type' (text, json_object, json_schema)");
+      return bad("response_format",
+                 "must be an object with a string 'type' (text, json_object, json_schema)");
     const std::string type = rf["type"].get<std::string>();
     if (type == "json_object") {
       if (auto e = set("response_format"))
@@ -76,7 +77,8 @@ std::optional<ApiError> requestGrammar(const json &body, GenerationParams &gen) 
         gbnf = grammar::jsonObjectGbnf("root"); // OpenAI's schema is optional: any JSON object
       }
     } else if (type != "text") {
-      return bad("response_format.type", fmt::format("'{}' is not one of text, json_object, json_schema", type));
+      return bad("response_format.type",
+                 fmt::format("'{}' is not one of text, json_object, json_schema", type));
     }
   }
   if (present("json_schema")) {

@@ -23,7 +23,8 @@
 namespace tpc::server {
 
 /// Reads the structured-output fields of `body` into gen.gbnf and compiles it into gen.grammar. A gbnf set
-/// before (a forced tool call) is compiled too (errors name 'tool_choice'); a request field beside it is a 400.
+/// before (a forced tool call) is compiled too (errors name 'tool_choice'); a request field beside it is a
+/// 400.
 std::optional<ApiError> requestGrammar(const nlohmann::json &body, GenerationParams &gen);
 
 /// Compiles gen.gbnf into gen.grammar (empty gbnf: no grammar); an error names `field`.

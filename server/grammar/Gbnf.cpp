@@ -176,7 +176,10 @@ private:
         uint32_t v = 0;
         for (int i = 0; i < n; ++i) {
           const char h = at(p + 2 + i);
-          int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+          int d = h >= '0' && h <= '9'   ? h - '0'
+                  : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                  : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                         : -1;
           if (d < 0)
             fail(p, fmt::format("escape \\{} needs {} hex digits", e, n));
           v = v * 16 + static_cast<uint32_t>(d);
@@ -187,14 +190,31 @@ private:
         return v;
       };
       switch (e) {
-      case 'x': return hex(2);
-      case 'u': return hex(4);
-      case 'U': return hex(8);
-      case 'n': p += 2; return '\n';
-      case 'r': p += 2; return '\r';
-      case 't': p += 2; return '\t';
-      case '\\': case '"': case '[': case ']': case '-': case '^': p += 2; return static_cast<uint32_t>(e);
-      default: fail(p, fmt::format("unknown escape '\\{}' (use \\n \\r \\t \\\\ \\\" \\[ \\] \\xHH \\uHHHH)", e));
+      case 'x':
+        return hex(2);
+      case 'u':
+        return hex(4);
+      case 'U':
+        return hex(8);
+      case 'n':
+        p += 2;
+        return '\n';
+      case 'r':
+        p += 2;
+        return '\r';
+      case 't':
+        p += 2;
+        return '\t';
+      case '\\':
+      case '"':
+      case '[':
+      case ']':
+      case '-':
+      case '^':
+        p += 2;
+        return static_cast<uint32_t>(e);
+      default:
+        fail(p, fmt::format("unknown escape '\\{}' (use \\n \\r \\t \\\\ \\\" \\[ \\] \\xHH \\uHHHH)", e));
       }
     }
     const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
@@ -231,7 +251,8 @@ private:
     else if (at(p) == '\n')
       ++p;
     else if (p < s_.size())
-      fail(p, fmt::format("unexpected '{}' in rule '{}' (expected a symbol, '|' or the end of the line)", at(p), name));
+      fail(p, fmt::format("unexpected '{}' in rule '{}' (expected a symbol, '|' or the end of the line)",
+                          at(p), name));
     return space(p, true);
   }
 
@@ -458,7 +479,8 @@ private:
           for (auto it = from; it != path.end(); ++it)
             cycle += names_[*it] + " -> ";
           cycle += names_[s];
-          fail(firstUse_[s], fmt::format("rule '{}' is left-recursive ({}); rewrite it with repetition", names_[s], cycle));
+          fail(firstUse_[s],
+               fmt::format("rule '{}' is left-recursive ({}); rewrite it with repetition", names_[s], cycle));
         }
         if (color[s] == 0)
           visit(s);

@@ -53,10 +53,10 @@ struct Element {
 
 /// A parsed grammar (see the file comment). Immutable once built; shared by the requests that use it.
 struct Grammar {
-  std::vector<Element> elems;                ///< every alternative, each ended by End
-  std::vector<std::vector<uint32_t>> alts;   ///< per rule: the start index of each alternative
+  std::vector<Element> elems;              ///< every alternative, each ended by End
+  std::vector<std::vector<uint32_t>> alts; ///< per rule: the start index of each alternative
   std::vector<CharClass> classes;
-  std::vector<std::string> names;            ///< per rule (helper rules get "name~N")
+  std::vector<std::string> names; ///< per rule (helper rules get "name~N")
   uint32_t root = 0;
 };
 

@@ -53,20 +53,41 @@ struct SchemaError : std::runtime_error {
 };
 
 /// Keywords that only annotate: ignored by design.
-const std::set<std::string> kAnnotations = {"title",      "description", "$schema",         "$id",
-                                            "$comment",   "default",     "examples",        "deprecated",
-                                            "readOnly",   "writeOnly",   "contentEncoding", "contentMediaType",
-                                            "$defs",      "definitions"};
+const std::set<std::string> kAnnotations = {"title",    "description", "$schema",         "$id",
+                                            "$comment", "default",     "examples",        "deprecated",
+                                            "readOnly", "writeOnly",   "contentEncoding", "contentMediaType",
+                                            "$defs",    "definitions"};
 /// Validation keywords this converter does not implement: an error, never dropped.
-const std::set<std::string> kUnsupported = {
-    "pattern",          "format",           "multipleOf",       "allOf",            "not",              "if",
-    "then",             "else",             "dependentRequired", "dependentSchemas", "dependencies",
-    "patternProperties", "propertyNames",   "minProperties",    "maxProperties",    "uniqueItems",
-    "contains",         "minContains",      "maxContains",      "unevaluatedProperties",
-    "unevaluatedItems", "additionalItems",  "$anchor",          "$dynamicRef",      "$dynamicAnchor",
-    "$recursiveRef",    "$recursiveAnchor", "contentSchema"};
+const std::set<std::string> kUnsupported = {"pattern",
+                                            "format",
+                                            "multipleOf",
+                                            "allOf",
+                                            "not",
+                                            "if",
+                                            "then",
+                                            "else",
+                                            "dependentRequired",
+                                            "dependentSchemas",
+                                            "dependencies",
+                                            "patternProperties",
+                                            "propertyNames",
+                                            "minProperties",
+                                            "maxProperties",
+                                            "uniqueItems",
+                                            "contains",
+                                            "minContains",
+                                            "maxContains",
+                                            "unevaluatedProperties",
+                                            "unevaluatedItems",
+                                            "additionalItems",
+                                            "$anchor",
+                                            "$dynamicRef",
+                                            "$dynamicAnchor",
+                                            "$recursiveRef",
+                                            "$recursiveAnchor",
+                                            "contentSchema"};
 
-constexpr int64_t kMaxCount = 2000; // the GBNF parser's repetition bound
+constexpr int64_t kMaxCount = 2000;           // the GBNF parser's repetition bound
 constexpr int64_t kMaxInt = 9999999999999999; // 16 digits, as the integer rule allows
 
 /// Digits of the integers in [lo, hi], both written with the same number of digits: the shared leading
@@ -107,7 +128,9 @@ std::vector<std::string> nonNegative(int64_t lo, int64_t hi) {
 }
 
 /// A class of the given code points as GBNF (every point as a hex escape, so nothing needs quoting).
-std::string hexPoint(uint32_t c) { return c <= 0xFFFF ? fmt::format("\\u{:04X}", c) : fmt::format("\\U{:08X}", c); }
+std::string hexPoint(uint32_t c) {
+  return c <= 0xFFFF ? fmt::format("\\u{:04X}", c) : fmt::format("\\U{:08X}", c);
+}
 
 class Converter {
 public:
@@ -182,10 +205,11 @@ private:
     else if (kind == "null")
       body = "\"null\"";
     else if (kind == "value")
-      body = prim("object") + " | " + prim("array") + " | " + prim("string") + " | " + prim("number") + " | " +
-             prim("boolean") + " | " + prim("null");
+      body = prim("object") + " | " + prim("array") + " | " + prim("string") + " | " + prim("number") +
+             " | " + prim("boolean") + " | " + prim("null");
     else if (kind == "object") {
-      const std::string ws = prim("ws"), kv = prim("string") + " " + ws + " \":\" " + ws + " " + prim("value") + " " + ws;
+      const std::string ws = prim("ws"),
+                        kv = prim("string") + " " + ws + " \":\" " + ws + " " + prim("value") + " " + ws;
       body = "\"{\" " + ws + " ( " + kv + " ( \",\" " + ws + " " + kv + " )* )? \"}\"";
     } else if (kind == "array") {
       const std::string ws = prim("ws"), item = prim("value") + " " + ws;
@@ -256,7 +280,8 @@ private:
           fail(path + "/" + key, fmt::format("'{}' must be a non-empty array of schemas", key));
         for (auto it = s.begin(); it != s.end(); ++it)
           if (it.key() != key && !kAnnotations.count(it.key()))
-            fail(path, fmt::format("'{}' beside '{}' is not supported (put it inside each branch)", it.key(), key));
+            fail(path,
+                 fmt::format("'{}' beside '{}' is not supported (put it inside each branch)", it.key(), key));
         std::vector<std::string> alts;
         for (size_t i = 0; i < a.size(); ++i)
           alts.push_back(visit(a[i], fmt::format("{}/{}/{}", path, key, i), hint));
@@ -267,14 +292,16 @@ private:
       const json &t = s["type"];
       if (t.is_string())
         types.push_back(t.get<std::string>());
-      else if (t.is_array() && !t.empty() && std::all_of(t.begin(), t.end(), [](const json &x) { return x.is_string(); }))
+      else if (t.is_array() && !t.empty() &&
+               std::all_of(t.begin(), t.end(), [](const json &x) { return x.is_string(); }))
         for (const json &x : t)
           types.push_back(x.get<std::string>());
       else
         fail(path + "/type", "'type' must be a string or a non-empty array of strings");
     } else if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
       types.push_back("object");
-    } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") || s.contains("maxItems")) {
+    } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") ||
+               s.contains("maxItems")) {
       types.push_back("array");
     } else if (s.contains("minLength") || s.contains("maxLength")) {
       types.push_back("string");
@@ -314,7 +341,8 @@ private:
       return objectRule(s, path, hint);
     if (t == "array")
       return arrayRule(s, path, hint);
-    fail(path + "/type", fmt::format("unknown type '{}' (string, number, integer, boolean, null, object, array)", t));
+    fail(path + "/type",
+         fmt::format("unknown type '{}' (string, number, integer, boolean, null, object, array)", t));
   }
 
   /// An integer within minimum / maximum / exclusiveMinimum / exclusiveMaximum, digit by digit.
@@ -341,8 +369,9 @@ private:
     if (lo > double(kMaxInt) || hi < -double(kMaxInt))
       fail(path, "integer bounds beyond 16 digits are not supported");
     // Past 16 digits a bound is no bound: the integer rule never writes more digits.
-    const bool below = lo < -double(kMaxInt), above = hi > double(kMaxInt);
-    const int64_t a = below ? -kMaxInt : static_cast<int64_t>(lo), b = above ? kMaxInt : static_cast<int64_t>(hi);
+    const bool below = lo<-double(kMaxInt), above = hi> double(kMaxInt);
+    const int64_t a = below ? -kMaxInt : static_cast<int64_t>(lo),
+                  b = above ? kMaxInt : static_cast<int64_t>(hi);
     std::vector<std::string> alts;
     if (a < 0) { // -k for k in [max(1, -b), -a]
       std::string neg;
@@ -366,7 +395,8 @@ private:
     if (auto it = refs_.find(target); it != refs_.end())
       return it->second;
     if (target.empty() || target[0] != '#')
-      fail(path + "/$ref", fmt::format("'$ref' {} is not local (only #/$defs/..., #/definitions/... and #)", target));
+      fail(path + "/$ref",
+           fmt::format("'$ref' {} is not local (only #/$defs/..., #/definitions/... and #)", target));
     const json *node = &root_;
     if (target.size() > 1) {
       json::json_pointer ptr;
@@ -421,7 +451,8 @@ private:
     auto kv = [&](const std::string &key) {
       const json sub = props.contains(key) ? props[key] : json(true);
       const std::string value = visit(sub, path + "/properties/" + key, hint + "-" + key);
-      return add(hint + "-" + key + "-kv", gbnfLiteral(json(key).dump()) + " " + ws + " \":\" " + ws + " " + value + " " + ws);
+      return add(hint + "-" + key + "-kv",
+                 gbnfLiteral(json(key).dump()) + " " + ws + " \":\" " + ws + " " + value + " " + ws);
     };
     std::vector<std::string> req, opt;
     for (const std::string &k : required)
@@ -466,7 +497,8 @@ private:
 
   /// A quoted key that is none of `words` (a trie of them: follow a word, leave it, or stop where no word
   /// ends).
-  std::string otherKey(const std::vector<std::string> &words, const std::string &path, const std::string &hint) {
+  std::string otherKey(const std::vector<std::string> &words, const std::string &path,
+                       const std::string &hint) {
     struct Node {
       std::map<uint32_t, size_t> next;
       bool word = false;
@@ -476,8 +508,10 @@ private:
       std::string enc = json(w).dump();
       enc = enc.substr(1, enc.size() - 2);
       if (enc.find('\\') != std::string::npos)
-        fail(path + "/additionalProperties", fmt::format("a property name needing a JSON escape ('{}') beside "
-                                                         "'additionalProperties' is not supported", w));
+        fail(path + "/additionalProperties",
+             fmt::format("a property name needing a JSON escape ('{}') beside "
+                         "'additionalProperties' is not supported",
+                         w));
       size_t n = 0;
       for (uint32_t c : rt::unicode::decodeUtf8(enc)) {
         auto it = trie[n].next.find(c);
@@ -519,7 +553,8 @@ private:
       if (!p.is_array())
         fail(path + "/prefixItems", "'prefixItems' must be an array of schemas");
       for (size_t i = 0; i < p.size() && (hi < 0 || static_cast<int64_t>(i) < hi); ++i)
-        prefix.push_back(visit(p[i], fmt::format("{}/prefixItems/{}", path, i), hint + "-" + std::to_string(i)));
+        prefix.push_back(
+            visit(p[i], fmt::format("{}/prefixItems/{}", path, i), hint + "-" + std::to_string(i)));
     }
     std::string item; // the schema of the items after the prefix ("" none)
     if (s.contains("items")) {
@@ -545,7 +580,8 @@ private:
       } else if (moreLo > 0) {
         body = one + " ( \",\" " + ws + " " + one + " )" + times(moreLo - 1, moreHi < 0 ? -1 : moreHi - 1);
       } else if (moreHi != 0) {
-        body = "( " + one + " ( \",\" " + ws + " " + one + " )" + times(0, moreHi < 0 ? -1 : moreHi - 1) + " )?";
+        body =
+            "( " + one + " ( \",\" " + ws + " " + one + " )" + times(0, moreHi < 0 ? -1 : moreHi - 1) + " )?";
       }
     }
     return add(hint.empty() ? "array" : hint + "-array", "\"[\" " + ws + " " + body + " \"]\"");

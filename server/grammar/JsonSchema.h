@@ -7,12 +7,12 @@
 // whitespace again and again), none after the top-level value: a complete object ends the generation.
 //
 // Supported: type (one or an array), minimum / maximum / exclusiveMinimum / exclusiveMaximum on integers
-// (digit by digit, within the 16 digits the integer rule writes), properties, required, additionalProperties (false; true or a schema:
-// more keys, never one of the declared names), enum, const, anyOf, oneOf (as anyOf: a value matching two
-// branches would fail oneOf), items, prefixItems, minItems, maxItems, minLength, maxLength, nested objects,
-// local $ref (#/$defs/..., #/definitions/..., #), true/{} (any JSON value). Object keys come in the order
-// of `required`, then the optional ones by name (nlohmann::json keeps no key order). Without
-// additionalProperties only the declared properties are generated (the output is still valid, models
+// (digit by digit, within the 16 digits the integer rule writes), properties, required, additionalProperties
+// (false; true or a schema: more keys, never one of the declared names), enum, const, anyOf, oneOf (as anyOf:
+// a value matching two branches would fail oneOf), items, prefixItems, minItems, maxItems, minLength,
+// maxLength, nested objects, local $ref (#/$defs/..., #/definitions/..., #), true/{} (any JSON value). Object
+// keys come in the order of `required`, then the optional ones by name (nlohmann::json keeps no key order).
+// Without additionalProperties only the declared properties are generated (the output is still valid, models
 // otherwise invent keys), as llama.cpp does.
 // Ignored by design (annotations): title, description, $schema, $id, $comment, default, examples,
 // deprecated, readOnly, writeOnly, contentEncoding, contentMediaType, and keywords JSON Schema does not

@@ -133,7 +133,7 @@ int32_t Automaton::build(int32_t s, uint8_t b) {
     const uint32_t hi = std::min((v << (6 * remain)) | ((1u << (6 * remain)) - 1), 0x10FFFFu);
     if (lo > hi)
       return kDead;
-    bool mixed = false; // a class holding part of [lo, hi]: the next bytes decide
+    bool mixed = false;         // a class holding part of [lo, hi]: the next bytes decide
     std::vector<int32_t> whole; // the stacks whose class holds all of it
     for (int32_t f : stacks) {
       if (f < 0)
@@ -229,7 +229,7 @@ Vocabulary::Vocabulary(const rt::Tokenizer &tok) {
     const auto x = bytes(a), y = bytes(b);
     return x < y || (x == y && a < b);
   });
-  nodes_.push_back(Node{}); // the root
+  nodes_.push_back(Node{});      // the root
   std::vector<uint32_t> path{0}; // node index per depth
   std::string_view prev;
   for (int32_t id : order) {
@@ -265,7 +265,8 @@ Vocabulary::Vocabulary(const rt::Tokenizer &tok) {
 
 Matcher::Matcher(std::shared_ptr<const Grammar> g, const Vocabulary &vocab, std::vector<int32_t> endTokens,
                  bool allowEnd)
-    : a_(std::move(g)), vocab_(vocab), endTokens_(std::move(endTokens)), allowEnd_(allowEnd), state_(a_.start()) {
+    : a_(std::move(g)), vocab_(vocab), endTokens_(std::move(endTokens)), allowEnd_(allowEnd),
+      state_(a_.start()) {
   std::sort(endTokens_.begin(), endTokens_.end());
 }
 

@@ -145,7 +145,8 @@ class Matcher : public rt::TokenFilter {
 public:
   /// `endTokens`: ids that end the generation besides the vocabulary's end-of-generation tokens (the
   /// chat template's end of turn); `allowEnd` false keeps them all refused (ignore_eos).
-  Matcher(std::shared_ptr<const Grammar> g, const Vocabulary &vocab, std::vector<int32_t> endTokens, bool allowEnd);
+  Matcher(std::shared_ptr<const Grammar> g, const Vocabulary &vocab, std::vector<int32_t> endTokens,
+          bool allowEnd);
 
   bool accepts(int32_t id) override;
   void allowed(std::vector<int32_t> &ids) override;

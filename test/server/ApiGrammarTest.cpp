@@ -28,7 +28,8 @@ TEST(ApiGrammar, Forms) {
   EXPECT_FALSE(run(R"({"response_format": {"type": "json_object"}})", g));
   EXPECT_TRUE(g.grammar);
   EXPECT_FALSE(run(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": true,
-                     "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}})", g));
+                     "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}})",
+                   g));
   ASSERT_TRUE(g.grammar);
   EXPECT_NE(g.gbnf.find("root ::= "), std::string::npos);
   EXPECT_FALSE(run(R"({"json_schema": {"type": "integer"}})", g));
@@ -42,7 +43,8 @@ TEST(ApiGrammar, Forms) {
 TEST(ApiGrammar, ErrorsNameTheField) {
   GenerationParams g;
   auto e = run(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x",
-                  "schema": {"type": "string", "pattern": "a+"}}}})", g);
+                  "schema": {"type": "string", "pattern": "a+"}}}})",
+               g);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->status, 400);
   EXPECT_EQ(e->param, "response_format.json_schema.schema");
@@ -51,7 +53,8 @@ TEST(ApiGrammar, ErrorsNameTheField) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "grammar");
   EXPECT_EQ(e->message, "'grammar' is not a valid grammar: line 1, column 10: undefined rule 'foo'");
-  e = run(R"({"json_schema": {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 3}}}})", g);
+  e = run(R"({"json_schema": {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 3}}}})",
+          g);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "json_schema");
   EXPECT_NE(e->message.find("'multipleOf' is not supported at #/properties/a"), std::string::npos);
@@ -61,7 +64,8 @@ TEST(ApiGrammar, ErrorsNameTheField) {
   e = run(R"({"response_format": "json"})", g);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "response_format");
-  e = run(R"({"response_format": {"type": "json_schema", "json_schema": {"schema": {}, "strict": "yes"}}})", g);
+  e = run(R"({"response_format": {"type": "json_schema", "json_schema": {"schema": {}, "strict": "yes"}}})",
+          g);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "response_format.json_schema.strict");
   e = run(R"({"response_format": {"type": "json_object"}, "grammar": "root ::= \"a\"\n"})", g);

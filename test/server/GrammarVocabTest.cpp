@@ -4,7 +4,8 @@
 // vocabulary ($TPC_SHARED_DIR/tokenizer-tests: gpt-2's byte-level BPE, llama's SentencePiece with byte
 // tokens, qwen3.5's 248k tokens), at several states of a JSON schema grammar: start, inside keys, inside a
 // string after a multi-byte character, in arrays, after the last value. The states are reached by feeding
-// the text with the longest token the grammar accepts at each point. (Optional keys come by name: kind before ok.)
+// the text with the longest token the grammar accepts at each point. (Optional keys come by name: kind before
+// ok.)
 //===----------------------------------------------------------------------===//
 #include "server/grammar/JsonSchema.h"
 #include "server/grammar/Matcher.h"
@@ -73,8 +74,8 @@ void checkVocabulary(const std::string &file) {
   ASSERT_TRUE(g) << g.message();
   const std::string full = "{\"name\": \"caf\xC3\xA9 x\", \"n\": [1, 23], \"kind\": \"beta\", \"ok\": true}";
   // Prefix lengths: start, in a key, in a string (after the é), in the array, after a value, complete.
-  for (size_t len : {size_t(0), size_t(1), size_t(4), size_t(14), size_t(16), size_t(28), size_t(33), size_t(44),
-                     size_t(58), full.size() - 1, full.size()}) {
+  for (size_t len : {size_t(0), size_t(1), size_t(4), size_t(14), size_t(16), size_t(28), size_t(33),
+                     size_t(44), size_t(58), full.size() - 1, full.size()}) {
     Matcher m(*g, v, {}, true);
     ASSERT_TRUE(feed(m, v, full.substr(0, len))) << file << ": cannot feed " << full.substr(0, len);
     std::vector<int32_t> mask, each;
@@ -87,8 +88,8 @@ void checkVocabulary(const std::string &file) {
     // Informative (not asserted: the machine is shared): the mask's cost at this state.
     const double first = m.stats().maskSeconds;
     m.allowed(mask); // again, with the states the first walk built
-    std::printf("%s: %zu of %zu tokens allowed after %zu bytes, mask %.0f us (again: %.0f us)\n", file.c_str(),
-                mask.size(), v.size(), len, first * 1e6, (m.stats().maskSeconds - first) * 1e6);
+    std::printf("%s: %zu of %zu tokens allowed after %zu bytes, mask %.0f us (again: %.0f us)\n",
+                file.c_str(), mask.size(), v.size(), len, first * 1e6, (m.stats().maskSeconds - first) * 1e6);
     if (len == full.size())
       EXPECT_TRUE(m.mustEnd());
     else
