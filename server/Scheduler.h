@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -124,6 +125,7 @@ private:
   std::deque<std::shared_ptr<Request>> queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::unique_ptr<grammar::Vocabulary> vocab_;
+  std::future<std::unique_ptr<grammar::Vocabulary>> vocabFuture_; ///< started by start()
   std::vector<float> rows_; ///< the engine's logits rows, reused every step (only the loop touches it)
   std::vector<BatchEntry> lastBatch_;
   std::vector<BatchSource> lastSources_;

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -64,7 +65,10 @@ bool feed(Matcher &m, const Vocabulary &v, const std::string &text) {
 void checkVocabulary(const std::string &file) {
   auto tok = load(file);
   ASSERT_TRUE(tok);
+  const auto t0 = std::chrono::steady_clock::now();
   Vocabulary v(*tok);
+  std::printf("%s: vocabulary bytes and trie (%zu nodes) built in %.0f ms\n", file.c_str(), v.nodes().size(),
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   auto rules = jsonSchemaToGbnf(json::parse(R"({"type": "object", "properties": {
       "name": {"type": "string"}, "n": {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
       "ok": {"type": "boolean"}, "kind": {"enum": ["alpha", "beta"]}}, "required": ["name", "n"]})"),
