@@ -10,7 +10,6 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <stdexcept>
 
@@ -65,6 +64,7 @@ namespace {
 /// Repetition bounds, as llama.cpp's (a {0,1000000} would otherwise build a million rules).
 constexpr uint64_t kMaxRepetition = 2000;
 constexpr size_t kMaxElements = 1u << 20;
+constexpr int kMaxNesting = 200;
 
 struct ParseError : std::runtime_error {
   ParseError(size_t at, const std::string &what) : std::runtime_error(what), at(at) {}
@@ -94,6 +94,7 @@ private:
   std::vector<CharClass> classes_;
   std::map<std::pair<std::vector<std::pair<uint32_t, uint32_t>>, bool>, uint32_t> classIds_;
   size_t elements_ = 0;
+  int depth_ = 0; ///< open parentheses (the parser recurses on each)
 
   char at(size_t p) const { return p < s_.size() ? s_[p] : '\0'; }
   [[noreturn]] void fail(size_t p, const std::string &what) const { throw ParseError(p, what); }
@@ -376,10 +377,13 @@ private:
       } else if (c == '(') {
         last = seq.size();
         const size_t open = p;
+        if (++depth_ > kMaxNesting)
+          fail(p, fmt::format("groups nested deeper than {}", kMaxNesting));
         const uint32_t g = helper(id, p);
         p = alternates(space(p + 1, true), g, true);
         if (at(p) != ')')
           fail(open, "unclosed '(' (expected ')')");
+        --depth_;
         count(p, 1);
         seq.push_back({Element::Op::Rule, g});
         p = space(p + 1, nested);
@@ -469,10 +473,22 @@ private:
         }
     std::vector<int> color(n, 0); // 0 new, 1 on the path, 2 done
     std::vector<uint32_t> path;
-    std::function<void(uint32_t)> visit = [&](uint32_t r) {
-      color[r] = 1;
-      path.push_back(r);
-      for (uint32_t s : left[r]) {
+    // Depth-first with an explicit stack (a chain of a million rules must not overflow the C++ stack).
+    for (uint32_t r0 = 0; r0 < n; ++r0) {
+      if (color[r0] != 0)
+        continue;
+      std::vector<std::pair<uint32_t, size_t>> todo{{r0, 0}}; // rule, next edge
+      color[r0] = 1;
+      path.push_back(r0);
+      while (!todo.empty()) {
+        auto &[r, edge] = todo.back();
+        if (edge == left[r].size()) {
+          color[r] = 2;
+          path.pop_back();
+          todo.pop_back();
+          continue;
+        }
+        const uint32_t s = left[r][edge++];
         if (color[s] == 1) {
           std::string cycle;
           auto from = std::find(path.begin(), path.end(), s);
@@ -482,15 +498,13 @@ private:
           fail(firstUse_[s],
                fmt::format("rule '{}' is left-recursive ({}); rewrite it with repetition", names_[s], cycle));
         }
-        if (color[s] == 0)
-          visit(s);
+        if (color[s] == 0) {
+          color[s] = 1;
+          path.push_back(s);
+          todo.push_back({s, 0});
+        }
       }
-      path.pop_back();
-      color[r] = 2;
-    };
-    for (uint32_t r = 0; r < n; ++r)
-      if (color[r] == 0)
-        visit(r);
+    }
   }
 };
 

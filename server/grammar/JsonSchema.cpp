@@ -88,6 +88,8 @@ const std::set<std::string> kUnsupported = {"pattern",
                                             "contentSchema"};
 
 constexpr int64_t kMaxCount = 2000;           // the GBNF parser's repetition bound
+constexpr int kMaxDepth = 64;                 // schema nesting (the converter recurses per level)
+constexpr size_t kMaxKeyLength = 256;         // declared names avoided by additional keys (a trie, recursed)
 constexpr int64_t kMaxInt = 9999999999999999; // 16 digits, as the integer rule allows
 
 /// Digits of the integers in [lo, hi], both written with the same number of digits: the shared leading
@@ -153,7 +155,7 @@ private:
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_;
   std::map<std::string, std::string> refs_;
-  std::vector<std::string> refStack_;
+  int depth_ = 0;
 
   [[noreturn]] static void fail(const std::string &path, const std::string &what) {
     throw SchemaError(fmt::format("{} at {}", what, path));
@@ -243,6 +245,14 @@ private:
   }
 
   std::string visit(const json &s, const std::string &path, const std::string &hint) {
+    // The converter recurses per nesting level (and $ref): bounded, so a hostile schema cannot overflow.
+    struct Depth {
+      int &d;
+      explicit Depth(int &d) : d(d) { ++d; }
+      ~Depth() { --d; }
+    } depth(depth_);
+    if (depth_ > kMaxDepth)
+      fail(path, fmt::format("the schema nests deeper than {} levels", kMaxDepth));
     if (s.is_boolean()) {
       if (!s.get<bool>())
         fail(path, "the schema 'false' matches nothing");
@@ -507,6 +517,11 @@ private:
     for (const std::string &w : words) {
       std::string enc = json(w).dump();
       enc = enc.substr(1, enc.size() - 2);
+      if (enc.size() > kMaxKeyLength)
+        fail(
+            path + "/additionalProperties",
+            fmt::format("property names longer than {} bytes beside 'additionalProperties' are not supported",
+                        kMaxKeyLength));
       if (enc.find('\\') != std::string::npos)
         fail(path + "/additionalProperties",
              fmt::format("a property name needing a JSON escape ('{}') beside "

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <stdexcept>
 
 namespace tpc::server::grammar {
@@ -187,15 +186,16 @@ int32_t Automaton::compact(int32_t keep) {
   oldFrames.swap(frames_);
   frameIds_.clear();
   std::unordered_map<int32_t, int32_t> remap;
-  std::function<int32_t(int32_t)> copy = [&](int32_t f) -> int32_t {
-    if (f < 0)
-      return f;
-    if (auto it = remap.find(f); it != remap.end())
-      return it->second;
-    const int32_t below = copy(oldFrames[f].next);
-    const int32_t nf = frame(oldFrames[f].pos, below);
-    remap.emplace(f, nf);
-    return nf;
+  // Each stack's frames bottom first (a stack may be as deep as the text is nested: no recursion).
+  auto copy = [&](int32_t top) -> int32_t {
+    std::vector<int32_t> chain;
+    for (int32_t f = top; f >= 0 && !remap.count(f); f = oldFrames[f].next)
+      chain.push_back(f);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const int32_t below = oldFrames[*it].next;
+      remap.emplace(*it, frame(oldFrames[*it].pos, below < 0 ? below : remap.at(below)));
+    }
+    return top < 0 ? top : remap.at(top);
   };
   std::vector<int32_t> stacks;
   for (int32_t f : st.stacks)

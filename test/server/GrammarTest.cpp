@@ -127,6 +127,32 @@ TEST(Gbnf, Errors) {
       "line 1, column 14: unexpected ')' in rule 'root' (expected a symbol, '|' or the end of the line)");
   EXPECT_EQ(parseError("root = \"a\"\n"), "line 1, column 6: expected '::=' after the rule name 'root'");
   EXPECT_EQ(parseError(""), "line 1, column 1: the grammar has no 'root' rule (the start symbol)");
+  // Untrusted input: deep nesting and long rule chains are errors or fine, never a stack overflow.
+  EXPECT_EQ(parseError("root ::= " + std::string(100000, '(')),
+            "line 1, column 210: groups nested deeper than 200");
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 200000; ++i)
+    chain += fmt::format("r{} ::= r{}\n", i, i + 1);
+  chain += "r200000 ::= \"x\"\n";
+  EXPECT_TRUE(parseGbnf(chain));
+}
+
+TEST(Gbnf, DeepStacksCompact) {
+  // A grammar whose stack grows with the text; past kCompactStates the automaton keeps only the current
+  // state (copied without recursion) and still matches.
+  auto g = compile("root ::= \"(\" root \")\" | \"x\"\n");
+  Automaton a(g);
+  int32_t s = a.start();
+  for (int i = 0; i < 20000; ++i)
+    s = a.next(s, '(');
+  ASSERT_NE(s, Automaton::kDead);
+  s = a.compact(s);
+  EXPECT_EQ(a.stateCount(), 1u);
+  s = a.next(s, 'x');
+  for (int i = 0; i < 20000; ++i)
+    s = a.next(s, ')');
+  ASSERT_NE(s, Automaton::kDead);
+  EXPECT_TRUE(a.mustEnd(s));
 }
 
 TEST(Gbnf, CharClassIntersects) {
@@ -339,6 +365,10 @@ TEST(JsonSchema, AnnotationsIgnoredUnsupportedRefused) {
   EXPECT_EQ(schemaError(json::parse(R"({"type": "string", "maxLength": 1, "minLength": 2})")),
             "'maxLength' is below 'minLength' at #");
   EXPECT_EQ(schemaError(json(false)), "the schema 'false' matches nothing at #");
+  json deep = {{"type", "integer"}};
+  for (int i = 0; i < 1000; ++i)
+    deep = {{"type", "array"}, {"items", deep}};
+  EXPECT_NE(schemaError(deep).find("the schema nests deeper than 64 levels"), std::string::npos);
   EXPECT_EQ(schemaError(json(3)), "a schema must be an object or a boolean at #");
   EXPECT_FALSE(jsonSchemaToGbnf(json::object(), "bad name"));
 }
