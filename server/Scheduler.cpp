@@ -323,7 +323,12 @@ void Scheduler::onToken(Slot &s, int32_t slotIndex, const float *row) {
     return;
   }
   if (s.matcher) {
-    s.matcher->accept(id);
+    try {
+      s.matcher->accept(id); // the sampler checked it: its transitions exist
+    } catch (const std::exception &e) {
+      finish(s, slotIndex, FinishReason::Error, e.what());
+      return;
+    }
     ++stats_.grammarTokens;
   }
   Event e;
