@@ -1,6 +1,7 @@
 """Structured output end to end: `tpc serve` with response_format (json_schema, json_object), llama-server's
-`json_schema` and `grammar` fields, on a test plan (the tiny-llama fixture, or tiny-demo without ../shared)
-and, with the argument `gemma`, on Gemma 3 270M ($TPC_GEMMA_GGUF, which CMake points at `make demo`'s
+`json_schema` and `grammar` fields, on a test plan (the tiny-llama fixture, or tiny-demo without ../shared;
+its vocabulary is SentencePiece with byte tokens), with the argument `bpe` on the tiny-qwen3 fixture
+(byte-level BPE), and with `gemma` on Gemma 3 270M ($TPC_GEMMA_GGUF, which CMake points at `make demo`'s
 download; skipped visibly when it is not there).
 
 50 random schemas from a seeded generator (nested objects, enums, arrays, optional fields, type arrays,
@@ -24,7 +25,8 @@ try:
 except ImportError:  # pragma: no cover - the test is skipped
     jsonschema = None
 
-GEMMA = len(sys.argv) > 1 and sys.argv[1] == "gemma"
+VARIANT = sys.argv[1] if len(sys.argv) > 1 else "plain"
+GEMMA = VARIANT == "gemma"
 NAMES = ["name", "age", "city", "tags", "score", "active", "kind", "id", "note", "items", "size", "color"]
 
 
@@ -86,7 +88,13 @@ class ServeGrammar(unittest.TestCase):
             cls.plan = su.compile_plan(gguf, "gemma-3-270m")
             cls.server = su.Server(cls.plan, "-np", "4", "-c", "8192", "--chat-template", "gemma3")
         else:
-            cls.plan, cls.name = su.test_plan()
+            if VARIANT == "bpe":  # a byte-level BPE vocabulary (the default plan's is SentencePiece)
+                gguf = su.fixture("tiny-qwen3")
+                if not gguf:
+                    su.skip("../shared is absent (the tiny-qwen3 fixture)")
+                cls.plan = su.compile_plan(gguf, "tiny-qwen3")
+            else:
+                cls.plan, cls.name = su.test_plan()
             cls.server = su.Server(cls.plan, "-np", "4", "-c", "4096", "--chat-template", "chatml")
 
     @classmethod
@@ -145,8 +153,12 @@ class ServeGrammar(unittest.TestCase):
         # A prompt Gemma answers briefly (greedy on "Describe a cat as JSON." lists keys until max_tokens).
         text, reason = self.chat("Reply with a JSON object with the keys ok (a boolean) and n (a number).",
                                  response_format={"type": "json_object"}, max_tokens=300)
-        self.assertEqual(reason, "stop")
-        self.assertIsInstance(json.loads(text), dict)
+        if reason == "length" and not GEMMA:
+            # Any object has unbounded strings: a random-weight fixture may fill max_tokens inside one.
+            self.assertTrue(text.startswith("{"), text)
+        else:
+            self.assertEqual(reason, "stop")
+            self.assertIsInstance(json.loads(text), dict)
         schema = {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"enum": [1, 2, 3]}},
                   "required": ["ok", "n"], "additionalProperties": False}
         events = self.server.stream("/v1/chat/completions", {
@@ -163,9 +175,9 @@ class ServeGrammar(unittest.TestCase):
         text, reason = self.complete("Is water wet? Answer:", grammar='root ::= " " ("yes" | "no")\n')
         self.assertIn(text, (" yes", " no"))
         self.assertEqual(reason, "stop")
-        grammar = 'root ::= [0-9]{3} "-" [a-c]+ "."\n'
+        grammar = 'root ::= [0-9]{3} "-" [a-c]{1,5} "."\n'
         text, reason = self.chat("Write a code.", grammar=grammar, temperature=1.0, seed=5)
-        self.assertRegex(text, r"^[0-9]{3}-[a-c]+\.$")
+        self.assertRegex(text, r"^[0-9]{3}-[a-c]{1,5}\.$")
         self.assertEqual(reason, "stop")
 
     def test_bad_schema_or_grammar_is_400(self):
