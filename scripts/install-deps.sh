@@ -13,6 +13,7 @@ pkgs=(
   libcpp-httplib-dev nlohmann-json3-dev pkgconf           # tpc serve: HTTP and JSON
   curl python3-venv chromium                              # tests: serve's clients, its page and inspect --html in a browser
   python3-jinja2                                          # tests: the oracle of the chat-template interpreter
+  python3-jsonschema                                      # tests: structured output validated against its schema
   openmpi-bin libopenmpi-dev                              # mpirun / srun tpc run: one rank per process
 )
 if [[ "${1:-}" == "--fuzz" ]]; then pkgs+=(clang-19 libclang-rt-19-dev); fi

@@ -4,6 +4,9 @@
 // response writers live in ApiResponses.cpp.
 //===----------------------------------------------------------------------===//
 #include "server/Api.h"
+#include "server/grammar/JsonSchema.h"
+
+#include "server/ApiGrammar.h"
 
 #include <fmt/core.h>
 
@@ -111,6 +114,7 @@ Api::Api(const rt::Tokenizer &tok, std::optional<ChatTemplate> tmpl, std::string
          std::string modelId, int64_t ctxSize, int64_t nVocab)
     : tok_(tok), tmpl_(std::move(tmpl)), noTemplateReason_(std::move(noTemplateReason)),
       modelId_(std::move(modelId)), ctx_(ctxSize), vocab_(nVocab) {
+  toGbnf_ = grammar::jsonSchemaToGbnf; // a forced tool call's arguments follow the tool's parameters schema
   if (tmpl_)
     for (const std::string &end : tmpl_->endOfTurn())
       if (int32_t id = tok_.find(end); id >= 0)
@@ -306,7 +310,9 @@ std::optional<ApiError> Api::parseCompletion(const std::string &body, bool chat,
   }
   if (f.error)
     return f.error;
-  return parseLlamaFields(j, tok_, vocab_, slots_, g);
+  if (auto e = parseLlamaFields(j, tok_, vocab_, slots_, g))
+    return e;
+  return requestGrammar(j, g); // response_format, json_schema, grammar (and a forced tool call's)
 }
 
 std::optional<ApiError> Api::tokenize(const std::string &body, json &out) const {

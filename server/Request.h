@@ -22,11 +22,16 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 namespace tpc::server {
+
+namespace grammar {
+struct Grammar;
+}
 
 /// Sampling and stopping settings of one request (already validated by the API layer).
 struct GenerationParams {
@@ -37,9 +42,11 @@ struct GenerationParams {
   int32_t topLogprobs = 0;       ///< and this many most likely alternatives
   bool ignoreEos = false;        ///< keep going after an end-of-generation token
   std::vector<int32_t> stopTokens; ///< ids that end generation like EOG (the chat template's end of turn)
-  /// A GBNF grammar the sampled text must follow (root rule `root`; empty: none). Set for forced tool
-  /// calls (ToolCalls.h forcedCall) and by the structured-output fields; enforced by the grammar sampler.
+  /// GBNF text that constrains the output (response_format, json_schema, grammar, a forced tool call:
+  /// ToolCalls.h forcedCall); empty: none. `grammar` is its compiled form (ApiGrammar.h compiles it once,
+  /// when the request is parsed).
   std::string gbnf;
+  std::shared_ptr<const grammar::Grammar> grammar;
   /// Control tokens are released as their text (harmony's <|channel|>, [TOOL_CALLS]...): the chat answer
   /// goes through an OutputParser that reads the markers and never shows them.
   bool specialText = false;

@@ -6,6 +6,7 @@
 #include "server/Scheduler.h"
 
 #include "server/PromptCache.h"
+#include "server/grammar/Matcher.h"
 
 #include <fmt/core.h>
 
@@ -26,6 +27,7 @@ struct Scheduler::Slot {
   std::shared_ptr<Request> req;
   std::unique_ptr<rt::Sampler> sampler;
   std::unique_ptr<TextStream> text;
+  std::unique_ptr<grammar::Matcher> matcher; ///< the request's grammar state (constrained requests only)
   size_t promptDone = 0; ///< prompt tokens evaluated
   int32_t nPast = 0;     ///< tokens in the sequence's cache
   int32_t pending = -1;  ///< sampled token waiting to be evaluated (>= 0: generating)
@@ -81,6 +83,12 @@ Expected<std::shared_ptr<Request>> Scheduler::submit(std::vector<int32_t> prompt
   } catch (const rt::SamplerError &e) {
     return Error{e.what()};
   }
+  if (!params.gbnf.empty() && !params.grammar) { // the API compiles it; a direct caller may not have
+    auto g = grammar::parseGbnf(params.gbnf);
+    if (!g)
+      return Error{"the grammar is not valid: " + g.message()};
+    params.grammar = g.take();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (draining_)
     return Error{"the server is shutting down"};
@@ -90,7 +98,12 @@ Expected<std::shared_ptr<Request>> Scheduler::submit(std::vector<int32_t> prompt
   return req;
 }
 
-void Scheduler::start() { thread_ = std::thread([this] { loop(); }); }
+void Scheduler::start() {
+  // The grammar vocabulary (token bytes and trie: ~0.2 s for a 262k vocabulary) is built beside serving, so
+  // the first constrained request does not stall every slot's step while it is built.
+  vocabFuture_ = std::async(std::launch::async, [this] { return std::make_unique<grammar::Vocabulary>(tok_); });
+  thread_ = std::thread([this] { loop(); });
+}
 
 void Scheduler::loop() {
   for (;;) {
@@ -178,6 +191,9 @@ void Scheduler::admit() {
     it = queue_.erase(it);
     s.sampler = std::make_unique<rt::Sampler>(s.req->params.sampling);
     s.text = std::make_unique<TextStream>(tok_, s.req->params.stop, s.req->params.specialText);
+    const GenerationParams &rp = s.req->params;
+    s.matcher = rp.grammar ? std::make_unique<grammar::Matcher>(rp.grammar, vocabulary(), rp.stopTokens, !rp.ignoreEos)
+                           : nullptr;
     s.promptDone = static_cast<size_t>(c.keep);
     stats_.cachedTokens += static_cast<uint64_t>(c.keep);
     s.pending = -1;
@@ -317,8 +333,8 @@ void Scheduler::onToken(Slot &s, int32_t slotIndex, const float *row) {
   const size_t vocab = static_cast<size_t>(engine_.nVocab());
   int32_t id = 0;
   try {
-    id = s.sampler->sample(row, vocab);
-  } catch (const rt::SamplerError &e) {
+    id = s.matcher ? s.sampler->sample(row, vocab, *s.matcher) : s.sampler->sample(row, vocab);
+  } catch (const std::exception &e) { // SamplerError; a grammar past the matcher's state bound
     finish(s, slotIndex, FinishReason::Error, e.what());
     return;
   }
@@ -330,6 +346,15 @@ void Scheduler::onToken(Slot &s, int32_t slotIndex, const float *row) {
     finish(s, slotIndex, FinishReason::Stop);
     return;
   }
+  if (s.matcher) {
+    try {
+      s.matcher->accept(id); // the sampler checked it: its transitions exist
+    } catch (const std::exception &e) {
+      finish(s, slotIndex, FinishReason::Error, e.what());
+      return;
+    }
+    ++stats_.grammarTokens;
+  }
   Event e;
   e.token.id = id;
   if (p.logprobs || p.topLogprobs > 0)
@@ -338,7 +363,7 @@ void Scheduler::onToken(Slot &s, int32_t slotIndex, const float *row) {
   ++s.generated;
   ++stats_.generatedTokens;
   s.req->push(std::move(e));
-  if (s.text->stopped())
+  if (s.text->stopped() || (s.matcher && s.matcher->mustEnd())) // a complete match that nothing may follow
     finish(s, slotIndex, FinishReason::Stop);
   else if (s.generated >= p.maxTokens || s.nPast >= engine_.ctxSize())
     finish(s, slotIndex, FinishReason::Length);
@@ -372,6 +397,11 @@ void Scheduler::finish(Slot &s, int32_t slotIndex, FinishReason r, std::string e
   stats_.decodeSeconds += f.decodeMs / 1000.0;
   s.req->push(std::move(e));
   ++stats_.finished[static_cast<int>(r)];
+  if (s.matcher) {
+    stats_.grammarMasks += s.matcher->stats().masks;
+    stats_.grammarMaskSeconds += s.matcher->stats().maskSeconds;
+    s.matcher.reset();
+  }
   s.req.reset();
   s.sampler.reset();
   s.text.reset();
@@ -382,6 +412,12 @@ void Scheduler::finish(Slot &s, int32_t slotIndex, FinishReason r, std::string e
     s.tokens.clear();
     s.nPast = 0;
   }
+}
+
+const grammar::Vocabulary &Scheduler::vocabulary() {
+  if (!vocab_)
+    vocab_ = vocabFuture_.valid() ? vocabFuture_.get() : std::make_unique<grammar::Vocabulary>(tok_);
+  return *vocab_;
 }
 
 void Scheduler::drain() {

@@ -34,12 +34,17 @@
 
 #include <chrono>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 namespace tpc::server {
+
+namespace grammar {
+class Vocabulary;
+}
 
 /// Counters for /metrics and /health.
 struct SchedulerStats {
@@ -59,6 +64,10 @@ struct SchedulerStats {
   double engineSeconds = 0, hostSeconds = 0, idleSeconds = 0, pureDecodeEngineSeconds = 0;
   uint64_t decodeSteps = 0, decodeEntries = 0, pureDecodeSteps = 0, pureDecodeEntries = 0;
   bool draining = false;
+  // Constrained generation (grammar/): tokens sampled under a grammar, masks computed (the sampled token
+  // was refused) and their time; mask seconds / constrained tokens is the mask's cost per token.
+  uint64_t grammarTokens = 0, grammarMasks = 0;
+  double grammarMaskSeconds = 0;
 };
 
 /// One slot as GET /slots shows it.
@@ -122,6 +131,8 @@ private:
   void buildBatch(std::vector<BatchEntry> &batch, std::vector<BatchSource> &src);
   void onToken(Slot &s, int32_t slotIndex, const float *row);
   void finish(Slot &s, int32_t slotIndex, FinishReason r, std::string error = {});
+  /// The vocabulary's token bytes and trie for grammars, built by the first constrained request.
+  const grammar::Vocabulary &vocabulary();
   void loop();
 
   Engine &engine_;
@@ -131,6 +142,8 @@ private:
   std::condition_variable cv_, idleCv_;
   std::deque<std::shared_ptr<Request>> queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<grammar::Vocabulary> vocab_;
+  std::future<std::unique_ptr<grammar::Vocabulary>> vocabFuture_; ///< started by start()
   std::vector<float> rows_; ///< the engine's logits rows, reused every step (only the loop touches it)
   std::vector<BatchEntry> lastBatch_;
   std::vector<BatchSource> lastSources_;

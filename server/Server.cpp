@@ -373,7 +373,13 @@ std::string Server::metricsText() const {
       {"tpc_pure_decode_entries_total", "counter", "Decode tokens in the pure decode steps.",
        double(s.pureDecodeEntries)},
       {"tpc_pure_decode_engine_seconds_total", "counter", "Engine time of the pure decode steps.",
-       s.pureDecodeEngineSeconds}};
+       s.pureDecodeEngineSeconds},
+      {"tpc_grammar_tokens_total", "counter", "Tokens sampled under a grammar (structured output).",
+       double(s.grammarTokens)},
+      {"tpc_grammar_masks_total", "counter", "Token masks computed (the sampled token was refused; finished requests).",
+       double(s.grammarMasks)},
+      {"tpc_grammar_mask_seconds_total", "counter", "Time computing token masks (finished requests).",
+       s.grammarMaskSeconds}};
   for (const One &m : ones)
     metric(m.name, m.type, m.help, fmt::format("{} {}\n", m.name, m.value));
   return out;

@@ -132,27 +132,101 @@ std::vector<TokenProb> Sampler::candidates(const float *logits, size_t n) const 
   return out;
 }
 
-int32_t Sampler::sample(const float *logits, size_t n) {
-  if (!p.logitBias.empty()) {
-    // A copy, so the caller's row (its log-probabilities) stays the model's.
-    biased_.assign(logits, logits + n);
-    for (const auto &[id, bias] : p.logitBias)
-      if (id >= 0 && static_cast<size_t>(id) < n)
-        biased_[static_cast<size_t>(id)] += bias;
-    logits = biased_.data();
-  }
-  if (p.temperature <= 0.0f)
-    return greedy(logits, n);
-  std::vector<TokenProb> c = candidates(logits, n);
-  // A uniform double in [0, 1) from the top 53 bits: identical on every standard library.
-  double u = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
+namespace {
+/// A draw from `c` (probabilities summing to `total`) with the uniform `u` in [0, 1).
+int32_t draw(const std::vector<TokenProb> &c, double u, double total = 1.0) {
   double cum = 0;
+  u *= total;
   for (const TokenProb &t : c) {
     cum += t.p;
     if (u < cum)
       return t.id;
   }
   return c.back().id; // rounding left u above the last cumulative sum
+}
+} // namespace
+
+double Sampler::uniform() {
+  // A uniform double in [0, 1) from the top 53 bits: identical on every standard library.
+  return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+const float *Sampler::biased(const float *logits, size_t n) {
+  if (p.logitBias.empty())
+    return logits;
+  // A copy, so the caller's row (its log-probabilities) stays the model's.
+  biased_.assign(logits, logits + n);
+  for (const auto &[id, bias] : p.logitBias)
+    if (id >= 0 && static_cast<size_t>(id) < n)
+      biased_[static_cast<size_t>(id)] += bias;
+  return biased_.data();
+}
+
+int32_t Sampler::sample(const float *logits, size_t n) {
+  logits = biased(logits, n);
+  if (p.temperature <= 0.0f)
+    return greedy(logits, n);
+  return draw(candidates(logits, n), uniform());
+}
+
+// Why checking the drawn token first gives exactly the constrained distribution. Let q be the chain's
+// candidate distribution (the argmax alone when greedy) and A the allowed tokens, Q = q(A) > 0. The first
+// draw returns t in A with probability q(t); it is refused with probability 1 - Q, and then a second draw
+// from q restricted to A returns t with q(t) / Q. In all: q(t) + (1 - Q) q(t) / Q = q(t) / Q, which is q
+// restricted to A. Greedy is the case q = the argmax: kept when allowed, else the best allowed logit (the
+// chain over the masked row). When Q = 0 nothing of q is allowed and the chain runs over the masked row.
+// The mask (filter.allowed) is needed only after a refusal and, for a small candidate set, not even then:
+// each candidate is checked alone.
+int32_t Sampler::sample(const float *logits, size_t n, TokenFilter &filter) {
+  logits = biased(logits, n);
+  const bool greedyMode = p.temperature <= 0.0f;
+  std::vector<TokenProb> c;
+  int32_t first = 0;
+  if (greedyMode) {
+    first = greedy(logits, n);
+  } else {
+    c = candidates(logits, n);
+    first = draw(c, uniform());
+  }
+  if (filter.accepts(first))
+    return first;
+  constexpr size_t kCheckAlone = 64; // beyond this many candidates the mask is cheaper than single checks
+  if (!greedyMode && c.size() <= kCheckAlone) {
+    std::vector<TokenProb> kept;
+    double total = 0;
+    for (const TokenProb &t : c)
+      if (t.id != first && filter.accepts(t.id))
+        kept.push_back(t), total += t.p;
+    if (!kept.empty())
+      return draw(kept, uniform(), total);
+  }
+  std::vector<int32_t> ids;
+  filter.allowed(ids);
+  if (ids.empty())
+    throw SamplerError("sampler: the grammar allows no token here");
+  if (!greedyMode && c.size() > kCheckAlone) {
+    // q restricted to the mask (c is sorted by probability, ids ascending: a lookup per candidate).
+    std::vector<TokenProb> kept;
+    double total = 0;
+    for (const TokenProb &t : c)
+      if (std::binary_search(ids.begin(), ids.end(), t.id))
+        kept.push_back(t), total += t.p;
+    if (!kept.empty())
+      return draw(kept, uniform(), total);
+  }
+  // Nothing of q is allowed: the chain over the masked row.
+  std::vector<float> masked(n, -INFINITY);
+  bool any = false;
+  for (int32_t id : ids)
+    if (id >= 0 && static_cast<size_t>(id) < n) {
+      masked[static_cast<size_t>(id)] = logits[id];
+      any |= !std::isnan(logits[id]) && logits[id] != -INFINITY;
+    }
+  if (!any) // every allowed logit is -inf or NaN: the lowest allowed id, deterministically
+    return ids.front();
+  if (greedyMode)
+    return greedy(masked.data(), n);
+  return draw(candidates(masked.data(), n), uniform());
 }
 
 } // namespace tpc::rt

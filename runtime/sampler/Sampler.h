@@ -47,6 +47,17 @@ struct TokenProb {
   float p;
 };
 
+/// A constraint on the next token (a grammar): the sampler asks the cheap question first and the expensive
+/// one only when the answer was no (see Sampler::sample with a filter).
+class TokenFilter {
+public:
+  virtual ~TokenFilter() = default;
+  /// Whether token `id` may come next (called for the token the sampler picked: cheap).
+  virtual bool accepts(int32_t id) = 0;
+  /// Every token that may come next, ascending (the mask: called only after a refusal).
+  virtual void allowed(std::vector<int32_t> &ids) = 0;
+};
+
 /// Samples token ids from logits with the configured chain; holds the RNG state between calls.
 class Sampler {
 public:
@@ -57,6 +68,12 @@ public:
   /// NaN / -inf.
   int32_t sample(const float *logits, size_t n);
   int32_t sample(const std::vector<float> &logits) { return sample(logits.data(), logits.size()); }
+  /// The next token among those `filter` allows: the chain's candidate distribution restricted to the
+  /// allowed tokens (renormalized), or, when no candidate is allowed, the chain run over the logits with
+  /// every refused token at -inf. The token drawn first is checked first, so the mask is computed only on a
+  /// refusal (Sampler.cpp says why this is exactly that distribution). Throws SamplerError when the filter
+  /// allows no token.
+  int32_t sample(const float *logits, size_t n, TokenFilter &filter);
 
   /// The candidate set the stochastic chain draws from (after top-k, top-p, min-p and temperature),
   /// sorted by probability (descending; equal probabilities by id). Exposed for tests and `--verbose`.
@@ -70,6 +87,9 @@ public:
   static int32_t greedy(const float *logits, size_t n);
 
 private:
+  double uniform();
+  /// `logits`, or the reused copy with logitBias added when the request has one.
+  const float *biased(const float *logits, size_t n);
   SamplerParams p;
   std::mt19937_64 rng;
   std::vector<float> biased_; ///< the row with logitBias applied (reused between calls)

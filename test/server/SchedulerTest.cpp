@@ -721,3 +721,30 @@ TEST(BatchedEngine, KeepsAPrefixTheSessionCanRewindTo) {
   EXPECT_EQ(eng.session().sequenceLength(0), 2);
   EXPECT_EQ(rows[0], 90.f);
 }
+
+TEST(Scheduler, GrammarConstrainsItsSlotOnlyAndEndsWhenComplete) {
+  // The fake engine's argmax is the next letter; the grammar refuses it at 'x' and 'q' (masks), accepts it
+  // in [a-z], and ends the request once "q" closed it. The plain request beside it is unaffected.
+  rt::Tokenizer tok = letters();
+  FakeEngine eng(2, 64);
+  Scheduler s(eng, tok, {});
+  auto plain = submitOk(s, prompt(3, 3), greedy(4)); // "abc" -> "defg"
+  GenerationParams g = greedy(20);
+  g.gbnf = "root ::= \"x\" [a-z] \"q\"\n";
+  auto constrained = submitOk(s, prompt(3, 3), g);
+  runAll(s);
+  Collected p = drain(*plain), c = drain(*constrained);
+  EXPECT_EQ(p.text, "defg");
+  EXPECT_EQ(c.text, "xyq");
+  ASSERT_TRUE(c.finish);
+  EXPECT_EQ(c.finish->reason, FinishReason::Stop);
+  const SchedulerStats st = s.stats();
+  EXPECT_EQ(st.grammarTokens, 3u);
+  EXPECT_EQ(st.grammarMasks, 2u);
+  // A grammar that does not parse is refused at submit (the API refuses it earlier, naming its field).
+  GenerationParams bad = greedy(4);
+  bad.gbnf = "root ::= nothing\n";
+  auto r = s.submit(prompt(3, 3), bad);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("undefined rule 'nothing'"), std::string::npos);
+}
