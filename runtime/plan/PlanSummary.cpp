@@ -193,11 +193,12 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
     const std::string logits = s.logitsBytes ? " logits rows " + bytesStr(s.logitsBytes) + "," : std::string();
     const uint64_t kvAtCtx = mem[d].kvBytes;
     // memoryAt's total (weights, KV, activations, logits rows): the figure --report --json and --fit use.
-    const std::string total = fmt::format("; total {} ({} bytes)", bytesStr(mem[d].totalBytes), mem[d].totalBytes);
+    const std::string total =
+        fmt::format("; total {} ({} bytes)", bytesStr(mem[d].totalBytes), mem[d].totalBytes);
     if (s.kvWindowLayers == 0) {
-      out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token = {} for ctx {}{}\n", d,
-                         plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes), logits,
-                         bytesStr(s.kvBytesPerToken), bytesStr(kvAtCtx), ctx, total);
+      out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token = {} for ctx {}{}\n",
+                         d, plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes),
+                         logits, bytesStr(s.kvBytesPerToken), bytesStr(kvAtCtx), ctx, total);
     } else {
       // A ring holds window + max_batch positions (the context when that is smaller).
       std::string rings;
@@ -206,12 +207,13 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
       std::string windows;
       for (int64_t w : s.kvWindows)
         windows += fmt::format("{}{}", windows.empty() ? "" : "/", w);
-      out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token in {} full layer(s) + {} "
-                         "per position in {} sliding-window layer(s) (window {}, rings of {} positions) = {} "
-                         "for ctx {}{}\n",
-                         d, plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes), logits,
-                         bytesStr(s.kvFullBytesPerToken), s.kvFullLayers, bytesStr(s.kvWindowBytesPerPosition),
-                         s.kvWindowLayers, windows, rings, bytesStr(kvAtCtx), ctx, total);
+      out += fmt::format(
+          "device {} ({}): weights {}, activations {},{} KV {} per token in {} full layer(s) + {} "
+          "per position in {} sliding-window layer(s) (window {}, rings of {} positions) = {} "
+          "for ctx {}{}\n",
+          d, plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes), logits,
+          bytesStr(s.kvFullBytesPerToken), s.kvFullLayers, bytesStr(s.kvWindowBytesPerPosition),
+          s.kvWindowLayers, windows, rings, bytesStr(kvAtCtx), ctx, total);
     }
     if (s.recurrentLayers)
       out += fmt::format("  recurrent state: {} per sequence in {} linear-attention layer(s) (in the KV figure "

@@ -112,8 +112,8 @@ private:
     const uint64_t d = std::min(done_.load(), total_);
     char buf[96];
     if (unit_ == "bytes")
-      std::snprintf(buf, sizeof buf, "%.2f/%.2f %s", double(d) / scale().first, double(total_) / scale().first,
-                    scale().second);
+      std::snprintf(buf, sizeof buf, "%.2f/%.2f %s", double(d) / scale().first,
+                    double(total_) / scale().first, scale().second);
     else
       std::snprintf(buf, sizeof buf, "%llu/%llu %s", static_cast<unsigned long long>(d),
                     static_cast<unsigned long long>(total_), unit_.c_str());
@@ -122,7 +122,8 @@ private:
   int percent() const { return static_cast<int>(std::min(done_.load(), total_) * 100 / total_); }
   std::string bar() const {
     const int pct = percent();
-    std::string b = what_ + " [" + std::string(size_t(pct / 4), '#') + std::string(size_t(25 - pct / 4), ' ') + "] ";
+    std::string b =
+        what_ + " [" + std::string(size_t(pct / 4), '#') + std::string(size_t(25 - pct / 4), ' ') + "] ";
     char buf[16];
     std::snprintf(buf, sizeof buf, "%3d%% ", pct);
     return b + buf + of();

@@ -469,7 +469,8 @@ void inspectPlan(const InspectOptions &opts) {
   j.number(rt::blockCount(*plan));
   j.key("devices");
   j.beginArray();
-  const std::vector<rt::DeviceMemory> mem = rt::memoryAt(*plan); // at the plan's context, as --report gives it
+  // At the plan's context, as --report gives it.
+  const std::vector<rt::DeviceMemory> mem = rt::memoryAt(*plan);
   size_t index = 0;
   for (const rt::DeviceSummary &d : rt::summarizeDevices(*plan)) {
     const rt::DeviceMemory &m = mem[index++];

@@ -216,7 +216,7 @@ void runPerplexity(Session &s, const Chunks &c, int64_t batch, LogProbWriter *wr
   // On a terminal the running estimate below is the progress (a bar would garble its line); where stdout
   // goes elsewhere, stderr shows the chunks done.
   tpc::Progress chunks("perplexity", static_cast<uint64_t>(c.count), "chunks",
-                  !(::isatty(STDOUT_FILENO) && ::isatty(STDERR_FILENO)));
+                       !(::isatty(STDOUT_FILENO) && ::isatty(STDERR_FILENO)));
   for (int64_t k = 0; k < c.count; ++k, chunks.add(1)) {
     evaluateChunk(s, c, k, batch, [&](int64_t pos, const float *logits) {
       const RowScore r = scoreRow(logits, vocab, c.tokens[k * c.ctx + pos + 1]);
@@ -248,7 +248,7 @@ void runKld(Session &s, const Chunks &c, int64_t batch, LogProbReader &base) {
   fmt::print(
       "chunk        PPL(Q)        ln(PPL(Q)/PPL(base))       KL divergence       Δp RMS       same top\n");
   tpc::Progress chunks("kl-divergence", static_cast<uint64_t>(c.count), "chunks", // as runPerplexity's
-                  !(::isatty(STDOUT_FILENO) && ::isatty(STDERR_FILENO)));
+                       !(::isatty(STDOUT_FILENO) && ::isatty(STDERR_FILENO)));
   for (int64_t k = 0; k < c.count; ++k, chunks.add(1)) {
     evaluateChunk(s, c, k, batch, [&](int64_t pos, const float *logits) {
       const int32_t target = c.tokens[k * c.ctx + pos + 1];

@@ -412,17 +412,19 @@ std::string renderHtml(const Picture &p) {
   std::string h = fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                               "<title>tpc plan {}</title><style>{}</style></head><body>\n",
                               xml(p.planPath), kCss);
-  h += fmt::format("<h1>tpc plan: {}</h1>\n<p class=\"note\"><span data-blocks=\"{}\">{} devices, {} blocks</span> "
-                   "(columns: the embedding, the blocks, the output head), {} weights. Every number is "
-                   "the plan's own, as <code>tpc inspect</code> prints it (below). Hover over a shape for its "
-                   "details.</p>\n",
-                   xml(p.planPath), p.blocks, p.deviceNames.size(), p.blocks, p.weights.size());
-  h += "<h2>Memory per device</h2>\n<p class=\"note\">Stacked to one scale: weight slices, the KV cache for a "
-       "context of " +
-       std::to_string(p.ctx) +
-       " tokens (sliding-window layers as their rings), the activation arena, the logits rows; hatched parts "
-       "are placed in host memory.</p>\n<div class=\"scroll\">" +
-       memoryFigure(p).svg("class=\"figure\" data-figure=\"memory\"") + "</div>\n";
+  h += fmt::format(
+      "<h1>tpc plan: {}</h1>\n<p class=\"note\"><span data-blocks=\"{}\">{} devices, {} blocks</span> "
+      "(columns: the embedding, the blocks, the output head), {} weights. Every number is "
+      "the plan's own, as <code>tpc inspect</code> prints it (below). Hover over a shape for its "
+      "details.</p>\n",
+      xml(p.planPath), p.blocks, p.deviceNames.size(), p.blocks, p.weights.size());
+  h +=
+      "<h2>Memory per device</h2>\n<p class=\"note\">Stacked to one scale: weight slices, the KV cache for a "
+      "context of " +
+      std::to_string(p.ctx) +
+      " tokens (sliding-window layers as their rings), the activation arena, the logits rows; hatched parts "
+      "are placed in host memory.</p>\n<div class=\"scroll\">" +
+      memoryFigure(p).svg("class=\"figure\" data-figure=\"memory\"") + "</div>\n";
   h += "<h2>Collectives along the layers</h2>\n<p class=\"note\">One lane per device; each collective where it "
        "happens in its layer, labelled with the bytes it moves per token. The devices meet at every dashed line "
        "(each device runs the same sequence of collectives).</p>\n<div class=\"scroll\">" +

@@ -30,7 +30,8 @@ int main(int argc, char **argv) {
   CLI::App app{"tpc: ahead-of-time tensor-parallel compiler and runtime for GGUF models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("tpc ") + TPC_VERSION);
-  app.footer("Any command takes --no-progress: no progress bars or lines on stderr (also under --log-disable).");
+  app.footer(
+      "Any command takes --no-progress: no progress bars or lines on stderr (also under --log-disable).");
   auto &commands = tpc::cli::registry();
   std::stable_sort(commands.begin(), commands.end(),
                    [](const auto &a, const auto &b) { return a.first < b.first; });

@@ -436,7 +436,8 @@ TEST_F(PlanTest, MemoryAtCountsRingsAndTotals) {
   EXPECT_EQ(at100[1].kvBytes, 16u * 100);
   const std::vector<DeviceSummary> s = summarizeDevices(plan);
   for (size_t d = 0; d < 2; ++d)
-    EXPECT_EQ(at100[d].totalBytes, s[d].weightBytes + at100[d].kvBytes + s[d].activationBytes + s[d].logitsBytes);
+    EXPECT_EQ(at100[d].totalBytes,
+              s[d].weightBytes + at100[d].kvBytes + s[d].activationBytes + s[d].logitsBytes);
   EXPECT_EQ(at100[0].logitsBytes, 4u * 8 * 4); // max_batch rows of n_vocab floats (no output-rows input)
   EXPECT_EQ(memoryAt(plan, 10)[0].kvBytes, 16u * 10 + 16u * 10); // a ring never exceeds the context
   EXPECT_EQ(memoryAt(plan)[0].ctx, plan.model.defaultCtx);
@@ -692,11 +693,12 @@ TEST_F(PlanTest, SummarySeparatesHostBytesAndSteps) {
   EXPECT_EQ(s[0].logitsBytes, 4u * 8u * 4u); // max_batch 4 rows of n_vocab 8 floats, outside the arenas
   std::string text = describePlan(plan, 100);
   // Each side ends with memoryAt's total: 128 + 0 + 256 + 128 on the device, 128 + 1600 + 192 on the host.
-  EXPECT_NE(text.find("device 0 (cpu): weights 128 B, activations 256 B, logits rows 128 B, KV 0 B per token = "
-                      "0 B for ctx 100; total 512 B (512 bytes)\n"
-                      "  host: weights 128 B, activations 192 B, KV 16 B per token = 1.6 KiB for ctx 100; "
-                      "2 host steps; total 1.9 KiB (1920 bytes)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("device 0 (cpu): weights 128 B, activations 256 B, logits rows 128 B, KV 0 B per token = "
+                "0 B for ctx 100; total 512 B (512 bytes)\n"
+                "  host: weights 128 B, activations 192 B, KV 16 B per token = 1.6 KiB for ctx 100; "
+                "2 host steps; total 1.9 KiB (1920 bytes)\n"),
+      std::string::npos)
       << text;
   // Without host placement there is no host line.
   Plan device = plan;

@@ -1,25 +1,26 @@
 //===- CompileCommand.cpp - `tpc compile` -----------------------------------===//
 //
 // `tpc compile model.gguf --devices N [--tensor-split 3,2,1] [--override-tensor REGEX=cpu]...
-//  [--no-kv-offload] [--max-batch N] [--max-output-rows R] [-o plan.bin]`: import the GGUF, run the tpc pipeline (the same
+//  [--no-kv-offload] [--max-batch N] [--max-output-rows R] [-o plan.bin]`: import the GGUF, run the tpc
+//  pipeline (the same
 // builder tpc-opt's --tpc-pipeline uses) and write the device plan. `--emit=mlir [--stop-after STAGE]`
 // prints the IR instead (after `import` or any pipeline stage); `--report [--json]` prints memory per
 // device and the collectives per layer. MLIR diagnostics are collected and reported as one error line
 // naming the model; warnings are printed as they come. llama.cpp's spellings work too: `-ot`, `-nkvo`,
-// `-ts` (main.cpp), a comma-separated list in one --override-tensor, and the target `CPU`. `-c N` sets the plan's
-// default context; `--fit BUDGETS [--fit-ctx-min N] [--fit-kv q8_0|q4_0]` chooses the flags that make every
-// device's memory fit (Fit.h) and then compiles as if they had been given.
+// `-ts` (main.cpp), a comma-separated list in one --override-tensor, and the target `CPU`. `-c N` sets the
+// plan's default context; `--fit BUDGETS [--fit-ctx-min N] [--fit-kv q8_0|q4_0]` chooses the flags that make
+// every device's memory fit (Fit.h) and then compiles as if they had been given.
 //===----------------------------------------------------------------------===//
 #include "compiler/emit/PlanEmitter.h"
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/import/Importer.h"
-#include "tools/tpc/compiler/CompileReport.h"
-#include "tools/tpc/compiler/Fit.h"
 #include "passes/Pipelines.h"
 #include "runtime/plan/PlanIO.h"
 #include "runtime/support/Progress.h"
 #include "tools/tpc/Command.h"
 #include "tools/tpc/ModelSource.h"
+#include "tools/tpc/compiler/CompileReport.h"
+#include "tools/tpc/compiler/Fit.h"
 
 #include "dialects/tpc/IR/TpcOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,12 +34,12 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <map>
 #include <cctype>
-#include <tuple>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -56,10 +57,10 @@ struct CompileOptions {
   bool printIrAfterAll = false;
   bool report = false;
   bool json = false;
-  int64_t ctx = 0;            ///< -c: the plan's default context (0: the emitter's)
-  std::string fit;            ///< --fit budgets (Fit.h)
-  int64_t fitCtxMin = 4096;   ///< --fit-ctx-min
-  std::string fitKv = "f16";  ///< --fit-kv: the lowest KV cache type --fit may choose
+  int64_t ctx = 0;           ///< -c: the plan's default context (0: the emitter's)
+  std::string fit;           ///< --fit budgets (Fit.h)
+  int64_t fitCtxMin = 4096;  ///< --fit-ctx-min
+  std::string fitKv = "f16"; ///< --fit-kv: the lowest KV cache type --fit may choose
 };
 
 std::string printIR(mlir::ModuleOp m) {
@@ -143,8 +144,9 @@ public:
                           [](mlir::Pass *, mlir::Operation *) { return true; },
                           /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
     // A large model's passes take seconds each: progress per top-level pass (nothing under a second).
-    auto shown = std::make_shared<Progress>(fmt::format("compiling {}", model_),
-                                            static_cast<uint64_t>(std::distance(pm.begin(), pm.end())), "passes");
+    auto shown =
+        std::make_shared<Progress>(fmt::format("compiling {}", model_),
+                                   static_cast<uint64_t>(std::distance(pm.begin(), pm.end())), "passes");
     pm.addInstrumentation(std::make_unique<PassProgress>(*module_, shown));
     const mlir::LogicalResult ran = pm.run(*module_);
     shown->finish();
@@ -180,8 +182,8 @@ std::pair<CompileRequest, int64_t> fitRequest(const CompileOptions &opts, const 
   const size_t n = fo.budgets.devices.size();
   const bool devicesGiven = opts.flags.devicesOption && opts.flags.devicesOption->count() > 0;
   if ((devicesGiven || !given.tensorSplit.empty()) && size_t(given.devices) != n)
-    throw Failure(fmt::format("--fit {} gives {} budget(s) for {} device(s); give one budget per device", opts.fit,
-                              n, given.devices));
+    throw Failure(fmt::format("--fit {} gives {} budget(s) for {} device(s); give one budget per device",
+                              opts.fit, n, given.devices));
   CompileRequest base = given;
   base.devices = int64_t(n);
   fo.ctxStart = opts.ctx;
@@ -197,7 +199,8 @@ std::pair<CompileRequest, int64_t> fitRequest(const CompileOptions &opts, const 
     c.runPipeline(r, "", false);
     return c.emit();
   };
-  FitResult fit = fitToBudgets(base, fo, compile, [](const std::string &line) { fmt::print(stderr, "{}\n", line); });
+  FitResult fit =
+      fitToBudgets(base, fo, compile, [](const std::string &line) { fmt::print(stderr, "{}\n", line); });
   return {fit.request, fit.ctx};
 }
 
@@ -267,14 +270,16 @@ void registerCompile(CLI::App &app) {
   cmd->add_flag("--report", opts->report,
                 "Print memory per device and collectives per layer (writes the plan only with -o)");
   cmd->add_flag("--json", opts->json, "With --report: JSON instead of tables");
-  cmd->add_option("-c,--ctx-size", opts->ctx,
-                  "The plan's default context (run and serve use it unless given -c; default: the training "
-                  "context, at most 4096); with --fit, the context it starts from (default: the training context)")
+  cmd->add_option(
+         "-c,--ctx-size", opts->ctx,
+         "The plan's default context (run and serve use it unless given -c; default: the training "
+         "context, at most 4096); with --fit, the context it starts from (default: the training context)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 26));
-  cmd->add_option("--fit", opts->fit,
-                  "BUDGET,BUDGET[,host=BUDGET] (e.g. 24GiB,24GiB,host=64GiB) or auto (the CUDA devices' free "
-                  "memory): choose the context, KV cache type, MoE split and host-placed experts so that every "
-                  "device's total is within its budget (one line per decision on stderr)");
+  cmd->add_option(
+      "--fit", opts->fit,
+      "BUDGET,BUDGET[,host=BUDGET] (e.g. 24GiB,24GiB,host=64GiB) or auto (the CUDA devices' free "
+      "memory): choose the context, KV cache type, MoE split and host-placed experts so that every "
+      "device's total is within its budget (one line per decision on stderr)");
   cmd->add_option("--fit-ctx-min", opts->fitCtxMin, "With --fit: the smallest context it may choose")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 26));

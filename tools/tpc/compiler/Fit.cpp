@@ -34,10 +34,20 @@ uint64_t parseByteSize(const std::string &text, const std::string &flag) {
   }
   std::string unit = text.substr(end);
   std::transform(unit.begin(), unit.end(), unit.begin(), [](char c) { return std::tolower(uint8_t(c)); });
-  static const std::map<std::string, double> units = {
-      {"", 1},          {"b", 1},          {"k", 1024.0},     {"kib", 1024.0}, {"kb", 1e3},
-      {"m", 1048576.0}, {"mib", 1048576.0}, {"mb", 1e6},      {"g", 1073741824.0},
-      {"gib", 1073741824.0}, {"gb", 1e9},  {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12}};
+  static const std::map<std::string, double> units = {{"", 1},
+                                                      {"b", 1},
+                                                      {"k", 1024.0},
+                                                      {"kib", 1024.0},
+                                                      {"kb", 1e3},
+                                                      {"m", 1048576.0},
+                                                      {"mib", 1048576.0},
+                                                      {"mb", 1e6},
+                                                      {"g", 1073741824.0},
+                                                      {"gib", 1073741824.0},
+                                                      {"gb", 1e9},
+                                                      {"t", 1099511627776.0},
+                                                      {"tib", 1099511627776.0},
+                                                      {"tb", 1e12}};
   auto u = units.find(unit);
   if (end == 0 || u == units.end() || !(value > 0) || !std::isfinite(value))
     throw Failure(fmt::format("{}: '{}' is not a memory size (give e.g. 24GiB, 512MiB or 1.5G)", flag, text));
@@ -50,7 +60,8 @@ namespace {
 /// picks among them as the runtime sees them). Empty where there is no NVIDIA GPU or no nvidia-smi.
 std::vector<uint64_t> cudaFreeMemory() {
   std::unique_ptr<FILE, int (*)(FILE *)> p(
-      ::popen("nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits 2>/dev/null", "r"), &::pclose);
+      ::popen("nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits 2>/dev/null", "r"),
+      &::pclose);
   std::vector<uint64_t> all;
   if (!p)
     return all;
@@ -128,8 +139,8 @@ std::vector<int64_t> moeLayers(const rt::Plan &plan) {
   return {layers.begin(), layers.end()};
 }
 
-/// `-ot` for the experts of `layers` (ascending), as a llama.cpp user writes it: runs of layers sharing all but
-/// their last digit as one class, `blk\.(9|1[0-9]|2[0-3])\.ffn_.*_exps=cpu`.
+/// `-ot` for the experts of `layers` (ascending), as a llama.cpp user writes it: runs of layers sharing all
+/// but their last digit as one class, `blk\.(9|1[0-9]|2[0-3])\.ffn_.*_exps=cpu`.
 std::string hostExperts(const std::vector<int64_t> &layers) {
   std::string alt;
   for (size_t i = 0; i < layers.size();) {
@@ -195,15 +206,19 @@ public:
   FitResult run(CompileRequest r) {
     const FitBudgets &b = o_.budgets;
     // Shares: uneven budgets, uneven shares (the budgets in GiB, as -ts takes relative numbers).
-    const bool even = std::all_of(b.devices.begin(), b.devices.end(), [&](uint64_t x) { return x == b.devices[0]; });
+    const bool even =
+        std::all_of(b.devices.begin(), b.devices.end(), [&](uint64_t x) { return x == b.devices[0]; });
     if (!o_.sharesGiven && !even) {
       // In GiB where every budget is whole GiB (24GiB,16GiB -> 24,16), else in MiB (the shares are relative).
-      const bool wholeGiB = std::all_of(b.devices.begin(), b.devices.end(), [](uint64_t x) { return x % (1ull << 30) == 0; });
+      const bool wholeGiB =
+          std::all_of(b.devices.begin(), b.devices.end(), [](uint64_t x) { return x % (1ull << 30) == 0; });
       r.tensorSplit.clear();
       for (uint64_t x : b.devices)
-        r.tensorSplit.push_back(std::max(1.0, std::round(double(x) / double(1 << 20))) / (wholeGiB ? 1024.0 : 1.0));
-      say_(fmt::format("--fit: tensor split {}: uneven budgets, each device's share in proportion to its budget",
-                       sharesText(r.tensorSplit)));
+        r.tensorSplit.push_back(std::max(1.0, std::round(double(x) / double(1 << 20))) /
+                                (wholeGiB ? 1024.0 : 1.0));
+      say_(fmt::format(
+          "--fit: tensor split {}: uneven budgets, each device's share in proportion to its budget",
+          sharesText(r.tensorSplit)));
     }
     const rt::Plan &first = plan(r);
     ctxStart_ = o_.ctxStart > 0 ? o_.ctxStart : first.model.nCtxTrain > 0 ? first.model.nCtxTrain : 4096;
@@ -231,8 +246,8 @@ public:
       const std::string before = standing(plan(r), ctxMin_, b).over, was = r.cacheTypeK;
       r = q;
       if (int64_t ctx = largestCtx(p); ctx) {
-        say_(fmt::format("--fit: KV caches {} (with {} caches at context {}: {}); context {}", kv, was, ctxMin_,
-                         before, ctx));
+        say_(fmt::format("--fit: KV caches {} (with {} caches at context {}: {}); context {}", kv, was,
+                         ctxMin_, before, ctx));
         return done(r, ctx);
       }
       say_(fmt::format("--fit: KV caches {} is not enough: {}", kv, standing(p, ctxMin_, b).over));
@@ -246,8 +261,8 @@ public:
         m.moeSplit = split;
         const rt::Plan &p = plan(m);
         if (int64_t ctx = largestCtx(p); ctx) {
-          say_(fmt::format("--fit: --moe-split {} (with the split auto chose, context {}: {}); context {}", split,
-                           ctxMin_, standing(plan(r), ctxMin_, b).over, ctx));
+          say_(fmt::format("--fit: --moe-split {} (with the split auto chose, context {}: {}); context {}",
+                           split, ctxMin_, standing(plan(r), ctxMin_, b).over, ctx));
           return done(m, ctx);
         }
         say_(fmt::format("--fit: --moe-split {} is not enough: {}", split, standing(p, ctxMin_, b).over));
@@ -281,17 +296,17 @@ public:
           std::string budget;
           for (uint64_t x : b.devices)
             budget += fmt::format("{}MiB,", (x + (1 << 20) - 1) >> 20);
-          throw Failure(fmt::format("--fit: nothing fits: the devices fit at context {} with the experts of {} "
-                                    "layer(s) on the host (-ot '{}'), and then {}; the smallest budget that would "
-                                    "work: --fit {}host={}MiB",
-                                    ctxMin_, hi, h.overrideTensor.back(), at.over, budget,
-                                    (at.host + (1 << 20) - 1) >> 20));
+          throw Failure(fmt::format(
+              "--fit: nothing fits: the devices fit at context {} with the experts of {} "
+              "layer(s) on the host (-ot '{}'), and then {}; the smallest budget that would "
+              "work: --fit {}host={}MiB",
+              ctxMin_, hi, h.overrideTensor.back(), at.over, budget, (at.host + (1 << 20) - 1) >> 20));
         }
         if (int64_t ctx = largestCtx(p); ctx) {
           say_(fmt::format("--fit: the experts of {} layer(s) on the host (-ot '{}'; with {} layer(s): {}); "
                            "context {}",
-                           hi, h.overrideTensor.back(), hi - 1, standing(plan(withHost(hi - 1)), ctxMin_, b).over,
-                           ctx));
+                           hi, h.overrideTensor.back(), hi - 1,
+                           standing(plan(withHost(hi - 1)), ctxMin_, b).over, ctx));
           return done(h, ctx);
         }
       }
@@ -340,8 +355,9 @@ FitBudgets parseFitBudgets(const std::string &spec) {
   if (spec == "auto") {
     b.devices = cudaFreeMemory();
     if (b.devices.empty())
-      throw Failure("--fit auto: no CUDA device found (nvidia-smi lists none); give each device's budget, e.g. "
-                    "--fit 24GiB,24GiB");
+      throw Failure(
+          "--fit auto: no CUDA device found (nvidia-smi lists none); give each device's budget, e.g. "
+          "--fit 24GiB,24GiB");
     return b;
   }
   std::stringstream in(spec);
@@ -357,9 +373,10 @@ FitBudgets parseFitBudgets(const std::string &spec) {
     b.devices.push_back(parseByteSize(item, "--fit"));
   }
   if (b.devices.empty())
-    throw Failure(fmt::format("--fit '{}': give one budget per device, e.g. --fit 24GiB,24GiB[,host=64GiB], or "
-                              "--fit auto",
-                              spec));
+    throw Failure(
+        fmt::format("--fit '{}': give one budget per device, e.g. --fit 24GiB,24GiB[,host=64GiB], or "
+                    "--fit auto",
+                    spec));
   return b;
 }
 

@@ -49,11 +49,11 @@ FitBudgets parseFitBudgets(const std::string &spec);
 /// The knobs of the search besides the budgets.
 struct FitOptions {
   FitBudgets budgets;
-  int64_t ctxStart = 0;       ///< 0: the model's training context
-  int64_t ctxMin = 4096;      ///< the smallest context step 1 may choose (capped at the start)
+  int64_t ctxStart = 0;         ///< 0: the model's training context
+  int64_t ctxMin = 4096;        ///< the smallest context step 1 may choose (capped at the start)
   std::string kvLowest = "f16"; ///< --fit-kv: f16 (no KV step), q8_0 or q4_0
-  bool moeSplitGiven = false; ///< --moe-split was given: step 3 keeps it
-  bool sharesGiven = false;   ///< --tensor-split was given: the budgets do not set the shares
+  bool moeSplitGiven = false;   ///< --moe-split was given: step 3 keeps it
+  bool sharesGiven = false;     ///< --tensor-split was given: the budgets do not set the shares
 };
 
 /// The outcome: the request to compile and the context to write into the plan.
