@@ -240,6 +240,8 @@ public:
     for (const char *kv : {"q8_0", "q4_0"}) {
       if (o_.kvLowest == "f16" || (o_.kvLowest == "q8_0" && std::string(kv) == "q4_0"))
         break;
+      if (r.cacheTypeK == kv || r.cacheTypeK == "q4_0") // -ctk gave this type or a smaller one already
+        continue;
       CompileRequest q = r;
       q.cacheTypeK = q.cacheTypeV = kv;
       const rt::Plan &p = plan(q);
