@@ -340,6 +340,16 @@ private:
     out.ctx = ctx;
     out.plan = plan(r);
     out.plan.model.defaultCtx = ctx;
+    // The outcome against the budgets, one line per device (--report prints the whole report after).
+    const std::vector<rt::DeviceMemory> mem = rt::memoryAt(out.plan, ctx);
+    for (size_t d = 0; d < mem.size(); ++d) {
+      const rt::DeviceMemory &m = mem[d];
+      say_(fmt::format("--fit: device {}: {} of {} at context {} (weights {}, KV {}, activations {}, logits rows "
+                       "{}){}",
+                       d, gib(m.totalBytes), gib(o_.budgets.devices[d]), ctx, gib(m.weightBytes), gib(m.kvBytes),
+                       gib(m.activationBytes), gib(m.logitsBytes),
+                       m.hostTotalBytes ? fmt::format("; host side {}", gib(m.hostTotalBytes)) : std::string()));
+    }
     return out;
   }
 

@@ -10,7 +10,8 @@
 //      --moe-split was left at auto;
 //   4. whole layers' experts in host memory, the last layers first, as few as fit (`-ot
 //      'blk\.(46|47)\.ffn_.*_exps=cpu'`, the way llama.cpp users write it), within the host budget.
-// After steps 2-4 the context grows back to the largest that fits with them. Uneven budgets give uneven
+// After steps 2-4 the context grows back to the largest that fits with them. The last lines give each
+// device's total against its budget, with its parts. Uneven budgets give uneven
 // --tensor-split shares (in proportion to the budgets) unless -ts is given. Each decision is one line,
 // with why, handed to `say`; when nothing fits, the Failure names the totals of the smallest plan tried
 // (the most every step can do) as the budget that would work. The search is deterministic: the same
