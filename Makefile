@@ -5,7 +5,7 @@ CMAKE_ARGS ?=
 DEMO_DIR   ?= $(BUILD_DIR)/demo
 TPC        := $(BUILD_DIR)/bin/tpc
 
-.PHONY: all deps configure build check demo fuzz bench clean
+.PHONY: all deps configure build build-demo check demo fuzz bench clean
 
 all: build
 
@@ -18,13 +18,18 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Only what the demo runs: the tpc binary and, in a CUDA build, the plugin it loads (tpc_runtime depends on
+# tpc_cuda_plugin, so the one target brings it). Every test binary waits for `make check`.
+build-demo: configure
+	@cmake --build $(BUILD_DIR) --target tpc -j $(JOBS)
+
 # Every test: unit tests, lit suites and end-to-end fidelity, all registered with ctest. A build that
 # registered no tests is an error, not an empty pass.
 check: build
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j $(JOBS)
 
 # The main job on a model the repository writes itself (never needs ../shared).
-demo: build
+demo: build-demo
 	@bash scripts/demo.sh $(TPC) $(DEMO_DIR)
 
 # Bounded libFuzzer runs of the GGUF reader and the plan loader (not part of `make check`).

@@ -1,5 +1,6 @@
 # lit configuration for tpc: FileCheck tests over tpc-opt and the tpc CLI.
 import os
+import subprocess
 import sys
 
 import lit.formats
@@ -53,3 +54,13 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.tpc_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["tpc-opt", "tpc"], tool_dirs)
+
+# Quantized KV caches (-ctk/-ctv, issue 37 part 1): the tests of what `--fit` does with them run where this
+# tpc has them (test/compiler/fit-kv.test).
+try:
+    _help = subprocess.run([os.path.join(config.tpc_tools_dir, "tpc"), "compile", "--help"], capture_output=True,
+                           text=True, timeout=60).stdout
+    if "--cache-type-k" in _help:
+        config.available_features.add("kv-cache-types")
+except (OSError, subprocess.SubprocessError):
+    pass

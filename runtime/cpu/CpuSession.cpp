@@ -19,6 +19,7 @@
 #include "runtime/exec/Binding.h"
 #include "runtime/exec/Collectives.h"
 #include "runtime/exec/Setup.h"
+#include "runtime/support/Progress.h"
 #include "runtime/support/SpinWait.h"
 
 #include <fmt/core.h>
@@ -123,7 +124,8 @@ public:
   /// Everything open() does after exec::prepareOpen: capacity, arenas, weights, threads.
   Expected<void> init(const exec::OpenPlan &o, const SessionOptions &opts);
   /// Copies the slices not read in place and gives their source pages back (after the arenas exist).
-  void loadWeights(const exec::WeightSource &src);
+  /// `progress`: show each device's copy on stderr where it takes over a second (runtime/support/Progress.h).
+  void loadWeights(const exec::WeightSource &src, bool progress);
 
   const char *backendName() const override { return "CPU"; }
   int threadsPerDevice() const override { return threadsPerDevice_; }
@@ -536,7 +538,7 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     kernels_.setThreads(d, &dev.runner->threadGroup());
   }
   markPhase(opts.timeline, "arenas");
-  loadWeights(o.weights);
+  loadWeights(o.weights, opts.progress);
   markPhase(opts.timeline, "weights");
   logitsTensor_ = exec::logitsTensorOf(p.devices[0]);
   comm_ = opts.comm ? opts.comm
@@ -563,7 +565,7 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
   return {};
 }
 
-void CpuSession::loadWeights(const exec::WeightSource &src) {
+void CpuSession::loadWeights(const exec::WeightSource &src, bool progress) {
   // Copy the slices that cannot be read in place, piece by piece, rows in order, on each device's threads.
   // Each copied slice's source pages leave the process as soon as it is copied: released only after all
   // copies, the whole copied part of the file was resident next to its copy at the peak (a 2-device MoE
@@ -590,9 +592,15 @@ void CpuSession::loadWeights(const exec::WeightSource &src) {
         dst += pc.rows * pc.rowBytes;
       }
     }
+    uint64_t bytes = 0;
+    for (const Unit &u : units)
+      bytes += (u.r1 - u.r0) * u.piece->rowBytes;
+    Progress shown(fmt::format("loading weights, device {}", dev.index), bytes, "bytes", progress);
     dev.runner->threadGroup().parallelDynamic(static_cast<int64_t>(units.size()), [&](int64_t u, int) {
       exec::copyWeightRowsReleasing(*units[u].piece, units[u].r0, units[u].r1, src, units[u].dst);
+      shown.add((units[u].r1 - units[u].r0) * units[u].piece->rowBytes);
     });
+    shown.finish();
   }
   if (!src.mapping)
     return;

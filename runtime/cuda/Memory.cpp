@@ -24,6 +24,7 @@
 #include "runtime/cuda/SessionImpl.h"
 
 #include "runtime/cuda/Matmul.cuh"
+#include "runtime/support/Progress.h"
 
 #include <fmt/core.h>
 
@@ -277,19 +278,12 @@ void CudaSession::uploadWeights(const exec::WeightSource &from) {
   for (int d : devices())
     for (const WeightSlice &w : p.devices[d].weights)
       totalBytes += w.bytes;
-  int lastPct = -1;
+  // A bar on a terminal, plain lines otherwise, nothing under a second or with --no-progress (Progress.h).
+  Progress shown("loading weights", totalBytes, "bytes", copts.progress);
   auto progress = [&](bool end) {
-    if (!copts.progress || totalBytes == 0)
-      return;
-    const int pct = static_cast<int>(doneBytes * 100 / totalBytes);
-    if (pct == lastPct && !end)
-      return;
-    lastPct = pct;
-    const int bar = pct / 4;
-    fmt::print(stderr, "\rloading weights [{:<25}] {:3d}% {:.2f}/{:.2f} GiB", std::string(bar, '#'), pct,
-               doneBytes / double(1ull << 30), totalBytes / double(1ull << 30));
+    shown.set(doneBytes);
     if (end)
-      fmt::print(stderr, "\n");
+      shown.finish();
   };
   for (int d : devices()) { // only the session's slices: a rank maps and reads its share of the GGUF
     Device &dev = devs[d];

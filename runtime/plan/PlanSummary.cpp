@@ -119,6 +119,47 @@ uint64_t kvBytesFor(const Plan &plan, size_t d, int64_t ctx, int32_t sequences, 
   return total;
 }
 
+std::vector<DeviceMemory> memoryAt(const Plan &plan, int64_t ctx, int32_t sequences) {
+  if (ctx <= 0)
+    ctx = plan.model.defaultCtx;
+  const std::vector<DeviceSummary> ds = summarizeDevices(plan);
+  std::vector<DeviceMemory> out;
+  for (size_t d = 0; d < ds.size(); ++d) {
+    const DeviceSummary &s = ds[d];
+    DeviceMemory m;
+    m.ctx = ctx;
+    m.weightBytes = s.weightBytes;
+    m.kvBytes = kvBytesFor(plan, d, ctx, sequences, Placement::Device);
+    m.activationBytes = s.activationBytes;
+    m.logitsBytes = s.logitsBytes;
+    m.hostWeightBytes = s.hostWeightBytes;
+    m.hostKvBytes = kvBytesFor(plan, d, ctx, sequences, Placement::Host);
+    m.hostActivationBytes = s.hostActivationBytes;
+    m.totalBytes = m.weightBytes + m.kvBytes + m.activationBytes + m.logitsBytes;
+    m.hostTotalBytes = m.hostWeightBytes + m.hostKvBytes + m.hostActivationBytes;
+    out.push_back(m);
+  }
+  return out;
+}
+
+int64_t blockCount(const Plan &plan) {
+  std::vector<int64_t> seen;
+  for (const DevicePlan &dev : plan.devices)
+    for (const Step &s : dev.steps) {
+      if (s.name.rfind("blk.", 0) != 0)
+        continue;
+      size_t end = 4;
+      while (end < s.name.size() && s.name[end] >= '0' && s.name[end] <= '9')
+        ++end;
+      if (end == 4 || end >= s.name.size() || s.name[end] != '.')
+        continue;
+      const int64_t n = std::stoll(s.name.substr(4, end - 4));
+      if (std::find(seen.begin(), seen.end(), n) == seen.end())
+        seen.push_back(n);
+    }
+  return static_cast<int64_t>(seen.size());
+}
+
 std::string bytesStr(uint64_t b) {
   if (b >= (1ull << 30))
     return fmt::format("{:.2f} GiB", b / double(1ull << 30));
@@ -144,15 +185,20 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
   out += fmt::format("tokenizer: {} ({} tokens, {} merges)\n",
                      plan.tokenizer.model.empty() ? "none" : plan.tokenizer.model,
                      plan.tokenizer.tokens.size(), plan.tokenizer.merges.size());
+  out += fmt::format("blocks: {}\n", blockCount(plan));
   std::vector<DeviceSummary> ds = summarizeDevices(plan);
+  const std::vector<DeviceMemory> mem = memoryAt(plan, ctx);
   for (size_t d = 0; d < ds.size(); ++d) {
     const DeviceSummary &s = ds[d];
     const std::string logits = s.logitsBytes ? " logits rows " + bytesStr(s.logitsBytes) + "," : std::string();
-    const uint64_t kvAtCtx = kvBytesFor(plan, d, ctx, 1, Placement::Device);
+    const uint64_t kvAtCtx = mem[d].kvBytes;
+    // memoryAt's total (weights, KV, activations, logits rows): the figure --report --json and --fit use.
+    const std::string total =
+        fmt::format("; total {} ({} bytes)", bytesStr(mem[d].totalBytes), mem[d].totalBytes);
     if (s.kvWindowLayers == 0) {
-      out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token = {} for ctx {}\n", d,
-                         plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes), logits,
-                         bytesStr(s.kvBytesPerToken), bytesStr(kvAtCtx), ctx);
+      out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token = {} for ctx {}{}\n",
+                         d, plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes),
+                         logits, bytesStr(s.kvBytesPerToken), bytesStr(kvAtCtx), ctx, total);
     } else {
       // A ring holds window + max_batch positions (the context when that is smaller).
       std::string rings;
@@ -161,12 +207,13 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
       std::string windows;
       for (int64_t w : s.kvWindows)
         windows += fmt::format("{}{}", windows.empty() ? "" : "/", w);
-      out += fmt::format("device {} ({}): weights {}, activations {},{} KV {} per token in {} full layer(s) + {} "
-                         "per position in {} sliding-window layer(s) (window {}, rings of {} positions) = {} "
-                         "for ctx {}\n",
-                         d, plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes), logits,
-                         bytesStr(s.kvFullBytesPerToken), s.kvFullLayers, bytesStr(s.kvWindowBytesPerPosition),
-                         s.kvWindowLayers, windows, rings, bytesStr(kvAtCtx), ctx);
+      out += fmt::format(
+          "device {} ({}): weights {}, activations {},{} KV {} per token in {} full layer(s) + {} "
+          "per position in {} sliding-window layer(s) (window {}, rings of {} positions) = {} "
+          "for ctx {}{}\n",
+          d, plan.devices[d].kind, bytesStr(s.weightBytes), bytesStr(s.activationBytes), logits,
+          bytesStr(s.kvFullBytesPerToken), s.kvFullLayers, bytesStr(s.kvWindowBytesPerPosition),
+          s.kvWindowLayers, windows, rings, bytesStr(kvAtCtx), ctx, total);
     }
     if (s.recurrentLayers)
       out += fmt::format("  recurrent state: {} per sequence in {} linear-attention layer(s) (in the KV figure "
@@ -174,9 +221,10 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
                          bytesStr(s.recurrentBytesPerSequence), s.recurrentLayers);
     if (s.hostSteps || s.hostWeightBytes || s.hostActivationBytes || s.hostKvBytesPerToken)
       out += fmt::format(
-          "  host: weights {}, activations {}, KV {} per token = {} for ctx {}; {} host steps\n",
+          "  host: weights {}, activations {}, KV {} per token = {} for ctx {}; {} host steps; {}\n",
           bytesStr(s.hostWeightBytes), bytesStr(s.hostActivationBytes), bytesStr(s.hostKvBytesPerToken),
-          bytesStr(kvBytesFor(plan, d, ctx, 1, Placement::Host)), ctx, s.hostSteps);
+          bytesStr(mem[d].hostKvBytes), ctx, s.hostSteps,
+          fmt::format("total {} ({} bytes)", bytesStr(mem[d].hostTotalBytes), mem[d].hostTotalBytes));
     out += fmt::format("  {} steps, {} collectives moving {} per token; a decoded token reads {} of weights{}\n"
                        "  ops:",
                        s.steps, s.collectives, bytesStr(s.collectiveBytesPerToken), bytesStr(s.decodeWeightBytes),

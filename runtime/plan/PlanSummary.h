@@ -61,6 +61,27 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan);
 /// sequences (kvPositions: rings for the sliding-window caches): what a session allocates.
 uint64_t kvBytesFor(const Plan &plan, size_t d, int64_t ctx, int32_t sequences, Placement side);
 
+/// One device's memory for a context of `ctx` positions per sequence: the one function every memory figure
+/// comes from (`tpc inspect` text and --json, the pictures of --html/--svg, `tpc compile --report` and its
+/// --json, `--fit`), so that they cannot disagree. KV counts each cache as kvBytesFor does (rings for the
+/// sliding-window layers, one cell per sequence for recurrent states).
+struct DeviceMemory {
+  int64_t ctx = 0;
+  uint64_t weightBytes = 0, kvBytes = 0, activationBytes = 0, logitsBytes = 0; ///< device side
+  uint64_t hostWeightBytes = 0, hostKvBytes = 0, hostActivationBytes = 0;
+  /// weights + KV + activations + logits rows: what the device allocates (what --fit holds to a budget).
+  uint64_t totalBytes = 0;
+  uint64_t hostTotalBytes = 0; ///< the host side's weights + KV + activations
+};
+
+/// The memory of every device for `ctx` positions (0: the plan's default context) and `sequences`
+/// sequences, in rank order.
+std::vector<DeviceMemory> memoryAt(const Plan &plan, int64_t ctx = 0, int32_t sequences = 1);
+
+/// The model's blocks (`blk.N` layers) the plan runs: the distinct N of its step names (the embedding and
+/// the output head are not blocks).
+int64_t blockCount(const Plan &plan);
+
 /// "512 B", "10.5 KiB", "3.66 MiB", "4.31 GiB".
 std::string bytesStr(uint64_t b);
 

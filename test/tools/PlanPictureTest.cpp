@@ -147,6 +147,9 @@ TEST(PlanPicture, LayersComeFromStepNamesAndLayerChoicesAreChecked) {
   EXPECT_EQ(p.layers[0].label, "embed");
   EXPECT_EQ(p.layers[1].label, "blk.0");
   EXPECT_EQ(p.layers[2].label, "output");
+  // Three columns, one block: the page's header counts blocks (it once said "3 layers" here).
+  EXPECT_EQ(p.blocks, 1);
+  EXPECT_NE(renderHtml(p).find("data-blocks=\"1\">"), std::string::npos);
   EXPECT_EQ(p.flows[1].size(), 3u); // matmul, all_reduce and the unstamped scale after them
   EXPECT_EQ(p.flows[1][1].from, (std::vector<size_t>{0}));
   EXPECT_EQ(p.chosenLayer, 1u);

@@ -111,10 +111,11 @@ class InspectHtml(unittest.TestCase):
         # Memory: the same numbers as --json, to one scale.
         want = {}
         for d, dev in enumerate(devices):
-            for kind, side, v in (("weights", "device", dev["weight_bytes"]), ("kv", "device", dev["kv_bytes_per_token"] * ctx),
+            for kind, side, v in (("weights", "device", dev["weight_bytes"]), ("kv", "device", dev["kv_bytes"]),
                                   ("activations", "device", dev["activation_bytes"]),
+                                  ("logits", "device", dev["logits_bytes"]),
                                   ("weights", "host", dev["host_weight_bytes"]),
-                                  ("kv", "host", dev["host_kv_bytes_per_token"] * ctx),
+                                  ("kv", "host", dev["host_kv_bytes"]),
                                   ("activations", "host", dev["host_activation_bytes"])):
                 if v:
                     want[(d, kind, side)] = v

@@ -465,10 +465,26 @@ void inspectPlan(const InspectOptions &opts) {
   j.number(static_cast<int64_t>(plan->model.maxOutputRows));
   j.key("default_ctx");
   j.number(static_cast<int64_t>(plan->model.defaultCtx));
+  j.key("blocks");
+  j.number(rt::blockCount(*plan));
   j.key("devices");
   j.beginArray();
+  // At the plan's context, as --report gives it.
+  const std::vector<rt::DeviceMemory> mem = rt::memoryAt(*plan);
+  size_t index = 0;
   for (const rt::DeviceSummary &d : rt::summarizeDevices(*plan)) {
+    const rt::DeviceMemory &m = mem[index++];
     j.beginObject();
+    j.key("ctx");
+    j.number(m.ctx);
+    j.key("total_bytes");
+    j.number(m.totalBytes);
+    j.key("kv_bytes");
+    j.number(m.kvBytes);
+    j.key("host_total_bytes");
+    j.number(m.hostTotalBytes);
+    j.key("host_kv_bytes");
+    j.number(m.hostKvBytes);
     j.key("weight_bytes");
     j.number(static_cast<int64_t>(d.weightBytes));
     j.key("activation_bytes");

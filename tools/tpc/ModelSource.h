@@ -58,6 +58,8 @@ struct CompileRequest {
   int64_t maxOutputRows = 64;
   std::string moeSplit = "auto";
   std::string routingProfile;
+  /// The KV caches' types (f16, q8_0, q4_0, f32; issue 37 part 1's -ctk/-ctv); `--fit` lowers them.
+  std::string cacheTypeK = "f16", cacheTypeV = "f16";
 };
 /// Checks the flags (shares, override entries) and returns them; throws Failure naming the flag.
 CompileRequest checkCompileFlags(const CompileFlags &flags);

@@ -27,6 +27,7 @@
 
 #include "runtime/ggml/Blocks.h"
 #include "runtime/plan/PlanIO.h"
+#include "runtime/support/Progress.h"
 #include "runtime/tokenizer/PlanVocab.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
@@ -39,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <unistd.h>
 
 namespace {
 
@@ -211,7 +213,11 @@ void runPerplexity(Session &s, const Chunks &c, int64_t batch, LogProbWriter *wr
   LogProbRow out;
   if (writer)
     out.logp.resize(vocab);
-  for (int64_t k = 0; k < c.count; ++k) {
+  // On a terminal the running estimate below is the progress (a bar would garble its line); where stdout
+  // goes elsewhere, stderr shows the chunks done.
+  tpc::Progress chunks("perplexity", static_cast<uint64_t>(c.count), "chunks",
+                       !(::isatty(STDOUT_FILENO) && ::isatty(STDERR_FILENO)));
+  for (int64_t k = 0; k < c.count; ++k, chunks.add(1)) {
     evaluateChunk(s, c, k, batch, [&](int64_t pos, const float *logits) {
       const RowScore r = scoreRow(logits, vocab, c.tokens[k * c.ctx + pos + 1]);
       nll += r.nll, nll2 += r.nll * r.nll, ++count;
@@ -226,6 +232,7 @@ void runPerplexity(Session &s, const Chunks &c, int64_t batch, LogProbWriter *wr
     fmt::print("[{}]{:.4f},", k + 1, std::exp(nll / count));
     std::fflush(stdout);
   }
+  chunks.finish();
   auto [m, e] = meanAndError(nll, nll2, count);
   const double ppl = std::exp(m);
   fmt::print("\nFinal estimate: PPL = {:.4f} +/- {:.5f}\n", ppl, ppl * e);
@@ -240,7 +247,9 @@ void runKld(Session &s, const Chunks &c, int64_t batch, LogProbReader &base) {
   LogProbRow b;
   fmt::print(
       "chunk        PPL(Q)        ln(PPL(Q)/PPL(base))       KL divergence       Δp RMS       same top\n");
-  for (int64_t k = 0; k < c.count; ++k) {
+  tpc::Progress chunks("kl-divergence", static_cast<uint64_t>(c.count), "chunks", // as runPerplexity's
+                       !(::isatty(STDOUT_FILENO) && ::isatty(STDERR_FILENO)));
+  for (int64_t k = 0; k < c.count; ++k, chunks.add(1)) {
     evaluateChunk(s, c, k, batch, [&](int64_t pos, const float *logits) {
       const int32_t target = c.tokens[k * c.ctx + pos + 1];
       base.read(b);
@@ -266,6 +275,7 @@ void runKld(Session &s, const Chunks &c, int64_t batch, LogProbReader &base) {
                100 * pTop);
     std::fflush(stdout);
   }
+  chunks.finish();
   auto [lq, eq] = meanAndError(st.nll, st.nll2, st.count);
   auto [lb, eb] = meanAndError(st.base, st.base2, st.count);
   auto [lr, er] = st.logRatio();
@@ -329,6 +339,7 @@ void runCommand(const PplOptions &o) {
   so.ctxSize = c.ctx;
   so.ggufPath = o.gguf;
   so.f32Reference = o.f32Reference;
+  so.progress = true; // loading the weights (Progress.h: where it takes over a second)
   const int64_t maxBatch = plan->model.maxBatch;
   const size_t devices = plan->devices.size();
   // In-process the plan loaded above is the session's; a rank of an MPI job loads the plan file itself

@@ -328,6 +328,8 @@ Picture buildPicture(const rt::Plan &plan, const std::string &planPath, int64_t 
   p.ctx = ctx > 0 ? ctx : plan.model.defaultCtx;
   p.summaryText = rt::describePlan(plan, p.ctx);
   p.memory = rt::summarizeDevices(plan);
+  p.memoryAtCtx = rt::memoryAt(plan, p.ctx);
+  p.blocks = rt::blockCount(plan);
   for (size_t d = 0; d < plan.devices.size(); ++d)
     p.deviceNames.push_back(fmt::format("device {} ({})", d, plan.devices[d].kind));
 

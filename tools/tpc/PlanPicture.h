@@ -1,7 +1,8 @@
 //===- PlanPicture.h - what `tpc inspect --html/--svg` draws ------*- C++ -*-===//
 //
 // The facts of a plan the pictures show, gathered once from the plan alone (no GGUF, no compiler):
-//  - memory per device: summarizeDevices(), the numbers `tpc inspect` and `tpc compile --report` print;
+//  - memory per device: memoryAt() at the page's context (rings for sliding-window layers), the numbers
+//    `tpc inspect` and `tpc compile --report` print;
 //  - the layers: the emitter names each step after the `tpc.layer` stamp of its op (`blk.N.<op>`,
 //    `output.<op>`, the embedding without a prefix); a step without a prefix after the first block belongs
 //    to the layer before it (nothing else is named that way today);
@@ -86,6 +87,8 @@ struct Picture {
   int64_t ctx = 0;                   ///< the context the KV bars are drawn for
   std::vector<std::string> deviceNames; ///< "device 0 (cpu)"
   std::vector<rt::DeviceSummary> memory;
+  std::vector<rt::DeviceMemory> memoryAtCtx; ///< rt::memoryAt(plan, ctx): the bars' bytes
+  int64_t blocks = 0;                        ///< rt::blockCount(plan)
   std::vector<Layer> layers;
   std::vector<std::vector<Collective>> lanes; ///< per device, in step order
   std::vector<WeightCut> weights;             ///< in order of first use

@@ -112,17 +112,18 @@ Fig memoryFigure(const Picture &p) {
     const char *kind, *side, *colour;
     uint64_t bytes;
   };
-  auto partsOf = [&](const rt::DeviceSummary &s) {
-    const uint64_t ctx = static_cast<uint64_t>(p.ctx);
+  // rt::memoryAt's figures (sliding-window layers as rings), the ones `tpc inspect` and --report print.
+  auto partsOf = [&](const rt::DeviceMemory &s) {
     return std::vector<Part>{{"weights", "device", "#4e79a7", s.weightBytes},
-                             {"kv", "device", "#f28e2b", s.kvBytesPerToken * ctx},
+                             {"kv", "device", "#f28e2b", s.kvBytes},
                              {"activations", "device", "#59a14f", s.activationBytes},
+                             {"logits", "device", "#e15759", s.logitsBytes},
                              {"weights", "host", "url(#host-weights)", s.hostWeightBytes},
-                             {"kv", "host", "url(#host-kv)", s.hostKvBytesPerToken * ctx},
+                             {"kv", "host", "url(#host-kv)", s.hostKvBytes},
                              {"activations", "host", "url(#host-activations)", s.hostActivationBytes}};
   };
   uint64_t most = 1;
-  for (const rt::DeviceSummary &s : p.memory) {
+  for (const rt::DeviceMemory &s : p.memoryAtCtx) {
     uint64_t total = 0;
     for (const Part &part : partsOf(s))
       total += part.bytes;
@@ -139,13 +140,14 @@ Fig memoryFigure(const Picture &p) {
   kx = f.key(kx, 16, "#4e79a7", "weights");
   kx = f.key(kx, 16, "#f28e2b", fmt::format("KV cache for ctx {}", p.ctx));
   kx = f.key(kx, 16, "#59a14f", "activations (arena)");
+  kx = f.key(kx, 16, "#e15759", "logits rows");
   f.key(kx, 16, "url(#host-weights)", "hatched: host-placed");
   for (size_t d = 0; d < p.memory.size(); ++d) {
     const double y = 34 + static_cast<double>(d) * rowH;
     f.text(10, y + 15, p.deviceNames[d], 12);
     double x = x0;
     uint64_t total = 0;
-    for (const Part &part : partsOf(p.memory[d])) {
+    for (const Part &part : partsOf(p.memoryAtCtx[d])) {
       if (!part.bytes)
         continue;
       total += part.bytes;
@@ -410,15 +412,19 @@ std::string renderHtml(const Picture &p) {
   std::string h = fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                               "<title>tpc plan {}</title><style>{}</style></head><body>\n",
                               xml(p.planPath), kCss);
-  h += fmt::format("<h1>tpc plan: {}</h1>\n<p class=\"note\">{} devices, {} layers, {} weights. Every number is "
-                   "the plan's own, as <code>tpc inspect</code> prints it (below). Hover over a shape for its "
-                   "details.</p>\n",
-                   xml(p.planPath), p.deviceNames.size(), p.layers.size(), p.weights.size());
-  h += "<h2>Memory per device</h2>\n<p class=\"note\">Stacked to one scale: weight slices, the KV cache for a "
-       "context of " +
-       std::to_string(p.ctx) +
-       " tokens, the activation arena; hatched parts are placed in host memory.</p>\n<div class=\"scroll\">" +
-       memoryFigure(p).svg("class=\"figure\" data-figure=\"memory\"") + "</div>\n";
+  h += fmt::format(
+      "<h1>tpc plan: {}</h1>\n<p class=\"note\"><span data-blocks=\"{}\">{} devices, {} blocks</span> "
+      "(columns: the embedding, the blocks, the output head), {} weights. Every number is "
+      "the plan's own, as <code>tpc inspect</code> prints it (below). Hover over a shape for its "
+      "details.</p>\n",
+      xml(p.planPath), p.blocks, p.deviceNames.size(), p.blocks, p.weights.size());
+  h +=
+      "<h2>Memory per device</h2>\n<p class=\"note\">Stacked to one scale: weight slices, the KV cache for a "
+      "context of " +
+      std::to_string(p.ctx) +
+      " tokens (sliding-window layers as their rings), the activation arena, the logits rows; hatched parts "
+      "are placed in host memory.</p>\n<div class=\"scroll\">" +
+      memoryFigure(p).svg("class=\"figure\" data-figure=\"memory\"") + "</div>\n";
   h += "<h2>Collectives along the layers</h2>\n<p class=\"note\">One lane per device; each collective where it "
        "happens in its layer, labelled with the bytes it moves per token. The devices meet at every dashed line "
        "(each device runs the same sequence of collectives).</p>\n<div class=\"scroll\">" +

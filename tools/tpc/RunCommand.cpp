@@ -30,6 +30,7 @@
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/sampler/Sampler.h"
+#include "runtime/support/Progress.h"
 #include "runtime/tokenizer/PlanVocab.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
@@ -275,9 +276,12 @@ void runBench(Session &s, const RunOptions &o) {
     double stepMs = 0; ///< --parallel: ms per decode step
   };
   std::vector<Result> results;
+  // Every round of every test (warm-ups included): a bar on stderr where the bench takes over a second.
+  const int tests = (o.pp > 0) + (o.tg > 0) + static_cast<int>(parallel.size());
+  tpc::Progress rounds("bench", static_cast<uint64_t>(tests) * static_cast<uint64_t>(o.reps + 1), "rounds");
   auto measure = [&](const std::string &name, int n, bool prompt) {
     std::vector<double> ts;
-    for (int r = -1; r < o.reps; ++r) { // r = -1 is the warm-up
+    for (int r = -1; r < o.reps; ++r, rounds.add(1)) { // r = -1 is the warm-up
       atDepth();
       const std::vector<int32_t> ids = randomIds(n);
       auto t0 = std::chrono::steady_clock::now();
@@ -300,7 +304,7 @@ void runBench(Session &s, const RunOptions &o) {
   // each sequence has its own cache), then every step feeds one token to each.
   auto measureParallel = [&](int P) {
     std::vector<double> ts, ms;
-    for (int r = -1; r < o.reps; ++r) {
+    for (int r = -1; r < o.reps; ++r, rounds.add(1)) {
       for (int q = 0; q < P; ++q) {
         if (o.depth == 0 || (s.recomputesRewinds() ? s.sequenceLength(q) != o.depth
                                                    : !s.checkBatch({{0, o.depth, q, true}}).empty())) {
@@ -340,6 +344,7 @@ void runBench(Session &s, const RunOptions &o) {
     measure(fmt::format("tg{}", o.tg), o.tg, false);
   for (int P : parallel)
     measureParallel(P);
+  rounds.finish();
 
   uint64_t weightBytes = 0;
   for (const DevicePlan &d : p.devices)

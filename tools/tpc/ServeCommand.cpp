@@ -163,6 +163,7 @@ void runServe(ServeOptions o) {
   so.threads = o.threads;
   so.ctxSize = total / o.parallel;
   so.ggufPath = o.gguf;
+  so.progress = true; // loading the weights (Progress.h: where it takes over a second)
   auto engine = server::BatchedEngine::open(plan, o.parallel, so, o.backend);
   if (!engine)
     throw Failure(engine.message());

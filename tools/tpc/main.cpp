@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "tools/tpc/Command.h"
 
+#include "runtime/support/Progress.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -28,6 +30,8 @@ int main(int argc, char **argv) {
   CLI::App app{"tpc: ahead-of-time tensor-parallel compiler and runtime for GGUF models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("tpc ") + TPC_VERSION);
+  app.footer(
+      "Any command takes --no-progress: no progress bars or lines on stderr (also under --log-disable).");
   auto &commands = tpc::cli::registry();
   std::stable_sort(commands.begin(), commands.end(),
                    [](const auto &a, const auto &b) { return a.first < b.first; });
@@ -60,6 +64,12 @@ int main(int argc, char **argv) {
     for (std::string &a : args)
       if (auto it = kLlamaFlags.find(a); it != kLlamaFlags.end())
         a = it->second;
+    // --no-progress, on any command, turns off every progress display (runtime/support/Progress.h); so does
+    // llama.cpp's quiet flag --log-disable, which stays for the command that declares it.
+    for (const std::string &a : args)
+      if (a == "--no-progress" || a == "--log-disable")
+        tpc::progressAllowed() = false;
+    args.erase(std::remove(args.begin(), args.end(), "--no-progress"), args.end());
     std::reverse(args.begin(), args.end()); // CLI11 parses a reversed vector
     app.parse(args);
   } catch (const CLI::ParseError &e) {

@@ -423,6 +423,39 @@ TEST_F(PlanTest, SummaryCountsMemoryOpsAndTraffic) {
   EXPECT_NE(text.find("all_gather 1"), std::string::npos) << text;
 }
 
+/// memoryAt, the one source of every memory figure: a sliding-window cache counts its ring (window +
+/// max_batch positions, at most the context), the total is weights + KV + activations + logits rows, and
+/// the plan's default context is used when none is given. blockCount counts the blk.N of step names.
+TEST_F(PlanTest, MemoryAtCountsRingsAndTotals) {
+  KvCache ring{1, 1, 4, 4, DType::F16, Placement::Device};
+  ring.window = 8;
+  DevicePlanBuilder(plan.devices[0]).addKv(ring);
+  const std::vector<DeviceMemory> at100 = memoryAt(plan, 100);
+  ASSERT_EQ(at100.size(), 2u);
+  EXPECT_EQ(at100[0].kvBytes, 16u * 100 + 16u * (8 + 4)); // the full cache, and the ring of 12 positions
+  EXPECT_EQ(at100[1].kvBytes, 16u * 100);
+  const std::vector<DeviceSummary> s = summarizeDevices(plan);
+  for (size_t d = 0; d < 2; ++d)
+    EXPECT_EQ(at100[d].totalBytes,
+              s[d].weightBytes + at100[d].kvBytes + s[d].activationBytes + s[d].logitsBytes);
+  EXPECT_EQ(at100[0].logitsBytes, 4u * 8 * 4); // max_batch rows of n_vocab floats (no output-rows input)
+  EXPECT_EQ(memoryAt(plan, 10)[0].kvBytes, 16u * 10 + 16u * 10); // a ring never exceeds the context
+  EXPECT_EQ(memoryAt(plan)[0].ctx, plan.model.defaultCtx);
+  EXPECT_EQ(at100[0].hostTotalBytes, 0u);
+  std::string text = describePlan(plan, 100);
+  EXPECT_NE(text.find(fmt::format("for ctx 100; total {} ({} bytes)", bytesStr(at100[0].totalBytes),
+                                  at100[0].totalBytes)),
+            std::string::npos)
+      << text;
+
+  EXPECT_EQ(blockCount(plan), 0);
+  plan.devices[0].steps[0].name = "blk.0.get_rows";
+  plan.devices[0].steps[1].name = "blk.12.matmul";
+  plan.devices[1].steps[1].name = "blk.12.matmul";
+  plan.devices[1].steps[2].name = "output.all_gather";
+  EXPECT_EQ(blockCount(plan), 2);
+}
+
 } // namespace
 
 namespace {
@@ -659,11 +692,13 @@ TEST_F(PlanTest, SummarySeparatesHostBytesAndSteps) {
   EXPECT_EQ(s[0].hostSteps, 2u);
   EXPECT_EQ(s[0].logitsBytes, 4u * 8u * 4u); // max_batch 4 rows of n_vocab 8 floats, outside the arenas
   std::string text = describePlan(plan, 100);
-  EXPECT_NE(text.find("device 0 (cpu): weights 128 B, activations 256 B, logits rows 128 B, KV 0 B per token = "
-                      "0 B for ctx 100\n"
-                      "  host: weights 128 B, activations 192 B, KV 16 B per token = 1.6 KiB for ctx 100; "
-                      "2 host steps\n"),
-            std::string::npos)
+  // Each side ends with memoryAt's total: 128 + 0 + 256 + 128 on the device, 128 + 1600 + 192 on the host.
+  EXPECT_NE(
+      text.find("device 0 (cpu): weights 128 B, activations 256 B, logits rows 128 B, KV 0 B per token = "
+                "0 B for ctx 100; total 512 B (512 bytes)\n"
+                "  host: weights 128 B, activations 192 B, KV 16 B per token = 1.6 KiB for ctx 100; "
+                "2 host steps; total 1.9 KiB (1920 bytes)\n"),
+      std::string::npos)
       << text;
   // Without host placement there is no host line.
   Plan device = plan;

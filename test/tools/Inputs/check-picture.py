@@ -1,7 +1,8 @@
 """Checks `tpc inspect --html` and `--svg` of one plan against its `tpc inspect --json`, without a browser:
 usage check-picture.py PLAN.json PAGE.html FIGURES.svg. The SVG must be well-formed XML and the page must
 not reference anything outside itself; in both, the memory parts carry the --json bytes (KV for the default
-context), each device has as many collectives as --json counts with the same bytes per token, the weight
+context, rings for sliding-window layers)
+and add up to each device's total_bytes, the page's block count is --json's, each device has as many collectives as --json counts with the same bytes per token, the weight
 figures name each weight once, and the dataflow of the page's layers holds device 0's steps. Prints
 PICTURE-OK."""
 import collections
@@ -39,9 +40,9 @@ def with_class(items, cls):
 ctx = facts["default_ctx"]
 want_mem = {}
 for d, dev in enumerate(facts["devices"]):
-    for kind, side, v in (("weights", "device", dev["weight_bytes"]), ("kv", "device", dev["kv_bytes_per_token"] * ctx),
-                          ("activations", "device", dev["activation_bytes"]), ("weights", "host", dev["host_weight_bytes"]),
-                          ("kv", "host", dev["host_kv_bytes_per_token"] * ctx),
+    for kind, side, v in (("weights", "device", dev["weight_bytes"]), ("kv", "device", dev["kv_bytes"]),
+                          ("activations", "device", dev["activation_bytes"]), ("logits", "device", dev["logits_bytes"]), ("weights", "host", dev["host_weight_bytes"]),
+                          ("kv", "host", dev["host_kv_bytes"]),
                           ("activations", "host", dev["host_activation_bytes"])):
         if v:
             want_mem[(str(d), kind, side)] = v
@@ -49,6 +50,9 @@ for d, dev in enumerate(facts["devices"]):
 for where, items in (("page", page_items), ("svg", svg_items)):
     mem = {(a["data-device"], a["data-kind"], a["data-side"]): int(a["data-bytes"]) for a in with_class(items, "mem-seg")}
     assert mem == want_mem, (where, mem, want_mem)
+    for d, dev in enumerate(facts["devices"]):  # the device side's parts add up to the total --fit budgets
+        drawn = sum(v for (dd, _, side), v in mem.items() if dd == str(d) and side == "device")
+        assert drawn == dev["total_bytes"], (where, d, drawn, dev["total_bytes"])
     coll = with_class(items, "collective")
     for d, dev in enumerate(facts["devices"]):
         mine = [int(a["data-bytes"]) for a in coll if a["data-device"] == str(d)]
@@ -63,4 +67,6 @@ assert steps == list(range(facts["devices"][0]["steps"])), steps
 flows = [a for _, a in page_items if "flow" in a.get("class", "").split()]
 shown = [a["data-layer"] for a in flows if "display:none" not in a.get("style", "")]
 assert len(shown) == 1, shown
+blocks = [a["data-blocks"] for _, a in page_items if "data-blocks" in a]
+assert blocks == [str(facts["blocks"])], (blocks, facts["blocks"])
 print("PICTURE-OK", len(flows), "layers,", shown[0], "shown")

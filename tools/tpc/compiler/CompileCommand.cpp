@@ -1,38 +1,45 @@
 //===- CompileCommand.cpp - `tpc compile` -----------------------------------===//
 //
 // `tpc compile model.gguf --devices N [--tensor-split 3,2,1] [--override-tensor REGEX=cpu]...
-//  [--no-kv-offload] [--max-batch N] [--max-output-rows R] [-o plan.bin]`: import the GGUF, run the tpc pipeline (the same
+//  [--no-kv-offload] [--max-batch N] [--max-output-rows R] [-o plan.bin]`: import the GGUF, run the tpc
+//  pipeline (the same
 // builder tpc-opt's --tpc-pipeline uses) and write the device plan. `--emit=mlir [--stop-after STAGE]`
 // prints the IR instead (after `import` or any pipeline stage); `--report [--json]` prints memory per
 // device and the collectives per layer. MLIR diagnostics are collected and reported as one error line
 // naming the model; warnings are printed as they come. llama.cpp's spellings work too: `-ot`, `-nkvo`,
-// `-ts` (main.cpp), a comma-separated list in one --override-tensor, and the target `CPU`.
+// `-ts` (main.cpp), a comma-separated list in one --override-tensor, and the target `CPU`. `-c N` sets the
+// plan's default context; `--fit BUDGETS [--fit-ctx-min N] [--fit-kv q8_0|q4_0]` chooses the flags that make
+// every device's memory fit (Fit.h) and then compiles as if they had been given.
 //===----------------------------------------------------------------------===//
 #include "compiler/emit/PlanEmitter.h"
 #include "compiler/gguf/GGUFFile.h"
 #include "compiler/import/Importer.h"
-#include "tools/tpc/compiler/CompileReport.h"
 #include "passes/Pipelines.h"
 #include "runtime/plan/PlanIO.h"
+#include "runtime/support/Progress.h"
 #include "tools/tpc/Command.h"
 #include "tools/tpc/ModelSource.h"
+#include "tools/tpc/compiler/CompileReport.h"
+#include "tools/tpc/compiler/Fit.h"
 
 #include "dialects/tpc/IR/TpcOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <map>
 #include <cctype>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -50,6 +57,10 @@ struct CompileOptions {
   bool printIrAfterAll = false;
   bool report = false;
   bool json = false;
+  int64_t ctx = 0;           ///< -c: the plan's default context (0: the emitter's)
+  std::string fit;           ///< --fit budgets (Fit.h)
+  int64_t fitCtxMin = 4096;  ///< --fit-ctx-min
+  std::string fitKv = "f16"; ///< --fit-kv: the lowest KV cache type --fit may choose
 };
 
 std::string printIR(mlir::ModuleOp m) {
@@ -68,6 +79,21 @@ void writeText(const std::string &path, const std::string &text) {
   if (!out || std::fwrite(text.data(), 1, text.size(), out.get()) != text.size())
     throw Failure(path + ": cannot write the output (-o)");
 }
+
+/// Counts the passes run on the module itself (the top level of the pipeline) into a Progress.
+class PassProgress : public mlir::PassInstrumentation {
+public:
+  PassProgress(mlir::ModuleOp module, std::shared_ptr<Progress> shown)
+      : module_(module.getOperation()), shown_(std::move(shown)) {}
+  void runAfterPass(mlir::Pass *, mlir::Operation *op) override {
+    if (op == module_)
+      shown_->add(1);
+  }
+
+private:
+  mlir::Operation *module_;
+  std::shared_ptr<Progress> shown_;
+};
 
 /// One compilation of a GGUF: the file, an MLIR context whose errors are collected into one line (warnings
 /// are printed as they come, prefixed `who`), the module. Each step throws Failure naming the model.
@@ -117,7 +143,14 @@ public:
       pm.enableIRPrinting([](mlir::Pass *, mlir::Operation *) { return false; },
                           [](mlir::Pass *, mlir::Operation *) { return true; },
                           /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
-    if (mlir::failed(pm.run(*module_)))
+    // A large model's passes take seconds each: progress per top-level pass (nothing under a second).
+    auto shown =
+        std::make_shared<Progress>(fmt::format("compiling {}", model_),
+                                   static_cast<uint64_t>(std::distance(pm.begin(), pm.end())), "passes");
+    pm.addInstrumentation(std::make_unique<PassProgress>(*module_, shown));
+    const mlir::LogicalResult ran = pm.run(*module_);
+    shown->finish();
+    if (mlir::failed(ran))
       throw Failure(fmt::format("{}: compiling for {} device(s) failed: {}", model_, pipe.devices,
                                 diagnostics_.empty() ? "a pass failed without a message" : diagnostics_));
   }
@@ -141,6 +174,36 @@ private:
   mlir::OwningOpRef<mlir::ModuleOp> module_;
 };
 
+/// --fit: the request and context Fit.h's search chooses from the user's flags, its decisions printed on
+/// stderr (stdout stays the report's, JSON included).
+std::pair<CompileRequest, int64_t> fitRequest(const CompileOptions &opts, const CompileRequest &given) {
+  FitOptions fo;
+  fo.budgets = parseFitBudgets(opts.fit);
+  const size_t n = fo.budgets.devices.size();
+  const bool devicesGiven = opts.flags.devicesOption && opts.flags.devicesOption->count() > 0;
+  if ((devicesGiven || !given.tensorSplit.empty()) && size_t(given.devices) != n)
+    throw Failure(fmt::format("--fit {} gives {} budget(s) for {} device(s); give one budget per device",
+                              opts.fit, n, given.devices));
+  CompileRequest base = given;
+  base.devices = int64_t(n);
+  fo.ctxStart = opts.ctx;
+  fo.ctxMin = opts.fitCtxMin;
+  fo.kvLowest = opts.fitKv;
+  fo.sharesGiven = !given.tensorSplit.empty();
+  fo.moeSplitGiven = std::any_of(opts.flags.options.begin(), opts.flags.options.end(), [](CLI::Option *o) {
+    return o && o->get_name() == "--moe-split" && o->count() > 0;
+  });
+  auto compile = [&](const CompileRequest &r) {
+    Compilation c(opts.model, "tpc compile --fit");
+    c.import();
+    c.runPipeline(r, "", false);
+    return c.emit();
+  };
+  FitResult fit =
+      fitToBudgets(base, fo, compile, [](const std::string &line) { fmt::print(stderr, "{}\n", line); });
+  return {fit.request, fit.ctx};
+}
+
 void runCompile(const CompileOptions &opts) {
   const auto &stages = mlir::tpc::pipelineStages();
   if (!opts.stopAfter.empty()) {
@@ -157,7 +220,15 @@ void runCompile(const CompileOptions &opts) {
     throw Failure("--json needs --report");
   if (opts.report && opts.emit != "plan")
     throw Failure("--report describes the plan; it cannot be combined with --emit=" + opts.emit);
-  const CompileRequest request = checkCompileFlags(opts.flags);
+  CompileRequest request = checkCompileFlags(opts.flags);
+  int64_t ctx = opts.ctx;
+  if (opts.fit.empty() && (opts.fitKv != "f16" || opts.fitCtxMin != 4096))
+    throw Failure("--fit-kv and --fit-ctx-min tell --fit what it may choose; give --fit BUDGETS too");
+  if (!opts.fit.empty()) {
+    if (opts.emit != "plan")
+      throw Failure("--fit chooses a plan; it cannot be combined with --emit=" + opts.emit);
+    std::tie(request, ctx) = fitRequest(opts, request);
+  }
 
   Compilation c(opts.model, "tpc compile");
   c.import();
@@ -168,6 +239,8 @@ void runCompile(const CompileOptions &opts) {
     return;
   }
   rt::Plan plan = c.emit();
+  if (ctx > 0)
+    plan.model.defaultCtx = ctx;
   if (opts.report)
     printReport(opts.model, opts.json, c.module(), plan);
   // With --report the plan is written only where -o asks for it.
@@ -197,6 +270,23 @@ void registerCompile(CLI::App &app) {
   cmd->add_flag("--report", opts->report,
                 "Print memory per device and collectives per layer (writes the plan only with -o)");
   cmd->add_flag("--json", opts->json, "With --report: JSON instead of tables");
+  cmd->add_option(
+         "-c,--ctx-size", opts->ctx,
+         "The plan's default context (run and serve use it unless given -c; default: the training "
+         "context, at most 4096); with --fit, the context it starts from (default: the training context)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 26));
+  cmd->add_option(
+      "--fit", opts->fit,
+      "BUDGET,BUDGET[,host=BUDGET] (e.g. 24GiB,24GiB,host=64GiB) or auto (the CUDA devices' free "
+      "memory): choose the context, KV cache type, MoE split and host-placed experts so that every "
+      "device's total is within its budget (one line per decision on stderr)");
+  cmd->add_option("--fit-ctx-min", opts->fitCtxMin, "With --fit: the smallest context it may choose")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 26));
+  cmd->add_option("--fit-kv", opts->fitKv,
+                  "With --fit: the lowest KV cache type it may choose: f16 (never quantize), q8_0 or q4_0")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f16", "q8_0", "q4_0"}));
   cmd->callback([opts] { runCompile(*opts); });
 }
 

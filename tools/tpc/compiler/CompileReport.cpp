@@ -140,6 +140,7 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
   const size_t n = plan.devices.size();
   // Memory split by side (what each GPU allocates vs what stays in host memory), as `tpc inspect` shows it.
   const std::vector<rt::DeviceSummary> mem = rt::summarizeDevices(plan);
+  const std::vector<rt::DeviceMemory> atCtx = rt::memoryAt(plan); // the plan's context: what --fit budgets
   const std::vector<uint64_t> whole = mirroredWeightBytes(m, plan);
   const std::map<int64_t, MoeLayer> moe = moeLayers(m);
   const bool anyHost = std::any_of(mem.begin(), mem.end(), [](const rt::DeviceSummary &m) {
@@ -147,19 +148,26 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
   });
   if (json) {
     std::string s =
-        fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"devices\": [", model, plan.model.arch);
+        fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"blocks\": {}, \"ctx\": {}, \"devices\": [",
+                    model, plan.model.arch, rt::blockCount(plan), plan.model.defaultCtx);
     for (size_t d = 0; d < n; ++d) {
       const rt::DeviceSummary &m = mem[d];
-      s += fmt::format("{}{{\"device\": {}, \"weight_bytes\": {}, \"kv_bytes_per_1k_tokens\": {}, "
-                       "\"kv_full_bytes_per_token\": {}, \"kv_full_layers\": {}, "
-                       "\"kv_window_bytes_per_position\": {}, \"kv_window_layers\": {}, "
-                       "\"activation_bytes\": {}, \"host_weight_bytes\": {}, \"host_kv_bytes_per_1k_tokens\": {}, "
-                       "\"host_activation_bytes\": {}, \"mirrored_weight_bytes\": {}, "
-                       "\"recurrent_bytes_per_sequence\": {}, \"recurrent_layers\": {}}}",
-                       d ? ", " : "", d, m.weightBytes, rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Device),
-                       m.kvFullBytesPerToken, m.kvFullLayers, m.kvWindowBytesPerPosition, m.kvWindowLayers,
-                       m.activationBytes, m.hostWeightBytes, rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Host),
-                       m.hostActivationBytes, whole[d], m.recurrentBytesPerSequence, m.recurrentLayers);
+      const rt::DeviceMemory &c = atCtx[d];
+      s += fmt::format("{}{{\"device\": {}, \"total_bytes\": {}, \"kv_bytes\": {}, \"logits_bytes\": {}, "
+                       "\"host_total_bytes\": {}, \"host_kv_bytes\": {}, ",
+                       d ? ", " : "", d, c.totalBytes, c.kvBytes, c.logitsBytes, c.hostTotalBytes,
+                       c.hostKvBytes);
+      s += fmt::format(
+          "\"weight_bytes\": {}, \"kv_bytes_per_1k_tokens\": {}, "
+          "\"kv_full_bytes_per_token\": {}, \"kv_full_layers\": {}, "
+          "\"kv_window_bytes_per_position\": {}, \"kv_window_layers\": {}, "
+          "\"activation_bytes\": {}, \"host_weight_bytes\": {}, \"host_kv_bytes_per_1k_tokens\": {}, "
+          "\"host_activation_bytes\": {}, \"mirrored_weight_bytes\": {}, "
+          "\"recurrent_bytes_per_sequence\": {}, \"recurrent_layers\": {}}}",
+          m.weightBytes, rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Device), m.kvFullBytesPerToken,
+          m.kvFullLayers, m.kvWindowBytesPerPosition, m.kvWindowLayers, m.activationBytes, m.hostWeightBytes,
+          rt::kvBytesFor(plan, d, 1024, 1, rt::Placement::Host), m.hostActivationBytes, whole[d],
+          m.recurrentBytesPerSequence, m.recurrentLayers);
     }
     s += "], \"collectives\": [";
     bool first = true;
@@ -191,12 +199,17 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
   const double MiB = 1048576.0;
   // Recurrent (linear-attention) states are per sequence and do not grow with the context: their own column.
   const bool anyRecurrent = std::any_of(mem.begin(), mem.end(), [](const rt::DeviceSummary &m) { return m.recurrentLayers > 0; });
-  fmt::print("| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |{}{}\n",
-             anyRecurrent ? " recurrent state per sequence (MiB) |" : "",
-             anyHost ? " host weights (MiB) | host KV per 1k tokens (MiB) | host activations (MiB) |" : "");
-  fmt::print("|-------:|--------------:|-----------------------:|------------------:|{}{}\n",
-             anyRecurrent ? "-----------------------------------:|" : "",
-             anyHost ? "-------------------:|----------------------------:|-----------------------:|" : "");
+  // The last column is rt::memoryAt's total at the plan's context (weights, KV with rings, activations,
+  // logits rows): the figure `tpc inspect` prints and --fit holds to a budget.
+  fmt::print(
+      "| device | weights (MiB) | KV per 1k tokens (MiB) | activations (MiB) |{}{} total at ctx {} (MiB) |\n",
+      anyRecurrent ? " recurrent state per sequence (MiB) |" : "",
+      anyHost ? " host weights (MiB) | host KV per 1k tokens (MiB) | host activations (MiB) |" : "",
+      plan.model.defaultCtx);
+  fmt::print(
+      "|-------:|--------------:|-----------------------:|------------------:|{}{}--------------------:|\n",
+      anyRecurrent ? "-----------------------------------:|" : "",
+      anyHost ? "-------------------:|----------------------------:|-----------------------:|" : "");
   for (size_t d = 0; d < n; ++d) {
     const rt::DeviceSummary &m = mem[d];
     const uint64_t rec = m.recurrentBytesPerSequence;
@@ -214,7 +227,7 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
     if (anyHost)
       fmt::print(" {:>18.3f} | {:>27.3f} | {:>22.3f} |", m.hostWeightBytes / MiB,
                  kvOf(rt::Placement::Host) / MiB, m.hostActivationBytes / MiB);
-    fmt::print("\n");
+    fmt::print(" {:>19.3f} |\n", atCtx[d].totalBytes / MiB);
   }
   // KV by layer kind: a full layer's cache grows with the context, a sliding-window layer's is a ring of
   // window + max batch positions (the "per 1k tokens" column counts both at a context of 1024).
