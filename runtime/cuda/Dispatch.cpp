@@ -382,7 +382,7 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.sinks = in.size() > (p.gated ? 5u : 4u) ? in[4].f() : nullptr;
     a.kc = kv.k;
     a.vc = kv.v;
-    a.f16 = kv.desc.dtype == DType::F16;
+    a.f16 = kv.desc.typeK == GGMLType::F16; // both halves f16 or both f32 (openCudaSession refuses q8_0 / q4_0)
     a.t = x.shape[0];
     a.hq = x.shape[1];
     a.hkv = in[1].shape[1];

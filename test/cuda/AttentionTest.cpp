@@ -66,7 +66,7 @@ int32_t attentionStep(PlanMaker &mk, const AttnCase &c, int64_t rows, uint32_t s
   int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(rows * c.hkv * c.dk, seed + 1, -2, 2));
   int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(rows * c.hkv * c.dv, seed + 2));
   int32_t y = mk.act(0, {-1, c.hq, c.dv});
-  int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, Placement::Device});
+  int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache == DType::F32 ? GGMLType::F32 : GGMLType::F16, c.cache == DType::F32 ? GGMLType::F32 : GGMLType::F16, Placement::Device});
   std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
   if (c.sinks)
     in.push_back(mk.input(0, {c.hq}, randomFloats(c.hq, seed + 3)));
@@ -111,7 +111,7 @@ TEST(CudaKernels, AttentionQueryHeadRangesOverMirroredKv) {
     int32_t ki = mk.tokenInput(0, {hkv, dk}, randomFloats(rows * hkv * dk, 8, -2, 2));
     int32_t vi = mk.tokenInput(0, {hkv, dv}, randomFloats(rows * hkv * dv, 9));
     int32_t y = mk.act(0, {-1, n, dv});
-    int32_t kv = mk.b(0).addKv({0, int32_t(hkv), int32_t(dk), int32_t(dv), DType::F16, Placement::Device});
+    int32_t kv = mk.b(0).addKv({0, int32_t(hkv), int32_t(dk), int32_t(dv), GGMLType::F16, GGMLType::F16, Placement::Device});
     AttentionParams ap{kv, 0, 0.3f, 0, false, h0, group};
     PackedParams pk = ap.pack();
     mk.b(0).step(OpKind::Attention, {qi, ki, vi, mk.positions[0]}, {y}, pk.ints, pk.floats);

@@ -35,13 +35,15 @@ int main(int argc, char **argv) {
     fn(app);
   try {
     // llama.cpp's multi-letter flags (`tpc run --bench -pp 512 -tg 128`, `tpc compile -ot X=CPU -nkvo
-    // -ts 3,1`): CLI11 only declares one-letter short names, so these spellings become the long options.
+    // -ts 3,1 -ctk q8_0`): CLI11 only declares one-letter short names, so these spellings become the long options.
     static const std::map<std::string, std::string> kLlamaFlags = {{"-pp", "--pp"},
                                                                   {"-tg", "--tg"},
                                                                   {"-ot", "--override-tensor"},
                                                                   {"-nkvo", "--no-kv-offload"},
                                                                   {"-ts", "--tensor-split"},
-                                                                  {"-np", "--parallel"}};
+                                                                  {"-np", "--parallel"},
+                                                                  {"-ctk", "--cache-type-k"},
+                                                                  {"-ctv", "--cache-type-v"}};
     std::vector<std::string> args(argv + 1, argv + argc);
     for (std::string &a : args)
       if (auto it = kLlamaFlags.find(a); it != kLlamaFlags.end())

@@ -1,0 +1,172 @@
+//===- KvCacheTypeTest.cpp - the fixtures with q8_0 / q4_0 KV caches ---------===//
+//
+// `tpc compile -ctk/-ctv` on the shared fixtures at 1, 2 and 3 (3,2,1) devices, evaluated teacher-forced
+// (test/common/FixtureCheck.h) beside the same plan compiled with the default f16 caches and run with f32
+// caches (SessionOptions::f32KvCache: the cache without rounding).
+//
+// What is compared with what: this machine has no reference-engine binary that dumps logits with a q8_0
+// cache (no llama-perplexity in the reference build; the fixtures' logits were made with f16 caches), so
+// the check is against our own runs, with bounds derived from the formats:
+//  - A cache's rounding perturbs the logits, to first order, in proportion to the rounding error of the
+//    K/V values. f16 rounds a value x to within 2^-11 |x| (uniform: rms ~ 2^-11 |x| / sqrt(3)); q8_0 to
+//    within half a step of amax / 127 (uniform: rms = amax / (127 sqrt(12)) = amax / 440), amax the largest
+//    |x| of the value's block of 32. With rms(x) |x| ~ 0.8 rms and amax ~ 2.5 rms for 32 values of a
+//    roughly normal head row, q8_0's error is ~ (2.5 / 440) / (0.8 * 2^-11 / 1.73) = 24 times f16's.
+//    So e(q8_0) <= 60 e(f16), e = rms of the logits' difference from the f32-cache run (a factor 2.5 of
+//    margin for rows with larger amax / rms: outlier channels, k-norms). e(q8_0) > 2 e(f16) too: a cache
+//    that was not quantized would fail that.
+//  - q4_0's step is amax / 8 (signed max maps to -8), 127 / 8 = 16 times q8_0's, so e(q4_0) <= 16 x 60
+//    e(f16) and e(q4_0) > e(q8_0). First order holds less well there (an output moves by up to a few
+//    percent), hence "looser".
+//  - q8_0 against the reference logits (f16 caches, activations quantized the reference's way) within
+//    the fixture's own tolerance: q8_0's noise is a fraction of what the tolerance allows for.
+//  - Splits: each device quantizes whole rows of its own KV heads (blocks lie inside a head), so a split
+//    q8_0 plan stores the values one device stores, and differs from it only as f16 plans do (summation
+//    order); held to the fixture's tolerance, as FidelityTest holds its quantized plans.
+// Cases also cover the sliding-window rings (gemma3, gemma4), recurrent layers beside quantized attention
+// caches (qwen35moe: its DeltaNet states stay f32), sinks (gpt-oss), and host-placed caches
+// (--no-kv-offload).
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Executor.h"
+#include "runtime/plan/PlanIO.h"
+
+#include "test/common/FixtureCheck.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace tpc::rt;
+
+namespace {
+
+using Reference = tpc::test::FixtureReference;
+
+const std::string kTpc = std::string(TPC_BINARY_DIR) + "/bin/tpc";
+
+struct Case {
+  std::string model;
+  int devices;
+  std::string split; ///< --tensor-split, empty: equal
+  std::string flags; ///< further compile flags
+};
+
+void PrintTo(const Case &c, std::ostream *os) {
+  *os << c.model << " devices=" << c.devices << (c.split.empty() ? "" : " split " + c.split) << " " << c.flags;
+}
+
+std::string compile(const std::string &gguf, const Case &c, const std::string &cacheFlags, const std::string &tag) {
+  std::string plan = ::testing::TempDir() + "tpc-kvq-" + std::to_string(::getpid()) + "-" + tag + ".plan";
+  std::string cmd = kTpc + " compile " + gguf + " --devices " + std::to_string(c.devices) + " --max-batch 16 -o " +
+                    plan + " " + cacheFlags + " " + c.flags;
+  if (!c.split.empty())
+    cmd += " --tensor-split " + c.split;
+  auto [rc, out] = tpc::test::runShell(cmd + " 2>&1");
+  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
+  return rc == 0 ? plan : "";
+}
+
+std::vector<float> evaluate(const std::string &planPath, const Reference &ref, bool f32Kv = false) {
+  auto plan = loadPlan(planPath);
+  EXPECT_TRUE(plan) << plan.message();
+  if (!plan)
+    return {};
+  SessionOptions o;
+  o.threads = 2;
+  o.ctxSize = std::max<int64_t>(64, int64_t(ref.rows()));
+  o.f32KvCache = f32Kv;
+  auto s = Session::open(std::move(*plan), o);
+  EXPECT_TRUE(s) << s.message();
+  if (!s)
+    return {};
+  auto got = tpc::test::teacherForced(**s, ref);
+  EXPECT_TRUE(got) << got.message();
+  return got ? got.take() : std::vector<float>{};
+}
+
+/// rms of a - b (sizes equal, asserted by the caller).
+double rmsDiff(const std::vector<float> &a, const std::vector<float> &b) {
+  double sq = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    sq += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  return a.empty() ? 0 : std::sqrt(sq / double(a.size()));
+}
+
+class KvCacheTypes : public ::testing::TestWithParam<Case> {};
+
+TEST_P(KvCacheTypes, Q8AndQ4WithinTheirBounds) {
+  const Case &c = GetParam();
+  const char *shared = std::getenv("TPC_SHARED_DIR");
+  const std::string dir = shared ? std::string(shared) + "/fixtures" : "";
+  const std::string gguf = dir + "/" + c.model + ".gguf";
+  if (!shared || !std::ifstream(gguf))
+    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model << ".gguf not found; set TPC_SHARED_DIR to ../shared";
+  ASSERT_EQ(::access(kTpc.c_str(), X_OK), 0) << kTpc << " not built";
+  const Reference ref = tpc::test::readFixtureReference(dir + "/" + c.model);
+  ASSERT_TRUE(ref.ok) << ref.error;
+  std::ostringstream whatStream;
+  PrintTo(c, &whatStream);
+  const std::string what = whatStream.str();
+
+  const std::string f16 = compile(gguf, c, "", "f16"), q8 = compile(gguf, c, "-ctk q8_0 -ctv q8_0", "q8");
+  const std::string q4 = compile(gguf, c, "--cache-type-k q4_0 --cache-type-v q4_0", "q4");
+  ASSERT_FALSE(f16.empty() || q8.empty() || q4.empty());
+  const std::vector<float> exact = evaluate(f16, ref, /*f32Kv=*/true), half = evaluate(f16, ref);
+  const std::vector<float> got8 = evaluate(q8, ref), got4 = evaluate(q4, ref);
+  ASSERT_TRUE(exact.size() == ref.logits.size() && half.size() == exact.size() && got8.size() == exact.size() &&
+              got4.size() == exact.size())
+      << what;
+  const double e16 = rmsDiff(half, exact), e8 = rmsDiff(got8, exact), e4 = rmsDiff(got4, exact);
+  std::printf("[ kv types ] %s: rms vs f32 caches: f16 %.3g, q8_0 %.3g (%.1fx), q4_0 %.3g (%.1fx)\n", what.c_str(),
+              e16, e8, e8 / e16, e4, e4 / e16);
+  EXPECT_GT(e16, 0) << what << ": f32KvCache changed nothing";
+  EXPECT_LE(e8, 60 * e16) << what << ": q8_0 caches";
+  EXPECT_GT(e8, 2 * e16) << what << ": q8_0 moved the logits no more than f16 (is the cache quantized?)";
+  EXPECT_LE(e4, 16 * 60 * e16) << what << ": q4_0 caches";
+  EXPECT_GT(e4, e8) << what << ": q4_0 moved the logits less than q8_0";
+  ::testing::AssertionResult vsRef = tpc::test::matchesReference(got8, ref);
+  EXPECT_TRUE(vsRef) << what << ": q8_0 caches vs the reference (f16 caches)";
+  std::printf("[ kv types ] %s: q8_0 vs reference %s\n", what.c_str(), vsRef.message());
+  if (c.devices > 1) { // the one-device q8_0 plan: the same stored values, another summation order
+    Case one = c;
+    one.devices = 1, one.split.clear();
+    const std::string q8one = compile(gguf, one, "-ctk q8_0 -ctv q8_0", "q8one");
+    ASSERT_FALSE(q8one.empty());
+    ::testing::AssertionResult vsOne = tpc::test::allWithin(got8, evaluate(q8one, ref), ref.tolMax);
+    EXPECT_TRUE(vsOne) << what << ": q8_0 vs devices=1";
+    std::remove(q8one.c_str());
+  }
+  for (const std::string &p : {f16, q8, q4})
+    std::remove(p.c_str());
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const char *m : {"tiny-llama", "tiny-llama-Q8_0", "tiny-qwen3", "tiny-gemma3", "tiny-gemma4moe",
+                        "tiny-qwen35moe", "tiny-gptoss"}) {
+    all.push_back({m, 1, "", ""});
+    all.push_back({m, 2, "", ""});
+    all.push_back({m, 3, "3,2,1", ""});
+  }
+  all.push_back({"tiny-llama", 2, "", "--no-kv-offload"}); // host-placed caches
+  return all;
+}
+
+std::string caseName(const ::testing::TestParamInfo<Case> &i) {
+  std::string n = i.param.model + "_" + std::to_string(i.param.devices) + (i.param.flags.empty() ? "" : "_nkvo");
+  for (char &ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch)))
+      ch = '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, KvCacheTypes, ::testing::ValuesIn(cases()), caseName);
+
+} // namespace
