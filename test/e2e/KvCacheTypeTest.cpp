@@ -10,19 +10,26 @@
 //  - A cache's rounding perturbs the logits, to first order, in proportion to the rounding error of the
 //    K/V values. f16 rounds a value x to within 2^-11 |x| (uniform: rms ~ 2^-11 |x| / sqrt(3)); q8_0 to
 //    within half a step of amax / 127 (uniform: rms = amax / (127 sqrt(12)) = amax / 440), amax the largest
-//    |x| of the value's block of 32. With rms(x) |x| ~ 0.8 rms and amax ~ 2.5 rms for 32 values of a
+//    |x| of the value's block of 32. With mean |x| ~ 0.8 rms and amax ~ 2.5 rms for 32 values of a
 //    roughly normal head row, q8_0's error is ~ (2.5 / 440) / (0.8 * 2^-11 / 1.73) = 24 times f16's.
 //    So e(q8_0) <= 60 e(f16), e = rms of the logits' difference from the f32-cache run (a factor 2.5 of
-//    margin for rows with larger amax / rms: outlier channels, k-norms). e(q8_0) > 2 e(f16) too: a cache
-//    that was not quantized would fail that.
-//  - q4_0's step is amax / 8 (signed max maps to -8), 127 / 8 = 16 times q8_0's, so e(q4_0) <= 16 x 60
-//    e(f16) and e(q4_0) > e(q8_0). First order holds less well there (an output moves by up to a few
-//    percent), hence "looser".
-//  - q8_0 against the reference logits (f16 caches, activations quantized the reference's way) within
-//    the fixture's own tolerance: q8_0's noise is a fraction of what the tolerance allows for.
+//    margin for rows with larger amax / rms: outlier channels, k-norms), and e(q8_0) > 2 e(f16): a cache
+//    that was not quantized fails that. Measured on the F32 fixtures: 25 to 32 times.
+//  - q4_0's step is amax / 8 (the signed max maps to -8), 127 / 8 = 16 times q8_0's: e(q4_0) <= 16 x 60
+//    e(f16) and e(q4_0) > e(q8_0). First order holds less well there (measured 16 to 21 times q8_0's), so
+//    every fixture also holds e(q4_0) <= 32 e(q8_0), twice the step ratio.
+//  - Against the reference's logits (f16 caches): rms(q8 - ref) <= rms(q8 - f32) + rms(f32 - ref) (the
+//    triangle inequality), the first at most 60 e(f16), the second within the fixture's tol_rms; and
+//    max |q8 - ref| <= tol_max_abs + 8 x 60 e(f16) (8: the largest |d| of the ~14k logits of a roughly
+//    normal difference is ~4 rms; measured 4.7 to 6.1).
+//  - Quantized weights (ref.f32 false): the CPU path quantizes activations to 8 bits before each matmul,
+//    and a different cache rounding flips some of those roundings, so e(f16) is that noise (0.016 on
+//    tiny-llama-Q8_0, 50 times an F32 fixture's) and the first-order bounds say nothing. There q8_0 must
+//    meet the fixture's own tolerances against the reference (sized for that activation noise), and q4_0
+//    the step-ratio bound above.
 //  - Splits: each device quantizes whole rows of its own KV heads (blocks lie inside a head), so a split
-//    q8_0 plan stores the values one device stores, and differs from it only as f16 plans do (summation
-//    order); held to the fixture's tolerance, as FidelityTest holds its quantized plans.
+//    q8_0 plan stores the values one device stores up to the summation order of K and V, whose 1e-7
+//    changes flip a rounding now and then (see the bound at the check).
 // Cases also cover the sliding-window rings (gemma3, gemma4), recurrent layers beside quantized attention
 // caches (qwen35moe: its DeltaNet states stay f32), sinks (gpt-oss), and host-placed caches
 // (--no-kv-offload).
@@ -127,19 +134,38 @@ TEST_P(KvCacheTypes, Q8AndQ4WithinTheirBounds) {
   std::printf("[ kv types ] %s: rms vs f32 caches: f16 %.3g, q8_0 %.3g (%.1fx), q4_0 %.3g (%.1fx)\n", what.c_str(),
               e16, e8, e8 / e16, e4, e4 / e16);
   EXPECT_GT(e16, 0) << what << ": f32KvCache changed nothing";
-  EXPECT_LE(e8, 60 * e16) << what << ": q8_0 caches";
-  EXPECT_GT(e8, 2 * e16) << what << ": q8_0 moved the logits no more than f16 (is the cache quantized?)";
-  EXPECT_LE(e4, 16 * 60 * e16) << what << ": q4_0 caches";
+  EXPECT_LE(e4, 32 * e8) << what << ": q4_0 caches against q8_0's";
   EXPECT_GT(e4, e8) << what << ": q4_0 moved the logits less than q8_0";
-  ::testing::AssertionResult vsRef = tpc::test::matchesReference(got8, ref);
-  EXPECT_TRUE(vsRef) << what << ": q8_0 caches vs the reference (f16 caches)";
-  std::printf("[ kv types ] %s: q8_0 vs reference %s\n", what.c_str(), vsRef.message());
+  if (ref.f32) {
+    EXPECT_LE(e8, 60 * e16) << what << ": q8_0 caches";
+    EXPECT_GT(e8, 2 * e16) << what << ": q8_0 moved the logits no more than f16 (is the cache quantized?)";
+    EXPECT_LE(e4, 16 * 60 * e16) << what << ": q4_0 caches";
+    const double vsRefRms = rmsDiff(got8, ref.logits);
+    EXPECT_LE(vsRefRms, ref.tolRms + 60 * e16) << what << ": q8_0 caches vs the reference, rms";
+    ::testing::AssertionResult vsRef = tpc::test::allWithin(got8, ref.logits, ref.tolMax + 8 * 60 * e16);
+    EXPECT_TRUE(vsRef) << what << ": q8_0 caches vs the reference, max";
+    std::printf("[ kv types ] %s: q8_0 vs reference rms %.3g (bound %.3g), %s\n", what.c_str(), vsRefRms,
+                ref.tolRms + 60 * e16, vsRef.message());
+  } else {
+    ::testing::AssertionResult vsRef = tpc::test::matchesReference(got8, ref);
+    EXPECT_TRUE(vsRef) << what << ": q8_0 caches vs the reference (f16 caches)";
+    std::printf("[ kv types ] %s: q8_0 vs reference %s\n", what.c_str(), vsRef.message());
+  }
   if (c.devices > 1) { // the one-device q8_0 plan: the same stored values, another summation order
     Case one = c;
     one.devices = 1, one.split.clear();
     const std::string q8one = compile(gguf, one, "-ctk q8_0 -ctv q8_0", "q8one");
     ASSERT_FALSE(q8one.empty());
-    ::testing::AssertionResult vsOne = tpc::test::allWithin(got8, evaluate(q8one, ref), ref.tolMax);
+    const std::vector<float> one8 = evaluate(q8one, ref);
+    double scale = 0;
+    for (float v : one8)
+      scale = std::max(scale, std::fabs(double(v)));
+    // FidelityTest holds an F32 fixture's split to 1e-4 of the logit scale (summation order, f32 caches);
+    // with a rounding cache that order now and then flips a rounding, which moves one value by a step:
+    // q8_0's is up to 60 times f16's (the bound above), so 60 times FidelityTest's bound (tiny-gemma4moe,
+    // the most sensitive: 0.0105). Quantized weights: the fixture's tolerance, as in FidelityTest.
+    const double bound = ref.f32 ? 60 * 1e-4 * std::max(1.0, scale) : ref.tolMax;
+    ::testing::AssertionResult vsOne = tpc::test::allWithin(got8, one8, bound);
     EXPECT_TRUE(vsOne) << what << ": q8_0 vs devices=1";
     std::remove(q8one.c_str());
   }
