@@ -173,6 +173,42 @@ TEST_P(KvCacheTypes, Q8AndQ4WithinTheirBounds) {
     std::remove(p.c_str());
 }
 
+/// "Final estimate: PPL = X" of `tpc perplexity`'s output, or NaN.
+double finalPpl(const std::string &out) {
+  const std::string key = "Final estimate: PPL = ";
+  const size_t at = out.find(key);
+  return at == std::string::npos ? NAN : std::atof(out.c_str() + at + key.size());
+}
+
+// Gemma 3 270M (Q4_K_M) on the GPL-3 text, 4 chunks of 512 (1020 scored tokens), as llama-perplexity scores
+// it: q8_0 caches within 0.5% of f16's perplexity (issue 37), and not equal to it (the caches are
+// quantized). Both runs score the same tokens, so the ratio is not the texts' sampling noise but what the
+// cache costs (measured: 15.1416 against 15.1390, +0.02%). The model is what `make demo` fetches
+// (build/demo/models), or TPC_GEMMA_GGUF; without it, or without the text, the test is skipped.
+TEST(KvCacheTypesGemma, Q8PerplexityWithinHalfAPercentOfF16) {
+  const char *env = std::getenv("TPC_GEMMA_GGUF");
+  const std::string model = env ? env : std::string(TPC_BINARY_DIR) + "/demo/models/gemma-3-270m-q4_k_m.gguf";
+  const std::string text = "/usr/share/common-licenses/GPL-3";
+  if (!std::ifstream(model))
+    GTEST_SKIP() << model << " not found: `make demo` fetches Gemma 3 270M there, or set TPC_GEMMA_GGUF";
+  if (!std::ifstream(text))
+    GTEST_SKIP() << text << " not found (Debian's base-files has it)";
+  ASSERT_EQ(::access(kTpc.c_str(), X_OK), 0) << kTpc << " not built";
+  double ppl[2];
+  const char *flags[2] = {"", "-ctk q8_0 -ctv q8_0"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string cmd = kTpc + " perplexity " + model + " " + flags[i] + " -f " + text + " -c 512 --chunks 4 -t 2";
+    auto [rc, out] = tpc::test::runShell(cmd + " 2>&1");
+    ASSERT_EQ(rc, 0) << cmd << "\n" << out;
+    ppl[i] = finalPpl(out);
+    ASSERT_TRUE(std::isfinite(ppl[i]) && ppl[i] > 1) << cmd << "\n" << out;
+  }
+  std::printf("[ kv types ] Gemma 3 270M, GPL-3, 4 x 512: PPL f16 %.4f, q8_0 %.4f (%+.3f%%)\n", ppl[0], ppl[1],
+              100 * (ppl[1] / ppl[0] - 1));
+  EXPECT_LE(std::fabs(ppl[1] / ppl[0] - 1), 0.005);
+  EXPECT_NE(ppl[1], ppl[0]) << "q8_0 caches gave f16's perplexity to 4 decimals: is the cache quantized?";
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   for (const char *m : {"tiny-llama", "tiny-llama-Q8_0", "tiny-qwen3", "tiny-gemma3", "tiny-gemma4moe",
