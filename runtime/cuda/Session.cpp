@@ -229,16 +229,6 @@ Expected<std::unique_ptr<Session>> openCudaSession(Plan plan, const SessionOptio
     return Error{"f32 KV caches (--f32-kv) run on the CPU backend only; use --backend cpu"};
   if (opts.stepObserver)
     return Error{"a step observer (e.g. --profile-routing) runs on the CPU backend only; use --backend cpu"};
-  // The CUDA attention kernels read caches whose halves are both f16 or both f32; q8_0 / q4_0 halves (and
-  // mixed ones) run on the CPU backend.
-  for (const DevicePlan &dp : plan.devices)
-    for (const KvCache &c : dp.kv)
-      if (c.kind == CacheKind::Attention &&
-          (isQuantizedKvType(c.typeK) || isQuantizedKvType(c.typeV) || c.typeK != c.typeV))
-        return Error{fmt::format("the plan's KV caches (tpc compile -ctk {} -ctv {}) run on the CPU backend "
-                                 "only; use --backend cpu, or recompile with --cache-type-k f16 "
-                                 "--cache-type-v f16",
-                                 ggmlTypeName(c.typeK), ggmlTypeName(c.typeV))};
   if (opts.comm && !opts.comm->streamOrdered())
     return Error{
         fmt::format("the {} communicator takes host buffers; the CUDA backend needs a stream-ordered "
