@@ -356,9 +356,20 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       err(fmt::format("kv cache {} (layer {}): unknown placement {}", k, c.layer,
                       static_cast<int>(c.placement)));
     // 0 heads is a device's empty share of split KV heads.
-    if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || !isKvCacheType(c.typeK) ||
-        !isKvCacheType(c.typeV) || c.window < 0 || (c.kind != CacheKind::Attention && c.kind != CacheKind::Recurrent)) {
-      err(fmt::format("kv cache {} (layer {}): bad heads/dims/type/window/kind", k, c.layer));
+    if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.window < 0 ||
+        (c.kind != CacheKind::Attention && c.kind != CacheKind::Recurrent)) {
+      err(fmt::format("kv cache {} (layer {}): bad heads/dims/window/kind", k, c.layer));
+      continue;
+    }
+    // A type this runtime cannot store (a newer compiler's, or a damaged file): name the flag that chose it.
+    if (!isKvCacheType(c.typeK) || !isKvCacheType(c.typeV)) {
+      const bool kBad = !isKvCacheType(c.typeK);
+      const GGMLType bad = kBad ? c.typeK : c.typeV;
+      const GGMLTypeInfo *info = ggmlTypeInfo(static_cast<uint32_t>(bad));
+      err(fmt::format("kv cache {} (layer {}): {} half of type {} is not a cache type this tpc runs (f32, f16, "
+                      "q8_0, q4_0: tpc compile {})",
+                      k, c.layer, kBad ? "K" : "V", info ? info->name : std::to_string(static_cast<uint32_t>(bad)),
+                      kBad ? "--cache-type-k" : "--cache-type-v"));
       continue;
     }
     // A quantized half stores whole blocks per head (PlanFormat.h): a head dim the blocks do not tile
