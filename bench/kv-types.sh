@@ -9,7 +9,10 @@
 # f16 runs with it too and the rows compare like with like). llama-bench sizes its context to depth + n
 # (8320 positions), so its RSS holds a cache about half the size of tpc's 16k one: the table prints tpc's
 # KV bytes at both sizes (from `tpc compile --report --json`) beside the RSS, for the comparison.
-# Peak RSS is /usr/bin/time's maximum resident set of each run (weights, caches, activations, the binary).
+# Peak RSS is /usr/bin/time's maximum resident set (weights, caches, activations, the binary). For tpc it
+# comes from a generation run in the same state (`tpc run PLAN -c CTX --prompt-ids <DEPTH ids> -n TG
+# --ignore-eos`), not from --bench, whose roofline line probes host bandwidth with a buffer of its own
+# (~2 GB of RSS on any model); for the reference from its llama-bench run.
 #
 # Default models: bench-llama Q4_K_M (`tpc synth`, written once into BENCH_CACHE) and Gemma 3 270M Q4_K_M
 # from build/demo/models (`make demo` fetches it).
@@ -79,6 +82,9 @@ kv_mib() {
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=int(sys.argv[2]); dev=d["devices"][0]; print("%.1f" % (dev["kv_bytes_per_1k_tokens"] * n / 1024 / 2**20))' "$1" "$2"
 }
 
+# The RSS run's prompt: DEPTH token ids (ids 1..100 cycled: any vocabulary has them).
+ids=$(python3 -c 'import sys; print(",".join(str(1 + i % 100) for i in range(int(sys.argv[1]))))' "$depth")
+
 printf "# %s, %s threads, tg%s at depth %s, tpc context %s\n" "$(date -u +%F)" "$threads" "$tg" "$depth" "$ctx"
 printf "%-28s %-5s %12s %12s %14s %12s %14s %14s\n" model type "tpc t/s" "ref t/s" "tpc RSS MiB" "ref RSS MiB" \
   "KV MiB @ctx" "KV MiB @d+n"
@@ -86,10 +92,12 @@ for m in "${models[@]}"; do
   name=$(basename "$m" .gguf)
   for t in $types; do
     plan="$work/$name-$t.plan"
-    "$tpc" compile "$m" -ctk "$t" -ctv "$t" -o "$plan" > /dev/null
-    "$tpc" compile "$m" -ctk "$t" -ctv "$t" --report --json > "$work/report.json"
-    rss=$(peak_rss "$tpc" run "$plan" --bench -pp 0 -tg "$tg" --depth "$depth" -c "$ctx" -t "$threads" -r 1 --json)
+    "$tpc" compile "$m" -ctk "$t" -ctv "$t" -o "$plan" > /dev/null 2>&1
+    "$tpc" compile "$m" -ctk "$t" -ctv "$t" --report --json > "$work/report.json" 2> /dev/null
+    peak_rss "$tpc" run "$plan" --bench -pp 0 -tg "$tg" --depth "$depth" -c "$ctx" -t "$threads" -r 1 --json \
+      > /dev/null
     ts=$(avg_ts < "$work/out")
+    rss=$(peak_rss "$tpc" run "$plan" -c "$ctx" --prompt-ids "$ids" -n "$tg" --ignore-eos --greedy -t "$threads")
     rts="-" rrss="-"
     if [ -n "$ref" ]; then
       # shellcheck disable=SC2086
