@@ -7,8 +7,9 @@
 //  - a weight becomes a WeightSlice the first time an op on that device reads it: the local part of the
 //    tensor (LocalShapes.h) as runs of rows of the GGUF (WeightPieces.h), packed in ggml layout;
 //  - a kv_cache becomes a KvCache with the local KV-head count (placement host for tpc.placement = host),
-//    the storage types EmitOptions gives (`--cache-type-k/-v`) and, when every attention reading it has a sliding window, that window: the runtime then keeps a ring
-//    of window + max_batch positions per sequence instead of the whole context;
+//    the storage types EmitOptions gives (`--cache-type-k/-v`) and, when every attention reading it has a
+//    sliding window, that window: the runtime then keeps a ring of window + max_batch positions per sequence
+//    instead of the whole context;
 //  - a value returned by @forward is the OutputLogits tensor; other values are arena activations at the
 //    offset tpc-plan-memory chose, or Views of the value they alias (reshapes; ops pinned to another
 //    device with tpc.on_device, whose result there is their first operand).
@@ -327,12 +328,13 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
     kv.typeV = options_.cacheTypeV;
     // A quantized half stores whole 32-value blocks per head (rt::KvCache); say which flag and layer
     // cannot have them rather than let the plan check refuse the plan.
-    for (auto [type, dim, flag, what] :
-         {std::tuple{kv.typeK, kv.headDimK, "--cache-type-k", "key"}, std::tuple{kv.typeV, kv.headDimV, "--cache-type-v", "value"}})
+    for (auto [type, dim, flag, what] : {std::tuple{kv.typeK, kv.headDimK, "--cache-type-k", "key"},
+                                         std::tuple{kv.typeV, kv.headDimV, "--cache-type-v", "value"}})
       if (rt::isQuantizedKvType(type) && dim % 32 != 0)
         return op->emitError() << flag << " " << ::tpc::ggmlTypeName(type) << ": layer " << kv.layer << "'s "
-                               << what << " head size " << dim << " is not a multiple of 32 (" << ::tpc::ggmlTypeName(type)
-                               << " stores blocks of 32 values per head); use " << flag << " f16";
+                               << what << " head size " << dim << " is not a multiple of 32 ("
+                               << ::tpc::ggmlTypeName(type) << " stores blocks of 32 values per head); use "
+                               << flag << " f16";
     kv.window = int32_t(cacheWindow(c));
     auto placement = op->getAttrOfType<StringAttr>("tpc.placement");
     kv.placement = placement && placement.getValue() == "host" ? rt::Placement::Host : rt::Placement::Device;

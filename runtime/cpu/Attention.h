@@ -34,8 +34,8 @@
 //
 // Usage:
 //   AttentionArgs a;  a.q = q; a.y = y; a.t = T; a.hq = 8; a.hkv = 2; a.dk = a.dv = 64; a.pos = pos;
-//   a.seq = seq; a.k = kCache; a.v = vCache; a.typeK = a.typeV = GGMLType::Q8_0; a.ctx = cellsPerSequence; ...
-//   flashAttention(a, tg);
+//   a.seq = seq; a.k = kCache; a.v = vCache; a.typeK = a.typeV = GGMLType::Q8_0; a.ctx = cellsPerSequence;
+//   ... flashAttention(a, tg);
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_ATTENTION_H
 #define TPC_RUNTIME_CPU_ATTENTION_H

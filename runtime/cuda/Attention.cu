@@ -21,8 +21,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <type_traits>
 #include <cstdlib>
+#include <type_traits>
 
 namespace tpc::rt::cuda {
 namespace {
@@ -139,17 +139,22 @@ struct AnyCache {};
 
 /// Bytes of a head row of d values in storage t (kvRowBytes of PlanFormat.h).
 __device__ __forceinline__ int64_t rowBytesOf(KvStorage t, int64_t d) {
-  return t == KvStorage::F32 ? 4 * d : t == KvStorage::F16 ? 2 * d : t == KvStorage::Q8_0 ? d / 32 * 34 : d / 32 * 18;
+  return t == KvStorage::F32    ? 4 * d
+         : t == KvStorage::F16  ? 2 * d
+         : t == KvStorage::Q8_0 ? d / 32 * 34
+                                : d / 32 * 18;
 }
 
 /// Value c of head row `row` (cell * cache heads + head) of a half stored as t: f32, f16, or d * q of
 /// its block (q8_0: int8 q; q4_0: nibble - 8, low nibbles first), as dequantizeRow computes it.
-__device__ __forceinline__ float cacheValue(const void *base, KvStorage t, int64_t row, int64_t d, int64_t c) {
+__device__ __forceinline__ float cacheValue(const void *base, KvStorage t, int64_t row, int64_t d,
+                                            int64_t c) {
   if (t == KvStorage::F32)
     return static_cast<const float *>(base)[row * d + c];
   if (t == KvStorage::F16)
     return __half2float(static_cast<const __half *>(base)[row * d + c]);
-  const uint8_t *blk = static_cast<const uint8_t *>(base) + row * rowBytesOf(t, d) + (c / 32) * (t == KvStorage::Q8_0 ? 34 : 18);
+  const uint8_t *blk = static_cast<const uint8_t *>(base) + row * rowBytesOf(t, d) +
+                       (c / 32) * (t == KvStorage::Q8_0 ? 34 : 18);
   const float scale = __half2float(*reinterpret_cast<const __half *>(blk)); // blocks start at even bytes
   const int j = int(c % 32);
   if (t == KvStorage::Q8_0)
@@ -203,7 +208,8 @@ __global__ void appendAnyKernel(AttentionArgs a) {
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
       const float d = amax / 127, id = d != 0 ? 1.0f / d : 0.0f;
       uint8_t *blk = cell + chunk * 34;
-      blk[2 + lane] = static_cast<uint8_t>(static_cast<int8_t>(fminf(fmaxf(rintf(__fmul_rn(x, id)), -127.0f), 127.0f)));
+      blk[2 + lane] =
+          static_cast<uint8_t>(static_cast<int8_t>(fminf(fmaxf(rintf(__fmul_rn(x, id)), -127.0f), 127.0f)));
       if (lane == 0)
         *reinterpret_cast<__half *>(blk) = __float2half_rn(d);
       continue;
@@ -219,7 +225,7 @@ __global__ void appendAnyKernel(AttentionArgs a) {
     }
     const float d = best / -8, id = d != 0 ? 1.0f / d : 0.0f;
     const int q = min(15, static_cast<int>(__fmul_rn(x, id) + 8.5f)); // no FMA: the CPU rounds x * id first
-    const int hi = __shfl_down_sync(0xffffffffu, q, 16); // element lane + 16: the high nibble
+    const int hi = __shfl_down_sync(0xffffffffu, q, 16);              // element lane + 16: the high nibble
     uint8_t *blk = cell + chunk * 18;
     if (lane < 16)
       blk[2 + lane] = static_cast<uint8_t>(q | (hi << 4));

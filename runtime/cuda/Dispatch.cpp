@@ -383,8 +383,10 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.kc = kv.k;
     a.vc = kv.v;
     auto storage = [](GGMLType t) {
-      return t == GGMLType::F32 ? KvStorage::F32 : t == GGMLType::Q8_0 ? KvStorage::Q8_0
-                                               : t == GGMLType::Q4_0 ? KvStorage::Q4_0 : KvStorage::F16;
+      return t == GGMLType::F32    ? KvStorage::F32
+             : t == GGMLType::Q8_0 ? KvStorage::Q8_0
+             : t == GGMLType::Q4_0 ? KvStorage::Q4_0
+                                   : KvStorage::F16;
     };
     a.typeK = storage(kv.desc.typeK), a.typeV = storage(kv.desc.typeV);
     a.t = x.shape[0];

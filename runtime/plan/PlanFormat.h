@@ -180,8 +180,8 @@ struct KvCache {
   int32_t nHeadKv = 0; ///< local KV heads (recurrent: local value heads)
   int32_t headDimK = 0;
   int32_t headDimV = 0;
-  GGMLType typeK = GGMLType::F16; ///< storage of the K half (see above; recurrent: F32)
-  GGMLType typeV = GGMLType::F16; ///< storage of the V half
+  GGMLType typeK = GGMLType::F16;          ///< storage of the K half (see above; recurrent: F32)
+  GGMLType typeV = GGMLType::F16;          ///< storage of the V half
   Placement placement = Placement::Device; ///< Host: --no-kv-offload (device steps may read it, mapped)
   /// The capacity kind (v5). 0: full, the context's positions per sequence. > 0: the layer's sliding
   /// window; its attention never looks further back, so the cache is a ring of window + max_batch
@@ -321,10 +321,14 @@ inline bool isQuantizedKvType(GGMLType t) { return t == GGMLType::Q8_0 || t == G
 inline uint64_t kvRowBytes(GGMLType t, int64_t n) {
   const uint64_t u = static_cast<uint64_t>(n);
   switch (t) {
-  case GGMLType::F32: return 4 * u;
-  case GGMLType::Q8_0: return u / 32 * 34;
-  case GGMLType::Q4_0: return u / 32 * 18;
-  default: return 2 * u; // F16 (validatePlan refuses the others)
+  case GGMLType::F32:
+    return 4 * u;
+  case GGMLType::Q8_0:
+    return u / 32 * 34;
+  case GGMLType::Q4_0:
+    return u / 32 * 18;
+  default:
+    return 2 * u; // F16 (validatePlan refuses the others)
   }
 }
 /// Bytes of one cell's K half and V half (a recurrent cache: its conv state and its delta-rule state).

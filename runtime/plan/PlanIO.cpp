@@ -203,7 +203,7 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
           kc.layer = c->layer(), kc.nHeadKv = c->n_head_kv();
           kc.headDimK = c->head_dim_k(), kc.headDimV = c->head_dim_v();
           // Before v8 one dtype (F16 or F32) described both halves.
-          const GGMLType old = c->dtype() == fbs::DType_F32 ? GGMLType::F32
+          const GGMLType old = c->dtype() == fbs::DType_F32   ? GGMLType::F32
                                : c->dtype() == fbs::DType_F16 ? GGMLType::F16
                                                               : GGMLType::I32; // refused by validatePlan
           kc.typeK = plan.schemaVersion >= 8 ? static_cast<GGMLType>(c->type_k()) : old;

@@ -147,7 +147,8 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
   // The attention caches' storage (`tpc compile -ctk/-ctv`; one pair for the whole plan), which the byte
   // figures below already count.
   for (const DevicePlan &dp : plan.devices) {
-    auto c = std::find_if(dp.kv.begin(), dp.kv.end(), [](const KvCache &k) { return k.kind == CacheKind::Attention; });
+    auto c = std::find_if(dp.kv.begin(), dp.kv.end(),
+                          [](const KvCache &k) { return k.kind == CacheKind::Attention; });
     if (c == dp.kv.end())
       continue;
     out += fmt::format("kv cache types: K {}, V {}\n", ggmlTypeName(c->typeK), ggmlTypeName(c->typeV));

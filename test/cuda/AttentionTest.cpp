@@ -1,9 +1,9 @@
 //===- AttentionTest.cpp - RoPE and attention on CUDA ---------------------------===//
 //
 // RoPE in both modes, partial n_dims, with frequency factors, in place and out of place; attention over
-// the KV cache (GQA, MQA, sliding window, soft-cap, sinks, f16, f32, q8_0 and q4_0 caches, head dims up to 256) across
-// a chunked prefill and single-token decode steps (replayed CUDA graphs), each against the CPU backend;
-// the tensor-core prefill kernel on calls of several sequences, then their batched decode steps.
+// the KV cache (GQA, MQA, sliding window, soft-cap, sinks, f16, f32, q8_0 and q4_0 caches, head dims up to
+// 256) across a chunked prefill and single-token decode steps (replayed CUDA graphs), each against the CPU
+// backend; the tensor-core prefill kernel on calls of several sequences, then their batched decode steps.
 // Skips visibly without a GPU.
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
@@ -70,8 +70,8 @@ int32_t attentionStep(PlanMaker &mk, const AttnCase &c, int64_t rows, uint32_t s
   int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(rows * c.hkv * c.dk, seed + 1, -2, 2));
   int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(rows * c.hkv * c.dv, seed + 2));
   int32_t y = mk.act(0, {-1, c.hq, c.dv});
-  int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), tk.value_or(plain), tv.value_or(plain),
-                              Placement::Device});
+  int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), tk.value_or(plain),
+                              tv.value_or(plain), Placement::Device});
   std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
   if (c.sinks)
     in.push_back(mk.input(0, {c.hq}, randomFloats(c.hq, seed + 3)));
@@ -121,7 +121,8 @@ TEST(CudaKernels, AttentionQuantizedCaches) {
       {{4, 4, 256, 256, 3, 0, true, DType::F16}, GGMLType::F32, GGMLType::Q4_0},
   };
   for (const QCase &q : cases) {
-    SCOPED_TRACE(std::string(ggmlTypeName(q.tk)) + " / " + ggmlTypeName(q.tv) + ", dk " + std::to_string(q.c.dk));
+    SCOPED_TRACE(std::string(ggmlTypeName(q.tk)) + " / " + ggmlTypeName(q.tv) + ", dk " +
+                 std::to_string(q.c.dk));
     PlanMaker mk(1, 40, 64);
     const int32_t y = attentionStep(mk, q.c, 48, 21, q.tk, q.tv);
     Pair p = runBoth(mk, {{0, 13}, {13, 27}}); // positions 0..39: a chunk of 13, one of 27
@@ -147,7 +148,8 @@ TEST(CudaKernels, AttentionQueryHeadRangesOverMirroredKv) {
     int32_t ki = mk.tokenInput(0, {hkv, dk}, randomFloats(rows * hkv * dk, 8, -2, 2));
     int32_t vi = mk.tokenInput(0, {hkv, dv}, randomFloats(rows * hkv * dv, 9));
     int32_t y = mk.act(0, {-1, n, dv});
-    int32_t kv = mk.b(0).addKv({0, int32_t(hkv), int32_t(dk), int32_t(dv), GGMLType::F16, GGMLType::F16, Placement::Device});
+    int32_t kv = mk.b(0).addKv(
+        {0, int32_t(hkv), int32_t(dk), int32_t(dv), GGMLType::F16, GGMLType::F16, Placement::Device});
     AttentionParams ap{kv, 0, 0.3f, 0, false, h0, group};
     PackedParams pk = ap.pack();
     mk.b(0).step(OpKind::Attention, {qi, ki, vi, mk.positions[0]}, {y}, pk.ints, pk.floats);

@@ -66,13 +66,15 @@ struct Case {
 };
 
 void PrintTo(const Case &c, std::ostream *os) {
-  *os << c.model << " devices=" << c.devices << (c.split.empty() ? "" : " split " + c.split) << " " << c.flags;
+  *os << c.model << " devices=" << c.devices << (c.split.empty() ? "" : " split " + c.split) << " "
+      << c.flags;
 }
 
-std::string compile(const std::string &gguf, const Case &c, const std::string &cacheFlags, const std::string &tag) {
+std::string compile(const std::string &gguf, const Case &c, const std::string &cacheFlags,
+                    const std::string &tag) {
   std::string plan = ::testing::TempDir() + "tpc-kvq-" + std::to_string(::getpid()) + "-" + tag + ".plan";
-  std::string cmd = kTpc + " compile " + gguf + " --devices " + std::to_string(c.devices) + " --max-batch 16 -o " +
-                    plan + " " + cacheFlags + " " + c.flags;
+  std::string cmd = kTpc + " compile " + gguf + " --devices " + std::to_string(c.devices) +
+                    " --max-batch 16 -o " + plan + " " + cacheFlags + " " + c.flags;
   if (!c.split.empty())
     cmd += " --tensor-split " + c.split;
   auto [rc, out] = tpc::test::runShell(cmd + " 2>&1");
@@ -114,7 +116,8 @@ TEST_P(KvCacheTypes, Q8AndQ4WithinTheirBounds) {
   const std::string dir = shared ? std::string(shared) + "/fixtures" : "";
   const std::string gguf = dir + "/" + c.model + ".gguf";
   if (!shared || !std::ifstream(gguf))
-    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model << ".gguf not found; set TPC_SHARED_DIR to ../shared";
+    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model
+                 << ".gguf not found; set TPC_SHARED_DIR to ../shared";
   ASSERT_EQ(::access(kTpc.c_str(), X_OK), 0) << kTpc << " not built";
   const Reference ref = tpc::test::readFixtureReference(dir + "/" + c.model);
   ASSERT_TRUE(ref.ok) << ref.error;
@@ -127,12 +130,12 @@ TEST_P(KvCacheTypes, Q8AndQ4WithinTheirBounds) {
   ASSERT_FALSE(f16.empty() || q8.empty() || q4.empty());
   const std::vector<float> exact = evaluate(f16, ref, /*f32Kv=*/true), half = evaluate(f16, ref);
   const std::vector<float> got8 = evaluate(q8, ref), got4 = evaluate(q4, ref);
-  ASSERT_TRUE(exact.size() == ref.logits.size() && half.size() == exact.size() && got8.size() == exact.size() &&
-              got4.size() == exact.size())
+  ASSERT_TRUE(exact.size() == ref.logits.size() && half.size() == exact.size() &&
+              got8.size() == exact.size() && got4.size() == exact.size())
       << what;
   const double e16 = rmsDiff(half, exact), e8 = rmsDiff(got8, exact), e4 = rmsDiff(got4, exact);
-  std::printf("[ kv types ] %s: rms vs f32 caches: f16 %.3g, q8_0 %.3g (%.1fx), q4_0 %.3g (%.1fx)\n", what.c_str(),
-              e16, e8, e8 / e16, e4, e4 / e16);
+  std::printf("[ kv types ] %s: rms vs f32 caches: f16 %.3g, q8_0 %.3g (%.1fx), q4_0 %.3g (%.1fx)\n",
+              what.c_str(), e16, e8, e8 / e16, e4, e4 / e16);
   EXPECT_GT(e16, 0) << what << ": f32KvCache changed nothing";
   EXPECT_LE(e4, 32 * e8) << what << ": q4_0 caches against q8_0's";
   EXPECT_GT(e4, e8) << what << ": q4_0 moved the logits less than q8_0";
@@ -197,14 +200,15 @@ TEST(KvCacheTypesGemma, Q8PerplexityWithinHalfAPercentOfF16) {
   double ppl[2];
   const char *flags[2] = {"", "-ctk q8_0 -ctv q8_0"};
   for (int i = 0; i < 2; ++i) {
-    const std::string cmd = kTpc + " perplexity " + model + " " + flags[i] + " -f " + text + " -c 512 --chunks 4 -t 2";
+    const std::string cmd =
+        kTpc + " perplexity " + model + " " + flags[i] + " -f " + text + " -c 512 --chunks 4 -t 2";
     auto [rc, out] = tpc::test::runShell(cmd + " 2>&1");
     ASSERT_EQ(rc, 0) << cmd << "\n" << out;
     ppl[i] = finalPpl(out);
     ASSERT_TRUE(std::isfinite(ppl[i]) && ppl[i] > 1) << cmd << "\n" << out;
   }
-  std::printf("[ kv types ] Gemma 3 270M, GPL-3, 4 x 512: PPL f16 %.4f, q8_0 %.4f (%+.3f%%)\n", ppl[0], ppl[1],
-              100 * (ppl[1] / ppl[0] - 1));
+  std::printf("[ kv types ] Gemma 3 270M, GPL-3, 4 x 512: PPL f16 %.4f, q8_0 %.4f (%+.3f%%)\n", ppl[0],
+              ppl[1], 100 * (ppl[1] / ppl[0] - 1));
   EXPECT_LE(std::fabs(ppl[1] / ppl[0] - 1), 0.005);
   EXPECT_NE(ppl[1], ppl[0]) << "q8_0 caches gave f16's perplexity to 4 decimals: is the cache quantized?";
 }
@@ -222,7 +226,8 @@ std::vector<Case> cases() {
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case> &i) {
-  std::string n = i.param.model + "_" + std::to_string(i.param.devices) + (i.param.flags.empty() ? "" : "_nkvo");
+  std::string n =
+      i.param.model + "_" + std::to_string(i.param.devices) + (i.param.flags.empty() ? "" : "_nkvo");
   for (char &ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch)))
       ch = '_';

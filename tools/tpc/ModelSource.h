@@ -47,7 +47,8 @@ struct CompileFlags {
 };
 
 /// Declares --devices, --tensor-split (-ts), --override-tensor (-ot), --no-kv-offload (-nkvo),
-/// --cache-type-k / -v (-ctk / -ctv) and --max-batch, --max-output-rows, --moe-split, --routing-profile on `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
+/// --cache-type-k / -v (-ctk / -ctv) and --max-batch, --max-output-rows, --moe-split, --routing-profile on
+/// `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
 void addCompileFlags(CLI::App &cmd, CompileFlags &flags);
 
 /// The checked compile flags, as the compiler takes them.

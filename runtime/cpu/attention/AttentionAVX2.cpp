@@ -189,7 +189,9 @@ struct Ops {
       f[i] = fp16ToFp32(h[i]);
   }
   /// The low 8 int8 quants of q -> floats times d (exact widening, one rounding in the product).
-  static __m256 q8x8(__m128i q, __m256 d) { return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))); }
+  static __m256 q8x8(__m128i q, __m256 d) {
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
   /// 16 int8 quants -> f[0..16).
   static void q8x16(__m128i q, __m256 d, float *f) {
     _mm256_storeu_ps(f, q8x8(q, d));

@@ -116,7 +116,9 @@ struct Ops {
       f[i] = fp16ToFp32(h[i]);
   }
   /// 16 int8 quants at q -> floats times d (exact widening, one rounding in the product).
-  static __m512 q8x16(__m128i q, __m512 d) { return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))); }
+  static __m512 q8x16(__m128i q, __m512 d) {
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
   static void q8ToF32(const BlockQ8_0 *b, float *f, int64_t n) {
     for (int64_t i = 0; i < n / kQK; ++i, f += kQK) {
       const __m512 d = _mm512_set1_ps(fp16ToFp32(b[i].d));

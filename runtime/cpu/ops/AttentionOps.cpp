@@ -5,11 +5,11 @@
 // come from the device's RoPE tables (RopeTable.h: once per call and parameter set), the rotation from the
 // ISA's element-wise table.
 // ATTENTION first appends this call's K/V rows in the cells of their (sequence, position) (converting to
-// each half's storage type: f16, f32, or q8_0 / q4_0 blocks; a sliding-window ring overwrites the position its window no longer reads), then runs
-// the flash-style kernel of runtime/cpu/Attention.h: each (token, query head) attends over its own
-// sequence's cells at positions p' <= p, and p - p' < window when a sliding window is set; GQA maps query
-// head h to KV head h / (Hq / Hkv); optional soft-capping of the scores and per-head sink logits that join
-// the softmax denominator only.
+// each half's storage type: f16, f32, or q8_0 / q4_0 blocks; a sliding-window ring overwrites the position
+// its window no longer reads), then runs the flash-style kernel of runtime/cpu/Attention.h: each (token,
+// query head) attends over its own sequence's cells at positions p' <= p, and p - p' < window when a sliding
+// window is set; GQA maps query head h to KV head h / (Hq / Hkv); optional soft-capping of the scores and
+// per-head sink logits that join the softmax denominator only.
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/ops/Ops.h"
 

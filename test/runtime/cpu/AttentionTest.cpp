@@ -36,8 +36,8 @@ int32_t buildAttention(PlanMaker &mk, const AttnCase &c, int64_t t, const std::v
   // Per position: each KV head's K and V row, 4 / 2 bytes a value, 34 / 18 bytes per 32 (q8_0 / q4_0).
   const uint64_t perValue2 = c.cache == GGMLType::F32 ? 8 : c.cache == GGMLType::F16 ? 4 : 0;
   const uint64_t perBlock = c.cache == GGMLType::Q8_0 ? 34 : c.cache == GGMLType::Q4_0 ? 18 : 0;
-  EXPECT_EQ(mk.plan.devices[0].kvBytesPerToken,
-            uint64_t(c.hkv) * (perValue2 * uint64_t(c.dk + c.dv) / 2 + perBlock * uint64_t(c.dk + c.dv) / 32));
+  EXPECT_EQ(mk.plan.devices[0].kvBytesPerToken, uint64_t(c.hkv) * (perValue2 * uint64_t(c.dk + c.dv) / 2 +
+                                                                   perBlock * uint64_t(c.dk + c.dv) / 32));
   std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
   if (c.sinks)
     in.push_back(mk.input(0, {c.hq}, sinks));
@@ -97,13 +97,13 @@ std::vector<float> refAttention(const AttnCase &c, int64_t t, const std::vector<
 
 TEST(Attention, MatchesReferenceAndIncrementalDecode) {
   const AttnCase cases[] = {
-      {4, 2, 16, 16, 0, 0, false, GGMLType::F32},  // GQA
-      {4, 1, 16, 8, 0, 0, false, GGMLType::F16},   // MQA, Dk != Dv, f16 cache
-      {3, 3, 8, 8, 0, 0, false, GGMLType::F16},    // MHA
-      {4, 2, 16, 16, 3, 0, false, GGMLType::F32},  // sliding window
-      {2, 1, 8, 8, 2, 5.0f, false, GGMLType::F16}, // window + soft-cap
-      {4, 2, 8, 12, 0, 0, true, GGMLType::F32},    // sinks
-      {6, 2, 8, 8, 4, 2.0f, true, GGMLType::F16},  // everything
+      {4, 2, 16, 16, 0, 0, false, GGMLType::F32},    // GQA
+      {4, 1, 16, 8, 0, 0, false, GGMLType::F16},     // MQA, Dk != Dv, f16 cache
+      {3, 3, 8, 8, 0, 0, false, GGMLType::F16},      // MHA
+      {4, 2, 16, 16, 3, 0, false, GGMLType::F32},    // sliding window
+      {2, 1, 8, 8, 2, 5.0f, false, GGMLType::F16},   // window + soft-cap
+      {4, 2, 8, 12, 0, 0, true, GGMLType::F32},      // sinks
+      {6, 2, 8, 8, 4, 2.0f, true, GGMLType::F16},    // everything
       {4, 2, 32, 32, 0, 0, false, GGMLType::Q8_0},   // quantized caches: blocks per head row
       {4, 1, 64, 32, 3, 0, true, GGMLType::Q4_0},    // MQA, Dk != Dv, window, sinks
       {6, 2, 32, 64, 4, 2.0f, true, GGMLType::Q8_0}, // everything
@@ -160,7 +160,8 @@ TEST(Attention, QueryHeadRangesOverMirroredKvAndOutputGate) {
       PlanMaker mk(1, t, t);
       int32_t qi = mk.tokenInput(0, {n, c.dk}, qs), ki = mk.tokenInput(0, {c.hkv, c.dk}, k);
       int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, v), y = mk.act(0, {-1, n, c.dv});
-      int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, c.cache, Placement::Device});
+      int32_t kv = mk.b(0).addKv(
+          {0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, c.cache, Placement::Device});
       std::vector<int32_t> in = {qi, ki, vi, mk.positions[0], mk.input(0, {n}, ss)};
       if (gated)
         in.push_back(mk.tokenInput(0, {n, c.dv}, gs));

@@ -2,12 +2,12 @@
 //
 // runtime/cpu/Attention.h on random data, for every ISA this CPU has (scalar always; AVX2 and AVX-512 where
 // present, so the AVX-512 kernel is checked on machines that have it): GQA, MQA and MHA, sliding windows,
-// soft-caps, sinks, f16, f32, q8_0 and q4_0 caches (K and V of different types too), rings of window + batch positions wrapped several times, batches
-// longer than the window, several sequences interleaved in one batch, and decode steps at long contexts
-// (split into segments and merged). The cache is written the way the session appends (position p of
-// sequence s in cell s * ctx + p mod ctx, later positions overwriting earlier ones); the reference reads
-// the positions it needs from the logical sequences instead, so a kernel that read an overwritten cell, or
-// a cell of another sequence (filled with other values), would not match.
+// soft-caps, sinks, f16, f32, q8_0 and q4_0 caches (K and V of different types too), rings of window + batch
+// positions wrapped several times, batches longer than the window, several sequences interleaved in one
+// batch, and decode steps at long contexts (split into segments and merged). The cache is written the way the
+// session appends (position p of sequence s in cell s * ctx + p mod ctx, later positions overwriting earlier
+// ones); the reference reads the positions it needs from the logical sequences instead, so a kernel that read
+// an overwritten cell, or a cell of another sequence (filled with other values), would not match.
 //
 // Tolerance: 2e-5 absolute on outputs of magnitude <= 1 (inputs uniform in [-1, 1]): f32 accumulation in
 // blocks of 64 keys, an exp within 2 ulp of std::exp (checked here too), fused multiply-adds. The
@@ -216,18 +216,18 @@ TEST(FlashAttention, HeadLayoutsWindowsSoftcapsSinksAndCacheTypes) {
   };
   using T = GGMLType;
   const Layout layouts[] = {
-      {4, 2, 16, 16, 0, 0, false, T::F32, T::F32},  // GQA
-      {8, 1, 64, 48, 0, 0, false, T::F16, T::F16},  // MQA, Dk != Dv
-      {3, 3, 8, 8, 0, 0, false, T::F16, T::F16},    // MHA
-      {4, 2, 16, 16, 5, 0, false, T::F32, T::F32},  // sliding window
-      {2, 1, 12, 12, 7, 5.0f, false, T::F16, T::F16}, // window + soft-cap, head dims off the vector width
-      {4, 2, 8, 12, 0, 0, true, T::F32, T::F32},    // sinks
-      {6, 2, 32, 32, 9, 2.0f, true, T::F16, T::F16}, // everything
-      {4, 2, 32, 32, 0, 0, false, T::Q8_0, T::Q8_0}, // q8_0: one block per head row
-      {8, 1, 128, 64, 0, 0, true, T::Q4_0, T::Q4_0}, // q4_0, MQA, Dk != Dv, several blocks per row
+      {4, 2, 16, 16, 0, 0, false, T::F32, T::F32},     // GQA
+      {8, 1, 64, 48, 0, 0, false, T::F16, T::F16},     // MQA, Dk != Dv
+      {3, 3, 8, 8, 0, 0, false, T::F16, T::F16},       // MHA
+      {4, 2, 16, 16, 5, 0, false, T::F32, T::F32},     // sliding window
+      {2, 1, 12, 12, 7, 5.0f, false, T::F16, T::F16},  // window + soft-cap, head dims off the vector width
+      {4, 2, 8, 12, 0, 0, true, T::F32, T::F32},       // sinks
+      {6, 2, 32, 32, 9, 2.0f, true, T::F16, T::F16},   // everything
+      {4, 2, 32, 32, 0, 0, false, T::Q8_0, T::Q8_0},   // q8_0: one block per head row
+      {8, 1, 128, 64, 0, 0, true, T::Q4_0, T::Q4_0},   // q4_0, MQA, Dk != Dv, several blocks per row
       {6, 2, 64, 64, 9, 2.0f, true, T::Q8_0, T::Q4_0}, // K and V of different types, window, soft-cap
-      {4, 2, 32, 32, 0, 0, false, T::Q8_0, T::F16},  // quantized K, f16 V
-      {4, 1, 32, 96, 5, 0, false, T::F32, T::Q8_0},  // f32 K, quantized V
+      {4, 2, 32, 32, 0, 0, false, T::Q8_0, T::F16},    // quantized K, f16 V
+      {4, 1, 32, 96, 5, 0, false, T::F32, T::Q8_0},    // f32 K, quantized V
   };
   int n = 0;
   for (const Layout &l : layouts) {
@@ -252,7 +252,8 @@ TEST(FlashAttention, RingsWrappedSeveralTimesAndBatchesLongerThanTheWindow) {
         Problem p = oneSequence(from, batch);
         p.window = 8, p.ctx = 8 + 6, p.hq = 4, p.hkv = 1, p.dk = p.dv = 32, p.typeK = p.typeV = type;
         expectMatches(p, 300 + uint32_t(from),
-                      std::string(ggmlTypeName(type)) + " ring, batch " + std::to_string(batch) + " at " + std::to_string(from));
+                      std::string(ggmlTypeName(type)) + " ring, batch " + std::to_string(batch) + " at " +
+                          std::to_string(from));
       }
     }
   // One batch of 40 tokens, five times the window, in a ring of window + batch.
@@ -270,7 +271,7 @@ TEST(FlashAttention, InterleavedSequencesNeverSeeEachOther) {
   // consecutive positions; decode-like singles and prompt-like runs, full cache and window ring. The other
   // sequences' cells hold other values: reading one would move the result far past the tolerance.
   for (auto [window, type] : {std::pair{int64_t(0), GGMLType::F16}, std::pair{int64_t(5), GGMLType::F16},
-                               std::pair{int64_t(0), GGMLType::Q8_0}, std::pair{int64_t(5), GGMLType::Q4_0}}) {
+                              std::pair{int64_t(0), GGMLType::Q8_0}, std::pair{int64_t(5), GGMLType::Q4_0}}) {
     Problem p;
     p.sequences = 3, p.hq = 6, p.hkv = 2, p.window = window, p.typeK = p.typeV = type;
     p.dk = p.dv = type == GGMLType::F16 ? 16 : 32; // quantized rows are whole blocks
@@ -286,7 +287,9 @@ TEST(FlashAttention, InterleavedSequencesNeverSeeEachOther) {
           any = true;
         }
     }
-    expectMatches(p, 500 + uint32_t(window), std::string(ggmlTypeName(type)) + ": three interleaved sequences, window " + std::to_string(window));
+    expectMatches(p, 500 + uint32_t(window),
+                  std::string(ggmlTypeName(type)) + ": three interleaved sequences, window " +
+                      std::to_string(window));
   }
 }
 
@@ -396,10 +399,11 @@ TEST(FlashAttention, QuantizedCacheError) {
       rms[i] = std::sqrt(sq / double(got.size()));
       EXPECT_LT(maxDiff(got, want), 0.19 + 0.0044) << ggmlTypeName(p.typeK) << ", " << isaName(isa);
     }
-    std::printf("[ q8_0     ] %s: rms against the unrounded values: f16 %.3g, q8_0 %.3g\n", isaName(isa), rms[0], rms[1]);
+    std::printf("[ q8_0     ] %s: rms against the unrounded values: f16 %.3g, q8_0 %.3g\n", isaName(isa),
+                rms[0], rms[1]);
     EXPECT_LT(rms[1], 0.01) << isaName(isa);
-    EXPECT_GT(rms[1], 4 * rms[0]) << isaName(isa) << ": q8_0 moved the result no more than f16 (rms " << rms[0]
-                                  << "): is the cache still f16?";
+    EXPECT_GT(rms[1], 4 * rms[0]) << isaName(isa) << ": q8_0 moved the result no more than f16 (rms "
+                                  << rms[0] << "): is the cache still f16?";
   }
 }
 

@@ -62,7 +62,8 @@ Outputs attentionBlock(PlanMaker &mk, int d, bool allHeads, int devices, const s
   int32_t qr = mk.act(d, {-1, hq, kD}), kr = mk.act(d, {-1, hkv, kD});
   b.step(OpKind::Rope, {qn, mk.positions[d]}, {qr}, {1, kD}, {10000.0f, 1.0f});
   b.step(OpKind::Rope, {k, mk.positions[d]}, {kr}, {1, kD}, {10000.0f, 1.0f});
-  int32_t cache = b.addKv({0, static_cast<int32_t>(hkv), kD, kD, GGMLType::F16, GGMLType::F16, Placement::Device});
+  int32_t cache =
+      b.addKv({0, static_cast<int32_t>(hkv), kD, kD, GGMLType::F16, GGMLType::F16, Placement::Device});
   int32_t att = mk.act(d, {-1, hq, kD});
   b.step(OpKind::Attention, {qr, kr, v, mk.positions[d]}, {att}, {cache, 0}, {0.125f, 0.0f});
   int32_t flat = mk.b(d).view(att, DType::F32, {-1, hq * kD});

@@ -179,17 +179,20 @@ TEST_F(PlanTest, CacheTypesRoundTripAndSizeTheCache) {
   Plan odd = plan;
   odd.devices[0].kv[0].headDimV = 48;
   odd.devices[0].kvBytesPerToken = kvBytesPerPosition(odd.devices[0].kv[0]);
-  EXPECT_NE(loadError(odd).find("quantized halves need head dims that are multiples of 32"), std::string::npos)
+  EXPECT_NE(loadError(odd).find("quantized halves need head dims that are multiples of 32"),
+            std::string::npos)
       << loadError(odd);
   Plan k4 = plan;
   k4.devices[0].kv[0].typeK = GGMLType::Q4_K;
-  EXPECT_NE(loadError(k4).find("K half of type q4_K is not a cache type this tpc runs (f32, f16, q8_0, q4_0: tpc "
-                               "compile --cache-type-k)"),
-            std::string::npos)
+  EXPECT_NE(
+      loadError(k4).find("K half of type q4_K is not a cache type this tpc runs (f32, f16, q8_0, q4_0: tpc "
+                         "compile --cache-type-k)"),
+      std::string::npos)
       << loadError(k4);
   Plan v99 = plan;
   v99.devices[1].kv[0].typeV = static_cast<GGMLType>(99); // no ggml type at all
-  EXPECT_NE(loadError(v99).find("V half of type 99 is not a cache type"), std::string::npos) << loadError(v99);
+  EXPECT_NE(loadError(v99).find("V half of type 99 is not a cache type"), std::string::npos)
+      << loadError(v99);
 }
 
 TEST_F(PlanTest, SchemaV7CachesTakeTheirOneDtypeForBothHalves) {

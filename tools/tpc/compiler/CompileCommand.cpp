@@ -1,7 +1,8 @@
 //===- CompileCommand.cpp - `tpc compile` -----------------------------------===//
 //
 // `tpc compile model.gguf --devices N [--tensor-split 3,2,1] [--override-tensor REGEX=cpu]...
-//  [--no-kv-offload] [-ctk/-ctv f16|q8_0|q4_0|f32] [--max-batch N] [--max-output-rows R] [-o plan.bin]`: import the GGUF, run the tpc pipeline (the same
+//  [--no-kv-offload] [-ctk/-ctv f16|q8_0|q4_0|f32] [--max-batch N] [--max-output-rows R] [-o plan.bin]`:
+//  import the GGUF, run the tpc pipeline (the same
 // builder tpc-opt's --tpc-pipeline uses) and write the device plan. `--emit=mlir [--stop-after STAGE]`
 // prints the IR instead (after `import` or any pipeline stage); `--report [--json]` prints memory per
 // device and the collectives per layer. MLIR diagnostics are collected and reported as one error line
