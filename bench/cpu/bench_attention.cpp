@@ -75,7 +75,7 @@ Timing timeCall(const Shape &s, int64_t hq, int64_t hkv, int64_t depth, int thre
   const int32_t pos = static_cast<int32_t>(depth);
   AttentionArgs a;
   a.q = q.data(), a.y = y.data(), a.t = 1, a.hq = hq, a.hkv = hkv, a.dk = s.d, a.dv = s.d;
-  a.pos = &pos, a.dtype = DType::F16, a.ctx = ctx;
+  a.pos = &pos, a.typeK = a.typeV = GGMLType::F16, a.ctx = ctx;
   a.scale = 0.125f, a.window = s.window;
   ThreadGroup tg(threads);
   Timing best;

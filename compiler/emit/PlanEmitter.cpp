@@ -6,9 +6,10 @@
 //    from tpc.select_rows (the output head) have the output-rows dim 0 (-2), sized per call;
 //  - a weight becomes a WeightSlice the first time an op on that device reads it: the local part of the
 //    tensor (LocalShapes.h) as runs of rows of the GGUF (WeightPieces.h), packed in ggml layout;
-//  - a kv_cache becomes a KvCache with the local KV-head count (placement host for tpc.placement = host)
-//    and, when every attention reading it has a sliding window, that window: the runtime then keeps a ring
-//    of window + max_batch positions per sequence instead of the whole context;
+//  - a kv_cache becomes a KvCache with the local KV-head count (placement host for tpc.placement = host),
+//    the storage types EmitOptions gives (`--cache-type-k/-v`) and, when every attention reading it has a
+//    sliding window, that window: the runtime then keeps a ring of window + max_batch positions per sequence
+//    instead of the whole context;
 //  - a value returned by @forward is the OutputLogits tensor; other values are arena activations at the
 //    offset tpc-plan-memory chose, or Views of the value they alias (reshapes; ops pinned to another
 //    device with tpc.on_device, whose result there is their first operand).
@@ -33,6 +34,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 namespace mlir::tpc {
 
@@ -102,8 +104,10 @@ int64_t cacheWindow(KvCacheOp c) {
 class DeviceEmitter {
 public:
   DeviceEmitter(ModuleOp m, const ::tpc::gguf::GGUFFile &f, int64_t device, rt::DevicePlan &dev,
-                const DenseMap<Operation *, int64_t> &layers, const llvm::DenseSet<Value> &rowsDim)
-      : m_(m), f_(f), device_(device), dev_(dev), b_(dev), layers_(layers), rowsDim_(rowsDim) {}
+                const DenseMap<Operation *, int64_t> &layers, const llvm::DenseSet<Value> &rowsDim,
+                const EmitOptions &options)
+      : m_(m), f_(f), device_(device), dev_(dev), b_(dev), layers_(layers), rowsDim_(rowsDim),
+        options_(options) {}
 
   LogicalResult run(func::FuncOp fn, int64_t nVocab);
 
@@ -122,6 +126,7 @@ private:
   rt::DevicePlanBuilder b_;
   const DenseMap<Operation *, int64_t> &layers_;
   const llvm::DenseSet<Value> &rowsDim_; ///< values whose dim 0 is the call's output rows
+  const EmitOptions &options_;
   DenseMap<Value, int32_t> tensors_;
   DenseMap<Value, int32_t> kv_;
   DenseMap<Operation *, int32_t> weights_, tables_;
@@ -319,7 +324,17 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
     kv.nHeadKv = int32_t(s && s.isSplit() ? s.getSizes()[device_] : c.getNHeadKv());
     kv.headDimK = int32_t(c.getHeadDimK());
     kv.headDimV = int32_t(c.getHeadDimV());
-    kv.dtype = rt::DType::F16;
+    kv.typeK = options_.cacheTypeK;
+    kv.typeV = options_.cacheTypeV;
+    // A quantized half stores whole 32-value blocks per head (rt::KvCache); say which flag and layer
+    // cannot have them rather than let the plan check refuse the plan.
+    for (auto [type, dim, flag, what] : {std::tuple{kv.typeK, kv.headDimK, "--cache-type-k", "key"},
+                                         std::tuple{kv.typeV, kv.headDimV, "--cache-type-v", "value"}})
+      if (rt::isQuantizedKvType(type) && dim % 32 != 0)
+        return op->emitError() << flag << " " << ::tpc::ggmlTypeName(type) << ": layer " << kv.layer << "'s "
+                               << what << " head size " << dim << " is not a multiple of 32 ("
+                               << ::tpc::ggmlTypeName(type) << " stores blocks of 32 values per head); use "
+                               << flag << " f16";
     kv.window = int32_t(cacheWindow(c));
     auto placement = op->getAttrOfType<StringAttr>("tpc.placement");
     kv.placement = placement && placement.getValue() == "host" ? rt::Placement::Host : rt::Placement::Device;
@@ -340,7 +355,7 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
     c.nHeadKv = int32_t(hv);
     c.headDimK = int32_t(t.getHeadDimK());
     c.headDimV = int32_t(t.getHeadDimV());
-    c.dtype = rt::DType::F32;
+    c.typeK = c.typeV = ::tpc::GGMLType::F32; // recurrent states stay f32 whatever -ctk / -ctv say
     c.convRows = int32_t(t.getConvKernel() - 1);
     c.convChannels = int32_t(2 * hk * t.getHeadDimK() + hv * t.getHeadDimV());
     auto placement = op->getAttrOfType<StringAttr>("tpc.placement");
@@ -775,7 +790,7 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
     dev.ordinal = int32_t(d);
     dev.activationBytes = uint64_t(activation[d]);
     dev.hostActivationBytes = uint64_t(hostActivation[d]);
-    DeviceEmitter e(module, file, d, dev, layers, *rowsDim);
+    DeviceEmitter e(module, file, d, dev, layers, *rowsDim, options);
     if (failed(e.run(fn, plan.model.nVocab)))
       return failure();
   }

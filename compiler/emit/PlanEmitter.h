@@ -27,6 +27,11 @@ namespace mlir::tpc {
 
 struct EmitOptions {
   std::string compilerVersion; ///< stored in the plan header
+  /// Storage of every attention cache's K and V halves (`--cache-type-k/-v`): F16, F32, Q8_0 or Q4_0. A
+  /// quantized half needs the layer's head dim to be a multiple of 32 (an error names the flag and the
+  /// layer). Recurrent states are F32 whatever these say.
+  ::tpc::GGMLType cacheTypeK = ::tpc::GGMLType::F16;
+  ::tpc::GGMLType cacheTypeV = ::tpc::GGMLType::F16;
 };
 
 /// Emits the plan of `module` (the output of the whole pipeline) compiled from `file`.

@@ -7,7 +7,8 @@
 //
 // Flash style: tokens are cut into tiles (a run of consecutive tokens of one sequence at consecutive
 // positions, their query heads of one KV head together: GQA/MQA read each K/V row once per group), keys
-// are read in blocks of 64 positions, converted from f16 once per block (F16C), and each query row keeps
+// are read in blocks of 64 positions, converted to f32 once per block (f16 by F16C; q8_0 / q4_0 caches
+// dequantized in registers, see below), and each query row keeps
 // an online softmax (running max, sum and unnormalised output), so no score matrix is stored. A key block
 // no row of the tile can see (outside every row's window, or past the causal limit) is skipped whole.
 // For calls of a few tokens (decode), each key range is cut at multiples of a length that depends on the
@@ -22,10 +23,19 @@
 // ulp of std::exp), fused multiply-adds for the weighted sum. The ISAs therefore differ in rounding
 // (within 1e-5 of a double-precision reference on unit-scale inputs; test/runtime/cpu/AttentionTest.cpp).
 //
+// Quantized caches (q8_0, q4_0; `tpc compile -ctk/-ctv`) are read directly: each K/V row a block's keys
+// need is dequantized into the block's f32 rows (int8 or nibbles widened, times the block's f16 scale,
+// 8 or 16 lanes at a time), then scored exactly as an f16 cache is. The reference engine instead
+// quantizes the query to q8_0 for an integer Q·K; here the conversion is already paid once per key
+// block and shared by every query row of the tile (the GQA group times the tile's tokens), so integer
+// dot products (VNNI) would save little in decode (a tile is one token) and would add the query's
+// rounding to every score. The cost per key is the same order as F16C's, and reading a q8_0 row moves
+// 53% of an f16 row's bytes (q4_0: 28%), which is what decode at a long context waits on.
+//
 // Usage:
 //   AttentionArgs a;  a.q = q; a.y = y; a.t = T; a.hq = 8; a.hkv = 2; a.dk = a.dv = 64; a.pos = pos;
-//   a.seq = seq; a.k = kCache; a.v = vCache; a.dtype = DType::F16; a.ctx = cellsPerSequence; ...
-//   flashAttention(a, tg);
+//   a.seq = seq; a.k = kCache; a.v = vCache; a.typeK = a.typeV = GGMLType::Q8_0; a.ctx = cellsPerSequence;
+//   ... flashAttention(a, tg);
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_ATTENTION_H
 #define TPC_RUNTIME_CPU_ATTENTION_H
@@ -45,8 +55,10 @@ struct AttentionArgs {
   int64_t t = 0, hq = 0, hkv = 0, dk = 0, dv = 0;
   const int32_t *pos = nullptr;          ///< position of each token
   const int32_t *seq = nullptr;          ///< sequence of each token (null: every token in sequence 0)
-  const void *k = nullptr, *v = nullptr; ///< the cache: [cells, hkv, dk] and [cells, hkv, dv] of `dtype`
-  DType dtype = DType::F16;              ///< F16 or F32
+  const void *k = nullptr, *v = nullptr; ///< the cache: [cells, hkv] rows of dk / dv values
+  /// Storage of each half: F16, F32, Q8_0 or Q4_0 (a head's row is kvRowBytes(type, d) bytes; quantized
+  /// rows are d / 32 blocks).
+  GGMLType typeK = GGMLType::F16, typeV = GGMLType::F16;
   int64_t ctx = 0;                       ///< positions per sequence (the ring size of a windowed cache)
   int64_t window = 0;                    ///< 0: every earlier position; else pos - p' < window
   float scale = 1, softcap = 0;          ///< score = softcap * tanh(scale * q.k / softcap) when softcap > 0

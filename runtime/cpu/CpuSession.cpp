@@ -462,7 +462,7 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     kvPlan.kv = dp.kv;
     if (kvF32)
       for (KvCache &c : kvPlan.kv)
-        c.dtype = DType::F32;
+        c.typeK = c.typeV = GGMLType::F32; // a quantized cache too: the reference has no rounding there
     const std::vector<exec::KvPlacement> layout = exec::kvLayout(kvPlan, ctx, o.sequences, p.model.maxBatch);
     uint64_t kvBytes = z.kv;
     if (kvF32 && !layout.empty()) {

@@ -6,6 +6,9 @@
 // GQA maps query head h to KV head h / (Hq / Hkv). Cache positions past a token's own are never read,
 // and appended rows of later tokens of the same call are masked by causality, as on the CPU. The output
 // gate is applied where each kernel writes y (both kernels), so the quantized copy is of the gated y.
+// q8_0 / q4_0 caches (and mixed halves) are appended by a warp per 32-value block with the CPU's reference
+// quantizers and read by the decode kernel value by value (cacheValue: the block's f16 scale times its
+// int8 or nibble), for every call size: the tensor-core prefill kernel stages f16 rows only.
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Attention.cuh"
 #include "runtime/cuda/CudaCheck.h"
@@ -19,6 +22,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <type_traits>
 
 namespace tpc::rt::cuda {
 namespace {
@@ -130,6 +134,106 @@ template <typename C> __device__ __forceinline__ float cacheLoad(const C *p) {
     return *p;
 }
 
+/// The cache types beside f16-f16 and f32-f32 (q8_0 / q4_0 halves, or mixed): read through cacheValue.
+struct AnyCache {};
+
+/// Bytes of a head row of d values in storage t (kvRowBytes of PlanFormat.h).
+__device__ __forceinline__ int64_t rowBytesOf(KvStorage t, int64_t d) {
+  return t == KvStorage::F32    ? 4 * d
+         : t == KvStorage::F16  ? 2 * d
+         : t == KvStorage::Q8_0 ? d / 32 * 34
+                                : d / 32 * 18;
+}
+
+/// Value c of head row `row` (cell * cache heads + head) of a half stored as t: f32, f16, or d * q of
+/// its block (q8_0: int8 q; q4_0: nibble - 8, low nibbles first), as dequantizeRow computes it.
+__device__ __forceinline__ float cacheValue(const void *base, KvStorage t, int64_t row, int64_t d,
+                                            int64_t c) {
+  if (t == KvStorage::F32)
+    return static_cast<const float *>(base)[row * d + c];
+  if (t == KvStorage::F16)
+    return __half2float(static_cast<const __half *>(base)[row * d + c]);
+  const uint8_t *blk = static_cast<const uint8_t *>(base) + row * rowBytesOf(t, d) +
+                       (c / 32) * (t == KvStorage::Q8_0 ? 34 : 18);
+  const float scale = __half2float(*reinterpret_cast<const __half *>(blk)); // blocks start at even bytes
+  const int j = int(c % 32);
+  if (t == KvStorage::Q8_0)
+    return scale * float(static_cast<int8_t>(blk[2 + j]));
+  const uint8_t b = blk[2 + (j & 15)];
+  return scale * float(int(j < 16 ? b & 0xf : b >> 4) - 8);
+}
+
+/// Value c of head row `row` of the K (v = false) or V half: the typed pointer for the f16 / f32 kernels,
+/// cacheValue for AnyCache.
+template <typename C>
+__device__ __forceinline__ float cacheAt(const AttentionArgs &a, bool v, int64_t row, int64_t c) {
+  const int64_t d = v ? a.dv : a.dk;
+  if constexpr (std::is_same_v<C, AnyCache>)
+    return cacheValue(v ? a.vc : a.kc, v ? a.typeV : a.typeK, row, d, c);
+  else
+    return cacheLoad(static_cast<const C *>(v ? a.vc : a.kc) + row * d + c);
+}
+
+/// Appends k, v to a cache of any types: one warp per 32 values of a token's K or V row (a q8_0 / q4_0
+/// block: heads are whole blocks), quantized as the CPU's reference quantizers do (quantQ8_0: d = amax /
+/// 127, q = round-to-even(x / d); quantQ4_0: d = signed max / -8, q = min(15, trunc(x / d + 8.5))), so both
+/// backends store the same blocks.
+__global__ void appendAnyKernel(AttentionArgs a) {
+  pdlEnter();
+  const int64_t kn = a.hkv * a.dk, vn = a.hkv * a.dv, kChunks = (kn + 31) / 32, vChunks = (vn + 31) / 32;
+  const int64_t warps = a.t * (kChunks + vChunks);
+  const int lane = threadIdx.x % 32;
+  for (int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < warps;
+       w += int64_t(gridDim.x) * blockDim.x / 32) {
+    const int64_t ti = w / (kChunks + vChunks), r = w % (kChunks + vChunks);
+    const bool isV = r >= kChunks;
+    const int64_t chunk = isV ? r - kChunks : r, n = isV ? vn : kn;
+    const KvStorage t = isV ? a.typeV : a.typeK;
+    const int64_t e = chunk * 32 + lane;
+    const float x = e < n ? (isV ? a.v[ti * vn + e] : a.k[ti * kn + e]) : 0.0f;
+    const int64_t at = (a.seq ? a.seq[ti] : 0) * a.ctx + a.pos[ti] % a.ctx; // the cell of (seq, pos)
+    uint8_t *cell = static_cast<uint8_t *>(isV ? a.vc : a.kc) + at * rowBytesOf(t, n); // n = heads x d
+    if (t == KvStorage::F32 || t == KvStorage::F16) {
+      if (e < n) {
+        if (t == KvStorage::F32)
+          reinterpret_cast<float *>(cell)[e] = x;
+        else
+          reinterpret_cast<__half *>(cell)[e] = __float2half_rn(x);
+      }
+      continue;
+    }
+    if (t == KvStorage::Q8_0) {
+      float amax = fabsf(x);
+      for (int o = 16; o > 0; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      const float d = amax / 127, id = d != 0 ? 1.0f / d : 0.0f;
+      uint8_t *blk = cell + chunk * 34;
+      blk[2 + lane] =
+          static_cast<uint8_t>(static_cast<int8_t>(fminf(fmaxf(rintf(__fmul_rn(x, id)), -127.0f), 127.0f)));
+      if (lane == 0)
+        *reinterpret_cast<__half *>(blk) = __float2half_rn(d);
+      continue;
+    }
+    // q4_0: the element of largest magnitude, the first on ties, with its sign.
+    float best = x, mag = fabsf(x);
+    int at0 = lane;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float om = __shfl_xor_sync(0xffffffffu, mag, o), ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, at0, o);
+      if (om > mag || (om == mag && oi < at0))
+        mag = om, best = ob, at0 = oi;
+    }
+    const float d = best / -8, id = d != 0 ? 1.0f / d : 0.0f;
+    const int q = min(15, static_cast<int>(__fmul_rn(x, id) + 8.5f)); // no FMA: the CPU rounds x * id first
+    const int hi = __shfl_down_sync(0xffffffffu, q, 16);              // element lane + 16: the high nibble
+    uint8_t *blk = cell + chunk * 18;
+    if (lane < 16)
+      blk[2 + lane] = static_cast<uint8_t>(q | (hi << 4));
+    if (lane == 0)
+      *reinterpret_cast<__half *>(blk) = __float2half_rn(d);
+  }
+}
+
 template <typename C> __global__ void appendKernel(AttentionArgs a) {
   pdlEnter();
   const int64_t kn = a.hkv * a.dk, vn = a.hkv * a.dv, n = a.t * (kn + vn);
@@ -167,20 +271,18 @@ template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attenti
   const int64_t p = a.pos[ti];
   const int64_t lo = a.window > 0 && p - a.window + 1 > 0 ? p - a.window + 1 : 0;
   const int64_t base = (a.seq ? a.seq[ti] : 0) * a.ctx; // the sequence's first cell
-  const C *kc = static_cast<const C *>(a.kc), *vc = static_cast<const C *>(a.vc);
   float m = -INFINITY, l = 0, acc[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i)
     acc[i] = 0;
   for (int64_t j = lo + warp; j <= p; j += kAttnWarps) {
-    const int64_t cell = base + j % a.ctx;
-    const C *kr = kc + (cell * a.hkv + kh) * a.dk;
+    const int64_t cell = base + j % a.ctx, row = cell * a.hkv + kh; // the head's row in either half
     float sc = 0;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int64_t c = lane + 32 * i;
       if (c < a.dk)
-        sc += qs[c] * cacheLoad(kr + c);
+        sc += qs[c] * cacheAt<C>(a, false, row, c);
     }
     for (int o = 16; o > 0; o >>= 1)
       sc += __shfl_xor_sync(0xffffffffu, sc, o);
@@ -190,11 +292,10 @@ template <typename C> __global__ void __launch_bounds__(kAttnWarps * 32) attenti
     const float mNew = fmaxf(m, sc);
     const float corr = expf(m - mNew), w = expf(sc - mNew);
     l = l * corr + w;
-    const C *vr = vc + (cell * a.hkv + kh) * a.dv;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int64_t c = lane + 32 * i;
-      acc[i] = acc[i] * corr + (c < a.dv ? w * cacheLoad(vr + c) : 0.0f);
+      acc[i] = acc[i] * corr + (c < a.dv ? w * cacheAt<C>(a, true, row, c) : 0.0f);
     }
     m = mNew;
   }
@@ -448,7 +549,8 @@ bool useFlashPrefill(const AttentionArgs &a) {
     const char *env = std::getenv("TPC_CUDA_NO_FLASH");
     return env && std::atoi(env) > 0;
   }();
-  return !off && a.t >= kFlashMinTokens && a.f16 && !a.xq && a.dk % 8 == 0 && a.dv % 8 == 0;
+  return !off && a.t >= kFlashMinTokens && a.typeK == KvStorage::F16 && a.typeV == KvStorage::F16 && !a.xq &&
+         a.dk % 8 == 0 && a.dv % 8 == 0;
 }
 
 unsigned blocksFor(int64_t n) {
@@ -490,7 +592,15 @@ void launchAttention(const AttentionArgs &a, cudaStream_t s) {
   TPC_CUDA_ASSERT(a.t <= 65535, "attention: more than 65535 tokens in one call");
   TPC_CUDA_ASSERT(!a.xq || a.dv % 32 == 0, "attention: quantized output needs head dims of whole 32-blocks");
   const int64_t n = a.t * a.hkv * (a.dk + a.dv);
-  if (a.f16) {
+  const bool f16 = a.typeK == KvStorage::F16 && a.typeV == KvStorage::F16;
+  if (!f16 && (a.typeK != KvStorage::F32 || a.typeV != KvStorage::F32)) { // q8_0 / q4_0 or mixed halves
+    TPC_CUDA_ASSERT((a.typeK == KvStorage::F32 || a.typeK == KvStorage::F16 || a.dk % 32 == 0) &&
+                        (a.typeV == KvStorage::F32 || a.typeV == KvStorage::F16 || a.dv % 32 == 0),
+                    "attention: a quantized cache half needs head dims of whole 32-blocks");
+    const int64_t warps = a.t * ((a.hkv * a.dk + 31) / 32 + (a.hkv * a.dv + 31) / 32);
+    launchKernel(appendAnyKernel, blocksFor(warps * 32), 256, 0, s, a);
+    launchKernel(attentionKernel<AnyCache>, dim3(unsigned(a.hq), unsigned(a.t)), kAttnWarps * 32, 0, s, a);
+  } else if (f16) {
     launchKernel(appendKernel<uint16_t>, blocksFor(n), 256, 0, s, a);
     if (useFlashPrefill(a)) {
       const int64_t d = std::max(a.dk, a.dv);

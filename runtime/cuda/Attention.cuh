@@ -74,6 +74,9 @@ struct NormRopeArgs {
 };
 void launchNormRope(const NormRopeArgs &a, cudaStream_t s);
 
+/// A KV cache half's storage type (the plan's GGMLType, as the kernels switch on it).
+enum class KvStorage : uint8_t { F32, F16, Q8_0, Q4_0 };
+
 /// ATTENTION of q[T, Hq, Dk] over a cache K[cells, Hkv, Dk], V[cells, Hkv, Dv] after appending k, v in the
 /// cells of (seq, pos).
 struct AttentionArgs {
@@ -82,7 +85,9 @@ struct AttentionArgs {
   const int32_t *seq = nullptr; ///< each token's sequence, device memory (null: all in sequence 0)
   const float *sinks = nullptr;
   void *kc = nullptr, *vc = nullptr;
-  bool f16 = true; ///< cache dtype (else f32)
+  /// Storage of each half (`tpc compile -ctk/-ctv`): f32, f16, or q8_0 / q4_0 blocks of 32 values per head
+  /// row (34 / 18 bytes; head dims multiples of 32).
+  KvStorage typeK = KvStorage::F16, typeV = KvStorage::F16;
   int64_t t = 0, hq = 0, hkv = 0, dk = 0, dv = 0;
   int64_t ctx = 0; ///< cells per sequence (the ring of a sliding-window cache, or the context)
   float scale = 1, softcap = 0;

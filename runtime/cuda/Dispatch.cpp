@@ -382,7 +382,13 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
     a.sinks = in.size() > (p.gated ? 5u : 4u) ? in[4].f() : nullptr;
     a.kc = kv.k;
     a.vc = kv.v;
-    a.f16 = kv.desc.dtype == DType::F16;
+    auto storage = [](GGMLType t) {
+      return t == GGMLType::F32    ? KvStorage::F32
+             : t == GGMLType::Q8_0 ? KvStorage::Q8_0
+             : t == GGMLType::Q4_0 ? KvStorage::Q4_0
+                                   : KvStorage::F16;
+    };
+    a.typeK = storage(kv.desc.typeK), a.typeV = storage(kv.desc.typeV);
     a.t = x.shape[0];
     a.hq = x.shape[1];
     a.hkv = in[1].shape[1];

@@ -137,6 +137,13 @@ Expected<OpenPlan> prepareOpen(const Plan &plan, const SessionOptions &opts) {
   return E(std::move(o));
 }
 
+namespace {
+/// A cache half's bytes rounded up to 4: q8_0 / q4_0 rows are 34 / 18 bytes per block, so a quantized
+/// half may end 2 bytes past a multiple of 4, and the next half (an f32 one, or a recurrent state that
+/// kernels read as floats) must still start aligned. f16 and f32 halves are multiples of 4 already.
+uint64_t kvHalfBytes(uint64_t bytes) { return (bytes + 3) / 4 * 4; }
+} // namespace
+
 std::vector<KvPlacement> kvLayout(const DevicePlan &dp, int64_t ctx, int32_t sequences, int64_t maxBatch) {
   std::vector<KvPlacement> out;
   uint64_t at = 0;
@@ -145,9 +152,9 @@ std::vector<KvPlacement> kvLayout(const DevicePlan &dp, int64_t ctx, int32_t seq
     p.positions = kvPositions(c, ctx, maxBatch);
     const uint64_t cells = static_cast<uint64_t>(p.positions) * static_cast<uint64_t>(sequences);
     p.kOffset = at;
-    at += cells * kvCellBytesK(c);
+    at += kvHalfBytes(cells * kvCellBytesK(c));
     p.vOffset = at;
-    at += cells * kvCellBytesV(c);
+    at += kvHalfBytes(cells * kvCellBytesV(c));
     out.push_back(p);
   }
   return out;
@@ -163,7 +170,10 @@ Expected<ArenaBytes> arenaBytes(const DevicePlan &dp, size_t d, int64_t ctx, int
   std::optional<uint64_t> kv = 0;
   for (const KvCache &c : dp.kv) {
     auto cells = mulAdd(static_cast<uint64_t>(kvPositions(c, ctx, maxBatch)), static_cast<uint64_t>(sequences), 0);
-    kv = cells && kv ? mulAdd(*cells, kvCellBytesK(c) + kvCellBytesV(c), *kv) : std::nullopt;
+    auto k = cells ? mulAdd(*cells, kvCellBytesK(c), 0) : std::nullopt;
+    auto v = cells ? mulAdd(*cells, kvCellBytesV(c), 0) : std::nullopt;
+    kv = k && v && kv ? mulAdd(1, kvHalfBytes(*k), *kv) : std::nullopt;
+    kv = kv ? mulAdd(1, kvHalfBytes(*v), *kv) : std::nullopt;
   }
   auto total = kv ? mulAdd(1, b.weights, *kv) : std::nullopt;
   total = total ? mulAdd(1, *total, b.acts) : std::nullopt;

@@ -356,14 +356,36 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
       err(fmt::format("kv cache {} (layer {}): unknown placement {}", k, c.layer,
                       static_cast<int>(c.placement)));
     // 0 heads is a device's empty share of split KV heads.
-    if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.dtype == DType::I32 || c.window < 0 ||
+    if (c.nHeadKv < 0 || c.headDimK <= 0 || c.headDimV <= 0 || c.window < 0 ||
         (c.kind != CacheKind::Attention && c.kind != CacheKind::Recurrent)) {
-      err(fmt::format("kv cache {} (layer {}): bad heads/dims/dtype/window/kind", k, c.layer));
+      err(fmt::format("kv cache {} (layer {}): bad heads/dims/window/kind", k, c.layer));
+      continue;
+    }
+    // A type this runtime cannot store (a newer compiler's, or a damaged file): name the flag that chose it.
+    if (!isKvCacheType(c.typeK) || !isKvCacheType(c.typeV)) {
+      const bool kBad = !isKvCacheType(c.typeK);
+      const GGMLType bad = kBad ? c.typeK : c.typeV;
+      const GGMLTypeInfo *info = ggmlTypeInfo(static_cast<uint32_t>(bad));
+      err(fmt::format(
+          "kv cache {} (layer {}): {} half of type {} is not a cache type this tpc runs (f32, f16, "
+          "q8_0, q4_0: tpc compile {})",
+          k, c.layer, kBad ? "K" : "V", info ? info->name : std::to_string(static_cast<uint32_t>(bad)),
+          kBad ? "--cache-type-k" : "--cache-type-v"));
+      continue;
+    }
+    // A quantized half stores whole blocks per head (PlanFormat.h): a head dim the blocks do not tile
+    // would make kvRowBytes drop its tail.
+    if ((isQuantizedKvType(c.typeK) && c.headDimK % 32 != 0) ||
+        (isQuantizedKvType(c.typeV) && c.headDimV % 32 != 0)) {
+      err(fmt::format(
+          "kv cache {} (layer {}): {} K / {} V cache with head dims {} / {}: quantized halves need "
+          "head dims that are multiples of 32",
+          k, c.layer, ggmlTypeName(c.typeK), ggmlTypeName(c.typeV), c.headDimK, c.headDimV));
       continue;
     }
     if (c.kind == CacheKind::Recurrent &&
-        (c.dtype != DType::F32 || c.window != 0 || c.convRows < 0 || c.convChannels < 0 ||
-         c.headDimK > 4096 || c.headDimV > 4096)) {
+        (c.typeK != GGMLType::F32 || c.typeV != GGMLType::F32 || c.window != 0 || c.convRows < 0 ||
+         c.convChannels < 0 || c.headDimK > 4096 || c.headDimV > 4096)) {
       err(fmt::format("recurrent cache {} (layer {}): must be f32 without a window, with conv rows/channels >= 0 "
                       "and head dims up to 4096",
                       k, c.layer));

@@ -36,9 +36,10 @@ namespace tpc::rt {
 /// ModelInfo::maxOutputRows) and sliding-window KV rings (KvCache::window); 6: recurrent caches
 /// (KvCache::kind, convRows, convChannels), the SsmConv, DeltaNet, L2Norm and GatedRmsNorm ops, the
 /// attention output gate and UnaryFn::Softplus; 7: the AddId op, UnaryFn::SwigluOai and RoPE's YaRN
-/// parameters (gpt-oss). Older versions still load (fields default: every row computed, every cache full
-/// and an attention cache; see parsePlan for v3).
-inline constexpr uint32_t kPlanSchemaVersion = 7;
+/// parameters (gpt-oss); 8: a storage type per cache half (KvCache::typeK, typeV: f32, f16, q8_0, q4_0;
+/// `--cache-type-k/-v`). Older versions still load (fields default: every row computed, every cache full
+/// and an attention cache, both halves of the old `dtype`; see parsePlan for v3).
+inline constexpr uint32_t kPlanSchemaVersion = 8;
 /// The dynamic dims a shape may have in dim 0: the tokens of a call and the rows whose logits it returns.
 inline constexpr int64_t kTokenDim = -1;
 inline constexpr int64_t kRowsDim = -2;
@@ -168,12 +169,19 @@ enum class CacheKind : uint8_t {
 /// One layer's cache on one device, sized at run time from the context size and the session's
 /// sequences: kvPositions() cells per sequence, each [nHeadKv, headDim] for K and for V (an attention
 /// cache), or one cell per sequence holding the conv and delta-rule states (a recurrent cache).
+///
+/// Storage types (v8), per half as llama.cpp's `-ctk`/`-ctv`: F16 (the default), F32, Q8_0 or Q4_0. A
+/// quantized half stores each head's row of headDim values as headDim / 32 ggml blocks (BlockQ8_0: f16
+/// scale + 32 int8; BlockQ4_0: f16 scale + 16 bytes of nibbles), so a cell is nHeadKv such rows and a
+/// head's row starts at a whole block: the head dims of a quantized half are multiples of 32 (validated).
+/// A recurrent cache is F32 in both halves.
 struct KvCache {
   int32_t layer = 0;
   int32_t nHeadKv = 0; ///< local KV heads (recurrent: local value heads)
   int32_t headDimK = 0;
   int32_t headDimV = 0;
-  DType dtype = DType::F16; ///< F16 or F32 (recurrent: F32)
+  GGMLType typeK = GGMLType::F16;          ///< storage of the K half (see above; recurrent: F32)
+  GGMLType typeV = GGMLType::F16;          ///< storage of the V half
   Placement placement = Placement::Device; ///< Host: --no-kv-offload (device steps may read it, mapped)
   /// The capacity kind (v5). 0: full, the context's positions per sequence. > 0: the layer's sliding
   /// window; its attention never looks further back, so the cache is a ring of window + max_batch
@@ -302,16 +310,37 @@ private:
 
 /// Bytes of one element of `dt`.
 inline uint64_t dtypeBytes(DType dt) { return dt == DType::F16 ? 2 : 4; }
+/// True for the storage types a cache half may have (F32, F16, Q8_0, Q4_0).
+inline bool isKvCacheType(GGMLType t) {
+  return t == GGMLType::F32 || t == GGMLType::F16 || t == GGMLType::Q8_0 || t == GGMLType::Q4_0;
+}
+/// True for the quantized cache types, whose rows are blocks of 32 values.
+inline bool isQuantizedKvType(GGMLType t) { return t == GGMLType::Q8_0 || t == GGMLType::Q4_0; }
+/// Bytes of one head's row of `n` values in cache type `t` (n a multiple of 32 for the quantized types):
+/// 4n, 2n, 34 per 32 (q8_0) or 18 per 32 (q4_0). Every byte count of a cache derives from this.
+inline uint64_t kvRowBytes(GGMLType t, int64_t n) {
+  const uint64_t u = static_cast<uint64_t>(n);
+  switch (t) {
+  case GGMLType::F32:
+    return 4 * u;
+  case GGMLType::Q8_0:
+    return u / 32 * 34;
+  case GGMLType::Q4_0:
+    return u / 32 * 18;
+  default:
+    return 2 * u; // F16 (validatePlan refuses the others)
+  }
+}
 /// Bytes of one cell's K half and V half (a recurrent cache: its conv state and its delta-rule state).
 inline uint64_t kvCellBytesK(const KvCache &c) {
   return c.kind == CacheKind::Recurrent
              ? static_cast<uint64_t>(c.convRows) * static_cast<uint64_t>(c.convChannels) * 4
-             : static_cast<uint64_t>(c.nHeadKv) * c.headDimK * dtypeBytes(c.dtype);
+             : static_cast<uint64_t>(c.nHeadKv) * kvRowBytes(c.typeK, c.headDimK);
 }
 inline uint64_t kvCellBytesV(const KvCache &c) {
   return c.kind == CacheKind::Recurrent
              ? static_cast<uint64_t>(c.nHeadKv) * c.headDimK * static_cast<uint64_t>(c.headDimV) * 4
-             : static_cast<uint64_t>(c.nHeadKv) * c.headDimV * dtypeBytes(c.dtype);
+             : static_cast<uint64_t>(c.nHeadKv) * kvRowBytes(c.typeV, c.headDimV);
 }
 /// Bytes per position of context (0 for a recurrent cache, whose size does not grow with the context).
 inline uint64_t kvBytesPerPosition(const KvCache &c) {

@@ -60,10 +60,13 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
     }
     std::vector<flatbuffers::Offset<fbs::KvCache>> kv;
     for (const KvCache &c : dev.kv)
+      // `dtype` (what a v7 reader takes for both halves) says F32 for an f32 K half, else F16; v8
+      // readers take type_k / type_v.
       kv.push_back(fbs::CreateKvCache(b, c.layer, c.nHeadKv, c.headDimK, c.headDimV,
-                                      static_cast<fbs::DType>(c.dtype),
+                                      c.typeK == GGMLType::F32 ? fbs::DType_F32 : fbs::DType_F16,
                                       static_cast<fbs::Placement>(c.placement), c.window,
-                                      static_cast<fbs::CacheKind>(c.kind), c.convRows, c.convChannels));
+                                      static_cast<fbs::CacheKind>(c.kind), c.convRows, c.convChannels,
+                                      static_cast<uint32_t>(c.typeK), static_cast<uint32_t>(c.typeV)));
     std::vector<flatbuffers::Offset<fbs::Tensor>> tensors;
     for (const TensorDesc &t : dev.tensors)
       tensors.push_back(fbs::CreateTensor(b, t.id, static_cast<fbs::DType>(t.dtype), b.CreateVector(t.shape),
@@ -195,11 +198,21 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
           dev.weights.push_back(std::move(s));
         }
       if (d->kv())
-        for (const fbs::KvCache *c : *d->kv())
-          dev.kv.push_back({c->layer(), c->n_head_kv(), c->head_dim_k(), c->head_dim_v(),
-                            static_cast<DType>(c->dtype()), static_cast<Placement>(c->placement()),
-                            c->window(), static_cast<CacheKind>(c->kind()), c->conv_rows(),
-                            c->conv_channels()});
+        for (const fbs::KvCache *c : *d->kv()) {
+          KvCache kc;
+          kc.layer = c->layer(), kc.nHeadKv = c->n_head_kv();
+          kc.headDimK = c->head_dim_k(), kc.headDimV = c->head_dim_v();
+          // Before v8 one dtype (F16 or F32) described both halves.
+          const GGMLType old = c->dtype() == fbs::DType_F32   ? GGMLType::F32
+                               : c->dtype() == fbs::DType_F16 ? GGMLType::F16
+                                                              : GGMLType::I32; // refused by validatePlan
+          kc.typeK = plan.schemaVersion >= 8 ? static_cast<GGMLType>(c->type_k()) : old;
+          kc.typeV = plan.schemaVersion >= 8 ? static_cast<GGMLType>(c->type_v()) : old;
+          kc.placement = static_cast<Placement>(c->placement());
+          kc.window = c->window(), kc.kind = static_cast<CacheKind>(c->kind());
+          kc.convRows = c->conv_rows(), kc.convChannels = c->conv_channels();
+          dev.kv.push_back(kc);
+        }
       if (d->tensors())
         for (const fbs::Tensor *t : *d->tensors()) {
           TensorDesc td;

@@ -186,6 +186,16 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
                      plan.tokenizer.model.empty() ? "none" : plan.tokenizer.model,
                      plan.tokenizer.tokens.size(), plan.tokenizer.merges.size());
   out += fmt::format("blocks: {}\n", blockCount(plan));
+  // The attention caches' storage (`tpc compile -ctk/-ctv`; one pair for the whole plan), which the byte
+  // figures below already count.
+  for (const DevicePlan &dp : plan.devices) {
+    auto c = std::find_if(dp.kv.begin(), dp.kv.end(),
+                          [](const KvCache &k) { return k.kind == CacheKind::Attention; });
+    if (c == dp.kv.end())
+      continue;
+    out += fmt::format("kv cache types: K {}, V {}\n", ggmlTypeName(c->typeK), ggmlTypeName(c->typeV));
+    break;
+  }
   std::vector<DeviceSummary> ds = summarizeDevices(plan);
   const std::vector<DeviceMemory> mem = memoryAt(plan, ctx);
   for (size_t d = 0; d < ds.size(); ++d) {

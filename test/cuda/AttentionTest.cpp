@@ -1,14 +1,16 @@
 //===- AttentionTest.cpp - RoPE and attention on CUDA ---------------------------===//
 //
 // RoPE in both modes, partial n_dims, with frequency factors, in place and out of place; attention over
-// the KV cache (GQA, MQA, sliding window, soft-cap, sinks, f16 and f32 caches, head dims up to 256) across
-// a chunked prefill and single-token decode steps (replayed CUDA graphs), each against the CPU backend;
-// the tensor-core prefill kernel on calls of several sequences, then their batched decode steps.
+// the KV cache (GQA, MQA, sliding window, soft-cap, sinks, f16, f32, q8_0 and q4_0 caches, head dims up to
+// 256) across a chunked prefill and single-token decode steps (replayed CUDA graphs), each against the CPU
+// backend; the tensor-core prefill kernel on calls of several sequences, then their batched decode steps.
 // Skips visibly without a GPU.
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 
 #include "runtime/plan/StepParams.h"
+
+#include <optional>
 
 using namespace tpc;
 using namespace tpc::rt;
@@ -60,13 +62,16 @@ struct AttnCase {
 };
 
 /// One attention step of case c over q, k, v rows of random tables (`rows` rows each, one per token id;
-/// seeds from `seed`); returns its output tensor.
-int32_t attentionStep(PlanMaker &mk, const AttnCase &c, int64_t rows, uint32_t seed) {
+/// seeds from `seed`), its cache halves stored as `tk` / `tv` (default: c.cache); returns its output tensor.
+int32_t attentionStep(PlanMaker &mk, const AttnCase &c, int64_t rows, uint32_t seed,
+                      std::optional<GGMLType> tk = std::nullopt, std::optional<GGMLType> tv = std::nullopt) {
+  const GGMLType plain = c.cache == DType::F32 ? GGMLType::F32 : GGMLType::F16;
   int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, randomFloats(rows * c.hq * c.dk, seed, -2, 2));
   int32_t ki = mk.tokenInput(0, {c.hkv, c.dk}, randomFloats(rows * c.hkv * c.dk, seed + 1, -2, 2));
   int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, randomFloats(rows * c.hkv * c.dv, seed + 2));
   int32_t y = mk.act(0, {-1, c.hq, c.dv});
-  int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, Placement::Device});
+  int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), tk.value_or(plain),
+                              tv.value_or(plain), Placement::Device});
   std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
   if (c.sinks)
     in.push_back(mk.input(0, {c.hq}, randomFloats(c.hq, seed + 3)));
@@ -98,6 +103,38 @@ TEST(CudaKernels, AttentionPrefillThenDecode) {
   }
 }
 
+// q8_0 / q4_0 caches (and mixed halves): the warp-per-block append and the decode kernel's block reads,
+// for prefill chunks (which then do not take the tensor-core kernel) and decode steps, against the CPU
+// backend, which quantizes with the same reference formulas and dequantizes to the same values. 2e-3:
+// the f32 sums run in another order, and a K value one ulp away on the two backends can round to the
+// neighbouring q8_0 step (none should: the inputs are the same table rows).
+TEST(CudaKernels, AttentionQuantizedCaches) {
+  TPC_REQUIRE_GPU();
+  struct QCase {
+    AttnCase c;
+    GGMLType tk, tv;
+  };
+  const QCase cases[] = {
+      {{4, 2, 32, 32, 0, 0, false, DType::F16}, GGMLType::Q8_0, GGMLType::Q8_0},
+      {{8, 1, 64, 64, 5, 0, true, DType::F16}, GGMLType::Q4_0, GGMLType::Q4_0},
+      {{6, 3, 128, 96, 0, 20.0f, false, DType::F16}, GGMLType::Q8_0, GGMLType::F16},
+      {{4, 4, 256, 256, 3, 0, true, DType::F16}, GGMLType::F32, GGMLType::Q4_0},
+  };
+  for (const QCase &q : cases) {
+    SCOPED_TRACE(std::string(ggmlTypeName(q.tk)) + " / " + ggmlTypeName(q.tv) + ", dk " +
+                 std::to_string(q.c.dk));
+    PlanMaker mk(1, 40, 64);
+    const int32_t y = attentionStep(mk, q.c, 48, 21, q.tk, q.tv);
+    Pair p = runBoth(mk, {{0, 13}, {13, 27}}); // positions 0..39: a chunk of 13, one of 27
+    expectClose(p, 0, y, 27, 2e-3, "prefill");
+    for (int32_t pos = 40; pos < 44; ++pos) {
+      ASSERT_TRUE(p.cpu->evaluate({pos}, {pos}));
+      ASSERT_TRUE(p.gpu->evaluate({pos}, {pos}));
+      expectClose(p, 0, y, 1, 2e-3, "decode at " + std::to_string(pos));
+    }
+  }
+}
+
 // K/V of every KV head with q a range of the model's query heads (AttentionParams qHead0/group: devices
 // outnumbering the KV heads), ranges inside one group and across two, on the flash-decode and the
 // tensor-core prefill kernels (a call of 48 tokens), each against the CPU backend.
@@ -111,7 +148,8 @@ TEST(CudaKernels, AttentionQueryHeadRangesOverMirroredKv) {
     int32_t ki = mk.tokenInput(0, {hkv, dk}, randomFloats(rows * hkv * dk, 8, -2, 2));
     int32_t vi = mk.tokenInput(0, {hkv, dv}, randomFloats(rows * hkv * dv, 9));
     int32_t y = mk.act(0, {-1, n, dv});
-    int32_t kv = mk.b(0).addKv({0, int32_t(hkv), int32_t(dk), int32_t(dv), DType::F16, Placement::Device});
+    int32_t kv = mk.b(0).addKv(
+        {0, int32_t(hkv), int32_t(dk), int32_t(dv), GGMLType::F16, GGMLType::F16, Placement::Device});
     AttentionParams ap{kv, 0, 0.3f, 0, false, h0, group};
     PackedParams pk = ap.pack();
     mk.b(0).step(OpKind::Attention, {qi, ki, vi, mk.positions[0]}, {y}, pk.ints, pk.floats);

@@ -43,7 +43,7 @@ RecurrentOut recurrentSteps(PlanMaker &mk, const DnCase &c, int64_t rows, uint32
   kc.nHeadKv = int32_t(c.hv);
   kc.headDimK = int32_t(c.dk);
   kc.headDimV = int32_t(c.dv);
-  kc.dtype = DType::F32;
+  kc.typeK = kc.typeV = GGMLType::F32;
   kc.kind = CacheKind::Recurrent;
   kc.convRows = int32_t(c.k - 1);
   kc.convChannels = int32_t(c.c);
@@ -215,7 +215,9 @@ int32_t gatedAttention(PlanMaker &mk, int64_t hq, int64_t hkv, int64_t d, bool s
   const int32_t v = mk.tokenInput(0, {hkv, d}, randomFloats(rows * hkv * d, seed + 2));
   const int32_t g = mk.tokenInput(0, {hq, d}, randomFloats(rows * hq * d, seed + 3, -4, 4));
   const int32_t y = mk.act(0, {-1, hq, d});
-  const int32_t kv = mk.b(0).addKv({0, int32_t(hkv), int32_t(d), int32_t(d), cache, Placement::Device});
+  const int32_t kv = mk.b(0).addKv({0, int32_t(hkv), int32_t(d), int32_t(d),
+                                    cache == DType::F32 ? GGMLType::F32 : GGMLType::F16,
+                                    cache == DType::F32 ? GGMLType::F32 : GGMLType::F16, Placement::Device});
   std::vector<int32_t> in = {q, k, v, mk.positions[0]};
   if (sinks)
     in.push_back(mk.input(0, {hq}, randomFloats(hq, seed + 4)));

@@ -138,7 +138,8 @@ TEST(CudaKernels, AttentionWritesTheOutputProjectionsQuantizedX) {
   int32_t flat = mk.b(0).view(y, DType::F32, {-1, hq * dh});
   int32_t w = mk.weightRaw(0, GGMLType::Q4_K, {n, hq * dh}, randomWeight(GGMLType::Q4_K, n, hq * dh, 74, deq));
   int32_t o = mk.act(0, {-1, n});
-  int32_t kv = mk.b(0).addKv({0, int32_t(hkv), int32_t(dh), int32_t(dh), DType::F16, Placement::Device});
+  int32_t kv = mk.b(0).addKv(
+      {0, int32_t(hkv), int32_t(dh), int32_t(dh), GGMLType::F16, GGMLType::F16, Placement::Device});
   mk.b(0).step(OpKind::Attention, {qi, ki, vi, mk.positions[0]}, {y}, {kv, 0}, {0.125f, 0.0f});
   mk.b(0).step(OpKind::Reshape, {y}, {flat});
   mk.b(0).step(OpKind::Matmul, {flat, w}, {o});

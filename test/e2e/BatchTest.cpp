@@ -4,7 +4,7 @@
 // have the output-rows input and sliding-window rings:
 //  - N sequences whose prompts and decode steps share every batch give each sequence's rows of N
 //    separate one-sequence runs (the fixtures' N-device bound: batching changes the matmuls' chunking and
-//    nothing per token);
+//    nothing per token), with f16 and with q8_0 caches;
 //  - generation asks for one row per sequence, and the session's counter shows the plan computed exactly
 //    those rows (plus one per chunk that asks for none);
 //  - a cleared sequence is reused from position 0 and gives a fresh run's rows;
@@ -137,22 +137,26 @@ TEST_P(Batch, SequencesInOneBatchEqualSeparateRuns) {
   if (gguf.empty())
     GTEST_SKIP() << "TPC_SHARED_DIR/fixtures not found; set TPC_SHARED_DIR to ../shared";
   // max-batch 8: the interleaved prompts (25 tokens) run in 4 chunks that cut through every sequence;
-  // the gemma rings hold 16 positions, so the 18-position sequence wraps.
-  auto plan = compiled(gguf, "--devices 2 --max-batch 8 --max-output-rows 8");
-  ASSERT_TRUE(plan) << plan.message();
-  const int64_t vocab = plan->model.nVocab;
-  auto s = open(*plan, static_cast<int32_t>(kPrompts.size()));
-  ASSERT_TRUE(s);
-  const std::vector<std::vector<float>> together = runTogether(*s, vocab);
-  for (size_t q = 0; q < kPrompts.size(); ++q) {
-    const std::vector<float> alone = runAlone(*plan, q);
-    ASSERT_EQ(alone.size(), (kPrompts[q].size() + kSteps) * vocab);
-    double scale = 0;
-    for (float v : alone)
-      scale = std::max(scale, std::fabs(double(v)));
-    ::testing::AssertionResult same = tpc::test::allWithin(together[q], alone, 1e-4 * std::max(1.0, scale));
-    EXPECT_TRUE(same) << GetParam() << " sequence " << q;
-    std::printf("[ batch    ] %s sequence %zu: %s\n", GetParam().c_str(), q, same.message());
+  // the gemma rings hold 16 positions, so the 18-position sequence wraps. Also with q8_0 caches (-ctk /
+  // -ctv): each sequence's cells hold its own blocks, whatever shares the batch.
+  for (const char *cache : {"", " -ctk q8_0 -ctv q8_0"}) {
+    SCOPED_TRACE(std::string("cache flags:") + cache);
+    auto plan = compiled(gguf, std::string("--devices 2 --max-batch 8 --max-output-rows 8") + cache);
+    ASSERT_TRUE(plan) << plan.message();
+    const int64_t vocab = plan->model.nVocab;
+    auto s = open(*plan, static_cast<int32_t>(kPrompts.size()));
+    ASSERT_TRUE(s);
+    const std::vector<std::vector<float>> together = runTogether(*s, vocab);
+    for (size_t q = 0; q < kPrompts.size(); ++q) {
+      const std::vector<float> alone = runAlone(*plan, q);
+      ASSERT_EQ(alone.size(), (kPrompts[q].size() + kSteps) * vocab);
+      double scale = 0;
+      for (float v : alone)
+        scale = std::max(scale, std::fabs(double(v)));
+      ::testing::AssertionResult same = tpc::test::allWithin(together[q], alone, 1e-4 * std::max(1.0, scale));
+      EXPECT_TRUE(same) << GetParam() << " sequence " << q;
+      std::printf("[ batch    ] %s%s sequence %zu: %s\n", GetParam().c_str(), cache, q, same.message());
+    }
   }
 }
 

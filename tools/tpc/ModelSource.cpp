@@ -95,22 +95,33 @@ void addCompileFlags(CLI::App &cmd, CompileFlags &f) {
                      "REGEX=cpu[,REGEX=cpu...]: keep the weights whose GGUF name matches on the host "
                      "(repeatable; also -ot)"),
       cmd.add_flag("--no-kv-offload", f.noKvOffload, "Keep the KV cache in host memory (also -nkvo)"),
+      cmd.add_option("--cache-type-k", f.cacheTypeK,
+                     "Storage of the attention caches' keys: f16 (default), q8_0, q4_0 (blocks of 32 values "
+                     "along each head: half / a quarter of f16's bytes, head dims multiples of 32) or f32 "
+                     "(also -ctk; recurrent DeltaNet states stay f32)")
+          ->check(CLI::IsMember({"f16", "q8_0", "q4_0", "f32"})),
+      cmd.add_option("--cache-type-v", f.cacheTypeV,
+                     "Storage of the attention caches' values: f16 (default), q8_0, q4_0 or f32 (also -ctv)")
+          ->check(CLI::IsMember({"f16", "q8_0", "q4_0", "f32"})),
       cmd.add_option("--max-batch", f.maxBatch, "Tokens per evaluation the activation arenas hold")
           ->check(CLI::Range(int64_t(1), int64_t(1) << 20)),
-      cmd.add_option("--max-output-rows", f.maxOutputRows,
-                     "Logits rows per evaluation the arenas hold (capped at --max-batch; a request for more rows, "
-                     "e.g. every row of a long prompt, runs in chunks)")
+      cmd.add_option(
+             "--max-output-rows", f.maxOutputRows,
+             "Logits rows per evaluation the arenas hold (capped at --max-batch; a request for more rows, "
+             "e.g. every row of a long prompt, runs in chunks)")
           ->capture_default_str()
           ->check(CLI::Range(int64_t(1), int64_t(1) << 20)),
-      cmd.add_option("--moe-split", f.moeSplit,
-                     "How MoE layers split: auto (default: per layer, the cheaper at decode under uniform "
-                     "routing; then whole experts where the intermediate split would leave a device's weights "
-                     "more than 5% off its share), intermediate (every expert's intermediate dimension) or "
-                     "expert (whole experts per device, in proportion to --tensor-split)")
+      cmd.add_option(
+             "--moe-split", f.moeSplit,
+             "How MoE layers split: auto (default: per layer, the cheaper at decode under uniform "
+             "routing; then whole experts where the intermediate split would leave a device's weights "
+             "more than 5% off its share), intermediate (every expert's intermediate dimension) or "
+             "expert (whole experts per device, in proportion to --tensor-split)")
           ->check(CLI::IsMember({"auto", "intermediate", "expert"})),
-      cmd.add_option("--routing-profile", f.routingProfile,
-                     "With --moe-split auto: per MoE layer, the tokens routed to each expert ('blk.N: c0 c1 ...' "
-                     "lines, # comments) instead of uniform routing"),
+      cmd.add_option(
+          "--routing-profile", f.routingProfile,
+          "With --moe-split auto: per MoE layer, the tokens routed to each expert ('blk.N: c0 c1 ...' "
+          "lines, # comments) instead of uniform routing"),
   };
 }
 
@@ -129,6 +140,9 @@ CompileRequest checkCompileFlags(const CompileFlags &f) {
   r.maxOutputRows = f.maxOutputRows;
   r.moeSplit = f.moeSplit;
   r.routingProfile = f.routingProfile;
+  // CLI11 checked the names; ggmlTypeFromName knows each of them.
+  r.cacheTypeK = ggmlTypeFromName(f.cacheTypeK).value_or(GGMLType::F16);
+  r.cacheTypeV = ggmlTypeFromName(f.cacheTypeV).value_or(GGMLType::F16);
   return r;
 }
 

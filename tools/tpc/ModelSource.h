@@ -40,12 +40,15 @@ struct CompileFlags {
   int64_t maxOutputRows = 64;
   std::string moeSplit = "auto"; ///< auto, intermediate or expert
   std::string routingProfile;     ///< for auto: per-layer tokens per expert (empty: uniform)
+  std::string cacheTypeK = "f16"; ///< --cache-type-k (-ctk): f16, q8_0, q4_0 or f32
+  std::string cacheTypeV = "f16"; ///< --cache-type-v (-ctv)
   std::vector<CLI::Option *> options; ///< the declared options, to tell which were given
   CLI::Option *devicesOption = nullptr;
 };
 
-/// Declares --devices, --tensor-split (-ts), --override-tensor (-ot), --no-kv-offload (-nkvo) and
-/// --max-batch, --max-output-rows, --moe-split, --routing-profile on `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
+/// Declares --devices, --tensor-split (-ts), --override-tensor (-ot), --no-kv-offload (-nkvo),
+/// --cache-type-k / -v (-ctk / -ctv) and --max-batch, --max-output-rows, --moe-split, --routing-profile on
+/// `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
 void addCompileFlags(CLI::App &cmd, CompileFlags &flags);
 
 /// The checked compile flags, as the compiler takes them.
@@ -58,8 +61,10 @@ struct CompileRequest {
   int64_t maxOutputRows = 64;
   std::string moeSplit = "auto";
   std::string routingProfile;
-  /// The KV caches' types (f16, q8_0, q4_0, f32; issue 37 part 1's -ctk/-ctv); `--fit` lowers them.
-  std::string cacheTypeK = "f16", cacheTypeV = "f16";
+  /// Storage of the attention caches' K and V halves (rt::isKvCacheType; the plan's per-position bytes come
+  /// from these through rt::kvCellBytesK / kvCellBytesV). Recurrent states stay f32.
+  GGMLType cacheTypeK = GGMLType::F16;
+  GGMLType cacheTypeV = GGMLType::F16;
 };
 /// Checks the flags (shares, override entries) and returns them; throws Failure naming the flag.
 CompileRequest checkCompileFlags(const CompileFlags &flags);

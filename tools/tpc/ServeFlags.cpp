@@ -12,7 +12,7 @@ namespace tpc::cli {
 const char *const kUnsupportedLlamaServerFlags =
     "llama-server flags tpc serve does not take: -ngl/--n-gpu-layers (use --devices/--backend), "
     "-fa/--flash-attn, "
-    "-ub/--ubatch-size, -ctk/-ctv/--cache-type-*, --mlock, --no-mmap, --numa, --rope-*, --yarn-*, --lora*, "
+    "-ub/--ubatch-size, --mlock, --no-mmap, --numa, --rope-*, --yarn-*, --lora*, "
     "--mmproj, -md/--model-draft, --embedding(s), --reranking, --ssl-key-file, --ssl-cert-file, --path, "
     "--system-prompt-file, --slot-save-path, -sps/--slot-prompt-similarity, --grammar*, --log-format, "
     "-hf/--hf-repo, --hf-file, -nocb/--no-cont-batching (batching is always continuous)";

@@ -39,7 +39,8 @@ int main(int argc, char **argv) {
     fn(app);
   try {
     // llama.cpp's multi-letter flags (`tpc run --bench -pp 512 -tg 128`, `tpc compile -ot X=CPU -nkvo
-    // -ts 3,1`): CLI11 only declares one-letter short names, so these spellings become the long options.
+    // -ts 3,1 -ctk q8_0`): CLI11 only declares one-letter short names, so these spellings become the long
+    // options.
     static const std::map<std::string, std::string> kLlamaFlags = {{"-pp", "--pp"},
                                                                   {"-tg", "--tg"},
                                                                   {"-ot", "--override-tensor"},

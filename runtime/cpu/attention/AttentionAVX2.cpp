@@ -188,6 +188,32 @@ struct Ops {
     for (; i < n; ++i)
       f[i] = fp16ToFp32(h[i]);
   }
+  /// The low 8 int8 quants of q -> floats times d (exact widening, one rounding in the product).
+  static __m256 q8x8(__m128i q, __m256 d) {
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+  /// 16 int8 quants -> f[0..16).
+  static void q8x16(__m128i q, __m256 d, float *f) {
+    _mm256_storeu_ps(f, q8x8(q, d));
+    _mm256_storeu_ps(f + 8, q8x8(_mm_srli_si128(q, 8), d));
+  }
+  static void q8ToF32(const BlockQ8_0 *b, float *f, int64_t n) {
+    for (int64_t i = 0; i < n / kQK; ++i, f += kQK) {
+      const __m256 d = _mm256_set1_ps(fp16ToFp32(b[i].d));
+      q8x16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b[i].qs)), d, f);
+      q8x16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b[i].qs + 16)), d, f + 16);
+    }
+  }
+  static void q4ToF32(const BlockQ4_0 *b, float *f, int64_t n) {
+    const __m128i low = _mm_set1_epi8(0xf), eight = _mm_set1_epi8(8);
+    for (int64_t i = 0; i < n / kQK; ++i, f += kQK) {
+      const __m256 d = _mm256_set1_ps(fp16ToFp32(b[i].d));
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b[i].qs));
+      // Low nibbles are elements 0..15, high nibbles 16..31 (BlockQ4_0); minus 8 as signed bytes.
+      q8x16(_mm_sub_epi8(_mm_and_si128(q, low), eight), d, f);
+      q8x16(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low), eight), d, f + 16);
+    }
+  }
 };
 
 #include "runtime/cpu/attention/AttendItem.inc"

@@ -44,6 +44,22 @@ struct Ops {
     for (int64_t i = 0; i < n; ++i)
       f[i] = fp16ToFp32(h[i]);
   }
+  static void q8ToF32(const BlockQ8_0 *b, float *f, int64_t n) {
+    for (int64_t i = 0; i < n / kQK; ++i, f += kQK) {
+      const float d = fp16ToFp32(b[i].d);
+      for (int j = 0; j < kQK; ++j)
+        f[j] = d * b[i].qs[j];
+    }
+  }
+  static void q4ToF32(const BlockQ4_0 *b, float *f, int64_t n) {
+    for (int64_t i = 0; i < n / kQK; ++i, f += kQK) {
+      const float d = fp16ToFp32(b[i].d);
+      for (int j = 0; j < kQK / 2; ++j) {
+        f[j] = d * ((b[i].qs[j] & 0xf) - 8);
+        f[j + kQK / 2] = d * ((b[i].qs[j] >> 4) - 8);
+      }
+    }
+  }
 };
 
 #include "runtime/cpu/attention/AttendItem.inc"

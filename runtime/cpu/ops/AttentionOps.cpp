@@ -5,17 +5,18 @@
 // come from the device's RoPE tables (RopeTable.h: once per call and parameter set), the rotation from the
 // ISA's element-wise table.
 // ATTENTION first appends this call's K/V rows in the cells of their (sequence, position) (converting to
-// the cache dtype; a sliding-window ring overwrites the position its window no longer reads), then runs
-// the flash-style kernel of runtime/cpu/Attention.h: each (token, query head) attends over its own
-// sequence's cells at positions p' <= p, and p - p' < window when a sliding window is set; GQA maps query
-// head h to KV head h / (Hq / Hkv); optional soft-capping of the scores and per-head sink logits that join
-// the softmax denominator only.
+// each half's storage type: f16, f32, or q8_0 / q4_0 blocks; a sliding-window ring overwrites the position
+// its window no longer reads), then runs the flash-style kernel of runtime/cpu/Attention.h: each (token,
+// query head) attends over its own sequence's cells at positions p' <= p, and p - p' < window when a sliding
+// window is set; GQA maps query head h to KV head h / (Hq / Hkv); optional soft-capping of the scores and
+// per-head sink logits that join the softmax denominator only.
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/ops/Ops.h"
 
 #include "runtime/cpu/Attention.h"
 #include "runtime/cpu/ew/Elementwise.h"
 #include "runtime/ggml/Blocks.h"
+#include "runtime/ggml/Quant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -51,18 +52,22 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
   const int64_t hkv = k.shape[1], dv = v.shape[2];
   if (hkv == 0) // this device's share of the heads is empty (checkStep: then hq is 0 too)
     return;
-  // Append K/V in the cells of their (sequence, position): rows of the cache are [Hkv, D] per cell.
-  const bool f16 = kv.desc.dtype == DType::F16;
+  // Append K/V in the cells of their (sequence, position): rows of the cache are [Hkv, D] per cell, in
+  // the half's storage type. A quantized half takes the reference quantizer (the blocks the reference
+  // engine's cache copy writes); head dims are multiples of 32, so no block straddles two heads.
+  const uint64_t kCell = hkv * kvRowBytes(kv.desc.typeK, dk), vCell = hkv * kvRowBytes(kv.desc.typeV, dv);
+  auto store = [](GGMLType type, const float *src, void *dst, int64_t n) {
+    if (type == GGMLType::F16)
+      fp32ToFp16Row(src, static_cast<uint16_t *>(dst), n);
+    else if (type == GGMLType::F32)
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    else
+      quantizeRow(type, src, dst, n);
+  };
   for (int64_t ti = 0; ti < t; ++ti) {
     const int64_t cell = kv.cell(kv.seq ? kv.seq[ti] : 0, pos.i()[ti]);
-    const float *ks = k.f() + ti * hkv * dk, *vs = v.f() + ti * hkv * dv;
-    if (f16) {
-      fp32ToFp16Row(ks, static_cast<uint16_t *>(kv.k) + cell * hkv * dk, hkv * dk);
-      fp32ToFp16Row(vs, static_cast<uint16_t *>(kv.v) + cell * hkv * dv, hkv * dv);
-    } else {
-      std::memcpy(static_cast<float *>(kv.k) + cell * hkv * dk, ks, hkv * dk * sizeof(float));
-      std::memcpy(static_cast<float *>(kv.v) + cell * hkv * dv, vs, hkv * dv * sizeof(float));
-    }
+    store(kv.desc.typeK, k.f() + ti * hkv * dk, static_cast<char *>(kv.k) + cell * kCell, hkv * dk);
+    store(kv.desc.typeV, v.f() + ti * hkv * dv, static_cast<char *>(kv.v) + cell * vCell, hkv * dv);
   }
   if (hq == 0) // K/V mirrored (MQA) but no query head here: the cache is kept, nothing to attend
     return;
@@ -73,7 +78,7 @@ void opAttention(const TensorRef &q, const TensorRef &k, const TensorRef &v, con
   a.pos = pos.i();
   a.seq = kv.seq;
   a.k = kv.k, a.v = kv.v;
-  a.dtype = kv.desc.dtype;
+  a.typeK = kv.desc.typeK, a.typeV = kv.desc.typeV;
   a.ctx = kv.ctx;
   a.window = p.window;
   a.scale = p.scale, a.softcap = p.softcap;

@@ -1,12 +1,14 @@
 //===- AttentionTest.cpp - attention vs a scalar reference, decode == batch --===//
 //
-// Covers GQA, MQA and MHA head mappings, sliding windows, soft-capping, sinks, f16 and f32 caches and
-// Dk != Dv. Every case also runs token by token (incremental decode through the KV cache) and must give
+// Covers GQA, MQA and MHA head mappings, sliding windows, soft-capping, sinks, f16, f32, q8_0 and q4_0
+// caches (the session's append quantizes each head's row; the reference reads the same rounded values)
+// and Dk != Dv. Every case also runs token by token (incremental decode through the KV cache) and must give
 // the same rows as the one-batch run.
 //===----------------------------------------------------------------------===//
 #include "test/runtime/exec/ExecTestUtil.h"
 
 #include "runtime/cpu/ops/Ops.h"
+#include "runtime/ggml/Quant.h"
 
 #include <cmath>
 
@@ -20,7 +22,7 @@ struct AttnCase {
   int64_t hq, hkv, dk, dv, window;
   float softcap;
   bool sinks;
-  DType cache;
+  GGMLType cache; ///< both halves
 };
 
 /// The case as a one-step plan; returns the output tensor id.
@@ -30,8 +32,12 @@ int32_t buildAttention(PlanMaker &mk, const AttnCase &c, int64_t t, const std::v
   int32_t qi = mk.tokenInput(0, {c.hq, c.dk}, q), ki = mk.tokenInput(0, {c.hkv, c.dk}, k);
   int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, v), y = mk.act(0, {-1, c.hq, c.dv});
   int32_t kv = mk.b(0).addKv({0, static_cast<int32_t>(c.hkv), static_cast<int32_t>(c.dk),
-                              static_cast<int32_t>(c.dv), c.cache, Placement::Device});
-  EXPECT_EQ(mk.plan.devices[0].kvBytesPerToken, uint64_t(c.hkv * (c.dk + c.dv) * dtypeBytes(c.cache)));
+                              static_cast<int32_t>(c.dv), c.cache, c.cache, Placement::Device});
+  // Per position: each KV head's K and V row, 4 / 2 bytes a value, 34 / 18 bytes per 32 (q8_0 / q4_0).
+  const uint64_t perValue2 = c.cache == GGMLType::F32 ? 8 : c.cache == GGMLType::F16 ? 4 : 0;
+  const uint64_t perBlock = c.cache == GGMLType::Q8_0 ? 34 : c.cache == GGMLType::Q4_0 ? 18 : 0;
+  EXPECT_EQ(mk.plan.devices[0].kvBytesPerToken, uint64_t(c.hkv) * (perValue2 * uint64_t(c.dk + c.dv) / 2 +
+                                                                   perBlock * uint64_t(c.dk + c.dv) / 32));
   std::vector<int32_t> in = {qi, ki, vi, mk.positions[0]};
   if (c.sinks)
     in.push_back(mk.input(0, {c.hq}, sinks));
@@ -43,12 +49,18 @@ int32_t buildAttention(PlanMaker &mk, const AttnCase &c, int64_t t, const std::v
 /// Scalar attention over all t tokens (positions 0..t-1), rounding K/V like the cache does.
 std::vector<float> refAttention(const AttnCase &c, int64_t t, const std::vector<float> &q,
                                 std::vector<float> k, std::vector<float> v, const std::vector<float> &sinks) {
-  if (c.cache == DType::F16) {
+  if (c.cache == GGMLType::F16) {
     for (float &x : k)
       x = cpu::halfToFloat(cpu::floatToHalf(x));
     for (float &x : v)
       x = cpu::halfToFloat(cpu::floatToHalf(x));
   }
+  if (c.cache == GGMLType::Q8_0 || c.cache == GGMLType::Q4_0)
+    for (std::vector<float> *x : {&k, &v}) { // each head's row: whole blocks (dims multiples of 32)
+      std::vector<uint8_t> blocks(x->size() * 2);
+      quantizeRow(c.cache, x->data(), blocks.data(), static_cast<int64_t>(x->size()));
+      dequantizeRow(c.cache, blocks.data(), x->data(), static_cast<int64_t>(x->size()));
+    }
   std::vector<float> y(t * c.hq * c.dv);
   for (int64_t i = 0; i < t; ++i)
     for (int64_t h = 0; h < c.hq; ++h) {
@@ -85,13 +97,16 @@ std::vector<float> refAttention(const AttnCase &c, int64_t t, const std::vector<
 
 TEST(Attention, MatchesReferenceAndIncrementalDecode) {
   const AttnCase cases[] = {
-      {4, 2, 16, 16, 0, 0, false, DType::F32},  // GQA
-      {4, 1, 16, 8, 0, 0, false, DType::F16},   // MQA, Dk != Dv, f16 cache
-      {3, 3, 8, 8, 0, 0, false, DType::F16},    // MHA
-      {4, 2, 16, 16, 3, 0, false, DType::F32},  // sliding window
-      {2, 1, 8, 8, 2, 5.0f, false, DType::F16}, // window + soft-cap
-      {4, 2, 8, 12, 0, 0, true, DType::F32},    // sinks
-      {6, 2, 8, 8, 4, 2.0f, true, DType::F16},  // everything
+      {4, 2, 16, 16, 0, 0, false, GGMLType::F32},    // GQA
+      {4, 1, 16, 8, 0, 0, false, GGMLType::F16},     // MQA, Dk != Dv, f16 cache
+      {3, 3, 8, 8, 0, 0, false, GGMLType::F16},      // MHA
+      {4, 2, 16, 16, 3, 0, false, GGMLType::F32},    // sliding window
+      {2, 1, 8, 8, 2, 5.0f, false, GGMLType::F16},   // window + soft-cap
+      {4, 2, 8, 12, 0, 0, true, GGMLType::F32},      // sinks
+      {6, 2, 8, 8, 4, 2.0f, true, GGMLType::F16},    // everything
+      {4, 2, 32, 32, 0, 0, false, GGMLType::Q8_0},   // quantized caches: blocks per head row
+      {4, 1, 64, 32, 3, 0, true, GGMLType::Q4_0},    // MQA, Dk != Dv, window, sinks
+      {6, 2, 32, 64, 4, 2.0f, true, GGMLType::Q8_0}, // everything
   };
   // 9 tokens run each step on one thread; 40 tokens are enough work to split over the threads.
   for (const int64_t t : {int64_t(9), int64_t(40)}) {
@@ -129,7 +144,7 @@ TEST(Attention, MatchesReferenceAndIncrementalDecode) {
 // local head h reads KV head (qHead0 + h) / group. Each range, inside one group or across two, must give
 // those heads' rows of the whole computation; and the output gate multiplies by sigmoid(gate).
 TEST(Attention, QueryHeadRangesOverMirroredKvAndOutputGate) {
-  const AttnCase c{6, 2, 16, 8, 0, 0, true, DType::F16}; // 3 query heads per KV head, sinks
+  const AttnCase c{6, 2, 16, 8, 0, 0, true, GGMLType::F16}; // 3 query heads per KV head, sinks
   const int64_t t = 11;
   auto q = randomFloats(t * c.hq * c.dk, 11), k = randomFloats(t * c.hkv * c.dk, 12);
   auto v = randomFloats(t * c.hkv * c.dv, 13), sinks = randomFloats(c.hq, 14), gate = randomFloats(t * c.hq * c.dv, 15);
@@ -145,7 +160,8 @@ TEST(Attention, QueryHeadRangesOverMirroredKvAndOutputGate) {
       PlanMaker mk(1, t, t);
       int32_t qi = mk.tokenInput(0, {n, c.dk}, qs), ki = mk.tokenInput(0, {c.hkv, c.dk}, k);
       int32_t vi = mk.tokenInput(0, {c.hkv, c.dv}, v), y = mk.act(0, {-1, n, c.dv});
-      int32_t kv = mk.b(0).addKv({0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, Placement::Device});
+      int32_t kv = mk.b(0).addKv(
+          {0, int32_t(c.hkv), int32_t(c.dk), int32_t(c.dv), c.cache, c.cache, Placement::Device});
       std::vector<int32_t> in = {qi, ki, vi, mk.positions[0], mk.input(0, {n}, ss)};
       if (gated)
         in.push_back(mk.tokenInput(0, {n, c.dv}, gs));
@@ -168,7 +184,7 @@ TEST(Attention, QueryHeadRangesOverMirroredKvAndOutputGate) {
 }
 
 TEST(Attention, PositionPastContextIsAClearError) {
-  AttnCase c{2, 1, 8, 8, 0, 0, false, DType::F16};
+  AttnCase c{2, 1, 8, 8, 0, 0, false, GGMLType::F16};
   PlanMaker mk(1, 4, 4);
   buildAttention(mk, c, 4, randomFloats(4 * 16, 1), randomFloats(4 * 8, 2), randomFloats(4 * 8, 3), {});
   SessionOptions o = mk.options(0, 3);
@@ -184,7 +200,7 @@ TEST(Attention, PositionPastContextIsAClearError) {
 }
 
 TEST(Attention, CapacityCheckNamesDeviceAndBytes) {
-  AttnCase c{2, 1, 8, 8, 0, 0, false, DType::F16};
+  AttnCase c{2, 1, 8, 8, 0, 0, false, GGMLType::F16};
   PlanMaker mk(1, 4, 4);
   buildAttention(mk, c, 4, randomFloats(4 * 16, 1), randomFloats(4 * 8, 2), randomFloats(4 * 8, 3), {});
   SessionOptions o = mk.options(0, 1000);

@@ -62,7 +62,8 @@ Outputs attentionBlock(PlanMaker &mk, int d, bool allHeads, int devices, const s
   int32_t qr = mk.act(d, {-1, hq, kD}), kr = mk.act(d, {-1, hkv, kD});
   b.step(OpKind::Rope, {qn, mk.positions[d]}, {qr}, {1, kD}, {10000.0f, 1.0f});
   b.step(OpKind::Rope, {k, mk.positions[d]}, {kr}, {1, kD}, {10000.0f, 1.0f});
-  int32_t cache = b.addKv({0, static_cast<int32_t>(hkv), kD, kD, DType::F16, Placement::Device});
+  int32_t cache =
+      b.addKv({0, static_cast<int32_t>(hkv), kD, kD, GGMLType::F16, GGMLType::F16, Placement::Device});
   int32_t att = mk.act(d, {-1, hq, kD});
   b.step(OpKind::Attention, {qr, kr, v, mk.positions[d]}, {att}, {cache, 0}, {0.125f, 0.0f});
   int32_t flat = mk.b(d).view(att, DType::F32, {-1, hq * kD});
@@ -202,7 +203,7 @@ TEST(ZeroSize, MqaDeviceWithoutQueryHeadsKeepsItsCache) {
   int32_t q = mk.act(0, {-1, 0, 8});
   int32_t k = mk.tokenInput(0, {1, 8}, randomFloats(8 * 8, 13));
   int32_t v = mk.tokenInput(0, {1, 8}, randomFloats(8 * 8, 14));
-  int32_t cache = mk.b(0).addKv({0, 1, 8, 8, DType::F32, Placement::Device});
+  int32_t cache = mk.b(0).addKv({0, 1, 8, 8, GGMLType::F32, GGMLType::F32, Placement::Device});
   int32_t y = mk.act(0, {-1, 0, 8});
   mk.b(0).step(OpKind::Attention, {q, k, v, mk.positions[0]}, {y}, {cache, 0}, {0.3f, 0.0f});
   auto s = mk.run(4);
@@ -219,7 +220,7 @@ TEST(ZeroSize, NegativeDimsAndMismatchedEmptyHeadsAreStillErrors) {
   // 0 KV heads but query heads left: not a valid attention.
   PlanMaker mk(1, 2, 1);
   int32_t q = mk.act(0, {-1, 2, 8}), k = mk.act(0, {-1, 0, 8}), v = mk.act(0, {-1, 0, 8});
-  int32_t cache = mk.b(0).addKv({0, 0, 8, 8, DType::F16, Placement::Device});
+  int32_t cache = mk.b(0).addKv({0, 0, 8, 8, GGMLType::F16, GGMLType::F16, Placement::Device});
   int32_t y = mk.act(0, {-1, 2, 8});
   mk.b(0).step(OpKind::Attention, {q, k, v, mk.positions[0]}, {y}, {cache, 0}, {0.3f, 0.0f});
   SessionOptions o = mk.options();

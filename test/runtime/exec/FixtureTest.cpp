@@ -111,7 +111,7 @@ public:
         b.step(OpKind::Rope, {k3, pos}, {kr}, {ropeMode, d}, {lbase, 1.0f});
         int32_t cache =
             b.addKv({static_cast<int32_t>(l), static_cast<int32_t>(s.nkv), static_cast<int32_t>(d),
-                     static_cast<int32_t>(d), DType::F16, Placement::Device});
+                     static_cast<int32_t>(d), GGMLType::F16, GGMLType::F16, Placement::Device});
         b.step(OpKind::Attention, {qr, kr, v3, pos}, {o}, {cache, sliding ? window : 0},
                {1.0f / std::sqrt(float(d)), 0.0f});
         int32_t o2 = b.view(o, DType::F32, {-1, s.nq * d}), pa = act({-1, e});

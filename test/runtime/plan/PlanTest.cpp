@@ -91,7 +91,7 @@ Plan makePlan(const std::string &ggufPath, uint64_t ggufSize, uint64_t fingerpri
     int32_t emb = b.activation(DType::F32, {-1, 8}, 0);
     int32_t y = b.activation(DType::F32, {-1, 4}, 4 * 8 * 4);
     int32_t logits = b.io(Storage::OutputLogits, DType::F32, {-1, 8});
-    b.addKv({0, 1, 4, 4, DType::F16, Placement::Device});
+    b.addKv({0, 1, 4, 4, GGMLType::F16, GGMLType::F16, Placement::Device});
     EXPECT_EQ(dev.kvBytesPerToken, 1u * (4 + 4) * 2); // addKv counts it
     b.step(OpKind::GetRows, {wi, tok}, {emb});
     b.step(OpKind::Matmul, {emb, wi}, {y});
@@ -154,8 +154,65 @@ TEST_F(PlanTest, RoundTripKeepsEveryField) {
   EXPECT_EQ(d1.steps[2].op, OpKind::AllGather);
   EXPECT_EQ(d1.steps[2].ints, std::vector<int64_t>{1});
   EXPECT_EQ(d1.tensors[2].shape, (std::vector<int64_t>{-1, 8}));
-  EXPECT_EQ(d1.kv[0].dtype, DType::F16);
+  EXPECT_EQ(d1.kv[0].typeK, GGMLType::F16);
+  EXPECT_EQ(d1.kv[0].typeV, GGMLType::F16);
   EXPECT_EQ(serializePlan(*r), serializePlan(plan));
+}
+
+TEST_F(PlanTest, CacheTypesRoundTripAndSizeTheCache) {
+  // v8: a storage type per half. Head dims of 64 / 32: q8_0 K is 2 blocks of 34 bytes per head, q4_0 V
+  // one block of 18; kvBytesPerToken must be what the plan says (validatePlan compares).
+  for (DevicePlan &d : plan.devices) {
+    KvCache &c = d.kv[0];
+    c.headDimK = 64, c.headDimV = 32, c.typeK = GGMLType::Q8_0, c.typeV = GGMLType::Q4_0;
+    EXPECT_EQ(kvCellBytesK(c), 68u);
+    EXPECT_EQ(kvCellBytesV(c), 18u);
+    d.kvBytesPerToken = kvBytesPerPosition(c);
+  }
+  ASSERT_TRUE(validatePlan(plan).empty()) << validatePlan(plan)[0];
+  auto r = parsePlan(serializePlan(plan).data(), serializePlan(plan).size(), "q.plan");
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->devices[1].kv[0].typeK, GGMLType::Q8_0);
+  EXPECT_EQ(r->devices[1].kv[0].typeV, GGMLType::Q4_0);
+  EXPECT_EQ(r->devices[1].kvBytesPerToken, 68u + 18u);
+  // A quantized half whose head dim the 32-value blocks do not tile, and a type a cache cannot have.
+  Plan odd = plan;
+  odd.devices[0].kv[0].headDimV = 48;
+  odd.devices[0].kvBytesPerToken = kvBytesPerPosition(odd.devices[0].kv[0]);
+  EXPECT_NE(loadError(odd).find("quantized halves need head dims that are multiples of 32"),
+            std::string::npos)
+      << loadError(odd);
+  Plan k4 = plan;
+  k4.devices[0].kv[0].typeK = GGMLType::Q4_K;
+  EXPECT_NE(
+      loadError(k4).find("K half of type q4_K is not a cache type this tpc runs (f32, f16, q8_0, q4_0: tpc "
+                         "compile --cache-type-k)"),
+      std::string::npos)
+      << loadError(k4);
+  Plan v99 = plan;
+  v99.devices[1].kv[0].typeV = static_cast<GGMLType>(99); // no ggml type at all
+  EXPECT_NE(loadError(v99).find("V half of type 99 is not a cache type"), std::string::npos)
+      << loadError(v99);
+}
+
+TEST_F(PlanTest, SchemaV7CachesTakeTheirOneDtypeForBothHalves) {
+  // Before v8 a cache had one dtype: F32 or F16 for both halves. The v8 writer still writes it (the K
+  // half's, f32 or f16), so a v7 plan, which has no type_k / type_v, reads it back for both.
+  for (GGMLType t : {GGMLType::F32, GGMLType::F16}) {
+    Plan v7 = plan;
+    v7.schemaVersion = 7;
+    for (DevicePlan &d : v7.devices) {
+      d.kv[0].typeK = d.kv[0].typeV = t;
+      d.kvBytesPerToken = kvBytesPerPosition(d.kv[0]);
+    }
+    const std::vector<uint8_t> bytes = serializePlan(v7);
+    auto r = parsePlan(bytes.data(), bytes.size(), "v7.plan");
+    ASSERT_TRUE(r) << r.message();
+    EXPECT_EQ(r->devices[0].kv[0].typeK, t);
+    EXPECT_EQ(r->devices[0].kv[0].typeV, t);
+  }
+  // A v7 reader of a v8 plan with quantized halves would see f16 in `dtype` and size the cache wrong:
+  // the version check refuses it first (NewerSchemaNamesBothVersions).
 }
 
 TEST_F(PlanTest, EveryTruncationIsRejected) {
@@ -427,7 +484,7 @@ TEST_F(PlanTest, SummaryCountsMemoryOpsAndTraffic) {
 /// max_batch positions, at most the context), the total is weights + KV + activations + logits rows, and
 /// the plan's default context is used when none is given. blockCount counts the blk.N of step names.
 TEST_F(PlanTest, MemoryAtCountsRingsAndTotals) {
-  KvCache ring{1, 1, 4, 4, DType::F16, Placement::Device};
+  KvCache ring{1, 1, 4, 4, GGMLType::F16, GGMLType::F16, Placement::Device};
   ring.window = 8;
   DevicePlanBuilder(plan.devices[0]).addKv(ring);
   const std::vector<DeviceMemory> at100 = memoryAt(plan, 100);

@@ -1,8 +1,8 @@
 //===- CompileCommand.cpp - `tpc compile` -----------------------------------===//
 //
 // `tpc compile model.gguf --devices N [--tensor-split 3,2,1] [--override-tensor REGEX=cpu]...
-//  [--no-kv-offload] [--max-batch N] [--max-output-rows R] [-o plan.bin]`: import the GGUF, run the tpc
-//  pipeline (the same
+//  [--no-kv-offload] [-ctk/-ctv f16|q8_0|q4_0|f32] [--max-batch N] [--max-output-rows R] [-o plan.bin]`:
+//  import the GGUF, run the tpc pipeline (the same
 // builder tpc-opt's --tpc-pipeline uses) and write the device plan. `--emit=mlir [--stop-after STAGE]`
 // prints the IR instead (after `import` or any pipeline stage); `--report [--json]` prints memory per
 // device and the collectives per layer. MLIR diagnostics are collected and reported as one error line
@@ -155,9 +155,12 @@ public:
                                 diagnostics_.empty() ? "a pass failed without a message" : diagnostics_));
   }
 
-  rt::Plan emit() {
-    mlir::FailureOr<rt::Plan> plan =
-        mlir::tpc::emitPlan(*module_, *file_, {std::string("tpc ") + TPC_VERSION});
+  rt::Plan emit(const CompileRequest &r) {
+    mlir::tpc::EmitOptions eo;
+    eo.compilerVersion = std::string("tpc ") + TPC_VERSION;
+    eo.cacheTypeK = r.cacheTypeK;
+    eo.cacheTypeV = r.cacheTypeV;
+    mlir::FailureOr<rt::Plan> plan = mlir::tpc::emitPlan(*module_, *file_, eo);
     if (mlir::failed(plan))
       throw Failure(fmt::format("{}: plan emission failed: {}", model_, diagnostics_));
     return std::move(*plan);
@@ -197,7 +200,7 @@ std::pair<CompileRequest, int64_t> fitRequest(const CompileOptions &opts, const 
     Compilation c(opts.model, "tpc compile --fit");
     c.import();
     c.runPipeline(r, "", false);
-    return c.emit();
+    return c.emit(r);
   };
   FitResult fit =
       fitToBudgets(base, fo, compile, [](const std::string &line) { fmt::print(stderr, "{}\n", line); });
@@ -238,7 +241,7 @@ void runCompile(const CompileOptions &opts) {
     writeText(opts.output, printIR(c.module()));
     return;
   }
-  rt::Plan plan = c.emit();
+  rt::Plan plan = c.emit(request);
   if (ctx > 0)
     plan.model.defaultCtx = ctx;
   if (opts.report)
@@ -298,7 +301,7 @@ Expected<rt::Plan> compileGgufToPlan(const std::string &gguf, const CompileReque
     Compilation c(gguf, "tpc");
     c.import();
     c.runPipeline(request, "", false);
-    plan = c.emit();
+    plan = c.emit(request);
   } catch (const Failure &e) {
     return Error{e.what()};
   }

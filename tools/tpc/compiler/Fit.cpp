@@ -168,8 +168,8 @@ public:
       : o_(o), compile_(compile), say_(say) {}
 
   const rt::Plan &plan(const CompileRequest &r) {
-    std::string key = fmt::format("{}|{}|{}|{}|{}", r.devices, sharesText(r.tensorSplit), r.cacheTypeK,
-                                  r.cacheTypeV, r.moeSplit);
+    std::string key = fmt::format("{}|{}|{}|{}|{}", r.devices, sharesText(r.tensorSplit),
+                                  ggmlTypeName(r.cacheTypeK), ggmlTypeName(r.cacheTypeV), r.moeSplit);
     for (const std::string &e : r.overrideTensor)
       key += "|" + e;
     auto it = plans_.find(key);
@@ -237,22 +237,22 @@ public:
                      standing(first, ctxMin_, b).over));
 
     // 2. Quantized KV caches, q8_0 before q4_0.
-    for (const char *kv : {"q8_0", "q4_0"}) {
-      if (o_.kvLowest == "f16" || (o_.kvLowest == "q8_0" && std::string(kv) == "q4_0"))
+    for (GGMLType kv : {GGMLType::Q8_0, GGMLType::Q4_0}) {
+      if (o_.kvLowest == "f16" || (o_.kvLowest == "q8_0" && kv == GGMLType::Q4_0))
         break;
-      if (r.cacheTypeK == kv || r.cacheTypeK == "q4_0") // -ctk gave this type or a smaller one already
+      if (r.cacheTypeK == kv || r.cacheTypeK == GGMLType::Q4_0) // -ctk gave this type or a smaller one already
         continue;
       CompileRequest q = r;
       q.cacheTypeK = q.cacheTypeV = kv;
       const rt::Plan &p = plan(q);
-      const std::string before = standing(plan(r), ctxMin_, b).over, was = r.cacheTypeK;
+      const std::string before = standing(plan(r), ctxMin_, b).over, was = ggmlTypeName(r.cacheTypeK);
       r = q;
       if (int64_t ctx = largestCtx(p); ctx) {
-        say_(fmt::format("--fit: KV caches {} (with {} caches at context {}: {}); context {}", kv, was,
+        say_(fmt::format("--fit: KV caches {} (with {} caches at context {}: {}); context {}", ggmlTypeName(kv), was,
                          ctxMin_, before, ctx));
         return done(r, ctx);
       }
-      say_(fmt::format("--fit: KV caches {} is not enough: {}", kv, standing(p, ctxMin_, b).over));
+      say_(fmt::format("--fit: KV caches {} is not enough: {}", ggmlTypeName(kv), standing(p, ctxMin_, b).over));
     }
 
     // 3. The other MoE split.
@@ -329,7 +329,7 @@ public:
     throw Failure(fmt::format(
         "--fit: nothing fits: the smallest plan (context {}, KV {}{}) needs {}{}; the smallest budget that "
         "would work: --fit {}",
-        ctxMin_, r.cacheTypeK, moe.empty() ? "" : ", every MoE layer's experts on the host", need,
+        ctxMin_, ggmlTypeName(r.cacheTypeK), moe.empty() ? "" : ", every MoE layer's experts on the host", need,
         s.host ? fmt::format(" and {} on the host", gib(s.host)) : std::string(), budget));
   }
 
