@@ -86,7 +86,7 @@ class ServeGrammar(unittest.TestCase):
             if not gguf:
                 su.skip("Gemma 3 270M not found (set TPC_GEMMA_GGUF or run `make demo`)")
             cls.plan = su.compile_plan(gguf, "gemma-3-270m")
-            cls.server = su.Server(cls.plan, "-np", "4", "-c", "8192", "--chat-template", "gemma3")
+            cls.server = su.Server(cls.plan, "-np", "4", "-c", "8192", "--metrics", "--chat-template", "gemma3")
         else:
             if VARIANT == "bpe":  # a byte-level BPE vocabulary (the default plan's is SentencePiece)
                 gguf = su.fixture("tiny-qwen3")
@@ -95,7 +95,7 @@ class ServeGrammar(unittest.TestCase):
                 cls.plan = su.compile_plan(gguf, "tiny-qwen3")
             else:
                 cls.plan, cls.name = su.test_plan()
-            cls.server = su.Server(cls.plan, "-np", "4", "-c", "4096", "--chat-template", "chatml")
+            cls.server = su.Server(cls.plan, "-np", "4", "-c", "4096", "--metrics", "--chat-template", "chatml")
 
     @classmethod
     def tearDownClass(cls):
