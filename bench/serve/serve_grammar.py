@@ -49,8 +49,8 @@ def metrics(port):
     return {k: float(v) for k, v in re.findall(r"^(tpc_grammar_\w+) (\S+)$", text, re.M)}
 
 
-def round_(port, clients, requests, max_tokens, constrained):
-    body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": max_tokens, "temperature": 0}
+def round_(port, clients, requests, max_tokens, constrained, prompt=PROMPT):
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0}
     if constrained:
         body["response_format"] = {"type": "json_schema", "json_schema": {"name": "names", "schema": SCHEMA}}
     else:
@@ -81,11 +81,14 @@ def main():
     ap.add_argument("--requests", type=int, default=3, help="requests per client and round")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--chat-template", default="gemma3")
+    ap.add_argument("--prompt", default=PROMPT,
+                    help="the user message (one that does not ask for JSON makes the grammar refuse the model's "
+                         "choices, so masks get computed: the mask's cost)")
     a = ap.parse_args()
     model = a.plan or a.gguf
     if not model:
         sys.exit("give --plan or --gguf")
-    cmd = [a.tpc, "serve", model, "--port", "0", "-np", str(a.parallel), "-c", str(a.parallel * 2048),
+    cmd = [a.tpc, "serve", model, "--port", "0", "--metrics", "-np", str(a.parallel), "-c", str(a.parallel * 2048),
            "--chat-template", a.chat_template]
     if a.threads:
         cmd += ["-t", str(a.threads)]
@@ -105,8 +108,8 @@ def main():
               "| masks | us/mask | mask us/token |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for c in [int(x) for x in a.clients.split(",")]:
-            plain = round_(port, c, a.requests, a.max_tokens, False)
-            js = round_(port, c, a.requests, a.max_tokens, True)
+            plain = round_(port, c, a.requests, a.max_tokens, False, a.prompt)
+            js = round_(port, c, a.requests, a.max_tokens, True, a.prompt)
             us_mask = js["mask_s"] / js["masks"] * 1e6 if js["masks"] else 0.0
             us_token = js["mask_s"] / js["grammar_tokens"] * 1e6 if js["grammar_tokens"] else 0.0
             print(f"| {c} | {plain['rate']:.1f} | {js['rate']:.1f} | {js['rate'] / plain['rate']:.3f} "
