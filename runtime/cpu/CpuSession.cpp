@@ -15,6 +15,7 @@
 #include "runtime/cpu/HostArena.h"
 #include "runtime/cpu/ReplicaShares.h"
 #include "runtime/cpu/SharedReduceNorm.h"
+#include "runtime/cpu/quant/Quant.h"
 #include "runtime/cpu/ops/Ops.h"
 #include "runtime/exec/Binding.h"
 #include "runtime/exec/Collectives.h"
@@ -654,6 +655,8 @@ std::vector<float> CpuSession::tensorData(size_t device, int32_t id, int64_t tok
 
 Expected<std::unique_ptr<Session>> openCpuSession(Plan plan, const SessionOptions &opts) {
   using E = Expected<std::unique_ptr<Session>>;
+  if (std::string bad = isaOverrideProblem(std::getenv("TPC_CPU_ISA")); !bad.empty())
+    return Error{bad};
   auto o = exec::prepareOpen(plan, opts);
   if (!o)
     return Error{o.message()};

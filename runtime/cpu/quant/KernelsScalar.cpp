@@ -415,17 +415,36 @@ bool isaAvailable(Isa isa) {
   return false;
 }
 
+namespace {
+Isa bestIsa() {
+  Isa best = Isa::Scalar;
+  for (Isa i : {Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
+    if (isaAvailable(i))
+      best = i;
+  return best;
+}
+} // namespace
+
+std::string isaOverrideProblem(const char *value) {
+  if (!value)
+    return {};
+  const std::string v(value);
+  for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
+    if (v == isaName(i))
+      return isaAvailable(i) ? std::string()
+                             : "TPC_CPU_ISA=" + v + ": this CPU cannot run " + v + " kernels (the best it has is " +
+                                   isaName(bestIsa()) + "); unset it or name a lower level";
+  return "TPC_CPU_ISA=" + v + " is not a kernel level: use one of scalar, avx2, avx512, avx512vnni (or unset it)";
+}
+
 Isa activeIsa() {
   static const Isa isa = [] {
-    Isa best = Isa::Scalar;
-    for (Isa i : {Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
-      if (isaAvailable(i))
-        best = i;
-    if (const char *env = std::getenv("TPC_CPU_ISA"))
+    const char *env = std::getenv("TPC_CPU_ISA");
+    if (env && isaOverrideProblem(env).empty())
       for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
-        if (std::string(env) == isaName(i) && static_cast<int>(i) < static_cast<int>(best))
-          best = i;
-    return best;
+        if (std::string(env) == isaName(i))
+          return i;
+    return bestIsa(); // a bad value is refused where sessions open (checkIsaOverride); never silently used
   }();
   return isa;
 }

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace tpc::rt::cpu {
 
@@ -45,8 +46,11 @@ const char *isaName(Isa isa);
 bool isaAvailable(Isa isa);
 /// The best ISA this CPU supports; the environment variable TPC_CPU_ISA (one of the names) can lower it, so
 /// a machine with AVX-512 VNNI can run every lower level too. A name the CPU cannot run, or an unknown one,
-/// leaves the best.
+/// leaves the best here, and is refused where a CPU session opens (isaOverrideProblem).
 Isa activeIsa();
+/// What is wrong with `value` as TPC_CPU_ISA (null: unset), in one line naming the variable and what to do;
+/// empty when it is fine.
+std::string isaOverrideProblem(const char *value);
 
 /// Bytes of an activation row of k elements for weights of type `wType` in its activation format.
 uint64_t activationRowBytes(GGMLType wType, int64_t k);

@@ -349,3 +349,20 @@ TEST(Quantize, ActivationScalesAreBf16AndQuantsFollowThem) {
     EXPECT_LT(relRms(y.data(), x.data(), 1024), 8e-3) << ggmlTypeName(t);
   }
 }
+
+// TPC_CPU_ISA's check: the level names pass where the CPU has them, anything else is one line naming the
+// variable and what to do.
+TEST(CpuIsa, OverrideProblemNamesTheVariableAndTheLevels) {
+  EXPECT_EQ(isaOverrideProblem(nullptr), "");
+  EXPECT_EQ(isaOverrideProblem("scalar"), "");
+  const std::string bad = isaOverrideProblem("avx9");
+  EXPECT_NE(bad.find("TPC_CPU_ISA=avx9 is not a kernel level"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("scalar, avx2, avx512, avx512vnni"), std::string::npos) << bad;
+  for (Isa i : {Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI}) {
+    const std::string p = isaOverrideProblem(isaName(i));
+    if (isaAvailable(i))
+      EXPECT_EQ(p, "") << isaName(i);
+    else
+      EXPECT_NE(p.find("this CPU cannot run"), std::string::npos) << p;
+  }
+}
