@@ -52,24 +52,28 @@ std::optional<ApiError> submitChoices(Scheduler &sched, const CompletionRequest 
   return std::nullopt;
 }
 
+void collectResult(Request &req, CompletionResult &r) {
+  for (Event e;;) {
+    if (!req.next(e, std::chrono::milliseconds(1000)))
+      continue;
+    if (e.kind == Event::Kind::Token) {
+      r.text += e.token.text;
+      r.tokens.push_back(std::move(e.token));
+      continue;
+    }
+    r.text += e.finish.trailingText;
+    r.finish = std::move(e.finish);
+    return;
+  }
+}
+
 std::optional<ApiError> collectChoices(const std::vector<std::shared_ptr<Request>> &reqs,
                                        std::vector<CompletionResult> &out) {
   out.assign(reqs.size(), CompletionResult{});
   std::optional<ApiError> err;
   for (size_t i = 0; i < reqs.size(); ++i) {
     CompletionResult &r = out[i];
-    for (Event e;;) {
-      if (!reqs[i]->next(e, std::chrono::milliseconds(1000)))
-        continue;
-      if (e.kind == Event::Kind::Token) {
-        r.text += e.token.text;
-        r.tokens.push_back(std::move(e.token));
-        continue;
-      }
-      r.text += e.finish.trailingText;
-      r.finish = std::move(e.finish);
-      break;
-    }
+    collectResult(*reqs[i], r);
     if (!err && (r.finish.reason == FinishReason::Error || r.finish.reason == FinishReason::Cancelled))
       err = ApiError{500, r.finish.error.empty() ? "the request was cancelled" : r.finish.error,
                      "server_error", "", ""};

@@ -42,6 +42,8 @@ std::string newId(const char *prefix);
 /// Submits `cr` cr.n times (see the file comment); on an error none stays submitted.
 std::optional<ApiError> submitChoices(Scheduler &sched, const CompletionRequest &cr,
                                       std::vector<std::shared_ptr<Request>> &out);
+/// Waits for all of `req`'s events (the request runs to its finish) and gathers them into `r`.
+void collectResult(Request &req, CompletionResult &r);
 /// Waits for every request to finish. An error or cancellation of any is returned as a 500.
 std::optional<ApiError> collectChoices(const std::vector<std::shared_ptr<Request>> &reqs,
                                        std::vector<CompletionResult> &out);

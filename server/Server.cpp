@@ -194,18 +194,7 @@ void Server::routes() {
       c.enter();
       if (!st->cr.stream) {
         CompletionResult r;
-        for (Event e;;) {
-          if (!st->req->next(e, std::chrono::milliseconds(1000)))
-            continue;
-          if (e.kind == Event::Kind::Token) {
-            r.text += e.token.text;
-            r.tokens.push_back(std::move(e.token));
-            continue;
-          }
-          r.text += e.finish.trailingText;
-          r.finish = std::move(e.finish);
-          break;
-        }
+        collectResult(*st->req, r);
         c.leave();
         if (r.finish.reason == FinishReason::Error || r.finish.reason == FinishReason::Cancelled)
           return sendError(res, ApiError{500, r.finish.error.empty() ? "the request was cancelled" : r.finish.error,

@@ -15,6 +15,7 @@
 #include "runtime/plan/PlanIO.h"
 
 #include "test/common/FixtureCheck.h"
+#include "test/e2e/E2EPlans.h"
 
 #include <gtest/gtest.h>
 
@@ -35,41 +36,17 @@ Reference readReference(const std::string &dir, const std::string &name) {
   return tpc::test::readFixtureReference(dir + "/" + name);
 }
 
-const std::string kTpc = std::string(TPC_BINARY_DIR) + "/bin/tpc";
+const std::string &kTpc = tpc::test::tpcBinary();
 
 /// Compiles `gguf` for `devices` (with `split` as --tensor-split when given) into a temporary plan.
 std::string compile(const std::string &gguf, int devices, const std::string &split, const std::string &tag,
                     const std::string &flags = "", int maxBatch = 16) {
-  std::string plan = ::testing::TempDir() + "tpc-e2e-" + std::to_string(::getpid()) + "-" + tag + ".plan";
-  std::string cmd = kTpc + " compile " + gguf + " --devices " + std::to_string(devices) + " --max-batch " +
-                    std::to_string(maxBatch) + " -o " + plan;
-  if (!split.empty())
-    cmd += " --tensor-split " + split;
-  if (!flags.empty())
-    cmd += " " + flags;
-  auto [rc, out] = tpc::test::runShell(cmd + " 2>&1");
-  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
-  return rc == 0 ? plan : "";
+  return tpc::test::compileFixturePlan(gguf, devices, split, tag, flags, maxBatch);
 }
 
-/// Teacher-forced logits of a plan: the prompt as one batch, then every greedy id at its position.
-/// `f32Kv`: f32 KV caches (SessionOptions::f32KvCache), every other step as in production.
+/// Teacher-forced logits of a plan (E2EPlans.h).
 std::vector<float> evaluate(const std::string &planPath, const Reference &ref, bool f32Kv = false) {
-  auto plan = loadPlan(planPath);
-  EXPECT_TRUE(plan) << plan.message();
-  if (!plan)
-    return {};
-  SessionOptions o;
-  o.threads = 2;
-  o.ctxSize = std::max<int64_t>(64, int64_t(ref.rows())); // tiny-qwen35moe-long: 88 rows
-  o.f32KvCache = f32Kv;
-  auto s = Session::open(std::move(*plan), o);
-  EXPECT_TRUE(s) << s.message();
-  if (!s)
-    return {};
-  auto got = tpc::test::teacherForced(**s, ref);
-  EXPECT_TRUE(got) << got.message();
-  return got ? got.take() : std::vector<float>{};
+  return tpc::test::teacherForcedLogits(planPath, ref, f32Kv);
 }
 
 struct Case {

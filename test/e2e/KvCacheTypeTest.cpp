@@ -38,6 +38,7 @@
 #include "runtime/plan/PlanIO.h"
 
 #include "test/common/FixtureCheck.h"
+#include "test/e2e/E2EPlans.h"
 
 #include <gtest/gtest.h>
 
@@ -56,7 +57,7 @@ namespace {
 
 using Reference = tpc::test::FixtureReference;
 
-const std::string kTpc = std::string(TPC_BINARY_DIR) + "/bin/tpc";
+const std::string &kTpc = tpc::test::tpcBinary();
 
 struct Case {
   std::string model;
@@ -72,32 +73,11 @@ void PrintTo(const Case &c, std::ostream *os) {
 
 std::string compile(const std::string &gguf, const Case &c, const std::string &cacheFlags,
                     const std::string &tag) {
-  std::string plan = ::testing::TempDir() + "tpc-kvq-" + std::to_string(::getpid()) + "-" + tag + ".plan";
-  std::string cmd = kTpc + " compile " + gguf + " --devices " + std::to_string(c.devices) +
-                    " --max-batch 16 -o " + plan + " " + cacheFlags + " " + c.flags;
-  if (!c.split.empty())
-    cmd += " --tensor-split " + c.split;
-  auto [rc, out] = tpc::test::runShell(cmd + " 2>&1");
-  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
-  return rc == 0 ? plan : "";
+  return tpc::test::compileFixturePlan(gguf, c.devices, c.split, "kvq-" + tag, cacheFlags + " " + c.flags);
 }
 
 std::vector<float> evaluate(const std::string &planPath, const Reference &ref, bool f32Kv = false) {
-  auto plan = loadPlan(planPath);
-  EXPECT_TRUE(plan) << plan.message();
-  if (!plan)
-    return {};
-  SessionOptions o;
-  o.threads = 2;
-  o.ctxSize = std::max<int64_t>(64, int64_t(ref.rows()));
-  o.f32KvCache = f32Kv;
-  auto s = Session::open(std::move(*plan), o);
-  EXPECT_TRUE(s) << s.message();
-  if (!s)
-    return {};
-  auto got = tpc::test::teacherForced(**s, ref);
-  EXPECT_TRUE(got) << got.message();
-  return got ? got.take() : std::vector<float>{};
+  return tpc::test::teacherForcedLogits(planPath, ref, f32Kv);
 }
 
 /// rms of a - b (sizes equal, asserted by the caller).
