@@ -22,6 +22,9 @@ const attn::Kernels &kernelsFor(Isa isa) {
   static const attn::Kernels scalar = attn::scalarKernels();
   static const attn::Kernels avx2 = isaAvailable(Isa::AVX2) ? attn::avx2Kernels() : scalar;
   static const attn::Kernels avx512 = isaAvailable(Isa::AVX512) ? attn::avx512Kernels() : avx2;
+  // The AVX-512 VNNI level (every AVX-512 machine with VNNI) keeps the AVX2 kernels on purpose: routed to
+  // the AVX-512 ones, prefill and depth decode were slower on the Sapphire Rapids VM (docs/performance.md,
+  // "Weight types after the folded panels"); the AVX-512 item kernel must win before it is routed there.
   if (isa == Isa::AVX512 && isaAvailable(Isa::AVX512))
     return avx512;
   if (isa != Isa::Scalar && isaAvailable(Isa::AVX2))
