@@ -1,5 +1,6 @@
 # lit configuration for tpc: FileCheck tests over tpc-opt and the tpc CLI.
 import os
+import shutil
 import subprocess
 import sys
 
@@ -43,6 +44,17 @@ if config.tpc_mpirun:
     mpirun = "timeout 120 " + config.tpc_mpirun + " --mca orte_tmpdir_base %t.ompi"
     config.substitutions.append(("%{mpirun-tcp}", mpirun + " --mca btl tcp,self"))
     config.substitutions.append(("%{mpirun}", mpirun))
+    # Two ranks on two network-namespace "hosts" (test/mpi/two-hosts.sh): mpiexec alone (its lit flags pin
+    # the TCP paths to the loopback interface), as root where namespaces can be made.
+    mpiexec = config.tpc_mpirun.split()[0] + " --allow-run-as-root --oversubscribe --mca orte_tmpdir_base %t.ompi"
+    config.substitutions.append(("%{two-hosts}", "timeout 120 bash " +
+                                 os.path.join(config.test_source_root, "mpi", "two-hosts.sh")))
+    config.substitutions.append(("%{mpiexec}", mpiexec))
+    if os.geteuid() == 0 and shutil.which("ip"):
+        probe = "tpclitprobe"
+        if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode == 0:
+            subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+            config.available_features.add("netns")
     config.substitutions.append(("%{mpi-job}", sys.executable + " " + os.path.join(config.test_source_root, "mpi", "mpi-job.py")))
 
 # A CUDA build on a machine with an NVIDIA GPU (the driver's device node): tests of `--backend cuda` say
