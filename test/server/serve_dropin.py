@@ -96,12 +96,15 @@ class ServeDropIn(unittest.TestCase):
             self.assertEqual(p["top_logprobs"][0]["id"], p["id"])  # greedy: the most likely
             self.assertEqual(len(p["probs"]), 2)
         # A mixed prompt (string then ids) and the same prompt as ids give the same tokens.
-        ids = self.post("/tokenize", {"content": "Once upon a time", "add_special": True})["tokens"]
-        mixed = self.post("/completion", {"prompt": ["Once upon", *ids[-2:]], "n_predict": 3, "temperature": 0,
+        head = self.post("/tokenize", {"content": "Once upon", "add_special": True})["tokens"]
+        tail = self.post("/tokenize", {"content": " a time", "add_special": False})["tokens"]
+        mixed = self.post("/completion", {"prompt": ["Once upon", *tail], "n_predict": 3, "temperature": 0,
                                           "return_tokens": True})
-        plain = self.post("/completion", {"prompt": ids[:-2] + ids[-2:], "n_predict": 3, "temperature": 0,
+        plain = self.post("/completion", {"prompt": head + tail, "n_predict": 3, "temperature": 0,
                                           "return_tokens": True})
         self.assertEqual(mixed["tokens_evaluated"], plain["tokens_evaluated"])
+        self.assertEqual(mixed["tokens_evaluated"], len(head) + len(tail))
+        self.assertEqual(mixed["tokens"], plain["tokens"])
 
     def test_completion_streamed(self):
         whole = self.post("/completion", {"prompt": "Hello", "n_predict": 5, "temperature": 0, "return_tokens": True})

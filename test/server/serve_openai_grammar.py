@@ -42,6 +42,9 @@ class ServeOpenAIGrammar(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.plan, cls.name = su.test_plan()
+        if cls.name == "tiny-demo":
+            su.skip("needs the tiny-llama fixture (../shared): the repository's tiny-demo has a 16-token "
+                    "vocabulary that cannot spell JSON")
         cls.server = su.Server(cls.plan, "-np", "2", "-c", "2048", "--chat-template", "chatml")
         cls.client = openai.OpenAI(base_url=cls.server.url + "/v1", api_key="none", timeout=120, max_retries=0)
 

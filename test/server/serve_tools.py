@@ -81,6 +81,10 @@ def jinja2_text(messages, tools=None):
     return out.stdout.decode() if out.returncode == 0 else None
 
 
+
+TINY_DEMO = ("the repository's tiny-demo (../shared absent) has a 16-token vocabulary that cannot spell a "
+             "forced call's grammar")
+
 class ServeTools(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -106,6 +110,8 @@ class ServeTools(unittest.TestCase):
                         self.server.lines)
 
     def test_prompt_holds_the_tools_and_the_forced_prefix(self):
+        if self.name == "tiny-demo":
+            self.skipTest(TINY_DEMO)
         plain = self.chat(ASK).usage.prompt_tokens
         auto = self.chat(ASK, tools=TOOLS).usage.prompt_tokens
         none = self.chat(ASK, tools=TOOLS, tool_choice="none").usage.prompt_tokens
@@ -150,6 +156,8 @@ class ServeTools(unittest.TestCase):
         self.assertTrue(off.content)
 
     def test_tool_responses_have_openai_shapes(self):
+        if self.name == "tiny-demo":
+            self.skipTest(TINY_DEMO)
         for choice in ("auto", "required", {"type": "function", "function": {"name": "get_weather"}}):
             got = self.chat(ASK, tools=TOOLS, tool_choice=choice).choices[0]
             self.assertIn(got.finish_reason, ("stop", "length", "tool_calls"))
