@@ -51,7 +51,7 @@ if config.tpc_mpirun:
                                  os.path.join(config.test_source_root, "mpi", "two-hosts.sh")))
     config.substitutions.append(("%{mpiexec}", mpiexec))
     if os.geteuid() == 0 and shutil.which("ip"):
-        probe = "tpclitprobe"
+        probe = "tpclit%d" % os.getpid()  # lit suites configure in parallel: one probe name each
         if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode == 0:
             subprocess.run(["ip", "netns", "del", probe], capture_output=True)
             config.available_features.add("netns")

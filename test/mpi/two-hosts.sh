@@ -4,7 +4,8 @@
 # 10.77.0.1, is mpirun's), Open MPI's remote launcher pointed at `ip netns exec HOST` instead of ssh
 # (plm_rsh_agent) and a hostfile naming the two addresses, so the job starts the way docs/multi-process.md
 # tells users to start one across hosts and every byte between the ranks crosses a real TCP/IP stack (btl
-# tcp and the out-of-band channel on the bridge's subnet). Needs root and iproute2; exits 77 (skipped) where
+# tcp and the out-of-band channel on the bridge's subnet). Its own lines (the hosts, the bytes each sent) go
+# to stderr, so stdout is the job's alone. Needs root and iproute2; exits 77 (skipped) where
 # namespaces cannot be made. The namespaces, the bridge and the veth pairs are removed on exit, whatever
 # happened. TPC_NETNS_RATE (e.g. 1gbit) limits both veths with an htb qdisc, for benchmarks.
 set -euo pipefail
@@ -19,11 +20,15 @@ if [ "$(id -u)" != 0 ] || ! command -v ip > /dev/null || ! ip netns add "${p}pro
   exit 77
 fi
 ip netns del "${p}probe"
+# One job at a time on this machine: the subnet is fixed, and lit-mpi and lit-mpi-shared may run this together.
+exec 9> "${TMPDIR:-/tmp}/tpc-two-hosts.lock"
+flock 9
 cleanup() {
   for i in 2 3; do ip netns del "${p}h$i" 2> /dev/null || true; done
   ip link del "${p}br" 2> /dev/null || true
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT # a timeout's SIGTERM still removes the namespaces (through the EXIT trap)
 ip link add "${p}br" type bridge
 ip addr add "$subnet.1/24" dev "${p}br"
 ip link set "${p}br" up
@@ -57,12 +62,15 @@ exec ip netns exec "\$ns" /bin/sh -c "\$*"
 AGENT
 chmod +x "$work/netns-agent.sh"
 printf '%s.2 slots=1\n%s.3 slots=1\n' "$subnet" "$subnet" > "$work/hostfile"
-echo "two-hosts: ranks on $subnet.2 and $subnet.3 (namespaces ${p}h2, ${p}h3)"
+echo "two-hosts: ranks on $subnet.2 and $subnet.3 (namespaces ${p}h2, ${p}h3)" >&2
 status=0
-$mpirun --hostfile "$work/hostfile" -np 2 --mca plm_rsh_agent "$work/netns-agent.sh" --mca btl tcp,self \
+# routed=direct: Open MPI 4's default routing tree crashed mpirun now and then when it launched through the
+# agent (its own message suggests the parameter); with two hosts a tree buys nothing.
+$mpirun --hostfile "$work/hostfile" -np 2 --mca plm_rsh_agent "$work/netns-agent.sh" --mca routed direct \
+  --mca btl tcp,self \
   --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" "$@" || status=$?
 # Bytes the ranks exchanged: the veths' counters (what crossed the namespaces' stacks).
 for i in 2 3; do
-  echo "two-hosts: $subnet.$i sent $(ip netns exec "${p}h$i" cat /sys/class/net/${p}p$i/statistics/tx_bytes) bytes"
+  echo "two-hosts: $subnet.$i sent $(ip netns exec "${p}h$i" cat /sys/class/net/${p}p$i/statistics/tx_bytes) bytes" >&2
 done
 exit $status
