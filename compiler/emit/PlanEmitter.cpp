@@ -24,10 +24,8 @@
 #include "compiler/emit/WeightPieces.h"
 
 #include "passes/LocalShapes.h"
-#include "compiler/tokenizer/GGUFTokenizer.h"
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/StepParams.h"
-#include "runtime/tokenizer/PlanVocab.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -701,39 +699,6 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
 }
 
 } // namespace
-
-/// The GGUF's tokenizer in plan form (every field the runtime's TokenizerData needs).
-LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, rt::PlanTokenizer &pt) {
-  auto tok = ::tpc::tokenizerFromGGUF(file);
-  if (!tok)
-    return module.emitError() << tok.message();
-  pt = rt::planTokenizerFromData(std::move(*tok)); // moved: a vocabulary can be 262k strings
-  if (auto tmpl = file.getStringOr("tokenizer.chat_template", ""))
-    pt.chatTemplate = *tmpl;
-  // The named variant llama-server and transformers pick for a request that has tools.
-  if (auto tmpl = file.getStringOr("tokenizer.chat_template.tool_use", ""))
-    pt.chatTemplateToolUse = *tmpl;
-  return success();
-}
-
-DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module) {
-  DenseMap<Operation *, int64_t> layers;
-  module.walk([&](Operation *op) {
-    if (isa<ModuleOp, func::FuncOp>(op))
-      return;
-    int64_t layer = kLayerNone;
-    if (Attribute stamp = op->getAttr(TpcDialect::kLayerAttrName))
-      layer = isa<IntegerAttr>(stamp) ? cast<IntegerAttr>(stamp).getInt() : kLayerOutput; // verified
-    else
-      // Not stamped by the importer (a collective, a copy, a fused op): where its activations come from.
-      // Weights do not count: a fused layer boundary reads the next layer's norm weight.
-      for (Value v : op->getOperands())
-        if (Operation *def = v.getDefiningOp(); def && !isa<WeightOp>(def))
-          layer = std::max(layer, layers.lookup(def));
-    layers[op] = layer;
-  });
-  return layers;
-}
 
 FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file, const EmitOptions &options) {
   auto fn = module.lookupSymbol<func::FuncOp>("forward");

@@ -45,6 +45,10 @@ inline constexpr int64_t kLayerNone = -1;
 inline constexpr int64_t kLayerOutput = 1 << 30;
 DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module);
 
+/// The GGUF's tokenizer in plan form (every field the runtime's TokenizerData needs), its chat template and
+/// the tool_use variant; an error on the module names what the GGUF lacks.
+LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, ::tpc::rt::PlanTokenizer &pt);
+
 } // namespace mlir::tpc
 
 #endif // TPC_COMPILER_EMIT_PLANEMITTER_H
