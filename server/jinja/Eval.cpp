@@ -55,6 +55,23 @@ void Interp::append(std::string &out, const std::string &s) {
   out += s;
 }
 
+// A block's filter chain ({% set x | f %}, {% filter f %}) was parsed with a null input at its root: the
+// filters apply innermost first to the block's text.
+Value Interp::filterBlock(const Expr &chainTop, Value v, const std::shared_ptr<Scope> &scope) {
+  std::vector<const Expr *> chain;
+  for (const Expr *f = &chainTop; f; f = f->kids[0].get())
+    chain.push_back(f);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    Args args;
+    for (size_t i = 1; i < (*it)->kids.size(); ++i)
+      args.positional.push_back(eval(*(*it)->kids[i], scope));
+    for (const auto &[k, e] : (*it)->kwargs)
+      args.keyword.emplace_back(k, eval(*e, scope));
+    v = filter((*it)->name, std::move(v), args);
+  }
+  return v;
+}
+
 Interp::Flow Interp::exec(const Body &body, std::string &out, const std::shared_ptr<Scope> &scope) {
   for (const auto &n : body) {
     Flow f;
@@ -162,39 +179,15 @@ Interp::Flow Interp::execNode(const Node &n, std::string &out, const std::shared
     std::string text;
     exec(n.body, text, scope);
     Value v(std::move(text));
-    if (n.filter) {
-      // The filter chain was parsed with a null input at its root: substitute the block's text.
-      std::vector<const Expr *> chain;
-      for (const Expr *f = n.filter.get(); f; f = f->kids[0].get())
-        chain.push_back(f);
-      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-        Args args;
-        for (size_t i = 1; i < (*it)->kids.size(); ++i)
-          args.positional.push_back(eval(*(*it)->kids[i], scope));
-        for (const auto &[k, e] : (*it)->kwargs)
-          args.keyword.emplace_back(k, eval(*e, scope));
-        v = filter((*it)->name, std::move(v), args);
-      }
-    }
+    if (n.filter)
+      v = filterBlock(*n.filter, std::move(v), scope);
     scope->vars[n.targets[0]] = std::move(v);
     return Flow::Normal;
   }
   case Node::K::Filter: {
     std::string text;
     exec(n.body, text, scope);
-    Value v(std::move(text));
-    std::vector<const Expr *> chain;
-    for (const Expr *f = n.filter.get(); f; f = f->kids[0].get())
-      chain.push_back(f);
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      Args args;
-      for (size_t i = 1; i < (*it)->kids.size(); ++i)
-        args.positional.push_back(eval(*(*it)->kids[i], scope));
-      for (const auto &[k, e] : (*it)->kwargs)
-        args.keyword.emplace_back(k, eval(*e, scope));
-      v = filter((*it)->name, std::move(v), args);
-    }
-    append(out, v.toString());
+    append(out, filterBlock(*n.filter, Value(std::move(text)), scope).toString());
     return Flow::Normal;
   }
   case Node::K::Macro:

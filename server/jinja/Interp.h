@@ -27,6 +27,8 @@ public:
 
   /// Filters, tests, methods and globals (Builtins.cpp). `line` names the caller in errors.
   Value filter(const std::string &name, Value input, Args &args);
+  /// The filter chain of a set or filter block (its root a null input) applied to the block's text `v`.
+  Value filterBlock(const Expr &chainTop, Value v, const std::shared_ptr<Scope> &scope);
   bool test(const std::string &name, const Value &input, Args &args);
   /// obj.name: a dict entry, a method bound to obj, or Undefined.
   Value attr(const Value &obj, const std::string &name);
