@@ -46,7 +46,8 @@ if config.tpc_mpirun:
     config.substitutions.append(("%{mpirun}", mpirun))
     # Two ranks on two network-namespace "hosts" (test/mpi/two-hosts.sh): mpiexec alone (its lit flags pin
     # the TCP paths to the loopback interface), as root where namespaces can be made.
-    mpiexec = config.tpc_mpirun.split()[0] + " --allow-run-as-root --oversubscribe --mca orte_tmpdir_base %t.ompi"
+    # (no orte_tmpdir_base: two-hosts.sh gives mpirun and each host a session directory of its own)
+    mpiexec = config.tpc_mpirun.split()[0] + " --allow-run-as-root --oversubscribe"
     config.substitutions.append(("%{two-hosts}", "timeout 120 bash " +
                                  os.path.join(config.test_source_root, "mpi", "two-hosts.sh")))
     config.substitutions.append(("%{mpiexec}", mpiexec))

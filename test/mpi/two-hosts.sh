@@ -58,7 +58,9 @@ case "\$host" in
   $subnet.3) ns=${p}h3 ;;
   *) echo "netns-agent: no namespace for host \$host" >&2; exit 1 ;;
 esac
-exec ip netns exec "\$ns" /bin/sh -c "\$*"
+# Each host its own session directory, as on real hosts: daemons sharing one raced creating it.
+mkdir -p "$work/tmp-\$ns"
+TMPDIR="$work/tmp-\$ns" exec ip netns exec "\$ns" /bin/sh -c "\$*"
 AGENT
 chmod +x "$work/netns-agent.sh"
 printf '%s.2 slots=1\n%s.3 slots=1\n' "$subnet" "$subnet" > "$work/hostfile"
@@ -66,7 +68,8 @@ echo "two-hosts: ranks on $subnet.2 and $subnet.3 (namespaces ${p}h2, ${p}h3)" >
 status=0
 # routed=direct: Open MPI 4's default routing tree crashed mpirun now and then when it launched through the
 # agent (its own message suggests the parameter); with two hosts a tree buys nothing.
-$mpirun --hostfile "$work/hostfile" -np 2 --mca plm_rsh_agent "$work/netns-agent.sh" --mca routed direct \
+mkdir -p "$work/tmp-hnp"
+TMPDIR="$work/tmp-hnp" $mpirun --hostfile "$work/hostfile" -np 2 --mca plm_rsh_agent "$work/netns-agent.sh" --mca routed direct \
   --mca btl tcp,self \
   --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" "$@" || status=$?
 # Bytes the ranks exchanged: the veths' counters (what crossed the namespaces' stacks).
