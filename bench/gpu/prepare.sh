@@ -8,6 +8,9 @@
 #   ref/   the reference engine's CUDA llama-bench (--reference BIN, from bench/gpu/build-reference.sh)
 #   plans/ `tpc compile` plans of the benchmark models (llama3-8b and qwen3-30b-a3b, Q4_K_M, synth seed 0,
 #          1 and 2 devices): run.sh writes the same GGUFs there with `tpc synth` (same bytes)
+#   plans/types.txt and its plans: the weight-type models ($TYPE_MODELS, "NAME:PRESET:TYPE:LAYERS" each;
+#          cut to LAYERS layers so that five of them fit this disk and the GPU machine's minutes), which
+#          run.sh's `types` phase writes there again with `tpc synth` and runs
 #   fixtures/, fplans/  the quantized shared fixtures, and `tpc compile` plans of some of them (2 devices,
 #          whole experts per device) for the CUDA fixture test's $TPC_CUDA_PLANS run
 #   syslib/ the shared libraries of those binaries that a bare machine lacks (fmt, cpp-httplib, ...)
@@ -66,11 +69,22 @@ for m in llama3-8b qwen3-30b-a3b; do
   done
 done
 
+# The weight-type models: a cut llama3-8b per type, gpt-oss-20b with its MXFP4 experts.
+typeModels=${TYPE_MODELS-llama3-8b-IQ4_XS:llama3-8b:IQ4_XS:8 llama3-8b-Q3_K:llama3-8b:Q3_K:8 llama3-8b-Q2_K:llama3-8b:Q2_K:8 llama3-8b-IQ2_XXS:llama3-8b:IQ2_XXS:8 llama3-8b-Q4_K_M:llama3-8b:Q4_K_M:8 gpt-oss-20b-MXFP4:gpt-oss-20b:MXFP4_MOE:6}
+: >"$stage/plans/types.txt"
+for spec in $typeModels; do
+  IFS=: read -r name preset type layers <<<"$spec"
+  [ -f "$models/$name.gguf" ] ||
+    "$tpc" synth --preset "$preset" --type "$type" --layers "$layers" --seed 0 --no-progress -o "$models/$name.gguf"
+  "$tpc" compile "$models/$name.gguf" --devices 1 -o "$stage/plans/$name-d1.plan" >/dev/null
+  echo "$name $preset $type $layers" >>"$stage/plans/types.txt"
+done
+
 # Fixtures: the quantized ones ($FIXTURES; the F32 files are too large to carry with everything else) and
 # `tpc compile` plans of them: max batch 512 (the hand-built plans have 64), and for the MoE ones 2 devices
 # with whole experts per device (expert parallelism), which no hand-built plan has.
 shared=${TPC_SHARED_DIR:-../shared}
-fixtures=${FIXTURES:-tiny-llama-Q8_0 tiny-llama-Q4_K_M tiny-qwen3moe-Q8_0 tiny-qwen3moe-Q4_K_M}
+fixtures=${FIXTURES:-tiny-llama-Q4_K_M tiny-llama-IQ4_XS tiny-llama-Q3_K_M tiny-llama-Q2_K tiny-qwen3moe-Q4_K_M tiny-qwen3moe-IQ4_NL tiny-qwen3moe-Q3_K_S tiny-gptoss tiny-glm4moe-Q4_K_M tiny-qwen35moe-Q4_K_M}
 if [ -d "$shared/fixtures" ]; then
   for f in $fixtures; do
     cp "$shared/fixtures/$f".{gguf,logits.f32,ref.json} "$stage/fixtures/"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one call on a lent GPU machine (H100/H200), run from the repository root with build/gpu/stage.tar.xz
 # carried (bench/gpu/prepare.sh made it here):
-#   bash bench/gpu/run.sh [PHASE...]        phases: tests quick bench serve ncu (default: tests bench serve)
+#   bash bench/gpu/run.sh [PHASE...]        phases: tests types quick bench serve ncu (default: tests bench serve)
 # tests: tpc-cuda-tests (every kernel against the CPU backend and exact references, the fixtures through
 #        the hand-built plans and through `tpc compile` plans, incl. several sequences and expert
 #        parallelism), GemvBandwidth excepted;
@@ -9,6 +9,8 @@
 #        the reference engine's llama-bench (pp512, tg128, its defaults: all layers on the GPU, flash
 #        attention, fused MoE) and `tpc run --bench` of this tree ("new") at 1 and 2 devices and of the base
 #        ref ("base") at 1, with --parallel 1,2,4,8 at 1 device;
+# types: the weight-type models of plans/types.txt (cut llama3-8b per type, gpt-oss-20b MXFP4 experts):
+#        pp512 / tg128 of `tpc run --bench` at 1 device, and of the reference's llama-bench where carried;
 # serve: `tpc serve --backend cuda -np 4` on llama3-8b, 1 and 4 streaming clients (bench/serve);
 # quick: a first look (one repetition): llama3-8b batched decode, qwen3-30b-a3b at 2 devices;
 # ncu:   Nsight Compute's speed-of-light of the biggest kernels of a qwen3-30b-a3b prefill and decode.
@@ -37,6 +39,17 @@ synth() { # the benchmark models, written while the tests run (CPU and disk only
       mv $M/$m.gguf.part $M/$m.gguf
   done
 }
+typeSynth() { # the weight-type models, 4 at a time
+  [ -f $S/plans/types.txt ] || return 0
+  while read -r name preset type layers; do
+    [ -f $M/$name.gguf ] && continue
+    (LD_LIBRARY_PATH=$L $S/new/bin/tpc synth --preset $preset --type $type --layers $layers --seed 0 --no-progress \
+      -o $M/$name.gguf.part >/dev/null && mv $M/$name.gguf.part $M/$name.gguf) &
+    while [ "$(jobs -rp | wc -l)" -ge 4 ]; do sleep 0.2; done
+  done <$S/plans/types.txt
+  wait
+}
+case " $phases " in *" types "*) typeSynth >"$OUT/type-synth.log" 2>&1 & typePid=$! ;; *) typePid= ;; esac
 case " $phases " in *" bench "* | *" quick "* | *" serve "* | *" ncu "*) synth >"$OUT/synth.log" 2>&1 & synthPid=$! ;; *) synthPid= ;; esac
 
 if [[ " $phases " == *" tests "* ]]; then
@@ -70,6 +83,18 @@ tpcBench() { # WHICH MODEL DEVICES [extra flags]
   run "$which-$m-d$d.json" 240 $S/$which/bin/tpc run $S/plans/$m-d$d.plan --gguf $M/$m.gguf --backend cuda \
     --bench -pp 512 -tg 128 -r 3 -c 1024 --json "$@"
 }
+if [[ " $phases " == *" types "* ]]; then
+  mark types
+  wait $typePid
+  cp $S/plans/types.txt "$OUT/"
+  while read -r name preset type layers; do
+    [ -f $M/$name.gguf ] || { echo "types: $name was not written (type-synth.log)"; continue; }
+    tpcBench new $name 1 </dev/null
+    [ -x $S/ref/llama-bench ] && run "ref-$name.json" 240 $S/ref/llama-bench -m $M/$name.gguf -p 512 -n 128 -r 3 -o json </dev/null
+    rm -f $M/$name.gguf # the disk holds the benchmark models too
+  done <$S/plans/types.txt
+  pack
+fi
 if [[ " $phases " == *" bench "* ]]; then
   mark bench
   for m in qwen3-30b-a3b llama3-8b; do

@@ -93,3 +93,18 @@ try:
     print(serve)
 except OSError:
     pass
+
+try:
+    types = [line.split() for line in open(os.path.join(out, "types.txt")) if line.strip()]
+except OSError:
+    types = []
+if types:
+    print()
+    print("Weight types, devices=1 (cut models: the first LAYERS layers of the preset; rates in t/s):")
+    print("| model | type | layers | pp512 ref | pp512 tpc | tpc/ref | tg128 ref | tg128 tpc | tpc/ref |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, preset, wtype, layers in types:
+        rp, rt = ref_ts(name, "pp"), ref_ts(name, "tg")
+        np_, nt = tpc_ts("new", name, 1, "pp512"), tpc_ts("new", name, 1, "tg128")
+        print(f"| {preset} | {wtype} | {layers} | {f(rp)} | {f(np_)} | {ratio(np_, rp)} | {f(rt)} | {f(nt)} | "
+              f"{ratio(nt, rt)} |")
