@@ -25,7 +25,8 @@ public:
     CudaOptions co;
     co.gpus = opts.ordinals;
     co.progress = opts.progress;
-    co.fuse = !std::getenv("TPC_CUDA_NO_FUSE"); // A/B benchmarks of the fused kernels
+    co.fuse = !std::getenv("TPC_CUDA_NO_FUSE");     // A/B benchmarks of the fused kernels
+    co.graphs = !std::getenv("TPC_CUDA_NO_GRAPHS"); // A/B runs: every decode step launched kernel by kernel
     return openCudaSession(std::move(plan), opts, co, hostCpu_);
   }
 

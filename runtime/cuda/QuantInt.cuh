@@ -30,7 +30,10 @@ struct XQBlock {
 };
 
 /// Quantizes 32 floats to int8 the way the reference engine and the CPU backend (quantActivation) do:
-/// d = amax / 127 rounded to bf16, q = round-to-even(x / d) clamped to +-127, d kept as f16. The offset
+/// d = amax / 127 rounded to bf16 and kept as that bf16 value (the CPU's ActQ8 does the same; rounding it
+/// further to f16, as the reference's CUDA q8_1 blocks do, loses bits wherever amax < 2^-7, where f16 is
+/// subnormal: a tiny model's expert inputs, and enough there to flip router near-ties the CPU and the
+/// reference agree on), q = round-to-even(x / d) clamped to +-127. The offset
 /// terms use the quantized sums, as theirs do; matching their rounding keeps the logits nearer theirs
 /// than exact f32 activations would (runtime/cpu/quant/Quant.h).
 __host__ __device__ __forceinline__ void quantizeBlock32(const float x[32], int8_t q[32], XQBlock &b) {
@@ -46,8 +49,7 @@ __host__ __device__ __forceinline__ void quantizeBlock32(const float x[32], int8
     q[i] = static_cast<int8_t>(v);
     (i < 16 ? lo : hi) += v;
   }
-  const float dh = __half2float(__float2half_rn(d));
-  b = XQBlock{dh, dh * float(lo), dh * float(hi), 0};
+  b = XQBlock{d, d * float(lo), d * float(hi), 0}; // exact: 8 significant bits times an 11-bit sum
 }
 
 #ifdef __CUDACC__
@@ -66,8 +68,7 @@ __device__ __forceinline__ void warpQuantize32(float v, int8_t *q, XQBlock *b) {
     sum += __shfl_xor_sync(0xffffffffu, sum, o);
   const int hi = __shfl_sync(0xffffffffu, sum, 16);
   if (lane == 0) {
-    const float dh = __half2float(__float2half_rn(d));
-    *b = XQBlock{dh, dh * float(sum), dh * float(hi), 0};
+    *b = XQBlock{d, d * float(sum), d * float(hi), 0};
   }
 }
 #endif

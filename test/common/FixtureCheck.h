@@ -107,10 +107,22 @@ inline ::testing::AssertionResult matchesReference(const std::vector<float> &got
   std::ostringstream os;
   os << rows << " rows: max|d|=" << maxAbs << " rms=" << rms << " (tol " << ref.tolMax << " / " << ref.tolRms
      << ")";
-  if (bad)
+  if (bad) {
+    // Which rows, and by how much: one flipped routing decision shows as one row far off, drift as many.
+    std::ostringstream rowsOff;
+    int listed = 0;
+    for (size_t r = 0; r < rows && listed < 8; ++r) {
+      double m = 0;
+      for (size_t i = r * ref.nVocab; i < (r + 1) * ref.nVocab; ++i)
+        m = std::max(m, std::fabs(double(got[i]) - double(ref.logits[i])));
+      if (m > ref.tolMax)
+        rowsOff << (listed++ ? ", " : "") << r << " (" << m << ")";
+    }
     return ::testing::AssertionFailure() << os.str() << "; " << bad << " logits not within tol_max_abs, first row "
                                          << first / ref.nVocab << " id " << first % ref.nVocab << ": "
-                                         << got[first] << " vs " << ref.logits[first];
+                                         << got[first] << " vs " << ref.logits[first] << "; rows off: "
+                                         << rowsOff.str();
+  }
   if (!(rms <= ref.tolRms))
     return ::testing::AssertionFailure() << os.str() << "; rms above tol_rms";
   for (int k = 0; k < ref.strictPrefix; ++k) {

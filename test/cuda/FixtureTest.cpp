@@ -158,6 +158,9 @@ TEST(CudaFixture, PlansMatchReferenceOnOneGpu) {
     o.ggufPath = base + ".gguf";
     cuda::CudaOptions co;
     co.gpus = {0};
+    // The backend's A/B switches (CudaBackend.cpp), so a failing fixture can be rerun without one path.
+    co.fuse = !std::getenv("TPC_CUDA_NO_FUSE");
+    co.graphs = !std::getenv("TPC_CUDA_NO_GRAPHS");
     auto gpu = tpc::rt::test::openCuda(*plan, o, co);
     ASSERT_TRUE(gpu) << gpu.message();
     auto cpu = Session::open(*plan, o);

@@ -5,6 +5,7 @@
 // CPU backend's dequantizeRow on random and edge-value blocks of every type, bit for bit, on any machine
 // (no GPU needed; this is the part of the CUDA backend that CI without a GPU exercises).
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cuda/Quant.cuh"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
@@ -281,6 +282,33 @@ template <GGMLType T> void checkIntDot(int64_t k) {
         got += U::dot(&bytes[r * rb], u, U::loadX(xq.data(), xs.data(), u));
       EXPECT_NEAR(got, ref, (exact ? 1e-5 : 1e-2) * mag)
           << ggmlTypeName(T) << " row " << r << (exact ? " (exact x)" : " (rounded x)");
+    }
+  }
+}
+
+// The CUDA activation blocks are the CPU's ActQ8 blocks, bit for bit (scale, quants, scaled half sums), at
+// every magnitude: also below amax 2^-7, where an f16 copy of the scale would be subnormal and lose bits (it
+// did, and flipped router near-ties of the quantized MoE fixtures on CUDA that the CPU and the reference
+// engine agree on).
+TEST(CudaQuant, ActivationBlocksEqualTheCpuActQ8) {
+  std::mt19937 rng(11);
+  constexpr int64_t k = 128; // one ActQ8 group: four blocks
+  for (int e = -30; e <= 10; ++e) {
+    std::vector<float> x(k);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (float &v : x)
+      v = std::ldexp(u(rng), e);
+    rt::cpu::ActQ8Group g;
+    rt::cpu::quantizeActQ8Row(x.data(), &g, k);
+    for (int b = 0; b < 4; ++b) {
+      int8_t q[32];
+      rt::cuda::XQBlock xb;
+      rt::cuda::quantizeBlock32(&x[32 * b], q, xb);
+      ASSERT_EQ(xb.d, g.d[b]) << "amax ~2^" << e << " block " << b;
+      for (int i = 0; i < 32; ++i)
+        ASSERT_EQ(q[i], g.qs[32 * b + i]) << "amax ~2^" << e << " block " << b << " element " << i;
+      ASSERT_EQ(xb.lo, g.d[b] * float(g.hs[2 * b])) << "amax ~2^" << e << " block " << b;
+      ASSERT_EQ(xb.hi, g.d[b] * float(g.hs[2 * b + 1])) << "amax ~2^" << e << " block " << b;
     }
   }
 }
