@@ -44,10 +44,20 @@ enum class Isa { Scalar, AVX2, AVX512, AVX512VNNI };
 const char *isaName(Isa isa);
 /// True when this CPU can run kernels built for `isa`.
 bool isaAvailable(Isa isa);
-/// The best ISA this CPU supports; the environment variable TPC_CPU_ISA (one of the names) can lower it, so
-/// a machine with AVX-512 VNNI can run every lower level too. A name the CPU cannot run, or an unknown one,
-/// leaves the best here, and is refused where a CPU session opens (isaOverrideProblem).
+/// The process's kernel level: the level setActiveIsa() fixed (a CPU session opening first: the level it
+/// chose by TPC_CPU_ISA, a calibration or its cache, runtime/cpu/KernelChoice.h), else the environment
+/// variable TPC_CPU_ISA (one of the names: a machine with AVX-512 VNNI can run every lower level too), else
+/// the best ISA this CPU supports. A name the CPU cannot run, or an unknown one, leaves the best here, and is
+/// refused where a CPU session opens (isaOverrideProblem). The first answer is final for the process: the
+/// element-wise and vector tables keep the level they were first built for.
 Isa activeIsa();
+/// Fixes activeIsa() to `isa` where nothing has read it yet; true when activeIsa() now answers `isa` (also
+/// when it already did), false when `isa` is not available or another level was already answered.
+bool setActiveIsa(Isa isa);
+/// True once activeIsa() has answered or setActiveIsa() has fixed it.
+bool activeIsaFixed();
+/// The best ISA this CPU supports (what CPUID alone picks).
+Isa bestAvailableIsa();
 /// What is wrong with `value` as TPC_CPU_ISA (null: unset), in one line naming the variable and what to do;
 /// empty when it is fine.
 std::string isaOverrideProblem(const char *value);
