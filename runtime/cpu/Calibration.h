@@ -7,20 +7,26 @@
 // fastest. The caller caches the answer per CPU model, build and shape set, so a machine pays once.
 //
 // What is timed, per level: every matmul piece with one token (the activation row quantized as decode
-// quantizes it, then the row / lane kernels over the piece's weight rows, on the given thread group) and
-// every attention piece as one decode token over a synthetic f16 / quantized cache of the piece's depth.
-// A piece stands for `weight` times its own time in the step (a sample of a large matrix's rows, one of
-// several layers of the same shape), so a level's estimate is sum(weight x time). The element-wise kernels
-// (norms, GLU, RoPE) are not timed: a few percent of a decode step, and their table follows the level.
+// quantizes it, then the row / lane kernels over the piece's weight rows) and every attention piece as one
+// decode token over a synthetic f16 / quantized cache of the piece's depth. A piece stands for `weight`
+// times its own time in the step (a sample of a large matrix's rows, one of several layers of the same
+// shape), so a level's estimate is sum(weight x time). The element-wise kernels (norms, GLU, RoPE) are not
+// timed: a few percent of a decode step, and their table follows the level.
 //
-// Noise: the levels are timed in interleaved rounds (each round times every level, the order rotating), and
-// each piece keeps its fastest time over the rounds: other processes on a shared machine only ever add
-// time, and interleaving spreads a slow phase (another job, a frequency change) over all levels instead of
-// one. Rounds stop after `budgetSeconds` of wall time (at least kMinCalibrationRounds of them).
+// Noise: the pieces run on the calling thread alone and are timed in its CPU time (CLOCK_THREAD_CPUTIME_ID),
+// so time the core spent on other processes does not count: on the shared 2-core build VM (load average
+// 10-13) wall-clock estimates of the same level varied 2x between runs, a machine that busy has no quiet
+// round to find. The levels run in interleaved rounds (each round times every level, the order rotating),
+// and each piece keeps its fastest time over the rounds: other processes only ever add time (cache misses
+// after they ran), and interleaving spreads a slow phase (a frequency change) over all levels. Rounds stop
+// after `budgetSeconds` of wall time (at least kMinCalibrationRounds of them). One thread measures a core's
+// speed at each level, which is what separates the levels (Zen 4's split 512-bit units, VNNI's byte dots);
+// with every core streaming, decode approaches the memory's bound and the levels come closer, which the
+// margin of pickIsa() leaves to CPUID.
 //
 // Usage:
 //   CalibrationWork w;  w.matmuls.push_back({weights, GGMLType::Q4_K, rows, k, rowStride, 1.0});
-//   Calibration c = calibrate(w, calibrationCandidates(), tg);
+//   Calibration c = calibrate(w, calibrationCandidates());
 //   Isa isa = c.chosen;   // c.times: the estimate per level, seconds per decode step's timed kernels
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_CALIBRATION_H
@@ -91,10 +97,9 @@ std::vector<Isa> calibrationCandidates();
 /// kCalibrationMargin of it; only ever a level in `times`. `cpuid` absent from `times`: the fastest.
 Isa pickIsa(const std::vector<LevelTime> &times, Isa cpuid);
 
-/// Times `work` at each of `candidates` (each must be available) on `tg` (see the file comment) and picks
-/// with pickIsa(.., bestAvailableIsa()). An empty work or a single candidate times nothing.
-Calibration calibrate(const CalibrationWork &work, const std::vector<Isa> &candidates, ThreadGroup &tg,
-                      double budgetSeconds = 0.4);
+/// Times `work` at each of `candidates` (each must be available) on the calling thread (see the file
+/// comment) and picks with pickIsa(.., bestAvailableIsa()). An empty work or a single candidate times nothing.
+Calibration calibrate(const CalibrationWork &work, const std::vector<Isa> &candidates, double budgetSeconds = 0.4);
 
 } // namespace tpc::rt::cpu
 

@@ -136,7 +136,7 @@ public:
   /// runs; cache warnings go to stderr.
   void chooseKernels() {
     const Device &d = devs_.front();
-    const KernelChoice c = chooseSessionKernels(plan().devices[d.index], d.ptr, threadsPerDevice_, ctxSize());
+    const KernelChoice c = chooseSessionKernels(plan().devices[d.index], d.ptr, ctxSize());
     for (const std::string &w : c.warnings)
       fmt::print(stderr, "warning: {}\n", w);
     kernelChoice_ = c.line();

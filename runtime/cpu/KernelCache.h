@@ -11,7 +11,7 @@
 //   cpu     the CPU model string and its best level ("Intel(R) Xeon(R) Processor|avx512vnni": a VM that
 //           hides AVX-512 from the same model is another key)
 //   build   the kernel build: the ELF build id of the binary holding the kernels (a rebuild changes it)
-//   shapes  a hash of the decode shapes timed and the thread count (another plan, or -t, is another key)
+//   shapes  a hash of the decode shapes timed (another plan, or another device count, is another key)
 //   level   scalar, avx2, avx512 or avx512vnni
 //   note    free text: what the calibration measured (for people reading the file)
 //

@@ -48,9 +48,9 @@ namespace {
 std::string describe(const Calibration &c) {
   std::string s;
   for (const LevelTime &t : c.times)
-    s += fmt::format("{}{} {:.2f} ms", s.empty() ? "" : ", ", isaName(t.isa), t.seconds * 1e3);
-  return fmt::format("{} per decode step's timed kernels, best of {} rounds, {:.2f} s", s, c.rounds,
-                     c.wallSeconds);
+    s += fmt::format("{}{} {:.3g} ms", s.empty() ? "" : ", ", isaName(t.isa), t.seconds * 1e3);
+  return fmt::format("{} of one core per decode step's timed kernels, best of {} rounds, {:.2f} s", s,
+                     c.rounds, c.wallSeconds);
 }
 } // namespace
 
@@ -192,7 +192,7 @@ CalibrationWork decodeWork(const DevicePlan &dp, const std::vector<void *> &ptr,
   return work;
 }
 
-std::string shapeKey(const CalibrationWork &w, int threads) {
+std::string shapeKey(const CalibrationWork &w) {
   // FNV-1a over the shapes in order (decodeWork's order is sorted by shape, so equal plans give equal keys).
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](const std::string &s) {
@@ -204,10 +204,10 @@ std::string shapeKey(const CalibrationWork &w, int threads) {
   for (const CalibAttention &a : w.attention)
     mix(fmt::format("a{}:{}:{}:{}:{}:{}:{}:{}:{};", a.hq, a.hkv, a.dk, a.dv, static_cast<int>(a.typeK),
                     static_cast<int>(a.typeV), a.depth, a.softcap, a.weight));
-  return fmt::format("{:016x} t{}", h, threads);
+  return fmt::format("{:016x}", h);
 }
 
-KernelChoice chooseSessionKernels(const DevicePlan &dp, const std::vector<void *> &ptr, int threads, int64_t ctx) {
+KernelChoice chooseSessionKernels(const DevicePlan &dp, const std::vector<void *> &ptr, int64_t ctx) {
   static std::mutex mu;
   static std::optional<KernelChoice> first;
   std::lock_guard<std::mutex> lock(mu);
@@ -220,7 +220,7 @@ KernelChoice chooseSessionKernels(const DevicePlan &dp, const std::vector<void *
   if (activeIsaFixed()) {
     c.isa = activeIsa();
     c.how = "fixed";
-    c.detail = "kernels ran in this process before its first CPU session";
+    c.detail = "a table built once in this process before its first CPU session fixed it";
   } else {
     KernelChoiceRequest r;
     r.isaOverride = std::getenv("TPC_CPU_ISA"); // validated where the session opens
@@ -228,11 +228,8 @@ KernelChoice chooseSessionKernels(const DevicePlan &dp, const std::vector<void *
     r.candidates = calibrationCandidates();
     r.cachePath = kernelCachePath();
     const CalibrationWork work = decodeWork(dp, ptr, ctx);
-    r.key = {cpuModelName() + "|" + isaName(bestAvailableIsa()), kernelBuildId(), shapeKey(work, threads)};
-    r.measure = [&] {
-      ThreadGroup tg(threads);
-      return calibrate(work, r.candidates, tg);
-    };
+    r.key = {cpuModelName() + "|" + isaName(bestAvailableIsa()), kernelBuildId(), shapeKey(work)};
+    r.measure = [&] { return calibrate(work, r.candidates); };
     c = decideKernels(r);
     if (!setActiveIsa(c.isa)) { // something read the level meanwhile (cannot happen under the lock in practice)
       c.detail += fmt::format("; {} was already in use", isaName(activeIsa()));

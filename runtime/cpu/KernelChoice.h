@@ -7,8 +7,8 @@
 //  3. TPC_CPU_CALIBRATE=0 (or off): CPUID's best level, as before calibration existed ("cpuid").
 //  4. The cache file (KernelCache.h) holds an entry for this CPU model, kernel build and the plan's decode
 //     shapes and thread count: its level ("cached"). TPC_CPU_CALIBRATE=force skips this step.
-//  5. Else calibrate (Calibration.h) on a sample of the plan's decode step, with the session's threads per
-//     device and its real weights ("calibrated"), and write the cache entry.
+//  5. Else calibrate (Calibration.h) on a sample of the plan's decode step, with the session's real weights,
+//     on one thread ("calibrated"), and write the cache entry.
 // A cache file that cannot be read or parsed, or cannot be written, is a warning (KernelChoice::warnings),
 // never an error: the calibration runs and the file is rewritten. Later sessions of the process get the
 // first one's choice (the element-wise tables keep the level they were first built with), and a process
@@ -81,11 +81,12 @@ KernelChoice decideKernels(const KernelChoiceRequest &r);
 CalibrationWork decodeWork(const DevicePlan &dp, const std::vector<void *> &ptr, int64_t ctx,
                            uint64_t budgetBytes = kCalibrationBytes);
 
-/// The shapes part of the cache key: a hash of `w`'s shapes (not its addresses) and the thread count.
-std::string shapeKey(const CalibrationWork &w, int threads);
+/// The shapes part of the cache key: a hash of `w`'s shapes, not its addresses (calibrate() runs one thread,
+/// so the session's thread count is no part of it).
+std::string shapeKey(const CalibrationWork &w);
 
 /// The first CPU session's choice (see the file comment), fixing activeIsa(); later calls return it.
-KernelChoice chooseSessionKernels(const DevicePlan &dp, const std::vector<void *> &ptr, int threads, int64_t ctx);
+KernelChoice chooseSessionKernels(const DevicePlan &dp, const std::vector<void *> &ptr, int64_t ctx);
 
 } // namespace tpc::rt::cpu
 

@@ -437,22 +437,31 @@ std::string isaOverrideProblem(const char *value) {
 }
 
 namespace {
-/// The process's level as an Isa value; -1 until activeIsa() first answers or setActiveIsa() fixes it. An
-/// atomic rather than a function-local static so a session can fix it before any kernel reads it.
+/// The process's level as an Isa value; -1 until fixActiveIsa() or setActiveIsa() fixes it. An atomic
+/// rather than a function-local static so a session can fix it after kernels ran (a calibration).
 std::atomic<int> processIsa{-1};
 
-/// What activeIsa() answers when no session fixed a level: TPC_CPU_ISA when valid, else the best.
+/// What activeIsa() answers while no level is fixed: TPC_CPU_ISA when valid, else the best (read once: every
+/// matmul call asks).
 Isa defaultIsa() {
-  const char *env = std::getenv("TPC_CPU_ISA");
-  if (env && isaOverrideProblem(env).empty())
-    for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
-      if (std::string(env) == isaName(i))
-        return i;
-  return bestAvailableIsa(); // a bad value is refused where sessions open (checkIsaOverride); never silently used
+  static const Isa isa = [] {
+    const char *env = std::getenv("TPC_CPU_ISA");
+    if (env && isaOverrideProblem(env).empty())
+      for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
+        if (std::string(env) == isaName(i))
+          return i;
+    return bestAvailableIsa(); // a bad value is refused where sessions open; never silently used
+  }();
+  return isa;
 }
 } // namespace
 
 Isa activeIsa() {
+  const int v = processIsa.load(std::memory_order_acquire);
+  return v >= 0 ? static_cast<Isa>(v) : defaultIsa();
+}
+
+Isa fixActiveIsa() {
   int v = processIsa.load(std::memory_order_acquire);
   if (v < 0) {
     int unset = -1;

@@ -48,13 +48,16 @@ bool isaAvailable(Isa isa);
 /// chose by TPC_CPU_ISA, a calibration or its cache, runtime/cpu/KernelChoice.h), else the environment
 /// variable TPC_CPU_ISA (one of the names: a machine with AVX-512 VNNI can run every lower level too), else
 /// the best ISA this CPU supports. A name the CPU cannot run, or an unknown one, leaves the best here, and is
-/// refused where a CPU session opens (isaOverrideProblem). The first answer is final for the process: the
-/// element-wise and vector tables keep the level they were first built for.
+/// refused where a CPU session opens (isaOverrideProblem). Reading it fixes nothing (kernels read it per
+/// call); tables built once for the process read fixActiveIsa().
 Isa activeIsa();
-/// Fixes activeIsa() to `isa` where nothing has read it yet; true when activeIsa() now answers `isa` (also
-/// when it already did), false when `isa` is not available or another level was already answered.
+/// activeIsa(), fixed for the rest of the process: what a table built once (element-wise, vector ops) reads,
+/// so a later setActiveIsa() cannot leave it on another level than the matmuls.
+Isa fixActiveIsa();
+/// Fixes activeIsa() to `isa` unless the level is fixed already; true when activeIsa() now answers `isa`
+/// (also when it was fixed to it before), false when `isa` is not available or another level is fixed.
 bool setActiveIsa(Isa isa);
-/// True once activeIsa() has answered or setActiveIsa() has fixed it.
+/// True once fixActiveIsa() or setActiveIsa() has fixed the level.
 bool activeIsaFixed();
 /// The best ISA this CPU supports (what CPUID alone picks).
 Isa bestAvailableIsa();
