@@ -38,9 +38,10 @@
 
 namespace tpc::rt::cpu {
 
-/// Weight bytes the decode sample reads per level and round: past the last-level cache of most CPUs, so the
-/// weights stream from memory as in decode; a plan with fewer weights is timed whole.
-constexpr uint64_t kCalibrationBytes = 64ull << 20;
+/// Weight bytes the decode sample reads per level and round: many times a core's L2, so the weights stream
+/// as in decode, and small enough for 5-9 rounds in the time budget on one core (64 MiB left bench-llama
+/// Q3_K_M 4-6 rounds on the Sapphire Rapids VM); a plan with fewer weights is timed whole.
+constexpr uint64_t kCalibrationBytes = 32ull << 20;
 /// Context positions of the attention pieces (a chat turn's depth; capped by a sliding window and the
 /// session's context).
 constexpr int64_t kCalibrationDepth = 512;
