@@ -110,7 +110,7 @@ Calibration calibrate(const CalibrationWork &work, const std::vector<Isa> &candi
     c.times.push_back({i, 0});
   const size_t pieces = work.matmuls.size() + work.attention.size();
   if (candidates.size() < 2 || pieces == 0) {
-    c.chosen = candidates.empty() ? bestAvailableIsa() : pickIsa(c.times, bestAvailableIsa());
+    c.chosen = candidates.empty() ? bestAvailableIsa() : candidates.back(); // nothing measured: the best
     c.wallSeconds = now() - start;
     return c;
   }

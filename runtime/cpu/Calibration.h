@@ -91,8 +91,9 @@ constexpr int kMaxCalibrationRounds = 9;
 /// tpc was made with. Zen 4's reported gap (AVX2 9 % faster than AVX-512 VNNI, issue 36) is beyond it.
 constexpr double kCalibrationMargin = 0.05;
 
-/// The levels worth timing on this CPU: every available one from avx2 up. The scalar table, the portable
-/// reference, is several times slower wherever AVX2 exists and is a candidate only on a CPU without it.
+/// The levels worth timing on this CPU, in increasing order: every available one from avx2 up. The scalar
+/// table, the portable reference, is several times slower wherever AVX2 exists and is a candidate only on a
+/// CPU without it.
 std::vector<Isa> calibrationCandidates();
 
 /// The level to run: the fastest of `times`, unless `cpuid` (which must be among them) is within
@@ -100,7 +101,8 @@ std::vector<Isa> calibrationCandidates();
 Isa pickIsa(const std::vector<LevelTime> &times, Isa cpuid);
 
 /// Times `work` at each of `candidates` (each must be available) on the calling thread (see the file
-/// comment) and picks with pickIsa(.., bestAvailableIsa()). An empty work or a single candidate times nothing.
+/// comment) and picks with pickIsa(.., bestAvailableIsa()). An empty work or a single candidate times nothing
+/// (rounds = 0) and picks the last candidate (they are in increasing order: the best).
 Calibration calibrate(const CalibrationWork &work, const std::vector<Isa> &candidates, double budgetSeconds = 0.4);
 
 } // namespace tpc::rt::cpu

@@ -92,6 +92,12 @@ KernelChoice decideKernels(const KernelChoiceRequest &r) {
     }
   }
   const Calibration cal = r.measure();
+  if (cal.rounds == 0) { // a plan without matmuls or attention on this device: nothing told the levels apart
+    c.isa = best;
+    c.how = "cpuid";
+    c.detail = "no decode kernels to time";
+    return c;
+  }
   // calibrate() picks among the candidates it was given; a measure that returns something else (a bug) must
   // still never run a level outside them.
   c.isa = std::find(r.candidates.begin(), r.candidates.end(), cal.chosen) != r.candidates.end() ? cal.chosen

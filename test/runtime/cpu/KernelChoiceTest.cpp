@@ -252,6 +252,23 @@ TEST(KernelChoice, ModeValues) {
   EXPECT_EQ(calibrateMode(nullptr), CalibrateMode::Auto);
 }
 
+TEST(KernelChoice, NothingTimedIsCpuidAndNotCached) {
+  NEEDS_AVX2();
+  TempDir dir;
+  const std::string path = dir.file("cpu-kernels.txt");
+  int calls = 0;
+  KernelChoiceRequest r = request(path, keyA, Isa::Scalar, calls);
+  r.measure = [&calls] {
+    ++calls;
+    return calibrate(CalibrationWork{}, {Isa::Scalar, Isa::AVX2}); // no pieces: no rounds
+  };
+  const KernelChoice c = decideKernels(r);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(c.how, "cpuid");
+  EXPECT_EQ(c.isa, Isa::AVX2);
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 TEST(KernelChoice, AMeasurementOutsideTheCandidatesIsNeverRun) {
   NEEDS_AVX2();
   int calls = 0;
