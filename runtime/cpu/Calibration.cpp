@@ -45,7 +45,9 @@ Isa pickIsa(const std::vector<LevelTime> &times, Isa cpuid) {
 }
 
 namespace {
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 /// CPU seconds of the calling thread: what the kernels cost, without the time another process held the core.
 double threadSeconds() {

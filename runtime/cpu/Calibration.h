@@ -44,11 +44,11 @@ namespace tpc::rt::cpu {
 
 /// A weight's rows, timed as one decode matmul (m = 1).
 struct CalibMatmul {
-  const void *w = nullptr;        ///< the first row
-  GGMLType type = GGMLType::F32;  ///< its type
-  int64_t n = 0, k = 0;           ///< rows timed, row length
-  size_t stride = 0;              ///< bytes between rows
-  double weight = 1;              ///< how many times this piece's time counts in the step
+  const void *w = nullptr;       ///< the first row
+  GGMLType type = GGMLType::F32; ///< its type
+  int64_t n = 0, k = 0;          ///< rows timed, row length
+  size_t stride = 0;             ///< bytes between rows
+  double weight = 1;             ///< how many times this piece's time counts in the step
 };
 
 /// An attention layer's shape, timed as one decode token at `depth` positions of context.
@@ -103,7 +103,8 @@ Isa pickIsa(const std::vector<LevelTime> &times, Isa cpuid);
 /// Times `work` at each of `candidates` (each must be available) on the calling thread (see the file
 /// comment) and picks with pickIsa(.., bestAvailableIsa()). An empty work or a single candidate times nothing
 /// (rounds = 0) and picks the last candidate (they are in increasing order: the best).
-Calibration calibrate(const CalibrationWork &work, const std::vector<Isa> &candidates, double budgetSeconds = 0.4);
+Calibration calibrate(const CalibrationWork &work, const std::vector<Isa> &candidates,
+                      double budgetSeconds = 0.4);
 
 } // namespace tpc::rt::cpu
 

@@ -105,9 +105,10 @@ KernelCacheRead readKernelCache(const std::string &path, const KernelCacheKey &k
     return r; // none yet (or a path that cannot hold one: writing it says so)
   std::ifstream in(path);
   if (!in || std::filesystem::is_directory(path, ec)) {
-    r.problem = "cannot read the CPU kernel cache " + path + " (" +
-                (std::filesystem::is_directory(path, ec) ? std::string("a directory") : std::strerror(errno)) +
-                "): calibrating, then rewriting it";
+    r.problem =
+        "cannot read the CPU kernel cache " + path + " (" +
+        (std::filesystem::is_directory(path, ec) ? std::string("a directory") : std::strerror(errno)) +
+        "): calibrating, then rewriting it";
     return r;
   }
   auto corrupt = [&](size_t lineNo, const std::string &what) {
@@ -207,7 +208,7 @@ std::string kernelBuildId() {
   dl_iterate_phdr(findBuildId, &s);
   if (!s.id.empty())
     return s.id;
-  struct stat st{};
+  struct stat st {};
   if (::stat("/proc/self/exe", &st) == 0)
     return "exe-" + std::to_string(st.st_size) + "-" + std::to_string(st.st_mtime);
   return "unknown";

@@ -39,7 +39,9 @@ constexpr size_t kKernelCacheEntries = 64;
 /// replace them).
 struct KernelCacheKey {
   std::string cpu, build, shapes;
-  bool operator==(const KernelCacheKey &o) const { return cpu == o.cpu && build == o.build && shapes == o.shapes; }
+  bool operator==(const KernelCacheKey &o) const {
+    return cpu == o.cpu && build == o.build && shapes == o.shapes;
+  }
 };
 
 /// One entry of the file.

@@ -105,7 +105,8 @@ KernelChoice decideKernels(const KernelChoiceRequest &r) {
   c.how = "calibrated";
   c.detail = describe(cal);
   if (!r.cachePath.empty())
-    if (std::string bad = writeKernelCache(r.cachePath, cached.entries, {r.key, c.isa, c.detail}); !bad.empty())
+    if (std::string bad = writeKernelCache(r.cachePath, cached.entries, {r.key, c.isa, c.detail});
+        !bad.empty())
       c.warnings.push_back(bad);
   return c;
 }
@@ -182,8 +183,8 @@ CalibrationWork decodeWork(const DevicePlan &dp, const std::vector<void *> &ptr,
     size_t take = std::clamp<size_t>(static_cast<size_t>(share / double(instBytes)), 1, count);
     int64_t rows = n;
     if (take == 1 && double(instBytes) > share) // one matrix larger than its share: its first rows
-      rows = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(share / double(c.rowBytes))), std::min<int64_t>(n, 64),
-                                 n);
+      rows = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(share / double(c.rowBytes))),
+                                 std::min<int64_t>(n, 64), n);
     const double weight = double(classBytes) / (double(take) * double(rows) * double(c.rowBytes));
     for (size_t i = 0; i < take; ++i) { // spread over the model: layers far apart share no cache lines
       const Instance &in = c.at[i * count / take];
@@ -192,8 +193,8 @@ CalibrationWork decodeWork(const DevicePlan &dp, const std::vector<void *> &ptr,
   }
   for (const auto &[key, count] : attention) {
     const auto [hq, hkv, dk, dv, tk, tv, depth, softcap] = key;
-    work.attention.push_back({hq, hkv, dk, dv, static_cast<GGMLType>(tk), static_cast<GGMLType>(tv), depth,
-                              softcap, count});
+    work.attention.push_back(
+        {hq, hkv, dk, dv, static_cast<GGMLType>(tk), static_cast<GGMLType>(tv), depth, softcap, count});
   }
   return work;
 }
@@ -237,7 +238,8 @@ KernelChoice chooseSessionKernels(const DevicePlan &dp, const std::vector<void *
     r.key = {cpuModelName() + "|" + isaName(bestAvailableIsa()), kernelBuildId(), shapeKey(work)};
     r.measure = [&] { return calibrate(work, r.candidates); };
     c = decideKernels(r);
-    if (!setActiveIsa(c.isa)) { // something read the level meanwhile (cannot happen under the lock in practice)
+    if (!setActiveIsa(
+            c.isa)) { // something read the level meanwhile (cannot happen under the lock in practice)
       c.detail += fmt::format("; {} was already in use", isaName(activeIsa()));
       c.isa = activeIsa();
     }

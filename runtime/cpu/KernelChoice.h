@@ -58,8 +58,8 @@ CalibrateMode calibrateMode(const char *value);
 /// A level and how it was chosen.
 struct KernelChoice {
   Isa isa = Isa::Scalar;
-  std::string how;    ///< "override", "cpuid", "cached", "calibrated" or "fixed"
-  std::string detail; ///< one clause: the variable, the measurements, the cache entry's note
+  std::string how;                   ///< "override", "cpuid", "cached", "calibrated" or "fixed"
+  std::string detail;                ///< one clause: the variable, the measurements, the cache entry's note
   std::vector<std::string> warnings; ///< cache problems, each one line
   /// "avx512vnni (calibrated: ...)", what `tpc run --bench` prints.
   std::string line() const;
@@ -67,12 +67,12 @@ struct KernelChoice {
 
 /// The inputs of decideKernels (steps 1-5 of the file comment), so tests can give their own.
 struct KernelChoiceRequest {
-  const char *isaOverride = nullptr;      ///< TPC_CPU_ISA's value (valid; null: unset)
+  const char *isaOverride = nullptr; ///< TPC_CPU_ISA's value (valid; null: unset)
   CalibrateMode mode = CalibrateMode::Auto;
-  std::vector<Isa> candidates;            ///< calibrationCandidates()
-  std::string cachePath;                  ///< empty: no cache
+  std::vector<Isa> candidates; ///< calibrationCandidates()
+  std::string cachePath;       ///< empty: no cache
   KernelCacheKey key;
-  std::function<Calibration()> measure;   ///< runs the calibration
+  std::function<Calibration()> measure; ///< runs the calibration
 };
 
 /// Steps 1-5 of the file comment; the answer is always one of `candidates` or the override.

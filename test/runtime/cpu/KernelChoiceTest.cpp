@@ -66,8 +66,8 @@ KernelChoiceRequest request(const std::string &path, const KernelCacheKey &key, 
 }
 
 /// The choice tests cache avx2 and read it back: a level the CPU lacks would be refused (a corrupt entry).
-#define NEEDS_AVX2()                                                                                           \
-  if (!isaAvailable(Isa::AVX2))                                                                                \
+#define NEEDS_AVX2()                                                                                         \
+  if (!isaAvailable(Isa::AVX2))                                                                              \
   GTEST_SKIP() << "needs an AVX2 CPU (the cached level must be one it can run)"
 
 const KernelCacheKey keyA{"Test CPU|avx2", "build-a", "shapes-1 t2"};
@@ -392,7 +392,7 @@ TEST(Calibration, DecodeSampleStandsForTheWholeStep) {
       EXPECT_EQ(read, total);
     else
       EXPECT_LE(read, budget + budget / 8); // whole matrices and rows of whole 64-row runs: about the budget
-    std::vector<void *> moved = ptr; // another session's addresses: the same key
+    std::vector<void *> moved = ptr;        // another session's addresses: the same key
     for (void *&p : moved)
       p = p ? static_cast<uint8_t *>(p) + 64 : nullptr;
     EXPECT_EQ(shapeKey(w), shapeKey(decodeWork(dp, moved, 4096, budget)));
