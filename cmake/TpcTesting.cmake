@@ -10,7 +10,10 @@ function(tpc_add_gtest name)
     TPC_SOURCE_DIR="${CMAKE_SOURCE_DIR}" TPC_BINARY_DIR="${CMAKE_BINARY_DIR}")
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
-    PROPERTIES ENVIRONMENT "TPC_SHARED_DIR=${TPC_SHARED_DIR}" SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+    PROPERTIES ENVIRONMENT "TPC_SHARED_DIR=${TPC_SHARED_DIR}" SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]"
+      # CPU sessions run CPUID's best level, as before calibration, and write no cache file into the home
+      # of whoever runs the tests (runtime/cpu/KernelChoice.h); the tests of the calibration set their own.
+      ENVIRONMENT_MODIFICATION "TPC_CPU_CALIBRATE=set:0")
 endfunction()
 
 # tpc_add_shared_test(NAME [WHAT text] [COMMAND cmd args...])

@@ -17,6 +17,9 @@ config.test_exec_root = os.path.join(config.tpc_obj_root, "test")
 
 # Captures must not leak across CHECK-LABELs.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+# CPU sessions run CPUID's best kernel level, as before calibration existed, and write no cache file into
+# the home of whoever runs the tests (runtime/cpu/KernelChoice.h); tools/cpu-calibrate.test sets its own.
+config.environment["TPC_CPU_CALIBRATE"] = "0"
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shared", config.tpc_shared_dir))
 config.substitutions.append(("%fixtures", os.path.join(config.tpc_shared_dir, "fixtures")))
@@ -57,6 +60,15 @@ if config.tpc_mpirun:
             subprocess.run(["ip", "netns", "del", probe], capture_output=True)
             config.available_features.add("netns")
     config.substitutions.append(("%{mpi-job}", sys.executable + " " + os.path.join(config.test_source_root, "mpi", "mpi-job.py")))
+
+# Two CPU kernel levels to calibrate between (AVX2 and AVX-512 F/BW/VL/DQ: runtime/cpu/Calibration.h):
+# tests of the calibration say `REQUIRES: cpu-calibrates`.
+try:
+    _flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+    if all(f in _flags for f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq")):
+        config.available_features.add("cpu-calibrates")
+except OSError:
+    pass
 
 # A CUDA build on a machine with an NVIDIA GPU (the driver's device node): tests of `--backend cuda` say
 # `REQUIRES: cuda-gpu` and are UNSUPPORTED elsewhere.

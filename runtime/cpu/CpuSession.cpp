@@ -13,6 +13,7 @@
 #include "runtime/comm/InProcessCommunicator.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/HostArena.h"
+#include "runtime/cpu/KernelChoice.h"
 #include "runtime/cpu/ReplicaShares.h"
 #include "runtime/cpu/SharedReduceNorm.h"
 #include "runtime/cpu/quant/Quant.h"
@@ -130,6 +131,16 @@ public:
 
   const char *backendName() const override { return "CPU"; }
   int threadsPerDevice() const override { return threadsPerDevice_; }
+  std::string kernelChoice() const override { return kernelChoice_; }
+  /// Fixes the process's kernel level on the first device's decode work (KernelChoice.h), before any step
+  /// runs; cache warnings go to stderr.
+  void chooseKernels() {
+    const Device &d = devs_.front();
+    const KernelChoice c = chooseSessionKernels(plan().devices[d.index], d.ptr, ctxSize());
+    for (const std::string &w : c.warnings)
+      fmt::print(stderr, "warning: {}\n", w);
+    kernelChoice_ = c.line();
+  }
   std::vector<uint64_t> deviceBytes() const override;
   std::vector<float> tensorData(size_t device, int32_t id, int64_t tokens) const override;
   std::vector<int> memoryOf() const override;
@@ -160,6 +171,7 @@ private:
   void runAll(int64_t t, int64_t rows);
 
   int threadsPerDevice_ = 1;
+  std::string kernelChoice_; ///< chooseKernels()
   bool f32All_ = false; ///< SessionOptions::f32Reference
   /// SessionOptions::stepObserver
   std::function<void(int, size_t, const Step &, const std::vector<exec::TensorRef> &,
@@ -657,6 +669,8 @@ Expected<std::unique_ptr<Session>> openCpuSession(Plan plan, const SessionOption
   using E = Expected<std::unique_ptr<Session>>;
   if (std::string bad = isaOverrideProblem(std::getenv("TPC_CPU_ISA")); !bad.empty())
     return Error{bad};
+  if (std::string bad = calibrateModeProblem(std::getenv("TPC_CPU_CALIBRATE")); !bad.empty())
+    return Error{bad};
   auto o = exec::prepareOpen(plan, opts);
   if (!o)
     return Error{o.message()};
@@ -665,6 +679,7 @@ Expected<std::unique_ptr<Session>> openCpuSession(Plan plan, const SessionOption
   auto s = std::make_unique<CpuSession>(std::move(plan), ctx, o->sequences, std::move(devices));
   if (Expected<void> ok = s->init(*o, opts); !ok)
     return Error{ok.message()};
+  s->chooseKernels();
   return E(std::unique_ptr<Session>(std::move(s)));
 }
 

@@ -64,7 +64,7 @@ using AxpyFn = void (*)(float, const float *, float *, int64_t);
 
 bool useAVX2() {
 #if defined(__x86_64__)
-  static const bool yes = activeIsa() != Isa::Scalar;
+  static const bool yes = fixActiveIsa() != Isa::Scalar;
   return yes;
 #else
   return false;

@@ -184,6 +184,9 @@ public:
   virtual const char *backendName() const = 0;
   /// CPU worker threads per device (0 on a GPU backend).
   virtual int threadsPerDevice() const = 0;
+  /// The kernel level the session runs and how it was chosen, one line (CPU: "avx512vnni (calibrated:
+  /// ...)", runtime/cpu/KernelChoice.h); empty where the backend chooses nothing.
+  virtual std::string kernelChoice() const { return {}; }
   /// Bytes allocated per device this session runs (weights + activations + KV + logits rows + backend
   /// scratch). Weights a host backend reads in place from the mapped GGUF are not allocated: not counted.
   virtual std::vector<uint64_t> deviceBytes() const = 0;

@@ -157,6 +157,20 @@ double seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// `s` as the inside of a JSON string (quotes, backslashes and control characters escaped).
+std::string jsonText(const std::string &s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (c < 0x20)
+      out += fmt::format("\\u{:04x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
 /// Mean and sample standard deviation.
 std::pair<double, double> meanStd(const std::vector<double> &v) {
   double m = 0, s = 0;
@@ -367,10 +381,11 @@ void runBench(Session &s, const RunOptions &o) {
           "\"step_ms\": {:.4f}, \"reps\": {}, \"avg_ts\": {:.4f}, "
           "\"stddev_ts\": {:.4f}, \"decode_weight_bytes_per_token\": {}, \"read_bandwidth_bytes_per_s\": "
           "{:.0f}, \"copy_bandwidth_bytes_per_s\": {:.0f}, "
-          "\"roofline_ts\": {:.4f}}}{}\n",
+          "\"roofline_ts\": {:.4f}, \"kernels\": \"{}\"}}{}\n",
           model, file, weightBytes, devices, s.backendName(), s.threadsPerDevice(), results[i].test,
           results[i].tokens, o.depth, results[i].sequences, results[i].stepMs, o.reps, results[i].mean,
-          results[i].sd, roof.bytes, roof.bandwidth, roof.copy, roof.ts, i + 1 < results.size() ? "," : "");
+          results[i].sd, roof.bytes, roof.bandwidth, roof.copy, roof.ts, jsonText(s.kernelChoice()),
+          i + 1 < results.size() ? "," : "");
     fmt::print("]\n");
     return;
   }
@@ -398,6 +413,8 @@ void runBench(Session &s, const RunOptions &o) {
                              : std::string());
   if (!parallel.empty())
     fmt::print("\n");
+  if (!s.kernelChoice().empty()) // which kernel level ran, and why (runtime/cpu/KernelChoice.h)
+    fmt::print("\nkernels: {}\n", s.kernelChoice());
   if (roof.ts <= 0) {
     fmt::print("\ndecode roofline: unknown (the read bandwidth of {} could not be measured)\n",
                s.memoryName(roof.memory));
@@ -548,10 +565,11 @@ void runGenerate(Session &s, const RunOptions &o, std::unique_ptr<Tokenizer> tok
   std::fflush(stdout);
   fmt::print(stderr,
              "prompt: {} tokens in {:.3f} s ({:.1f} t/s); generation: {} tokens in {:.3f} s ({:.1f} t/s); "
-             "{} device(s) x {} threads; {} logits rows computed\n",
+             "{} device(s) x {} threads; {} logits rows computed{}\n",
              prompt.size(), promptSec, prompt.size() / std::max(promptSec, 1e-9), generated.size(), genSec,
              generated.size() / std::max(genSec, 1e-9), p.devices.size(), s.threadsPerDevice(),
-             s.counters().outputRows);
+             s.counters().outputRows,
+             s.kernelChoice().empty() ? std::string() : "; kernels " + s.kernelChoice());
   if (o.timings)
     printTimings(tl, tok.get());
 }

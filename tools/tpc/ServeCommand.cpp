@@ -218,6 +218,8 @@ void runServe(ServeOptions o) {
              tmpl ? tmpl->name() : std::string("none (chat requests need --chat-template)"));
   if (tmpl)
     fmt::print(stderr, "tpc serve: {}\n", api.outputSummary());
+  if (const std::string k = (*engine)->session().kernelChoice(); !k.empty())
+    fmt::print(stderr, "tpc serve: kernels {}\n", k); // the CPU level and why (runtime/cpu/KernelChoice.h)
   if (!templateWhy.empty())
     fmt::print(stderr, "tpc serve: chat template {}: {}\n", tmpl->name(), templateWhy);
   if ((*engine)->session().recomputesRewinds())

@@ -122,7 +122,7 @@ const ElementwiseKernels &elementwiseKernels(Isa isa) {
 }
 
 const ElementwiseKernels &elementwiseKernels() {
-  static const ElementwiseKernels &t = elementwiseKernels(activeIsa());
+  static const ElementwiseKernels &t = elementwiseKernels(fixActiveIsa());
   return t;
 }
 

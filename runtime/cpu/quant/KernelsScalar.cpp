@@ -11,6 +11,7 @@
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Kernels.h"
 
+#include <atomic>
 #include <cstdlib>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -415,15 +416,13 @@ bool isaAvailable(Isa isa) {
   return false;
 }
 
-namespace {
-Isa bestIsa() {
+Isa bestAvailableIsa() {
   Isa best = Isa::Scalar;
   for (Isa i : {Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
     if (isaAvailable(i))
       best = i;
   return best;
 }
-} // namespace
 
 std::string isaOverrideProblem(const char *value) {
   if (!value)
@@ -433,21 +432,55 @@ std::string isaOverrideProblem(const char *value) {
     if (v == isaName(i))
       return isaAvailable(i) ? std::string()
                              : "TPC_CPU_ISA=" + v + ": this CPU cannot run " + v + " kernels (the best it has is " +
-                                   isaName(bestIsa()) + "); unset it or name a lower level";
+                                   isaName(bestAvailableIsa()) + "); unset it or name a lower level";
   return "TPC_CPU_ISA=" + v + " is not a kernel level: use one of scalar, avx2, avx512, avx512vnni (or unset it)";
 }
 
-Isa activeIsa() {
+namespace {
+/// The process's level as an Isa value; -1 until fixActiveIsa() or setActiveIsa() fixes it. An atomic
+/// rather than a function-local static so a session can fix it after kernels ran (a calibration).
+std::atomic<int> processIsa{-1};
+
+/// What activeIsa() answers while no level is fixed: TPC_CPU_ISA when valid, else the best (read once: every
+/// matmul call asks).
+Isa defaultIsa() {
   static const Isa isa = [] {
     const char *env = std::getenv("TPC_CPU_ISA");
     if (env && isaOverrideProblem(env).empty())
       for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI})
         if (std::string(env) == isaName(i))
           return i;
-    return bestIsa(); // a bad value is refused where sessions open (checkIsaOverride); never silently used
+    return bestAvailableIsa(); // a bad value is refused where sessions open; never silently used
   }();
   return isa;
 }
+} // namespace
+
+Isa activeIsa() {
+  const int v = processIsa.load(std::memory_order_acquire);
+  return v >= 0 ? static_cast<Isa>(v) : defaultIsa();
+}
+
+Isa fixActiveIsa() {
+  int v = processIsa.load(std::memory_order_acquire);
+  if (v < 0) {
+    int unset = -1;
+    const int want = static_cast<int>(defaultIsa());
+    v = processIsa.compare_exchange_strong(unset, want, std::memory_order_acq_rel) ? want : unset;
+  }
+  return static_cast<Isa>(v);
+}
+
+bool setActiveIsa(Isa isa) {
+  if (!isaAvailable(isa))
+    return false;
+  int current = -1;
+  if (processIsa.compare_exchange_strong(current, static_cast<int>(isa), std::memory_order_acq_rel))
+    return true;
+  return current == static_cast<int>(isa);
+}
+
+bool activeIsaFixed() { return processIsa.load(std::memory_order_acquire) >= 0; }
 
 const KernelTable &kernelTable(Isa isa) {
   static const KernelTable scalar = scalarKernelTable();

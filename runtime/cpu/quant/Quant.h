@@ -44,10 +44,23 @@ enum class Isa { Scalar, AVX2, AVX512, AVX512VNNI };
 const char *isaName(Isa isa);
 /// True when this CPU can run kernels built for `isa`.
 bool isaAvailable(Isa isa);
-/// The best ISA this CPU supports; the environment variable TPC_CPU_ISA (one of the names) can lower it, so
-/// a machine with AVX-512 VNNI can run every lower level too. A name the CPU cannot run, or an unknown one,
-/// leaves the best here, and is refused where a CPU session opens (isaOverrideProblem).
+/// The process's kernel level: the level setActiveIsa() fixed (a CPU session opening first: the level it
+/// chose by TPC_CPU_ISA, a calibration or its cache, runtime/cpu/KernelChoice.h), else the environment
+/// variable TPC_CPU_ISA (one of the names: a machine with AVX-512 VNNI can run every lower level too), else
+/// the best ISA this CPU supports. A name the CPU cannot run, or an unknown one, leaves the best here, and is
+/// refused where a CPU session opens (isaOverrideProblem). Reading it fixes nothing (kernels read it per
+/// call); tables built once for the process read fixActiveIsa().
 Isa activeIsa();
+/// activeIsa(), fixed for the rest of the process: what a table built once (element-wise, vector ops) reads,
+/// so a later setActiveIsa() cannot leave it on another level than the matmuls.
+Isa fixActiveIsa();
+/// Fixes activeIsa() to `isa` unless the level is fixed already; true when activeIsa() now answers `isa`
+/// (also when it was fixed to it before), false when `isa` is not available or another level is fixed.
+bool setActiveIsa(Isa isa);
+/// True once fixActiveIsa() or setActiveIsa() has fixed the level.
+bool activeIsaFixed();
+/// The best ISA this CPU supports (what CPUID alone picks).
+Isa bestAvailableIsa();
 /// What is wrong with `value` as TPC_CPU_ISA (null: unset), in one line naming the variable and what to do;
 /// empty when it is fine.
 std::string isaOverrideProblem(const char *value);
