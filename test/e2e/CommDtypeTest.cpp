@@ -2,7 +2,8 @@
 //
 // `tpc compile --comm-dtype bf16` at 2 and 3 (3,2,1) devices, on dense, quantized, MoE, sliding-window and
 // hybrid fixtures, run teacher-forced (test/common/FixtureCheck.h). Checked:
-//   - against the reference: the fixture's own tolerances and greedy prefix, as the f32 plans are;
+//   - against the reference: the fixture's greedy prefix, and its tolerances plus the bf16 bound below
+//     (an F32 fixture's tolerance is tighter than a bf16 rounding of the layers' updates);
 //   - against the 1-device plan within the f32 N-vs-1 bound of FidelityTest plus the bf16 bound derived in
 //     runtime/comm/Bf16Wire.h, to first order: each of the plan's K all-reduces changes the residual
 //     stream by at most 2u sum_d |x_d| (u = 2^-8) where the f32 payload would not, each at most the
@@ -26,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <regex>
 
@@ -103,18 +105,26 @@ TEST_P(CommDtypeFixtures, Bf16PayloadsHoldTheBounds) {
 
   const std::vector<float> got = evaluate(bf16, ref);
   ASSERT_FALSE(got.empty());
-  ::testing::AssertionResult vsRef = tpc::test::matchesReference(got, ref);
-  EXPECT_TRUE(vsRef) << what;
-  std::printf("[ e2e      ] %s: %s\n", what.c_str(), vsRef.message());
-
   const std::vector<float> base = evaluate(one, ref);
   double scale = 0;
   for (float v : base)
     scale = std::max(scale, std::fabs(double(v)));
   const int k = allReduces(bf16);
   ASSERT_GT(k, 0) << "a " << c.devices << "-device plan without all-reduces";
-  const double f32Bound = ref.f32 ? 1e-4 * std::max(1.0, scale) : ref.tolMax; // FidelityTest's N-vs-1 bound
-  const double bound = f32Bound + 2 * std::ldexp(1.0, -8) * k * std::max(1.0, scale);
+  const double bf16Bound = 2 * std::ldexp(1.0, -8) * k * std::max(1.0, scale); // Bf16Wire.h, first order
+  const double f32Bound = ref.f32 ? 1e-4 * std::max(1.0, scale) : ref.tolMax;  // FidelityTest's N-vs-1 bound
+  const double bound = f32Bound + bf16Bound;
+
+  // The reference is f32 arithmetic: an F32 fixture's tolerance (0.01) is below what bf16 payloads may
+  // move (tiny-llama: 0.018), so the reference check gets the bf16 bound on top, max and rms alike; the
+  // greedy prefix (every argmax of the strict prefix) is held as it is.
+  tpc::test::FixtureReference widened = ref;
+  widened.tolMax += bf16Bound;
+  widened.tolRms += bf16Bound;
+  ::testing::AssertionResult vsRef = tpc::test::matchesReference(got, widened);
+  EXPECT_TRUE(vsRef) << what;
+  std::printf("[ e2e      ] %s: %s\n", what.c_str(), vsRef.message());
+
   ::testing::AssertionResult vsOne = tpc::test::allWithin(got, base, bound);
   EXPECT_TRUE(vsOne) << what << " vs devices=1 (" << k << " all-reduces)";
   std::printf("[ e2e      ] %s vs devices=1 (%d all-reduces, bound %.3g): %s\n", what.c_str(), k, bound,
