@@ -52,8 +52,8 @@ struct CompileFlags {
 };
 
 /// Declares --devices, --tensor-split (-ts), --override-tensor (-ot), --no-kv-offload (-nkvo),
-/// --cache-type-k / -v (-ctk / -ctv), --comm-dtype and --max-batch, --max-output-rows, --moe-split, --routing-profile on
-/// `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
+/// --cache-type-k / -v (-ctk / -ctv), --comm-dtype and --max-batch, --max-output-rows, --moe-split,
+/// --routing-profile on `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
 void addCompileFlags(CLI::App &cmd, CompileFlags &flags);
 
 /// The checked compile flags, as the compiler takes them.
