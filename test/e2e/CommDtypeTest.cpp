@@ -88,12 +88,14 @@ TEST_P(CommDtypeFixtures, Bf16PayloadsHoldTheBounds) {
   const std::string dir = shared ? std::string(shared) + "/fixtures" : "";
   const std::string gguf = dir + "/" + c.model + ".gguf";
   if (!shared || !std::ifstream(gguf))
-    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model << ".gguf not found; set TPC_SHARED_DIR to ../shared";
+    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model
+                 << ".gguf not found; set TPC_SHARED_DIR to ../shared";
   const tpc::test::FixtureReference ref = tpc::test::readFixtureReference(dir + "/" + c.model);
   ASSERT_TRUE(ref.ok) << ref.error;
   const std::string what = c.model + " devices=" + std::to_string(c.devices) + " bf16";
 
-  const std::string bf16 = tpc::test::compileFixturePlan(gguf, c.devices, c.split, "bf16", "--comm-dtype bf16");
+  const std::string bf16 =
+      tpc::test::compileFixturePlan(gguf, c.devices, c.split, "bf16", "--comm-dtype bf16");
   const std::string f32 = tpc::test::compileFixturePlan(gguf, c.devices, c.split, "f32");
   const std::string one = tpc::test::compileFixturePlan(gguf, 1, "", "one");
   ASSERT_FALSE(bf16.empty() || f32.empty() || one.empty());
@@ -112,12 +114,13 @@ TEST_P(CommDtypeFixtures, Bf16PayloadsHoldTheBounds) {
   const int k = allReduces(bf16);
   ASSERT_GT(k, 0) << "a " << c.devices << "-device plan without all-reduces";
   const double bf16Bound = tpc::test::bf16PayloadBound(k, scale);
-  const double f32Bound = ref.f32 ? 1e-4 * std::max(1.0, scale) : ref.tolMax;  // FidelityTest's N-vs-1 bound
+  const double f32Bound = ref.f32 ? 1e-4 * std::max(1.0, scale) : ref.tolMax; // FidelityTest's N-vs-1 bound
   const double bound = f32Bound + bf16Bound;
 
   // An F32 fixture's tolerance (0.01) is below what bf16 payloads move (tiny-llama: 0.018): the reference
   // check gets the bf16 bound on top; the greedy prefix is held as it is.
-  ::testing::AssertionResult vsRef = tpc::test::matchesReference(got, tpc::test::widenedForBf16(ref, bf16Bound));
+  ::testing::AssertionResult vsRef =
+      tpc::test::matchesReference(got, tpc::test::widenedForBf16(ref, bf16Bound));
   EXPECT_TRUE(vsRef) << what;
   std::printf("[ e2e      ] %s: %s\n", what.c_str(), vsRef.message());
 
@@ -129,7 +132,8 @@ TEST_P(CommDtypeFixtures, Bf16PayloadsHoldTheBounds) {
   const std::vector<float> asF32 = evaluate(f32, ref);
   EXPECT_FALSE(sameBits(asF32, got)) << what << ": bf16 payloads changed nothing";
   EXPECT_TRUE(sameBits(evaluate(f32, ref, CommDtype::BF16), got)) << what << ": the run-time override";
-  EXPECT_TRUE(sameBits(evaluate(bf16, ref, CommDtype::F32), asF32)) << what << ": the run-time override to f32";
+  EXPECT_TRUE(sameBits(evaluate(bf16, ref, CommDtype::F32), asF32))
+      << what << ": the run-time override to f32";
   for (const std::string &p : {bf16, f32, one})
     std::remove(p.c_str());
 }
@@ -151,7 +155,8 @@ TEST(CommDtypeReport, Bf16HalvesTheAllReduceBytes) {
     GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/tiny-llama.gguf not found; set TPC_SHARED_DIR to ../shared";
   const std::string &tpc = tpc::test::tpcBinary();
   auto [rc32, out32] = tpc::test::runShell(tpc + " compile " + gguf + " --devices 2 --report 2>&1");
-  auto [rc16, out16] = tpc::test::runShell(tpc + " compile " + gguf + " --devices 2 --report --comm-dtype bf16 2>&1");
+  auto [rc16, out16] =
+      tpc::test::runShell(tpc + " compile " + gguf + " --devices 2 --report --comm-dtype bf16 2>&1");
   ASSERT_EQ(rc32, 0) << out32;
   ASSERT_EQ(rc16, 0) << out16;
   EXPECT_NE(out16.find("all-reduces in bf16"), std::string::npos) << out16;
@@ -187,8 +192,8 @@ TEST(CommDtypeReport, Bf16HalvesTheAllReduceBytes) {
 
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (const char *m : {"tiny-llama", "tiny-llama-Q4_K_M", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3",
-                        "tiny-qwen35"}) {
+  for (const char *m :
+       {"tiny-llama", "tiny-llama-Q4_K_M", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "tiny-qwen35"}) {
     all.push_back({m, 2, ""});
     all.push_back({m, 3, "3,2,1"});
   }

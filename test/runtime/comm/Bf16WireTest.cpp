@@ -44,12 +44,12 @@ TEST(Bf16Wire, ExactValuesPassUnchanged) {
 
 TEST(Bf16Wire, TiesRoundToEven) {
   // bf16 keeps 7 fraction bits: near 1 its ulp is 2^-7, so 1 + 2^-8 is exactly half-way.
-  EXPECT_EQ(toBf16(1.0f + 1.0f / 256), 0x3f80);            // tie, even neighbour below (fraction 0)
-  EXPECT_EQ(toBf16(1.0f + 3.0f / 256), 0x3f82);            // tie between fractions 1 and 2: up to even 2
-  EXPECT_EQ(toBf16(-(1.0f + 3.0f / 256)), 0xbf82);         // the sign does not change the direction
-  EXPECT_EQ(toBf16(fromBits(0x3f808001)), 0x3f81);         // just above the tie: up
-  EXPECT_EQ(toBf16(fromBits(0x3f817fff)), 0x3f81);         // just below the next tie: down
-  EXPECT_EQ(toBf16(fromBits(0x3f7fffff)), 0x3f80);         // below 1: the carry runs into the exponent
+  EXPECT_EQ(toBf16(1.0f + 1.0f / 256), 0x3f80);    // tie, even neighbour below (fraction 0)
+  EXPECT_EQ(toBf16(1.0f + 3.0f / 256), 0x3f82);    // tie between fractions 1 and 2: up to even 2
+  EXPECT_EQ(toBf16(-(1.0f + 3.0f / 256)), 0xbf82); // the sign does not change the direction
+  EXPECT_EQ(toBf16(fromBits(0x3f808001)), 0x3f81); // just above the tie: up
+  EXPECT_EQ(toBf16(fromBits(0x3f817fff)), 0x3f81); // just below the next tie: down
+  EXPECT_EQ(toBf16(fromBits(0x3f7fffff)), 0x3f80); // below 1: the carry runs into the exponent
 }
 
 TEST(Bf16Wire, OverflowInfinityAndNaN) {
@@ -71,13 +71,13 @@ TEST(Bf16Wire, OverflowInfinityAndNaN) {
 TEST(Bf16Wire, ZerosAndSubnormals) {
   EXPECT_EQ(toBf16(0.0f), 0x0000);
   EXPECT_EQ(toBf16(-0.0f), 0x8000);
-  EXPECT_EQ(toBf16(fromBits(0x00000001)), 0x0000);  // the smallest subnormal rounds to +0
-  EXPECT_EQ(toBf16(fromBits(0x80000001)), 0x8000);  // ... and keeps its sign
-  EXPECT_EQ(toBf16(fromBits(0x00008000)), 0x0000);  // a tie at the bottom: even (0)
-  EXPECT_EQ(toBf16(fromBits(0x00018000)), 0x0002);  // a tie between 1 and 2: even (2)
-  EXPECT_EQ(toBf16(fromBits(0x00010000)), 0x0001);  // the smallest bf16 subnormal is exact
+  EXPECT_EQ(toBf16(fromBits(0x00000001)), 0x0000);   // the smallest subnormal rounds to +0
+  EXPECT_EQ(toBf16(fromBits(0x80000001)), 0x8000);   // ... and keeps its sign
+  EXPECT_EQ(toBf16(fromBits(0x00008000)), 0x0000);   // a tie at the bottom: even (0)
+  EXPECT_EQ(toBf16(fromBits(0x00018000)), 0x0002);   // a tie between 1 and 2: even (2)
+  EXPECT_EQ(toBf16(fromBits(0x00010000)), 0x0001);   // the smallest bf16 subnormal is exact
   EXPECT_EQ(fromBf16(0x0001), fromBits(0x00010000)); // and widens to an f32 subnormal (no FTZ)
-  EXPECT_EQ(toBf16(fromBits(0x007fffff)), 0x0080);  // the largest subnormal rounds up to the smallest normal
+  EXPECT_EQ(toBf16(fromBits(0x007fffff)), 0x0080);   // the largest subnormal rounds up to the smallest normal
 }
 
 TEST(Bf16Wire, RelativeErrorIsAtMostTheUnitRoundoff) {
