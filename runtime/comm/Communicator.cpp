@@ -20,6 +20,8 @@ const char *elemTypeName(ElemType t) {
   return "unknown";
 }
 
+const char *payloadName(Payload p) { return p == Payload::BF16 ? "bf16" : "f32"; }
+
 int64_t AxisParts::total() const {
   int64_t t = 0;
   for (int64_t p : parts)

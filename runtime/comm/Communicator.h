@@ -28,6 +28,10 @@
 //   - Summation order: InProcessCommunicator adds the ranks' addends in rank order (x0 + x1 + ...), so its
 //     sums are reproducible and independent of timing; other implementations state theirs (NCCL's ring
 //     order differs; results then differ in the last bits from the in-process ones).
+//   - Payload: all-reduce sums cross the wire as f32 (the default) or as bf16 (setPayload(Payload::BF16):
+//     addends and sum rounded to bf16, summed in f32 in rank order; Bf16Wire.h has the exact rule). Set
+//     once, the same on every rank, before the first collective; reduce-scatter sums stay f32. An
+//     implementation that moves f32 only says so through supportsPayload.
 //   - Errors: a failed or aborted call returns an error (one line); the buffers then hold garbage. After
 //     abort() every waiting and later call returns at once with an error, on every rank of the process.
 //
@@ -55,6 +59,11 @@ enum class ElemType : uint8_t { F32 = 0, F16 = 1, I32 = 2 };
 size_t elemBytes(ElemType t);
 /// "f32", "f16", "i32".
 const char *elemTypeName(ElemType t);
+
+/// How an all-reduce's f32 addends and sums cross the wire (the plan's --comm-dtype).
+enum class Payload : uint8_t { F32 = 0, BF16 = 1 };
+/// "f32", "bf16".
+const char *payloadName(Payload p);
 
 /// `count` elements at `data`.
 struct Buffer {
@@ -117,6 +126,13 @@ public:
   /// True when an all-gather entry may pass a null whole (AllGatherEntry).
   virtual bool wholeOptional() const { return false; }
 
+  /// True when allReduce can move its payload as `p` (every implementation moves f32).
+  virtual bool supportsPayload(Payload p) const { return p == Payload::F32; }
+  /// The all-reduce payload from now on (see the file comment); a session sets it at open, before any
+  /// collective, after checking supportsPayload.
+  void setPayload(Payload p) { payload_ = p; }
+  Payload payload() const { return payload_; }
+
   /// Sums each bucket tensor over the ranks in place (a bucket of several tensors is one collective).
   virtual Expected<void> allReduce(const std::vector<AllReduceEntry> &local,
                                    ElemType type = ElemType::F32) = 0;
@@ -153,6 +169,9 @@ public:
     return broadcast({BroadcastEntry{rank, buf, stream}}, root, type);
   }
   Expected<void> barrier(int rank) { return barrier(std::vector<int>{rank}); }
+
+protected:
+  Payload payload_ = Payload::F32;
 };
 
 } // namespace tpc::rt::comm

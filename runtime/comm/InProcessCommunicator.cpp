@@ -5,6 +5,7 @@
 // before the communicator interface existed.
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/InProcessCommunicator.h"
+#include "runtime/comm/Bf16Wire.h"
 #include "runtime/support/SpinWait.h"
 
 #include <fmt/format.h>
@@ -149,7 +150,11 @@ Expected<void> InProcessCommunicator::allReduce(const std::vector<AllReduceEntry
       slot.resize(static_cast<size_t>(total));
       size_t at = 0;
       for (const Buffer &b : e.bucket) {
-        std::memcpy(slot.data() + at, b.data, b.count * 4);
+        if (payload_ == Payload::BF16) // what this rank puts on the wire (Bf16Wire.h)
+          for (int64_t j = 0; j < b.count; ++j)
+            slot[at + static_cast<size_t>(j)] = roundBf16(floats(b)[j]);
+        else
+          std::memcpy(slot.data() + at, b.data, b.count * 4);
         at += static_cast<size_t>(b.count);
       }
     }
@@ -179,6 +184,9 @@ Expected<void> InProcessCommunicator::allReduceSmall(const std::vector<AllReduce
         for (int64_t j = 0; j < b.count; ++j)
           dst[j] += src[j];
       }
+      if (payload_ == Payload::BF16) // the sum crosses the wire back as bf16 too
+        for (int64_t j = 0; j < b.count; ++j)
+          dst[j] = roundBf16(dst[j]);
       at += static_cast<size_t>(b.count);
     }
   }
@@ -197,11 +205,25 @@ Expected<void> InProcessCommunicator::allReduceSplit(const std::vector<AllReduce
     for (size_t i = 0; i < bufs.size(); ++i) {
       const int64_t n = bufs[i].count, b = n * e.rank / n_, end = n * (e.rank + 1) / n_;
       float *acc = scratch.data() + at;
-      std::memcpy(acc, floats((*bucket_[0])[i]) + b, (end - b) * 4);
-      for (int d = 1; d < n_; ++d) {
-        const float *src = floats((*bucket_[d])[i]) + b;
+      if (payload_ == Payload::BF16) {
+        // The small path's sum, element for element: each addend as its rank sends it, the f32 sum in rank
+        // order, rounded for the way back.
         for (int64_t j = 0; j < end - b; ++j)
-          acc[j] += src[j];
+          acc[j] = roundBf16(floats((*bucket_[0])[i])[b + j]);
+        for (int d = 1; d < n_; ++d) {
+          const float *src = floats((*bucket_[d])[i]) + b;
+          for (int64_t j = 0; j < end - b; ++j)
+            acc[j] += roundBf16(src[j]);
+        }
+        for (int64_t j = 0; j < end - b; ++j)
+          acc[j] = roundBf16(acc[j]);
+      } else {
+        std::memcpy(acc, floats((*bucket_[0])[i]) + b, (end - b) * 4);
+        for (int d = 1; d < n_; ++d) {
+          const float *src = floats((*bucket_[d])[i]) + b;
+          for (int64_t j = 0; j < end - b; ++j)
+            acc[j] += src[j];
+        }
       }
       at += static_cast<size_t>(end - b);
     }

@@ -15,8 +15,9 @@
 // tensor, sums them over the ranks in rank order into its scratch, and after a barrier writes the sums into
 // every rank's buffer (three barriers, each rank sums 1/N). Reduce-scatter sums rank r's part in rank order
 // too, so results never depend on thread timing or on which path ran. All-gather and
-// broadcast copy bytes between two barriers. Waits spin briefly (collectives come every few hundred
-// microseconds in decode), then sleep.
+// broadcast copy bytes between two barriers. With bf16 payloads (Bf16Wire.h) both all-reduce paths round
+// each addend as it is read and the sum before it is written, so they compute the MPI communicator's bits.
+// Waits spin briefly (collectives come every few hundred microseconds in decode), then sleep.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_COMM_INPROCESSCOMMUNICATOR_H
 #define TPC_RUNTIME_COMM_INPROCESSCOMMUNICATOR_H
@@ -39,6 +40,7 @@ public:
   std::vector<int> localRanks() const override;
   bool streamOrdered() const override { return false; }
   bool wholeOptional() const override { return true; }
+  bool supportsPayload(Payload) const override { return true; }
 
   using Communicator::allGather;
   using Communicator::allReduce;

@@ -15,6 +15,11 @@
 //                  not the in-process bits). At N = 2 both are x0 + x1 (one IEEE addition is commutative),
 //                  so N = 2 always takes the single MPI_Allreduce. A bucket of several tensors is packed
 //                  into one buffer: one collective per bucket, as in-process.
+//                  bf16 payloads (Bf16Wire.h): the rank-order algorithm on bf16 addends (MPI_UINT16_T),
+//                  each share summed in f32 and rounded, MPI_Allgatherv of the bf16 sums: half the bytes,
+//                  and the in-process communicator's bits. At 2 ranks, and for buckets of at most 16384
+//                  elements, one MPI_Allgather of the bf16 addends instead, each rank summing all of them
+//                  (one message step for decode; the same bits, and at 2 ranks the same bytes).
 //   reduce-scatter MPI_Alltoallv of each rank's slices of the others' parts, summed in rank order (exact).
 //   all-gather     MPI_Allgatherv, straight into the whole when outer == 1, else through a staging buffer.
 //   broadcast      MPI_Bcast; barrier MPI_Barrier.
@@ -58,6 +63,7 @@ public:
   std::vector<int> localRanks() const override { return {world_->rank()}; }
   bool streamOrdered() const override { return false; }
   MpiSums sums() const { return sums_; }
+  bool supportsPayload(Payload) const override { return true; }
 
   using Communicator::allGather;
   using Communicator::allReduce;
@@ -84,6 +90,8 @@ private:
   Expected<void> mpiCheck(const char *what, int rc);
   /// The rank-order sum of `n` floats at `x` (see the file comment).
   Expected<void> rankOrderSum(float *x, int64_t n);
+  /// The same with bf16 payloads (see the file comment).
+  Expected<void> rankOrderSumBf16(float *x, int64_t n);
 
   std::shared_ptr<MpiWorld> world_;
   std::shared_ptr<void> comm_; ///< MPI_Comm
@@ -95,6 +103,7 @@ private:
   // receive blocks, all-gather staging.
   std::vector<float> pack_, recv_;
   std::vector<char> stage_;
+  std::vector<uint16_t> wire_; ///< bf16 payloads: the packed addends (then sums) and the received blocks
 };
 
 } // namespace tpc::rt::comm

@@ -556,6 +556,8 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
   logitsTensor_ = exec::logitsTensorOf(p.devices[0]);
   comm_ = opts.comm ? opts.comm
                     : std::make_shared<comm::InProcessCommunicator>(static_cast<int>(p.devices.size()));
+  if (Expected<void> ok = exec::setCommPayload(p, opts, *comm_); !ok)
+    return ok;
   collectives_ = std::make_unique<exec::CollectiveRunner>(p, *comm_, kernels_);
   // Shared memory makes a gather cheaper than the rows it saves; across processes it would not be.
   const bool allLocal = devs_.size() == p.devices.size() && devs_.size() > 1;

@@ -1,6 +1,7 @@
 //===- SharedReduceNorm.cpp - all-reduce + RMS norm by rows among in-process devices ===//
 #include "runtime/cpu/SharedReduceNorm.h"
 
+#include "runtime/comm/Bf16Wire.h"
 #include "runtime/cpu/ew/Elementwise.h"
 
 #include <fmt/core.h>
@@ -71,13 +72,38 @@ Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef
   const int64_t cols = mine.cols, r0 = mine.rows * rank / devices, r1 = mine.rows * (rank + 1) / devices;
   const ElementwiseKernels &k = elementwiseKernels();
   const Slot &first = slots_[0];
+  const bool bf16 = comm_.payload() == comm::Payload::BF16;
   tg.parallelFor(r1 - r0, [&](int64_t b, int64_t e, int thread) {
     float *sum = static_cast<float *>(tg.threadScratch(thread, static_cast<size_t>(2 * cols) * sizeof(float)));
     float *norm = sum + cols;
     for (int64_t row = r0 + b; row < r0 + e; ++row) {
       const size_t at = static_cast<size_t>(row * cols);
-      // The composition's order: device 0's addend with the residual, then the others in rank order.
       const float *x0 = first.x + at;
+      if (bf16) {
+        // CollectiveRunner's bf16 composition: the communicator's sum of the addends as they cross the wire
+        // (Bf16Wire.h), then the residual, in f32.
+        for (int64_t j = 0; j < cols; ++j)
+          sum[j] = comm::roundBf16(x0[j]);
+        for (int d = 1; d < devices; ++d) {
+          const float *xd = slots_[d].x + at;
+          for (int64_t j = 0; j < cols; ++j)
+            sum[j] += comm::roundBf16(xd[j]);
+        }
+        for (int64_t j = 0; j < cols; ++j)
+          sum[j] = comm::roundBf16(sum[j]);
+        if (mine.r) {
+          const float *rr = mine.r + at;
+          for (int64_t j = 0; j < cols; ++j)
+            sum[j] += rr[j];
+        }
+        k.rmsNorm(sum, w, norm, p.eps, cols);
+        for (const Slot &s : slots_) {
+          std::memcpy(s.y + at, sum, static_cast<size_t>(cols) * 4);
+          std::memcpy(s.n + at, norm, static_cast<size_t>(cols) * 4);
+        }
+        continue;
+      }
+      // The composition's order: device 0's addend with the residual, then the others in rank order.
       if (mine.r) {
         const float *rr = mine.r + at; // mirrored: this device's copy holds the same values
         for (int64_t j = 0; j < cols; ++j)

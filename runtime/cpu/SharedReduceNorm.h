@@ -8,7 +8,10 @@
 // every device's addend, in the composition's order (device 0's addend with the residual joined, then
 // devices 1, 2, ... : the same bits), normalizes each row with the CPU kernel, and writes y and the norm
 // into every device's outputs: ~4.5 MB per device. Two barriers: every addend is ready before anyone
-// reads, and every row is written before anyone goes on. Below kMinRows (decode) the composition's small
+// reads, and every row is written before anyone goes on. With bf16 payloads (the communicator's payload())
+// a row is the bf16 composition's instead: the addends rounded as the wire rounds them, summed in rank
+// order, the sum rounded, then the residual added (runtime/comm/Bf16Wire.h; the same bits as every other
+// path). Below kMinRows (decode) the composition's small
 // all-reduce (one barrier) stays.
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_SHAREDREDUCENORM_H

@@ -3,6 +3,7 @@
 // Each thread reads element i of every peer before writing it anywhere, so in-place buffers are safe.
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Collective.cuh"
+#include "runtime/comm/Bf16Wire.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/Launch.cuh"
 
@@ -16,8 +17,15 @@ __global__ void loopbackKernel(LoopbackArgs a) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.count;
        i += int64_t(gridDim.x) * blockDim.x) {
     float s = 0;
-    for (int r = 0; r < a.n; ++r)
-      s += a.in[r][i];
+    if (a.bf16) {
+      s = comm::roundBf16(a.in[0][i]);
+      for (int r = 1; r < a.n; ++r)
+        s += comm::roundBf16(a.in[r][i]);
+      s = comm::roundBf16(s);
+    } else {
+      for (int r = 0; r < a.n; ++r)
+        s += a.in[r][i];
+    }
     for (int d = 0; d < a.n; ++d)
       a.out[d][i] = s;
   }

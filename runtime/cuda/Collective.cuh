@@ -17,12 +17,15 @@ namespace tpc::rt::cuda {
 /// Most logical devices in one loopback group.
 inline constexpr int kMaxLoopback = 16;
 
-/// out[d][i] = sum over r of in[r][i] (r ascending) for every d; in[d] may equal out[d].
+/// out[d][i] = sum over r of in[r][i] (r ascending) for every d; in[d] may equal out[d]. With bf16 the
+/// CPU communicators' rule: out = bf16(sum over r of bf16(in[r][i])).
 struct LoopbackArgs {
   const float *in[kMaxLoopback] = {};
   float *out[kMaxLoopback] = {};
   int n = 0;         ///< devices
   int64_t count = 0; ///< floats per buffer
+  /// bf16 payloads (runtime/comm/Bf16Wire.h): each addend rounded to bf16, the f32 sum rounded again.
+  bool bf16 = false;
 };
 void launchLoopbackAllReduce(const LoopbackArgs &a, cudaStream_t s);
 

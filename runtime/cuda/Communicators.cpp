@@ -86,7 +86,7 @@ public:
       }
       sums.push_back(std::move(s));
     }
-    return guarded("all-reduce", [&] { sum(sums, counts); });
+    return guarded("all-reduce", [&] { sum(sums, counts, payload_ == comm::Payload::BF16); });
   }
 
   Expected<void> allGather(const std::vector<comm::AllGatherEntry> &local, const AxisParts &layout,
@@ -113,7 +113,7 @@ public:
         float *whole = static_cast<float *>(e.whole.data);
         sums.push_back({e.rank, st, {whole}, {whole}});
       }
-      sum(sums, {layout.outer * total * inner});
+      sum(sums, {layout.outer * total * inner}, false);
     });
   }
 
@@ -131,7 +131,7 @@ public:
                         streamOf(e.stream),
                         {static_cast<const float *>(e.whole.data)},
                         {reinterpret_cast<float *>(stage_[e.rank].p)}});
-      sum(sums, {layout.outer * total * inner});
+      sum(sums, {layout.outer * total * inner}, false);
       for (const comm::ReduceScatterEntry &e : *es) { // each rank keeps its part of the summed whole
         const uint64_t width = layout.parts[e.rank] * inner * 4;
         if (!width || !layout.outer)
@@ -193,7 +193,9 @@ protected:
   }
 
   /// Enqueues the sums; `ranks` holds every rank, ascending; tensor i has counts[i] elements.
-  virtual void sum(const std::vector<SumEntry> &ranks, const std::vector<int64_t> &counts) = 0;
+  /// `bf16`: the all-reduce's bf16 payload rule (only where supportsPayload(BF16); gathers and scatters,
+  /// which must stay exact, pass false).
+  virtual void sum(const std::vector<SumEntry> &ranks, const std::vector<int64_t> &counts, bool bf16) = 0;
   /// Enqueues the copy of the root's first `bytes` into every other rank's buffer (every rank, ascending).
   virtual void copyFromRoot(const std::vector<comm::BroadcastEntry> &ranks, int root, uint64_t bytes) = 0;
 
@@ -300,15 +302,17 @@ public:
   LoopbackCommunicator(int gpu, int ranks, const std::vector<uint64_t> &stageBytes)
       : GpuCommunicator(std::vector<int>(ranks, gpu), stageBytes) {}
   const char *name() const override { return "loopback"; }
+  bool supportsPayload(comm::Payload) const override { return true; }
 
 protected:
-  void sum(const std::vector<SumEntry> &ranks, const std::vector<int64_t> &counts) override {
+  void sum(const std::vector<SumEntry> &ranks, const std::vector<int64_t> &counts, bool bf16) override {
     TPC_CUDA_CHECK(cudaSetDevice(gpus_[0]));
     joinInto(ranks, 0);
     for (size_t i = 0; i < counts.size(); ++i) {
       LoopbackArgs a;
       a.n = static_cast<int>(ranks.size());
       a.count = counts[i];
+      a.bf16 = bf16;
       for (size_t r = 0; r < ranks.size(); ++r)
         a.in[r] = ranks[r].in[i], a.out[r] = ranks[r].out[i];
       launchLoopbackAllReduce(a, ranks[0].stream);
@@ -334,7 +338,10 @@ public:
   const char *name() const override { return "nccl"; }
 
 protected:
-  void sum(const std::vector<SumEntry> &ranks, const std::vector<int64_t> &counts) override {
+  // f32 payloads only (supportsPayload): NCCL's bf16 sum would add in bf16, in its ring order; an exact
+  // f32 rank-order sum of bf16 addends needs an all-gather of them and a summing kernel (not built yet).
+  void sum(const std::vector<SumEntry> &ranks, const std::vector<int64_t> &counts, bool bf16) override {
+    TPC_CUDA_ASSERT(!bf16, "nccl communicator: bf16 payloads are not supported");
     group([&] {
       for (const SumEntry &e : ranks)
         for (size_t i = 0; i < counts.size(); ++i)

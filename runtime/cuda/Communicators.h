@@ -9,13 +9,16 @@
 //     in-process communicator, launched on rank 0's stream after every peer's stream has reached the call
 //     (events), and the peers wait for it.
 //   - nccl: one rank per distinct GPU, ncclCommInitAll (Nccl.h, loaded with dlopen); sums in NCCL's order.
-// Only f32 sums. All-reduce sums in place. All-gather and reduce-scatter are built on the sum, so both
-// implementations share them: all-gather zeroes each rank's whole, writes its part at its offset and sums
-// the wholes in place (exact: the padding adds zeros); reduce-scatter sums the wholes into each rank's
-// staging buffer and keeps its part. A part goes through the staging buffer before its whole is zeroed,
-// since a plan may place it inside the whole. Staging buffers are allocated when the communicator is made,
-// sized by the caller (the largest reduce-scatter whole / all-gather part of each rank); a call that needs
-// more is an error. Broadcast copies bytes of any element type.
+// Only f32 sums. bf16 all-reduce payloads (--comm-dtype bf16, runtime/comm/Bf16Wire.h): the loopback kernel applies
+// the CPU communicators' rule with the same rounding function (the same bits); nccl refuses them (supportsPayload;
+// its own bf16 sum adds in bf16, in ring order: an exact one would all-gather the bf16 addends and sum them in f32
+// in a kernel, not built yet). All-reduce sums in place. All-gather and reduce-scatter are built on the sum, so
+// both implementations share them: all-gather zeroes each rank's whole, writes its part at its offset and sums the
+// wholes in place (exact: the padding adds zeros); reduce-scatter sums the wholes into each rank's staging buffer
+// and keeps its part. A part goes through the staging buffer before its whole is zeroed, since a plan may place it
+// inside the whole. Staging buffers are allocated when the communicator is made, sized by the caller (the largest
+// reduce-scatter whole / all-gather part of each rank); a call that needs more is an error. Broadcast copies
+// bytes of any element type.
 //
 // Usage (the CUDA session, every rank's stream in one call):
 //   auto c = makeLoopbackCommunicator(gpu, ranks, stageBytes);   // or makeNcclCommunicator(gpus, stageBytes)

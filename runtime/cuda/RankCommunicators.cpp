@@ -231,6 +231,8 @@ public:
       cudaFreeHost(pinned_);
   }
   const char *name() const override { return "mpi, host-staged"; }
+  /// The host communicator sums, so its payloads are this one's (MPI: f32 and bf16).
+  bool supportsPayload(comm::Payload p) const override { return host_->supportsPayload(p); }
   void reserveStaging(uint64_t, uint64_t hostBytes) override {
     TPC_CUDA_CHECK(cudaSetDevice(gpu_));
     reservePinned(hostBytes);
@@ -259,6 +261,7 @@ public:
         h += n;
       }
       sync(e.stream);
+      host_->setPayload(payload_);
       Expected<void> ok = host_->allReduce({comm::AllReduceEntry{rank_, hb, nullptr}}, type);
       for (size_t i = 0; ok && i < hb.size(); ++i)
         up(e.bucket[i].data, hb[i].data, uint64_t(hb[i].count) * comm::elemBytes(type), e.stream);

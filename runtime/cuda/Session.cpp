@@ -211,6 +211,10 @@ Expected<void> CudaSession::init(const exec::OpenPlan &o, const SessionOptions &
   } catch (const CudaError &e) {
     return Error{e.what()};
   }
+  // bf16 all-reduce payloads: the loopback and host-staged MPI communicators take them; NCCL's is refused
+  // here, by name.
+  if (Expected<void> ok = exec::setCommPayload(p, opts, *communicator); !ok)
+    return ok;
   kernels = std::make_unique<Kernels>(*this);
   collectives = std::make_unique<exec::CollectiveRunner>(p, *communicator, *kernels);
   return {};

@@ -47,6 +47,27 @@ comm::AxisParts CollectiveRunner::partsOf(size_t k, int rank, int64_t axis, int6
   return layout;
 }
 
+Expected<void> CollectiveRunner::allReduceRmsNormBf16(const std::vector<CollectiveCall> &calls) {
+  // A residual on the wire would round the hidden state itself to bf16 at every layer boundary; every
+  // device holds the same residual, so the addends alone cross (summed in place in x, which this step is
+  // the last to read: y may be x) and each device adds the residual to the sum afterwards, in f32.
+  std::vector<comm::AllReduceEntry> entries;
+  for (const CollectiveCall &c : calls)
+    entries.push_back({c.rank, {bufferOf((*c.in)[0])}, c.stream});
+  if (auto ok = comm_.allReduce(entries); !ok)
+    return ok;
+  for (const CollectiveCall &c : calls) {
+    const AllReduceRmsNormParams p = AllReduceRmsNormParams::read(plan_.devices[c.rank].steps[c.step]);
+    const TensorRef &x = (*c.in)[0], &y = (*c.out)[0];
+    if (p.residual)
+      kernels_.add(c.rank, x, (*c.in)[1], y);
+    else
+      kernels_.copy(c.rank, x, y);
+    kernels_.rmsNorm(c.rank, y, p.weight ? &c.in->back() : nullptr, (*c.out)[1], p.eps);
+  }
+  return {};
+}
+
 Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, int64_t t, int64_t rows) {
   if (calls.empty())
     return {};
@@ -77,6 +98,8 @@ Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, i
     return comm_.allReduce(entries);
   }
   case OpKind::AllReduceRmsNorm: {
+    if (comm_.payload() == comm::Payload::BF16)
+      return allReduceRmsNormBf16(calls);
     // The residual joins device 0's addend, so the sum holds it once (y may share r's bytes).
     std::vector<comm::AllReduceEntry> entries;
     for (const CollectiveCall &c : calls) {

@@ -5,7 +5,9 @@
 // (CollectiveKernels), so the semantics of each collective op live here only:
 //   AllReduce         out_i = in_i, then the bucket of outs summed in place (one communicator call);
 //   AllReduceRmsNorm  y = x + r on device 0 (the residual, added once) and y = x elsewhere; y summed;
-//                     n = rms_norm(y) (* w) on every device;
+//                     n = rms_norm(y) (* w) on every device; with bf16 payloads (Communicator::payload,
+//                     runtime/comm/Bf16Wire.h) x is summed in place instead and y = x + r on every device
+//                     afterwards, so the residual never crosses the wire and keeps f32 precision;
 //   ReduceScatter     the communicator's reduce-scatter, AllGather its all-gather, with every device's
 //                     part size along the axis taken from the plan (a process running one device still
 //                     knows its peers' sizes, which MPI and NCCL need).
@@ -64,6 +66,8 @@ private:
   /// Every device's part size along `axis` of the k-th collective at t tokens and `rows` output rows
   /// (gather: inputs; scatter: outputs), and outer/inner from device `rank`'s whole.
   comm::AxisParts partsOf(size_t k, int rank, int64_t axis, int64_t t, int64_t rows) const;
+  /// AllReduceRmsNorm with bf16 payloads (see the file comment).
+  Expected<void> allReduceRmsNormBf16(const std::vector<CollectiveCall> &calls);
 
   const Plan &plan_;
   comm::Communicator &comm_;

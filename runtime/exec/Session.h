@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -93,6 +94,9 @@ struct SessionOptions {
   /// The collectives between the plan's devices: its world is the plan's devices and it serves
   /// `devices`. Null: the backend makes its in-process one (every device in this process).
   std::shared_ptr<comm::Communicator> comm;
+  /// The all-reduce payload on the wire instead of the plan's (`--comm-dtype` at run time; every rank of a
+  /// job must pass the same). A backend whose communicator moves f32 only refuses bf16 at open.
+  std::optional<CommDtype> commDtype;
   /// Accelerators the plan's devices map to, round-robin (`tpc run --gpus`; empty: every visible one).
   /// Backends without such devices ignore it.
   std::vector<int> ordinals;

@@ -61,6 +61,17 @@ Expected<std::vector<int>> sessionDevices(const Plan &plan, const SessionOptions
 }
 } // namespace
 
+Expected<void> setCommPayload(const Plan &plan, const SessionOptions &opts, comm::Communicator &comm) {
+  const CommDtype t = opts.commDtype.value_or(plan.commDtype);
+  const comm::Payload p = t == CommDtype::BF16 ? comm::Payload::BF16 : comm::Payload::F32;
+  if (!comm.supportsPayload(p))
+    return Error{fmt::format("--comm-dtype {}: the {} communicator moves f32 all-reduce payloads only; run with "
+                             "--comm-dtype f32",
+                             commDtypeName(t), comm.name())};
+  comm.setPayload(p);
+  return {};
+}
+
 Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &opts) {
   using E = Expected<WeightSource>;
   WeightSource w;

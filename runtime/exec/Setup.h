@@ -30,6 +30,10 @@ struct WeightSource {
 };
 Expected<WeightSource> openWeightSource(const Plan &plan, const SessionOptions &opts);
 
+/// Sets `comm`'s all-reduce payload to SessionOptions::commDtype, else the plan's; an error naming the
+/// communicator and what to do where it cannot move that payload. Call before the first collective.
+Expected<void> setCommPayload(const Plan &plan, const SessionOptions &opts, comm::Communicator &comm);
+
 /// Where weight slice `w` can be read in place: its pieces are one contiguous run of a mapped GGUF (a
 /// mirrored weight, or a split along its outer axis), starting 4-byte aligned like a slice in a weight
 /// arena. A host backend then reads the page cache directly instead of copying (the copy doubled the

@@ -99,6 +99,8 @@ const char *dtypeName(DType dt) {
   return "unknown-dtype";
 }
 
+const char *commDtypeName(CommDtype t) { return t == CommDtype::BF16 ? "bf16" : "f32"; }
+
 const char *placementName(Placement p) {
   switch (p) {
   case Placement::Device:
@@ -571,6 +573,8 @@ std::vector<std::string> validatePlan(const Plan &plan) {
                                plan.model.nVocab, plan.model.maxBatch, plan.model.defaultCtx));
   if (plan.devices.empty())
     errs.push_back("the plan has no devices");
+  if (plan.commDtype != CommDtype::F32 && plan.commDtype != CommDtype::BF16)
+    errs.push_back(fmt::format("comm_dtype {} is not f32 (0) or bf16 (1)", static_cast<int>(plan.commDtype)));
   const PlanTokenizer &tk = plan.tokenizer;
   if ((!tk.scores.empty() && tk.scores.size() != tk.tokens.size()) ||
       (!tk.tokenTypes.empty() && tk.tokenTypes.size() != tk.tokens.size()))

@@ -37,9 +37,10 @@ namespace tpc::rt {
 /// (KvCache::kind, convRows, convChannels), the SsmConv, DeltaNet, L2Norm and GatedRmsNorm ops, the
 /// attention output gate and UnaryFn::Softplus; 7: the AddId op, UnaryFn::SwigluOai and RoPE's YaRN
 /// parameters (gpt-oss); 8: a storage type per cache half (KvCache::typeK, typeV: f32, f16, q8_0, q4_0;
-/// `--cache-type-k/-v`). Older versions still load (fields default: every row computed, every cache full
-/// and an attention cache, both halves of the old `dtype`; see parsePlan for v3).
-inline constexpr uint32_t kPlanSchemaVersion = 8;
+/// `--cache-type-k/-v`); 9: the all-reduce payload on the wire (Plan::commDtype, `--comm-dtype`). Older
+/// versions still load (fields default: every row computed, every cache full and an attention cache, both
+/// halves of the old `dtype`, f32 payloads; see parsePlan for v3).
+inline constexpr uint32_t kPlanSchemaVersion = 9;
 /// The dynamic dims a shape may have in dim 0: the tokens of a call and the rows whose logits it returns.
 inline constexpr int64_t kTokenDim = -1;
 inline constexpr int64_t kRowsDim = -2;
@@ -48,6 +49,10 @@ inline constexpr char kPlanMagic[8] = {'T', 'P', 'C', 'P', 'L', 'A', 'N', '1'};
 
 /// Element type of a plan tensor or KV cache.
 enum class DType : uint8_t { F32 = 0, I32 = 1, F16 = 2 };
+
+/// How all-reduce payloads cross the wire between devices (`tpc compile --comm-dtype`): f32, or bf16
+/// addends and sums summed in f32 in rank order (runtime/comm/Bf16Wire.h), half the bytes.
+enum class CommDtype : uint8_t { F32 = 0, BF16 = 1 };
 
 /// Which side of a device holds a tensor's bytes or runs a step: its accelerator (the default) or the host
 /// (`--override-tensor REGEX=cpu`, `--no-kv-offload`). The CPU backend is all host, so there it changes
@@ -280,6 +285,9 @@ struct Plan {
   ModelInfo model;
   PlanTokenizer tokenizer;
   std::vector<DevicePlan> devices;
+  /// (v9) The all-reduce payload; `tpc run/serve/perplexity --comm-dtype` override it at open
+  /// (SessionOptions::commDtype).
+  CommDtype commDtype = CommDtype::F32;
 };
 
 /// Fills a DevicePlan step by step (what the compiler's emitter and the tests use). Tensor ids are
@@ -364,6 +372,10 @@ int32_t tensorOfStorage(const DevicePlan &dp, Storage kind);
 const char *dtypeName(DType dt);
 /// "device" or "host".
 const char *placementName(Placement p);
+/// "f32" or "bf16".
+const char *commDtypeName(CommDtype t);
+/// Bytes of one all-reduce payload element on the wire (4 or 2).
+inline uint64_t commDtypeBytes(CommDtype t) { return t == CommDtype::BF16 ? 2 : 4; }
 
 /// The side holding tensor `id` of `dev` (an id validatePlan accepted): an activation's or view's own
 /// placement, a weight's slice's, a KV cache's; inputs and logits are device-side.

@@ -36,14 +36,16 @@ uint64_t decodeBytes(const DevicePlan &dev, const Step &s, size_t operand, const
 }
 } // namespace
 
-uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s) {
+uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s, CommDtype wire) {
   if (!isCollective(s.op))
     return 0;
+  const bool sum = s.op == OpKind::AllReduce || s.op == OpKind::AllReduceRmsNorm;
+  const uint64_t elem = sum ? commDtypeBytes(wire) : 4;
   // The fused all-reduce + norm moves only its first output (the norm is local).
   const size_t moved = s.op == OpKind::AllReduceRmsNorm ? 1 : s.outputs.size();
   uint64_t bytes = 0;
   for (size_t o = 0; o < moved && o < s.outputs.size(); ++o)
-    bytes += perToken(dev.tensors[s.outputs[o]]) * 4;
+    bytes += perToken(dev.tensors[s.outputs[o]]) * elem;
   return bytes;
 }
 
@@ -100,7 +102,7 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
       if (!isCollective(st.op))
         continue;
       ++s.collectives;
-      s.collectiveBytesPerToken += collectiveBytesPerToken(dev, st);
+      s.collectiveBytesPerToken += collectiveBytesPerToken(dev, st, plan.commDtype);
     }
     s.opCounts.assign(counts.begin(), counts.end());
     std::stable_sort(s.opCounts.begin(), s.opCounts.end(),
@@ -186,6 +188,9 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
                      plan.tokenizer.model.empty() ? "none" : plan.tokenizer.model,
                      plan.tokenizer.tokens.size(), plan.tokenizer.merges.size());
   out += fmt::format("blocks: {}\n", blockCount(plan));
+  if (plan.devices.size() > 1)
+    out += fmt::format("all-reduce payload: {} on the wire (--comm-dtype{})\n", commDtypeName(plan.commDtype),
+                       plan.commDtype == CommDtype::BF16 ? ": half the bytes, summed in f32" : "");
   // The attention caches' storage (`tpc compile -ctk/-ctv`; one pair for the whole plan), which the byte
   // figures below already count.
   for (const DevicePlan &dp : plan.devices) {

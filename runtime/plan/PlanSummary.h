@@ -45,14 +45,15 @@ struct DeviceSummary {
   /// Matmuls every device computes whole (MatmulParams::replicated; devices of one process share their
   /// rows at prefill).
   size_t replicatedMatmuls = 0;
-  uint64_t collectiveBytesPerToken = 0; ///< f32 payload of this device's collectives for one token
+  uint64_t collectiveBytesPerToken = 0; ///< payload of this device's collectives for one token (on the wire)
   std::vector<std::pair<std::string, size_t>> opCounts; ///< op name -> steps, most frequent first
 };
 
-/// The f32 payload collective step `s` of `dev` moves for one token (its outputs' elements per token, or in
-/// total for fixed-shape tensors, times 4; a fused all-reduce + norm counts only its sum); 0 for other ops.
-/// DeviceSummary::collectiveBytesPerToken is the sum over a device's steps.
-uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s);
+/// The payload collective step `s` of `dev` moves for one token (its outputs' elements per token, or in
+/// total for fixed-shape tensors, times 4, or times 2 for an all-reduce when `wire` is bf16; a fused
+/// all-reduce + norm counts only its sum); 0 for other ops. DeviceSummary::collectiveBytesPerToken is the
+/// sum over a device's steps, with the plan's commDtype.
+uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s, CommDtype wire = CommDtype::F32);
 
 /// The figures of every device, in rank order.
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan);

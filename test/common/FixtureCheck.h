@@ -161,6 +161,23 @@ inline void exemptRouterTieRow(const std::string &model, std::vector<float> &got
   std::copy(ref.logits.begin() + row * n, ref.logits.begin() + (row + 1) * n, got.begin() + row * n);
 }
 
+/// How far bf16 all-reduce payloads (`--comm-dtype bf16`) may move logits of magnitude up to `scale` in a
+/// plan with `allReduces` all-reduce steps per device, beyond what f32 payloads do: 2u per all-reduce
+/// (u = 2^-8; runtime/comm/Bf16Wire.h), to first order, with the gain of the network after each one taken
+/// as 1 (docs/architecture.md, "bf16 all-reduce payloads").
+inline double bf16PayloadBound(int allReduces, double scale) {
+  return 2 * std::ldexp(1.0, -8) * allReduces * std::max(1.0, scale);
+}
+
+/// `ref` with bf16PayloadBound added to its tolerances (max and rms): the reference is f32 arithmetic, and
+/// an F32 fixture's tolerance is tighter than bf16's rounding of the layers' updates. The greedy prefix
+/// stays as it is.
+inline FixtureReference widenedForBf16(FixtureReference ref, double bound) {
+  ref.tolMax += bound;
+  ref.tolRms += bound;
+  return ref;
+}
+
 /// The ids of the "generated ids: 1,2,3" line of `tpc run`'s output (empty when there is none).
 inline std::vector<int32_t> generatedIds(const std::string &out) {
   std::vector<int32_t> ids;

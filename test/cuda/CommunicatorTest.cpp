@@ -180,6 +180,48 @@ TEST(CudaCommunicators, LoopbackMatchesRankOrderSums) {
   checkCommunicator(**c, {0, 0, 0}, 0.0f);
 }
 
+// bf16 payloads (runtime/comm/Bf16Wire.h): the loopback kernel gives the in-process communicator's bits,
+// which are not the f32 sums; gathers in the same session stay exact (covered by checkCommunicator's f32
+// run above; here only the all-reduce changes). NCCL refuses bf16 (supportsPayload).
+TEST(CudaCommunicators, LoopbackBf16IsTheInProcessBf16Sum) {
+  TPC_REQUIRE_GPU();
+  const int n = 3;
+  const int64_t count = 70001; // several blocks, not a multiple of anything
+  auto c = cuda::makeLoopbackCommunicator(0, n, std::vector<uint64_t>(n, 4096));
+  ASSERT_TRUE(c) << c.message();
+  ASSERT_TRUE((*c)->supportsPayload(comm::Payload::BF16));
+  (*c)->setPayload(comm::Payload::BF16);
+  std::vector<Rank> ranks(n);
+  std::vector<std::vector<float>> host(n), f32(n);
+  std::vector<float *> dev(n);
+  std::vector<comm::AllReduceEntry> ar;
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&ranks[r].stream, cudaStreamNonBlocking), cudaSuccess);
+    host[r] = randomFloats(count, 500 + r);
+    dev[r] = ranks[r].upload(host[r]);
+    ar.push_back({r, {{dev[r], count}}, ranks[r].stream});
+  }
+  f32 = host;
+  auto ok = (*c)->allReduce(ar);
+  ASSERT_TRUE(ok) << ok.message();
+  comm::InProcessCommunicator cpu(n), cpu32(n);
+  cpu.setPayload(comm::Payload::BF16);
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r)
+    th.emplace_back([&, r] {
+      EXPECT_TRUE(cpu.allReduce(r, {{host[r].data(), count}}));
+      EXPECT_TRUE(cpu32.allReduce(r, {{f32[r].data(), count}}));
+    });
+  for (std::thread &t : th)
+    t.join();
+  for (int r = 0; r < n; ++r) {
+    const std::vector<float> got = ranks[r].download(dev[r], size_t(count));
+    EXPECT_EQ(0, std::memcmp(got.data(), host[r].data(), size_t(count) * 4)) << "rank " << r;
+    EXPECT_NE(got, f32[r]) << "rank " << r << ": bf16 payloads changed nothing";
+  }
+}
+
 TEST(CudaCommunicators, NcclMatchesHostSums) {
   TPC_REQUIRE_GPU();
   if (cuda::cudaDeviceCount() < 2)

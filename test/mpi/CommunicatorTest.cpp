@@ -7,7 +7,8 @@
 // native MPI_Allreduce is within float rounding of it and the same on every rank, all-gather and
 // reduce-scatter along a middle axis with unequal and empty parts (f32, and an f16/i32 gather) equal the
 // in-process results exactly, a broadcast from the last rank, and refusals: a call for another rank, a
-// layout that disagrees with the buffers, an f16 sum, and every later call after an abort.
+// layout that disagrees with the buffers, an f16 sum, and every later call after an abort. With bf16
+// payloads the all-reduce is the in-process bf16 sum bit for bit, at N = 2 as at 3.
 //===----------------------------------------------------------------------===//
 #include "test/common/TestSupport.h"
 #include "test/mpi/MpiTestUtil.h"
@@ -28,8 +29,10 @@ using namespace tpc::rt::comm;
 namespace {
 
 /// Runs fn(rank) for every rank of an n-rank in-process communicator, one thread each.
-void inProcess(int n, const std::function<Expected<void>(Communicator &, int)> &fn) {
+void inProcess(int n, const std::function<Expected<void>(Communicator &, int)> &fn,
+               Payload payload = Payload::F32) {
   InProcessCommunicator c(n);
+  c.setPayload(payload);
   std::vector<std::thread> th;
   std::vector<std::string> errors(n);
   for (int r = 0; r < n; ++r)
@@ -102,6 +105,33 @@ TEST(Mpi, NativeAllReduceIsTheSameOnEveryRankAndWithinRounding) {
   ASSERT_TRUE(all) << all.message();
   for (int r = 1; r < n; ++r)
     EXPECT_EQ((*all)[r], (*all)[0]) << "rank " << r << " differs from rank 0";
+}
+
+// bf16 payloads (Bf16Wire.h) take the rank-order exchange at every N, including N = 2, in both sums
+// settings, on a small bucket (decode) and one large enough for the in-process split path: bit for bit the
+// in-process communicator's bf16 result, which differs from the f32 sum.
+TEST(Mpi, Bf16AllReduceIsTheInProcessBf16SumBitForBit) {
+  auto world = tpc::test::testWorld();
+  const int n = world->size(), me = world->rank();
+  for (MpiSums sums : {MpiSums::RankOrder, MpiSums::Native})
+    for (int64_t count : {int64_t(1037), int64_t(40000)}) {
+      SCOPED_TRACE("count " + std::to_string(count));
+      MpiCommunicator comm(world, sums);
+      ASSERT_TRUE(comm.supportsPayload(Payload::BF16));
+      comm.setPayload(Payload::BF16);
+      std::vector<float> mine = tpc::test::uniformFloats(size_t(count), 100 * me + 7);
+      Expected<void> ok = comm.allReduce(me, {{mine.data(), count}});
+      ASSERT_TRUE(ok) << ok.message();
+      std::vector<std::vector<float>> all(n);
+      for (int r = 0; r < n; ++r)
+        all[r] = tpc::test::uniformFloats(size_t(count), 100 * r + 7);
+      std::vector<std::vector<float>> f32 = all;
+      inProcess(
+          n, [&](Communicator &c, int r) { return c.allReduce(r, {{all[r].data(), count}}); }, Payload::BF16);
+      inProcess(n, [&](Communicator &c, int r) { return c.allReduce(r, {{f32[r].data(), count}}); });
+      EXPECT_TRUE(sameBits(mine, all[me])) << world->who();
+      EXPECT_FALSE(sameBits(mine, f32[me])) << "bf16 payloads gave the f32 sum";
+    }
 }
 
 /// Parts along axis 1 of [outer = 3, Σ parts, inner = 2]: unequal, one empty at N >= 3.

@@ -451,6 +451,8 @@ void inspectPlan(const InspectOptions &opts) {
   j.number(static_cast<int64_t>(plan->schemaVersion));
   j.key("compiler_version");
   j.string(plan->compilerVersion);
+  j.key("comm_dtype");
+  j.string(rt::commDtypeName(plan->commDtype));
   j.key("gguf");
   j.string(plan->ggufPath);
   j.key("gguf_size");

@@ -123,6 +123,18 @@ void addCompileFlags(CLI::App &cmd, CompileFlags &f) {
           "With --moe-split auto: per MoE layer, the tokens routed to each expert ('blk.N: c0 c1 ...' "
           "lines, # comments) instead of uniform routing"),
   };
+  f.commDtypeOption =
+      cmd.add_option("--comm-dtype", f.commDtype,
+                     "All-reduce payloads on the wire between devices: f32 (default) or bf16 (half the "
+                     "bytes, summed in f32; for slow links between hosts, docs/multi-process.md). Recorded "
+                     "by compile; overrides the plan's when running")
+          ->check(CLI::IsMember({"f32", "bf16"}));
+}
+
+std::optional<rt::CommDtype> commDtypeOverride(const CompileFlags &f) {
+  if (!f.commDtypeOption || f.commDtypeOption->count() == 0)
+    return std::nullopt;
+  return f.commDtype == "bf16" ? rt::CommDtype::BF16 : rt::CommDtype::F32;
 }
 
 CompileRequest checkCompileFlags(const CompileFlags &f) {
@@ -143,6 +155,7 @@ CompileRequest checkCompileFlags(const CompileFlags &f) {
   // CLI11 checked the names; ggmlTypeFromName knows each of them.
   r.cacheTypeK = ggmlTypeFromName(f.cacheTypeK).value_or(GGMLType::F16);
   r.cacheTypeV = ggmlTypeFromName(f.cacheTypeV).value_or(GGMLType::F16);
+  r.commDtype = f.commDtype == "bf16" ? rt::CommDtype::BF16 : rt::CommDtype::F32; // CLI11 checked the name
   return r;
 }
 

@@ -25,6 +25,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,11 +45,15 @@ struct CompileFlags {
   std::string cacheTypeV = "f16"; ///< --cache-type-v (-ctv)
   std::vector<CLI::Option *> options; ///< the declared options, to tell which were given
   CLI::Option *devicesOption = nullptr;
+  /// --comm-dtype: recorded in the plan by `tpc compile`, and a run-time override of the plan's (so not in
+  /// `options`, which a plan file refuses).
+  std::string commDtype = "f32";
+  CLI::Option *commDtypeOption = nullptr;
 };
 
 /// Declares --devices, --tensor-split (-ts), --override-tensor (-ot), --no-kv-offload (-nkvo),
-/// --cache-type-k / -v (-ctk / -ctv) and --max-batch, --max-output-rows, --moe-split, --routing-profile on
-/// `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
+/// --cache-type-k / -v (-ctk / -ctv), --comm-dtype and --max-batch, --max-output-rows, --moe-split,
+/// --routing-profile on `cmd` (main.cpp turns llama.cpp's multi-letter spellings into the long ones).
 void addCompileFlags(CLI::App &cmd, CompileFlags &flags);
 
 /// The checked compile flags, as the compiler takes them.
@@ -65,11 +70,16 @@ struct CompileRequest {
   /// from these through rt::kvCellBytesK / kvCellBytesV). Recurrent states stay f32.
   GGMLType cacheTypeK = GGMLType::F16;
   GGMLType cacheTypeV = GGMLType::F16;
+  rt::CommDtype commDtype = rt::CommDtype::F32; ///< --comm-dtype, recorded in the plan
 };
 /// Checks the flags (shares, override entries) and returns them; throws Failure naming the flag.
 CompileRequest checkCompileFlags(const CompileFlags &flags);
 /// "--devices" when some compile flag was given on the command line (the first), else "".
 std::string givenCompileFlag(const CompileFlags &flags);
+
+/// --comm-dtype when it was given on the command line (SessionOptions::commDtype: it overrides the plan's
+/// at open, for a plan file as for a GGUF), else nothing.
+std::optional<rt::CommDtype> commDtypeOverride(const CompileFlags &flags);
 
 /// What a file is, by its first bytes.
 enum class FileKind { GGUF, Plan, Unknown };

@@ -45,6 +45,7 @@
 namespace {
 
 using tpc::cli::addCompileFlags;
+using tpc::cli::commDtypeOverride;
 using tpc::cli::Failure;
 using tpc::cli::loadModel;
 using tpc::cli::LogProbHeader;
@@ -337,6 +338,7 @@ void runCommand(const PplOptions &o) {
   SessionOptions so;
   so.threads = o.threads;
   so.ctxSize = c.ctx;
+  so.commDtype = commDtypeOverride(o.compile);
   so.ggufPath = o.gguf;
   so.f32Reference = o.f32Reference;
   so.progress = true; // loading the weights (Progress.h: where it takes over a second)

@@ -355,7 +355,8 @@ Picture buildPicture(const rt::Plan &plan, const std::string &planPath, int64_t 
       const rt::Step &s = dev.steps[i];
       const size_t layer = layerIndex[keys[d][i]];
       if (rt::isCollective(s.op))
-        p.lanes[d].push_back({i, layer, rt::opKindName(s.op), s.name, rt::collectiveBytesPerToken(dev, s)});
+        p.lanes[d].push_back({i, layer, rt::opKindName(s.op), s.name,
+                                 rt::collectiveBytesPerToken(dev, s, plan.commDtype)});
       for (int32_t in : s.inputs) {
         const rt::TensorDesc &t = dev.tensors[in];
         if (t.storage != rt::Storage::Weight)

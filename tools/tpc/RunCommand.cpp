@@ -48,6 +48,7 @@
 
 namespace {
 
+using tpc::cli::commDtypeOverride;
 using tpc::cli::CompileFlags;
 using tpc::cli::Failure;
 using tpc::cli::HiddenDump;
@@ -608,6 +609,7 @@ void runRun(const RunOptions &o) {
   SessionOptions so;
   so.threads = o.threads;
   so.ctxSize = o.ctxSize;
+  so.commDtype = commDtypeOverride(o.compile);
   for (int P : parseParallel(o.parallel))
     so.sequences = std::max(so.sequences, P);
   so.ggufPath = o.gguf;

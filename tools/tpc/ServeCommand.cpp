@@ -162,6 +162,7 @@ void runServe(ServeOptions o) {
   rt::SessionOptions so;
   so.threads = o.threads;
   so.ctxSize = total / o.parallel;
+  so.commDtype = cli::commDtypeOverride(o.compile);
   so.ggufPath = o.gguf;
   so.progress = true; // loading the weights (Progress.h: where it takes over a second)
   auto engine = server::BatchedEngine::open(plan, o.parallel, so, o.backend);

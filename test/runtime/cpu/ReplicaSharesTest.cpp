@@ -58,7 +58,9 @@ public:
   int size() const override { return inner_.size(); }
   std::vector<int> localRanks() const override { return inner_.localRanks(); }
   bool streamOrdered() const override { return false; }
+  bool supportsPayload(comm::Payload p) const override { return inner_.supportsPayload(p); }
   Expected<void> allReduce(const std::vector<comm::AllReduceEntry> &l, comm::ElemType t) override {
+    inner_.setPayload(payload_); // the session set this wrapper's
     return inner_.allReduce(l, t);
   }
   bool wholeOptional() const override { return inner_.wholeOptional(); }
@@ -213,9 +215,13 @@ PlanMaker reduceNormPlan(int devices) {
   return mk;
 }
 
+// With bf16 all-reduce payloads too (--comm-dtype bf16): the shared path's rows are the composition's
+// (the communicator's bf16 sum, then the residual), and not the f32 payloads' bits.
 TEST(SharedReduceNorm, APromptGivesTheTokenByTokenBitsWithTwoBarriersPerDevice) {
+  std::vector<float> f32Whole;
+  for (CommDtype wire : {CommDtype::F32, CommDtype::BF16})
   for (int devices : {2, 3}) {
-    SCOPED_TRACE(devices);
+    SCOPED_TRACE(std::string(commDtypeName(wire)) + " devices " + std::to_string(devices));
     PlanMaker mk = reduceNormPlan(devices);
     std::vector<int32_t> ids, pos;
     for (int32_t i = 0; i < 20; ++i) {
@@ -225,6 +231,7 @@ TEST(SharedReduceNorm, APromptGivesTheTokenByTokenBitsWithTwoBarriersPerDevice) 
     auto comm = std::make_shared<CountingComm>(devices);
     SessionOptions o = mk.options(devices, 32);
     o.comm = comm;
+    o.commDtype = wire;
     auto s = Session::open(mk.plan, o);
     ASSERT_TRUE(s) << s.message();
     auto whole = (*s)->evaluate(ids, pos);
@@ -239,6 +246,10 @@ TEST(SharedReduceNorm, APromptGivesTheTokenByTokenBitsWithTwoBarriersPerDevice) 
     EXPECT_EQ(comm->barriers.load(), 2 * devices);
     ASSERT_EQ(whole->size(), 20u * 2 * kN);
     EXPECT_EQ(*whole, oneByOne);
+    if (devices == 2 && wire == CommDtype::F32)
+      f32Whole = *whole;
+    if (devices == 2 && wire == CommDtype::BF16)
+      EXPECT_NE(*whole, f32Whole) << "bf16 payloads changed nothing";
     // n is the norm of y: a row of n has mean square ~ |w|^2 / N, not the raw sum's.
     double ms = 0;
     for (int64_t j = 0; j < kN; ++j)

@@ -215,6 +215,29 @@ TEST_F(PlanTest, SchemaV7CachesTakeTheirOneDtypeForBothHalves) {
   // the version check refuses it first (NewerSchemaNamesBothVersions).
 }
 
+TEST_F(PlanTest, CommDtypeRoundTripsAndOlderPlansLoadAsF32) {
+  // v9 keeps --comm-dtype; a v8 plan (no such field) runs with f32 payloads, as it was compiled for.
+  Plan bf16 = plan;
+  bf16.commDtype = CommDtype::BF16;
+  std::vector<uint8_t> bytes = serializePlan(bf16);
+  auto r = parsePlan(bytes.data(), bytes.size(), "v9.plan");
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->commDtype, CommDtype::BF16);
+  Plan v8 = bf16;
+  v8.schemaVersion = 8;
+  bytes = serializePlan(v8);
+  r = parsePlan(bytes.data(), bytes.size(), "v8.plan");
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->commDtype, CommDtype::F32);
+  // A value this tpc does not know is refused by name, not run as something else.
+  Plan bad = plan;
+  bad.commDtype = static_cast<CommDtype>(7);
+  bytes = serializePlan(bad);
+  r = parsePlan(bytes.data(), bytes.size(), "bad.plan");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("comm_dtype 7"), std::string::npos) << r.message();
+}
+
 TEST_F(PlanTest, EveryTruncationIsRejected) {
   std::vector<uint8_t> bytes = serializePlan(plan);
   // Every prefix must fail cleanly (the verifier or the magic check), never crash.

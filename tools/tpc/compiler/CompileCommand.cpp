@@ -163,6 +163,7 @@ public:
     mlir::FailureOr<rt::Plan> plan = mlir::tpc::emitPlan(*module_, *file_, eo);
     if (mlir::failed(plan))
       throw Failure(fmt::format("{}: plan emission failed: {}", model_, diagnostics_));
+    plan->commDtype = r.commDtype; // recorded only: the runtime's communicators apply it
     return std::move(*plan);
   }
 

@@ -119,6 +119,10 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
       return;
     LayerTraffic &t = traffic[layers.lookup(op)];
     llvm::SmallVector<mlir::Value> payload(op->getOperands());
+    // All-reduce payloads cross as --comm-dtype says; gathers and scatters move f32.
+    int64_t elemBytes = 4;
+    if (llvm::isa<mlir::tpc::AllReduceOp, mlir::tpc::AllReduceRmsNormOp>(op))
+      elemBytes = static_cast<int64_t>(rt::commDtypeBytes(plan.commDtype));
     if (llvm::isa<mlir::tpc::AllReduceOp>(op)) {
       ++t.allReduce;
     } else if (auto fused = llvm::dyn_cast<mlir::tpc::AllReduceRmsNormOp>(op)) {
@@ -130,7 +134,7 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
       ++t.reduceScatter;
     }
     for (mlir::Value v : payload) {
-      t.bytesPerToken += perToken(v) * 4;
+      t.bytesPerToken += perToken(v) * elemBytes;
       ++t.tensors;
     }
   });
@@ -189,8 +193,9 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
                        joined(moeLoad(l), "{:.4f}"));
       first = false;
     }
-    s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}, \"max_output_rows\": {}}}\n",
-                     total, plan.model.maxBatch, plan.model.maxOutputRows);
+    s += fmt::format("], \"collective_bytes_per_token\": {}, \"comm_dtype\": \"{}\", \"max_batch\": {}, "
+                     "\"max_output_rows\": {}}}\n",
+                     total, rt::commDtypeName(plan.commDtype), plan.model.maxBatch, plan.model.maxOutputRows);
     fmt::print("{}", s);
     return;
   }
@@ -244,8 +249,10 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
                m.kvWindowBytesPerPosition, windows);
   }
   fmt::print(
-      "\nCollectives per layer (bytes per token = f32 payload of the operands; a ring all-reduce moves "
-      "2(N-1)/N of it per device; tensors > collectives where one all-reduce carries a bucket):\n\n");
+      "\nCollectives per layer (bytes per token = payload of the operands, all-reduces in {} "
+      "(--comm-dtype), the others in f32; a ring all-reduce moves 2(N-1)/N of it per device; tensors > "
+      "collectives where one all-reduce carries a bucket):\n\n",
+      rt::commDtypeName(plan.commDtype));
   fmt::print("| layer | all_reduce | all_gather | reduce_scatter | tensors | bytes/token |\n");
   fmt::print("|-------|-----------:|-----------:|---------------:|--------:|------------:|\n");
   for (auto &[layer, t] : traffic)
