@@ -167,8 +167,11 @@ CalibrationWork decodeWork(const DevicePlan &dp, const std::vector<void *> &ptr,
       int64_t depth = std::min(kCalibrationDepth, std::max<int64_t>(ctx, 1));
       if (p.window > 0)
         depth = std::min<int64_t>(depth, p.window);
-      // A grouped call (mirrored KV heads) runs one KV head's query heads per call; timed as one call.
-      attention[{q[1], k[1], q[2], v[2], static_cast<int>(kv.typeK), static_cast<int>(kv.typeV), depth,
+      // A grouped call (mirrored KV heads) runs one KV head's query heads per call; timed as one call. A
+      // device whose query heads do not fill its cache's KV heads evenly (fewer query heads than KV heads
+      // on 3-4 devices, say) reads one KV head per call: timed so (flashAttention needs hq % hkv == 0).
+      const int64_t hkv = q[1] % k[1] == 0 ? k[1] : 1;
+      attention[{q[1], hkv, q[2], v[2], static_cast<int>(kv.typeK), static_cast<int>(kv.typeV), depth,
                  p.softcap}] += 1;
     }
   }
