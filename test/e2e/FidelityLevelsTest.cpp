@@ -81,7 +81,6 @@ TEST_P(FidelityLevel, MatchesReference) {
   ASSERT_NE(out.find("[==========] 1 test from 1 test suite ran"), std::string::npos)
       << filter << " is not one Fixtures/Fidelity case (did FidelityTest.cpp's case list change?):\n" << out;
   EXPECT_EQ(rc, 0) << "TPC_CPU_ISA=" << level << ": " << filter << " failed:\n" << out;
-  EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
 }
 
 std::vector<LevelCase> levelCases() {
