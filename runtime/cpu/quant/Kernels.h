@@ -17,9 +17,10 @@
 // quant vector j (32 * ... bytes) holds elements 4j..4j+3 of each row. For q4_0/q5_0/q4_K/q5_K (and q8_0
 // on VNNI, stored as q + 128) the quants are unsigned, a = the row's block scale and b = the float that
 // multiplies the token's d * sum(q) (the offset or min term); for q8_0 without VNNI the quants are signed
-// and b is unused; for q6_K, a = the super-block scale d and b = the two int16 scales of the block's
-// 16-element halves (the grid types, IQ2_*/IQ3_*/IQ1_*, use the same with their values stored as q + 64:
-// GridPanelX86.inc). Float weights: R floats per element (k * R floats per group).
+// and b is unused, and with VNNI the tile subtracts 128 sum(q) in int32 and does not read b either (the
+// float offset term would cancel most of the product term, see tileUnsigned); for q6_K, a = the
+// super-block scale d and b = the two int16 scales of the block's 16-element halves (the grid types,
+// IQ2_*/IQ3_*/IQ1_*, use the same with their values stored as q + 64: GridPanelX86.inc). Float weights: R floats per element (k * R floats per group).
 //===----------------------------------------------------------------------===//
 #ifndef TPC_RUNTIME_CPU_QUANT_KERNELS_H
 #define TPC_RUNTIME_CPU_QUANT_KERNELS_H

@@ -9,8 +9,12 @@
 // most 3 roundings. Higham's bound for a sum of N such terms in any order gives
 //   |kernel - exact| <= gamma(N + 3) * M,  gamma(n) = n u / (1 - n u),  u = 2^-24,
 // where M is the sum of the terms' magnitudes. M is computed here from the format's own decomposition of each
-// weight, sum_i (|scale_i q_i| + |offset_i|) |a_i| (q8_0 counts 128 |d| as its offset: the VNNI panel stores
-// q + 128; the grid types 64 integer steps: their panels store q + 64), so it bounds every path's terms;
+// weight, sum_i (|scale_i q_i| + |offset_i|) |a_i| (the grid types count 64 integer steps: their panels
+// store q + 64), so it bounds every path's terms. The q8_0 family (q8_0, IQ4_NL, IQ4_XS) has no offset
+// term on any path: VNNI stores q + 128 but subtracts 128 sum a in int32, so its bound is that of the signed
+// sums (a float offset of -128 d would need 128 |d| |a| in M, and could no longer be told from a kernel
+// that loses precision: tiny-qwen3moe-Q8_0's K projection at avx512vnni rounded a cache element to the
+// other f16 neighbour that way);
 // N = 2 k / 32 + 8 for the quantized types (two terms per block, a few more for horizontal sums), k + 8 for the
 // float types (one FMA per element).
 //===----------------------------------------------------------------------===//
@@ -135,8 +139,6 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
         put(32 * b + j, fp16ToFp32(x.d), kIQ4NLValues[x.qs[j] & 15], 0);
         put(32 * b + j + 16, fp16ToFp32(x.d), kIQ4NLValues[x.qs[j] >> 4], 0);
       }
-      for (int j = 0; j < 32; ++j) // VNNI panels: level + 128, -128 d (as q8_0)
-        r.mag[static_cast<size_t>(32 * b + j)] += 128 * std::fabs(fp16ToFp32(x.d));
     }
     break;
   case GGMLType::IQ4_XS:
@@ -148,8 +150,6 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
         put(32 * b + j, d, kIQ4NLValues[x.qs[16 * ib + j] & 15], 0);
         put(32 * b + j + 16, d, kIQ4NLValues[x.qs[16 * ib + j] >> 4], 0);
       }
-      for (int j = 0; j < 32; ++j) // VNNI panels: level + 128, -128 d (as q8_0)
-        r.mag[static_cast<size_t>(32 * b + j)] += 128 * std::fabs(d);
     }
     break;
   case GGMLType::Q4_0:
@@ -158,10 +158,8 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
     for (int64_t b = 0; b < k / kQK; ++b) {
       if (t == GGMLType::Q8_0) {
         const auto &x = reinterpret_cast<const BlockQ8_0 *>(p)[b];
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 0; j < 32; ++j)
           put(32 * b + j, fp16ToFp32(x.d), x.qs[j], 0);
-          r.mag[static_cast<size_t>(32 * b + j)] += 128 * std::fabs(fp16ToFp32(x.d)); // VNNI: q + 128, -128 d
-        }
       } else if (t == GGMLType::Q4_0) {
         const auto &x = reinterpret_cast<const BlockQ4_0 *>(p)[b];
         for (int j = 0; j < 16; ++j) {

@@ -18,8 +18,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 
 using namespace tpc;
 using namespace tpc::rt::cpu;
@@ -437,6 +439,84 @@ TEST_P(KernelLevel, PanelTilesMatchDoubleReference) {
         checkPanel(*kt, t, k, rows, w, acts,
                    std::string(ggmlTypeName(t)) + " k=" + std::to_string(k) + " rows=" + std::to_string(rows));
       }
+  }
+}
+
+TEST_P(KernelLevel, Q8FamilyKeepsTheSignedSumsPrecision) {
+  // The q8_0 family on VNNI runs on q + 128: a path that adds -128 d (d8 sum a) in float beside
+  // (d d8) ((q + 128) . a) cancels two terms up to 128 / |q| times the product and keeps their rounding.
+  // Small levels (q8_0: -1, 0, 1; IQ4_NL: 1 and -10) against all-positive activations (every block sum of
+  // the same sign) make that loss visible: measured in units of u M (M = sum |w| |a|, u = 2^-24), the
+  // signed sums' error here is below 1, the float offset's about 30. Every path (one token, rows in lanes,
+  // panel tiles) must stay below 8 u M.
+  const KernelTable *kt = table();
+  std::mt19937 rng(16);
+  const int64_t k = 4096;
+  const double u = std::ldexp(1.0, -24);
+  for (GGMLType t : {GGMLType::Q8_0, GGMLType::IQ4_NL}) {
+    std::vector<std::vector<uint8_t>> w, acts;
+    std::uniform_real_distribution<float> scale(0.005f, 0.02f), pos(0.5f, 1.0f);
+    for (int r = 0; r < kPanelRows; ++r) {
+      std::vector<uint8_t> row(rowBytes(t, k));
+      const size_t bb = ggmlTypeInfo(t).blockBytes;
+      for (size_t off = 0; off < row.size(); off += bb) {
+        setHalf(row.data() + off, (rng() % 2 ? 1 : -1) * scale(rng));
+        for (size_t i = 2; i < bb; ++i) // q8_0: -1, 0, 1; IQ4_NL: nibbles 7 / 8 (levels -10, 1)
+          row[off + i] = t == GGMLType::Q8_0 ? static_cast<uint8_t>(static_cast<int8_t>(rng() % 3) - 1)
+                                             : static_cast<uint8_t>((rng() % 2 ? 0x80 : 0x70) | (rng() % 2 ? 8 : 7));
+      }
+      w.push_back(std::move(row));
+    }
+    for (int j = 0; j < kMaxRowTokens; ++j) {
+      std::vector<float> x(static_cast<size_t>(k));
+      for (float &v : x)
+        v = pos(rng);
+      acts.emplace_back(actQ8RowBytes(k));
+      quantizeActQ8Row(x.data(), acts.back().data(), k);
+    }
+    const void *ap[kMaxRowTokens];
+    for (int j = 0; j < kMaxRowTokens; ++j)
+      ap[j] = acts[static_cast<size_t>(j)].data();
+    std::vector<std::vector<float>> tiles(kMaxRowTokens, std::vector<float>(kPanelRows));
+    if (kt->panelRows > 0) {
+      const size_t groupBytes = panelGroupBytes(t, k, kt->panelRows);
+      std::vector<uint8_t> src, panel(groupBytes * (kPanelRows / kt->panelRows));
+      for (const auto &row : w)
+        src.insert(src.end(), row.begin(), row.end());
+      kt->getConvert(t)(k, src.data(), rowBytes(t, k), kPanelRows, panel.data());
+      for (int g = 0; g < kPanelRows / kt->panelRows; ++g) {
+        float *o[kMaxRowTokens];
+        for (int j = 0; j < kMaxRowTokens; ++j)
+          o[j] = tiles[static_cast<size_t>(j)].data() + g * kt->panelRows;
+        kt->getTile(t)(k, panel.data() + groupBytes * g, ap, kMaxRowTokens, o);
+      }
+    }
+    double worst = 0;
+    for (int r = 0; r < kPanelRows; ++r) {
+      const DecodedRow dw = decodeExact(t, w[static_cast<size_t>(r)].data(), k);
+      float one[kMaxRowTokens], all[kMaxRowTokens];
+      for (int j = 0; j < kMaxRowTokens; ++j)
+        kt->getRow(t)(k, w[static_cast<size_t>(r)].data(), &ap[j], 1, &one[j]);
+      kt->getRow(t)(k, w[static_cast<size_t>(r)].data(), ap, kMaxRowTokens, all);
+      for (int j = 0; j < kMaxRowTokens; ++j) {
+        const std::vector<double> av = decodeActQ8(ap[j], k);
+        double exact = 0, m = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          exact += dw.value[static_cast<size_t>(i)] * av[static_cast<size_t>(i)];
+          m += std::fabs(dw.value[static_cast<size_t>(i)] * av[static_cast<size_t>(i)]);
+        }
+        std::vector<std::pair<const char *, float>> paths = {{"one token", one[j]}, {"eight tokens", all[j]}};
+        if (kt->panelRows > 0)
+          paths.push_back({"panel tile", tiles[static_cast<size_t>(j)][static_cast<size_t>(r)]});
+        for (const auto &[path, got] : paths) {
+          const double e = std::fabs(got - exact) / (u * m);
+          worst = std::max(worst, e);
+          ASSERT_LT(e, 8.0) << ggmlTypeName(t) << " " << path << " row " << r << " token " << j << ": " << got
+                            << " vs " << exact;
+        }
+      }
+    }
+    std::printf("[ %-10s ] %s: worst error %.2f u M\n", GetParam().c_str(), ggmlTypeName(t), worst);
   }
 }
 

@@ -333,6 +333,51 @@ TEST(MatmulId, EntriesEqualPerExpertMatmuls) {
   }
 }
 
+// A MoE prefill as the fixtures run it (tiny-qwen3moe: 8 experts of 256 x 256, 12 tokens, top 2, so 0-6
+// tokens per expert: the row and rows-in-lanes kernels, no panels) at every level this machine has, for the
+// weight types of the Q8_0 and Q4_K_M experts: every entry within the exact product's bound of KernelRef.h.
+// The levels then differ from each other by float order only (at most the sum of two bounds): a larger
+// difference between two levels' models is a rounding flip downstream (an 8-bit activation or an f16 cache
+// element on the other side of its rounding boundary), never a kernel. The test would catch a kernel or
+// driver path of one level (VNNI's q + 128 lanes from one token, the AVX2 sign-trick lanes) that sums
+// anything but the exact terms.
+TEST(MatmulId, MoePrefillAtEveryLevelIsTheExactProduct) {
+  const int64_t k = 256, n = 256, xCount = 12, experts = 8;
+  std::vector<int32_t> exps, xRows, yRows;
+  std::mt19937 rng(11);
+  for (int64_t i = 0; i < xCount; ++i) {
+    const int32_t a = static_cast<int32_t>(rng() % experts);
+    const int32_t b = static_cast<int32_t>((a + 1 + rng() % (experts - 1)) % experts); // two distinct experts
+    for (int32_t e : {a, b}) {
+      exps.push_back(e);
+      xRows.push_back(static_cast<int32_t>(i));
+      yRows.push_back(static_cast<int32_t>(exps.size() - 1));
+    }
+  }
+  for (GGMLType t : {GGMLType::Q8_0, GGMLType::Q4_K, GGMLType::Q5_0, GGMLType::Q6_K}) {
+    Experts ex(t, experts, n, k, xCount);
+    for (Isa isa : isasHere()) {
+      SCOPED_TRACE(std::string(ggmlTypeName(t)) + " " + isaName(isa));
+      ThreadGroup g(2);
+      std::vector<float> got(exps.size() * n, std::nanf(""));
+      MatmulIdArgs a = ex.args(ex.ex[0], got.data(), n);
+      a.isa = isa;
+      a.experts = exps.data();
+      a.xRows = xRows.data();
+      a.yRows = yRows.data();
+      a.count = static_cast<int64_t>(exps.size());
+      matmulId(a, g);
+      for (size_t j = 0; j < exps.size(); ++j)
+        for (int64_t r = 0; r < n; ++r) {
+          const Problem &p = ex.ex[static_cast<size_t>(exps[j])];
+          const size_t at = static_cast<size_t>(xRows[j] * n + r);
+          ASSERT_NEAR(got[j * n + r], p.ref[at], p.tol[at])
+              << "entry " << j << " (expert " << exps[j] << ") row " << r;
+        }
+    }
+  }
+}
+
 // Gate and up: two matmulIds on one input and one routing as one job equal the two separate calls.
 TEST(MatmulIdBatch, GateAndUpTogetherEqualSeparateCalls) {
   const int64_t k = 256, n = 40, xCount = 48;

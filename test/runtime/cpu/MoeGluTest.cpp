@@ -117,7 +117,8 @@ TEST_P(MoeGluIsa, FusedEqualsUnfusedBitForBit) {
         }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllIsas, MoeGluIsa, ::testing::Values(Isa::Scalar, Isa::AVX2, Isa::AVX512),
+INSTANTIATE_TEST_SUITE_P(AllIsas, MoeGluIsa,
+                         ::testing::Values(Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AVX512VNNI),
                          [](const ::testing::TestParamInfo<Isa> &i) { return std::string(isaName(i.param)); });
 
 TEST(MoeGluOps, MergedGateUpExpertShareAndAliasedOutput) {
