@@ -131,6 +131,12 @@ public:
                                    ElemType type = ElemType::F32) = 0;
   /// Returns when every rank has arrived (the entries are the local ranks this call covers).
   virtual Expected<void> barrier(const std::vector<int> &ranks) = 0;
+  /// Point to point between the pipeline stages of a plan (Plan::stages): local rank `rank` sends `buf` to
+  /// rank `peer` / receives rank `peer`'s into `buf`. The k-th send of a to b meets the k-th receive of b
+  /// from a, with the same count. A send returns once `buf` may be reused, a receive once `buf` holds the
+  /// data. Default: an error (the communicators of one-stage plans need none).
+  virtual Expected<void> send(int rank, int peer, Buffer buf, ElemType type = ElemType::F32);
+  virtual Expected<void> recv(int rank, int peer, Buffer buf, ElemType type = ElemType::F32);
   /// Fails every waiting and later call of every local rank with `reason` (a device that failed calls this
   /// so that its peers do not wait for it forever). Idempotent.
   virtual void abort(const std::string &reason) = 0;

@@ -11,6 +11,7 @@
 #include "runtime/cpu/CpuSession.h"
 
 #include "runtime/comm/InProcessCommunicator.h"
+#include "runtime/comm/StageCommunicator.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/HostArena.h"
 #include "runtime/cpu/ReplicaShares.h"
@@ -380,7 +381,17 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
     }
     exec::bindOperands(dp, dev.ptr, s, t, rows, in, out);
     Expected<void> ok;
-    if (isCollective(s.op)) {
+    if (isStageTransfer(s.op)) {
+      // The hidden state (or the logits) to or from this device's peer on another pipeline stage.
+      const TensorRef &v = s.op == OpKind::Send ? in[0] : out[0];
+      const comm::ElemType type = v.dtype == DType::F16   ? comm::ElemType::F16
+                                  : v.dtype == DType::I32 ? comm::ElemType::I32
+                                                          : comm::ElemType::F32;
+      const int peer = static_cast<int>(TransferParams::read(s).peer);
+      ok = s.op == OpKind::Send ? comm_->send(dev.index, peer, {v.data, v.numel()}, type)
+                                : comm_->recv(dev.index, peer, {v.data, v.numel()}, type);
+      dev.runner->noteWrites(out);
+    } else if (isCollective(s.op)) {
       if (reduceNorm_ && dev.sharedNorm[si] && t >= SharedReduceNorm::kMinRows)
         ok = reduceNorm_->run(dev.index, in, out, AllReduceRmsNormParams::read(s), dev.runner->threadGroup());
       else
@@ -542,11 +553,18 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
   loadWeights(o.weights, opts.progress);
   markPhase(opts.timeline, "weights");
   logitsTensor_ = exec::logitsTensorOf(p.devices[0]);
-  comm_ = opts.comm ? opts.comm
-                    : std::make_shared<comm::InProcessCommunicator>(static_cast<int>(p.devices.size()));
+  const int nDevices = static_cast<int>(p.devices.size());
+  if (opts.comm)
+    comm_ = opts.comm;
+  else if (p.stages > 1) // collectives inside each stage, Send/Recv between them
+    comm_ = comm::StageCommunicator::inProcess(nDevices, static_cast<int>(p.stages));
+  else
+    comm_ = std::make_shared<comm::InProcessCommunicator>(nDevices);
   collectives_ = std::make_unique<exec::CollectiveRunner>(p, *comm_, kernels_);
-  // Shared memory makes a gather cheaper than the rows it saves; across processes it would not be.
-  const bool allLocal = devs_.size() == p.devices.size() && devs_.size() > 1;
+  // Shared memory makes a gather cheaper than the rows it saves; across processes it would not be. Both
+  // shared paths meet every device of the plan, so a pipeline plan (devices of different stages run
+  // different layers) takes the communicator's collectives instead.
+  const bool allLocal = devs_.size() == p.devices.size() && devs_.size() > 1 && p.stages <= 1;
   for (Device &dev : devs_)
     dev.shares = std::make_unique<ReplicaShares>(allLocal ? comm_.get() : nullptr, dev.index,
                                                  static_cast<int>(p.devices.size()));

@@ -33,7 +33,9 @@ CollectiveRunner::CollectiveRunner(const Plan &plan, comm::Communicator &comm, C
 
 comm::AxisParts CollectiveRunner::partsOf(size_t k, int rank, int64_t axis, int64_t t, int64_t rows) const {
   comm::AxisParts layout;
-  for (size_t d = 0; d < plan_.devices.size(); ++d) {
+  // The collective meets the devices of `rank`'s pipeline stage only (all of them in a one-stage plan).
+  const size_t per = devicesPerStage(plan_), first = size_t(stageOf(plan_, size_t(rank))) * per;
+  for (size_t d = first; d < first + per; ++d) {
     const DevicePlan &dp = plan_.devices[d];
     const Step &s = dp.steps[steps_[d][k]];
     const int32_t part = s.op == OpKind::AllGather ? s.inputs[0] : s.outputs[0];

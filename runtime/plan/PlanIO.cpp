@@ -85,7 +85,7 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
   }
   auto root = fbs::CreatePlan(b, plan.schemaVersion, b.CreateString(plan.compilerVersion),
                               b.CreateString(plan.ggufPath), plan.ggufSize, plan.ggufFingerprint, model,
-                              tokenizer, b.CreateVector(devices));
+                              tokenizer, b.CreateVector(devices), plan.stages);
   b.Finish(root);
   std::vector<uint8_t> out(kPlanMagic, kPlanMagic + sizeof(kPlanMagic));
   out.insert(out.end(), b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
@@ -139,6 +139,7 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
   plan.ggufPath = str(p->gguf_path());
   plan.ggufSize = p->gguf_size();
   plan.ggufFingerprint = p->gguf_fingerprint();
+  plan.stages = p->stages(); // 1 in plans before v9
   if (const fbs::Model *m = p->model()) {
     plan.model.arch = str(m->arch());
     plan.model.nVocab = m->n_vocab();
