@@ -84,7 +84,8 @@ Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, i
     for (const CollectiveCall &c : calls) {
       const AllReduceRmsNormParams p = AllReduceRmsNormParams::read(stepOf(c));
       const TensorRef &x = (*c.in)[0], &y = (*c.out)[0];
-      if (p.residual && c.rank == 0)
+      // Device 0 of the call's stage (plan device 0 in a one-stage plan) holds the residual's addend.
+      if (p.residual && size_t(c.rank) % devicesPerStage(plan_) == 0)
         kernels_.add(c.rank, x, (*c.in)[1], y);
       else
         kernels_.copy(c.rank, x, y);
