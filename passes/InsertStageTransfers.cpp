@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "passes/DecisionLog.h"
 #include "passes/Passes.h"
-#include "passes/StateUtils.h"
 #include "passes/Stages.h"
+#include "passes/StateUtils.h"
 
 #include "runtime/ggml/GGMLTypes.h"
 
@@ -27,7 +27,9 @@ namespace mlir::tpc {
 namespace {
 
 /// Values that never move between stages: each stage loads its own weights and caches.
-bool stays(Value v) { return !isa<RankedTensorType>(v.getType()) || !v.getDefiningOp() || isa<WeightOp>(v.getDefiningOp()); }
+bool stays(Value v) {
+  return !isa<RankedTensorType>(v.getType()) || !v.getDefiningOp() || isa<WeightOp>(v.getDefiningOp());
+}
 
 /// Bytes of weight `w` in the GGUF (its ggml type's blocks).
 int64_t weightBytes(WeightOp w) {
@@ -95,13 +97,13 @@ struct InsertStageTransfersPass : impl::TpcInsertStageTransfersBase<InsertStageT
     const int64_t total = countLayers(module);
     if (!layers.empty() && stages > 1 && int64_t(layers.size()) != stages) {
       module.emitError() << "tpc-insert-stage-transfers: stage-layers " << listString(layers) << " has "
-                         << layers.size() << " entries for " << stages << " stages (one per stage)";
+                         << layers.size() << " entries for " << int64_t(stages) << " stages (one per stage)";
       return signalPassFailure();
     }
     if (layers.empty() && stages > 1) {
       if (stages > total) {
-        module.emitError() << "tpc-insert-stage-transfers: " << stages << " stages, but the model has " << total
-                           << " layers (at least one per stage)";
+        module.emitError() << "tpc-insert-stage-transfers: " << int64_t(stages)
+                           << " stages, but the model has " << total << " layers (at least one per stage)";
         return signalPassFailure();
       }
       layers = balanceStages(module, total, stages);

@@ -45,7 +45,7 @@ DenseMap<Operation *, int64_t> assignStages(ModuleOp module, const std::vector<i
       return;
     int64_t stage = 0;
     if (auto t = dyn_cast<StageTransferOp>(op))
-      stage = t.getTo();
+      stage = int64_t(t.getTo());
     else if (isa<func::ReturnOp>(op))
       stage = 0;
     else if (auto c = dyn_cast<KvCacheOp>(op))

@@ -323,10 +323,11 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
     return success(); // weights are sliced when first read
   if (auto x = dyn_cast<StageTransferOp>(op)) {
     // Device j of one stage hands its part to device j of the other (the same split on both sides).
-    const bool sends = x.getFrom() == stage_, receives = x.getTo() == stage_;
+    const int64_t from = int64_t(x.getFrom()), to = int64_t(x.getTo()); // verified >= 0
+    const bool sends = from == stage_, receives = to == stage_;
     if (!sends && !receives)
       return success();
-    const int64_t peer = (sends ? x.getTo() : x.getFrom()) * perStage_ + device_;
+    const int64_t peer = (sends ? to : from) * perStage_ + device_;
     const std::vector<int64_t> ints = rt::TransferParams{peer}.pack().ints;
     if (sends) {
       FailureOr<int32_t> t = operand(x.getX());

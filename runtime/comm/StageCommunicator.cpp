@@ -25,8 +25,8 @@ std::shared_ptr<StageCommunicator> StageCommunicator::inProcess(int ranks, int s
   std::vector<std::shared_ptr<Communicator>> groups;
   for (int s = 0; s < stages; ++s)
     groups.push_back(std::make_shared<InProcessCommunicator>(ranks / stages));
-  return std::make_shared<StageCommunicator>(std::make_shared<InProcessCommunicator>(ranks), std::move(groups),
-                                             true);
+  return std::make_shared<StageCommunicator>(std::make_shared<InProcessCommunicator>(ranks),
+                                             std::move(groups), true);
 }
 
 bool StageCommunicator::wholeOptional() const {
@@ -102,7 +102,8 @@ Expected<void> StageCommunicator::reduceScatter(const std::vector<ReduceScatterE
   return st->first->reduceScatter(mine, layout, type);
 }
 
-Expected<void> StageCommunicator::broadcast(const std::vector<BroadcastEntry> &local, int root, ElemType type) {
+Expected<void> StageCommunicator::broadcast(const std::vector<BroadcastEntry> &local, int root,
+                                            ElemType type) {
   return world_->broadcast(local, root, type);
 }
 

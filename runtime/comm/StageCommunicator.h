@@ -80,7 +80,7 @@ private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> aborted_{false};
-  std::string reason_;                         ///< why abort() was called (under mu_)
+  std::string reason_;                                ///< why abort() was called (under mu_)
   std::vector<std::deque<std::vector<char>>> queues_; ///< [sender * n + receiver]: messages in order
 };
 

@@ -18,9 +18,10 @@ void checkStageFlags(const CompileFlags &f, CompileRequest &r) {
   if (f.stages < 1 || f.stages > 64)
     throw Failure(fmt::format("--stages {}: must be 1 to 64 (1: no pipeline)", f.stages));
   if (r.devices % f.stages != 0)
-    throw Failure(fmt::format("--stages {} does not divide --devices {}: every stage gets --devices / --stages "
-                              "devices (e.g. --devices {} --stages {})",
-                              f.stages, r.devices, r.devices - r.devices % f.stages + f.stages, f.stages));
+    throw Failure(
+        fmt::format("--stages {} does not divide --devices {}: every stage gets --devices / --stages "
+                    "devices (e.g. --devices {} --stages {})",
+                    f.stages, r.devices, r.devices - r.devices % f.stages + f.stages, f.stages));
   if (f.stages > 1 && !r.tensorSplit.empty())
     throw Failure("--tensor-split with --stages is not supported yet: every stage splits its layers evenly");
   r.stages = f.stages;
@@ -38,8 +39,8 @@ void checkStageFlags(const CompileFlags &f, CompileRequest &r) {
       used = 0;
     }
     if (used == 0 || used != item.size() || n < 1)
-      throw Failure(fmt::format("--stage-layers: '{}' is not a positive layer count (expected e.g. 20,28)",
-                                item));
+      throw Failure(
+          fmt::format("--stage-layers: '{}' is not a positive layer count (expected e.g. 20,28)", item));
     r.stageLayers.push_back(n);
   }
   if (int64_t(r.stageLayers.size()) != f.stages)

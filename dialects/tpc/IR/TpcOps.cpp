@@ -730,10 +730,11 @@ LogicalResult SliceOp::verify() {
 }
 
 LogicalResult StageTransferOp::verify() {
-  if (getFrom() < 0 || getTo() < 0)
-    return emitOpError() << "stages must be >= 0, got from " << getFrom() << " to " << getTo();
-  if (getFrom() == getTo())
-    return emitOpError() << "transfers from stage " << getFrom() << " to itself; from and to must differ";
+  const int64_t from = int64_t(getFrom()), to = int64_t(getTo()); // I64Attr reads as uint64_t
+  if (from < 0 || to < 0)
+    return emitOpError() << "stages must be >= 0, got from " << from << " to " << to;
+  if (from == to)
+    return emitOpError() << "transfers from stage " << from << " to itself; from and to must differ";
   StateAttr in = getValueState(getX()), out = getValueState(getResult());
   // A part moves to the same device index of the other stage; a sum would need every device's addend.
   if (in && (in.isPartial() || in.isRouted()))
