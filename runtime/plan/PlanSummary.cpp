@@ -51,6 +51,7 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
   std::vector<DeviceSummary> out;
   for (const DevicePlan &dev : plan.devices) {
     DeviceSummary s;
+    s.stage = stageOf(plan, out.size());
     auto host = [](Placement p) { return p == Placement::Host; };
     for (const WeightSlice &w : dev.weights)
       (host(w.placement) ? s.hostWeightBytes : s.weightBytes) += w.bytes;
@@ -97,6 +98,10 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
         ++s.hostSteps;
       if (st.op == OpKind::Matmul && MatmulParams::read(st).replicated)
         ++s.replicatedMatmuls;
+      if (isStageTransfer(st.op)) {
+        const TensorDesc &t = dev.tensors[size_t(st.op == OpKind::Send ? st.inputs[0] : st.outputs[0])];
+        (st.op == OpKind::Send ? s.sendBytesPerToken : s.recvBytesPerToken) += perToken(t) * dtypeBytes(t.dtype);
+      }
       if (!isCollective(st.op))
         continue;
       ++s.collectives;
@@ -198,6 +203,14 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
   }
   std::vector<DeviceSummary> ds = summarizeDevices(plan);
   const std::vector<DeviceMemory> mem = memoryAt(plan, ctx);
+  if (plan.stages > 1) {
+    const size_t per = devicesPerStage(plan);
+    out += fmt::format("stages: {} ({} devices each):", plan.stages, per);
+    for (uint32_t st = 0; st < plan.stages; ++st)
+      out += fmt::format(" stage {} = devices {}-{}{}", st, st * per, (st + 1) * per - 1,
+                         st + 1 < plan.stages ? ";" : "");
+    out += "\n";
+  }
   for (size_t d = 0; d < ds.size(); ++d) {
     const DeviceSummary &s = ds[d];
     const std::string logits = s.logitsBytes ? " logits rows " + bytesStr(s.logitsBytes) + "," : std::string();
@@ -243,6 +256,9 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
     for (const auto &[name, n] : s.opCounts)
       out += fmt::format(" {} {}", name, n);
     out += "\n";
+    if (plan.stages > 1)
+      out += fmt::format("  stage {}: sends {} and receives {} per token to/from its peers on the other stages\n",
+                         s.stage, bytesStr(s.sendBytesPerToken), bytesStr(s.recvBytesPerToken));
     if (s.replicatedMatmuls)
       out += fmt::format("  {} replicated matmuls (whole weights, the same product on every device; devices in "
                          "one process split their rows at prefill)\n",

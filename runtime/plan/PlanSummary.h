@@ -46,6 +46,10 @@ struct DeviceSummary {
   /// rows at prefill).
   size_t replicatedMatmuls = 0;
   uint64_t collectiveBytesPerToken = 0; ///< f32 payload of this device's collectives for one token
+  /// Pipeline plans: this device's stage and the bytes its Send / Recv steps move for one token (the
+  /// hidden state at a stage boundary; the logits rows back to stage 0, counted per output row).
+  int stage = 0;
+  uint64_t sendBytesPerToken = 0, recvBytesPerToken = 0;
   std::vector<std::pair<std::string, size_t>> opCounts; ///< op name -> steps, most frequent first
 };
 
