@@ -47,6 +47,13 @@ uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s) {
   return bytes;
 }
 
+uint64_t transferBytesPerToken(const DevicePlan &dev, const Step &s) {
+  if (!isStageTransfer(s.op))
+    return 0;
+  const TensorDesc &t = dev.tensors[size_t(s.op == OpKind::Send ? s.inputs[0] : s.outputs[0])];
+  return perToken(t) * dtypeBytes(t.dtype);
+}
+
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
   std::vector<DeviceSummary> out;
   for (const DevicePlan &dev : plan.devices) {
@@ -98,10 +105,7 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
         ++s.hostSteps;
       if (st.op == OpKind::Matmul && MatmulParams::read(st).replicated)
         ++s.replicatedMatmuls;
-      if (isStageTransfer(st.op)) {
-        const TensorDesc &t = dev.tensors[size_t(st.op == OpKind::Send ? st.inputs[0] : st.outputs[0])];
-        (st.op == OpKind::Send ? s.sendBytesPerToken : s.recvBytesPerToken) += perToken(t) * dtypeBytes(t.dtype);
-      }
+      (st.op == OpKind::Send ? s.sendBytesPerToken : s.recvBytesPerToken) += transferBytesPerToken(dev, st);
       if (!isCollective(st.op))
         continue;
       ++s.collectives;

@@ -57,6 +57,9 @@ struct DeviceSummary {
 /// total for fixed-shape tensors, times 4; a fused all-reduce + norm counts only its sum); 0 for other ops.
 /// DeviceSummary::collectiveBytesPerToken is the sum over a device's steps.
 uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s);
+/// The payload a Send or Recv step of `dev` moves for one token (its tensor's bytes per token); 0 for
+/// other ops.
+uint64_t transferBytesPerToken(const DevicePlan &dev, const Step &s);
 
 /// The figures of every device, in rank order.
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan);
