@@ -103,7 +103,7 @@ struct InsertStageTransfersPass : impl::TpcInsertStageTransfersBase<InsertStageT
     if (layers.empty() && stages > 1) {
       if (stages > total) {
         module.emitError() << "tpc-insert-stage-transfers: " << int64_t(stages)
-                           << " stages, but the model has " << total << " layers (at least one per stage)";
+                           << " stages, but the model has " << total << " layer(s) (at least one per stage)";
         return signalPassFailure();
       }
       layers = balanceStages(module, total, stages);
@@ -120,7 +120,7 @@ struct InsertStageTransfersPass : impl::TpcInsertStageTransfersBase<InsertStageT
     if (std::accumulate(layers.begin(), layers.end(), int64_t(0)) != total) {
       module.emitError() << "tpc-insert-stage-transfers: stage-layers " << listString(layers) << " sum to "
                          << std::accumulate(layers.begin(), layers.end(), int64_t(0)) << ", the model has "
-                         << total << " layers";
+                         << total << " layer(s)";
       return signalPassFailure();
     }
     DenseMap<Operation *, int64_t> stage = assignStages(module, layers);

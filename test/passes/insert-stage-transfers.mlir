@@ -40,9 +40,9 @@
 // ONE-NOT: tpc.stage_transfer
 // ONE-NOT: tpc.stage_layers
 
-// SUM: error: tpc-insert-stage-transfers: stage-layers [2, 2] sum to 4, the model has 3 layers
+// SUM: error: tpc-insert-stage-transfers: stage-layers [2, 2] sum to 4, the model has 3 layer(s)
 // COUNT: error: tpc-insert-stage-transfers: stage-layers [2, 1] has 2 entries for 3 stages (one per stage)
-// MANY: error: tpc-insert-stage-transfers: 4 stages, but the model has 3 layers (at least one per stage)
+// MANY: error: tpc-insert-stage-transfers: 4 stages, but the model has 3 layer(s) (at least one per stage)
 module {
 func.func @forward(%tokens: tensor<?xi32>, %pos: tensor<?xi32>) -> tensor<?x16xf32> {
   %e = tpc.weight {ggml_type = "f32", name = "token_embd.weight"} : tensor<16x8xf32>
