@@ -38,14 +38,14 @@ TEST_P(Stages, EqualTheOneStagePlan) {
   const std::string dir = shared ? std::string(shared) + "/fixtures" : "";
   const std::string gguf = dir + "/" + c.model + ".gguf";
   if (!shared || !std::ifstream(gguf))
-    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model << ".gguf not found; set TPC_SHARED_DIR to ../shared";
+    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model
+                 << ".gguf not found; set TPC_SHARED_DIR to ../shared";
   const tpc::test::FixtureReference ref = tpc::test::readFixtureReference(dir + "/" + c.model);
   ASSERT_TRUE(ref.ok) << ref.error;
   const std::string what = c.model + " 2 stages x " + std::to_string(c.perStage);
 
   const std::string one = tpc::test::compileFixturePlan(gguf, c.perStage, "", "stages-one");
-  const std::string two =
-      tpc::test::compileFixturePlan(gguf, 2 * c.perStage, "", "stages-two", "--stages 2");
+  const std::string two = tpc::test::compileFixturePlan(gguf, 2 * c.perStage, "", "stages-two", "--stages 2");
   ASSERT_FALSE(one.empty() || two.empty());
   auto plan = tpc::rt::loadPlan(two);
   ASSERT_TRUE(plan) << plan.message();
@@ -75,8 +75,9 @@ TEST_P(Stages, EqualTheOneStagePlan) {
 
 std::vector<StageCase> stageCases() {
   std::vector<StageCase> all;
-  for (const char *m : {"tiny-llama", "tiny-llama-Q4_K_M", "tiny-qwen3", "tiny-qwen3moe-Q4_K_M", "tiny-gemma3",
-                        "tiny-gemma4moe", "tiny-qwen35moe", "tiny-qwen35", "tiny-glm4moe-Q4_K_M", "tiny-gptoss"})
+  for (const char *m :
+       {"tiny-llama", "tiny-llama-Q4_K_M", "tiny-qwen3", "tiny-qwen3moe-Q4_K_M", "tiny-gemma3",
+        "tiny-gemma4moe", "tiny-qwen35moe", "tiny-qwen35", "tiny-glm4moe-Q4_K_M", "tiny-gptoss"})
     for (int per : {1, 2})
       all.push_back({m, per});
   return all;
@@ -84,7 +85,8 @@ std::vector<StageCase> stageCases() {
 
 std::string stageCaseName(const ::testing::TestParamInfo<StageCase> &i) {
   std::string s = i.param.model + "_x" + std::to_string(i.param.perStage);
-  std::replace_if(s.begin(), s.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
+  std::replace_if(
+      s.begin(), s.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
   return s;
 }
 
