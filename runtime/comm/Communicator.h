@@ -136,6 +136,9 @@ public:
   /// from a, with the same count. A send returns once `buf` may be reused, a receive once `buf` holds the
   /// data. Default: an error (the communicators of one-stage plans need none).
   virtual Expected<void> send(int rank, int peer, Buffer buf, ElemType type = ElemType::F32);
+  /// True when send() returns without waiting for the receiver (the bytes are copied): a pipeline's stage
+  /// may then run ahead by several messages (micro-batches).
+  virtual bool buffersSends() const { return false; }
   virtual Expected<void> recv(int rank, int peer, Buffer buf, ElemType type = ElemType::F32);
   /// Fails every waiting and later call of every local rank with `reason` (a device that failed calls this
   /// so that its peers do not wait for it forever). Idempotent.

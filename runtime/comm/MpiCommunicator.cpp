@@ -80,7 +80,20 @@ MpiCommunicator::MpiCommunicator(std::shared_ptr<MpiWorld> world, int group, Mpi
   MPI_Comm_size(*c, &size_);
 }
 
-MpiCommunicator::~MpiCommunicator() = default;
+struct MpiCommunicator::PendingSend {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<char> bytes;
+};
+
+MpiCommunicator::~MpiCommunicator() {
+  // Sends still in flight complete once their receivers take them (every rank runs the same steps); an
+  // aborted job does not wait for a peer that may be gone.
+  for (auto &p : pending_) {
+    if (aborted_.load())
+      MPI_Cancel(&p->request);
+    MPI_Wait(&p->request, MPI_STATUS_IGNORE);
+  }
+}
 
 void MpiCommunicator::abort(const std::string &reason) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -293,8 +306,24 @@ Expected<void> MpiCommunicator::send(int rank, int peer, Buffer buf, ElemType ty
   const int64_t bytes = buf.count * static_cast<int64_t>(elemBytes(type));
   if (bytes > INT32_MAX)
     return fail("send", fmt::format("{} bytes exceed MPI's int count", bytes));
-  return mpiCheck("send", MPI_Send(buf.data, static_cast<int>(bytes), MPI_BYTE, peer, 0,
-                                   *static_cast<MPI_Comm *>(comm_.get())));
+  // Reap the sends that completed (a pipeline stage runs ahead by a few micro-batches at most).
+  for (size_t i = 0; i < pending_.size();) {
+    int done = 0;
+    if (Expected<void> ok = mpiCheck("send", MPI_Test(&pending_[i]->request, &done, MPI_STATUS_IGNORE)); !ok)
+      return ok;
+    if (done)
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    else
+      ++i;
+  }
+  auto p = std::make_unique<PendingSend>();
+  p->bytes.assign(static_cast<const char *>(buf.data), static_cast<const char *>(buf.data) + bytes);
+  if (Expected<void> ok = mpiCheck("send", MPI_Isend(p->bytes.data(), static_cast<int>(bytes), MPI_BYTE, peer, 0,
+                                                     *static_cast<MPI_Comm *>(comm_.get()), &p->request));
+      !ok)
+    return ok;
+  pending_.push_back(std::move(p));
+  return {};
 }
 
 Expected<void> MpiCommunicator::recv(int rank, int peer, Buffer buf, ElemType type) {

@@ -75,9 +75,12 @@ public:
   Expected<void> broadcast(const std::vector<BroadcastEntry> &local, int root,
                            ElemType type = ElemType::F32) override;
   Expected<void> barrier(const std::vector<int> &ranks) override;
-  /// MPI_Send / MPI_Recv of the bytes (tag 0; messages between two ranks arrive in order).
+  /// Point to point (tag 0; messages between two ranks arrive in order). A send copies the bytes and
+  /// starts an MPI_Isend, so it returns at once (buffersSends); completed sends are reaped by later sends
+  /// and the destructor waits for the rest. A receive is MPI_Recv.
   Expected<void> send(int rank, int peer, Buffer buf, ElemType type = ElemType::F32) override;
   Expected<void> recv(int rank, int peer, Buffer buf, ElemType type = ElemType::F32) override;
+  bool buffersSends() const override { return true; }
   void abort(const std::string &reason) override;
   bool aborted() const override { return aborted_.load(); }
 
@@ -102,6 +105,8 @@ private:
   // receive blocks, all-gather staging.
   std::vector<float> pack_, recv_;
   std::vector<char> stage_;
+  struct PendingSend; ///< an MPI_Isend in flight and its copy of the bytes (MpiCommunicator.cpp)
+  std::vector<std::unique_ptr<PendingSend>> pending_;
 };
 
 } // namespace tpc::rt::comm

@@ -63,6 +63,7 @@ public:
   Expected<void> barrier(const std::vector<int> &ranks) override;
   Expected<void> send(int rank, int peer, Buffer buf, ElemType type = ElemType::F32) override;
   Expected<void> recv(int rank, int peer, Buffer buf, ElemType type = ElemType::F32) override;
+  bool buffersSends() const override { return mailbox_ || world_->buffersSends(); }
   void abort(const std::string &reason) override;
   bool aborted() const override;
 

@@ -620,9 +620,10 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
   // shared paths meet every device of the plan, so a pipeline plan (devices of different stages run
   // different layers) takes the communicator's collectives instead.
   const bool allLocal = devs_.size() == p.devices.size() && devs_.size() > 1 && p.stages <= 1;
-  // Micro-batches need the in-process mailbox (buffered sends): over MPI a blocking send of a micro-batch
-  // would wait for a stage that is itself waiting to hand back the logits of an earlier one.
-  if (p.stages > 1 && !opts.comm && devs_.size() == p.devices.size())
+  // Micro-batches need sends that do not wait for their receiver (the in-process mailbox, MPI's copied
+  // Isends): a blocking send of micro-batch k + 1 would wait for a stage that is itself waiting to hand
+  // back the logits of micro-batch k.
+  if (p.stages > 1 && comm_->buffersSends())
     microBatches_ = opts.microBatches > 0 ? opts.microBatches : static_cast<int>(p.stages);
   for (Device &dev : devs_)
     dev.shares = std::make_unique<ReplicaShares>(allLocal ? comm_.get() : nullptr, dev.index,
