@@ -297,7 +297,8 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
   const bool rows = body.getNumArguments() == 3;
   if (rows)
     tensors_[body.getArgument(2)] = b_.io(rt::Storage::InputOutputRows, rt::DType::I32, {rt::kRowsDim});
-  if (stage_ == 0) // the logits return to stage 0 (passes/Stages.h), whose device 0 hands them out
+  // A pipeline's logits return to device 0 of stage 0 (passes/Stages.h), which hands them out.
+  if (stage_ == 0 && (device_ == 0 || moduleStageLayers(m_).size() < 2))
     logits_ = b_.io(rt::Storage::OutputLogits, rt::DType::F32, {rows ? rt::kRowsDim : rt::kTokenDim, nVocab});
   for (Operation &op : body) {
     if (stages_.lookup(&op) != stage_ && !isa<StageTransferOp>(op))
@@ -305,6 +306,8 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       if (ret.getNumOperands() != 1)
         return ret.emitError("plan emitter: @forward must return the logits only");
+      if (isa_and_nonnull<StageTransferOp>(ret.getOperand(0).getDefiningOp()) && device_ != 0)
+        continue; // pipeline logits come back to device 0 only (the one that hands them out)
       FailureOr<int32_t> t = operand(ret.getOperand(0));
       if (failed(t))
         return failure();
@@ -325,7 +328,9 @@ LogicalResult DeviceEmitter::emitOp(Operation *op) {
     // Device j of one stage hands its part to device j of the other (the same split on both sides).
     const int64_t from = int64_t(x.getFrom()), to = int64_t(x.getTo()); // verified >= 0
     const bool sends = from == stage_, receives = to == stage_;
-    if (!sends && !receives)
+    // The logits (read by the return only) go to device 0 of stage 0 alone: the others would drop them.
+    const bool logitsOnly = x->hasOneUse() && isa<func::ReturnOp>(*x->getUsers().begin());
+    if ((!sends && !receives) || (logitsOnly && device_ != 0))
       return success();
     const int64_t peer = (sends ? to : from) * perStage_ + device_;
     const std::vector<int64_t> ints = rt::TransferParams{peer}.pack().ints;

@@ -12,6 +12,7 @@
 #include "runtime/plan/PlanSummary.h"
 
 #include "dialects/tpc/IR/TpcOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <fmt/core.h>
@@ -114,9 +115,11 @@ struct StageRow {
   int64_t first = -1, last = -1;
   uint64_t weightBytes = 0;
 };
-/// One tpc.stage_transfer: from, to and the payload of one device pair for one token.
+/// One tpc.stage_transfer: from, to, its messages (a device pair each; the logits go to device 0 alone)
+/// and the payload of one message for one token.
 struct TransferRow {
   int64_t from = 0, to = 0;
+  size_t messages = 0;
   uint64_t bytesPerToken = 0;
 };
 
@@ -136,7 +139,9 @@ std::vector<StageRow> stageRows(mlir::ModuleOp m, const rt::Plan &plan, std::vec
     for (const rt::WeightSlice &w : plan.devices[d].weights)
       rows[size_t(rt::stageOf(plan, d))].weightBytes += w.bytes;
   m.walk([&](mlir::tpc::StageTransferOp op) {
-    transfers.push_back({int64_t(op.getFrom()), int64_t(op.getTo()), uint64_t(perToken(op.getX())) * 4});
+    const bool logitsOnly = op->hasOneUse() && llvm::isa<mlir::func::ReturnOp>(*op->getUsers().begin());
+    transfers.push_back({int64_t(op.getFrom()), int64_t(op.getTo()), logitsOnly ? 1 : rt::devicesPerStage(plan),
+                         uint64_t(perToken(op.getX())) * 4});
   });
   return rows;
 }
@@ -234,7 +239,8 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
     s += "], \"stage_transfers\": [";
     for (size_t i = 0; i < transfers.size(); ++i)
       s += fmt::format("{}{{\"from\": {}, \"to\": {}, \"messages\": {}, \"bytes_per_token\": {}}}",
-                       i ? ", " : "", transfers[i].from, transfers[i].to, per, transfers[i].bytesPerToken);
+                       i ? ", " : "", transfers[i].from, transfers[i].to, transfers[i].messages,
+                       transfers[i].bytesPerToken);
     s += fmt::format("], \"collective_bytes_per_token\": {}, \"max_batch\": {}, \"max_output_rows\": {}}}\n",
                      total, plan.model.maxBatch, plan.model.maxOutputRows);
     fmt::print("{}", s);
@@ -308,10 +314,11 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
       fmt::print("| {} | {}-{} | {}-{} | {:.3f} |\n", st, stages[st].first, stages[st].last, st * per,
                  (st + 1) * per - 1, stages[st].weightBytes / MiB);
     fmt::print("\nStage transfers (send/recv; device j of one stage to device j of the other, one message per "
-               "device pair and call; bytes per token per message, a logits transfer per output row):\n\n");
+               "device pair and call, the logits to device 0 only; bytes per token per message, a logits "
+               "transfer per output row):\n\n");
     fmt::print("| from | to | messages | bytes/token |\n|-----:|---:|---------:|------------:|\n");
     for (const TransferRow &t : transfers)
-      fmt::print("| {} | {} | {} | {} |\n", t.from, t.to, per, t.bytesPerToken);
+      fmt::print("| {} | {} | {} | {} |\n", t.from, t.to, t.messages, t.bytesPerToken);
   }
   if (moe.empty())
     return;
