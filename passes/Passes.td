@@ -109,6 +109,35 @@ def TpcInsertCollectives : Pass<"tpc-insert-collectives", "::mlir::ModuleOp"> {
   let options = [RemarksOption];
 }
 
+def TpcInsertStageTransfers : Pass<"tpc-insert-stage-transfers", "::mlir::ModuleOp"> {
+  let summary = "Cut the layers into pipeline stages and insert a stage_transfer wherever a value crosses one";
+  let description = [{
+    With `stages` = S > 1 (or `stage-layers` = n0,n1,...: layers per stage, summing to the model's layers)
+    stage s runs layers [n0+..+n(s-1), n0+..+ns), the embedding goes
+    with stage 0 and the output head with the last stage (passes/Stages.h has the rule for every op). Every
+    operand read on another stage than the one that computed it gets a `tpc.stage_transfer` {from, to}
+    right after its producer, shared by every reader on that stage (in a transformer: the residual stream
+    once per boundary, and the logits back to stage 0). Weights, caches and the function's inputs never
+    move: each stage loads and binds its own. Runs after tpc-insert-collectives, so nothing inside a stage
+    changes; the module gets `tpc.stage_layers`. Without `stage-layers` the cut balances the weight bytes
+    per stage (a matmul's FLOPs per token are twice its weight elements, so bytes stand for both): the
+    contiguous cut whose heaviest stage is lightest, the output head counted on the last stage.
+
+    ```mlir
+    // stage-layers=1,1: layer 0's output x1 is read by layer 1.
+    %x1 = tpc.all_reduce %a {tpc.state = [#tpc.state<mirrored>]} : tensor<?x64xf32>
+    %t = tpc.stage_transfer %x1 {from = 0 : i64, to = 1 : i64, tpc.state = [#tpc.state<mirrored>]} : tensor<?x64xf32>
+    %n = tpc.rms_norm %t {eps = 1.0e-05 : f32, tpc.layer = 1 : i64} : ...
+    ```
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"1", "Pipeline stages (1: none)">,
+    ListOption<"stageLayers", "stage-layers", "int64_t",
+               "Layers per pipeline stage (sums to the layer count; default: balanced by weight bytes)">,
+    RemarksOption,
+  ];
+}
+
 def TpcInsertBackendCopies : Pass<"tpc-insert-backend-copies", "::mlir::ModuleOp"> {
   let summary = "Place pinned tensors and the KV cache on the host and insert explicit backend copies";
   let description = [{

@@ -1,7 +1,8 @@
 //===- Pipelines.cpp - the one tpc compilation pipeline ---------------------===//
 //
 // The order matters: the MoE chain is fused before states are assigned (the combine has its own transfer
-// rule, linear in the expert outputs), collectives are inserted once every state is known, backend copies
+// rule, linear in the expert outputs), collectives are inserted once every state is known, stage transfers
+// after them (so nothing inside a stage differs from a one-stage plan), backend copies
 // after them (a copy carries its source's state, collectives included), localize/plan-memory after them
 // because they read the final states, and the norm fusions last because they keep the planned offsets.
 //===----------------------------------------------------------------------===//
@@ -14,8 +15,8 @@ namespace mlir::tpc {
 
 const std::vector<std::string> &pipelineStages() {
   static const std::vector<std::string> stages = {
-      "tpc-fuse-moe-scale-chain", "tpc-assign-split-axes", "tpc-insert-collectives",
-      "tpc-insert-backend-copies", "tpc-localize",         "tpc-plan-memory"};
+      "tpc-fuse-moe-scale-chain",  "tpc-assign-split-axes", "tpc-insert-collectives",
+      "tpc-insert-stage-transfers", "tpc-insert-backend-copies", "tpc-localize", "tpc-plan-memory"};
   return stages;
 }
 
@@ -34,6 +35,11 @@ LogicalResult buildTpcPipeline(OpPassManager &pm, const PipelineOptions &opts, c
       pm.addPass(createTpcAssignSplitAxes(o));
     } else if (stage == "tpc-insert-collectives") {
       pm.addPass(createTpcInsertCollectives());
+    } else if (stage == "tpc-insert-stage-transfers") {
+      TpcInsertStageTransfersOptions o;
+      o.stages = opts.stages;
+      o.stageLayers = opts.stageLayers;
+      pm.addPass(createTpcInsertStageTransfers(o));
     } else if (stage == "tpc-insert-backend-copies") {
       TpcInsertBackendCopiesOptions o;
       o.overrideTensor = opts.overrideTensor;
@@ -69,6 +75,8 @@ struct PipelineCliOptions : PassPipelineOptions<PipelineCliOptions> {
                                 llvm::cl::init(64)};
   Option<std::string> moeSplit{*this, "moe-split", llvm::cl::desc("auto, intermediate or expert"),
                                llvm::cl::init("auto")};
+  Option<int64_t> stages{*this, "stages", llvm::cl::desc("Pipeline stages"), llvm::cl::init(1)};
+  ListOption<int64_t> stageLayers{*this, "stage-layers", llvm::cl::desc("Layers per pipeline stage")};
 };
 } // namespace
 
@@ -84,6 +92,8 @@ void registerTpcPipeline() {
         o.maxBatch = cli.maxBatch;
         o.maxOutputRows = cli.maxOutputRows;
         o.moeSplit = cli.moeSplit;
+        o.stages = cli.stages;
+        o.stageLayers.assign(cli.stageLayers.begin(), cli.stageLayers.end());
         (void)buildTpcPipeline(pm, o);
       });
 }

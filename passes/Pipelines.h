@@ -24,6 +24,8 @@ struct PipelineOptions {
   int64_t maxOutputRows = 64; ///< logits rows per call (tpc-plan-memory's max-output-rows)
   std::string moeSplit = "auto"; ///< auto, intermediate or expert (whole experts per device)
   std::string routingProfile;    ///< for auto: per-layer tokens per expert (empty: uniform routing)
+  int64_t stages = 1;               ///< pipeline stages; `devices` is then the devices of one stage
+  std::vector<int64_t> stageLayers; ///< layers per stage (empty: balanced by weight bytes)
 };
 
 /// The pass names in pipeline order (for `--emit=mlir --stop-after NAME`-style stage selection). The whole

@@ -24,6 +24,7 @@
 #include "compiler/emit/WeightPieces.h"
 
 #include "passes/LocalShapes.h"
+#include "passes/Stages.h"
 #include "runtime/plan/PlanIO.h"
 #include "runtime/plan/StepParams.h"
 
@@ -103,9 +104,10 @@ class DeviceEmitter {
 public:
   DeviceEmitter(ModuleOp m, const ::tpc::gguf::GGUFFile &f, int64_t device, rt::DevicePlan &dev,
                 const DenseMap<Operation *, int64_t> &layers, const llvm::DenseSet<Value> &rowsDim,
-                const EmitOptions &options)
+                const EmitOptions &options, int64_t stage, int64_t perStage,
+                const DenseMap<Operation *, int64_t> &stages)
       : m_(m), f_(f), device_(device), dev_(dev), b_(dev), layers_(layers), rowsDim_(rowsDim),
-        options_(options) {}
+        options_(options), stage_(stage), perStage_(perStage), stages_(stages) {}
 
   LogicalResult run(func::FuncOp fn, int64_t nVocab);
 
@@ -125,6 +127,10 @@ private:
   const DenseMap<Operation *, int64_t> &layers_;
   const llvm::DenseSet<Value> &rowsDim_; ///< values whose dim 0 is the call's output rows
   const EmitOptions &options_;
+  /// Pipeline stages: this plan device is device device_ of stage stage_ (perStage_ devices each); it
+  /// emits the ops of its stage only (stages_, passes/Stages.h), and a stage_transfer as a Send or Recv.
+  int64_t stage_, perStage_;
+  const DenseMap<Operation *, int64_t> &stages_;
   DenseMap<Value, int32_t> tensors_;
   DenseMap<Value, int32_t> kv_;
   DenseMap<Operation *, int32_t> weights_, tables_;
@@ -291,11 +297,17 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
   const bool rows = body.getNumArguments() == 3;
   if (rows)
     tensors_[body.getArgument(2)] = b_.io(rt::Storage::InputOutputRows, rt::DType::I32, {rt::kRowsDim});
-  logits_ = b_.io(rt::Storage::OutputLogits, rt::DType::F32, {rows ? rt::kRowsDim : rt::kTokenDim, nVocab});
+  // A pipeline's logits return to device 0 of stage 0 (passes/Stages.h), which hands them out.
+  if (stage_ == 0 && (device_ == 0 || moduleStageLayers(m_).size() < 2))
+    logits_ = b_.io(rt::Storage::OutputLogits, rt::DType::F32, {rows ? rt::kRowsDim : rt::kTokenDim, nVocab});
   for (Operation &op : body) {
+    if (stages_.lookup(&op) != stage_ && !isa<StageTransferOp>(op))
+      continue; // another stage's op; its weights and caches are not loaded here either
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       if (ret.getNumOperands() != 1)
         return ret.emitError("plan emitter: @forward must return the logits only");
+      if (isa_and_nonnull<StageTransferOp>(ret.getOperand(0).getDefiningOp()) && device_ != 0)
+        continue; // pipeline logits come back to device 0 only (the one that hands them out)
       FailureOr<int32_t> t = operand(ret.getOperand(0));
       if (failed(t))
         return failure();
@@ -312,6 +324,30 @@ LogicalResult DeviceEmitter::run(func::FuncOp fn, int64_t nVocab) {
 LogicalResult DeviceEmitter::emitOp(Operation *op) {
   if (isa<WeightOp>(op))
     return success(); // weights are sliced when first read
+  if (auto x = dyn_cast<StageTransferOp>(op)) {
+    // Device j of one stage hands its part to device j of the other (the same split on both sides).
+    const int64_t from = int64_t(x.getFrom()), to = int64_t(x.getTo()); // verified >= 0
+    const bool sends = from == stage_, receives = to == stage_;
+    // The logits (read by the return only) go to device 0 of stage 0 alone: the others would drop them.
+    const bool logitsOnly = x->hasOneUse() && isa<func::ReturnOp>(*x->getUsers().begin());
+    if ((!sends && !receives) || (logitsOnly && device_ != 0))
+      return success();
+    const int64_t peer = (sends ? to : from) * perStage_ + device_;
+    const std::vector<int64_t> ints = rt::TransferParams{peer}.pack().ints;
+    if (sends) {
+      FailureOr<int32_t> t = operand(x.getX());
+      if (failed(t))
+        return failure();
+      b_.step(rt::OpKind::Send, {*t}, {}, ints, {}, stepName(op), rt::Placement::Device);
+      return success();
+    }
+    FailureOr<int32_t> t = result(x.getResult(), 0);
+    if (failed(t))
+      return failure();
+    tensors_[x.getResult()] = *t;
+    b_.step(rt::OpKind::Recv, {}, {*t}, ints, {}, stepName(op), rt::Placement::Device);
+    return success();
+  }
   if (auto c = dyn_cast<KvCacheOp>(op)) {
     StateAttr s = getValueState(c.getResult());
     if (s && !s.isMirrored() && !(s.isSplit() && s.getAxis() == 0))
@@ -748,17 +784,24 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
       return failure();
 
   DenseMap<Operation *, int64_t> layers = attributeLayers(module);
-  for (int64_t d = 0; d < n; ++d) {
-    plan.devices.emplace_back();
-    rt::DevicePlan &dev = plan.devices.back();
-    dev.kind = "cpu";
-    dev.ordinal = int32_t(d);
-    dev.activationBytes = uint64_t(activation[d]);
-    dev.hostActivationBytes = uint64_t(hostActivation[d]);
-    DeviceEmitter e(module, file, d, dev, layers, *rowsDim, options);
-    if (failed(e.run(fn, plan.model.nVocab)))
-      return failure();
-  }
+  // A pipeline plan: the pipeline split the layers over n devices per stage; plan device s * n + j is
+  // device j of stage s.
+  const std::vector<int64_t> stageLayers = moduleStageLayers(module);
+  const int64_t nStages = std::max<int64_t>(1, int64_t(stageLayers.size()));
+  DenseMap<Operation *, int64_t> stages = assignStages(module, stageLayers);
+  plan.stages = uint32_t(nStages);
+  for (int64_t s = 0; s < nStages; ++s)
+    for (int64_t d = 0; d < n; ++d) {
+      plan.devices.emplace_back();
+      rt::DevicePlan &dev = plan.devices.back();
+      dev.kind = "cpu";
+      dev.ordinal = int32_t(s * n + d);
+      dev.activationBytes = uint64_t(activation[d]);
+      dev.hostActivationBytes = uint64_t(hostActivation[d]);
+      DeviceEmitter e(module, file, d, dev, layers, *rowsDim, options, s, n, stages);
+      if (failed(e.run(fn, plan.model.nVocab)))
+        return failure();
+    }
   std::vector<std::string> problems = rt::validatePlan(plan);
   if (!problems.empty())
     return module.emitError() << "plan emitter produced an invalid plan (a tpc bug): " << problems.front()

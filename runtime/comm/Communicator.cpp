@@ -4,6 +4,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Communicator.h"
 
+#include <fmt/core.h>
+
 namespace tpc::rt::comm {
 
 size_t elemBytes(ElemType t) { return t == ElemType::F16 ? 2 : 4; }
@@ -34,6 +36,18 @@ int64_t AxisParts::offset(int rank) const {
   for (int r = 0; r < rank; ++r)
     t += parts[r];
   return t;
+}
+
+Expected<void> Communicator::send(int rank, int peer, Buffer, ElemType) {
+  return Error{fmt::format("the {} communicator cannot send from rank {} to rank {}: it serves one-stage "
+                           "plans only",
+                           name(), rank, peer)};
+}
+
+Expected<void> Communicator::recv(int rank, int peer, Buffer, ElemType) {
+  return Error{fmt::format("the {} communicator cannot receive from rank {} on rank {}: it serves one-stage "
+                           "plans only",
+                           name(), peer, rank)};
 }
 
 } // namespace tpc::rt::comm

@@ -129,8 +129,9 @@ public:
   /// True when allReduce can move its payload as `p` (every implementation moves f32).
   virtual bool supportsPayload(Payload p) const { return p == Payload::F32; }
   /// The all-reduce payload from now on (see the file comment); a session sets it at open, before any
-  /// collective, after checking supportsPayload.
-  void setPayload(Payload p) { payload_ = p; }
+  /// collective, after checking supportsPayload. Virtual: a communicator of communicators (the pipeline
+  /// stages') passes it on.
+  virtual void setPayload(Payload p) { payload_ = p; }
   Payload payload() const { return payload_; }
 
   /// Sums each bucket tensor over the ranks in place (a bucket of several tensors is one collective).
@@ -147,6 +148,15 @@ public:
                                    ElemType type = ElemType::F32) = 0;
   /// Returns when every rank has arrived (the entries are the local ranks this call covers).
   virtual Expected<void> barrier(const std::vector<int> &ranks) = 0;
+  /// Point to point between the pipeline stages of a plan (Plan::stages): local rank `rank` sends `buf` to
+  /// rank `peer` / receives rank `peer`'s into `buf`. The k-th send of a to b meets the k-th receive of b
+  /// from a, with the same count. A send returns once `buf` may be reused, a receive once `buf` holds the
+  /// data. Default: an error (the communicators of one-stage plans need none).
+  virtual Expected<void> send(int rank, int peer, Buffer buf, ElemType type = ElemType::F32);
+  /// True when send() returns without waiting for the receiver (the bytes are copied): a pipeline's stage
+  /// may then run ahead by several messages (micro-batches).
+  virtual bool buffersSends() const { return false; }
+  virtual Expected<void> recv(int rank, int peer, Buffer buf, ElemType type = ElemType::F32);
   /// Fails every waiting and later call of every local rank with `reason` (a device that failed calls this
   /// so that its peers do not wait for it forever). Idempotent.
   virtual void abort(const std::string &reason) = 0;

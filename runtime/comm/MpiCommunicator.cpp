@@ -62,7 +62,10 @@ std::string checkLayout(const AxisParts &layout, int n, int rank, int64_t partCo
 } // namespace
 
 MpiCommunicator::MpiCommunicator(std::shared_ptr<MpiWorld> world, MpiSums sums)
-    : world_(std::move(world)), sums_(sums) {
+    : MpiCommunicator(std::move(world), -1, sums) {}
+
+MpiCommunicator::MpiCommunicator(std::shared_ptr<MpiWorld> world, int group, MpiSums sums)
+    : world_(std::move(world)), sums_(sums), rank_(world_->rank()), size_(world_->size()) {
   auto *c = new MPI_Comm(MPI_COMM_NULL);
   comm_ = std::shared_ptr<void>(c, [](void *p) {
     auto *m = static_cast<MPI_Comm *>(p);
@@ -70,15 +73,32 @@ MpiCommunicator::MpiCommunicator(std::shared_ptr<MpiWorld> world, MpiSums sums)
       MPI_Comm_free(m);
     delete m;
   });
-  if (MPI_Comm_dup(*static_cast<const MPI_Comm *>(world_->handle()), c) != MPI_SUCCESS) {
+  const MPI_Comm w = *static_cast<const MPI_Comm *>(world_->handle());
+  // A group: the world's ranks of one pipeline stage, in world order (every rank calls the split).
+  if ((group < 0 ? MPI_Comm_dup(w, c) : MPI_Comm_split(w, group, world_->rank(), c)) != MPI_SUCCESS) {
     *c = MPI_COMM_NULL;
-    abort("MPI_Comm_dup failed");
+    abort(group < 0 ? "MPI_Comm_dup failed" : "MPI_Comm_split failed");
     return;
   }
   MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(*c, &rank_);
+  MPI_Comm_size(*c, &size_);
 }
 
-MpiCommunicator::~MpiCommunicator() = default;
+struct MpiCommunicator::PendingSend {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<char> bytes;
+};
+
+MpiCommunicator::~MpiCommunicator() {
+  // Sends still in flight complete once their receivers take them (every rank runs the same steps); an
+  // aborted job does not wait for a peer that may be gone.
+  for (auto &p : pending_) {
+    if (aborted_.load())
+      MPI_Cancel(&p->request);
+    MPI_Wait(&p->request, MPI_STATUS_IGNORE);
+  }
+}
 
 void MpiCommunicator::abort(const std::string &reason) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -103,16 +123,16 @@ std::string MpiCommunicator::checkCall(const char *what, const std::vector<int> 
     std::lock_guard<std::mutex> lock(mu_);
     return fmt::format("mpi communicator aborted: {}", reason_);
   }
-  if (ranks.size() != 1 || ranks[0] != world_->rank())
+  if (ranks.size() != 1 || ranks[0] != rank_)
     return fail(what, fmt::format("a call must carry exactly this process's rank {} (got {} entries{})",
-                                  world_->rank(), ranks.size(),
+                                  rank_, ranks.size(),
                                   ranks.size() == 1 ? fmt::format(", rank {}", ranks[0]) : ""))
         .message;
   return "";
 }
 
 Expected<void> MpiCommunicator::rankOrderSum(float *x, int64_t n) {
-  const int size = world_->size(), me = world_->rank();
+  const int size = size_, me = rank_;
   std::vector<int> sendCounts(size), sendDispls(size), recvCounts(size), recvDispls(size);
   auto share = [&](int r) { return n * r / size; };
   const int mine = static_cast<int>(share(me + 1) - share(me));
@@ -142,7 +162,7 @@ Expected<void> MpiCommunicator::rankOrderSum(float *x, int64_t n) {
 }
 
 Expected<void> MpiCommunicator::rankOrderSumBf16(float *x, int64_t n) {
-  const int size = world_->size(), me = world_->rank();
+  const int size = size_, me = rank_; // this communicator's group (a pipeline stage's ranks, or all)
   if (size == 2 || n <= kSmallBf16) {
     // One step instead of two (decode between hosts pays per message): every rank gathers every rank's
     // bf16 addends and sums them itself, in rank order, to the same bits. At 2 ranks that moves as many
@@ -210,7 +230,7 @@ Expected<void> MpiCommunicator::allReduce(const std::vector<AllReduceEntry> &loc
     n += b.count;
   if (!fitsInt(n))
     return fail("all-reduce", fmt::format("{} elements exceed MPI's int counts", n));
-  if (world_->size() == 1 || n == 0)
+  if (size_ == 1 || n == 0)
     return {};
   // One buffer per collective: the bucket's tensors packed (a single tensor is used in place).
   float *x = bucket.size() == 1 ? static_cast<float *>(bucket[0].data) : nullptr;
@@ -225,7 +245,7 @@ Expected<void> MpiCommunicator::allReduce(const std::vector<AllReduceEntry> &loc
   }
   // bf16 payloads always take the rank-order exchange: MPI_Allreduce has no sum that widens to f32.
   Expected<void> ok = payload_ == Payload::BF16 ? rankOrderSumBf16(x, n)
-                      : (sums_ == MpiSums::Native || world_->size() == 2)
+                      : (sums_ == MpiSums::Native || size_ == 2)
                           ? mpiCheck("all-reduce", MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_FLOAT,
                                                                  MPI_SUM, commOf(comm_)))
                           : rankOrderSum(x, n);
@@ -244,7 +264,7 @@ Expected<void> MpiCommunicator::allGather(const std::vector<AllGatherEntry> &loc
   if (std::string bad = checkCall("all-gather", ranksOf(local)); !bad.empty())
     return Error{bad};
   const AllGatherEntry &e = local[0];
-  const int size = world_->size(), me = world_->rank();
+  const int size = size_, me = rank_;
   if (std::string bad = checkLayout(layout, size, me, e.part.count, e.whole.count); !bad.empty())
     return fail("all-gather", bad);
   const size_t es = elemBytes(type);
@@ -282,7 +302,7 @@ Expected<void> MpiCommunicator::reduceScatter(const std::vector<ReduceScatterEnt
   if (type != ElemType::F32)
     return fail("reduce-scatter", fmt::format("sums of {} are not supported (f32 only)", elemTypeName(type)));
   const ReduceScatterEntry &e = local[0];
-  const int size = world_->size(), me = world_->rank();
+  const int size = size_, me = rank_;
   if (std::string bad = checkLayout(layout, size, me, e.part.count, e.whole.count); !bad.empty())
     return fail("reduce-scatter", bad);
   const int64_t outer = layout.outer, inner = layout.inner, total = layout.total();
@@ -328,8 +348,8 @@ Expected<void> MpiCommunicator::reduceScatter(const std::vector<ReduceScatterEnt
 Expected<void> MpiCommunicator::broadcast(const std::vector<BroadcastEntry> &local, int root, ElemType type) {
   if (std::string bad = checkCall("broadcast", ranksOf(local)); !bad.empty())
     return Error{bad};
-  if (root < 0 || root >= world_->size())
-    return fail("broadcast", fmt::format("root {} is outside 0..{}", root, world_->size() - 1));
+  if (root < 0 || root >= size_)
+    return fail("broadcast", fmt::format("root {} is outside 0..{}", root, size_ - 1));
   const Buffer &b = local[0].buf;
   if (!fitsInt(b.count))
     return fail("broadcast", fmt::format("{} elements exceed MPI's int counts", b.count));
@@ -341,6 +361,54 @@ Expected<void> MpiCommunicator::barrier(const std::vector<int> &ranks) {
   if (std::string bad = checkCall("barrier", ranks); !bad.empty())
     return Error{bad};
   return mpiCheck("barrier", MPI_Barrier(commOf(comm_)));
+}
+
+Expected<void> MpiCommunicator::send(int rank, int peer, Buffer buf, ElemType type) {
+  if (std::string e = checkCall("send", {rank}); !e.empty())
+    return Error{e};
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    return fail("send", fmt::format("peer {} is outside 0..{} or this rank", peer, size_ - 1));
+  const int64_t bytes = buf.count * static_cast<int64_t>(elemBytes(type));
+  if (bytes > INT32_MAX)
+    return fail("send", fmt::format("{} bytes exceed MPI's int count", bytes));
+  // Reap the sends that completed (a pipeline stage runs ahead by a few micro-batches at most).
+  for (size_t i = 0; i < pending_.size();) {
+    int done = 0;
+    if (Expected<void> ok = mpiCheck("send", MPI_Test(&pending_[i]->request, &done, MPI_STATUS_IGNORE)); !ok)
+      return ok;
+    if (done)
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    else
+      ++i;
+  }
+  auto p = std::make_unique<PendingSend>();
+  p->bytes.assign(static_cast<const char *>(buf.data), static_cast<const char *>(buf.data) + bytes);
+  if (Expected<void> ok = mpiCheck("send", MPI_Isend(p->bytes.data(), static_cast<int>(bytes), MPI_BYTE, peer, 0,
+                                                     *static_cast<MPI_Comm *>(comm_.get()), &p->request));
+      !ok)
+    return ok;
+  pending_.push_back(std::move(p));
+  return {};
+}
+
+Expected<void> MpiCommunicator::recv(int rank, int peer, Buffer buf, ElemType type) {
+  if (std::string e = checkCall("recv", {rank}); !e.empty())
+    return Error{e};
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    return fail("recv", fmt::format("peer {} is outside 0..{} or this rank", peer, size_ - 1));
+  const int64_t bytes = buf.count * static_cast<int64_t>(elemBytes(type));
+  if (bytes > INT32_MAX)
+    return fail("recv", fmt::format("{} bytes exceed MPI's int count", bytes));
+  MPI_Status st;
+  if (Expected<void> ok = mpiCheck("recv", MPI_Recv(buf.data, static_cast<int>(bytes), MPI_BYTE, peer, 0,
+                                                    *static_cast<MPI_Comm *>(comm_.get()), &st));
+      !ok)
+    return ok;
+  int got = 0;
+  MPI_Get_count(&st, MPI_BYTE, &got);
+  if (got != bytes)
+    return fail("recv", fmt::format("expected {} bytes from rank {}, got {}", bytes, peer, got));
+  return {};
 }
 
 } // namespace tpc::rt::comm

@@ -56,11 +56,14 @@ public:
   /// Over `world`'s communicator (duplicated, so that tpc's collectives never match other traffic); keeps
   /// `world` alive. A failed duplication leaves the communicator aborted (every call then says why).
   explicit MpiCommunicator(std::shared_ptr<MpiWorld> world, MpiSums sums = MpiSums::RankOrder);
+  /// Over the world's ranks that pass the same `group` (MPI_Comm_split, world order; every rank of the
+  /// world must construct one): a pipeline stage's communicator. Ranks are then the group's.
+  MpiCommunicator(std::shared_ptr<MpiWorld> world, int group, MpiSums sums);
   ~MpiCommunicator() override;
 
   const char *name() const override { return "mpi"; }
-  int size() const override { return world_->size(); }
-  std::vector<int> localRanks() const override { return {world_->rank()}; }
+  int size() const override { return size_; }
+  std::vector<int> localRanks() const override { return {rank_}; }
   bool streamOrdered() const override { return false; }
   MpiSums sums() const { return sums_; }
   bool supportsPayload(Payload) const override { return true; }
@@ -78,6 +81,12 @@ public:
   Expected<void> broadcast(const std::vector<BroadcastEntry> &local, int root,
                            ElemType type = ElemType::F32) override;
   Expected<void> barrier(const std::vector<int> &ranks) override;
+  /// Point to point (tag 0; messages between two ranks arrive in order). A send copies the bytes and
+  /// starts an MPI_Isend, so it returns at once (buffersSends); completed sends are reaped by later sends
+  /// and the destructor waits for the rest. A receive is MPI_Recv.
+  Expected<void> send(int rank, int peer, Buffer buf, ElemType type = ElemType::F32) override;
+  Expected<void> recv(int rank, int peer, Buffer buf, ElemType type = ElemType::F32) override;
+  bool buffersSends() const override { return true; }
   void abort(const std::string &reason) override;
   bool aborted() const override { return aborted_.load(); }
 
@@ -96,6 +105,7 @@ private:
   std::shared_ptr<MpiWorld> world_;
   std::shared_ptr<void> comm_; ///< MPI_Comm
   const MpiSums sums_;
+  int rank_ = 0, size_ = 1; ///< in this communicator (the world's, or a group's)
   std::atomic<bool> aborted_{false};
   std::mutex mu_;
   std::string reason_;
@@ -104,6 +114,8 @@ private:
   std::vector<float> pack_, recv_;
   std::vector<char> stage_;
   std::vector<uint16_t> wire_; ///< bf16 payloads: the packed addends (then sums) and the received blocks
+  struct PendingSend; ///< an MPI_Isend in flight and its copy of the bytes (MpiCommunicator.cpp)
+  std::vector<std::unique_ptr<PendingSend>> pending_;
 };
 
 } // namespace tpc::rt::comm

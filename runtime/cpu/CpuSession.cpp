@@ -11,6 +11,7 @@
 #include "runtime/cpu/CpuSession.h"
 
 #include "runtime/comm/InProcessCommunicator.h"
+#include "runtime/comm/StageCommunicator.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/HostArena.h"
 #include "runtime/cpu/KernelChoice.h"
@@ -20,6 +21,7 @@
 #include "runtime/cpu/ops/Ops.h"
 #include "runtime/exec/Binding.h"
 #include "runtime/exec/Collectives.h"
+#include "runtime/exec/MicroBatches.h"
 #include "runtime/exec/Setup.h"
 #include "runtime/support/Progress.h"
 #include "runtime/support/SpinWait.h"
@@ -157,8 +159,13 @@ protected:
   Expected<void> runChunk(const Chunk &c, float *logits) override;
 
 private:
-  Expected<void> runDevice(size_t i, int64_t t, int64_t rows);
-  /// runDevice with errors recorded in `failure_` and the communicator aborted, so peers never hang.
+  /// Runs steps [from, to) of device i (to = SIZE_MAX: to the end).
+  Expected<void> runDevice(size_t i, int64_t t, int64_t rows, size_t from = 0, size_t to = SIZE_MAX);
+  /// Device i's part of a call cut into micro_ (a pipeline plan): every micro-batch through its steps up to
+  /// its trailing receives, then those (stage 0's logits from the last stage) micro-batch by micro-batch.
+  Expected<void> runMicroBatches(size_t i);
+  /// runDevice (or runMicroBatches) with errors recorded in `failure_` and the communicator aborted, so
+  /// peers never hang.
   void runGuarded(size_t i, int64_t t, int64_t rows);
   void startDeviceThreads();
   /// Marks the AllReduceRmsNorm steps SharedReduceNorm may run: the k-th of every device at once, where
@@ -172,6 +179,11 @@ private:
 
   int threadsPerDevice_ = 1;
   std::string kernelChoice_; ///< chooseKernels()
+  int microBatches_ = 1; ///< SessionOptions::microBatches, resolved (1 unless a pipeline plan runs here)
+  /// The call being run as micro-batches (empty otherwise), its chunk and where its logits go.
+  std::vector<exec::MicroBatch> micro_;
+  const Chunk *microChunk_ = nullptr;
+  float *microLogits_ = nullptr;
   bool f32All_ = false; ///< SessionOptions::f32Reference
   /// SessionOptions::stepObserver
   std::function<void(int, size_t, const Step &, const std::vector<exec::TensorRef> &,
@@ -243,7 +255,7 @@ void CpuSession::runGuarded(size_t i, int64_t t, int64_t rows) {
   // nor leave the peers waiting at a collective.
   Expected<void> ok;
   try {
-    ok = runDevice(i, t, rows);
+    ok = micro_.empty() ? runDevice(i, t, rows) : runMicroBatches(i);
   } catch (const std::exception &e) {
     ok = Error{e.what()};
   }
@@ -346,14 +358,50 @@ void CpuSession::runAll(int64_t t, int64_t rows) {
             });
 }
 
-Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
+Expected<void> CpuSession::runMicroBatches(size_t i) {
+  Device &dev = devs_[i];
+  const DevicePlan &dp = plan().devices[dev.index];
+  const Chunk &c = *microChunk_;
+  // The trailing receives wait for the last stage; deferred, this stage hands micro-batch k on and goes on
+  // with k + 1 meanwhile (the in-process mailbox buffers the sends, so no stage waits for a receiver).
+  size_t tail = dp.steps.size();
+  while (tail > 0 && dp.steps[tail - 1].op == OpKind::Recv)
+    --tail;
+  auto load = [&](const exec::MicroBatch &m) {
+    std::copy(c.tokens + m.first, c.tokens + m.first + m.t, dev.tokens.begin());
+    std::copy(c.positions + m.first, c.positions + m.first + m.t, dev.positions.begin());
+    std::copy(c.seqs + m.first, c.seqs + m.first + m.t, dev.seqs.begin());
+    std::copy(m.rows.begin(), m.rows.end(), dev.rows.begin());
+    dev.runner->forgetInputs();
+  };
+  for (const exec::MicroBatch &m : micro_) {
+    load(m);
+    if (Expected<void> ok = runDevice(i, m.t, int64_t(m.rows.size()), 0, tail); !ok)
+      return ok;
+  }
+  if (tail == dp.steps.size())
+    return {};
+  const int64_t vocab = plan().model.nVocab;
+  for (const exec::MicroBatch &m : micro_) {
+    load(m);
+    if (Expected<void> ok = runDevice(i, m.t, int64_t(m.rows.size()), tail); !ok)
+      return ok;
+    if (dev.index == 0 && microLogits_ && !m.dropRow) { // this micro-batch's rows of the call's logits
+      const TensorRef l = exec::bindTensor(dp, dev.ptr, logitsTensor_, m.t, int64_t(m.rows.size()));
+      std::memcpy(microLogits_ + m.firstRow * vocab, l.data, static_cast<size_t>(l.numel()) * sizeof(float));
+    }
+  }
+  return {};
+}
+
+Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows, size_t from, size_t to) {
   Device &dev = devs_[i];
   const DevicePlan &dp = plan().devices[dev.index];
   const bool prof = profiling() && i == 0; // the caller's thread, the only one touching the profile
   std::vector<TensorRef> in, out;
   std::vector<std::vector<TensorRef>> bins, bouts;
   std::vector<const Step *> bsteps;
-  for (size_t si = 0; si < dp.steps.size(); ++si) {
+  for (size_t si = from; si < std::min(to, dp.steps.size()); ++si) {
     const Step &s = dp.steps[si];
     auto t0 = std::chrono::steady_clock::now();
     if (const size_t end = dev.batchEnd[si], glu = dev.gluAt[si];
@@ -392,7 +440,17 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
     }
     exec::bindOperands(dp, dev.ptr, s, t, rows, in, out);
     Expected<void> ok;
-    if (isCollective(s.op)) {
+    if (isStageTransfer(s.op)) {
+      // The hidden state (or the logits) to or from this device's peer on another pipeline stage.
+      const TensorRef &v = s.op == OpKind::Send ? in[0] : out[0];
+      const comm::ElemType type = v.dtype == DType::F16   ? comm::ElemType::F16
+                                  : v.dtype == DType::I32 ? comm::ElemType::I32
+                                                          : comm::ElemType::F32;
+      const int peer = static_cast<int>(TransferParams::read(s).peer);
+      ok = s.op == OpKind::Send ? comm_->send(dev.index, peer, {v.data, v.numel()}, type)
+                                : comm_->recv(dev.index, peer, {v.data, v.numel()}, type);
+      dev.runner->noteWrites(out);
+    } else if (isCollective(s.op)) {
       if (reduceNorm_ && dev.sharedNorm[si] && t >= SharedReduceNorm::kMinRows)
         ok = reduceNorm_->run(dev.index, in, out, AllReduceRmsNormParams::read(s), dev.runner->threadGroup());
       else
@@ -417,6 +475,14 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows) {
 }
 
 Expected<void> CpuSession::runChunk(const Chunk &c, float *logits) {
+  if (microBatches_ > 1 && c.t > 1) {
+    micro_ = exec::splitMicroBatches(c.t, c.rows, c.r, microBatches_);
+    microChunk_ = &c;
+    microLogits_ = logits;
+    runAll(c.t, c.r);
+    micro_.clear();
+    return failure_.empty() ? Expected<void>{} : Error{failure_};
+  }
   for (Device &dev : devs_) {
     std::copy(c.tokens, c.tokens + c.t, dev.tokens.begin());
     std::copy(c.positions, c.positions + c.t, dev.positions.begin());
@@ -554,13 +620,25 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
   loadWeights(o.weights, opts.progress);
   markPhase(opts.timeline, "weights");
   logitsTensor_ = exec::logitsTensorOf(p.devices[0]);
-  comm_ = opts.comm ? opts.comm
-                    : std::make_shared<comm::InProcessCommunicator>(static_cast<int>(p.devices.size()));
+  const int nDevices = static_cast<int>(p.devices.size());
+  if (opts.comm)
+    comm_ = opts.comm;
+  else if (p.stages > 1) // collectives inside each stage, Send/Recv between them
+    comm_ = comm::StageCommunicator::inProcess(nDevices, static_cast<int>(p.stages));
+  else
+    comm_ = std::make_shared<comm::InProcessCommunicator>(nDevices);
   if (Expected<void> ok = exec::setCommPayload(p, opts, *comm_); !ok)
     return ok;
   collectives_ = std::make_unique<exec::CollectiveRunner>(p, *comm_, kernels_);
-  // Shared memory makes a gather cheaper than the rows it saves; across processes it would not be.
-  const bool allLocal = devs_.size() == p.devices.size() && devs_.size() > 1;
+  // Shared memory makes a gather cheaper than the rows it saves; across processes it would not be. Both
+  // shared paths meet every device of the plan, so a pipeline plan (devices of different stages run
+  // different layers) takes the communicator's collectives instead.
+  const bool allLocal = devs_.size() == p.devices.size() && devs_.size() > 1 && p.stages <= 1;
+  // Micro-batches need sends that do not wait for their receiver (the in-process mailbox, MPI's copied
+  // Isends): a blocking send of micro-batch k + 1 would wait for a stage that is itself waiting to hand
+  // back the logits of micro-batch k.
+  if (p.stages > 1 && comm_->buffersSends())
+    microBatches_ = opts.microBatches > 0 ? opts.microBatches : static_cast<int>(p.stages);
   for (Device &dev : devs_)
     dev.shares = std::make_unique<ReplicaShares>(allLocal ? comm_.get() : nullptr, dev.index,
                                                  static_cast<int>(p.devices.size()));

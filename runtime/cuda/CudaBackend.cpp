@@ -7,6 +7,8 @@
 
 #include "runtime/cuda/CudaSession.h"
 
+#include <fmt/core.h>
+
 #include <cstdlib>
 
 namespace tpc::rt::cuda {
@@ -22,6 +24,10 @@ public:
     return {};
   }
   Expected<std::unique_ptr<Session>> open(Plan plan, const SessionOptions &opts) const override {
+    if (plan.stages > 1) // Send/Recv steps have no CUDA path yet
+      return Error{fmt::format("the plan has {} pipeline stages; the CUDA backend runs one-stage plans only "
+                               "(use --backend cpu, or compile without --stages)",
+                               plan.stages)};
     CudaOptions co;
     co.gpus = opts.ordinals;
     co.progress = opts.progress;

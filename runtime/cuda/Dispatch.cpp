@@ -495,6 +495,9 @@ void CudaSession::runStep(size_t d, size_t i, int64_t t) {
   case OpKind::AllGather:
   case OpKind::AllReduceRmsNorm:
     throw CudaError("collective reached runStep"); // runSteps hands them to collective()
+  case OpKind::Send:
+  case OpKind::Recv:
+    throw CudaError("stage transfer reached runStep"); // open refuses pipeline plans (CudaBackend.cpp)
   }
 }
 

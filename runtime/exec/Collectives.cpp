@@ -33,7 +33,9 @@ CollectiveRunner::CollectiveRunner(const Plan &plan, comm::Communicator &comm, C
 
 comm::AxisParts CollectiveRunner::partsOf(size_t k, int rank, int64_t axis, int64_t t, int64_t rows) const {
   comm::AxisParts layout;
-  for (size_t d = 0; d < plan_.devices.size(); ++d) {
+  // The collective meets the devices of `rank`'s pipeline stage only (all of them in a one-stage plan).
+  const size_t per = devicesPerStage(plan_), first = size_t(stageOf(plan_, size_t(rank))) * per;
+  for (size_t d = first; d < first + per; ++d) {
     const DevicePlan &dp = plan_.devices[d];
     const Step &s = dp.steps[steps_[d][k]];
     const int32_t part = s.op == OpKind::AllGather ? s.inputs[0] : s.outputs[0];
@@ -105,7 +107,8 @@ Expected<void> CollectiveRunner::run(const std::vector<CollectiveCall> &calls, i
     for (const CollectiveCall &c : calls) {
       const AllReduceRmsNormParams p = AllReduceRmsNormParams::read(stepOf(c));
       const TensorRef &x = (*c.in)[0], &y = (*c.out)[0];
-      if (p.residual && c.rank == 0)
+      // Device 0 of the call's stage (plan device 0 in a one-stage plan) holds the residual's addend.
+      if (p.residual && size_t(c.rank) % devicesPerStage(plan_) == 0)
         kernels_.add(c.rank, x, (*c.in)[1], y);
       else
         kernels_.copy(c.rank, x, y);

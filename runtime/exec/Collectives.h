@@ -11,6 +11,8 @@
 //   ReduceScatter     the communicator's reduce-scatter, AllGather its all-gather, with every device's
 //                     part size along the axis taken from the plan (a process running one device still
 //                     knows its peers' sizes, which MPI and NCCL need).
+// In a pipeline plan (Plan::stages > 1) a collective meets the devices of one stage: the parts are the
+// stage's, and the communicator (comm::StageCommunicator) routes the call to that stage's ranks.
 // A call covers one or more local devices at the same collective: the CPU backend calls from each
 // device's thread with one, a GPU backend from its one thread with all of its devices; the kernels and
 // the communicator then see every local device's work in order (all adds, one sum, all norms).

@@ -126,6 +126,10 @@ struct SessionOptions {
   /// are then copied (the page cache maps a file in 4 KiB pages), which takes precedence over
   /// weightsInPlace. `tpc run --no-huge-pages` turns this off.
   bool hugePages = true;
+  /// Pipeline plans (Plan::stages > 1), all devices in this process: a call of several tokens runs as up
+  /// to this many micro-batches, so that stage 1 works on micro-batch 1 while stage 0 works on micro-batch
+  /// 2 (runtime/exec/MicroBatches.h). 0: one per stage; 1: none. CPU backend.
+  int microBatches = 0;
   Timeline *timeline = nullptr; ///< open() marks its phases here (`tpc run --timings`) when set
 };
 

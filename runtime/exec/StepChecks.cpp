@@ -48,6 +48,13 @@ bool broadcasts(const TensorRef &a, const TensorRef &b) {
 
 std::string checkStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
                       const std::vector<KvCache> &kv) {
+  if (isStageTransfer(s.op)) { // one operand, any dtype, never a weight (it is read or written whole)
+    const std::vector<TensorRef> &moved = s.op == OpKind::Send ? in : out;
+    if (moved.size() != 1 || (s.op == OpKind::Send ? out : in).size() != 0 || moved[0].isWeight)
+      return fmt::format("{}: moves one activation ({} inputs, {} outputs)", opKindName(s.op), in.size(),
+                         out.size());
+    return "";
+  }
   const TensorRef &x = in[0];
   const TensorRef &y = out[0];
   auto bad = [&](const std::string &what) {
@@ -327,23 +334,27 @@ std::string checkDeviceSteps(const Plan &plan, size_t d, int64_t t, int64_t rows
   return "";
 }
 
-std::string checkCollectives(const Plan &plan, int64_t t, int64_t rows) {
-  const size_t n = plan.devices.size();
+namespace {
+/// checkCollectives for the devices [first, first + n) of one pipeline stage (the only ones that meet).
+std::string checkStageCollectives(const Plan &plan, size_t first, size_t n, int64_t t, int64_t rows) {
   auto bind = [&](size_t d, int32_t id, int64_t tokens) {
-    return bindTensor(plan.devices[d], {}, id, tokens, rows);
+    return bindTensor(plan.devices[first + d], {}, id, tokens, rows);
   };
   std::vector<std::vector<const Step *>> seq(n);
   for (size_t d = 0; d < n; ++d)
-    for (const Step &s : plan.devices[d].steps)
+    for (const Step &s : plan.devices[first + d].steps)
       if (isCollective(s.op))
         seq[d].push_back(&s);
   for (size_t k = 0; k < seq[0].size(); ++k) {
     const Step &s0 = *seq[0][k];
     auto err = [&](const std::string &what) {
-      return fmt::format("collective {} ({} '{}', {} tokens): {}", k, opKindName(s0.op), s0.name, t, what);
+      return fmt::format("collective {} ({} '{}', {} tokens){}: {}", k, opKindName(s0.op), s0.name, t,
+                         plan.stages > 1 ? fmt::format(" of stage {}", stageOf(plan, first)) : "", what);
     };
     std::vector<TensorRef> xs, ys;
     for (size_t d = 0; d < n; ++d) {
+      if (k >= seq[d].size())
+        return err(fmt::format("device {} has only {} collectives", first + d, seq[d].size()));
       const Step &s = *seq[d][k];
       if (s.ints != s0.ints)
         return err(fmt::format("device {} uses different parameters than device 0", d));
@@ -379,6 +390,15 @@ std::string checkCollectives(const Plan &plan, int64_t t, int64_t rows) {
       return err(fmt::format("the devices' parts add up to {} along axis {}, the full tensor has {}", total,
                              axis, whole[0].shape[axis]));
   }
+  return "";
+}
+} // namespace
+
+std::string checkCollectives(const Plan &plan, int64_t t, int64_t rows) {
+  const size_t per = devicesPerStage(plan);
+  for (size_t first = 0; per > 0 && first < plan.devices.size(); first += per)
+    if (std::string e = checkStageCollectives(plan, first, per, t, rows); !e.empty())
+      return e;
   return "";
 }
 

@@ -39,7 +39,8 @@ constexpr OpSig kSigs[kNumOpKinds] = {
     {"copy", 1, 1, 1, 1},         {"all_reduce_rms_norm", 1, 3, 2, 2},
     {"ssm_conv", 3, 3, 1, 1},     {"delta_net", 6, 6, 1, 1},
     {"l2_norm", 1, 1, 1, 1},      {"gated_rms_norm", 3, 3, 1, 1},
-    {"add_id", 3, 3, 1, 1},
+    {"add_id", 3, 3, 1, 1},       {"send", 1, 1, 0, 0},
+    {"recv", 0, 0, 1, 1},
 };
 
 std::optional<uint64_t> mulChecked(uint64_t a, uint64_t b) {
@@ -81,6 +82,8 @@ const char *opKindName(OpKind op) {
   auto i = static_cast<unsigned>(op);
   return i < kNumOpKinds ? kSigs[i].name : "unknown-op";
 }
+
+bool isStageTransfer(OpKind op) { return op == OpKind::Send || op == OpKind::Recv; }
 
 bool isCollective(OpKind op) {
   return op == OpKind::AllReduce || op == OpKind::ReduceScatter || op == OpKind::AllGather ||
@@ -565,6 +568,50 @@ void validateDevice(const Plan &plan, size_t d, std::vector<std::string> &errs) 
 }
 } // namespace
 
+namespace {
+/// Send/Recv pair up by position per (sender, receiver): the k-th Send of a to b meets the k-th Recv of b
+/// from a, so both lists must have the same length and each pair the same dtype and shape; the peer is a
+/// device of another stage.
+void validateTransfers(const Plan &plan, std::vector<std::string> &errs) {
+  const size_t n = plan.devices.size();
+  // [a * n + b]: the tensors a sends to b (sends) and b receives from a (recvs), in order.
+  std::vector<std::vector<const TensorDesc *>> sends(n * n), recvs(n * n);
+  for (size_t d = 0; d < n; ++d) {
+    const DevicePlan &dev = plan.devices[d];
+    for (const Step &s : dev.steps) {
+      if (!isStageTransfer(s.op) || !checkParamLayout(s).empty())
+        continue; // the layout problem is reported with the step
+      const int64_t peer = TransferParams::read(s).peer;
+      if (peer < 0 || size_t(peer) >= n || stageOf(plan, size_t(peer)) == stageOf(plan, d)) {
+        errs.push_back(fmt::format("device {} step '{}': peer {} is not a device of another stage", d, s.name,
+                                   peer));
+        continue;
+      }
+      const bool send = s.op == OpKind::Send;
+      const std::vector<int32_t> &ids = send ? s.inputs : s.outputs;
+      if (ids.size() != 1 || ids[0] < 0 || size_t(ids[0]) >= dev.tensors.size())
+        continue; // reported with the step
+      const TensorDesc *t = &dev.tensors[size_t(ids[0])];
+      (send ? sends[d * n + size_t(peer)] : recvs[size_t(peer) * n + d]).push_back(t);
+    }
+  }
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b) {
+      const auto &x = sends[a * n + b], &y = recvs[a * n + b];
+      if (x.size() != y.size()) {
+        errs.push_back(fmt::format("device {} sends {} tensors to device {}, which receives {}", a, x.size(), b,
+                                   y.size()));
+        continue;
+      }
+      for (size_t k = 0; k < x.size(); ++k)
+        if (x[k]->dtype != y[k]->dtype || x[k]->shape != y[k]->shape)
+          errs.push_back(fmt::format("transfer {} from device {} to {}: the sent and received tensors differ "
+                                     "in dtype or shape",
+                                     k, a, b));
+    }
+}
+} // namespace
+
 std::vector<std::string> validatePlan(const Plan &plan) {
   std::vector<std::string> errs;
   if (plan.model.nVocab <= 0 || plan.model.maxBatch <= 0 || plan.model.defaultCtx <= 0 ||
@@ -596,7 +643,13 @@ std::vector<std::string> validatePlan(const Plan &plan) {
                                  rowsInput ? "has the output-rows input" : "has no output-rows input",
                                  plan.model.maxOutputRows));
   }
-  // Collectives rendezvous by position: every device must issue the same sequence.
+  if (plan.stages < 1 || plan.devices.empty() || plan.devices.size() % plan.stages != 0) {
+    errs.push_back(fmt::format("{} pipeline stages do not divide the plan's {} devices", plan.stages,
+                               plan.devices.size()));
+    return errs;
+  }
+  // Collectives rendezvous by position among a stage's devices: each must issue its stage's sequence.
+  const size_t per = devicesPerStage(plan);
   std::vector<std::vector<OpKind>> seqs;
   for (const DevicePlan &dev : plan.devices) {
     seqs.emplace_back();
@@ -604,12 +657,13 @@ std::vector<std::string> validatePlan(const Plan &plan) {
       if (isCollective(s.op))
         seqs.back().push_back(s.op);
   }
-  for (size_t d = 1; d < seqs.size(); ++d)
-    if (seqs[d] != seqs[0])
+  for (size_t d = 0; d < seqs.size(); ++d)
+    if (const size_t first = d / per * per; seqs[d] != seqs[first])
       errs.push_back(
-          fmt::format("device {} has {} collective steps, device 0 has {} (or their order differs);"
-                      " every device must issue the same collectives in the same order",
-                      d, seqs[d].size(), seqs[0].size()));
+          fmt::format("device {} has {} collective steps, device {} has {} (or their order differs);"
+                      " every device of a stage must issue the same collectives in the same order",
+                      d, seqs[d].size(), first, seqs[first].size()));
+  validateTransfers(plan, errs);
   return errs;
 }
 

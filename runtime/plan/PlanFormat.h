@@ -37,9 +37,10 @@ namespace tpc::rt {
 /// (KvCache::kind, convRows, convChannels), the SsmConv, DeltaNet, L2Norm and GatedRmsNorm ops, the
 /// attention output gate and UnaryFn::Softplus; 7: the AddId op, UnaryFn::SwigluOai and RoPE's YaRN
 /// parameters (gpt-oss); 8: a storage type per cache half (KvCache::typeK, typeV: f32, f16, q8_0, q4_0;
-/// `--cache-type-k/-v`); 9: the all-reduce payload on the wire (Plan::commDtype, `--comm-dtype`). Older
-/// versions still load (fields default: every row computed, every cache full and an attention cache, both
-/// halves of the old `dtype`, f32 payloads; see parsePlan for v3).
+/// `--cache-type-k/-v`); 9: the all-reduce payload on the wire (Plan::commDtype, `--comm-dtype`) and
+/// pipeline stages (Plan::stages, Send/Recv steps). Older versions still load (fields default: every row
+/// computed, every cache full and an attention cache, both halves of the old `dtype`, f32 payloads, one
+/// stage; see parsePlan for v3).
 inline constexpr uint32_t kPlanSchemaVersion = 9;
 /// The dynamic dims a shape may have in dim 0: the tokens of a call and the rows whose logits it returns.
 inline constexpr int64_t kTokenDim = -1;
@@ -128,9 +129,12 @@ enum class OpKind : uint16_t {
   AddId = 32,         ///< (x[T,k,N], b[E,N], ids[T,k] i32) -> x + b[ids] (per-expert biases); AddIdParams:
                       ///< optional firstExpert (b holds experts [firstExpert, firstExpert + E); the other
                       ///< ids add nothing)
+  Send = 33,          ///< (x) -> (): x to plan device TransferParams::peer of another pipeline stage (v9); the
+                      ///< k-th Send of device a to b meets the k-th Recv of b from a (same shape and dtype)
+  Recv = 34,          ///< () -> (y): y from plan device TransferParams::peer of another stage (v9)
 };
 /// Number of OpKind values.
-inline constexpr unsigned kNumOpKinds = 33;
+inline constexpr unsigned kNumOpKinds = 35;
 
 /// The elementwise functions of Unary and Glu.
 enum class UnaryFn : int64_t {
@@ -143,6 +147,8 @@ enum class UnaryFn : int64_t {
 const char *opKindName(OpKind op);
 /// True for the ops that meet the other devices (AllReduce, ReduceScatter, AllGather).
 bool isCollective(OpKind op);
+/// True for the point-to-point ops between pipeline stages (Send, Recv).
+bool isStageTransfer(OpKind op);
 
 /// One contiguous run of rows copied from the GGUF.
 struct WeightPiece {
@@ -288,7 +294,15 @@ struct Plan {
   /// (v9) The all-reduce payload; `tpc run/serve/perplexity --comm-dtype` override it at open
   /// (SessionOptions::commDtype).
   CommDtype commDtype = CommDtype::F32;
+  /// Pipeline stages (v9): stage s is devices [s * n / stages, (s + 1) * n / stages), each running a
+  /// contiguous range of layers split over its own devices; collectives stay inside a stage, Send/Recv
+  /// cross between them. 1: every device runs every layer.
+  uint32_t stages = 1;
 };
+
+/// Devices per stage and the stage of device `d`.
+inline size_t devicesPerStage(const Plan &p) { return p.stages ? p.devices.size() / p.stages : p.devices.size(); }
+inline int stageOf(const Plan &p, size_t d) { return static_cast<int>(d / std::max<size_t>(1, devicesPerStage(p))); }
 
 /// Fills a DevicePlan step by step (what the compiler's emitter and the tests use). Tensor ids are
 /// assigned in order; activation offsets are the caller's (the compiler plans memory).

@@ -85,7 +85,8 @@ std::vector<uint8_t> serializePlan(const Plan &plan) {
   }
   auto root = fbs::CreatePlan(b, plan.schemaVersion, b.CreateString(plan.compilerVersion),
                               b.CreateString(plan.ggufPath), plan.ggufSize, plan.ggufFingerprint, model,
-                              tokenizer, b.CreateVector(devices), static_cast<fbs::CommDtype>(plan.commDtype));
+                              tokenizer, b.CreateVector(devices), static_cast<fbs::CommDtype>(plan.commDtype),
+                              plan.stages);
   b.Finish(root);
   std::vector<uint8_t> out(kPlanMagic, kPlanMagic + sizeof(kPlanMagic));
   out.insert(out.end(), b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
@@ -141,6 +142,7 @@ Expected<Plan> parsePlan(const uint8_t *data, size_t size, const std::string &wh
   plan.ggufFingerprint = p->gguf_fingerprint();
   // Before v9 there was no such field: f32 payloads, whatever a writer left there.
   plan.commDtype = p->schema_version() >= 9 ? static_cast<CommDtype>(p->comm_dtype()) : CommDtype::F32;
+  plan.stages = p->stages(); // 1 in plans before v9
   if (const fbs::Model *m = p->model()) {
     plan.model.arch = str(m->arch());
     plan.model.nVocab = m->n_vocab();

@@ -49,10 +49,18 @@ uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s, CommDtype
   return bytes;
 }
 
+uint64_t transferBytesPerToken(const DevicePlan &dev, const Step &s) {
+  if (!isStageTransfer(s.op))
+    return 0;
+  const TensorDesc &t = dev.tensors[size_t(s.op == OpKind::Send ? s.inputs[0] : s.outputs[0])];
+  return perToken(t) * dtypeBytes(t.dtype);
+}
+
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
   std::vector<DeviceSummary> out;
   for (const DevicePlan &dev : plan.devices) {
     DeviceSummary s;
+    s.stage = stageOf(plan, out.size());
     auto host = [](Placement p) { return p == Placement::Host; };
     for (const WeightSlice &w : dev.weights)
       (host(w.placement) ? s.hostWeightBytes : s.weightBytes) += w.bytes;
@@ -99,6 +107,7 @@ std::vector<DeviceSummary> summarizeDevices(const Plan &plan) {
         ++s.hostSteps;
       if (st.op == OpKind::Matmul && MatmulParams::read(st).replicated)
         ++s.replicatedMatmuls;
+      (st.op == OpKind::Send ? s.sendBytesPerToken : s.recvBytesPerToken) += transferBytesPerToken(dev, st);
       if (!isCollective(st.op))
         continue;
       ++s.collectives;
@@ -203,6 +212,14 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
   }
   std::vector<DeviceSummary> ds = summarizeDevices(plan);
   const std::vector<DeviceMemory> mem = memoryAt(plan, ctx);
+  if (plan.stages > 1) {
+    const size_t per = devicesPerStage(plan);
+    out += fmt::format("stages: {} ({} devices each):", plan.stages, per);
+    for (uint32_t st = 0; st < plan.stages; ++st)
+      out += fmt::format(" stage {} = devices {}-{}{}", st, st * per, (st + 1) * per - 1,
+                         st + 1 < plan.stages ? ";" : "");
+    out += "\n";
+  }
   for (size_t d = 0; d < ds.size(); ++d) {
     const DeviceSummary &s = ds[d];
     const std::string logits = s.logitsBytes ? " logits rows " + bytesStr(s.logitsBytes) + "," : std::string();
@@ -248,6 +265,9 @@ std::string describePlan(const Plan &plan, int64_t ctx) {
     for (const auto &[name, n] : s.opCounts)
       out += fmt::format(" {} {}", name, n);
     out += "\n";
+    if (plan.stages > 1)
+      out += fmt::format("  stage {}: sends {} and receives {} per token to/from its peers on the other stages\n",
+                         s.stage, bytesStr(s.sendBytesPerToken), bytesStr(s.recvBytesPerToken));
     if (s.replicatedMatmuls)
       out += fmt::format("  {} replicated matmuls (whole weights, the same product on every device; devices in "
                          "one process split their rows at prefill)\n",

@@ -46,6 +46,10 @@ struct DeviceSummary {
   /// rows at prefill).
   size_t replicatedMatmuls = 0;
   uint64_t collectiveBytesPerToken = 0; ///< payload of this device's collectives for one token (on the wire)
+  /// Pipeline plans: this device's stage and the bytes its Send / Recv steps move for one token (the
+  /// hidden state at a stage boundary; the logits rows back to stage 0, counted per output row).
+  int stage = 0;
+  uint64_t sendBytesPerToken = 0, recvBytesPerToken = 0;
   std::vector<std::pair<std::string, size_t>> opCounts; ///< op name -> steps, most frequent first
 };
 
@@ -54,6 +58,9 @@ struct DeviceSummary {
 /// all-reduce + norm counts only its sum); 0 for other ops. DeviceSummary::collectiveBytesPerToken is the
 /// sum over a device's steps, with the plan's commDtype.
 uint64_t collectiveBytesPerToken(const DevicePlan &dev, const Step &s, CommDtype wire = CommDtype::F32);
+/// The payload a Send or Recv step of `dev` moves for one token (its tensor's bytes per token); 0 for
+/// other ops.
+uint64_t transferBytesPerToken(const DevicePlan &dev, const Step &s);
 
 /// The figures of every device, in rank order.
 std::vector<DeviceSummary> summarizeDevices(const Plan &plan);

@@ -60,6 +60,9 @@ ParamCounts paramCountsOf(OpKind op) {
     return countsOf<AllReduceRmsNormParams>();
   case OpKind::Matmul:
     return countsOf<MatmulParams>();
+  case OpKind::Send:
+  case OpKind::Recv:
+    return countsOf<TransferParams>();
   case OpKind::TakeAlong:
   case OpKind::Add:
   case OpKind::Mul:

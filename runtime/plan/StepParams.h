@@ -132,6 +132,14 @@ struct NarrowParams {
   static NarrowParams read(const Step &s) { return {s.ints[0], s.ints[1], s.ints[2]}; }
 };
 
+/// Send and Recv: ints = {peer}: the plan device on the other stage (v9).
+struct TransferParams {
+  static constexpr int kInts = 1, kFloats = 0;
+  int64_t peer = 0;
+  PackedParams pack() const { return {{peer}, {}}; }
+  static TransferParams read(const Step &s) { return {s.ints[0]}; }
+};
+
 /// Concat, ReduceScatter and AllGather: ints = {axis}.
 struct AxisParams {
   static constexpr int kInts = 1, kFloats = 0;

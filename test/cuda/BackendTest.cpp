@@ -116,6 +116,19 @@ TEST(CudaBackend, OpenRefusesHostCommunicatorsAndBadSubsetsBeforeAnyGpu) {
   }
 }
 
+// A pipeline plan (tpc compile --stages) has Send/Recv steps the CUDA backend does not run: refused by
+// name, before any GPU is looked for.
+TEST(CudaBackend, OpenRefusesPipelinePlans) {
+  PlanMaker mk = twoDevicePlan();
+  mk.plan.stages = 2;
+  const Backend &cuda = *builtinBackends().find("cuda");
+  auto staged = cuda.open(mk.plan, mk.options(2, 8));
+  ASSERT_FALSE(staged);
+  EXPECT_NE(staged.message().find("the plan has 2 pipeline stages; the CUDA backend runs one-stage plans only"),
+            std::string::npos)
+      << staged.message();
+}
+
 TEST(CudaBackend, TwoRankSessionsOnOneGpuMatchTheOneSession) {
   TPC_REQUIRE_GPU();
   PlanMaker mk = twoDevicePlan();

@@ -586,6 +586,38 @@ func.func @negative_backend_copy_state(%x: tensor<?x8xf32> {tpc.state = #tpc.sta
 
 // -----
 
+func.func @negative_stage_transfer_same(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'tpc.stage_transfer' op transfers from stage 1 to itself; from and to must differ}}
+  %0 = tpc.stage_transfer %x {from = 1, to = 1} : tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_stage_transfer_negative(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'tpc.stage_transfer' op stages must be >= 0, got from -1 to 1}}
+  %0 = tpc.stage_transfer %x {from = -1, to = 1} : tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_stage_transfer_partial(%x: tensor<?x8xf32> {tpc.state = #tpc.state<partial>}) {
+  // expected-error @+1 {{'tpc.stage_transfer' op moves whole parts: its operand must be mirrored or split, got #tpc.state<partial>}}
+  %0 = tpc.stage_transfer %x {from = 0, to = 1} : tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_stage_transfer_state(%x: tensor<?x8xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [4, 4]>}) {
+  // expected-error @+1 {{'tpc.stage_transfer' op must keep the split state of its operand: #tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1> -> #tpc.state<mirrored>}}
+  %0 = tpc.stage_transfer %x {from = 0, to = 1, tpc.state = [#tpc.state<mirrored>]} : tensor<?x8xf32>
+  return
+}
+
+// -----
+
 func.func @negative_reduce_scatter_operand(%x: tensor<?x8xf32> {tpc.state = #tpc.state<mirrored>}) {
   // expected-error @+1 {{'tpc.reduce_scatter' op operand must be partial, got #tpc.state<mirrored>}}
   %0 = tpc.reduce_scatter %x {axis = 1} : tensor<?x8xf32>

@@ -199,6 +199,10 @@ func.func @communication(%x: tensor<?x256xf32>, %r: tensor<?x256xf32>,
   %h = tpc.backend_copy %s {from = "device", to = "host", tpc.placement = "host"} : tensor<?x256xf32>
   // CHECK: tpc.backend_copy %{{.*}} {from = "host", to = "device", tpc.placement = ["device"], tpc.state = [#tpc.state<local device = 1>]} : tensor<?x256xf32>
   %d = tpc.backend_copy %x {from = "host", to = "device", tpc.placement = ["device"], tpc.state = [#tpc.state<local device = 1>]} : tensor<?x256xf32>
+  // CHECK: tpc.stage_transfer %{{.*}} {from = 0 : i64, to = 1 : i64} : tensor<?x256xf32>
+  %st = tpc.stage_transfer %m {from = 0, to = 1} : tensor<?x256xf32>
+  // CHECK: tpc.stage_transfer %{{.*}} {from = 1 : i64, to = 0 : i64, tpc.state = [#tpc.state<split axis = 1, sizes = [128, 128], granule = 2, segments = 2>]} : tensor<?x256xf32>
+  %sb = tpc.stage_transfer %sl {from = 1, to = 0, tpc.state = [#tpc.state<split axis = 1, sizes = [128, 128], granule = 2, segments = 2>]} : tensor<?x256xf32>
   return %m : tensor<?x256xf32>
 }
 

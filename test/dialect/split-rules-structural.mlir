@@ -177,4 +177,16 @@ func.func @gated_delta_net(
   %n = tpc.gated_rms_norm %v, %nw, %v {eps = 1.0e-6 : f32, tpc.state = [#tpc.state<split axis = 1, sizes = [2, 2], segments = 2>]} : (tensor<?x4x64xf32>, tensor<64xf32>, tensor<?x4x64xf32>) -> tensor<?x4x64xf32>
   return
 }
+func.func @stage_transfer(%xm: tensor<?x8xf32> {tpc.state = #tpc.state<mirrored>},
+                          %xs: tensor<?x8xf32> {tpc.state = #tpc.state<split axis = 1, sizes = [4, 4]>}) {
+  /// A stage transfer moves each device's part to its peer: mirrored and split pass through unchanged.
+  // expected-remark @+2 {{transfer: [#tpc.state<mirrored>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<mirrored>]}}
+  %0 = tpc.stage_transfer %xm {from = 0, to = 1, tpc.state = [#tpc.state<mirrored>]} : tensor<?x8xf32>
+  // expected-remark @+2 {{transfer: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>]}}
+  // expected-remark @+1 {{requirements: [#tpc.state<split axis = 1, sizes = [4, 4], granule = 1, segments = 1>]}}
+  %1 = tpc.stage_transfer %xs {from = 0, to = 1, tpc.state = [#tpc.state<split axis = 1, sizes = [4, 4]>]} : tensor<?x8xf32>
+  /// (A partial operand is refused by the verifier: test/dialect/invalid.mlir.)
+  return
+}
 }

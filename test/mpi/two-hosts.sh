@@ -8,6 +8,10 @@
 # to stderr, so stdout is the job's alone. Needs root and iproute2; exits 77 (skipped) where
 # namespaces cannot be made. The namespaces, the bridge and the veth pairs are removed on exit, whatever
 # happened. TPC_NETNS_RATE (e.g. 1gbit) limits both veths with an htb qdisc, for benchmarks.
+# TPC_NETNS_SLOTS=N puts N ranks on each host (-np 2N; ranks 0..N-1 on .2, N..2N-1 on .3: a pipeline plan's
+# stage 0 on one host and stage 1 on the other). TPC_NETNS_UNREACHABLE=ADDR adds a third hostfile line for
+# ADDR with one more rank; the agent tries ADDR's ssh port as ssh would and fails like it when nothing
+# answers (the hostfile of a user whose host is down or misspelt).
 set -euo pipefail
 work=$1 mpirun=$2
 shift 2
@@ -56,20 +60,32 @@ host=\$1; shift
 case "\$host" in
   $subnet.2) ns=${p}h2 ;;
   $subnet.3) ns=${p}h3 ;;
-  *) echo "netns-agent: no namespace for host \$host" >&2; exit 1 ;;
+  *) # Not one of the namespaces: reach it as ssh would (its port 22), and fail like ssh when nothing answers.
+    if timeout 5 bash -c "exec 3<>/dev/tcp/\$host/22" 2> /dev/null; then
+      echo "netns-agent: \$host answers, but it is not one of the test's hosts" >&2
+    else
+      echo "ssh: connect to host \$host port 22: no answer (netns-agent: unreachable or not resolved)" >&2
+    fi
+    exit 255 ;;
 esac
 # Each host its own session directory, as on real hosts: daemons sharing one raced creating it.
 mkdir -p "$work/tmp-\$ns"
 TMPDIR="$work/tmp-\$ns" exec ip netns exec "\$ns" /bin/sh -c "\$*"
 AGENT
 chmod +x "$work/netns-agent.sh"
-printf '%s.2 slots=1\n%s.3 slots=1\n' "$subnet" "$subnet" > "$work/hostfile"
+slots=${TPC_NETNS_SLOTS:-1}
+printf '%s.2 slots=%s\n%s.3 slots=%s\n' "$subnet" "$slots" "$subnet" "$slots" > "$work/hostfile"
+np=$((2 * slots))
+if [ -n "${TPC_NETNS_UNREACHABLE:-}" ]; then
+  printf '%s slots=1\n' "$TPC_NETNS_UNREACHABLE" >> "$work/hostfile"
+  np=$((np + 1))
+fi
 echo "two-hosts: ranks on $subnet.2 and $subnet.3 (namespaces ${p}h2, ${p}h3)" >&2
 status=0
 # routed=direct: Open MPI 4's default routing tree crashed mpirun now and then when it launched through the
 # agent (its own message suggests the parameter); with two hosts a tree buys nothing.
 mkdir -p "$work/tmp-hnp"
-TMPDIR="$work/tmp-hnp" $mpirun --hostfile "$work/hostfile" -np 2 --mca plm_rsh_agent "$work/netns-agent.sh" --mca routed direct \
+TMPDIR="$work/tmp-hnp" $mpirun --hostfile "$work/hostfile" -np $np --mca plm_rsh_agent "$work/netns-agent.sh" --mca routed direct \
   --mca btl tcp,self \
   --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" "$@" || status=$?
 # Bytes the ranks exchanged: the veths' counters (what crossed the namespaces' stacks).

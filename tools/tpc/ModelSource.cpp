@@ -118,6 +118,11 @@ void addCompileFlags(CLI::App &cmd, CompileFlags &f) {
              "more than 5% off its share), intermediate (every expert's intermediate dimension) or "
              "expert (whole experts per device, in proportion to --tensor-split)")
           ->check(CLI::IsMember({"auto", "intermediate", "expert"})),
+      cmd.add_option("--stages", f.stages,
+                     "Pipeline stages: each runs a contiguous range of layers split over --devices / --stages "
+                     "devices, handing the hidden state to the next (default 1)"),
+      cmd.add_option("--stage-layers", f.stageLayers,
+                     "With --stages: layers per stage, e.g. 20,28 (default: balanced by weight bytes)"),
       cmd.add_option(
           "--routing-profile", f.routingProfile,
           "With --moe-split auto: per MoE layer, the tokens routed to each expert ('blk.N: c0 c1 ...' "
@@ -156,6 +161,7 @@ CompileRequest checkCompileFlags(const CompileFlags &f) {
   r.cacheTypeK = ggmlTypeFromName(f.cacheTypeK).value_or(GGMLType::F16);
   r.cacheTypeV = ggmlTypeFromName(f.cacheTypeV).value_or(GGMLType::F16);
   r.commDtype = f.commDtype == "bf16" ? rt::CommDtype::BF16 : rt::CommDtype::F32; // CLI11 checked the name
+  checkStageFlags(f, r);
   return r;
 }
 

@@ -43,6 +43,8 @@ struct CompileFlags {
   std::string routingProfile;     ///< for auto: per-layer tokens per expert (empty: uniform)
   std::string cacheTypeK = "f16"; ///< --cache-type-k (-ctk): f16, q8_0, q4_0 or f32
   std::string cacheTypeV = "f16"; ///< --cache-type-v (-ctv)
+  int64_t stages = 1;             ///< --stages: pipeline stages (StageFlags.cpp)
+  std::string stageLayers;        ///< --stage-layers "20,28"
   std::vector<CLI::Option *> options; ///< the declared options, to tell which were given
   CLI::Option *devicesOption = nullptr;
   /// --comm-dtype: recorded in the plan by `tpc compile`, and a run-time override of the plan's (so not in
@@ -71,7 +73,14 @@ struct CompileRequest {
   GGMLType cacheTypeK = GGMLType::F16;
   GGMLType cacheTypeV = GGMLType::F16;
   rt::CommDtype commDtype = rt::CommDtype::F32; ///< --comm-dtype, recorded in the plan
+  /// Pipeline stages: `devices` / `stages` devices each (checked to divide); layers per stage, or empty
+  /// for the compiler's balanced cut.
+  int64_t stages = 1;
+  std::vector<int64_t> stageLayers;
 };
+/// Checks --stages and --stage-layers against the rest of `r` and fills them in (StageFlags.cpp); throws
+/// Failure naming the flag.
+void checkStageFlags(const CompileFlags &flags, CompileRequest &r);
 /// Checks the flags (shares, override entries) and returns them; throws Failure naming the flag.
 CompileRequest checkCompileFlags(const CompileFlags &flags);
 /// "--devices" when some compile flag was given on the command line (the first), else "".

@@ -236,15 +236,15 @@ std::vector<State> deriveStates(const rt::DevicePlan &dev, const std::map<std::s
   return st;
 }
 
-/// Device 0's steps of each layer, with their producers, weights and states.
-std::vector<std::vector<FlowNode>> buildFlows(const rt::Plan &plan, const std::vector<int64_t> &keys0,
-                                              const std::map<int64_t, size_t> &layerIndex,
-                                              const std::map<std::string, const WeightCut *> &cuts,
-                                              size_t nLayers) {
+/// Device `d`'s steps of each layer, with their producers, weights and states.
+std::vector<std::vector<FlowNode>> buildFlowsOf(const rt::Plan &plan, size_t d, const std::vector<int64_t> &keys0,
+                                                const std::map<int64_t, size_t> &layerIndex,
+                                                const std::map<std::string, const WeightCut *> &cuts,
+                                                size_t nLayers) {
   std::vector<std::vector<FlowNode>> flows(nLayers);
-  if (plan.devices.empty())
+  if (plan.devices.size() <= d)
     return flows;
-  const rt::DevicePlan &dev = plan.devices[0];
+  const rt::DevicePlan &dev = plan.devices[d];
   std::vector<State> states = deriveStates(dev, cuts);
   std::vector<std::pair<size_t, size_t>> producer(dev.tensors.size(), {SIZE_MAX, 0}); // layer, node
   auto root = [&](int32_t id) {
@@ -285,6 +285,23 @@ std::vector<std::vector<FlowNode>> buildFlows(const rt::Plan &plan, const std::v
     for (int32_t o : s.outputs)
       producer[o] = {layer, flows[layer].size()};
     flows[layer].push_back(std::move(n));
+  }
+  return flows;
+}
+
+/// The first device's steps of each layer; in a pipeline plan, each layer's from the first device of the
+/// stage that runs it.
+std::vector<std::vector<FlowNode>> buildFlows(const rt::Plan &plan, const std::vector<std::vector<int64_t>> &keys,
+                                              const std::map<int64_t, size_t> &layerIndex,
+                                              const std::map<std::string, const WeightCut *> &cuts,
+                                              size_t nLayers) {
+  std::vector<std::vector<FlowNode>> flows(nLayers);
+  const size_t per = std::max<size_t>(1, rt::devicesPerStage(plan));
+  for (size_t d = 0; d < plan.devices.size() && d < keys.size(); d += per) {
+    std::vector<std::vector<FlowNode>> mine = buildFlowsOf(plan, d, keys[d], layerIndex, cuts, nLayers);
+    for (size_t l = 0; l < nLayers; ++l)
+      if (flows[l].empty())
+        flows[l] = std::move(mine[l]);
   }
   return flows;
 }
@@ -330,8 +347,11 @@ Picture buildPicture(const rt::Plan &plan, const std::string &planPath, int64_t 
   p.memory = rt::summarizeDevices(plan);
   p.memoryAtCtx = rt::memoryAt(plan, p.ctx);
   p.blocks = rt::blockCount(plan);
+  p.stages = plan.stages;
   for (size_t d = 0; d < plan.devices.size(); ++d)
-    p.deviceNames.push_back(fmt::format("device {} ({})", d, plan.devices[d].kind));
+    p.deviceNames.push_back(plan.stages > 1 ? fmt::format("device {} ({}, stage {})", d, plan.devices[d].kind,
+                                                          rt::stageOf(plan, d))
+                                            : fmt::format("device {} ({})", d, plan.devices[d].kind));
 
   std::vector<std::vector<int64_t>> keys = stepLayerKeys(plan);
   std::map<int64_t, size_t> layerIndex;
@@ -357,6 +377,8 @@ Picture buildPicture(const rt::Plan &plan, const std::string &planPath, int64_t 
       if (rt::isCollective(s.op))
         p.lanes[d].push_back({i, layer, rt::opKindName(s.op), s.name,
                                  rt::collectiveBytesPerToken(dev, s, plan.commDtype)});
+      else if (rt::isStageTransfer(s.op)) // what crosses a stage boundary, with its payload per token
+        p.lanes[d].push_back({i, layer, rt::opKindName(s.op), s.name, rt::transferBytesPerToken(dev, s)});
       for (int32_t in : s.inputs) {
         const rt::TensorDesc &t = dev.tensors[in];
         if (t.storage != rt::Storage::Weight)
@@ -383,7 +405,7 @@ Picture buildPicture(const rt::Plan &plan, const std::string &planPath, int64_t 
   for (const WeightCut &c : p.weights)
     cuts[c.name] = &c;
   if (!keys.empty())
-    p.flows = buildFlows(plan, keys[0], layerIndex, cuts, p.layers.size());
+    p.flows = buildFlows(plan, keys, layerIndex, cuts, p.layers.size());
   else
     p.flows.resize(p.layers.size());
   p.chosenLayer = findLayer(p, "");

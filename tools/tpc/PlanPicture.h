@@ -89,8 +89,9 @@ struct Picture {
   std::vector<rt::DeviceSummary> memory;
   std::vector<rt::DeviceMemory> memoryAtCtx; ///< rt::memoryAt(plan, ctx): the bars' bytes
   int64_t blocks = 0;                        ///< rt::blockCount(plan)
+  uint32_t stages = 1;                       ///< pipeline stages (rt::Plan::stages)
   std::vector<Layer> layers;
-  std::vector<std::vector<Collective>> lanes; ///< per device, in step order
+  std::vector<std::vector<Collective>> lanes; ///< per device, in step order (Send/Recv steps too)
   std::vector<WeightCut> weights;             ///< in order of first use
   std::vector<std::vector<FlowNode>> flows;   ///< per layer, device 0's steps
   size_t chosenLayer = 0;                     ///< the layer the dataflow shows first

@@ -42,6 +42,8 @@ const char *collectiveColour(const std::string &op) {
     return "#1b7837";
   if (op == "all_reduce_rms_norm")
     return "#762a83";
+  if (op == "send" || op == "recv") // a pipeline stage boundary
+    return "#e08214";
   return "#b2182b";
 }
 
@@ -208,9 +210,12 @@ Fig lanesFigure(const Picture &p) {
       const double x = colX[c.layer] + 5 + slot * static_cast<double>(seen[c.layer]++) + slot / 2;
       if (d == 0)
         f.line(x, top, x, bottom - 8, "#bbb", "stroke-dasharray=\"3,3\"");
-      f.body += fmt::format("<path class=\"collective\" data-device=\"{}\" data-step=\"{}\" data-bytes=\"{}\" "
+      // A stage transfer (send/recv) is drawn like a collective but classed apart: it meets one peer.
+      const bool transfer = c.op == "send" || c.op == "recv";
+      f.body += fmt::format("<path class=\"{}\" data-device=\"{}\" data-step=\"{}\" data-bytes=\"{}\" "
                             "d=\"M{:.1f} {:.1f}l7 7l-7 7l-7 -7z\" fill=\"{}\"><title>{}</title></path>",
-                            d, c.step, c.bytesPerToken, x, yc - 7, collectiveColour(c.op),
+                            transfer ? "transfer" : "collective", d, c.step, c.bytesPerToken, x, yc - 7,
+                            collectiveColour(c.op),
                             xml(fmt::format("{}, step {} ({}): {} per token", p.deviceNames[d], c.step, c.name,
                                             rt::bytesStr(c.bytesPerToken))));
       f.text(x, yc + 20, rt::bytesStr(c.bytesPerToken), 10, "middle");
@@ -219,6 +224,8 @@ Fig lanesFigure(const Picture &p) {
   double kx = x0;
   for (const char *op : {"all_reduce", "all_reduce_rms_norm", "reduce_scatter", "all_gather"})
     kx = f.key(kx, bottom + 18, collectiveColour(op), op);
+  if (p.stages > 1)
+    kx = f.key(kx, bottom + 18, collectiveColour("send"), "send/recv between stages");
   f.text(kx, bottom + 18, "label: bytes per token (f32 payload)", 10, "start", "fill=\"#555\"");
   f.w = std::max(colX.back() + 20, kx + 240);
   f.h = bottom + 28;

@@ -14,6 +14,7 @@
 
 #ifdef TPC_HAVE_MPI
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/StageCommunicator.h"
 #include "tools/tpc/GpuRanks.h"
 #include "tools/tpc/Lockstep.h"
 
@@ -264,6 +265,15 @@ void runAsRank(const comm::MpiLaunch &launch, const std::string &planPath, Sessi
       mine.error = gpu.message();
     else
       options.comm = gpu->comm, via = gpu->via;
+  } else if (plan && plan->stages > 1) {
+    // Pipeline stages: stage s is the s-th group of devices / stages ranks (hostfile order); its
+    // collectives run on that group's communicator, Send/Recv on the world's (MPI point to point).
+    const int per = w.size() / static_cast<int>(plan->stages);
+    std::vector<std::shared_ptr<comm::Communicator>> stages(plan->stages);
+    stages[static_cast<size_t>(w.rank() / per)] =
+        std::make_shared<comm::MpiCommunicator>(world, w.rank() / per, sums);
+    options.comm = std::make_shared<comm::StageCommunicator>(collectives, std::move(stages), false);
+    via = fmt::format("MPI, {} stages", plan->stages);
   } else {
     options.comm = collectives;
   }

@@ -87,6 +87,7 @@ struct RunOptions {
   bool timings = false;
   bool noMmap = false;
   bool noHugePages = false;
+  int microBatches = 0; ///< --micro-batches (pipeline plans)
   std::string backend = "auto";
   std::string gpus;
   bool f32Reference = false;
@@ -620,6 +621,7 @@ void runRun(const RunOptions &o) {
   so.timeline = &tl;
   so.weightsInPlace = !o.noMmap;
   so.hugePages = !o.noHugePages;
+  so.microBatches = o.microBatches;
   // --profile-routing: the counter is made from the session's plan before the first evaluate; the observer
   // runs on the device threads during evaluate() only.
   std::unique_ptr<RoutingCounter> routing;
@@ -734,6 +736,11 @@ void registerRun(CLI::App &app) {
   cmd->add_flag("--no-huge-pages", o->noHugePages,
                 "CPU: keep weights and KV caches on 4 KiB pages (default: 2 MiB transparent huge pages where the "
                 "kernel offers them, the weights copied there; decode is faster, opening copies the weights)");
+  cmd->add_option("--micro-batches", o->microBatches,
+                  "pipeline plans (tpc compile --stages) in one process: cut a call of several tokens into this "
+                  "many micro-batches, so the stages work on different ones at once (default 0: one per stage; 1: "
+                  "none)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_flag("--timings", o->timings, "print the start-up phases up to the first token (stderr)");
   cmd->add_option("--backend", o->backend, "auto (the first usable of cuda, cpu), cpu or cuda")
       ->capture_default_str();

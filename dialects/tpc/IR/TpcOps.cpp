@@ -728,3 +728,18 @@ LogicalResult SliceOp::verify() {
         return s.isSplit() && s.getAxis() == axis ? nullptr : "split along the slice axis";
       });
 }
+
+LogicalResult StageTransferOp::verify() {
+  const int64_t from = int64_t(getFrom()), to = int64_t(getTo()); // I64Attr reads as uint64_t
+  if (from < 0 || to < 0)
+    return emitOpError() << "stages must be >= 0, got from " << from << " to " << to;
+  if (from == to)
+    return emitOpError() << "transfers from stage " << from << " to itself; from and to must differ";
+  StateAttr in = getValueState(getX()), out = getValueState(getResult());
+  // A part moves to the same device index of the other stage; a sum would need every device's addend.
+  if (in && (in.isPartial() || in.isRouted()))
+    return emitOpError() << "moves whole parts: its operand must be mirrored or split, got " << in;
+  if (in && out && in != out)
+    return emitOpError() << "must keep the split state of its operand: " << in << " -> " << out;
+  return success();
+}

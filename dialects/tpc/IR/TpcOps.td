@@ -716,4 +716,28 @@ def Tpc_SliceOp : Tpc_CommOp<"slice"> {
   let arguments = (ins Tpc_Tensor:$x, I64Attr:$axis);
 }
 
+def Tpc_StageTransferOp : Tpc_CommOp<"stage_transfer"> {
+  let summary = "Hands a value from one pipeline stage's devices to another stage's (send + receive).";
+  let description = [{
+    A pipeline plan (`tpc compile --stages S`) runs a contiguous range of layers on each stage, and each
+    stage splits its layers over its own devices exactly as a one-stage plan does. Where a value computed
+    on stage `from` is read on stage `to`, this op stands between them: device `j` of stage `from` sends
+    its part to device `j` of stage `to` (a send and a receive step in the plan). It moves whole parts and
+    never sums, so the operand is mirrored or split (never partial or routed) and the result keeps the
+    operand's state: both stages split the same way. Inserted by `tpc-insert-stage-transfers` from the
+    stage assignment; `from` and `to` differ (the logits return from the last stage to stage 0, whose
+    device 0 hands them to the caller).
+
+    ```mlir
+    %h = tpc.stage_transfer %x {from = 0 : i64, to = 1 : i64} : tensor<?x640xf32>
+    ```
+    With 2 stages of 2 devices each and a mirrored operand:
+    ```
+    stage 0 device 0 [ x ]  -->  stage 1 device 0 [ x ]
+    stage 0 device 1 [ x ]  -->  stage 1 device 1 [ x ]
+    ```
+  }];
+  let arguments = (ins Tpc_Tensor:$x, I64Attr:$from, I64Attr:$to);
+}
+
 #endif // TPC_DIALECTS_TPC_IR_TPCOPS_TD

@@ -779,3 +779,15 @@ FailureOr<States> SliceOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAtt
 }
 FailureOr<States> BackendCopyOp::transfer(ArrayRef<StateAttr> s) { return identity(s); }
 FailureOr<States> BackendCopyOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) { return identity(r); }
+// A stage transfer moves each device's whole part to its peer of the other stage: mirrored or split in,
+// the same out. A partial value has no rule, so the collectives pass reduces it before the boundary.
+FailureOr<States> StageTransferOp::transfer(ArrayRef<StateAttr> s) {
+  if (s.size() != 1 || !s[0] || s[0].isPartial() || s[0].isRouted())
+    return failure();
+  return identity(s);
+}
+FailureOr<States> StageTransferOp::requirements(ArrayRef<StateAttr> r, ArrayRef<StateAttr>) {
+  if (r.size() != 1 || !r[0] || r[0].isPartial() || r[0].isRouted())
+    return failure();
+  return identity(r);
+}

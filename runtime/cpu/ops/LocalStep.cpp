@@ -14,6 +14,10 @@ namespace tpc::rt::cpu {
 
 void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
                   std::vector<KvBuffers> &kv, ThreadGroup &tg, ActivationCache *cache, bool f32Reference) {
+  if (in.empty() || out.empty()) // a stage transfer: the session's communicator moves it
+    throw std::invalid_argument(fmt::format("runLocalStep: step '{}' ({}) has no input or no output; sessions "
+                                            "run stage transfers through their communicator",
+                                            s.name, opKindName(s.op)));
   const TensorRef &x = in[0];
   const TensorRef &y = out[0];
   switch (s.op) {
@@ -109,6 +113,8 @@ void runLocalStep(const Step &s, const std::vector<TensorRef> &in, const std::ve
   case OpKind::ReduceScatter:
   case OpKind::AllGather:
   case OpKind::AllReduceRmsNorm:
+  case OpKind::Send:
+  case OpKind::Recv:
     break;
   }
   throw std::invalid_argument(fmt::format("runLocalStep: step '{}' ({}) is a collective or unknown; "

@@ -6,6 +6,7 @@
 // small valid file written here (GGUF v3 header, one tensor).
 //===----------------------------------------------------------------------===//
 #include "runtime/plan/PlanIO.h"
+#include "runtime/plan/StepParams.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -342,6 +343,49 @@ TEST_F(PlanTest, SemanticErrorsAreCaught) {
     std::string e = loadError(p);
     EXPECT_NE(e.find(c.expect), std::string::npos) << "expected '" << c.expect << "', got '" << e << "'";
     EXPECT_NE(e.find("x.plan"), std::string::npos) << e;
+  }
+}
+
+// A pipeline plan (v9): stages split the devices, Send/Recv pair up by position between two devices of
+// different stages with the same dtype and shape; every violation is one line naming the devices.
+TEST_F(PlanTest, PipelineStagesRoundTripAndTheirTransfersAreChecked) {
+  Plan p = plan;
+  p.stages = 2; // device 0 is stage 0, device 1 stage 1
+  DevicePlanBuilder(p.devices[0]).step(OpKind::Send, {3}, {}, TransferParams{1}.pack().ints, {}, "send");
+  DevicePlanBuilder(p.devices[1]).step(OpKind::Recv, {}, {3}, TransferParams{0}.pack().ints, {}, "recv");
+  ASSERT_TRUE(validatePlan(p).empty()) << validatePlan(p)[0];
+  std::vector<uint8_t> bytes = serializePlan(p);
+  auto r = parsePlan(bytes.data(), bytes.size(), "x.plan");
+  ASSERT_TRUE(r) << r.message();
+  EXPECT_EQ(r->stages, 2u);
+  EXPECT_EQ(r->devices[0].steps.back().op, OpKind::Send);
+  EXPECT_EQ(TransferParams::read(r->devices[1].steps.back()).peer, 0);
+  EXPECT_EQ(devicesPerStage(*r), 1u);
+  EXPECT_EQ(stageOf(*r, 1), 1);
+  // A plan before v9 has one stage.
+  EXPECT_EQ(plan.stages, 1u);
+
+  struct Case {
+    const char *expect;
+    void (*edit)(Plan &);
+  };
+  const Case cases[] = {
+      {"3 pipeline stages do not divide the plan's 2 devices", [](Plan &q) { q.stages = 3; }},
+      {"peer 0 is not a device of another stage",
+       [](Plan &q) { q.devices[0].steps.back().ints = TransferParams{0}.pack().ints; }},
+      {"peer 7 is not a device of another stage",
+       [](Plan &q) { q.devices[1].steps.back().ints = TransferParams{7}.pack().ints; }},
+      {"device 0 sends 1 tensors to device 1, which receives 0", [](Plan &q) { q.devices[1].steps.pop_back(); }},
+      {"the sent and received tensors differ in dtype or shape",
+       [](Plan &q) { q.devices[1].steps.back().outputs = {2}; }},
+      // One stage: the two devices meet at their collectives again, and a transfer has no other stage.
+      {"is not a device of another stage", [](Plan &q) { q.stages = 1; }},
+  };
+  for (const Case &c : cases) {
+    Plan q = p;
+    c.edit(q);
+    std::string e = loadError(q);
+    EXPECT_NE(e.find(c.expect), std::string::npos) << "expected '" << c.expect << "', got '" << e << "'";
   }
 }
 

@@ -128,7 +128,9 @@ public:
   /// The tpc pipeline up to `stopAfter` ("" = all of it).
   void runPipeline(const CompileRequest &r, const std::string &stopAfter, bool printIrAfterAll) {
     mlir::tpc::PipelineOptions pipe;
-    pipe.devices = r.devices;
+    pipe.devices = r.devices / r.stages; // the split inside one stage (StageFlags.cpp checked it divides)
+    pipe.stages = r.stages;
+    pipe.stageLayers = r.stageLayers;
     pipe.tensorSplit = r.tensorSplit;
     pipe.overrideTensor = r.overrideTensor;
     pipe.noKvOffload = r.noKvOffload;
@@ -151,7 +153,7 @@ public:
     const mlir::LogicalResult ran = pm.run(*module_);
     shown->finish();
     if (mlir::failed(ran))
-      throw Failure(fmt::format("{}: compiling for {} device(s) failed: {}", model_, pipe.devices,
+      throw Failure(fmt::format("{}: compiling for {} device(s) failed: {}", model_, r.devices,
                                 diagnostics_.empty() ? "a pass failed without a message" : diagnostics_));
   }
 
@@ -231,6 +233,8 @@ void runCompile(const CompileOptions &opts) {
   if (!opts.fit.empty()) {
     if (opts.emit != "plan")
       throw Failure("--fit chooses a plan; it cannot be combined with --emit=" + opts.emit);
+    if (request.stages > 1)
+      throw Failure("--fit with --stages is not supported yet (it sizes one stage's devices)");
     std::tie(request, ctx) = fitRequest(opts, request);
   }
 

@@ -8,9 +8,11 @@
 #include "tools/tpc/compiler/CompileReport.h"
 
 #include "compiler/emit/PlanEmitter.h"
+#include "passes/Stages.h"
 #include "runtime/plan/PlanSummary.h"
 
 #include "dialects/tpc/IR/TpcOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <fmt/core.h>
@@ -108,6 +110,42 @@ std::string joined(const std::vector<double> &v, const char *fmtSpec) {
   return s;
 }
 
+/// One pipeline stage of the report: its layers (first, last; -1 none) and the weight bytes its devices hold.
+struct StageRow {
+  int64_t first = -1, last = -1;
+  uint64_t weightBytes = 0;
+};
+/// One tpc.stage_transfer: from, to, its messages (a device pair each; the logits go to device 0 alone)
+/// and the payload of one message for one token.
+struct TransferRow {
+  int64_t from = 0, to = 0;
+  size_t messages = 0;
+  uint64_t bytesPerToken = 0;
+};
+
+/// The stages of a pipeline plan (empty for one stage) and its transfers, from the module and the plan.
+std::vector<StageRow> stageRows(mlir::ModuleOp m, const rt::Plan &plan, std::vector<TransferRow> &transfers) {
+  const std::vector<int64_t> layers = mlir::tpc::moduleStageLayers(m);
+  if (layers.size() < 2)
+    return {};
+  std::vector<StageRow> rows(layers.size());
+  int64_t next = 0;
+  for (size_t st = 0; st < layers.size(); ++st) {
+    rows[st].first = next;
+    rows[st].last = next + layers[st] - 1;
+    next += layers[st];
+  }
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    for (const rt::WeightSlice &w : plan.devices[d].weights)
+      rows[size_t(rt::stageOf(plan, d))].weightBytes += w.bytes;
+  m.walk([&](mlir::tpc::StageTransferOp op) {
+    const bool logitsOnly = op->hasOneUse() && llvm::isa<mlir::func::ReturnOp>(*op->getUsers().begin());
+    transfers.push_back({int64_t(op.getFrom()), int64_t(op.getTo()), logitsOnly ? 1 : rt::devicesPerStage(plan),
+                         uint64_t(perToken(op.getX())) * 4});
+  });
+  return rows;
+}
+
 } // namespace
 
 void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt::Plan &plan) {
@@ -150,6 +188,9 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
   const bool anyHost = std::any_of(mem.begin(), mem.end(), [](const rt::DeviceSummary &m) {
     return m.hostWeightBytes || m.hostActivationBytes || m.hostKvBytesPerToken;
   });
+  std::vector<TransferRow> transfers;
+  const std::vector<StageRow> stages = stageRows(m, plan, transfers);
+  const size_t per = rt::devicesPerStage(plan);
   if (json) {
     std::string s =
         fmt::format("{{\"model\": \"{}\", \"arch\": \"{}\", \"blocks\": {}, \"ctx\": {}, \"devices\": [",
@@ -193,13 +234,25 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
                        joined(moeLoad(l), "{:.4f}"));
       first = false;
     }
+    s += "], \"stages\": [";
+    for (size_t st = 0; st < stages.size(); ++st)
+      s += fmt::format("{}{{\"stage\": {}, \"first_layer\": {}, \"last_layer\": {}, \"first_device\": {}, "
+                       "\"devices\": {}, \"weight_bytes\": {}}}",
+                       st ? ", " : "", st, stages[st].first, stages[st].last, st * per, per,
+                       stages[st].weightBytes);
+    s += "], \"stage_transfers\": [";
+    for (size_t i = 0; i < transfers.size(); ++i)
+      s += fmt::format("{}{{\"from\": {}, \"to\": {}, \"messages\": {}, \"bytes_per_token\": {}}}",
+                       i ? ", " : "", transfers[i].from, transfers[i].to, transfers[i].messages,
+                       transfers[i].bytesPerToken);
     s += fmt::format("], \"collective_bytes_per_token\": {}, \"comm_dtype\": \"{}\", \"max_batch\": {}, "
                      "\"max_output_rows\": {}}}\n",
                      total, rt::commDtypeName(plan.commDtype), plan.model.maxBatch, plan.model.maxOutputRows);
     fmt::print("{}", s);
     return;
   }
-  fmt::print("{} ({}) on {} device(s), max batch {}, max output rows {}\n\n", model, plan.model.arch, n,
+  fmt::print("{} ({}) on {} device(s){}, max batch {}, max output rows {}\n\n", model, plan.model.arch, n,
+             plan.stages > 1 ? fmt::format(" in {} pipeline stages of {}", plan.stages, per) : std::string(),
              plan.model.maxBatch, plan.model.maxOutputRows);
   const double MiB = 1048576.0;
   // Recurrent (linear-attention) states are per sequence and do not grow with the context: their own column.
@@ -259,6 +312,21 @@ void printReport(const std::string &model, bool json, mlir::ModuleOp m, const rt
     fmt::print("| {} | {} | {} | {} | {} | {} |\n", layerName(layer), t.allReduce, t.allGather,
                t.reduceScatter, t.tensors, t.bytesPerToken);
   fmt::print("\ntotal: {} bytes per token{}\n", total, traffic.empty() ? " (no collectives)" : "");
+  if (!stages.empty()) {
+    // Collectives stay inside a stage (the table above); between stages only the transfers move.
+    fmt::print("\nPipeline stages ({} devices each; the embedding with stage 0, the output head with the last):\n\n",
+               per);
+    fmt::print("| stage | layers | devices | weights (MiB) |\n|------:|--------|---------|--------------:|\n");
+    for (size_t st = 0; st < stages.size(); ++st)
+      fmt::print("| {} | {}-{} | {}-{} | {:.3f} |\n", st, stages[st].first, stages[st].last, st * per,
+                 (st + 1) * per - 1, stages[st].weightBytes / MiB);
+    fmt::print("\nStage transfers (send/recv; device j of one stage to device j of the other, one message per "
+               "device pair and call, the logits to device 0 only; bytes per token per message, a logits "
+               "transfer per output row):\n\n");
+    fmt::print("| from | to | messages | bytes/token |\n|-----:|---:|---------:|------------:|\n");
+    for (const TransferRow &t : transfers)
+      fmt::print("| {} | {} | {} | {} |\n", t.from, t.to, t.messages, t.bytesPerToken);
+  }
   if (moe.empty())
     return;
   fmt::print("\nMoE layers (per device: whole experts, or units of each expert's intermediate dim; predicted "
