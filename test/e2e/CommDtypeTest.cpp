@@ -84,12 +84,10 @@ class CommDtypeFixtures : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CommDtypeFixtures, Bf16PayloadsHoldTheBounds) {
   const Case &c = GetParam();
-  const char *shared = std::getenv("TPC_SHARED_DIR");
-  const std::string dir = shared ? std::string(shared) + "/fixtures" : "";
-  const std::string gguf = dir + "/" + c.model + ".gguf";
-  if (!shared || !std::ifstream(gguf))
-    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model
-                 << ".gguf not found; set TPC_SHARED_DIR to ../shared";
+  const tpc::test::FixtureFiles files = tpc::test::fixtureFiles(c.model);
+  if (files.gguf.empty())
+    GTEST_SKIP() << files.skip;
+  const std::string &dir = files.dir, &gguf = files.gguf;
   const tpc::test::FixtureReference ref = tpc::test::readFixtureReference(dir + "/" + c.model);
   ASSERT_TRUE(ref.ok) << ref.error;
   const std::string what = c.model + " devices=" + std::to_string(c.devices) + " bf16";

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -23,6 +24,24 @@ namespace tpc::test {
 inline const std::string &tpcBinary() {
   static const std::string path = std::string(TPC_BINARY_DIR) + "/bin/tpc";
   return path;
+}
+
+/// The shared fixtures' folder ($TPC_SHARED_DIR/fixtures) and `model`'s GGUF there; `gguf` is empty where
+/// either is missing, and `skip` then says why (the caller's GTEST_SKIP message: a skip must return from the
+/// test body itself).
+struct FixtureFiles {
+  std::string dir, gguf, skip;
+};
+inline FixtureFiles fixtureFiles(const std::string &model) {
+  const char *shared = std::getenv("TPC_SHARED_DIR");
+  FixtureFiles f;
+  f.dir = shared ? std::string(shared) + "/fixtures" : "";
+  const std::string path = f.dir + "/" + model + ".gguf";
+  if (shared && ::access(path.c_str(), R_OK) == 0)
+    f.gguf = path;
+  else
+    f.skip = "TPC_SHARED_DIR/fixtures/" + model + ".gguf not found; set TPC_SHARED_DIR to ../shared";
+  return f;
 }
 
 /// `tpc compile GGUF --devices N --max-batch B -o TMP [--tensor-split SPLIT] FLAGS`; the plan's path, or ""

@@ -92,12 +92,10 @@ class KvCacheTypes : public ::testing::TestWithParam<Case> {};
 
 TEST_P(KvCacheTypes, Q8AndQ4WithinTheirBounds) {
   const Case &c = GetParam();
-  const char *shared = std::getenv("TPC_SHARED_DIR");
-  const std::string dir = shared ? std::string(shared) + "/fixtures" : "";
-  const std::string gguf = dir + "/" + c.model + ".gguf";
-  if (!shared || !std::ifstream(gguf))
-    GTEST_SKIP() << "TPC_SHARED_DIR/fixtures/" << c.model
-                 << ".gguf not found; set TPC_SHARED_DIR to ../shared";
+  const tpc::test::FixtureFiles files = tpc::test::fixtureFiles(c.model);
+  if (files.gguf.empty())
+    GTEST_SKIP() << files.skip;
+  const std::string &dir = files.dir, &gguf = files.gguf;
   ASSERT_EQ(::access(kTpc.c_str(), X_OK), 0) << kTpc << " not built";
   const Reference ref = tpc::test::readFixtureReference(dir + "/" + c.model);
   ASSERT_TRUE(ref.ok) << ref.error;
