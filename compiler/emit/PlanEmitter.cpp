@@ -32,7 +32,6 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <tuple>
 
 namespace mlir::tpc {
@@ -752,20 +751,8 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
     return module.emitError("plan emitter: no tpc.activation_bytes / tpc.host_activation_bytes / "
                             "tpc.max_batch for every device (run tpc-plan-memory first)");
   rt::Plan plan;
-  plan.compilerVersion = options.compilerVersion;
-  // Absolute, so the plan runs from any working directory (tpc run --gguf overrides it).
-  std::error_code ec;
-  std::filesystem::path abs = std::filesystem::absolute(file.path(), ec);
-  plan.ggufPath = ec ? file.path() : abs.lexically_normal().string();
-  plan.ggufSize = file.fileSize();
-  auto fp = rt::ggufFingerprint(file.path());
-  if (!fp)
-    return module.emitError() << fp.message();
-  plan.ggufFingerprint = *fp;
-  auto arch = module->getAttrOfType<StringAttr>("tpc.arch");
-  plan.model.arch = arch ? arch.str() : "";
-  plan.model.nVocab = intAttr("tpc.n_vocab");
-  plan.model.nCtxTrain = intAttr("tpc.n_ctx_train");
+  if (failed(fillPlanSource(module, file, options, plan)))
+    return failure();
   plan.model.maxBatch = maxBatch;
   FailureOr<llvm::DenseSet<Value>> rowsDim = rowsDimValues(fn);
   if (failed(rowsDim))
@@ -775,14 +762,6 @@ FailureOr<rt::Plan> emitPlan(ModuleOp module, const ::tpc::gguf::GGUFFile &file,
     if (plan.model.maxOutputRows < 1)
       return module.emitError("plan emitter: no tpc.max_output_rows (run tpc-plan-memory first)");
   }
-  // Default context: the training context, capped so a plan for a long-context model opens on a laptop.
-  plan.model.defaultCtx = plan.model.nCtxTrain > 0 ? std::min<int64_t>(plan.model.nCtxTrain, 4096) : 4096;
-
-  // A GGUF without a vocabulary still compiles: the plan runs on token ids (tpc run --prompt-ids).
-  if (file.find("tokenizer.ggml.tokens"))
-    if (failed(fillTokenizer(module, file, plan.tokenizer)))
-      return failure();
-
   DenseMap<Operation *, int64_t> layers = attributeLayers(module);
   // A pipeline plan: the pipeline split the layers over n devices per stage; plan device s * n + j is
   // device j of stage s.

@@ -45,6 +45,12 @@ inline constexpr int64_t kLayerNone = -1;
 inline constexpr int64_t kLayerOutput = 1 << 30;
 DenseMap<Operation *, int64_t> attributeLayers(ModuleOp module);
 
+/// The plan's source (compiler version, the GGUF's absolute path, size and fingerprint), the model facts the
+/// importer stamped on the module (arch, vocabulary, training context; the default context) and, where the
+/// GGUF has a vocabulary, its tokenizer (fillTokenizer).
+LogicalResult fillPlanSource(ModuleOp module, const ::tpc::gguf::GGUFFile &file, const EmitOptions &options,
+                             ::tpc::rt::Plan &plan);
+
 /// The GGUF's tokenizer in plan form (every field the runtime's TokenizerData needs), its chat template and
 /// the tool_use variant; an error on the module names what the GGUF lacks.
 LogicalResult fillTokenizer(ModuleOp module, const ::tpc::gguf::GGUFFile &file, ::tpc::rt::PlanTokenizer &pt);

@@ -131,17 +131,34 @@ std::string MpiCommunicator::checkCall(const char *what, const std::vector<int> 
   return "";
 }
 
+namespace {
+/// The two-step rank-order sum's exchange of n elements over `size` ranks: rank r owns elements
+/// [n r / size, n (r + 1) / size); every rank sends each owner its part (alltoallv) and receives the
+/// owner's `mine` elements from every rank, in rank order.
+struct ShareLayout {
+  std::vector<int> sendCounts, sendDispls, recvCounts, recvDispls;
+  int mine = 0;
+};
+ShareLayout shareLayout(int64_t n, int size, int me) {
+  ShareLayout l;
+  auto share = [&](int r) { return n * r / size; };
+  l.mine = static_cast<int>(share(me + 1) - share(me));
+  for (int r = 0; r < size; ++r) {
+    l.sendCounts.push_back(static_cast<int>(share(r + 1) - share(r)));
+    l.sendDispls.push_back(static_cast<int>(share(r)));
+    l.recvCounts.push_back(l.mine);
+    l.recvDispls.push_back(r * l.mine);
+  }
+  return l;
+}
+} // namespace
+
 Expected<void> MpiCommunicator::rankOrderSum(float *x, int64_t n) {
   const int size = size_, me = rank_;
-  std::vector<int> sendCounts(size), sendDispls(size), recvCounts(size), recvDispls(size);
-  auto share = [&](int r) { return n * r / size; };
-  const int mine = static_cast<int>(share(me + 1) - share(me));
-  for (int r = 0; r < size; ++r) {
-    sendCounts[r] = static_cast<int>(share(r + 1) - share(r));
-    sendDispls[r] = static_cast<int>(share(r));
-    recvCounts[r] = mine;
-    recvDispls[r] = r * mine;
-  }
+  const ShareLayout l = shareLayout(n, size, me);
+  const std::vector<int> &sendCounts = l.sendCounts, &sendDispls = l.sendDispls, &recvCounts = l.recvCounts,
+                         &recvDispls = l.recvDispls;
+  const int mine = l.mine;
   recv_.resize(static_cast<size_t>(mine) * size);
   const MPI_Comm c = commOf(comm_);
   if (auto ok = mpiCheck("all-reduce", MPI_Alltoallv(x, sendCounts.data(), sendDispls.data(), MPI_FLOAT,
@@ -150,7 +167,7 @@ Expected<void> MpiCommunicator::rankOrderSum(float *x, int64_t n) {
       !ok)
     return ok;
   // Rank order, as the in-process communicator: acc = x0, acc += x1, ...
-  float *acc = x + share(me);
+  float *acc = x + sendDispls[me]; // this rank's share
   std::memcpy(acc, recv_.data(), static_cast<size_t>(mine) * 4);
   for (int r = 1; r < size; ++r) {
     const float *src = recv_.data() + static_cast<size_t>(r) * mine;
@@ -184,15 +201,10 @@ Expected<void> MpiCommunicator::rankOrderSumBf16(float *x, int64_t n) {
       x[j] = roundBf16(x[j]);
     return {};
   }
-  std::vector<int> sendCounts(size), sendDispls(size), recvCounts(size), recvDispls(size);
-  auto share = [&](int r) { return n * r / size; };
-  const int mine = static_cast<int>(share(me + 1) - share(me));
-  for (int r = 0; r < size; ++r) {
-    sendCounts[r] = static_cast<int>(share(r + 1) - share(r));
-    sendDispls[r] = static_cast<int>(share(r));
-    recvCounts[r] = mine;
-    recvDispls[r] = r * mine;
-  }
+  const ShareLayout l = shareLayout(n, size, me);
+  const std::vector<int> &sendCounts = l.sendCounts, &sendDispls = l.sendDispls, &recvCounts = l.recvCounts,
+                         &recvDispls = l.recvDispls;
+  const int mine = l.mine;
   // The addends leave as bf16; the rank-order f32 sum of this rank's share goes back as bf16 too, gathered
   // in place into the packed addends (every rank's share lands where its addends were).
   wire_.resize(static_cast<size_t>(n) + static_cast<size_t>(mine) * size);
@@ -203,14 +215,14 @@ Expected<void> MpiCommunicator::rankOrderSumBf16(float *x, int64_t n) {
                                                      recv, recvCounts.data(), recvDispls.data(), MPI_UINT16_T, c));
       !ok)
     return ok;
-  float *acc = x + share(me);
+  float *acc = x + sendDispls[me]; // this rank's share
   unpackBf16(recv, acc, mine);
   for (int r = 1; r < size; ++r) {
     const uint16_t *src = recv + static_cast<size_t>(r) * mine;
     for (int j = 0; j < mine; ++j)
       acc[j] += fromBf16(src[j]);
   }
-  packBf16(acc, packed + share(me), mine);
+  packBf16(acc, packed + sendDispls[me], mine);
   if (auto ok = mpiCheck("all-reduce", MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_UINT16_T, packed, sendCounts.data(),
                                                       sendDispls.data(), MPI_UINT16_T, c));
       !ok)

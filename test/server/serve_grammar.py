@@ -159,8 +159,15 @@ class ServeGrammar(unittest.TestCase):
         if reason == "length":
             # Any object has unbounded strings and keys: a random-weight fixture, and Gemma's greedy text too
             # (it changed from a short object to a long list of keys with the exact VNNI q8_0 sums), may
-            # fill max_tokens inside one. The bounded schema below must stop.
+            # fill max_tokens inside one. The bounded schema below must stop. The cut text must still be the
+            # start of a JSON object: the parser runs out of input (at the end, or inside the last string),
+            # never meets a wrong character before it.
             self.assertTrue(text.startswith("{"), text)
+            try:
+                self.assertIsInstance(json.loads(text), dict) # closed on the very last token
+            except json.JSONDecodeError as e:
+                self.assertTrue(e.msg.startswith("Unterminated string") or e.pos >= len(text.rstrip()),
+                                f"{e} in {text!r}")
         else:
             self.assertEqual(reason, "stop", text)
             self.assertIsInstance(json.loads(text), dict)
