@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 static_assert(sizeof(tpc::rt::cuda::XQBlock) == tpc::rt::cuda::kXQBlockBytes);
 
@@ -690,12 +691,16 @@ void launchGemv(const GemvArgs &a, cudaStream_t s) {
 }
 
 bool gemvUsesIntDot(const GemvArgs &a) {
-  // TPC_CUDA_GEMV_FLOAT=1 keeps float activations (A/B benchmarks of the two decode paths).
-  static const bool off = [] {
+  // TPC_CUDA_GEMV_FLOAT=1 keeps float activations (A/B benchmarks of the two decode paths); =experts only
+  // for mul_mat_id's experts, =dense only for the other matmuls (to tell where a difference comes from).
+  static const int off = [] { // bit 1: dense, bit 2: experts
     const char *env = std::getenv("TPC_CUDA_GEMV_FLOAT");
-    return env && std::atoi(env) > 0;
+    if (!env)
+      return 0;
+    const std::string v = env;
+    return v == "experts" ? 2 : v == "dense" ? 1 : std::atoi(env) > 0 ? 3 : 0;
   }();
-  if (off || !hasIntDot(a.type) || a.k == 0 || a.k % 32 != 0)
+  if ((off & (a.ids || a.list ? 2 : 1)) || !hasIntDot(a.type) || a.k == 0 || a.k % 32 != 0)
     return false;
   if (a.ids || a.count == 1) { // the decode kernel holds x in registers: at most 1024 units
     return a.k / intDotUnit(a.type) <= 1024;
