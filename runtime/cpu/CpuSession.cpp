@@ -397,7 +397,7 @@ Expected<void> CpuSession::runMicroBatches(size_t i) {
 Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows, size_t from, size_t to) {
   Device &dev = devs_[i];
   const DevicePlan &dp = plan().devices[dev.index];
-  const bool prof = profiling() && i == 0; // the caller's thread, the only one touching the profile
+  const bool prof = profiling(); // device i's own record: only this thread books into it
   std::vector<TensorRef> in, out;
   std::vector<std::vector<TensorRef>> bins, bouts;
   std::vector<const Step *> bsteps;
@@ -434,7 +434,7 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows, size_t f
         for (size_t j = 0; j < bsteps.size(); ++j)
           observer_(dev.index, si + j, *bsteps[j], bins[j], bouts[j]);
       if (prof)
-        recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), i);
       si = glu ? glu : end - 1;
       continue;
     }
@@ -469,7 +469,7 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows, size_t f
     if (observer_)
       observer_(dev.index, si, s, in, out);
     if (prof)
-      recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), i);
   }
   return {};
 }

@@ -39,19 +39,22 @@ Session::Session(Plan plan, int64_t ctx, int32_t sequences, std::vector<int> dev
       rowsInput_(plan_.model.maxOutputRows > 0), lengths_(static_cast<size_t>(std::max(1, sequences)), 0),
       rings_(ringsOf(plan_, ctx_)), recurrent_(hasRecurrentCaches(plan_)),
       history_(recurrent_ ? lengths_.size() : 0) {
-  const std::vector<Step> &steps = plan_.devices[devices_.front()].steps;
-  prof_.resize(steps.size());
-  for (size_t i = 0; i < steps.size(); ++i)
-    prof_[i].name = steps[i].name, prof_[i].op = steps[i].op;
+  for (int d : devices_) {
+    const std::vector<Step> &steps = plan_.devices[static_cast<size_t>(d)].steps;
+    std::vector<StepProfile> &p = prof_.emplace_back(steps.size());
+    for (size_t i = 0; i < steps.size(); ++i)
+      p[i].name = steps[i].name, p[i].op = steps[i].op;
+  }
 }
 
 Session::~Session() = default;
 
 bool Session::runsDevice(int d) const { return std::binary_search(devices_.begin(), devices_.end(), d); }
 
-void Session::recordStep(size_t step, double seconds) {
-  prof_[step].seconds += seconds;
-  ++prof_[step].calls;
+void Session::recordStep(size_t step, double seconds, size_t device) {
+  StepProfile &p = prof_[device][step];
+  p.seconds += seconds;
+  ++p.calls;
 }
 
 void Session::clearSequence(int32_t seq) {

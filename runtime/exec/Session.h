@@ -203,9 +203,14 @@ public:
   /// dumps. Empty when the device is not this session's, the id out of range, or a weight.
   virtual std::vector<float> tensorData(size_t device, int32_t id, int64_t tokens) const = 0;
 
-  /// Turns per-step timing on (the steps of devices().front()) and returns what was measured so far.
+  /// Turns per-step timing on and returns what was measured so far on the session's `device`-th device
+  /// (an index into devices(); 0 = devices().front()). The CPU backend times every device it runs (each
+  /// device thread books its own steps, so a device waiting for another shows it in its collectives); the
+  /// CUDA backend times the first device only, synchronising after each step (empty for the others).
   void setProfiling(bool on) { profiling_ = on; }
-  std::vector<StepProfile> profile() const { return prof_; }
+  std::vector<StepProfile> profile(size_t device = 0) const {
+    return device < prof_.size() ? prof_[device] : std::vector<StepProfile>{};
+  }
 
   // The decode roofline of `tpc run --bench`.
   /// The memory each plan device's weights live in (a GPU ordinal; 0 for the CPU's host memory), one entry
@@ -242,8 +247,9 @@ protected:
   /// Rows of the last chunk (what a rows-dim tensor holds for tensorData).
   int64_t lastRows() const { return lastRows_; }
   bool profiling() const { return profiling_; }
-  /// Adds one call of `seconds` to step `step` of devices().front() (when profiling).
-  void recordStep(size_t step, double seconds);
+  /// Adds one call of `seconds` to step `step` of the session's `device`-th device (when profiling). Each
+  /// device's record is its own: device threads may book at the same time.
+  void recordStep(size_t step, double seconds, size_t device = 0);
 
 private:
   const Plan plan_;
@@ -260,7 +266,7 @@ private:
   int64_t lastRows_ = 0;
   SessionCounters counters_;
   bool profiling_ = false;
-  std::vector<StepProfile> prof_;
+  std::vector<std::vector<StepProfile>> prof_; ///< [index into devices_][step]
   std::string failure_; ///< why a chunk failed; the session refuses every later call
 };
 

@@ -576,24 +576,33 @@ void runGenerate(Session &s, const RunOptions &o, std::unique_ptr<Tokenizer> tok
     printTimings(tl, tok.get());
 }
 
-/// Time per op kind on device 0, largest first.
+/// Time per op kind on each device the session times (the CPU: every device; CUDA: the first), largest
+/// first. A device's collectives include its wait for the others, so the tables side by side show where
+/// devices fall out of step.
 void printProfile(const Session &s) {
-  std::vector<StepProfile> byOp(kNumOpKinds);
-  double total = 0;
-  for (const StepProfile &p : s.profile()) {
-    StepProfile &b = byOp[static_cast<unsigned>(p.op)];
-    b.name = opKindName(p.op);
-    b.seconds += p.seconds;
-    b.calls += p.calls;
-    total += p.seconds;
+  for (size_t d = 0; d < s.devices().size(); ++d) {
+    const std::vector<StepProfile> steps = s.profile(d);
+    std::vector<StepProfile> byOp(kNumOpKinds);
+    double total = 0;
+    int64_t calls = 0;
+    for (const StepProfile &p : steps) {
+      StepProfile &b = byOp[static_cast<unsigned>(p.op)];
+      b.name = opKindName(p.op);
+      b.seconds += p.seconds;
+      b.calls += p.calls;
+      total += p.seconds;
+      calls += p.calls;
+    }
+    if (calls == 0)
+      continue;
+    std::sort(byOp.begin(), byOp.end(),
+              [](const StepProfile &a, const StepProfile &b) { return a.seconds > b.seconds; });
+    fmt::print(stderr, "profile (device {}): {:.3f} s in steps\n", s.devices()[d], total);
+    for (const StepProfile &b : byOp)
+      if (b.calls)
+        fmt::print(stderr, "  {:<16} {:8.3f} s {:5.1f}% {:8} calls\n", b.name, b.seconds,
+                   100 * b.seconds / std::max(total, 1e-12), b.calls);
   }
-  std::sort(byOp.begin(), byOp.end(),
-            [](const StepProfile &a, const StepProfile &b) { return a.seconds > b.seconds; });
-  fmt::print(stderr, "profile (device 0): {:.3f} s in steps\n", total);
-  for (const StepProfile &b : byOp)
-    if (b.calls)
-      fmt::print(stderr, "  {:<16} {:8.3f} s {:5.1f}% {:8} calls\n", b.name, b.seconds,
-                 100 * b.seconds / std::max(total, 1e-12), b.calls);
 }
 
 /// "0,1" -> {0, 1} (--gpus); the error names the flag.
@@ -728,7 +737,7 @@ void registerRun(CLI::App &app) {
       "bench: batched decode of P sequences per step for each P of a list (e.g. 1,2,4,8), as `tpc serve "
       "-np P` runs its slots");
   cmd->add_flag("--json", o->json, "bench: JSON output");
-  cmd->add_flag("--profile", o->profile, "print time per op kind on device 0 (stderr)");
+  cmd->add_flag("--profile", o->profile, "print time per op kind on each device (stderr; the CUDA backend times its first device only)");
   cmd->add_flag(
       "--no-mmap", o->noMmap,
       "copy every weight slice into the session (default: read contiguous slices from the mapped GGUF where "
