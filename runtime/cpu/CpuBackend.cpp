@@ -50,26 +50,36 @@ Expected<void> CpuStepRunner::run(const Step &s, const std::vector<exec::TensorR
 
 Expected<void> CpuStepRunner::runBatch(const std::vector<const Step *> &steps,
                                        const std::vector<std::vector<exec::TensorRef>> &in,
-                                       const std::vector<std::vector<exec::TensorRef>> &out, const Step *glu,
-                                       const exec::TensorRef *gluOut) {
+                                       const std::vector<std::vector<exec::TensorRef>> &out, const Step *fused,
+                                       const std::vector<exec::TensorRef> *fusedIn,
+                                       const exec::TensorRef *fusedOut) {
   try {
     std::vector<int64_t> firstExperts;
     for (const Step *s : steps)
       firstExperts.push_back(s->op == OpKind::MulMatId ? MulMatIdParams::read(*s).firstExpert.value_or(0) : 0);
-    if (glu)
-      opGateUpGlu(steps.front()->op, in, out, firstExperts, GluParams::read(*glu).fn, *gluOut, tg_, cacheOn_ ? &cache_ : nullptr);
+    ActivationCache *cache = cacheOn_ ? &cache_ : nullptr;
+    if (fused && fused->op == OpKind::Glu)
+      opGateUpGlu(steps.front()->op, in, out, firstExperts, GluParams::read(*fused).fn, *fusedOut, tg_, cache);
+    else if (fused && fused->op == OpKind::ExpertCombine && steps.size() == 1 && fusedIn && !fusedIn->empty())
+      opMulMatIdCombine(in[0][0], in[0][1], in[0][2], out[0][0], firstExperts[0],
+                        std::vector<exec::TensorRef>(fusedIn->begin() + 1, fusedIn->end()), *fusedOut, tg_, cache,
+                        f32Reference_);
+    else if (fused)
+      throw std::invalid_argument(fmt::format("step '{}' ({}) cannot run fused with them", fused->name,
+                                              opKindName(fused->op)));
     else
-      opMatmulBatch(steps.front()->op, in, out, firstExperts, tg_, cacheOn_ ? &cache_ : nullptr, f32Reference_);
+      opMatmulBatch(steps.front()->op, in, out, firstExperts, tg_, cache, f32Reference_);
   } catch (const std::exception &e) {
     cache_.clear();
-    return Error{fmt::format("steps '{}'..'{}' ({}{}): {}", steps.front()->name, glu ? glu->name : steps.back()->name,
-                             opKindName(steps.front()->op), glu ? " + glu" : "", e.what())};
+    return Error{fmt::format("steps '{}'..'{}' ({}{}): {}", steps.front()->name,
+                             fused ? fused->name : steps.back()->name, opKindName(steps.front()->op),
+                             fused ? fmt::format(" + {}", opKindName(fused->op)) : "", e.what())};
   }
   if (cacheOn_) {
     for (const auto &o : out) // unwritten when fused, but a fallback (aliasing) writes them
       noteWrites(o);
-    if (glu)
-      noteWrites({*gluOut});
+    if (fused)
+      noteWrites({*fusedOut});
   }
   return {};
 }

@@ -31,11 +31,13 @@ public:
   Expected<void> run(const Step &s, const std::vector<exec::TensorRef> &in,
                      const std::vector<exec::TensorRef> &out, std::vector<exec::KvBuffers> &kv) override;
   /// Runs steps that matmulBatchEnds grouped (consecutive Matmuls, or MulMatIds, on one input) as one job;
-  /// in[i] / out[i] are step i's bound operands. With `glu` (a GLU step that gateUpGluSteps paired with
-  /// these steps) the GLU runs fused and writes gluOut; the steps' own outputs are not written.
+  /// in[i] / out[i] are step i's bound operands. With `fused` (a GLU step that gateUpGluSteps paired with
+  /// these steps, or an EXPERT_COMBINE that downCombineSteps paired with a lone MulMatId) that step runs
+  /// fused, reading fusedIn (its bound inputs) and writing fusedOut; the steps' own outputs are not written.
   Expected<void> runBatch(const std::vector<const Step *> &steps, const std::vector<std::vector<exec::TensorRef>> &in,
-                          const std::vector<std::vector<exec::TensorRef>> &out, const Step *glu = nullptr,
-                          const exec::TensorRef *gluOut = nullptr);
+                          const std::vector<std::vector<exec::TensorRef>> &out, const Step *fused = nullptr,
+                          const std::vector<exec::TensorRef> *fusedIn = nullptr,
+                          const exec::TensorRef *fusedOut = nullptr);
   /// The thread group the steps run on (the CPU session's collective kernels and weight copies use it too).
   ThreadGroup &threadGroup() { return tg_; }
 

@@ -55,7 +55,9 @@ struct Device {
   std::vector<int32_t> tokens, positions, seqs, rows; ///< this call's inputs (max_batch each)
   std::unique_ptr<CpuStepRunner> runner;
   std::vector<size_t> batchEnd; ///< matmulBatchEnds: matmuls on one input that run as one job
-  std::vector<size_t> gluAt;    ///< gateUpGluSteps: the GLU step a MoE gate/up run applies per tile, or 0
+  /// The step a matmul run applies fused, or 0: gateUpGluSteps' GLU (per tile) or downCombineSteps'
+  /// expert_combine (per column range).
+  std::vector<size_t> fusedAt;
   /// Per step: a matmul TPC_F32_MATMULS puts on the float32 reference (empty: none named).
   std::vector<char> f32Step;
   std::unique_ptr<ReplicaShares> shares; ///< replicated matmuls split with the peers (prefill)
@@ -404,11 +406,12 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows, size_t f
   for (size_t si = from; si < std::min(to, dp.steps.size()); ++si) {
     const Step &s = dp.steps[si];
     auto t0 = std::chrono::steady_clock::now();
-    if (const size_t end = dev.batchEnd[si], glu = dev.gluAt[si];
-        end > si + 1 || glu || dev.shares->shares(s, t)) {
-      // Matmuls on one input (Q/K/V, gate/up) as one job, a gate/up with its GLU applied per tile; the
-      // profile books it on the first step. Replicated matmuls among them compute this device's rows only
-      // and gather the peers' (ReplicaShares).
+    if (const size_t end = dev.batchEnd[si], fused = dev.fusedAt[si];
+        end > si + 1 || fused || dev.shares->shares(s, t)) {
+      // Matmuls on one input (Q/K/V, gate/up) as one job, a gate/up with its GLU applied per tile, a MoE
+      // down projection with its expert_combine applied per column range; the profile books it on the
+      // first step. Replicated matmuls among them compute this device's rows only and gather the peers'
+      // (ReplicaShares).
       bins.resize(end - si);
       bouts.resize(end - si);
       bsteps.clear();
@@ -416,26 +419,26 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows, size_t f
         bsteps.push_back(&dp.steps[j]);
         exec::bindOperands(dp, dev.ptr, dp.steps[j], t, rows, bins[j - si], bouts[j - si]);
       }
-      if (glu)
-        exec::bindOperands(dp, dev.ptr, dp.steps[glu], t, rows, in, out);
+      if (fused)
+        exec::bindOperands(dp, dev.ptr, dp.steps[fused], t, rows, in, out);
       else
         dev.shares->prepare(bsteps, bins, bouts, t);
-      if (Expected<void> ok = dev.runner->runBatch(bsteps, bins, bouts, glu ? &dp.steps[glu] : nullptr,
-                                                   glu ? &out[0] : nullptr);
+      if (Expected<void> ok = dev.runner->runBatch(bsteps, bins, bouts, fused ? &dp.steps[fused] : nullptr,
+                                                   fused ? &in : nullptr, fused ? &out[0] : nullptr);
           !ok)
         return ok;
-      if (!glu) {
+      if (!fused) {
         std::vector<TensorRef> gathered;
         if (Expected<void> ok = dev.shares->gather(bins, bouts, gathered); !ok)
           return ok;
         dev.runner->noteWrites(gathered);
       }
-      if (observer_) // never with glu: fusion is off when steps are observed
+      if (observer_) // never fused: fusion is off when steps are observed
         for (size_t j = 0; j < bsteps.size(); ++j)
           observer_(dev.index, si + j, *bsteps[j], bins[j], bouts[j]);
       if (prof)
         recordStep(si, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), i);
-      si = glu ? glu : end - 1;
+      si = fused ? fused : end - 1;
       continue;
     }
     exec::bindOperands(dp, dev.ptr, s, t, rows, in, out);
@@ -585,13 +588,17 @@ Expected<void> CpuSession::init(const exec::OpenPlan &o, const SessionOptions &o
     observer_ = opts.stepObserver;
     dev.batchEnd = matmulBatchEnds(dp);
     dev.f32Step = f32MatmulSteps(dp);
-    // The GLU fused into its gate/up job (MoE or dense) (a runtime fusion, like the batches and the activation cache:
-    // no plan change, and host or hand-built plans gain it too). Off where each step's output must exist:
-    // an observer, or f32 reference matmuls.
-    dev.gluAt = gateUpGluSteps(dp, dev.batchEnd);
+    // The GLU fused into its gate/up job (MoE or dense), expert_combine into the MoE down projection
+    // (runtime fusions, like the batches and the activation cache: no plan change, and host or hand-built
+    // plans gain them too). Off where each step's output must exist: an observer, or f32 reference matmuls.
+    dev.fusedAt = gateUpGluSteps(dp, dev.batchEnd);
+    const std::vector<size_t> combines = downCombineSteps(dp, dev.batchEnd);
+    for (size_t si = 0; si < combines.size(); ++si)
+      if (!dev.fusedAt[si])
+        dev.fusedAt[si] = combines[si];
     dev.unusedGather = unusedLogitsGathers(dp, i == 0 && d == 0);
     if (observer_ || opts.f32Reference || !dev.f32Step.empty())
-      std::fill(dev.gluAt.begin(), dev.gluAt.end(), 0);
+      std::fill(dev.fusedAt.begin(), dev.fusedAt.end(), 0);
     if (!dev.f32Step.empty()) // step by step, each with its own mode
       for (size_t si = 0; si < dev.batchEnd.size(); ++si)
         dev.batchEnd[si] = si + 1;

@@ -459,4 +459,51 @@ void matmulIdGlu(const MatmulIdArgs &gateArgs, const MatmulIdArgs &upArgs, Unary
   });
 }
 
+void matmulIdColumns(const MatmulIdArgs &a, int64_t yRowCount, const ColumnConsumer &consume, ThreadGroup &group) {
+  const char *op = "matmul_id by columns";
+  checkIdArgs(op, a);
+  if (a.f32Reference)
+    fail(op, "the float32 reference runs the steps unfused");
+  for (int64_t i = 0; i < a.count; ++i)
+    if (a.yRows[i] >= yRowCount)
+      fail(op, "output row " + std::to_string(a.yRows[i]) + " at position " + std::to_string(i) + " is past the " +
+                   std::to_string(yRowCount) + " rows");
+  const int64_t n = a.n;
+  if (n == 0)
+    return;
+  // Column ranges of whole panels: wide enough that a decode step is a few units per thread, narrow enough
+  // that the scratch (every row of y over the range) stays in the core's L2 at a prompt's thousands of rows.
+  constexpr int64_t kScratchFloats = 64 << 10;
+  const int64_t byWork = n / (4 * static_cast<int64_t>(group.slots()));
+  const int64_t byCache = kScratchFloats / std::max<int64_t>(1, yRowCount);
+  const int64_t width = std::max<int64_t>(kPanelRows, std::min(byWork, byCache) / kPanelRows * kPanelRows);
+  const int64_t units = (n + width - 1) / width;
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(group.slots())); // helpers of other groups too
+  if (a.count == 0 || a.k == 0) { // no products, or empty partial sums: zeros in every entry's row
+    std::vector<float> &buf = bufs[0];
+    buf.assign(static_cast<size_t>(yRowCount * width), 0.0f);
+    for (int64_t c0 = 0; c0 < n; c0 += width)
+      consume(buf.data(), static_cast<size_t>(width), c0, std::min(n, c0 + width));
+    return;
+  }
+  const Product p = idProduct(op, a, group);
+  group.parallelDynamic(units, [&](int64_t u, int thread) {
+    const int64_t c0 = u * width, c1 = std::min(n, c0 + width);
+    std::vector<float> &buf = bufs[static_cast<size_t>(thread)];
+    buf.resize(static_cast<size_t>(yRowCount * width));
+    Operands o = p.o;
+    o.y = buf.data();
+    o.yStride = static_cast<size_t>(width);
+    for (size_t si = 0; si < p.sets.size(); ++si) {
+      const TokenSet &ts = p.sets[si];
+      if (usePanels(p.kn, ts.count, a))
+        for (int64_t pn = c0 / kPanelRows; pn * kPanelRows < c1; ++pn)
+          runPanel(o, p.weights[si], pn, p.acts, ts, p.kn, group, thread, c0);
+      else
+        runRows(o, p.weights[si], c0, c1, p.acts, ts, p.kn, c0);
+    }
+    consume(buf.data(), static_cast<size_t>(width), c0, c1);
+  });
+}
+
 } // namespace tpc::rt::cpu

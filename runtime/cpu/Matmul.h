@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace tpc::rt::cpu {
 
@@ -128,6 +129,18 @@ void matmulIdBatch(const MatmulIdArgs *parts, size_t count, ThreadGroup &group);
 /// kernel, which this library does not link). Not for f32Reference (the caller runs the steps unfused).
 using GluRowFn = void (*)(UnaryFn fn, const float *g, const float *u, float *y, int64_t n);
 void matmulIdGlu(const MatmulIdArgs &gate, const MatmulIdArgs &up, UnaryFn fn, GluRowFn glu, ThreadGroup &group);
+
+/// matmulId whose products go to `consume` instead of y, one range of output columns at a time: a job over
+/// column ranges [c0, c1) (whole 32-row panels of the weight), each unit computing every entry's products
+/// over its columns into a per-thread scratch laid out like y (entry i's values at row yRows[i], column
+/// c - c0, `stride` floats a row; rows < yRowCount) and then calling consume(scratch, stride, c0, c1). Rows
+/// no entry names hold stale values: the consumer knows which rows it reads. Each product is bit for bit
+/// matmulId's (the same kernels on the same token sets). For consumers that reduce over y's rows: MoE's
+/// expert_combine fused into the down projection, so that the [tokens, slots, n] products stay in cache
+/// instead of being written and read back. a.y is checked, not written. Not for f32Reference.
+using ColumnConsumer = std::function<void(const float *scratch, size_t stride, int64_t c0, int64_t c1)>;
+void matmulIdColumns(const MatmulIdArgs &args, int64_t yRowCount, const ColumnConsumer &consume,
+                     ThreadGroup &group);
 
 } // namespace tpc::rt::cpu
 

@@ -287,20 +287,34 @@ void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, con
                      ThreadGroup &tg) {
   const int64_t t = x.shape[0], k = x.shape[1], n = x.shape[2];
   forRows(t, k * n, tg, [&](int64_t r0, int64_t r1) {
-    std::vector<float> acc(n);
+    std::vector<float> m(static_cast<size_t>(k));
+    std::vector<const float *> rows(static_cast<size_t>(k));
+    std::vector<float> acc(static_cast<size_t>(n)); // y may be planned over x: every slot is read first
     for (int64_t r = r0; r < r1; ++r) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = 0; j < k; ++j) {
-        float m = 1;
+        float f = 1;
         for (const TensorRef &mt : muls)
-          m *= mt.f()[r * k + j];
-        const float *xr = x.f() + (r * k + j) * n;
-        for (int64_t c = 0; c < n; ++c)
-          acc[c] += m * xr[c];
+          f *= mt.f()[r * k + j];
+        m[static_cast<size_t>(j)] = f;
+        rows[static_cast<size_t>(j)] = x.f() + (r * k + j) * n;
       }
+      combineRow(rows.data(), m.data(), k, n, acc.data());
       std::copy(acc.begin(), acc.end(), y.f() + r * n);
     }
   });
+}
+
+void combineRow(const float *const *rows, const float *m, int64_t k, int64_t n, float *y) {
+  std::fill(y, y + n, 0.0f);
+  for (int64_t j = 0; j < k; ++j) {
+    const float f = m[j], *xr = rows[j];
+    if (xr)
+      for (int64_t c = 0; c < n; ++c)
+        y[c] += f * xr[c];
+    else
+      for (int64_t c = 0; c < n; ++c)
+        y[c] += f * 0.0f;
+  }
 }
 
 void opAddId(const TensorRef &x, const TensorRef &b, const TensorRef &ids, const TensorRef &y, int64_t firstExpert,

@@ -78,13 +78,23 @@ void opMatmul(const TensorRef &x, const TensorRef &w, const TensorRef &y, Thread
 }
 
 namespace {
+/// True when the bytes of a and b overlap.
+bool overlaps(const TensorRef &a, const TensorRef &b) {
+  const char *alo = static_cast<const char *>(a.data), *blo = static_cast<const char *>(b.data);
+  const size_t ab = static_cast<size_t>(a.numel()) * dtypeBytes(a.dtype);
+  const size_t bb = static_cast<size_t>(b.numel()) * dtypeBytes(b.dtype);
+  return alo < blo + bb && blo < alo + ab;
+}
+
 /// The routed entries of a MUL_MAT_ID, kept alive for the call.
 struct IdEntries {
   std::vector<int32_t> experts, xRows, yRows;
 };
 
+/// `zeroOthers`: write zeros into the rows routed to other devices' experts (off when y is not written).
 cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &y,
-                               int64_t firstExpert, ActivationCache *cache, bool f32Reference, IdEntries &en) {
+                               int64_t firstExpert, ActivationCache *cache, bool f32Reference, IdEntries &en,
+                               bool zeroOthers = true) {
   const int64_t k = x.inner(), e = w.shape[0], n = w.shape[1];
   const int64_t t = ids.shape[0], slots = ids.shape[1];
   const bool perSlot = x.shape.size() == 3; // x[T,k,K] rather than x[T,K] shared by every slot
@@ -96,7 +106,8 @@ cpu::MatmulIdArgs mulMatIdArgs(const TensorRef &x, const TensorRef &w, const Ten
     for (int64_t j = 0; j < slots; ++j) {
       const int64_t ex = ids.i()[ti * slots + j] - firstExpert;
       if (ex < 0 || ex >= e) { // another device's expert (expert parallel), or a broken router: zeros
-        std::fill(y.f() + (ti * slots + j) * n, y.f() + (ti * slots + j + 1) * n, 0.0f);
+        if (zeroOthers)
+          std::fill(y.f() + (ti * slots + j) * n, y.f() + (ti * slots + j + 1) * n, 0.0f);
         continue;
       }
       experts.push_back(static_cast<int32_t>(ex));
@@ -225,15 +236,9 @@ void opGateUpGlu(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
   const bool id = op == OpKind::MulMatId;
   // The plan may place the GLU output over memory the gate/up steps read (their input or routing is dead
   // once they ran): then the fused job would write it while it is read, so run the steps as planned.
-  auto overlaps = [&](const TensorRef &a) {
-    const char *lo = static_cast<const char *>(a.data), *ylo = static_cast<const char *>(y.data);
-    const size_t ab = static_cast<size_t>(a.numel()) * dtypeBytes(a.dtype);
-    const size_t yb = static_cast<size_t>(y.numel()) * dtypeBytes(y.dtype);
-    return lo < ylo + yb && ylo < lo + ab;
-  };
   bool alias = false;
   for (const std::vector<TensorRef> &in : ins)
-    alias |= overlaps(in[0]) || (id && overlaps(in[2]));
+    alias |= overlaps(in[0], y) || (id && overlaps(in[2], y));
   if (alias) {
     opMatmulBatch(op, ins, outs, firstExperts, tg, cache);
     opGlu(fn, outs[0][0], outs.size() > 1 ? &outs[1][0] : nullptr, y, tg);
@@ -275,6 +280,68 @@ void opMatmulBatch(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
     parts.push_back(mulMatIdArgs(ins[i][0], ins[i][1], ins[i][2], outs[i][0],
                                  i < firstExperts.size() ? firstExperts[i] : 0, cache, f32Reference, en[i]));
   cpu::matmulIdBatch(parts.data(), parts.size(), tg);
+}
+
+std::vector<size_t> downCombineSteps(const DevicePlan &dp, const std::vector<size_t> &batchEnd) {
+  const std::vector<Step> &st = dp.steps;
+  std::vector<size_t> fused(st.size(), 0);
+  for (size_t i = 0; i + 1 < st.size(); ++i) {
+    const Step &m = st[i], &c = st[i + 1];
+    if (m.op != OpKind::MulMatId || batchEnd[i] != i + 1 || c.op != OpKind::ExpertCombine ||
+        c.placement != m.placement || m.outputs.size() != 1 || c.inputs.empty() || c.inputs[0] != m.outputs[0])
+      continue;
+    // The products are never written: the combine's x must be their only use.
+    bool sole = true;
+    for (size_t j = 0; j < st.size() && sole; ++j)
+      for (size_t q = 0; q < st[j].inputs.size(); ++q)
+        sole &= st[j].inputs[q] != m.outputs[0] || (j == i + 1 && q == 0);
+    if (sole)
+      fused[i] = i + 1;
+  }
+  return fused;
+}
+
+void opMulMatIdCombine(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &products,
+                       int64_t firstExpert, const std::vector<TensorRef> &muls, const TensorRef &y, ThreadGroup &tg,
+                       ActivationCache *cache, bool f32Reference) {
+  const int64_t t = ids.shape[0], slots = ids.shape[1], n = y.inner();
+  // Decode and small batches keep the steps: their products are a few KB, written and read in cache, and
+  // the fused job's column units would only add calls (measured: bench-qwen3moe IQ2_XXS tg64 4 % slower).
+  bool alias = t < kFusedCombineMinTokens || f32Reference || products.shape.size() != 3 ||
+               products.shape[1] != slots || products.inner() != n || y.rows() != t;
+  for (const TensorRef *in : {&x, &ids})
+    alias |= overlaps(*in, y);
+  for (const TensorRef &m : muls)
+    alias |= overlaps(m, y) || m.numel() != t * slots;
+  if (alias) { // the steps as planned
+    opMulMatId(x, w, ids, products, firstExpert, tg, cache, f32Reference);
+    opExpertCombine(products, muls, y, tg);
+    return;
+  }
+  IdEntries en;
+  const cpu::MatmulIdArgs a = mulMatIdArgs(x, w, ids, products, firstExpert, cache, false, en, false);
+  const int64_t experts = w.shape[0];
+  const int32_t *pid = ids.i();
+  float *py = y.f();
+  cpu::matmulIdColumns(
+      a, t * slots,
+      [&](const float *scratch, size_t stride, int64_t c0, int64_t c1) {
+        std::vector<float> m(static_cast<size_t>(slots));
+        std::vector<const float *> rows(static_cast<size_t>(slots));
+        for (int64_t ti = 0; ti < t; ++ti) {
+          for (int64_t j = 0; j < slots; ++j) {
+            const int64_t r = ti * slots + j, ex = int64_t(pid[r]) - firstExpert;
+            float f = 1;
+            for (const TensorRef &mt : muls)
+              f *= mt.f()[r];
+            m[static_cast<size_t>(j)] = f;
+            // Another device's expert: opMulMatId's zero row.
+            rows[static_cast<size_t>(j)] = ex >= 0 && ex < experts ? scratch + static_cast<size_t>(r) * stride : nullptr;
+          }
+          cpu::combineRow(rows.data(), m.data(), slots, c1 - c0, py + ti * n + c0);
+        }
+      },
+      tg);
 }
 
 } // namespace tpc::rt::cpu

@@ -62,6 +62,10 @@ void opAddId(const TensorRef &x, const TensorRef &b, const TensorRef &ids, const
 /// EXPERT_COMBINE: y[t] = sum_j prod_i muls_i[t, j] * x[t, j].
 void opExpertCombine(const TensorRef &x, const std::vector<TensorRef> &muls, const TensorRef &y,
                      ThreadGroup &tg);
+/// EXPERT_COMBINE's arithmetic for one token over n columns: y[c] = 0 + m[0] x[0][c] + m[1] x[1][c] + ...,
+/// slots in order (rows[j] null: a zero row, m[j] * 0 still added). opExpertCombine and the down projection
+/// fused with it (opMulMatIdCombine) both call this one function, so they agree bit for bit.
+void combineRow(const float *const *rows, const float *m, int64_t k, int64_t n, float *y);
 /// Applies fn elementwise (exposed for tests of the scalar definitions).
 float applyUnary(UnaryFn fn, float x);
 
@@ -114,6 +118,19 @@ std::vector<size_t> gateUpGluSteps(const DevicePlan &dp, const std::vector<size_
 void opGateUpGlu(OpKind op, const std::vector<std::vector<TensorRef>> &ins,
                  const std::vector<std::vector<TensorRef>> &outs, const std::vector<int64_t> &firstExperts,
                  UnaryFn fn, const TensorRef &y, ThreadGroup &tg, ActivationCache *cache);
+/// For each step index i of `dp`: the index of an EXPERT_COMBINE step that the lone MulMatId step i feeds and
+/// that runs fused with it (opMulMatIdCombine), or 0: the combine follows directly, reads the products as
+/// its x and nothing else reads them (the fusion never writes them).
+std::vector<size_t> downCombineSteps(const DevicePlan &dp, const std::vector<size_t> &batchEnd);
+/// Tokens from which opMulMatIdCombine fuses (below it runs the two steps: the same bits either way).
+inline constexpr int64_t kFusedCombineMinTokens = 16;
+/// MUL_MAT_ID (x, w, ids -> products, unwritten) and EXPERT_COMBINE (products, muls -> y) as one job
+/// (matmulIdColumns): each column range's products of every routed (token, slot) stay in a per-thread
+/// scratch and are combined there (combineRow), the same bits as the two steps. Unfused (the products
+/// written, then combined) where y overlaps x, the routing or a factor, or with f32Reference.
+void opMulMatIdCombine(const TensorRef &x, const TensorRef &w, const TensorRef &ids, const TensorRef &products,
+                       int64_t firstExpert, const std::vector<TensorRef> &muls, const TensorRef &y, ThreadGroup &tg,
+                       ActivationCache *cache, bool f32Reference = false);
 /// Row r of a weight (or f32 tensor) as floats.
 void loadRow(const TensorRef &w, int64_t r, float *dst);
 
