@@ -61,7 +61,9 @@ struct Device {
   /// Per step: a matmul TPC_F32_MATMULS puts on the float32 reference (empty: none named).
   std::vector<char> f32Step;
   std::unique_ptr<ReplicaShares> shares; ///< replicated matmuls split with the peers (prefill)
-  std::vector<char> sharedNorm;          ///< per step: an AllReduceRmsNorm that SharedReduceNorm may run
+  /// Per step: an AllReduceRmsNorm that SharedReduceNorm may run (1), and whose sum this device needs only
+  /// in its own rows (2: ownRowsSuffice).
+  std::vector<char> sharedNorm;
   std::vector<char> unusedGather;        ///< per step: an AllGather into logits nobody reads (device > 0)
 };
 
@@ -298,6 +300,12 @@ void CpuSession::enableSharedReduceNorm() {
     for (size_t si = 0; si < dp.steps.size(); ++si)
       if (dp.steps[si].op == OpKind::AllReduceRmsNorm)
         dev.sharedNorm[si] = safe[k++];
+    // Which shared steps' sums this device needs whole: an observer sees every output; otherwise only
+    // where a reader is not the residual of a later shared step (which reads its own rows alone).
+    const std::vector<char> own = observer_ ? std::vector<char>(dp.steps.size(), 0) : SharedReduceNorm::ownRowsSuffice(dp, dev.sharedNorm);
+    for (size_t si = 0; si < dp.steps.size(); ++si)
+      if (dev.sharedNorm[si] && own[si])
+        dev.sharedNorm[si] = 2;
   }
   reduceNorm_ = std::make_unique<SharedReduceNorm>(*comm_, static_cast<int>(p.devices.size()));
 }
@@ -455,7 +463,8 @@ Expected<void> CpuSession::runDevice(size_t i, int64_t t, int64_t rows, size_t f
       dev.runner->noteWrites(out);
     } else if (isCollective(s.op)) {
       if (reduceNorm_ && dev.sharedNorm[si] && t >= SharedReduceNorm::kMinRows)
-        ok = reduceNorm_->run(dev.index, in, out, AllReduceRmsNormParams::read(s), dev.runner->threadGroup());
+        ok = reduceNorm_->run(dev.index, in, out, AllReduceRmsNormParams::read(s), dev.runner->threadGroup(),
+                              dev.sharedNorm[si] == 1);
       else
         ok = collectives_->run({{dev.index, si, &in, &out, nullptr, dev.unusedGather[si] != 0}}, t, rows);
       // The runner keeps converted inputs until their memory is written; a communicator may also use its

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <vector>
 #include <cstring>
 
 namespace tpc::rt::cpu {
@@ -48,7 +49,7 @@ bool SharedReduceNorm::operandsSafe(const std::vector<exec::TensorRef> &in, cons
 
 Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef> &in,
                                      const std::vector<exec::TensorRef> &out, const AllReduceRmsNormParams &p,
-                                     ThreadGroup &tg) {
+                                     ThreadGroup &tg, bool wholeSum) {
   const exec::TensorRef &x = in[0];
   Slot &mine = slots_[static_cast<size_t>(rank)];
   mine.x = x.f();
@@ -57,6 +58,7 @@ Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef
   mine.n = out[1].f();
   mine.rows = x.rows();
   mine.cols = x.inner();
+  mine.wholeSum = wholeSum;
   const float *w = p.weight ? in.back().f() : nullptr;
   // Every device's addend is complete and its slot published.
   if (Expected<void> ok = comm_.barrier({rank}); !ok)
@@ -98,7 +100,8 @@ Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef
         }
         k.rmsNorm(sum, w, norm, p.eps, cols);
         for (const Slot &s : slots_) {
-          std::memcpy(s.y + at, sum, static_cast<size_t>(cols) * 4);
+          if (&s == &mine || s.wholeSum) // a peer may read only its own rows of the sum (ownRowsSuffice)
+            std::memcpy(s.y + at, sum, static_cast<size_t>(cols) * 4);
           std::memcpy(s.n + at, norm, static_cast<size_t>(cols) * 4);
         }
         continue;
@@ -118,7 +121,8 @@ Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef
       }
       k.rmsNorm(sum, w, norm, p.eps, cols);
       for (const Slot &s : slots_) {
-        std::memcpy(s.y + at, sum, static_cast<size_t>(cols) * 4);
+        if (&s == &mine || s.wholeSum) // a peer may read only its own rows of the sum (ownRowsSuffice)
+          std::memcpy(s.y + at, sum, static_cast<size_t>(cols) * 4);
         std::memcpy(s.n + at, norm, static_cast<size_t>(cols) * 4);
       }
     }
@@ -126,5 +130,30 @@ Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef
   // Every row written (and every addend read) before anyone goes on.
   return comm_.barrier({rank});
 }
+
+std::vector<char> SharedReduceNorm::ownRowsSuffice(const DevicePlan &dp, const std::vector<char> &shared) {
+  const std::vector<Step> &st = dp.steps;
+  std::vector<char> own(st.size(), 0);
+  for (size_t si = 0; si < st.size(); ++si) {
+    if (!shared[si] || st[si].op != OpKind::AllReduceRmsNorm || st[si].outputs.empty())
+      continue;
+    const int32_t sum = st[si].outputs[0];
+    bool read = false, ok = true;
+    for (size_t j = si + 1; j < st.size() && ok; ++j) {
+      const Step &s = st[j];
+      const bool residual = s.op == OpKind::AllReduceRmsNorm && shared[j] && AllReduceRmsNormParams::read(s).residual;
+      for (size_t q = 0; q < s.inputs.size(); ++q)
+        if (s.inputs[q] == sum) {
+          read = true;
+          ok &= residual && q == 1;
+        }
+      if (std::find(s.outputs.begin(), s.outputs.end(), sum) != s.outputs.end())
+        break;
+    }
+    own[si] = read && ok;
+  }
+  return own;
+}
+
 
 } // namespace tpc::rt::cpu

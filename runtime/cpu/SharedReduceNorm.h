@@ -20,6 +20,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/cpu/ThreadGroup.h"
 #include "runtime/exec/Tensor.h"
+#include "runtime/plan/PlanFormat.h"
 #include "runtime/plan/StepParams.h"
 
 #include <cstdint>
@@ -40,15 +41,27 @@ public:
   static bool operandsSafe(const std::vector<exec::TensorRef> &in, const std::vector<exec::TensorRef> &out,
                            const AllReduceRmsNormParams &p);
 
-  /// Device `rank`'s part of the step (every device of the world calls it for the same step).
+  /// Per step of `dp`: an AllReduceRmsNorm step of `shared` (nonzero: the steps this class runs) whose sum
+  /// (outputs[0]) is read, before anything writes it again, only as the residual of later shared steps.
+  /// Each device of a shared step sums the same rows (its share of the call's rows, equal in every shared
+  /// step of a call) and reads only those rows of its residual, so the peers need not write this device's
+  /// copy of the other rows: a third of the step's remote writes, 3-5 % of a 2-device MoE prefill
+  /// (docs/performance.md). A sum nothing reads stays whole (tests and debugging dumps read tensors after
+  /// a call).
+  static std::vector<char> ownRowsSuffice(const DevicePlan &dp, const std::vector<char> &shared);
+
+  /// Device `rank`'s part of the step (every device of the world calls it for the same step). `wholeSum`:
+  /// this device needs every row of the sum y; false when it reads y only as the residual of later shared
+  /// steps, which read the rows this device sums itself: the peers then write only the norm's rows into it.
   Expected<void> run(int rank, const std::vector<exec::TensorRef> &in, const std::vector<exec::TensorRef> &out,
-                     const AllReduceRmsNormParams &p, ThreadGroup &tg);
+                     const AllReduceRmsNormParams &p, ThreadGroup &tg, bool wholeSum = true);
 
 private:
   struct Slot {
     const float *x = nullptr, *r = nullptr;
     float *y = nullptr, *n = nullptr;
     int64_t rows = 0, cols = 0;
+    bool wholeSum = true;
   };
   comm::Communicator &comm_;
   std::vector<Slot> slots_;

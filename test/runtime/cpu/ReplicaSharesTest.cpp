@@ -258,6 +258,95 @@ TEST(SharedReduceNorm, APromptGivesTheTokenByTokenBitsWithTwoBarriersPerDevice) 
   }
 }
 
+// Two reduces in a row, the second taking the first's sum as its residual (a layer's attention and FFN
+// blocks): every device then needs only its own rows of the first sum, and the peers write the norm's rows
+// alone into it (ownRowsSuffice). Device 0 returns the second reduce's [y | n]; with `readSum`, device 0
+// also reads the first sum whole (a Copy into an activation), which keeps it whole everywhere it is read.
+PlanMaker chainedReducePlan(int devices, bool readSum) {
+  const std::vector<float> emb = randomFloats(kTable * kN, 41), w = randomFloats(kN, 42);
+  PlanMaker mk(devices, 24, 2 * kN);
+  for (int d = 0; d < devices; ++d) {
+    const int32_t h = mk.tokenInput(d, {kN}, emb);
+    const int32_t x1 = mk.tokenInput(d, {kN}, randomFloats(kTable * kN, 50 + d));
+    const int32_t x2 = mk.tokenInput(d, {kN}, randomFloats(kTable * kN, 60 + d));
+    const int32_t nw = mk.weightF32(d, {kN}, w);
+    const int32_t y1 = mk.act(d, {-1, kN}), n1 = mk.act(d, {-1, kN}), y2 = mk.act(d, {-1, kN}),
+                  n2 = mk.act(d, {-1, kN});
+    const PackedParams pp = AllReduceRmsNormParams{true, true, 1e-6f}.pack();
+    mk.b(d).step(OpKind::AllReduceRmsNorm, {x1, h, nw}, {y1, n1}, pp.ints, pp.floats, "attn_reduce");
+    mk.b(d).step(OpKind::AllReduceRmsNorm, {x2, y1, nw}, {y2, n2}, pp.ints, pp.floats, "ffn_reduce");
+    if (d == 0 && readSum) { // y2 + y1 whole: [y2 | y1] stands in for a reader of every row of y1
+      mk.b(d).step(OpKind::Concat, {y2, y1}, {mk.logits[0]}, AxisParams{1}.pack().ints, {}, "out");
+    } else if (d == 0) {
+      mk.b(d).step(OpKind::Concat, {y2, n2}, {mk.logits[0]}, AxisParams{1}.pack().ints, {}, "out");
+    }
+  }
+  return mk;
+}
+
+TEST(SharedReduceNorm, ASumReadOnlyAsTheNextResidualIsWrittenInItsOwnersRows) {
+  auto step = [](OpKind op, std::vector<int32_t> in, std::vector<int32_t> out) {
+    Step s;
+    s.op = op;
+    s.inputs = std::move(in);
+    s.outputs = std::move(out);
+    const PackedParams pp = AllReduceRmsNormParams{true, true, 1e-6f}.pack();
+    if (op == OpKind::AllReduceRmsNorm)
+      s.ints = pp.ints, s.floats = pp.floats;
+    return s;
+  };
+  DevicePlan dp;
+  // 0..2: addends, 3: residual, 4: weight, 5/6: sum, norm, 7/8: sum, norm, 9/10: sum, norm.
+  dp.steps = {step(OpKind::AllReduceRmsNorm, {0, 3, 4}, {5, 6}), step(OpKind::AllReduceRmsNorm, {1, 5, 4}, {7, 8}),
+              step(OpKind::AllReduceRmsNorm, {2, 7, 4}, {9, 10})};
+  const std::vector<char> all(3, 1);
+  // The last sum nobody reads stays whole.
+  EXPECT_EQ(cpu::SharedReduceNorm::ownRowsSuffice(dp, all), (std::vector<char>{1, 1, 0}));
+  // A reader that is not a shared step's residual: the sum is needed whole.
+  std::vector<char> notShared = all;
+  notShared[1] = 0;
+  EXPECT_EQ(cpu::SharedReduceNorm::ownRowsSuffice(dp, notShared), (std::vector<char>{0, 0, 0}));
+  dp.steps.push_back(step(OpKind::Copy, {7}, {11}));
+  EXPECT_EQ(cpu::SharedReduceNorm::ownRowsSuffice(dp, {1, 1, 1, 0}), (std::vector<char>{1, 0, 0, 0}));
+  // Read after a step wrote the sum's tensor again: that reader reads the new value.
+  dp.steps[3] = step(OpKind::Copy, {0}, {5});
+  dp.steps.push_back(step(OpKind::Copy, {5}, {12}));
+  EXPECT_EQ(cpu::SharedReduceNorm::ownRowsSuffice(dp, {1, 1, 1, 0, 0}), (std::vector<char>{1, 1, 0, 0, 0}));
+  // The sum as an addend, not as the residual.
+  dp.steps[1].inputs = {5, 1, 4};
+  EXPECT_EQ(cpu::SharedReduceNorm::ownRowsSuffice(dp, {1, 1, 1, 0, 0})[0], 0);
+}
+
+TEST(SharedReduceNorm, ChainedReducesGiveTheTokenByTokenBits) {
+  for (bool readSum : {false, true})
+    for (int devices : {2, 3}) {
+      SCOPED_TRACE(std::string(readSum ? "first sum read whole" : "first sum as residual") + ", devices " +
+                   std::to_string(devices));
+      PlanMaker mk = chainedReducePlan(devices, readSum);
+      std::vector<int32_t> ids, pos;
+      for (int32_t i = 0; i < 20; ++i) {
+        ids.push_back((i * 7 + 3) % kTable);
+        pos.push_back(i);
+      }
+      auto comm = std::make_shared<CountingComm>(devices);
+      SessionOptions o = mk.options(devices, 32);
+      o.comm = comm;
+      auto s = Session::open(mk.plan, o);
+      ASSERT_TRUE(s) << s.message();
+      auto whole = (*s)->evaluate(ids, pos);
+      ASSERT_TRUE(whole) << whole.message();
+      EXPECT_EQ(comm->barriers.load(), 4 * devices); // both reduces on the shared path
+      std::vector<float> oneByOne;
+      for (size_t i = 0; i < ids.size(); ++i) { // the communicator's composition, every row everywhere
+        auto r = (*s)->evaluate({ids[i]}, {pos[i]});
+        ASSERT_TRUE(r) << r.message();
+        oneByOne.insert(oneByOne.end(), r->begin(), r->end());
+      }
+      ASSERT_EQ(whole->size(), 20u * 2 * kN);
+      EXPECT_EQ(*whole, oneByOne);
+    }
+}
+
 // ---- logits gathers nobody reads -------------------------------------------------------------------
 
 /// logits = x · Wᵀ split by vocabulary rows over 2 devices and gathered into each device's logits; with
