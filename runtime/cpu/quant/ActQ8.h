@@ -7,9 +7,10 @@
 // A row of k elements (k a multiple of 32) is ceil(k / 128) groups of four 32-element blocks. Per block:
 // the scale d = amax / 127 rounded to bf16 (the reference engine's rounding, see activationScale), the
 // quants q = round-half-even(x / d) clamped to +-127 (never -128: the SIMD sign trick cannot negate it),
-// and what the weight formats need besides the dot product: d * sum(q) for the per-block offsets (q4_0's
-// -8, the K-quants' mins; exact in float: 8 significant bits times a 12-bit sum) and the sums of each
-// 16-element half (q6_K's -32 offset applies per 16 with its own scale). Blocks past k in the last group
+// and what the weight formats need besides the dot product: d * sum(q) for the formats' own per-block terms
+// (q4_1's m, the K-quants' mins; exact in float: 8 significant bits times a 12-bit sum) and the sums of each
+// 16-element half, from which the kernels take an implied offset (q4_0's 8, q6_K's 32 per 16 with its own
+// scale, the +128 of unsigned VNNI quants) off their int32 sums exactly. Blocks past k in the last group
 // are zero (d = 0), so kernels may read whole groups.
 //
 // Layout per group (176 bytes): d[4], ds[4], hs[8], qs[128]; block b of a row is group b / 4, slot b % 4.

@@ -14,11 +14,12 @@
 //  - Legacy kernels: one weight row against one activation row of type vecDotType(t).
 //
 // Panel group layout, per 32-element block (40 * R bytes): float a[R], 4-byte b[R], quants[32 * R] where
-// quant vector j (32 * ... bytes) holds elements 4j..4j+3 of each row. For q4_0/q5_0/q4_K/q5_K (and q8_0
-// on VNNI, stored as q + 128) the quants are unsigned, a = the row's block scale and b = the float that
-// multiplies the token's d * sum(q) (the offset or min term); for q8_0 without VNNI the quants are signed
-// and b is unused, and with VNNI the tile subtracts 128 sum(q) in int32 and does not read b either (the
-// float offset term would cancel most of the product term, see tileUnsigned); for q6_K, a = the
+// quant vector j (32 * ... bytes) holds elements 4j..4j+3 of each row. For q4_0/q5_0/q4_1/q5_1/q4_K/q5_K/
+// mxfp4 (and q8_0 on VNNI, stored as q + 128) the quants are unsigned, a = the row's block scale and b = the
+// float that multiplies the token's d * sum(q) (the offset or min term); b is read only for the formats'
+// own terms (q4_1/q5_1 m, q4_K/q5_K mins): an implied offset (q4_0 8, q5_0 16, mxfp4 12, VNNI q8_0 128)
+// comes off the int32 sum instead, as offset * sum(q) (a float offset term would cancel most of the
+// product term, see tileUnsigned); for q8_0 without VNNI the quants are signed and b is unused; for q6_K, a = the
 // super-block scale d and b = the two int16 scales of the block's 16-element halves (the grid types,
 // IQ2_*/IQ3_*/IQ1_*, use the same with their values stored as q + 64: GridPanelX86.inc). Float weights: R floats per element (k * R floats per group).
 //===----------------------------------------------------------------------===//

@@ -9,12 +9,13 @@
 // most 3 roundings. Higham's bound for a sum of N such terms in any order gives
 //   |kernel - exact| <= gamma(N + 3) * M,  gamma(n) = n u / (1 - n u),  u = 2^-24,
 // where M is the sum of the terms' magnitudes. M is computed here from the format's own decomposition of each
-// weight, sum_i (|scale_i q_i| + |offset_i|) |a_i| (the grid types count 64 integer steps: their panels
-// store q + 64), so it bounds every path's terms. The q8_0 family (q8_0, IQ4_NL, IQ4_XS) has no offset
-// term on any path: VNNI stores q + 128 but subtracts 128 sum a in int32, so its bound is that of the signed
-// sums (a float offset of -128 d would need 128 |d| |a| in M, and could no longer be told from a kernel
-// that loses precision: tiny-qwen3moe-Q8_0's K projection at avx512vnni rounded a cache element to the
-// other f16 neighbour that way);
+// weight, sum_i (|scale_i q_i| + |offset_i|) |a_i|, where offset_i is a term of the format's own that the
+// kernels add in float (q4_1 / q5_1 m, the K-quants' mins). Formats whose value is one scale times
+// (q - offset) have no offset term on any path: wherever a kernel stores their quants unsigned (q4_0 / q5_0
+// nibbles, MXFP4 v + 12, VNNI's v + 128, q3_K folded + 127, q6_K and the grid panels' q + 32 / q + 64) it
+// subtracts offset sum a in int32, so their bound is that of the signed sums (a float offset term would need
+// offset |d| |a| in M, and could no longer be told from a kernel that loses precision: tiny-qwen3moe-Q8_0's
+// K projection at avx512vnni rounded a cache element to the other f16 neighbour that way);
 // N = 2 k / 32 + 8 for the quantized types (two terms per block, a few more for horizontal sums), k + 8 for the
 // float types (one FMA per element).
 //===----------------------------------------------------------------------===//
@@ -163,17 +164,17 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
       } else if (t == GGMLType::Q4_0) {
         const auto &x = reinterpret_cast<const BlockQ4_0 *>(p)[b];
         for (int j = 0; j < 16; ++j) {
-          put(32 * b + j, fp16ToFp32(x.d), x.qs[j] & 15, -8.0 * fp16ToFp32(x.d));
-          put(32 * b + j + 16, fp16ToFp32(x.d), x.qs[j] >> 4, -8.0 * fp16ToFp32(x.d));
+          put(32 * b + j, fp16ToFp32(x.d), (x.qs[j] & 15) - 8, 0);
+          put(32 * b + j + 16, fp16ToFp32(x.d), (x.qs[j] >> 4) - 8, 0);
         }
       } else {
         const auto &x = reinterpret_cast<const BlockQ5_0 *>(p)[b];
         uint32_t qh;
         std::memcpy(&qh, x.qh, 4);
         for (int j = 0; j < 16; ++j) {
-          put(32 * b + j, fp16ToFp32(x.d), (x.qs[j] & 15) | (((qh >> j) & 1) << 4), -16.0 * fp16ToFp32(x.d));
-          put(32 * b + j + 16, fp16ToFp32(x.d), (x.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4),
-              -16.0 * fp16ToFp32(x.d));
+          put(32 * b + j, fp16ToFp32(x.d), static_cast<int>((x.qs[j] & 15) | (((qh >> j) & 1) << 4)) - 16, 0);
+          put(32 * b + j + 16, fp16ToFp32(x.d), static_cast<int>((x.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16,
+              0);
         }
       }
     }
@@ -209,7 +210,7 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
         const int lo = (x.ql[64 * h + l + 32 * (pl & 1)] >> (pl >= 2 ? 4 : 0)) & 0xf;
         const int hi = (x.qh[32 * h + l] >> (2 * pl)) & 3;
         const double s = double(fp16ToFp32(x.d)) * x.scales[e / 16];
-        put(256 * i + e, s, lo | (hi << 4), -32.0 * s);
+        put(256 * i + e, s, (lo | (hi << 4)) - 32, 0);
       }
     }
     break;
@@ -232,14 +233,13 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
     }
     break;
   case GGMLType::MXFP4: // 2^(e - 127) times the E2M1 value; the doubled integer levels (|v| <= 12) carry
-                        // 2^(e - 128). The panel stores v + 12 with an offset of -12 d, counted in mag.
+                        // 2^(e - 128). (The panel's v + 12 and VNNI's v + 128 come off in int32.)
     for (int64_t b = 0; b < k / kQK; ++b) {
       const auto &x = reinterpret_cast<const BlockMXFP4 *>(p)[b];
       const double d = std::ldexp(1.0, static_cast<int>(x.e) - 128);
       for (int j = 0; j < 32; ++j) {
         const int nib = j < 16 ? (x.qs[j] & 15) : (x.qs[j - 16] >> 4);
-        put(32 * b + j, d, kMXFP4Values[nib] + 12, -12.0 * d);
-        r.mag[static_cast<size_t>(32 * b + j)] += 128 * d; // VNNI rows: v + 128, -128 d
+        put(32 * b + j, d, kMXFP4Values[nib], 0);
       }
     }
     break;
@@ -265,7 +265,7 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
         const int q = ((x.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) +
                       4 * ((x.hmask[e % 32] >> (e / 32)) & 1);
         const double s = double(fp16ToFp32(x.d)) * ((lo | (hi << 4)) - 32);
-        put(256 * i + e, s, q, -4.0 * s);
+        put(256 * i + e, s, q - 4, 0);
       }
     }
     break;
@@ -274,8 +274,7 @@ inline DecodedRow decodeExact(GGMLType t, const void *row, int64_t k) {
       for (int64_t i = 0; i < k / kQKK; ++i)
         for (int e = 0; e < kQKK; ++e) {
           const GridElement g = gridElement(t, p + i * ggmlTypeInfo(t).blockBytes, e);
-          put(256 * i + e, g.value, 1, 0);
-          r.mag[static_cast<size_t>(256 * i + e)] += 64 * std::fabs(g.unit); // panels: q + 64, -64 steps
+          put(256 * i + e, g.value, 1, 0); // the panels' q + 64 comes off in int32
         }
     break;
   }

@@ -8,7 +8,8 @@
 // in the call (the property that keeps results independent of threading; for the kernels that take rows in
 // lanes from two tokens on, in every call of two or more), padded panel rows give zeros, the row-range
 // kernels give the row kernels' bits for every run of rows (whole and partial lane groups, nothing written
-// outside the run), and the SIMD ActQ8 quantizers give the reference quantizer's bytes.
+// outside the run), the SIMD ActQ8 quantizers give the reference quantizer's bytes, and every format of one
+// scale times (q - offset) sums its signed integers exactly however a path stores the quants (OffsetsComeOffExactly).
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/quant/ActQ8.h"
 #include "runtime/cpu/quant/Kernels.h"
@@ -517,6 +518,128 @@ TEST_P(KernelLevel, Q8FamilyKeepsTheSignedSumsPrecision) {
       }
     }
     std::printf("[ %-10s ] %s: worst error %.2f u M\n", GetParam().c_str(), ggmlTypeName(t), worst);
+  }
+}
+
+/// An ActQ8 row of positive quants (every block sum large) tuned against the weight values w: per block, one
+/// pass sets each quant (in 1..127) so that the block's exact dot sum w a comes close to zero, so the terms
+/// a kernel sums are small and a block's offset term Off d (d8 sum a), where a path adds it in float, is
+/// hundreds of times larger than they are. Block scales are bf16 powers of two times 1 + j / 128.
+std::vector<uint8_t> tunedActRow(const std::vector<double> &w, int64_t k, std::mt19937 &rng) {
+  std::vector<uint8_t> row(actQ8RowBytes(k), 0);
+  auto *g = reinterpret_cast<ActQ8Group *>(row.data());
+  for (int64_t b = 0; b < k / 32; ++b) {
+    ActQ8Group &grp = g[b / 4];
+    const int s = static_cast<int>(b % 4);
+    int a[32];
+    double sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      a[i] = 20 + static_cast<int>(rng() % 100);
+      sum += w[static_cast<size_t>(32 * b + i)] * a[i];
+    }
+    for (int n = 0; n < 32; ++n) {
+      const int i = static_cast<int>((n * 7 + b) % 32);
+      const double wi = w[static_cast<size_t>(32 * b + i)];
+      if (wi == 0)
+        continue;
+      const int to = static_cast<int>(std::clamp(std::nearbyint(a[i] - sum / wi), 1.0, 127.0));
+      sum += wi * (to - a[i]);
+      a[i] = to;
+    }
+    int half[2] = {0, 0};
+    for (int i = 0; i < 32; ++i) {
+      grp.qs[32 * s + i] = static_cast<int8_t>(a[i]);
+      half[i / 16] += a[i];
+    }
+    grp.d[s] = std::ldexp(1.0f + static_cast<float>(rng() % 128) / 128, -6 - static_cast<int>(rng() % 4));
+    grp.hs[2 * s] = static_cast<int16_t>(half[0]);
+    grp.hs[2 * s + 1] = static_cast<int16_t>(half[1]);
+    grp.ds[s] = grp.d[s] * static_cast<float>(half[0] + half[1]);
+  }
+  return row;
+}
+
+TEST_P(KernelLevel, OffsetsComeOffExactly) {
+  // Every format whose value is one scale times (q - offset) sums the signed integers exactly on every path
+  // (row kernels, rows in lanes, panel tiles), however its quants are stored (q4_0 / q5_0 nibbles, MXFP4
+  // v + 12, VNNI's v + 128, q3_K folded + 127, the grid panels' q + 64): a kernel result then differs from
+  // the exact product only by the rounding of the block terms t_b = (d d8)_b (integer sum)_b and of their
+  // sum, |got - exact| <= (blocks + 4) u sum_b |t_b| (u = 2^-24; each term rounded at most twice, each
+  // partial sum once). A path that adds the offset as a float term -Off d (d8 sum a) keeps that term's
+  // rounding instead, up to u Off |d d8 sum a| per block: activations tuned so that the block terms nearly
+  // cancel (tunedActRow) put that hundreds of times over the bound.
+  const KernelTable *kt = table();
+  std::mt19937 rng(17);
+  const int64_t k = 1024;
+  const double u = std::ldexp(1.0, -24);
+  for (GGMLType t : {GGMLType::Q4_0, GGMLType::Q5_0, GGMLType::Q8_0, GGMLType::IQ4_NL, GGMLType::IQ4_XS,
+                     GGMLType::MXFP4, GGMLType::Q3_K, GGMLType::Q6_K, GGMLType::IQ2_XXS, GGMLType::IQ2_XS,
+                     GGMLType::IQ2_S, GGMLType::IQ3_XXS, GGMLType::IQ3_S, GGMLType::IQ1_S, GGMLType::IQ1_M}) {
+    std::vector<std::vector<uint8_t>> w, acts;
+    std::vector<DecodedRow> dw;
+    for (int r = 0; r < kPanelRows; ++r) {
+      w.push_back(weightRow(t, k, rng, r % 2 == 1));
+      dw.push_back(decodeExact(t, w.back().data(), k));
+    }
+    for (int j = 0; j < kMaxRowTokens; ++j) // token j tuned against row j
+      acts.push_back(tunedActRow(dw[static_cast<size_t>(j)].value, k, rng));
+    const void *ap[kMaxRowTokens];
+    for (int j = 0; j < kMaxRowTokens; ++j)
+      ap[j] = acts[static_cast<size_t>(j)].data();
+    std::vector<std::vector<float>> tiles(kMaxRowTokens, std::vector<float>(kPanelRows));
+    if (kt->panelRows > 0) {
+      const size_t groupBytes = panelGroupBytes(t, k, kt->panelRows);
+      std::vector<uint8_t> src, panel(groupBytes * (kPanelRows / kt->panelRows));
+      for (const auto &row : w)
+        src.insert(src.end(), row.begin(), row.end());
+      kt->getConvert(t)(k, src.data(), rowBytes(t, k), kPanelRows, panel.data());
+      for (int g = 0; g < kPanelRows / kt->panelRows; ++g) {
+        float *o[kMaxRowTokens];
+        for (int j = 0; j < kMaxRowTokens; ++j)
+          o[j] = tiles[static_cast<size_t>(j)].data() + g * kt->panelRows;
+        kt->getTile(t)(k, panel.data() + groupBytes * g, ap, kMaxRowTokens, o);
+      }
+    }
+    const int lanesFrom = kt->lanesFrom[static_cast<uint32_t>(t)], batchFrom = kt->batchFrom[static_cast<uint32_t>(t)];
+    double worst = 0;
+    for (int r = 0; r < kPanelRows; ++r) {
+      float one[kMaxRowTokens], all[kMaxRowTokens];
+      for (int j = 0; j < kMaxRowTokens; ++j)
+        kt->getRow(t)(k, w[static_cast<size_t>(r)].data(), &ap[j], 1, &one[j]);
+      kt->getRow(t)(k, w[static_cast<size_t>(r)].data(), ap, kMaxRowTokens, all);
+      for (int j = 0; j < kMaxRowTokens; ++j) {
+        const std::vector<double> av = decodeActQ8(ap[j], k);
+        double exact = 0, terms = 0;
+        for (int64_t b = 0; b < k / 32; ++b) {
+          double tb = 0;
+          for (int64_t i = 32 * b; i < 32 * b + 32; ++i)
+            tb += dw[static_cast<size_t>(r)].value[static_cast<size_t>(i)] * av[static_cast<size_t>(i)];
+          exact += tb;
+          terms += std::fabs(tb);
+        }
+        const double bound = (static_cast<double>(k / 32) + 4) * u * terms;
+        const std::string what = std::string(ggmlTypeName(t)) + " row " + std::to_string(r) + " token " +
+                                 std::to_string(j) + (r == j ? " (tuned)" : "");
+        std::vector<std::pair<const char *, float>> paths = {{"one token", one[j]}, {"eight tokens", all[j]}};
+        if (kt->panelRows > 0)
+          paths.push_back({"panel tile", tiles[static_cast<size_t>(j)][static_cast<size_t>(r)]});
+        for (const auto &[path, got] : paths) {
+          const double e = std::fabs(got - exact);
+          if (r == j)
+            worst = std::max(worst, terms > 0 ? e / (u * terms) : e > 0 ? 1e30 : 0);
+          ASSERT_LE(e, bound) << what << " " << path << ": " << got << " vs " << exact << ", bound " << bound;
+        }
+        // The designed bit-identities: eight tokens in lanes give the tile's bits; without another batch
+        // path, the one-token bits.
+        if (kt->panelRows > 0 && lanesFrom > 0) {
+          ASSERT_EQ(floatToBits(all[j]), floatToBits(tiles[static_cast<size_t>(j)][static_cast<size_t>(r)])) << what;
+        }
+        if (batchFrom == 0) {
+          ASSERT_EQ(floatToBits(all[j]), floatToBits(one[j])) << what;
+        }
+      }
+    }
+    std::printf("[ %-10s ] %s: worst tuned error %.2f u sum|t_b|\n", GetParam().c_str(), ggmlTypeName(t), worst);
   }
 }
 
