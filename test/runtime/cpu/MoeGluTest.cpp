@@ -13,6 +13,7 @@
 #include "runtime/cpu/ops/Ops.h"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
+#include "test/runtime/cpu/ExpertWeights.h"
 #include "test/runtime/cpu/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -25,20 +26,6 @@ using namespace tpc::rt::cpu;
 using namespace tpc::rt::cpu::test;
 
 namespace {
-
-/// E experts of n rows of k, type t, packed densely ([E][n] rows).
-std::vector<uint8_t> expertWeights(GGMLType t, int64_t e, int64_t n, int64_t k, uint32_t seed) {
-  const size_t rb = rowBytes(t, k);
-  std::vector<uint8_t> w(rb * static_cast<size_t>(e * n));
-  const std::vector<float> src = randomFloats(e * n * k, seed, 0.1f);
-  for (int64_t r = 0; r < e * n; ++r) {
-    if (t == GGMLType::F32)
-      std::memcpy(w.data() + rb * r, src.data() + r * k, rb);
-    else
-      quantizeRow(t, src.data() + r * k, w.data() + rb * r, k);
-  }
-  return w;
-}
 
 /// Routing of xCount tokens to 2 slots: expert 1 takes every token's first slot (the panel path), the
 /// second slots spread over experts 0, 2, 3 (a few tokens each: the row path).
