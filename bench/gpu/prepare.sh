@@ -5,7 +5,11 @@
 #   new/   `tpc` of this tree without the compiler (TPC_ENABLE_COMPILER=OFF, MPI off), the CUDA plugin
 #          beside it, tpc-cuda-tests and tpc-cuda-fixture-plans
 #   base/  the same `tpc` + plugin of git REF (--base REF): the "before" column, measured in the same call
-#   ref/   the reference engine's CUDA llama-bench (--reference BIN, from bench/gpu/build-reference.sh)
+#   ref/   the reference engine's CUDA llama-bench (--reference BIN, from bench/gpu/build-reference.sh); with
+#          --reference-apart BIN it goes into an archive of its own instead, cut into parts of at most
+#          REF_PART_MB MiB (default 40), build/gpu/ref.part.K-of-N, one carried per call (run.sh's `ref`
+#          phase): the reference with every weight type's kernels is ~62 MB compressed, and a call carries
+#          64 MiB with the ~6 MB tree, so it fits neither beside tpc's stage nor alone
 #   plans/ `tpc compile` plans of the benchmark models (llama3-8b and qwen3-30b-a3b, Q4_K_M, synth seed 0,
 #          1 and 2 devices): run.sh writes the same GGUFs there with `tpc synth` (same bytes)
 #   plans/types.txt and its plans: the weight-type models ($TYPE_MODELS, "NAME:PRESET:TYPE:LAYERS" each;
@@ -15,16 +19,17 @@
 #          whole experts per device) for the CUDA fixture test's $TPC_CUDA_PLANS run
 #   syslib/ the shared libraries of those binaries that a bare machine lacks (fmt, cpp-httplib, ...)
 #
-#   [FIXTURES="NAME ..."] bench/gpu/prepare.sh [--base REF] [--reference BIN] [--models DIR]
+#   [FIXTURES="NAME ..."] bench/gpu/prepare.sh [--base REF] [--reference BIN | --reference-apart BIN] [--models DIR]
 #
 # Needs build/bin/tpc with the compiler (make build) and ../shared for the fixtures (skipped without it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-base="" reference="" models=build/gpu-models
+base="" reference="" apart="" models=build/gpu-models
 while [ $# -gt 0 ]; do
   case $1 in
     --base) base=$2; shift 2 ;;
     --reference) reference=$2; shift 2 ;;
+    --reference-apart) apart=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
     *) echo "prepare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -58,6 +63,18 @@ fi
 git describe --always --dirty >"$stage/new/REF"
 if [ -n "$reference" ]; then
   cp "$reference" "$stage/ref/llama-bench"
+fi
+if [ -n "$apart" ]; then
+  [ -x "$apart" ] || { echo "prepare.sh: --reference-apart $apart is not an executable" >&2; exit 2; }
+  rm -rf build/gpu/ref && mkdir -p build/gpu/ref
+  cp "$apart" build/gpu/ref/llama-bench
+  tar -C build/gpu -cf - ref | xz -T0 -9 >build/gpu/ref.tar.xz
+  rm -f build/gpu/ref.part.*
+  split -b "${REF_PART_MB:-40}M" -d -a 1 build/gpu/ref.tar.xz build/gpu/ref.part.
+  n=$(ls build/gpu/ref.part.? | wc -l)
+  for f in build/gpu/ref.part.?; do mv "$f" "$f-of-$n"; done
+  echo "carry apart, one per call, each with 'bash bench/gpu/run.sh ref', then the stage's call on the same" \
+    "warm machine: $(cd build/gpu && ls ref.part.* | tr '\n' ' ')"
 fi
 
 # The benchmark models' plans (the GGUFs are written again on the GPU machine: same preset, type, seed).

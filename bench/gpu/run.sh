@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one call on a lent GPU machine (H100/H200), run from the repository root with build/gpu/stage.tar.xz
 # carried (bench/gpu/prepare.sh made it here):
-#   bash bench/gpu/run.sh [PHASE...]        phases: tests types quick bench serve ncu (default: tests bench serve)
+#   bash bench/gpu/run.sh [PHASE...]        phases: tests types quick bench serve ncu ref (default: tests bench serve)
 # tests: tpc-cuda-tests (every kernel against the CPU backend and exact references, the fixtures through
 #        the hand-built plans and through `tpc compile` plans, incl. several sequences and expert
 #        parallelism), GemvBandwidth excepted;
@@ -13,7 +13,11 @@
 #        pp512 / tg128 of `tpc run --bench` at 1 device, and of the reference's llama-bench where carried;
 # serve: `tpc serve --backend cuda -np 4` on llama3-8b, 1 and 4 streaming clients (bench/serve);
 # quick: a first look (one repetition): llama3-8b batched decode, qwen3-30b-a3b at 2 devices;
-# ncu:   Nsight Compute's speed-of-light of the biggest kernels of a qwen3-30b-a3b prefill and decode.
+# ncu:   Nsight Compute's speed-of-light of the biggest kernels of a qwen3-30b-a3b prefill and decode;
+# ref:   only keeps the carried parts of the reference's archive (prepare.sh --reference-apart:
+#        build/gpu/ref.part.K-of-N, one per call) in /tmp/refparts and, once all N are there, unpacks
+#        /tmp/ref/llama-bench, then stops. The machine keeps /tmp while it stays warm, so the next call (the
+#        stage's, within the idle release time) finds it; the phases use the stage's ref/ first.
 # Everything (logs, JSON) lands in one archive, $OUT/gpu-run.tgz (the device tool brings back 8 files at
 # most); the last lines printed are the tables (bench/gpu/summarize.py).
 set -uo pipefail
@@ -26,8 +30,28 @@ t0=$(date +%s)
 mark() { echo "== $1 at +$(($(date +%s) - t0)) s" | tee -a "$OUT/phases.txt"; }
 # The archive is rewritten after every phase: a call cut off at its limit still brings back the phases done.
 pack() { tar -C "$FINAL" -czf "$FINAL/gpu-run.tgz.part" gpu-run && mv "$FINAL/gpu-run.tgz.part" "$FINAL/gpu-run.tgz"; }
+if [[ " $phases " == *" ref "* ]]; then
+  mkdir -p /tmp/refparts
+  ls build/gpu/ref.part.*-of-* >/dev/null 2>&1 || { echo "ref: no build/gpu/ref.part.K-of-N carried" >&2; exit 1; }
+  cp build/gpu/ref.part.*-of-* /tmp/refparts/
+  parts=(/tmp/refparts/ref.part.*-of-*)
+  want=${parts[0]##*-of-}
+  if [ ${#parts[@]} -lt "$want" ]; then
+    echo "ref: ${#parts[@]} of $want parts here; carry the next one"
+    exit 0
+  fi
+  # Parts in order (single-digit K: split -a 1), then the archive whole.
+  cat $(printf '%s
+' "${parts[@]}" | sort) | tar -C /tmp -xJf - || { echo "ref: the parts do not unpack" >&2; exit 1; }
+  /tmp/ref/llama-bench --help >/dev/null 2>&1
+  echo "ref: /tmp/ref/llama-bench unpacked from $want parts (--help: rc $?)"
+  exit 0
+fi
 S=/tmp/stage
-[ -d $S ] || tar -C /tmp -xJf build/gpu/stage.tar.xz || { echo "no build/gpu/stage.tar.xz: carry it" >&2; exit 1; }
+[ -d $S/new ] || tar -C /tmp -xJf build/gpu/stage.tar.xz || { echo "no build/gpu/stage.tar.xz: carry it" >&2; exit 1; }
+# The reference's llama-bench: the stage's, else the one a `ref` call unpacked on this warm machine.
+REF=$S/ref/llama-bench
+[ -x $REF ] || REF=/tmp/ref/llama-bench
 L=$S/syslib:${LD_LIBRARY_PATH:-} # our binaries' libraries (fmt, cpp-httplib): for them only
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 echo "new $(cat $S/new/REF) base $(cat $S/base/REF 2>/dev/null)" | tee -a "$OUT/gpu.txt"
@@ -90,7 +114,7 @@ if [[ " $phases " == *" types "* ]]; then
   while read -r name preset type layers; do
     [ -f $M/$name.gguf ] || { echo "types: $name was not written (type-synth.log)"; continue; }
     tpcBench new $name 1 </dev/null
-    [ -x $S/ref/llama-bench ] && run "ref-$name.json" 240 $S/ref/llama-bench -m $M/$name.gguf -p 512 -n 128 -r 3 -o json </dev/null
+    [ -x $REF ] && run "ref-$name.json" 240 $REF -m $M/$name.gguf -p 512 -n 128 -r 3 -o json </dev/null
     rm -f $M/$name.gguf # the disk holds the benchmark models too
   done <$S/plans/types.txt
   pack
@@ -99,7 +123,7 @@ if [[ " $phases " == *" bench "* ]]; then
   mark bench
   for m in qwen3-30b-a3b llama3-8b; do
     par=(--parallel 1,2,4,8)
-    run "ref-$m.json" 240 $S/ref/llama-bench -m $M/$m.gguf -p 512 -n 128 -r 3 -o json
+    run "ref-$m.json" 240 $REF -m $M/$m.gguf -p 512 -n 128 -r 3 -o json
     tpcBench new $m 1 "${par[@]}"
     tpcBench new $m 2
     [ -x $S/base/bin/tpc ] && tpcBench base $m 1 "${par[@]}"
