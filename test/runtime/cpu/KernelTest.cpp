@@ -443,6 +443,27 @@ TEST_P(KernelLevel, PanelTilesMatchDoubleReference) {
   }
 }
 
+/// The panel path's products of the kPanelRows rows `w` against the kMaxRowTokens activation rows `ap`:
+/// tiles[token][row] (empty rows where the table has no panels).
+std::vector<std::vector<float>> panelTiles(const KernelTable *kt, GGMLType t, int64_t k,
+                                           const std::vector<std::vector<uint8_t>> &w, const void *const *ap) {
+  std::vector<std::vector<float>> tiles(kMaxRowTokens, std::vector<float>(kPanelRows));
+  if (kt->panelRows > 0) {
+    const size_t groupBytes = panelGroupBytes(t, k, kt->panelRows);
+    std::vector<uint8_t> src, panel(groupBytes * (kPanelRows / kt->panelRows));
+    for (const auto &row : w)
+      src.insert(src.end(), row.begin(), row.end());
+    kt->getConvert(t)(k, src.data(), rowBytes(t, k), kPanelRows, panel.data());
+    for (int g = 0; g < kPanelRows / kt->panelRows; ++g) {
+      float *o[kMaxRowTokens];
+      for (int j = 0; j < kMaxRowTokens; ++j)
+        o[j] = tiles[static_cast<size_t>(j)].data() + g * kt->panelRows;
+      kt->getTile(t)(k, panel.data() + groupBytes * g, ap, kMaxRowTokens, o);
+    }
+  }
+  return tiles;
+}
+
 TEST_P(KernelLevel, Q8FamilyKeepsTheSignedSumsPrecision) {
   // The q8_0 family on VNNI runs on q + 128: a path that adds -128 d (d8 sum a) in float beside
   // (d d8) ((q + 128) . a) cancels two terms up to 128 / |q| times the product and keeps their rounding.
@@ -478,20 +499,7 @@ TEST_P(KernelLevel, Q8FamilyKeepsTheSignedSumsPrecision) {
     const void *ap[kMaxRowTokens];
     for (int j = 0; j < kMaxRowTokens; ++j)
       ap[j] = acts[static_cast<size_t>(j)].data();
-    std::vector<std::vector<float>> tiles(kMaxRowTokens, std::vector<float>(kPanelRows));
-    if (kt->panelRows > 0) {
-      const size_t groupBytes = panelGroupBytes(t, k, kt->panelRows);
-      std::vector<uint8_t> src, panel(groupBytes * (kPanelRows / kt->panelRows));
-      for (const auto &row : w)
-        src.insert(src.end(), row.begin(), row.end());
-      kt->getConvert(t)(k, src.data(), rowBytes(t, k), kPanelRows, panel.data());
-      for (int g = 0; g < kPanelRows / kt->panelRows; ++g) {
-        float *o[kMaxRowTokens];
-        for (int j = 0; j < kMaxRowTokens; ++j)
-          o[j] = tiles[static_cast<size_t>(j)].data() + g * kt->panelRows;
-        kt->getTile(t)(k, panel.data() + groupBytes * g, ap, kMaxRowTokens, o);
-      }
-    }
+    const std::vector<std::vector<float>> tiles = panelTiles(kt, t, k, w, ap);
     double worst = 0;
     for (int r = 0; r < kPanelRows; ++r) {
       const DecodedRow dw = decodeExact(t, w[static_cast<size_t>(r)].data(), k);
@@ -586,20 +594,7 @@ TEST_P(KernelLevel, OffsetsComeOffExactly) {
     const void *ap[kMaxRowTokens];
     for (int j = 0; j < kMaxRowTokens; ++j)
       ap[j] = acts[static_cast<size_t>(j)].data();
-    std::vector<std::vector<float>> tiles(kMaxRowTokens, std::vector<float>(kPanelRows));
-    if (kt->panelRows > 0) {
-      const size_t groupBytes = panelGroupBytes(t, k, kt->panelRows);
-      std::vector<uint8_t> src, panel(groupBytes * (kPanelRows / kt->panelRows));
-      for (const auto &row : w)
-        src.insert(src.end(), row.begin(), row.end());
-      kt->getConvert(t)(k, src.data(), rowBytes(t, k), kPanelRows, panel.data());
-      for (int g = 0; g < kPanelRows / kt->panelRows; ++g) {
-        float *o[kMaxRowTokens];
-        for (int j = 0; j < kMaxRowTokens; ++j)
-          o[j] = tiles[static_cast<size_t>(j)].data() + g * kt->panelRows;
-        kt->getTile(t)(k, panel.data() + groupBytes * g, ap, kMaxRowTokens, o);
-      }
-    }
+    const std::vector<std::vector<float>> tiles = panelTiles(kt, t, k, w, ap);
     const int lanesFrom = kt->lanesFrom[static_cast<uint32_t>(t)], batchFrom = kt->batchFrom[static_cast<uint32_t>(t)];
     double worst = 0;
     for (int r = 0; r < kPanelRows; ++r) {

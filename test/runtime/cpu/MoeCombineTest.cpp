@@ -13,7 +13,7 @@
 #include "runtime/cpu/ops/Ops.h"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
-#include "test/runtime/cpu/ExpertWeights.h"
+#include "test/runtime/cpu/MoeTestUtil.h"
 #include "test/runtime/cpu/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -194,13 +194,7 @@ TEST(MoeCombineOps, CombineRowAddsSlotsInOrder) {
 // The session's fusion decision: a lone MulMatId directly followed by the EXPERT_COMBINE that alone reads
 // its products.
 TEST(MoeCombineSteps, PairsOnlyACombineThatIsTheSoleReader) {
-  auto step = [](OpKind op, std::vector<int32_t> in, std::vector<int32_t> out) {
-    Step s;
-    s.op = op;
-    s.inputs = std::move(in);
-    s.outputs = std::move(out);
-    return s;
-  };
+  const auto step = planStep;
   DevicePlan dp;
   // 0: x, 1: ids, 2: down weight, 3: products, 4: weights (factor), 5: combined, 6: gate weight, 7: g.
   dp.steps = {step(OpKind::MulMatId, {0, 6, 1}, {7}), step(OpKind::MulMatId, {7, 2, 1}, {3}),

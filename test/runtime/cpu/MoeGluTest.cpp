@@ -13,7 +13,7 @@
 #include "runtime/cpu/ops/Ops.h"
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
-#include "test/runtime/cpu/ExpertWeights.h"
+#include "test/runtime/cpu/MoeTestUtil.h"
 #include "test/runtime/cpu/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -221,13 +221,7 @@ TEST(MoeGluOps, DenseGateUpEqualsMatmulThenGlu) {
 // The session's fusion decision: gate/up (or merged gate_up) MulMatIds directly followed by their GLU, whose
 // outputs nothing else reads.
 TEST(MoeGluSteps, PairsOnlyAGluThatIsTheSoleReader) {
-  auto step = [](OpKind op, std::vector<int32_t> in, std::vector<int32_t> out) {
-    Step s;
-    s.op = op;
-    s.inputs = std::move(in);
-    s.outputs = std::move(out);
-    return s;
-  };
+  const auto step = planStep;
   DevicePlan dp;
   // 0: x, 1: ids, 2/3: expert weights, 4: g, 5: u, 6: glu out, 7: merged weight, 8: gu, 9: glu out.
   dp.steps = {step(OpKind::MulMatId, {0, 2, 1}, {4}), step(OpKind::MulMatId, {0, 3, 1}, {5}),

@@ -1,12 +1,14 @@
-//===- ExpertWeights.h - random MoE expert weights for the CPU backend tests -*- C++ -*-===//
+//===- MoeTestUtil.h - helpers of the fused MoE jobs' tests -------*- C++ -*-===//
 //
-// The fused MoE jobs' tests (MoeGluTest, MoeCombineTest) build stacked expert weights of any type. Test-only.
+// MoeGluTest and MoeCombineTest: stacked expert weights of any type, and bare plan steps for the session's
+// fusion decisions. Test-only.
 //===----------------------------------------------------------------------===//
-#ifndef TPC_TEST_RUNTIME_CPU_EXPERTWEIGHTS_H
-#define TPC_TEST_RUNTIME_CPU_EXPERTWEIGHTS_H
+#ifndef TPC_TEST_RUNTIME_CPU_MOETESTUTIL_H
+#define TPC_TEST_RUNTIME_CPU_MOETESTUTIL_H
 
 #include "runtime/ggml/Blocks.h"
 #include "runtime/ggml/Quant.h"
+#include "runtime/plan/PlanFormat.h"
 #include "test/common/GridBlocks.h"
 #include "test/runtime/cpu/TestUtil.h"
 
@@ -44,6 +46,15 @@ inline std::vector<uint8_t> expertWeights(GGMLType t, int64_t e, int64_t n, int6
   return w;
 }
 
+/// A step of `op` reading `in` and writing `out`, nothing else set (the fusion decisions read only these).
+inline Step planStep(OpKind op, std::vector<int32_t> in, std::vector<int32_t> out) {
+  Step s;
+  s.op = op;
+  s.inputs = std::move(in);
+  s.outputs = std::move(out);
+  return s;
+}
+
 } // namespace tpc::rt::cpu::test
 
-#endif // TPC_TEST_RUNTIME_CPU_EXPERTWEIGHTS_H
+#endif // TPC_TEST_RUNTIME_CPU_MOETESTUTIL_H
