@@ -98,26 +98,20 @@ Expected<void> SharedReduceNorm::run(int rank, const std::vector<exec::TensorRef
           for (int64_t j = 0; j < cols; ++j)
             sum[j] += rr[j];
         }
-        k.rmsNorm(sum, w, norm, p.eps, cols);
-        for (const Slot &s : slots_) {
-          if (&s == &mine || s.wholeSum) // a peer may read only its own rows of the sum (ownRowsSuffice)
-            std::memcpy(s.y + at, sum, static_cast<size_t>(cols) * 4);
-          std::memcpy(s.n + at, norm, static_cast<size_t>(cols) * 4);
-        }
-        continue;
-      }
-      // The composition's order: device 0's addend with the residual, then the others in rank order.
-      if (mine.r) {
-        const float *rr = mine.r + at; // mirrored: this device's copy holds the same values
-        for (int64_t j = 0; j < cols; ++j)
-          sum[j] = x0[j] + rr[j];
       } else {
-        std::copy(x0, x0 + cols, sum);
-      }
-      for (int d = 1; d < devices; ++d) {
-        const float *xd = slots_[d].x + at;
-        for (int64_t j = 0; j < cols; ++j)
-          sum[j] += xd[j];
+        // The composition's order: device 0's addend with the residual, then the others in rank order.
+        if (mine.r) {
+          const float *rr = mine.r + at; // mirrored: this device's copy holds the same values
+          for (int64_t j = 0; j < cols; ++j)
+            sum[j] = x0[j] + rr[j];
+        } else {
+          std::copy(x0, x0 + cols, sum);
+        }
+        for (int d = 1; d < devices; ++d) {
+          const float *xd = slots_[d].x + at;
+          for (int64_t j = 0; j < cols; ++j)
+            sum[j] += xd[j];
+        }
       }
       k.rmsNorm(sum, w, norm, p.eps, cols);
       for (const Slot &s : slots_) {

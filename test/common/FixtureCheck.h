@@ -10,6 +10,7 @@
 #ifndef TPC_TEST_COMMON_FIXTURECHECK_H
 #define TPC_TEST_COMMON_FIXTURECHECK_H
 
+#include "runtime/plan/PlanFormat.h"
 #include "runtime/support/Expected.h"
 #include "test/common/FixtureReference.h"
 #include "test/common/TestSupport.h"
@@ -21,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -137,6 +139,20 @@ inline ::testing::AssertionResult matchesReference(const std::vector<float> &got
   return ::testing::AssertionSuccess() << os.str();
 }
 
+/// The largest |got - reference| in logits row `row` (got holds the reference's rows and vocabulary).
+inline double rowMaxDiff(const std::vector<float> &got, const FixtureReference &ref, size_t row) {
+  double at = 0;
+  for (size_t i = row * ref.nVocab; i < (row + 1) * ref.nVocab; ++i)
+    at = std::max(at, std::fabs(double(got[i]) - double(ref.logits[i])));
+  return at;
+}
+
+/// Logits row `row` of got replaced by the reference's (an exempted row, before the check of all rows).
+inline void takeReferenceRow(std::vector<float> &got, const FixtureReference &ref, size_t row) {
+  const auto from = ref.logits.begin() + static_cast<std::ptrdiff_t>(row * ref.nVocab);
+  std::copy(from, from + static_cast<std::ptrdiff_t>(ref.nVocab), got.begin() + static_cast<std::ptrdiff_t>(row * ref.nVocab));
+}
+
 /// tiny-glm4moe-Q4_K_M routes token 7 at a router near-tie. tpc's quantized path reproduces the reference's
 /// rows 0-6 to 5e-7, and from row 7 on it differs by the activation-quantization noise every Q4_K_M fixture
 /// shows somewhere (tiny-qwen3moe-Q4_K_M from row 7 too, 0.02-0.03; most likely the attention, whose q and
@@ -151,14 +167,12 @@ inline ::testing::AssertionResult matchesReference(const std::vector<float> &got
 inline void exemptRouterTieRow(const std::string &model, std::vector<float> &got, const FixtureReference &ref) {
   if (model != "tiny-glm4moe-Q4_K_M" || got.size() != ref.logits.size())
     return;
-  const size_t row = 7, n = ref.nVocab;
-  double at = 0;
-  for (size_t i = row * n; i < (row + 1) * n; ++i)
-    at = std::max(at, std::fabs(double(got[i]) - double(ref.logits[i])));
+  const size_t row = 7;
+  const double at = rowMaxDiff(got, ref, row);
   if (at <= ref.tolMax)
     return;
   EXPECT_GT(at, 0.5) << model << ": row 7 differs by " << at << ", not by the flipped expert's ~0.7";
-  std::copy(ref.logits.begin() + row * n, ref.logits.begin() + (row + 1) * n, got.begin() + row * n);
+  takeReferenceRow(got, ref, row);
 }
 
 /// tiny-qwen35moe-Q4_K_M's last row: tpc's logits reproduce the reference's to 2.4e-7-7.7e-7 up to the first
@@ -173,20 +187,39 @@ inline void exemptF16CacheRoundingRow(const std::string &model, std::vector<floa
                                       const FixtureReference &ref) {
   if (model != "tiny-qwen35moe-Q4_K_M" || got.size() != ref.logits.size() || ref.rows() != 28)
     return;
-  const size_t row = 27, n = ref.nVocab;
-  double at = 0;
-  for (size_t i = row * n; i < (row + 1) * n; ++i)
-    at = std::max(at, std::fabs(double(got[i]) - double(ref.logits[i])));
+  const size_t row = 27;
+  const double at = rowMaxDiff(got, ref, row);
   if (at <= ref.tolMax)
     return;
   EXPECT_LE(at, ref.tolMax + 0.02) << model << ": row 27 differs by " << at << ", more than the f16 rounding's";
-  std::copy(ref.logits.begin() + row * n, ref.logits.begin() + (row + 1) * n, got.begin() + row * n);
+  takeReferenceRow(got, ref, row);
 }
 
 /// The rows of the fixtures known to part from the reference at one rounding or routing decision.
 inline void exemptKnownRows(const std::string &model, std::vector<float> &got, const FixtureReference &ref) {
   exemptRouterTieRow(model, got, ref);
   exemptF16CacheRoundingRow(model, got, ref);
+}
+
+/// The largest |v| of a run's logits (the scale of the N-vs-1 and bf16 bounds).
+inline double maxAbsValue(const std::vector<float> &v) {
+  double m = 0;
+  for (float x : v)
+    m = std::max(m, std::fabs(double(x)));
+  return m;
+}
+
+/// True when a and b hold the same floats bit for bit.
+inline bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// The all-reduce steps of a device's program (AllReduce and AllReduceRmsNorm: what bf16 payloads round).
+inline int allReduceSteps(const rt::DevicePlan &dp) {
+  int k = 0;
+  for (const rt::Step &s : dp.steps)
+    k += s.op == rt::OpKind::AllReduce || s.op == rt::OpKind::AllReduceRmsNorm;
+  return k;
 }
 
 /// How far bf16 all-reduce payloads (`--comm-dtype bf16`) may move logits of magnitude up to `scale` in a

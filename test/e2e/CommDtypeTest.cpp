@@ -69,15 +69,7 @@ std::vector<float> evaluate(const std::string &planPath, const tpc::test::Fixtur
 int allReduces(const std::string &planPath) {
   auto plan = loadPlan(planPath);
   EXPECT_TRUE(plan) << plan.message();
-  int k = 0;
-  if (plan)
-    for (const Step &s : plan->devices[0].steps)
-      k += s.op == OpKind::AllReduce || s.op == OpKind::AllReduceRmsNorm;
-  return k;
-}
-
-bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  return plan ? tpc::test::allReduceSteps(plan->devices[0]) : 0;
 }
 
 class CommDtypeFixtures : public ::testing::TestWithParam<Case> {};
@@ -106,9 +98,7 @@ TEST_P(CommDtypeFixtures, Bf16PayloadsHoldTheBounds) {
   const std::vector<float> got = evaluate(bf16, ref);
   ASSERT_FALSE(got.empty());
   const std::vector<float> base = evaluate(one, ref);
-  double scale = 0;
-  for (float v : base)
-    scale = std::max(scale, std::fabs(double(v)));
+  const double scale = tpc::test::maxAbsValue(base);
   const int k = allReduces(bf16);
   ASSERT_GT(k, 0) << "a " << c.devices << "-device plan without all-reduces";
   const double bf16Bound = tpc::test::bf16PayloadBound(k, scale);
@@ -128,9 +118,9 @@ TEST_P(CommDtypeFixtures, Bf16PayloadsHoldTheBounds) {
               vsOne.message());
 
   const std::vector<float> asF32 = evaluate(f32, ref);
-  EXPECT_FALSE(sameBits(asF32, got)) << what << ": bf16 payloads changed nothing";
-  EXPECT_TRUE(sameBits(evaluate(f32, ref, CommDtype::BF16), got)) << what << ": the run-time override";
-  EXPECT_TRUE(sameBits(evaluate(bf16, ref, CommDtype::F32), asF32))
+  EXPECT_FALSE(tpc::test::sameBits(asF32, got)) << what << ": bf16 payloads changed nothing";
+  EXPECT_TRUE(tpc::test::sameBits(evaluate(f32, ref, CommDtype::BF16), got)) << what << ": the run-time override";
+  EXPECT_TRUE(tpc::test::sameBits(evaluate(bf16, ref, CommDtype::F32), asF32))
       << what << ": the run-time override to f32";
   for (const std::string &p : {bf16, f32, one})
     std::remove(p.c_str());

@@ -55,9 +55,7 @@ TEST_P(Stages, EqualTheOneStagePlan) {
   const std::vector<float> base = tpc::test::teacherForcedLogits(one, ref);
   const std::vector<float> got = tpc::test::teacherForcedLogits(two, ref);
   ASSERT_FALSE(base.empty() || got.empty()) << what;
-  double scale = 0;
-  for (float v : base)
-    scale = std::max(scale, std::fabs(double(v)));
+  const double scale = tpc::test::maxAbsValue(base);
   const double bound = ref.f32 ? 1e-4 * std::max(1.0, scale) : ref.tolMax;
   // The pipeline runs the prompt as micro-batches (one per stage), so the kernels see fewer rows per call
   // than the one-stage plan's: the N-vs-1 situation. tiny-gemma4moe turns such 1e-7 differences into f16
@@ -155,9 +153,7 @@ TEST(StagesMicroBatches, AreTheCallCutInTwo) {
   // No micro-batches: one call per batch; the same function (summation order inside a kernel may differ
   // with the rows per call, so held to the N-vs-1 bound).
   const std::vector<float> whole = runBatches(two, {prompt, seq1, seq2, step}, 1);
-  double scale = 0;
-  for (float v : base)
-    scale = std::max(scale, std::fabs(double(v)));
+  const double scale = tpc::test::maxAbsValue(base);
   ::testing::AssertionResult close = tpc::test::allWithin(micro, whole, 1e-4 * std::max(1.0, scale));
   EXPECT_TRUE(close) << "2 micro-batches vs one call";
   // Each call of 2 or more tokens was cut: device 0 handed on 2 micro-batches per call (4 calls).

@@ -86,13 +86,11 @@ TEST_P(MpiFixture, MatchesTheReferenceAndTheInProcessRun) {
   ASSERT_TRUE(one) << one.message();
   auto base = test::teacherForced(**one, ref);
   ASSERT_TRUE(base) << base.message();
-  double scale = 0;
-  for (float v : *base)
-    scale = std::max(scale, std::fabs(double(v)));
+  const double scale = test::maxAbsValue(*base);
   const double bound = ref.f32 ? 1e-4 * std::max(1.0, scale) : ref.tolMax; // test/e2e's N-vs-1 bound
   ::testing::AssertionResult vsInProcess = test::allWithin(*got, *base, bound);
   EXPECT_TRUE(vsInProcess) << model << ": " << n << " MPI ranks vs one process";
-  const bool sameBits = got->size() == base->size() && std::memcmp(got->data(), base->data(), got->size() * 4) == 0;
+  const bool sameBits = test::sameBits(*got, *base);
   EXPECT_TRUE(sameBits) << model << ": the rank-order all-reduce should give the in-process bits";
   for (size_t row = 0; row < ref.rows(); ++row)
     EXPECT_EQ(test::argmaxRow(&(*got)[row * ref.nVocab], ref.nVocab),
@@ -134,17 +132,13 @@ TEST_P(MpiFixture, Bf16PayloadsGiveTheInProcessBits) {
   ASSERT_TRUE(one) << one.message();
   auto base = test::teacherForced(**one, ref);
   ASSERT_TRUE(base) << base.message();
-  double scale = 0;
-  for (float v : *base)
-    scale = std::max(scale, std::fabs(double(v)));
-  int allReduces = 0;
-  for (const Step &s : (*one)->plan().devices[0].steps)
-    allReduces += s.op == OpKind::AllReduce || s.op == OpKind::AllReduceRmsNorm;
+  const double scale = test::maxAbsValue(*base);
+  const int allReduces = test::allReduceSteps((*one)->plan().devices[0]);
   // The reference's tolerance plus the bf16 bound (test/e2e/CommDtypeTest.cpp says why).
   ::testing::AssertionResult vsRef =
       test::matchesReference(*got, test::widenedForBf16(ref, test::bf16PayloadBound(allReduces, scale)));
   EXPECT_TRUE(vsRef) << model << " on " << n << " ranks, bf16 payloads";
-  const bool sameBits = got->size() == base->size() && std::memcmp(got->data(), base->data(), got->size() * 4) == 0;
+  const bool sameBits = test::sameBits(*got, *base);
   EXPECT_TRUE(sameBits) << model << ": bf16 payloads over MPI should give the in-process bits";
   auto f32 = openPlan(plan, nullptr, 0, n, CommDtype::F32);
   ASSERT_TRUE(f32) << f32.message();
